@@ -1,0 +1,72 @@
+# usbeam: every target does its own set-up (virtual environment, dependencies, build).
+#   make demo    simulated phantom, RF -> IQ -> DAS -> B-mode on the CPU, PNG + stage timings
+#   make test    build, C tests and the whole pytest suite
+#   make asan    C tests and the pytest suite under AddressSanitizer + UBSan
+#   make bench   benchmarks (see benchmarks/README.md)
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.deps-installed
+CC     ?= cc
+CFLAGS_C := -std=c11 -O2 -g -Wall -Wextra -Wshadow -Wno-unused-parameter -fopenmp -Icsrc
+ifeq ($(CI),true)
+CFLAGS_C += -Werror
+endif
+CORE_C := $(filter-out csrc/module.c csrc/py_%.c,$(wildcard csrc/*.c))
+
+.PHONY: all venv build test ctest pytest demo asan bench clean
+
+all: build
+
+$(STAMP): requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+build: $(STAMP)
+	$(PY) setup.py --quiet build_ext --inplace
+
+CTESTS := $(patsubst tests/c/%.c,build/ctest/%,$(wildcard tests/c/test_*.c))
+
+build/ctest/%: tests/c/%.c $(CORE_C) $(wildcard csrc/*.h)
+	@mkdir -p build/ctest
+	$(CC) $(CFLAGS_C) $< $(CORE_C) -lm -o $@
+
+# Each tests/c/test_*.c is its own program and prints "N passed, N failed".
+ctest: $(CTESTS)
+	@set -e; for t in $(CTESTS); do echo "== $$t"; ./$$t; done
+
+pytest: build
+	$(PY) -m pytest -q
+
+test: build ctest
+	$(PY) -m pytest -q
+
+demo: build
+	$(PY) -m usbeam.demo --out demo_bmode.png
+
+# Sanitizers: the C tests natively, the extension with libasan preloaded into CPython.
+asan: $(STAMP)
+	@mkdir -p build/ctest-asan
+	@set -e; for src in tests/c/test_*.c; do \
+	    exe=build/ctest-asan/$$(basename $$src .c); \
+	    $(CC) $(CFLAGS_C) -O1 -fno-omit-frame-pointer -fsanitize=address,undefined $$src $(CORE_C) -lm -o $$exe; \
+	    echo "== $$exe"; ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ./$$exe; \
+	done
+	rm -f usbeam/_core*.so
+	USBEAM_SANITIZE=1 USBEAM_CUDA=0 $(PY) setup.py --quiet build_ext --inplace --force
+	LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
+	    ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 \
+	    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	    $(PY) -m pytest -q -m "not slow" -p no:cacheprovider
+	rm -f usbeam/_core*.so
+	$(MAKE) build
+
+bench: build
+	$(PY) benchmarks/run.py
+
+clean:
+	rm -rf build usbeam/_core*.so usbeam/__pycache__ tests/__pycache__ demo_bmode.png

@@ -1,0 +1,121 @@
+/*
+ * bmode.c - B-mode display: envelope |IQ| and log compression, CPU backend.
+ *
+ * Layout: in  complex64[n_images][n_values / n_images]  (any spatial layout inside)
+ *         out uint8 or float32, same layout.
+ * Units:  dynamic range in dB; the dB output is 20*log10(|IQ| / ref).
+ * Reference semantics: PyMUST/MUST bmode (D. Garcia): I = 20 log10(|IQ|/max|IQ|) + DR,
+ *         then 255*I/DR clipped to [0, 255] and cast to uint8 (truncation), with the max
+ *         taken over the whole array.  per_image and a fixed reference are extensions
+ *         for live display, where each frame must not depend on later frames.
+ */
+#include "usbeam_internal.h"
+
+#include <math.h>
+#include <stdint.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+struct usbeam_bmode_plan {
+    usbeam_bmode_params params;
+    size_t image_size;
+};
+
+usbeam_status usbeam_bmode_plan_create(const usbeam_bmode_params *params, usbeam_backend backend,
+                                       usbeam_bmode_plan **plan)
+{
+    usbeam_status st;
+    if (!params || !plan) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "params and plan must not be NULL");
+    *plan = NULL;
+    if (backend != USBEAM_BACKEND_CPU)
+        return usbeam_fail(USBEAM_ERR_NO_BACKEND, "backend: bmode has no CUDA path in this build");
+    if ((st = usbeam_check_positive("dynamic_range", params->dynamic_range_db)) != USBEAM_OK) return st;
+    if ((st = usbeam_check_nonnegative("reference", params->reference)) != USBEAM_OK) return st;
+    if (params->n_values == 0) return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "image: is empty");
+    if (params->n_images == 0 || params->n_values % params->n_images != 0)
+        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT,
+                           "n_images (%zu) must divide the number of values (%zu)", params->n_images,
+                           params->n_values);
+    if (params->output != USBEAM_BMODE_UINT8 && params->output != USBEAM_BMODE_DB)
+        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "output: unknown kind %d", (int)params->output);
+
+    usbeam_bmode_plan *p = usbeam_alloc(sizeof *p);
+    if (!p) return usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "bmode plan");
+    p->params = *params;
+    p->image_size = params->n_values / params->n_images;
+    *plan = p;
+    return USBEAM_OK;
+}
+
+void usbeam_bmode_plan_destroy(usbeam_bmode_plan *plan) { usbeam_free(plan); }
+
+/* |z|^2 in double: the max pixel and every other pixel go through the same arithmetic, so
+ * the brightest pixel lands exactly on 0 dB (255), as in PyMUST. */
+static inline double sample_power(const float *iq, ptrdiff_t i)
+{
+    double re = iq[2 * i], im = iq[2 * i + 1];
+    return re * re + im * im;
+}
+
+/* Largest |z|^2 over a block; squared magnitudes avoid a sqrt per sample. */
+static double max_power(const float *iq, size_t n)
+{
+    double best = 0.0;
+    ptrdiff_t count = (ptrdiff_t)n;
+#pragma omp parallel for reduction(max : best) schedule(static)
+    for (ptrdiff_t i = 0; i < count; ++i) {
+        double power = sample_power(iq, i);
+        best = power > best ? power : best;
+    }
+    return best;
+}
+
+static void compress_block(const float *iq, size_t n, double reference_power, double range_db,
+                           usbeam_bmode_output output, void *out)
+{
+    ptrdiff_t count = (ptrdiff_t)n;
+    /* 20 log10(|z|/ref) = 10 log10(|z|^2) - 10 log10(ref^2); computed in double so the
+     * uint8 truncation agrees with PyMUST's float64 arithmetic at the grey-level edges. */
+    const double ref_db = 10.0 * log10(reference_power);
+    if (output == USBEAM_BMODE_UINT8) {
+        uint8_t *dst = out;
+        const double scale = 255.0 / range_db;
+#pragma omp parallel for schedule(static)
+        for (ptrdiff_t i = 0; i < count; ++i) {
+            double level = (10.0 * log10(sample_power(iq, i)) - ref_db + range_db) * scale;
+            /* log10(0) = -inf and NaN both land on 0, as PyMUST's clip does for -inf */
+            dst[i] = level >= 255.0 ? 255 : (level > 0.0 ? (uint8_t)level : 0);
+        }
+    } else {
+        float *dst = out;
+#pragma omp parallel for schedule(static)
+        for (ptrdiff_t i = 0; i < count; ++i) {
+            double db = 10.0 * log10(sample_power(iq, i)) - ref_db;
+            dst[i] = (float)(db > -range_db ? db : -range_db);
+        }
+    }
+}
+
+usbeam_status usbeam_bmode_execute(usbeam_bmode_plan *plan, const void *in, void *out)
+{
+    if (!plan || !in || !out) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "plan, in and out must not be NULL");
+    const usbeam_bmode_params *prm = &plan->params;
+    const float *iq = in;
+    size_t out_elem = prm->output == USBEAM_BMODE_UINT8 ? 1 : 4;
+
+    double global_power = prm->reference * prm->reference;
+    if (global_power == 0.0 && !prm->per_image) global_power = max_power(iq, prm->n_values);
+
+    for (size_t img = 0; img < prm->n_images; ++img) {
+        const float *block = iq + 2 * img * plan->image_size;
+        double reference = global_power;
+        if (reference == 0.0 && prm->per_image) reference = max_power(block, plan->image_size);
+        /* An all-zero image has no scale: every pixel is at the bottom of the range. */
+        if (!(reference > 0.0)) reference = INFINITY;
+        compress_block(block, plan->image_size, reference, prm->dynamic_range_db, prm->output,
+                       (char *)out + img * plan->image_size * out_elem);
+    }
+    return USBEAM_OK;
+}

@@ -1,0 +1,127 @@
+"""Build of usbeam._core: the C core (csrc/*.c) and, when nvcc is available, cuda/*.cu.
+
+Environment:
+  USBEAM_CUDA=auto|0|1   auto (default): build the CUDA backend when nvcc is found;
+                         0: CPU only; 1: CUDA required (fail without nvcc).
+  USBEAM_CUDA_ARCH       nvcc -gencode list, default "sm_90 + compute_90 PTX"
+                         (H100/H200 native, PTX JIT for newer GPUs), e.g.
+                         "-gencode=arch=compute_80,code=sm_80".
+  USBEAM_SANITIZE=1      build with -fsanitize=address,undefined (see `make asan`).
+  USBEAM_NATIVE=1        add -march=native (local benchmarking only; not portable).
+  CI=true                warnings are errors (-Werror).
+"""
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from glob import glob
+from pathlib import Path
+
+import numpy
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = Path(__file__).resolve().parent
+CUDA_MODE = os.environ.get("USBEAM_CUDA", "auto").strip().lower()
+DEFAULT_CUDA_ARCH = "-gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_90,code=compute_90"
+
+
+def log(msg):
+    print(f"usbeam build: {msg}", file=sys.stderr, flush=True)
+
+
+def compiler_accepts(compiler, flags):
+    """True when the C compiler compiles and links a trivial program with flags."""
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp, "probe.c")
+        src.write_text("#include <omp.h>\nint main(void){return omp_get_max_threads() < 0;}\n"
+                       if "-fopenmp" in flags else "int main(void){return 0;}\n")
+        cmd = compiler + [str(src), "-o", str(Path(tmp, "probe"))] + flags
+        return subprocess.run(cmd, capture_output=True).returncode == 0
+
+
+def find_nvcc():
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        return Path(nvcc)
+    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if home and Path(home, "bin", "nvcc").exists():
+            return Path(home, "bin", "nvcc")
+    return None
+
+
+class UsbeamBuildExt(build_ext):
+    def build_extensions(self):
+        ext = self.extensions[0]
+        cc = self.compiler.compiler_so[:1]
+        cflags = ["-std=c11", "-O3", "-Wall", "-Wextra", "-Wshadow", "-Wno-unused-parameter",
+                  "-fno-math-errno", "-fvisibility=hidden"]
+        ldflags = []
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            cflags.append("-Werror")
+        if os.environ.get("USBEAM_NATIVE") == "1":
+            cflags.append("-march=native")
+        if compiler_accepts(cc, ["-fopenmp"]):
+            cflags.append("-fopenmp")
+            ldflags.append("-fopenmp")
+            log("OpenMP: yes")
+        else:
+            log("OpenMP: no (the CPU backend runs single-threaded)")
+        if os.environ.get("USBEAM_SANITIZE") == "1":
+            san = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-g", "-O1"]
+            cflags = [f for f in cflags if f != "-O3"] + san
+            ldflags += ["-fsanitize=address,undefined"]
+            log("sanitizers: address, undefined")
+        ext.extra_compile_args = cflags
+        ext.extra_link_args = ldflags
+        self._configure_cuda(ext)
+        super().build_extensions()
+
+    def _configure_cuda(self, ext):
+        if CUDA_MODE not in ("auto", "0", "1"):
+            raise SystemExit(f"USBEAM_CUDA must be auto, 0 or 1 (got {CUDA_MODE!r})")
+        if CUDA_MODE == "0":
+            log("CUDA: disabled (USBEAM_CUDA=0); building the CPU backend only")
+            return
+        nvcc = find_nvcc()
+        if nvcc is None:
+            if CUDA_MODE == "1":
+                raise SystemExit("USBEAM_CUDA=1 but nvcc was not found (set CUDA_HOME or PATH)")
+            log("CUDA: nvcc not found; building the CPU backend only")
+            return
+        cuda_home = nvcc.parent.parent
+        lib_dirs = [d for d in (cuda_home / "lib64", cuda_home / "lib", cuda_home / "targets/x86_64-linux/lib")
+                    if d.exists()]
+        arch = os.environ.get("USBEAM_CUDA_ARCH", DEFAULT_CUDA_ARCH).split()
+        sources = sorted(glob(str(ROOT / "cuda" / "*.cu")))
+        build_dir = Path(self.build_temp, "cuda")
+        build_dir.mkdir(parents=True, exist_ok=True)
+        werror = ["-Werror", "all-warnings"] if os.environ.get("CI", "").lower() in ("1", "true", "yes") else []
+        objects = []
+        for src in sources:
+            obj = build_dir / (Path(src).stem + ".o")
+            cmd = [str(nvcc), "-c", src, "-o", str(obj), "-O3", "-std=c++17", "--compiler-options",
+                   "-fPIC,-fvisibility=hidden,-Wall", "-DUSBEAM_HAVE_CUDA", "-lineinfo",
+                   "-I", str(ROOT / "csrc")] + arch + werror
+            log("nvcc " + Path(src).name)
+            subprocess.run(cmd, check=True)
+            objects.append(str(obj))
+        ext.extra_objects += objects
+        ext.define_macros.append(("USBEAM_HAVE_CUDA", "1"))
+        ext.library_dirs += [str(d) for d in lib_dirs]
+        ext.runtime_library_dirs += [str(d) for d in lib_dirs]
+        # Static CUDA runtime: importing usbeam works on machines without a driver.
+        ext.libraries += ["cudart_static", "cublas", "rt", "pthread", "dl", "stdc++"]
+        log(f"CUDA: building {len(objects)} CUDA source(s) with {nvcc} ({' '.join(arch)})")
+
+
+core = Extension(
+    "usbeam._core",
+    sources=sorted(str(Path(p).relative_to(ROOT)) for p in glob(str(ROOT / "csrc" / "*.c"))),
+    include_dirs=[numpy.get_include(), "csrc"],
+    depends=glob("csrc/*.h"),
+)
+
+setup(ext_modules=[core], cmdclass={"build_ext": UsbeamBuildExt})

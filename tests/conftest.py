@@ -1,0 +1,36 @@
+"""Shared fixtures: the ../shared/datasets folder (skip with a message when absent),
+fresh random generators, and the CUDA skip marker."""
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_DATASETS = Path(os.environ.get("USBEAM_SHARED_DATASETS", ROOT.parent / "shared" / "datasets"))
+
+
+def shared_dataset(name):
+    """Path of a file in ../shared/datasets; skips the test with a message when it is missing."""
+    path = SHARED_DATASETS / name
+    if not path.exists():
+        pytest.skip(f"real-data test needs {path} (../shared/datasets is absent on this machine)")
+    return path
+
+
+@pytest.fixture
+def rng(request):
+    """A fresh generator per test (seeded from the test name so failures reproduce)."""
+    seed = abs(hash(request.node.nodeid)) % (2**32)
+    return np.random.default_rng(seed)
+
+
+def pytest_collection_modifyitems(config, items):
+    import usbeam
+
+    if usbeam.cuda_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device (none visible on this machine)")
+    for item in items:
+        if "cuda" in item.keywords:
+            item.add_marker(skip)

@@ -1,0 +1,51 @@
+"""usbeam: ultrasound channel data to images, fast enough for live imaging.
+
+A thin Python layer over a C11 core (the CPU reference backend, OpenMP) and CUDA kernels.
+Every kernel family has a plan object (built once from SI-unit parameters, executed many
+times) and a one-shot function.  Arrays are NumPy on the CPU; conventions are in README.md.
+"""
+from . import _core
+from ._core import UsbeamError
+from ._backend import backends, build_info, cuda_available, cuda_devices
+from .bmode import BModePlan, bmode
+
+# family rf2iq:
+
+# family das:
+
+# family doppler:
+
+# family hadamard:
+
+# family rca:
+
+# family ai:
+
+# family live:
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "UsbeamError",
+    "backends",
+    "build_info",
+    "cuda_available",
+    "cuda_devices",
+    "BModePlan",
+    "bmode",
+]
+
+# family rf2iq (extend __all__ here):
+
+# family das (extend __all__ here):
+
+# family doppler (extend __all__ here):
+
+# family hadamard (extend __all__ here):
+
+# family rca (extend __all__ here):
+
+# family ai (extend __all__ here):
+
+# family live (extend __all__ here):
+

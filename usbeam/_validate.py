@@ -1,0 +1,106 @@
+"""Argument checks shared by the Python API.  Every message names the parameter."""
+import math
+import numbers
+
+import numpy as np
+
+
+def positive(name, value):
+    """A finite real number > 0, returned as float."""
+    value = real_scalar(name, value)
+    if not value > 0:
+        raise ValueError(f"{name} must be > 0 (got {value!r})")
+    return value
+
+
+def nonnegative(name, value):
+    value = real_scalar(name, value)
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0 (got {value!r})")
+    return value
+
+
+def real_scalar(name, value):
+    """A finite real scalar, returned as float."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
+        if isinstance(value, np.ndarray) and value.ndim == 0 and np.isrealobj(value):
+            value = value.item()
+        else:
+            raise TypeError(f"{name} must be a real number (got {type(value).__name__})")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite (got {value!r})")
+    return value
+
+
+def integer(name, value, minimum=None, maximum=None):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Integral, np.integer)):
+        raise TypeError(f"{name} must be an integer (got {type(value).__name__})")
+    value = int(value)
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be >= {minimum} (got {value})")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be <= {maximum} (got {value})")
+    return value
+
+
+def choice(name, value, options):
+    if value not in options:
+        raise ValueError(f"{name} must be one of {', '.join(repr(o) for o in options)} (got {value!r})")
+    return value
+
+
+def ndarray(name, value):
+    """The argument as an ndarray without copying; TypeError for anything that is not array-like data."""
+    if isinstance(value, np.ndarray):
+        return value
+    if hasattr(value, "__array__") or isinstance(value, (list, tuple)):
+        return np.asarray(value)
+    raise TypeError(f"{name} must be a numpy array (got {type(value).__name__})")
+
+
+def finite_array(name, value):
+    """A float64 array of finite values (for geometry such as positions and angles)."""
+    arr = np.asarray(value, dtype=np.float64)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must contain only finite values")
+    return arr
+
+
+def out_array(name, out, shape, dtype):
+    """Check a caller-provided output buffer: ndarray, exact shape and dtype, C-contiguous, writable."""
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"{name} must be a numpy.ndarray (got {type(out).__name__})")
+    if out.dtype != np.dtype(dtype):
+        raise TypeError(f"{name} must have dtype {np.dtype(dtype)} (got {out.dtype})")
+    if tuple(out.shape) != tuple(shape):
+        raise ValueError(f"{name} must have shape {tuple(shape)} (got {out.shape})")
+    if not out.flags.c_contiguous:
+        raise ValueError(f"{name} must be C-contiguous")
+    if not out.flags.writeable:
+        raise ValueError(f"{name} is read-only")
+    return out
+
+
+def check_allocation(name, shape, itemsize, limit_bytes=None):
+    """Raise MemoryError naming `name` when an array of this shape cannot reasonably be allocated."""
+    count = 1
+    for dim in shape:
+        count *= int(dim)
+    nbytes = count * int(itemsize)
+    if limit_bytes is None:
+        limit_bytes = _memory_limit()
+    if nbytes > limit_bytes:
+        raise MemoryError(f"{name}: {tuple(int(d) for d in shape)} needs {nbytes / 2**30:.1f} GiB, "
+                          f"more than the {limit_bytes / 2**30:.1f} GiB available")
+    return nbytes
+
+
+def _memory_limit():
+    try:
+        import os
+        pages = os.sysconf("SC_PHYS_PAGES")
+        page = os.sysconf("SC_PAGE_SIZE")
+        return pages * page
+    except (ValueError, OSError, AttributeError):
+        return 1 << 40

@@ -1,0 +1,76 @@
+"""B-mode display: envelope and log compression (C kernel: csrc/bmode.c).
+
+uint8 output matches PyMUST ``bmode``: 255*(20*log10(|IQ|/max|IQ|) + DR)/DR clipped to
+[0, 255] and truncated, the max taken over the whole array.  ``output='db'`` gives float32
+decibels relative to the same reference, floored at -DR.
+"""
+import numpy as np
+
+from . import _core, _validate
+from ._backend import check_backend
+
+
+class BModePlan:
+    """A B-mode plan for images of a fixed shape.
+
+    Parameters
+    ----------
+    shape : tuple
+        Shape of the complex64 input, e.g. ``(n_frames, nz, nx)``.
+    dynamic_range : float
+        Displayed dynamic range in dB (> 0).
+    output : {'uint8', 'db'}
+    normalize : {'global', 'frame'} or float
+        'global': one reference, the max over the whole array (PyMUST).  'frame': each
+        image along the leading axis has its own max.  A float: fixed amplitude reference
+        (live display, so a frame does not depend on others).
+    """
+
+    def __init__(self, shape, dynamic_range=40.0, *, output="uint8", normalize="global", backend="cpu"):
+        self.shape = tuple(int(s) for s in shape)
+        if len(self.shape) == 0 or any(s <= 0 for s in self.shape):
+            raise ValueError(f"image shape must be non-empty (got {self.shape})")
+        self.dynamic_range = _validate.positive("dynamic_range", dynamic_range)
+        self.output = _validate.choice("output", output, ("uint8", "db"))
+        self.backend = check_backend(backend)
+        n_values = int(np.prod(self.shape))
+        per_image, reference = 0, 0.0
+        n_images = 1
+        if isinstance(normalize, str):
+            _validate.choice("normalize", normalize, ("global", "frame"))
+            if normalize == "frame":
+                per_image, n_images = 1, (self.shape[0] if len(self.shape) > 2 else 1)
+        else:
+            reference = _validate.positive("normalize", normalize)
+        self.normalize = normalize
+        self.out_dtype = np.dtype(np.uint8 if output == "uint8" else np.float32)
+        self._plan = _core.bmode_plan(n_values, n_images, self.dynamic_range, output=output,
+                                      per_image=per_image, reference=reference, backend=backend)
+
+    def __call__(self, image, out=None):
+        image = _validate.ndarray("image", image)
+        if not np.iscomplexobj(image):
+            raise TypeError(f"image must be complex (beamformed IQ), got dtype {image.dtype}")
+        if image.shape != self.shape:
+            raise ValueError(f"image must have shape {self.shape} (got {image.shape})")
+        if image.dtype != np.complex64 or not image.flags.c_contiguous:
+            image = np.ascontiguousarray(image, dtype=np.complex64)
+        if out is None:
+            out = np.empty(self.shape, self.out_dtype)
+        else:
+            _validate.out_array("out", out, self.shape, self.out_dtype)
+        _core.bmode_execute(self._plan, image, out)
+        return out
+
+
+def bmode(image, dynamic_range=40.0, *, output="uint8", normalize="global", out=None):
+    """Log-compressed B-mode of beamformed IQ ``image`` (complex, any shape).
+
+    Returns uint8 (PyMUST-compatible) or float32 dB (``output='db'``), same shape.
+    """
+    image = _validate.ndarray("image", image)
+    if not np.iscomplexobj(image):
+        raise TypeError(f"image must be complex (beamformed IQ), got dtype {image.dtype}")
+    if image.size == 0:
+        raise ValueError("image is empty")
+    return BModePlan(image.shape, dynamic_range, output=output, normalize=normalize)(image, out=out)
