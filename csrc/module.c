@@ -175,6 +175,7 @@ static PyMethodDef *const method_tables[] = {
     /* family rf2iq: */
 
     /* family das: */
+    usbeam_py_das_methods,
 
     /* family doppler: */
 

@@ -43,6 +43,7 @@ extern PyMethodDef usbeam_py_bmode_methods[];
 /* family rf2iq: */
 
 /* family das: */
+extern PyMethodDef usbeam_py_das_methods[];
 
 /* family doppler: */
 

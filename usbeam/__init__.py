@@ -15,6 +15,7 @@ from .bmode import BModePlan, bmode
 from .geometry import (DivergingWave, Focused, Grid, LinearArray, PlaneWave, SyntheticAperture,
                        plane_wave_sequence)
 from .simulate import cyst_phantom, simulate_rf
+from .beamformer import Beamformer, auto_f_number, das
 
 # family doppler:
 
@@ -42,7 +43,7 @@ __all__ = [
 
 # family das (extend __all__ here):
 __all__ += ["LinearArray", "PlaneWave", "DivergingWave", "Focused", "SyntheticAperture", "Grid",
-            "plane_wave_sequence", "simulate_rf", "cyst_phantom"]
+            "plane_wave_sequence", "simulate_rf", "cyst_phantom", "Beamformer", "das", "auto_f_number"]
 
 # family doppler (extend __all__ here):
 
