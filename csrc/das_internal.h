@@ -21,6 +21,7 @@ struct usbeam_das_plan {
     double *element_x;          /* (n_elements) */
     double *points;             /* (n_points, 3) */
     usbeam_tx_model *tx;        /* (n_transmits) */
+    double *tx_sources;         /* virtual sources of all SOURCES transmits, concatenated (3, n) blocks */
     int is_iq;
     int taps;                   /* interpolation taps per entry */
     int weight_stride;          /* floats per entry: taps (RF) or 2 taps (IQ) */

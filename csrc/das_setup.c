@@ -190,6 +190,14 @@ static usbeam_status check_transmit(const usbeam_transmit *tx, size_t k, size_t 
         if (!isfinite(tx->x) || !(tx->z > 0.0) || !isfinite(tx->z))
             return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "transmits[%zu] focus must be finite and in front of the array, z > 0 (got x=%g, z=%g)", k, tx->x, tx->z);
         return USBEAM_OK;
+    case USBEAM_TRANSMIT_SOURCES:
+        if (tx->n_sources == 0 || tx->n_sources > INT32_MAX / 4)
+            return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "transmits[%zu].n_sources must be in [1, %d] (got %zu)", k, INT32_MAX / 4, tx->n_sources);
+        if (!tx->sources) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "transmits[%zu].sources is NULL", k);
+        for (size_t i = 0; i < 3 * tx->n_sources; ++i)
+            if (!isfinite(tx->sources[i]))
+                return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "transmits[%zu].sources must be finite (entry %zu is %g)", k, i, tx->sources[i]);
+        return USBEAM_OK;
     case USBEAM_TRANSMIT_SYNTHETIC:
         if (tx->element >= n_elements)
             return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "transmits[%zu].element %zu is out of range (n_elements = %zu)", k, tx->element, n_elements);
@@ -247,6 +255,7 @@ void usbeam_das_plan_destroy(usbeam_das_plan *plan)
     usbeam_free(plan->element_x);
     usbeam_free(plan->points);
     usbeam_free(plan->tx);
+    usbeam_free(plan->tx_sources);
     usbeam_free(plan->aperture_first);
     usbeam_free(plan->aperture_count);
     usbeam_free(plan->entry_offset);
@@ -279,6 +288,7 @@ static usbeam_status alloc_array(void **ptr, size_t count, size_t size, const ch
 static void build_transmit_models(usbeam_das_plan *plan, const usbeam_transmit *transmits)
 {
     const int n = (int)plan->params.n_elements;
+    double *sources = plan->tx_sources;
     for (size_t k = 0; k < plan->params.n_transmits; ++k) {
         const usbeam_transmit *tx = &transmits[k];
         switch (tx->kind) {
@@ -286,6 +296,11 @@ static void build_transmit_models(usbeam_das_plan *plan, const usbeam_transmit *
         case USBEAM_TRANSMIT_DIVERGING: plan->tx[k] = usbeam_tx_model_diverging(tx->x, tx->z, plan->element_x, n); break;
         case USBEAM_TRANSMIT_FOCUSED: plan->tx[k] = usbeam_tx_model_focused(tx->x, tx->z, plan->element_x, n); break;
         case USBEAM_TRANSMIT_SYNTHETIC: plan->tx[k] = usbeam_tx_model_synthetic(plan->element_x[tx->element]); break;
+        case USBEAM_TRANSMIT_SOURCES:
+            memcpy(sources, tx->sources, 3 * tx->n_sources * sizeof(double));
+            plan->tx[k] = usbeam_tx_model_sources(sources, (int)tx->n_sources);
+            sources += 3 * tx->n_sources;
+            break;
         }
     }
 }
@@ -351,10 +366,14 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
     plan->n_threads = 1;
 #endif
     const size_t n_el = prm->n_elements, n_pts = prm->n_points;
+    size_t n_sources = 0;
+    for (size_t k = 0; k < prm->n_transmits; ++k)
+        if (prm->transmits[k].kind == USBEAM_TRANSMIT_SOURCES) n_sources += prm->transmits[k].n_sources;
     if ((st = alloc_array((void **)&plan->element_xyz, 3 * n_el, sizeof(double), "element_positions")) ||
         (st = alloc_array((void **)&plan->element_x, n_el, sizeof(double), "element_positions")) ||
         (st = alloc_array((void **)&plan->points, 3 * n_pts, sizeof(double), "points")) ||
         (st = alloc_array((void **)&plan->tx, prm->n_transmits, sizeof(usbeam_tx_model), "transmits")) ||
+        (st = alloc_array((void **)&plan->tx_sources, 3 * n_sources, sizeof(double), "transmits sources")) ||
         (st = alloc_array((void **)&plan->aperture_first, n_pts, sizeof(int32_t), "points")) ||
         (st = alloc_array((void **)&plan->aperture_count, n_pts, sizeof(int32_t), "points")) ||
         (st = alloc_array((void **)&plan->entry_offset, n_pts + 1, sizeof(size_t), "points")) ||

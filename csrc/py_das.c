@@ -3,7 +3,8 @@
  *   das_plan(element_positions, transmits, points, n_frames, n_samples, fs, fc, c, t0,
  *            f_number, window, tukey_alpha, interpolation, dtype, max_table_bytes, backend)
  *       element_positions: float64 (n_elements, 3); points: float64 (n_points, 3);
- *       transmits: sequence of (kind, angle, x, z, element) tuples (kind as usbeam.h);
+ *       transmits: sequence of (kind, angle, x, z, element[, sources (3, n) float64]) tuples
+ *       (kind as usbeam.h);
  *       window: 'rect' | 'hann' | 'tukey'; interpolation: 'nearest' | 'linear' | 'cubic';
  *       dtype: 'int16' | 'float32' | 'complex64'.
  *   das_execute(plan, data, out)   data (n_frames, n_tx, n_el, n_samples) C-contiguous,
@@ -51,7 +52,10 @@ static PyArrayObject *xyz_array(PyObject *obj, const char *name)
     return arr;
 }
 
-static int parse_transmits(PyObject *seq_obj, usbeam_transmit **out, size_t *count)
+/* Transmit tuples (kind, angle, x, z, element[, sources]) -> usbeam_transmit; sources is
+ * a float64 (3, n) array for USBEAM_TRANSMIT_SOURCES.  *keep receives a list holding the
+ * source arrays alive until the plan has copied them. */
+static int parse_transmits(PyObject *seq_obj, usbeam_transmit **out, size_t *count, PyObject **keep)
 {
     PyObject *seq = PySequence_Fast(seq_obj, "transmits must be a sequence of tuples");
     if (!seq) return -1;
@@ -62,17 +66,18 @@ static int parse_transmits(PyObject *seq_obj, usbeam_transmit **out, size_t *cou
         return -1;
     }
     usbeam_transmit *tx = PyMem_Calloc((size_t)n, sizeof *tx);
-    if (!tx) {
-        Py_DECREF(seq);
+    PyObject *arrays = PyList_New(0);
+    if (!tx || !arrays) {
         PyErr_NoMemory();
-        return -1;
+        goto fail;
     }
     for (Py_ssize_t k = 0; k < n; ++k) {
         int kind;
         Py_ssize_t element;
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, k), "idddn", &kind, &tx[k].angle, &tx[k].x, &tx[k].z,
-                              &element)) {
-            PyErr_Format(PyExc_TypeError, "transmits[%zd] must be a tuple (kind, angle, x, z, element)", k);
+        PyObject *sources = Py_None;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, k), "idddn|O", &kind, &tx[k].angle, &tx[k].x, &tx[k].z,
+                              &element, &sources)) {
+            PyErr_Format(PyExc_TypeError, "transmits[%zd] must be a tuple (kind, angle, x, z, element[, sources])", k);
             goto fail;
         }
         if (element < 0) {
@@ -81,13 +86,28 @@ static int parse_transmits(PyObject *seq_obj, usbeam_transmit **out, size_t *cou
         }
         tx[k].kind = (usbeam_transmit_kind)kind;
         tx[k].element = (size_t)element;
+        if (sources != Py_None) {
+            PyArrayObject *arr = (PyArrayObject *)PyArray_FromAny(sources, PyArray_DescrFromType(NPY_FLOAT64), 2, 2,
+                                                                  NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED, NULL);
+            if (!arr || PyArray_DIM(arr, 0) != 3 || PyList_Append(arrays, (PyObject *)arr) < 0) {
+                Py_XDECREF(arr);
+                PyErr_Clear();
+                PyErr_Format(PyExc_ValueError, "transmits[%zd] sources must be a float array of shape (3, n)", k);
+                goto fail;
+            }
+            Py_DECREF(arr); /* the list holds it */
+            tx[k].n_sources = (size_t)PyArray_DIM(arr, 1);
+            tx[k].sources = PyArray_DATA(arr);
+        }
     }
     Py_DECREF(seq);
     *out = tx;
     *count = (size_t)n;
+    *keep = arrays;
     return 0;
 fail:
     Py_DECREF(seq);
+    Py_XDECREF(arrays);
     PyMem_Free(tx);
     return -1;
 }
@@ -148,7 +168,8 @@ static PyObject *py_das_plan(PyObject *self, PyObject *args, PyObject *kwargs)
         return NULL;
     }
     usbeam_transmit *transmits = NULL;
-    if (parse_transmits(transmits_obj, &transmits, &p.n_transmits) < 0) {
+    PyObject *keep = NULL;
+    if (parse_transmits(transmits_obj, &transmits, &p.n_transmits, &keep) < 0) {
         Py_DECREF(elements);
         Py_DECREF(points);
         return NULL;
@@ -177,6 +198,7 @@ static PyObject *py_das_plan(PyObject *self, PyObject *args, PyObject *kwargs)
         }
     }
     PyMem_Free(transmits);
+    Py_DECREF(keep);
     Py_DECREF(elements);
     Py_DECREF(points);
     if (!h || !h->lock) {

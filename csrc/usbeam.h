@@ -166,7 +166,11 @@ typedef enum usbeam_transmit_kind {
     USBEAM_TRANSMIT_PLANE_WAVE = 0,   /* angle (rad), |angle| < pi/2, > 0 steers to +x */
     USBEAM_TRANSMIT_DIVERGING = 1,    /* virtual source (x, z), z < 0 */
     USBEAM_TRANSMIT_FOCUSED = 2,      /* focus (x, z), z > 0 */
-    USBEAM_TRANSMIT_SYNTHETIC = 3     /* element fires alone */
+    USBEAM_TRANSMIT_SYNTHETIC = 3,    /* element fires alone */
+    USBEAM_TRANSMIT_SOURCES = 4       /* MUST's model of an arbitrary delay law: the wavefront
+                                         is the envelope of spherical waves from virtual sources
+                                         (x_i, 0, z_i) emitting at path offsets o_i (m):
+                                         tau_tx = min_i (o_i + |p - s_i|) / c */
 } usbeam_transmit_kind;
 
 typedef struct usbeam_transmit {
@@ -174,6 +178,8 @@ typedef struct usbeam_transmit {
     double angle;    /* plane wave: steering angle, rad */
     double x, z;     /* diverging: virtual source; focused: focus; m */
     size_t element;  /* synthetic aperture: index of the firing element */
+    size_t n_sources;        /* sources: number of virtual sources, >= 1 */
+    const double *sources;   /* sources: (3, n_sources) rows x (m), z (m), offset o (m) */
 } usbeam_transmit;
 
 typedef enum usbeam_das_interpolation {

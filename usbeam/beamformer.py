@@ -30,7 +30,7 @@ import numpy as np
 
 from . import _core, _validate
 from ._backend import check_backend
-from .geometry import DivergingWave, Focused, Grid, LinearArray, PlaneWave, SyntheticAperture, as_sequence
+from .geometry import Delays, DivergingWave, Focused, Grid, LinearArray, PlaneWave, SyntheticAperture, as_sequence
 
 __all__ = ["Beamformer", "das", "auto_f_number"]
 
@@ -55,8 +55,8 @@ def auto_f_number(width, fc, bandwidth, c):
     return _core.das_auto_f_number(width, fc, bandwidth, c)
 
 
-def _transmit_tuple(tx):
-    """(kind, angle, x, z, element) as csrc/usbeam.h's usbeam_transmit."""
+def _transmit_tuple(tx, probe, c):
+    """(kind, angle, x, z, element[, sources]) as csrc/usbeam.h's usbeam_transmit."""
     if isinstance(tx, PlaneWave):
         return (0, tx.angle, 0.0, 0.0, 0)
     if isinstance(tx, DivergingWave):
@@ -65,6 +65,8 @@ def _transmit_tuple(tx):
         return (2, 0.0, tx.focus[0], tx.focus[1], 0)
     if isinstance(tx, SyntheticAperture):
         return (3, 0.0, 0.0, 0.0, tx.element)
+    if isinstance(tx, Delays):
+        return (4, 0.0, 0.0, 0.0, 0, np.ascontiguousarray(tx.sources(probe, c)))
     raise TypeError(f"unsupported transmit {type(tx).__name__}")
 
 
@@ -162,7 +164,7 @@ class Beamformer:
         if len(self._plans) >= 4:  # keep a few frame counts; a plan holds its staging buffer
             self._plans.pop(next(iter(self._plans)))
         plan = _core.das_plan(
-            np.ascontiguousarray(self.probe.positions), [_transmit_tuple(t) for t in self.sequence],
+            np.ascontiguousarray(self.probe.positions), [_transmit_tuple(t, self.probe, self.c) for t in self.sequence],
             self._points, n_frames, self.n_samples, self.fs, self.fc, self.c, self.t0, self.f_number,
             self.window, self.tukey_alpha, self.interpolation, self.dtype.name, self.max_table_bytes,
             self.backend)
