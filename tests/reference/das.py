@@ -7,7 +7,10 @@ the first element fires; sample n at t0 + n/fs.  For point p = (x, y, z):
     value = sum_tx sum_e  w(u) * interp(data[tx, e], s) * (exp(+j 2 pi fc tau) if IQ)
 
 over elements with |x - x_e| <= z / (2F) (all elements when F = 0).  Transmits are tuples
-('plane', angle) | ('diverging', xv, zv) | ('focused', xf, zf) | ('synthetic', k).
+('plane', angle) | ('diverging', xv, zv) | ('focused', xf, zf) | ('synthetic', k) |
+('delays', delays): MUST dasmtx's model of a delay law (s per element, NaN = off): the
+active element positions and delays are interpolated on 4 n points by scipy interp1d
+'cubic' (as PyMUST) and tau_tx = min_i (d_i + |p - s_i| / c), delays shifted to min 0.
 Layouts: data (n_frames, n_transmits, n_elements, n_samples), points (n_points, 3),
 result (n_frames, n_points) complex128 (IQ) or float64 (RF).
 """
@@ -34,6 +37,20 @@ def transmit_time(transmit, points, xe, c):
         xf, zf = transmit[1], transmit[2]
         r = np.sqrt((x - xf) ** 2 + y ** 2 + (z - zf) ** 2)
         return (np.max(np.hypot(xe - xf, zf)) + np.sign(z - zf) * r) / c
+    if kind == "delays":
+        from scipy.interpolate import interp1d
+
+        d = np.asarray(transmit[1], dtype=np.float64)
+        active = ~np.isnan(d)
+        xa, da = xe[active], d[active] - np.nanmin(d)
+        if xa.size == 1:
+            xs, ds = xa, da
+        else:
+            t = np.linspace(0, xa.size - 1, 4 * xa.size)
+            k = np.arange(xa.size)
+            xs, ds = interp1d(k, xa, kind="cubic")(t), interp1d(k, da, kind="cubic")(t)
+        r = np.sqrt((x[:, None] - xs[None, :]) ** 2 + y[:, None] ** 2 + z[:, None] ** 2)
+        return np.min(ds[None, :] + r / c, axis=1)
     if kind == "synthetic":
         xk = xe[transmit[1]]
         return np.sqrt((x - xk) ** 2 + y ** 2 + z ** 2) / c
