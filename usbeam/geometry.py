@@ -242,7 +242,8 @@ class Delays:
             raise ValueError("delays: no element fires (all NaN)")
         if not np.all(np.isfinite(d[active])):
             raise ValueError("delays must be finite (NaN marks an element that does not fire)")
-        if np.count_nonzero(np.diff(active.astype(int))) > 2:
+        on = np.flatnonzero(active)
+        if on[-1] - on[0] + 1 != on.size:
             raise ValueError("delays: the firing elements must be one contiguous sub-aperture")
         d = d - d[active].min()
         d.flags.writeable = False
