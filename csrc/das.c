@@ -16,6 +16,11 @@
  */
 #include "das_internal.h"
 
+/* Let the compiler fuse a*b + c into FMA in the hot loops (ISO C mode would not). */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("fp-contract=fast")
+#endif
+
 #include <stdint.h>
 #include <string.h>
 
@@ -24,8 +29,8 @@
 #endif
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-/* One AVX2 build of the hot loop besides the baseline, chosen when the library loads. */
-#define USBEAM_HOT __attribute__((target_clones("avx2", "default")))
+/* AVX-512 and AVX2 builds of the hot loop besides the baseline, chosen when the library loads. */
+#define USBEAM_HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define USBEAM_HOT
 #endif
@@ -61,33 +66,35 @@ static void stage_input(const usbeam_das_plan *plan, const void *in)
     }
 }
 
-/* acc[f] += sum_k w[k] * x[(tap + k) * n_frames + f], real data and weights. */
-static inline void accumulate_real(const float *restrict x, const float *restrict w, int taps, size_t n_frames,
-                                   float *restrict acc)
-{
-    for (int k = 0; k < taps; ++k) {
-        const float wk = w[k];
-        const float *restrict row = x + (size_t)k * n_frames;
-        for (size_t f = 0; f < n_frames; ++f) acc[f] += wk * row[f];
-    }
-}
+/* Frames are accumulated in blocks of FRAME_BLOCK whose sums stay in registers across
+ * all the entries of a point (they touch memory once per point); the frames past the
+ * last whole block take a loop of run-time length over the accumulators in scratch. */
+#define FRAME_BLOCK 16
 
-/* Complex multiply-accumulate of complex weights with split re/im rows. */
-static inline void accumulate_complex(const float *restrict xr, const float *restrict xi, const float *restrict w,
-                                      int taps, size_t n_frames, float *restrict acc_re, float *restrict acc_im)
-{
-    for (int k = 0; k < taps; ++k) {
-        const float wr = w[2 * k], wi = w[2 * k + 1];
-        const float *restrict rr = xr + (size_t)k * n_frames, *restrict ri = xi + (size_t)k * n_frames;
-        for (size_t f = 0; f < n_frames; ++f) {
-            acc_re[f] += wr * rr[f] - wi * ri[f];
-            acc_im[f] += wr * ri[f] + wi * rr[f];
-        }
+/* sums[f] (+)= sum over the point's entries of w * x[row + f], f < N (N a constant
+ * FRAME_BLOCK for the whole blocks, run-time for the last partial one). */
+#define ACCUMULATE_ENTRIES(TAPS, N, F0, SUM_RE, SUM_IM)                                                       \
+    for (size_t t = 0, j = 0; t < prm->n_transmits; ++t) {                                                    \
+        const size_t base = (t * prm->n_elements + first) * channel + (F0);                                   \
+        for (size_t e = 0; e < count; ++e, ++j) {                                                             \
+            const size_t row = base + e * channel + (size_t)tap[j] * n_frames;                                \
+            for (int k = 0; k < TAPS; ++k) {                                                                  \
+                const float *restrict rr = re_plane + row + (size_t)k * n_frames;                             \
+                if (iq) {                                                                                     \
+                    const float *restrict ri = im_plane + row + (size_t)k * n_frames;                         \
+                    const float wr = weight[j * 2 * TAPS + 2 * k], wi = weight[j * 2 * TAPS + 2 * k + 1];     \
+                    for (size_t f = 0; f < (N); ++f) {                                                        \
+                        SUM_RE[f] += wr * rr[f] - wi * ri[f];                                                 \
+                        SUM_IM[f] += wr * ri[f] + wi * rr[f];                                                 \
+                    }                                                                                         \
+                } else {                                                                                      \
+                    const float wk = weight[j * TAPS + k];                                                    \
+                    for (size_t f = 0; f < (N); ++f) SUM_RE[f] += wk * rr[f];                                 \
+                }                                                                                             \
+            }                                                                                                 \
+        }                                                                                                     \
     }
-}
 
-/* Beamform one point into acc (re, im planes) from its entries; TAPS is a constant per
- * call site so the tap loop unrolls. */
 #define DEFINE_BEAMFORM_POINT(TAPS)                                                                          \
     USBEAM_HOT static void beamform_point_##TAPS(const usbeam_das_plan *plan, size_t p, const int32_t *tap,  \
                                                  const float *weight, float *restrict acc_re,                 \
@@ -95,21 +102,23 @@ static inline void accumulate_complex(const float *restrict xr, const float *res
     {                                                                                                        \
         const usbeam_das_params *prm = &plan->params;                                                        \
         const size_t n_frames = prm->n_frames, channel = prm->n_samples * n_frames;                          \
-        const int first = plan->aperture_first[p], count = plan->aperture_count[p];                          \
+        const size_t count = (size_t)plan->aperture_count[p], first = (size_t)plan->aperture_first[p];       \
         const float *re_plane = plan->stage, *im_plane = plan->stage + plan->stage_plane;                    \
-        memset(acc_re, 0, n_frames * sizeof(float));                                                         \
-        memset(acc_im, 0, n_frames * sizeof(float));                                                         \
-        size_t j = 0;                                                                                        \
-        for (size_t t = 0; t < prm->n_transmits; ++t) {                                                      \
-            for (int e = first; e < first + count; ++e, ++j) {                                               \
-                const size_t row = ((t * prm->n_elements + (size_t)e) * channel) + (size_t)tap[j] * n_frames; \
-                if (plan->is_iq)                                                                             \
-                    accumulate_complex(re_plane + row, im_plane + row, weight + j * (2 * TAPS), TAPS,         \
-                                       n_frames, acc_re, acc_im);                                            \
-                else                                                                                         \
-                    accumulate_real(re_plane + row, weight + j * TAPS, TAPS, n_frames, acc_re);              \
+        const int iq = plan->is_iq;                                                                          \
+        const size_t whole = n_frames - n_frames % FRAME_BLOCK;                                              \
+        for (size_t f0 = 0; f0 < whole; f0 += FRAME_BLOCK) {                                                 \
+            float sum_re[FRAME_BLOCK] = {0}, sum_im[FRAME_BLOCK] = {0};                                      \
+            ACCUMULATE_ENTRIES(TAPS, FRAME_BLOCK, f0, sum_re, sum_im)                                        \
+            for (int f = 0; f < FRAME_BLOCK; ++f) {                                                          \
+                acc_re[f0 + f] = sum_re[f];                                                                  \
+                acc_im[f0 + f] = sum_im[f];                                                                  \
             }                                                                                                \
         }                                                                                                    \
+        if (whole == n_frames) return;                                                                       \
+        const size_t rest = n_frames - whole;                                                                \
+        float *restrict rest_re = acc_re + whole, *restrict rest_im = acc_im + whole;                        \
+        for (size_t f = 0; f < rest; ++f) rest_re[f] = rest_im[f] = 0.0f;                                    \
+        ACCUMULATE_ENTRIES(TAPS, rest, whole, rest_re, rest_im)                                              \
     }
 
 DEFINE_BEAMFORM_POINT(1)

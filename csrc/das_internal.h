@@ -2,6 +2,9 @@
  * das_internal.h - the DAS plan as das_setup.c (create/destroy, geometry tables) and das.c
  * (execute) share it.  Not part of the public contract.
  *
+ * Files: das_setup.c (validation, plan), das_delays.c (per-point delays and weights),
+ * das.c (execute).
+ *
  * Entries: for point p, transmit t and element e of p's receive aperture (a contiguous
  * range [aperture_first[p], aperture_first[p] + aperture_count[p])), one entry holds the
  * first interpolation tap (a sample index, int32) and `weight_stride` float weights:
@@ -18,10 +21,11 @@
 struct usbeam_das_plan {
     usbeam_das_params params;   /* scalars only: the pointers below are the plan's copies */
     double *element_xyz;        /* (n_elements, 3) */
-    double *element_x;          /* (n_elements) */
+    double *element_x, *element_y, *element_z; /* (n_elements) each */
     double *points;             /* (n_points, 3) */
     usbeam_tx_model *tx;        /* (n_transmits) */
     double *tx_sources;         /* virtual sources of all SOURCES transmits, concatenated (3, n) blocks */
+    float *tx_sources_f;        /* the same in float, for the fast first pass of the min */
     int is_iq;
     int taps;                   /* interpolation taps per entry */
     int weight_stride;          /* floats per entry: taps (RF) or 2 taps (IQ) */
@@ -47,7 +51,9 @@ struct usbeam_das_plan {
     float *stage;               /* (re plane, im plane if IQ): (transmit, element, sample, frame) */
 };
 
-/* Entries of point p into tap[] / weight[] (the layouts above); defined in das_setup.c. */
+/* Entries of point p into tap[] / weight[] (the layouts above); das_delays.c. */
 void usbeam_das_point_entries(const usbeam_das_plan *plan, size_t p, int32_t *tap, float *weight);
+/* Transmit time (s) of transmit t at point pt (x, y, z); das_delays.c. */
+double usbeam_das_transmit_time(const usbeam_das_plan *plan, size_t t, const double *pt);
 
 #endif

@@ -7,7 +7,7 @@
  * Layouts: element_positions (n_elements, 3) and points (n_points, 3) as (x, y, z) in m.
  * Table (das_internal.h): per point, per (transmit, element in aperture), the first
  * interpolation tap and its weights, window and IQ phase folded in, computed in double
- * and stored in float32.
+ * (das_delays.c) and stored in float32.
  * Reference: V. Perrot, M. Polichetti, F. Varray, D. Garcia, "So you think you can DAS?
  * A viewpoint on delay-and-sum beamforming", Ultrasonics 111 (2021) 106309; MUST/PyMUST
  * dasmtx and txdelay for the conventions; Brent, "Algorithms for Minimization without
@@ -124,47 +124,6 @@ usbeam_status usbeam_das_auto_f_number(double element_width, double fc, double b
     return USBEAM_OK;
 }
 
-/* ---- per-point entries ----------------------------------------------------------- */
-
-void usbeam_das_point_entries(const usbeam_das_plan *plan, size_t p, int32_t *tap, float *weight)
-{
-    const usbeam_das_params *prm = &plan->params;
-    const double *pt = plan->points + 3 * p;
-    const int first = plan->aperture_first[p], count = plan->aperture_count[p];
-    const int n_samples = (int)prm->n_samples;
-    /* window coordinate u = (x_e - centre) / half_width: the point's aperture, or the array */
-    double centre = plan->window_center, half_width = plan->window_half_width;
-    if (prm->f_number > 0.0) {
-        centre = pt[0];
-        half_width = pt[2] / (2.0 * prm->f_number);
-    }
-    size_t j = 0;
-    for (size_t t = 0; t < prm->n_transmits; ++t) {
-        const double tx_time = usbeam_tx_path(&plan->tx[t], pt[0], pt[1], pt[2]) / prm->c;
-        for (int e = first; e < first + count; ++e, ++j) {
-            const double *el = plan->element_xyz + 3 * e;
-            const double tau = tx_time + usbeam_distance(pt[0], pt[1], pt[2], el[0], el[1], el[2]) / prm->c;
-            float w[USBEAM_INTERP_MAX_TAPS];
-            int first_tap;
-            usbeam_interp_weights((int)prm->interpolation, (tau - prm->t0) * prm->fs, n_samples, &first_tap, w);
-            const double u = half_width > 0.0 ? (el[0] - centre) / half_width : 0.0;
-            const double apod = usbeam_window((int)prm->window, u, prm->tukey_alpha);
-            float *wj = weight + j * (size_t)plan->weight_stride;
-            tap[j] = first_tap;
-            if (plan->is_iq) {
-                const double phase = 2.0 * USBEAM_PI * prm->fc * tau;
-                const double re = apod * cos(phase), im = apod * sin(phase);
-                for (int k = 0; k < plan->taps; ++k) {
-                    wj[2 * k] = (float)(w[k] * re);
-                    wj[2 * k + 1] = (float)(w[k] * im);
-                }
-            } else {
-                for (int k = 0; k < plan->taps; ++k) wj[k] = (float)(w[k] * apod);
-            }
-        }
-    }
-}
-
 /* ---- validation ------------------------------------------------------------------ */
 
 static usbeam_status check_finite_array(const char *name, const double *values, size_t n)
@@ -253,9 +212,12 @@ void usbeam_das_plan_destroy(usbeam_das_plan *plan)
     if (!plan) return;
     usbeam_free(plan->element_xyz);
     usbeam_free(plan->element_x);
+    usbeam_free(plan->element_y);
+    usbeam_free(plan->element_z);
     usbeam_free(plan->points);
     usbeam_free(plan->tx);
     usbeam_free(plan->tx_sources);
+    usbeam_free(plan->tx_sources_f);
     usbeam_free(plan->aperture_first);
     usbeam_free(plan->aperture_count);
     usbeam_free(plan->entry_offset);
@@ -298,6 +260,8 @@ static void build_transmit_models(usbeam_das_plan *plan, const usbeam_transmit *
         case USBEAM_TRANSMIT_SYNTHETIC: plan->tx[k] = usbeam_tx_model_synthetic(plan->element_x[tx->element]); break;
         case USBEAM_TRANSMIT_SOURCES:
             memcpy(sources, tx->sources, 3 * tx->n_sources * sizeof(double));
+            for (size_t i = 0; i < 3 * tx->n_sources; ++i)
+                plan->tx_sources_f[(size_t)(sources - plan->tx_sources) + i] = (float)sources[i];
             plan->tx[k] = usbeam_tx_model_sources(sources, (int)tx->n_sources);
             sources += 3 * tx->n_sources;
             break;
@@ -371,9 +335,12 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
         if (prm->transmits[k].kind == USBEAM_TRANSMIT_SOURCES) n_sources += prm->transmits[k].n_sources;
     if ((st = alloc_array((void **)&plan->element_xyz, 3 * n_el, sizeof(double), "element_positions")) ||
         (st = alloc_array((void **)&plan->element_x, n_el, sizeof(double), "element_positions")) ||
+        (st = alloc_array((void **)&plan->element_y, n_el, sizeof(double), "element_positions")) ||
+        (st = alloc_array((void **)&plan->element_z, n_el, sizeof(double), "element_positions")) ||
         (st = alloc_array((void **)&plan->points, 3 * n_pts, sizeof(double), "points")) ||
         (st = alloc_array((void **)&plan->tx, prm->n_transmits, sizeof(usbeam_tx_model), "transmits")) ||
         (st = alloc_array((void **)&plan->tx_sources, 3 * n_sources, sizeof(double), "transmits sources")) ||
+        (st = alloc_array((void **)&plan->tx_sources_f, 3 * n_sources, sizeof(float), "transmits sources")) ||
         (st = alloc_array((void **)&plan->aperture_first, n_pts, sizeof(int32_t), "points")) ||
         (st = alloc_array((void **)&plan->aperture_count, n_pts, sizeof(int32_t), "points")) ||
         (st = alloc_array((void **)&plan->entry_offset, n_pts + 1, sizeof(size_t), "points")) ||
@@ -381,7 +348,11 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
         goto fail;
     memcpy(plan->element_xyz, prm->element_positions, 3 * n_el * sizeof(double));
     memcpy(plan->points, prm->points, 3 * n_pts * sizeof(double));
-    for (size_t e = 0; e < n_el; ++e) plan->element_x[e] = prm->element_positions[3 * e];
+    for (size_t e = 0; e < n_el; ++e) {
+        plan->element_x[e] = prm->element_positions[3 * e];
+        plan->element_y[e] = prm->element_positions[3 * e + 1];
+        plan->element_z[e] = prm->element_positions[3 * e + 2];
+    }
     plan->window_center = 0.5 * (plan->element_x[0] + plan->element_x[n_el - 1]);
     plan->window_half_width = 0.5 * (plan->element_x[n_el - 1] - plan->element_x[0]);
     build_transmit_models(plan, prm->transmits);
