@@ -10,8 +10,9 @@
  * Why this shape: each (point, transmit, element) needs one delay and one set of weights
  * that all frames share, so the input is first staged in the plan as
  * (transmit, element, sample, frame) float32 planes (re and im apart).  The frame loop is
- * then innermost, contiguous and vectorised, and a tap of every frame is one row.  Points
- * run in parallel; each thread accumulates its point's frames in its own scratch.
+ * then innermost, contiguous and vectorised, and a tap of every frame is one row: the
+ * kernels keep blocks of 32 (then 8) frames of sums in vector registers across all the
+ * entries of a point.  Points run in parallel; each thread has its own scratch.
  * Reference: Perrot et al., "So you think you can DAS?", Ultrasonics 111 (2021) 106309.
  */
 #include "das_internal.h"
@@ -29,7 +30,8 @@
 #endif
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-/* AVX-512 and AVX2 builds of the hot loop besides the baseline, chosen when the library loads. */
+/* An AVX2 + FMA build (x86-64-v3) of the hot loops besides the baseline, chosen when the
+ * library loads.  (An AVX-512 clone measured slower on the EPYC development machine.) */
 #define USBEAM_HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define USBEAM_HOT
@@ -66,64 +68,134 @@ static void stage_input(const usbeam_das_plan *plan, const void *in)
     }
 }
 
-/* Frames are accumulated in blocks of FRAME_BLOCK whose sums stay in registers across
- * all the entries of a point (they touch memory once per point); the frames past the
- * last whole block take a loop of run-time length over the accumulators in scratch. */
-#define FRAME_BLOCK 16
+/* The entries of one point, as the kernels read them. */
+typedef struct point_view {
+    const float *re_plane, *im_plane; /* staged data */
+    const int32_t *tap;               /* (n_entries) first tap of each entry */
+    const float *weight;              /* (n_entries, weight_stride) */
+    size_t n_transmits, count;        /* entries = n_transmits x count (aperture) */
+    size_t channel0;                  /* staged offset of (transmit 0, first aperture element) */
+    size_t transmit_stride;           /* staged floats between transmits */
+    size_t channel;                   /* staged floats per channel: n_samples x n_frames */
+    size_t n_frames;
+} point_view;
 
-/* sums[f] (+)= sum over the point's entries of w * x[row + f], f < N (N a constant
- * FRAME_BLOCK for the whole blocks, run-time for the last partial one). */
-#define ACCUMULATE_ENTRIES(TAPS, N, F0, SUM_RE, SUM_IM)                                                       \
-    for (size_t t = 0, j = 0; t < prm->n_transmits; ++t) {                                                    \
-        const size_t base = (t * prm->n_elements + first) * channel + (F0);                                   \
-        for (size_t e = 0; e < count; ++e, ++j) {                                                             \
-            const size_t row = base + e * channel + (size_t)tap[j] * n_frames;                                \
-            for (int k = 0; k < TAPS; ++k) {                                                                  \
-                const float *restrict rr = re_plane + row + (size_t)k * n_frames;                             \
-                if (iq) {                                                                                     \
-                    const float *restrict ri = im_plane + row + (size_t)k * n_frames;                         \
-                    const float wr = weight[j * 2 * TAPS + 2 * k], wi = weight[j * 2 * TAPS + 2 * k + 1];     \
-                    for (size_t f = 0; f < (N); ++f) {                                                        \
-                        SUM_RE[f] += wr * rr[f] - wi * ri[f];                                                 \
-                        SUM_IM[f] += wr * ri[f] + wi * rr[f];                                                 \
-                    }                                                                                         \
-                } else {                                                                                      \
-                    const float wk = weight[j * TAPS + k];                                                    \
-                    for (size_t f = 0; f < (N); ++f) SUM_RE[f] += wk * rr[f];                                 \
-                }                                                                                             \
-            }                                                                                                 \
-        }                                                                                                     \
+/* Eight frames of one staged row.  GCC/Clang vector extensions: the compiler maps them on
+ * whatever the clone's instruction set offers (one AVX2 register, two SSE registers). */
+typedef float frames8 __attribute__((vector_size(32)));
+
+/* Unaligned load / store of 8 floats (macros: a function passing a 32-byte vector by
+ * value would change ABI between the clones). */
+#define LOAD8(dst, src) memcpy(&(dst), (src), sizeof(frames8))
+#define STORE8(dst, src) memcpy((dst), &(src), sizeof(frames8))
+
+/* Sum over a point's entries for frames f0 .. f0 + 8 NV - 1, NV vectors of sums per plane
+ * held in registers for the whole point (they touch memory once). */
+#define DEFINE_BLOCK_KERNELS(TAPS, NV)                                                                     \
+    USBEAM_HOT static void iq_block_##TAPS##_##NV(const point_view *v, size_t f0, float *acc_re,           \
+                                                   float *acc_im)                                           \
+    {                                                                                                      \
+        frames8 sum_re[NV], sum_im[NV];                                                                    \
+        for (int q = 0; q < NV; ++q) sum_re[q] = sum_im[q] = (frames8){0};                                 \
+        for (size_t t = 0, j = 0; t < v->n_transmits; ++t) {                                               \
+            const size_t base = v->channel0 + t * v->transmit_stride + f0;                                 \
+            for (size_t e = 0; e < v->count; ++e, ++j) {                                                   \
+                const size_t row = base + e * v->channel + (size_t)v->tap[j] * v->n_frames;                \
+                for (int k = 0; k < TAPS; ++k) {                                                           \
+                    const float *xr = v->re_plane + row + (size_t)k * v->n_frames;                         \
+                    const float *xi = v->im_plane + row + (size_t)k * v->n_frames;                         \
+                    const float wr = v->weight[j * 2 * TAPS + 2 * k], wi = v->weight[j * 2 * TAPS + 2 * k + 1]; \
+                    for (int q = 0; q < NV; ++q) {                                                         \
+                        frames8 a, b;                                                                      \
+                        LOAD8(a, xr + 8 * q);                                                              \
+                        LOAD8(b, xi + 8 * q);                                                              \
+                        /* four fused multiply-adds, two independent chains per sum */                     \
+                        sum_re[q] += wr * a;                                                               \
+                        sum_im[q] += wr * b;                                                               \
+                        sum_re[q] -= wi * b;                                                               \
+                        sum_im[q] += wi * a;                                                               \
+                    }                                                                                      \
+                }                                                                                          \
+            }                                                                                              \
+        }                                                                                                  \
+        for (int q = 0; q < NV; ++q) {                                                                     \
+            STORE8(acc_re + f0 + 8 * q, sum_re[q]);                                                        \
+            STORE8(acc_im + f0 + 8 * q, sum_im[q]);                                                        \
+        }                                                                                                  \
+    }                                                                                                      \
+    USBEAM_HOT static void rf_block_##TAPS##_##NV(const point_view *v, size_t f0, float *acc_re)           \
+    {                                                                                                      \
+        frames8 sum[NV];                                                                                   \
+        for (int q = 0; q < NV; ++q) sum[q] = (frames8){0};                                                \
+        for (size_t t = 0, j = 0; t < v->n_transmits; ++t) {                                               \
+            const size_t base = v->channel0 + t * v->transmit_stride + f0;                                 \
+            for (size_t e = 0; e < v->count; ++e, ++j) {                                                   \
+                const size_t row = base + e * v->channel + (size_t)v->tap[j] * v->n_frames;                \
+                for (int k = 0; k < TAPS; ++k) {                                                           \
+                    const float *x = v->re_plane + row + (size_t)k * v->n_frames;                          \
+                    const float w = v->weight[j * TAPS + k];                                               \
+                    for (int q = 0; q < NV; ++q) {                                                         \
+                        frames8 a;                                                                         \
+                        LOAD8(a, x + 8 * q);                                                               \
+                        sum[q] += w * a;                                                                   \
+                    }                                                                                      \
+                }                                                                                          \
+            }                                                                                              \
+        }                                                                                                  \
+        for (int q = 0; q < NV; ++q) STORE8(acc_re + f0 + 8 * q, sum[q]);                                  \
     }
 
-#define DEFINE_BEAMFORM_POINT(TAPS)                                                                          \
-    USBEAM_HOT static void beamform_point_##TAPS(const usbeam_das_plan *plan, size_t p, const int32_t *tap,  \
-                                                 const float *weight, float *restrict acc_re,                 \
-                                                 float *restrict acc_im)                                      \
-    {                                                                                                        \
-        const usbeam_das_params *prm = &plan->params;                                                        \
-        const size_t n_frames = prm->n_frames, channel = prm->n_samples * n_frames;                          \
-        const size_t count = (size_t)plan->aperture_count[p], first = (size_t)plan->aperture_first[p];       \
-        const float *re_plane = plan->stage, *im_plane = plan->stage + plan->stage_plane;                    \
-        const int iq = plan->is_iq;                                                                          \
-        const size_t whole = n_frames - n_frames % FRAME_BLOCK;                                              \
-        for (size_t f0 = 0; f0 < whole; f0 += FRAME_BLOCK) {                                                 \
-            float sum_re[FRAME_BLOCK] = {0}, sum_im[FRAME_BLOCK] = {0};                                      \
-            ACCUMULATE_ENTRIES(TAPS, FRAME_BLOCK, f0, sum_re, sum_im)                                        \
-            for (int f = 0; f < FRAME_BLOCK; ++f) {                                                          \
-                acc_re[f0 + f] = sum_re[f];                                                                  \
-                acc_im[f0 + f] = sum_im[f];                                                                  \
-            }                                                                                                \
-        }                                                                                                    \
-        if (whole == n_frames) return;                                                                       \
-        const size_t rest = n_frames - whole;                                                                \
-        float *restrict rest_re = acc_re + whole, *restrict rest_im = acc_im + whole;                        \
-        for (size_t f = 0; f < rest; ++f) rest_re[f] = rest_im[f] = 0.0f;                                    \
-        ACCUMULATE_ENTRIES(TAPS, rest, whole, rest_re, rest_im)                                              \
-    }
+DEFINE_BLOCK_KERNELS(1, 4)
+DEFINE_BLOCK_KERNELS(1, 1)
+DEFINE_BLOCK_KERNELS(2, 4)
+DEFINE_BLOCK_KERNELS(2, 1)
+DEFINE_BLOCK_KERNELS(4, 4)
+DEFINE_BLOCK_KERNELS(4, 1)
 
-DEFINE_BEAMFORM_POINT(1)
-DEFINE_BEAMFORM_POINT(2)
-DEFINE_BEAMFORM_POINT(4)
+/* Frames past the last block of 8 (and every frame when n_frames < 8), one at a time. */
+static void tail_frames(const point_view *v, int taps, int iq, size_t f0, float *acc_re, float *acc_im)
+{
+    const int stride = iq ? 2 * taps : taps;
+    for (size_t f = f0; f < v->n_frames; ++f) {
+        float sum_re = 0.0f, sum_im = 0.0f;
+        for (size_t t = 0, j = 0; t < v->n_transmits; ++t) {
+            const size_t base = v->channel0 + t * v->transmit_stride + f;
+            for (size_t e = 0; e < v->count; ++e, ++j) {
+                const size_t row = base + e * v->channel + (size_t)v->tap[j] * v->n_frames;
+                const float *w = v->weight + j * (size_t)stride;
+                for (int k = 0; k < taps; ++k) {
+                    const float a = v->re_plane[row + (size_t)k * v->n_frames];
+                    if (iq) {
+                        const float b = v->im_plane[row + (size_t)k * v->n_frames];
+                        sum_re += w[2 * k] * a - w[2 * k + 1] * b;
+                        sum_im += w[2 * k] * b + w[2 * k + 1] * a;
+                    } else {
+                        sum_re += w[k] * a;
+                    }
+                }
+            }
+        }
+        acc_re[f] = sum_re;
+        acc_im[f] = sum_im;
+    }
+}
+
+/* All frames of one point into acc_re / acc_im: blocks of 32, then of 8, then singles. */
+static void beamform_point(const usbeam_das_plan *plan, const point_view *v, float *acc_re, float *acc_im)
+{
+    const size_t n_frames = v->n_frames;
+    size_t f0 = 0;
+#define RUN_BLOCK(NV)                                                                         \
+    switch (plan->taps) {                                                                     \
+    case 1: plan->is_iq ? iq_block_1_##NV(v, f0, acc_re, acc_im) : rf_block_1_##NV(v, f0, acc_re); break; \
+    case 2: plan->is_iq ? iq_block_2_##NV(v, f0, acc_re, acc_im) : rf_block_2_##NV(v, f0, acc_re); break; \
+    default: plan->is_iq ? iq_block_4_##NV(v, f0, acc_re, acc_im) : rf_block_4_##NV(v, f0, acc_re); break; \
+    }
+    for (; f0 + 32 <= n_frames; f0 += 32) RUN_BLOCK(4)
+    for (; f0 + 8 <= n_frames; f0 += 8) RUN_BLOCK(1)
+#undef RUN_BLOCK
+    if (f0 < n_frames) tail_frames(v, plan->taps, plan->is_iq, f0, acc_re, acc_im);
+}
 
 usbeam_status usbeam_das_execute(usbeam_das_plan *plan, const void *in, void *out)
 {
@@ -155,11 +227,19 @@ usbeam_status usbeam_das_execute(usbeam_das_plan *plan, const void *in, void *ou
             } else {
                 usbeam_das_point_entries(plan, (size_t)p, own_tap, own_weight);
             }
-            switch (plan->taps) {
-            case 1: beamform_point_1(plan, (size_t)p, tap, weight, acc_re, acc_im); break;
-            case 2: beamform_point_2(plan, (size_t)p, tap, weight, acc_re, acc_im); break;
-            default: beamform_point_4(plan, (size_t)p, tap, weight, acc_re, acc_im); break;
-            }
+            const point_view view = {
+                .re_plane = plan->stage,
+                .im_plane = plan->stage + plan->stage_plane,
+                .tap = tap,
+                .weight = weight,
+                .n_transmits = prm->n_transmits,
+                .count = (size_t)plan->aperture_count[p],
+                .channel0 = (size_t)plan->aperture_first[p] * prm->n_samples * n_frames,
+                .transmit_stride = prm->n_elements * prm->n_samples * n_frames,
+                .channel = prm->n_samples * n_frames,
+                .n_frames = n_frames,
+            };
+            beamform_point(plan, &view, acc_re, acc_im);
             if (plan->is_iq) {
                 float *dst = out;
                 for (size_t f = 0; f < n_frames; ++f) {

@@ -79,6 +79,24 @@ def test_matches_reference(rng, interpolation, window, dtype):
     assert_matches_reference(out, want, interpolation)
 
 
+@pytest.mark.parametrize("n_frames", [8, 11, 43])
+@pytest.mark.parametrize("interpolation", ["nearest", "linear", "cubic"])
+@pytest.mark.parametrize("dtype", [np.complex64, np.float32])
+def test_frame_blocks(rng, n_frames, interpolation, dtype):
+    # the kernels take frames in blocks of 32, then 8, then one by one: 8, 11 = 8 + 3 and
+    # 43 = 32 + 8 + 3 cover every path
+    probe = small_probe()
+    seq, tuples = mixed_sequence(rng, probe)
+    seq, tuples = seq[::2], tuples[::2]
+    grid = usbeam.Grid(x=np.linspace(-2e-3, 2e-3, 5), z=np.linspace(2e-3, 9e-3, 6))
+    data = random_data(rng, (n_frames, len(seq), probe.n_elements, N_SAMPLES), dtype)
+    got = usbeam.das(data, probe, seq, grid, fs=FS, fc=FC, c=C, t0=T0, f_number=1.1, window="hann",
+                     interpolation=interpolation)
+    want = ref.das(data, probe.x, tuples, grid.coordinates(), fs=FS, fc=FC, c=C, t0=T0, f_number=1.1,
+                   window_kind="hann", interpolation=interpolation)
+    assert_matches_reference(got, want, interpolation)
+
+
 @pytest.mark.parametrize("interpolation", ["nearest", "linear", "cubic"])
 def test_full_aperture_points_and_on_the_fly_delays(rng, interpolation):
     # f_number=0 (window across the whole array), arbitrary 3-D points (y != 0), and a

@@ -206,16 +206,30 @@ def _not_a_knot_spline(values, t):
     n = y.size
     if n < 4:
         return np.polyval(np.polyfit(np.arange(n), y, n - 1), t) if n > 1 else np.full_like(t, y[0])
-    # second derivatives m: m[i-1] + 4 m[i] + m[i+1] = 6 (y[i+1] - 2 y[i] + y[i-1]) inside,
-    # third derivative continuous at knots 1 and n-2 (not-a-knot) at the ends
-    a = np.zeros((n, n))
-    rhs = np.zeros(n)
-    i = np.arange(1, n - 1)
-    a[i, i - 1], a[i, i], a[i, i + 1] = 1.0, 4.0, 1.0
-    rhs[i] = 6.0 * (y[i + 1] - 2.0 * y[i] + y[i - 1])
-    a[0, :3] = (1.0, -2.0, 1.0)
-    a[n - 1, n - 3:] = (1.0, -2.0, 1.0)
-    m = np.linalg.solve(a, rhs)
+    # Second derivatives m: m[i-1] + 4 m[i] + m[i+1] = r[i] = 6 (y[i+1] - 2 y[i] + y[i-1])
+    # inside; not-a-knot (third derivative continuous at knots 1 and n-2) gives
+    # m[0] = 2 m[1] - m[2], so the row of knot 1 reads 6 m[1] = r[1] (likewise at n-2),
+    # and the rows between form a tridiagonal system, solved by elimination (Thomas).
+    r = 6.0 * (y[2:] - 2.0 * y[1:-1] + y[:-2])  # rows 1 .. n-2
+    m = np.zeros(n)
+    m[1], m[n - 2] = r[0] / 6.0, r[-1] / 6.0
+    inner = n - 4  # unknowns m[2] .. m[n-3]
+    if inner > 0:
+        rhs = r[1:-1].copy()
+        rhs[0] -= m[1]
+        rhs[-1] -= m[n - 2]
+        diag = np.full(inner, 4.0)
+        for i in range(1, inner):  # forward elimination, sub- and super-diagonals are 1
+            factor = 1.0 / diag[i - 1]
+            diag[i] -= factor
+            rhs[i] -= factor * rhs[i - 1]
+        sol = np.empty(inner)
+        sol[-1] = rhs[-1] / diag[-1]
+        for i in range(inner - 2, -1, -1):
+            sol[i] = (rhs[i] - sol[i + 1]) / diag[i]
+        m[2:n - 2] = sol
+    m[0] = 2.0 * m[1] - m[2]
+    m[n - 1] = 2.0 * m[n - 2] - m[n - 3]
     k = np.clip(np.floor(t).astype(int), 0, n - 2)
     u = t - k
     return ((1 - u) * y[k] + u * y[k + 1]
