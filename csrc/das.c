@@ -37,8 +37,10 @@
 #define USBEAM_HOT
 #endif
 
-/* Copy the input into the staged (transmit, element, sample, frame) planes. */
-static void stage_input(const usbeam_das_plan *plan, const void *in)
+/* Copy the input into the staged (transmit, element, sample, frame) planes.  Returns the
+ * number of channels holding a NaN or an infinity (x - x is 0 only for finite x), so bad
+ * data is refused without a separate pass over it. */
+static size_t stage_input(const usbeam_das_plan *plan, const void *in)
 {
     const usbeam_das_params *prm = &plan->params;
     const size_t n_frames = prm->n_frames, n_samples = prm->n_samples;
@@ -46,9 +48,11 @@ static void stage_input(const usbeam_das_plan *plan, const void *in)
     const size_t frame_stride = prm->n_transmits * prm->n_elements * n_samples; /* input samples per frame */
     const ptrdiff_t n_channels = (ptrdiff_t)(prm->n_transmits * prm->n_elements);
     float *re_plane = plan->stage, *im_plane = plan->stage + plan->stage_plane;
-#pragma omp parallel for schedule(static)
+    size_t bad_channels = 0;
+#pragma omp parallel for schedule(static) reduction(+ : bad_channels)
     for (ptrdiff_t ch = 0; ch < n_channels; ++ch) {
         float *re = re_plane + (size_t)ch * channel, *im = im_plane + (size_t)ch * channel;
+        int finite = 1;
         for (size_t f = 0; f < n_frames; ++f) {
             const size_t src = f * frame_stride + (size_t)ch * n_samples;
             if (prm->input_dtype == USBEAM_DTYPE_COMPLEX64) {
@@ -56,16 +60,22 @@ static void stage_input(const usbeam_das_plan *plan, const void *in)
                 for (size_t n = 0; n < n_samples; ++n) {
                     re[n * n_frames + f] = x[2 * n];
                     im[n * n_frames + f] = x[2 * n + 1];
+                    finite &= (x[2 * n] - x[2 * n] == 0.0f) & (x[2 * n + 1] - x[2 * n + 1] == 0.0f);
                 }
             } else if (prm->input_dtype == USBEAM_DTYPE_FLOAT32) {
                 const float *x = (const float *)in + src;
-                for (size_t n = 0; n < n_samples; ++n) re[n * n_frames + f] = x[n];
+                for (size_t n = 0; n < n_samples; ++n) {
+                    re[n * n_frames + f] = x[n];
+                    finite &= x[n] - x[n] == 0.0f;
+                }
             } else {
                 const int16_t *x = (const int16_t *)in + src;
                 for (size_t n = 0; n < n_samples; ++n) re[n * n_frames + f] = (float)x[n];
             }
         }
+        bad_channels += !finite;
     }
+    return bad_channels;
 }
 
 /* The entries of one point, as the kernels read them. */
@@ -202,7 +212,10 @@ usbeam_status usbeam_das_execute(usbeam_das_plan *plan, const void *in, void *ou
     if (!plan || !in || !out) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "plan, in and out must not be NULL");
     const usbeam_das_params *prm = &plan->params;
     const size_t n_frames = prm->n_frames, n_points = prm->n_points;
-    stage_input(plan, in);
+    const size_t bad_channels = stage_input(plan, in);
+    if (bad_channels)
+        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "data contains NaN or infinite values (in %zu of %zu channels)",
+                           bad_channels, prm->n_transmits * prm->n_elements);
 
     const ptrdiff_t count = (ptrdiff_t)n_points;
 #pragma omp parallel num_threads(plan->n_threads)

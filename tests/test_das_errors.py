@@ -136,6 +136,12 @@ def test_bad_data(rng):
     bad[1, 0, 3, 50] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         bf(bad)
+    rf = rng.standard_normal((8, 100)).astype(np.float32)
+    rf[5, 99] = np.inf
+    out = np.full(grid.shape, 7.0, np.float32)
+    with pytest.raises(ValueError, match="infinite"):
+        usbeam.Beamformer(probe, usbeam.PlaneWave(0.0), grid, dtype=np.float32, **kw)(rf, out=out)
+    assert np.all(out == 7.0)  # refused before anything is written
     with pytest.raises(ValueError, match="empty"):
         usbeam.das(np.zeros((0, 8, 100), np.complex64), probe, usbeam.PlaneWave(0.0), grid, fs=20e6, fc=5e6)
     rf_plan = usbeam.Beamformer(probe, usbeam.PlaneWave(0.0), grid, dtype=np.int16, **kw)
