@@ -30,8 +30,9 @@ TOLERANCES = {
     # Analytic single-sample cases: the weights are float32, so 1 - t is exact to ~6e-8;
     # integer delays computed from geometry land within ~1e-9 sample of the integer.
     "das_analytic_rel": 1e-5,
-    # Simulated point scatterer: the envelope peak on a lambda/20 grid, sub-pixel refined,
-    # must be within lambda/4 of the true position (the brief's requirement).
+    # Simulated point scatterer: the envelope peak on a lambda/20 grid, refined by a 3x3
+    # quadratic fit, must be within lambda/4 of the true position (the brief's requirement;
+    # measured: < 0.01 lambda with a Hann window over 28 random cases).
     "das_point_position_wavelengths": 0.25,
     # PWI_disk against the golden MUST B-mode (uint8, 30 dB): the brief's acceptance
     # figures.  Nearest: the same pipeline as MUST; 1 grey level of truncation noise from
