@@ -209,7 +209,66 @@ static PyObject *py_regionprops_basic(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* (operation 'threshold'|'argmax', in_ptr, dtype, n_images, n_classes, n_pixels, threshold, out_ptr, stream) */
+static PyObject *py_mask_device(PyObject *self, PyObject *args)
+{
+    (void)self;
+    const char *operation, *dtype_name;
+    PyObject *in_obj, *out_obj, *stream_obj;
+    Py_ssize_t n_images, n_classes, n_pixels;
+    double threshold;
+    if (!PyArg_ParseTuple(args, "sOsnnndOO", &operation, &in_obj, &dtype_name, &n_images, &n_classes, &n_pixels,
+                          &threshold, &out_obj, &stream_obj))
+        return NULL;
+    if (n_images < 0 || n_classes < 1 || n_pixels < 0)
+        return PyErr_Format(PyExc_ValueError, "n_images and n_pixels must be >= 0, n_classes >= 1");
+    usbeam_dtype dtype;
+    int npy;
+    if (usbeam_py_ai_dtype(dtype_name, "logits", &dtype, &npy) < 0) return NULL;
+    void *in, *out, *stream;
+    if (usbeam_py_device_pointer(in_obj, "logits", &in) < 0 || usbeam_py_device_pointer(out_obj, "out", &out) < 0 ||
+        usbeam_py_device_pointer(stream_obj, "stream", &stream) < 0)
+        return NULL;
+    int argmax = strcmp(operation, "argmax") == 0;
+    usbeam_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = argmax ? usbeam_cuda_mask_argmax(in, dtype, (size_t)n_images, (size_t)n_classes, (size_t)n_pixels, out, stream)
+                : usbeam_cuda_mask_threshold(in, dtype, (size_t)(n_images * n_pixels), threshold, out, stream);
+    Py_END_ALLOW_THREADS
+    if (st != USBEAM_OK) return usbeam_py_raise(st);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_regionprops_basic_device(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *labels_obj, *area_obj, *bbox_obj, *centroid_obj, *stream_obj;
+    Py_ssize_t height, width, n_labels;
+    if (!PyArg_ParseTuple(args, "OnnnOOOO", &labels_obj, &height, &width, &n_labels, &area_obj, &bbox_obj,
+                          &centroid_obj, &stream_obj))
+        return NULL;
+    if (height <= 0 || width <= 0 || n_labels < 0)
+        return PyErr_Format(PyExc_ValueError, "labels: height and width must be >= 1 and n_labels >= 0");
+    void *labels, *area, *bbox, *centroid, *stream;
+    if (usbeam_py_device_pointer(labels_obj, "labels", &labels) < 0 ||
+        usbeam_py_device_pointer(area_obj, "area", &area) < 0 || usbeam_py_device_pointer(bbox_obj, "bbox", &bbox) < 0 ||
+        usbeam_py_device_pointer(centroid_obj, "centroid", &centroid) < 0 ||
+        usbeam_py_device_pointer(stream_obj, "stream", &stream) < 0)
+        return NULL;
+    usbeam_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = usbeam_cuda_regionprops_basic(labels, (size_t)height, (size_t)width, (size_t)n_labels, area, bbox, centroid,
+                                       stream);
+    Py_END_ALLOW_THREADS
+    if (st != USBEAM_OK) return usbeam_py_raise(st);
+    Py_RETURN_NONE;
+}
+
 PyMethodDef usbeam_py_segment_methods[] = {
+    {"mask_device", py_mask_device, METH_VARARGS,
+     "Queue threshold/argmax on the GPU: (op, in_ptr, dtype, n_images, n_classes, n_pixels, threshold, out_ptr, stream)."},
+    {"regionprops_basic_device", py_regionprops_basic_device, METH_VARARGS,
+     "Queue region properties on the GPU: (labels_ptr, height, width, n_labels, area_ptr, bbox_ptr, centroid_ptr, stream)."},
     {"mask_threshold", py_mask_threshold, METH_VARARGS, "(logits, threshold, out bool): out = logits > threshold."},
     {"mask_argmax", py_mask_argmax, METH_VARARGS, "(scores, n_images, n_classes, out int32): class argmax."},
     {"components_plan", (PyCFunction)(void (*)(void))py_components_plan, METH_VARARGS | METH_KEYWORDS,

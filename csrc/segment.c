@@ -350,6 +350,20 @@ usbeam_status usbeam_regionprops_basic(const int32_t *labels, size_t height, siz
 }
 
 #ifndef USBEAM_HAVE_CUDA
+usbeam_status usbeam_cuda_mask_threshold(const void *values, usbeam_dtype dtype, size_t n, double threshold,
+                                         uint8_t *mask, void *stream)
+{
+    (void)values, (void)dtype, (void)n, (void)threshold, (void)mask, (void)stream;
+    return usbeam_fail(USBEAM_ERR_NO_BACKEND, "mask_threshold: usbeam was built without CUDA");
+}
+
+usbeam_status usbeam_cuda_mask_argmax(const void *scores, usbeam_dtype dtype, size_t n_images, size_t n_classes,
+                                      size_t n_pixels, int32_t *labels, void *stream)
+{
+    (void)scores, (void)dtype, (void)n_images, (void)n_classes, (void)n_pixels, (void)labels, (void)stream;
+    return usbeam_fail(USBEAM_ERR_NO_BACKEND, "mask_argmax: usbeam was built without CUDA");
+}
+
 usbeam_status usbeam_cuda_regionprops_basic(const int32_t *labels, size_t height, size_t width,
                                             size_t n_labels, int32_t *area, int32_t *bbox,
                                             double *centroid, void *stream)

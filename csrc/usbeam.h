@@ -267,6 +267,11 @@ usbeam_status usbeam_mask_threshold(const void *values, usbeam_dtype dtype, size
  * ties and NaN as numpy.argmax (first maximum; the first NaN wins). */
 usbeam_status usbeam_mask_argmax(const void *scores, usbeam_dtype dtype, size_t n_images,
                                  size_t n_classes, size_t n_pixels, int32_t *labels);
+/* The same two on device pointers, queued on stream (cudaStream_t as void *). */
+usbeam_status usbeam_cuda_mask_threshold(const void *values, usbeam_dtype dtype, size_t n,
+                                         double threshold, uint8_t *mask, void *stream);
+usbeam_status usbeam_cuda_mask_argmax(const void *scores, usbeam_dtype dtype, size_t n_images,
+                                      size_t n_classes, size_t n_pixels, int32_t *labels, void *stream);
 
 /* Connected components of binary masks (nonzero = foreground), numbered as
  * scipy.ndimage.label: 1..N in raster order of each component's first pixel. */

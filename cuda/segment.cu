@@ -18,6 +18,7 @@
  * All work is queued on the plan's stream; nothing synchronises the host.
  */
 #include "../csrc/ai_internal.h"
+#include "../csrc/ai_math.h"
 #include "cuda_common.cuh"
 
 #include <cub/cub.cuh>
@@ -351,6 +352,67 @@ extern "C" usbeam_status usbeam_cuda_regionprops_basic(const int32_t *labels, si
     props_init_kernel<<<grid_for(n_labels), 256, 0, stream>>>(n_labels, area, bbox, centroid);
     props_accumulate_kernel<<<grid_for(n), 256, 0, stream>>>(labels, (int)width, n, n_labels, area, bbox, centroid);
     props_finish_kernel<<<grid_for(n_labels), 256, 0, stream>>>(n_labels, area, bbox, centroid);
+    USBEAM_CUDA_TRY(cudaGetLastError());
+    return USBEAM_OK;
+}
+
+/* ---------------------------------------------------------------- threshold and argmax */
+
+__global__ void threshold_kernel(const void *values, int half, size_t n, double threshold, uint8_t *mask)
+{
+    GRID_STRIDE(i, n)
+    {
+        const float v = half ? ai_half_bits_to_float(((const uint16_t *)values)[i]) : ((const float *)values)[i];
+        mask[i] = (double)v > threshold;
+    }
+}
+
+__global__ void argmax_kernel(const void *scores, int half, size_t n_classes, size_t n_pixels, size_t n,
+                              int32_t *labels)
+{
+    GRID_STRIDE(i, n)
+    {
+        const size_t base = (i / n_pixels) * n_classes * n_pixels + i % n_pixels;
+        float best = 0.0f;
+        int32_t best_class = 0;
+        for (size_t c = 0; c < n_classes; ++c) {
+            const size_t at = base + c * n_pixels;
+            const float v = half ? ai_half_bits_to_float(((const uint16_t *)scores)[at]) : ((const float *)scores)[at];
+            if (c == 0 || v > best || v != v) {
+                best = v;
+                best_class = (int32_t)c;
+                if (v != v) break; /* numpy.argmax: the first NaN is the maximum */
+            }
+        }
+        labels[i] = best_class;
+    }
+}
+
+extern "C" usbeam_status usbeam_cuda_mask_threshold(const void *values, usbeam_dtype dtype, size_t n,
+                                                    double threshold, uint8_t *mask, void *stream)
+{
+    if (!values || !mask) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "values and mask must not be NULL");
+    if (isnan(threshold)) return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "threshold must not be NaN");
+    if (dtype != USBEAM_DTYPE_FLOAT32 && dtype != USBEAM_DTYPE_FLOAT16)
+        return usbeam_fail(USBEAM_ERR_INVALID_DTYPE, "logits: dtype must be float32 or float16");
+    if (n == 0) return USBEAM_OK;
+    threshold_kernel<<<grid_for(n), 256, 0, (cudaStream_t)stream>>>(values, dtype == USBEAM_DTYPE_FLOAT16, n,
+                                                                     threshold, mask);
+    USBEAM_CUDA_TRY(cudaGetLastError());
+    return USBEAM_OK;
+}
+
+extern "C" usbeam_status usbeam_cuda_mask_argmax(const void *scores, usbeam_dtype dtype, size_t n_images,
+                                                 size_t n_classes, size_t n_pixels, int32_t *labels, void *stream)
+{
+    if (!scores || !labels) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "scores and labels must not be NULL");
+    if (dtype != USBEAM_DTYPE_FLOAT32 && dtype != USBEAM_DTYPE_FLOAT16)
+        return usbeam_fail(USBEAM_ERR_INVALID_DTYPE, "scores: dtype must be float32 or float16");
+    if (n_classes == 0) return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "scores: the number of classes must be >= 1");
+    const size_t n = n_images * n_pixels;
+    if (n == 0) return USBEAM_OK;
+    argmax_kernel<<<grid_for(n), 256, 0, (cudaStream_t)stream>>>(scores, dtype == USBEAM_DTYPE_FLOAT16, n_classes,
+                                                                 n_pixels, n, labels);
     USBEAM_CUDA_TRY(cudaGetLastError());
     return USBEAM_OK;
 }

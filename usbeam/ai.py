@@ -71,6 +71,14 @@ def _device_pointer(name, obj, shape, dtype, writable=False):
     return int(pointer)
 
 
+def _device_shape_dtype(name, obj):
+    cai = obj.__cuda_array_interface__
+    dtype = np.dtype(cai["typestr"])
+    if dtype not in (np.dtype(np.float32), np.dtype(np.float16)):
+        raise TypeError(f"{name} must be float32 or float16 (got {dtype})")
+    return tuple(int(s) for s in cai["shape"]), dtype
+
+
 def _check_out(name, out, shape, dtype):
     if out is None:
         return np.empty(shape, dtype)
@@ -208,8 +216,24 @@ def model_input(image, size, *, channels=None, layout="nchw", dtype="float32", s
     return plan(image, out=out)
 
 
-def float32_to_float16(x, out=None):
-    """float32 -> float16, round to nearest even, bit-exact with ``x.astype(np.float16)``."""
+def _convert_device(x, out, to_dtype, stream):
+    if out is None:
+        raise ValueError("out is required for a device array x (a device array of the same shape)")
+    shape = tuple(x.__cuda_array_interface__["shape"])
+    from_dtype = np.float32 if to_dtype == np.float16 else np.float16
+    check_backend("cuda")
+    _core.convert_device(np.dtype(to_dtype).name, _device_pointer("x", x, shape, from_dtype),
+                         _device_pointer("out", out, shape, to_dtype, writable=True), int(np.prod(shape)),
+                         _stream_handle(stream))
+    return out
+
+
+def float32_to_float16(x, out=None, *, stream=None):
+    """float32 -> float16, round to nearest even, bit-exact with ``x.astype(np.float16)``.
+
+    A device array ``x`` (``__cuda_array_interface__``) is converted on the GPU into ``out``."""
+    if _is_device_array(x):
+        return _convert_device(x, out, np.float16, stream)
     x = _validate.ndarray("x", x)
     if x.dtype != np.float32:
         raise TypeError(f"x must have dtype float32 (got {x.dtype})")
@@ -219,8 +243,10 @@ def float32_to_float16(x, out=None):
     return out
 
 
-def float16_to_float32(x, out=None):
-    """float16 -> float32 (exact), bit-exact with ``x.astype(np.float32)``."""
+def float16_to_float32(x, out=None, *, stream=None):
+    """float16 -> float32 (exact), bit-exact with ``x.astype(np.float32)``; device arrays as above."""
+    if _is_device_array(x):
+        return _convert_device(x, out, np.float32, stream)
     x = _validate.ndarray("x", x)
     if x.dtype != np.float16:
         raise TypeError(f"x must have dtype float16 (got {x.dtype})")
@@ -362,11 +388,22 @@ def nms(boxes, scores, iou=0.5, *, classes=None, max_keep=None):
 
 # ---------------------------------------------------------------- segmentation
 
-def segment_threshold(logits, threshold=0.0, *, out=None):
+def segment_threshold(logits, threshold=0.0, *, out=None, stream=None):
     """Binary mask ``logits > threshold`` (bool); ``threshold=0`` is ``sigmoid(logits) > 0.5``.
 
-    For a probability threshold p use ``threshold = log(p / (1 - p))``.
+    For a probability threshold p use ``threshold = log(p / (1 - p))``.  A device array
+    (``__cuda_array_interface__``, float32/float16) is thresholded on the GPU into ``out`` (bool).
     """
+    if _is_device_array(logits):
+        threshold = _validate.real_scalar("threshold", threshold)
+        shape, dtype = _device_shape_dtype("logits", logits)
+        if out is None:
+            raise ValueError("out is required for a device array (a bool device array)")
+        check_backend("cuda")
+        _core.mask_device("threshold", _device_pointer("logits", logits, shape, dtype), dtype.name, 1, 1,
+                          int(np.prod(shape)), threshold, _device_pointer("out", out, shape, np.bool_, True),
+                          _stream_handle(stream))
+        return out
     logits = _validate.ndarray("logits", logits)
     if logits.dtype not in (np.dtype(np.float32), np.dtype(np.float16)):
         if not np.issubdtype(logits.dtype, np.floating):
@@ -379,9 +416,22 @@ def segment_threshold(logits, threshold=0.0, *, out=None):
     return out
 
 
-def segment_argmax(scores, *, out=None):
+def segment_argmax(scores, *, out=None, stream=None):
     """Class map (int32) of per-class scores ``(C, H, W)`` or ``(N, C, H, W)``: argmax over C,
-    ties to the lower class, NaN as ``numpy.argmax``."""
+    ties to the lower class, NaN as ``numpy.argmax``.  Device arrays: on the GPU into ``out``."""
+    if _is_device_array(scores):
+        shape, dtype = _device_shape_dtype("scores", scores)
+        if len(shape) not in (3, 4):
+            raise ValueError(f"scores must be (C, H, W) or (N, C, H, W) (got shape {shape})")
+        if out is None:
+            raise ValueError("out is required for a device array (an int32 device array)")
+        check_backend("cuda")
+        n, c = (1, shape[0]) if len(shape) == 3 else shape[:2]
+        out_shape = shape[1:] if len(shape) == 3 else (shape[0],) + shape[2:]
+        _core.mask_device("argmax", _device_pointer("scores", scores, shape, dtype), dtype.name, n, c,
+                          shape[-1] * shape[-2], 0.0, _device_pointer("out", out, out_shape, np.int32, True),
+                          _stream_handle(stream))
+        return out
     scores = _validate.ndarray("scores", scores)
     if scores.ndim not in (3, 4):
         raise ValueError(f"scores must be (C, H, W) or (N, C, H, W) (got shape {scores.shape})")
@@ -513,6 +563,27 @@ def remove_small_components(mask, min_area, connectivity=4, *, out=None):
     """A 2-D mask without its components of fewer than ``min_area`` pixels (bool)."""
     mask = _mask2d(mask)
     return ComponentsPlan(mask.shape, connectivity).remove_small(mask, min_area, out=out)
+
+
+def regionprops_basic_device(labels, n_labels, out, *, stream=None):
+    """:func:`regionprops_basic` of an int32 device label image into ``out = (area, bbox, centroid)``
+    device arrays (int32 (n,), int32 (n, 4), float64 (n, 2)), queued on ``stream``.  Labels
+    outside 1..n_labels are ignored (checking them would synchronise the host)."""
+    check_backend("cuda")
+    if not _is_device_array(labels):
+        raise TypeError("labels must be a device array with __cuda_array_interface__")
+    shape = tuple(labels.__cuda_array_interface__["shape"])
+    if len(shape) != 2:
+        raise ValueError(f"labels must be 2-D (got shape {shape})")
+    n_labels = _validate.integer("n_labels", n_labels, minimum=0)
+    if not isinstance(out, tuple) or len(out) != 3:
+        raise TypeError("out must be a tuple (area, bbox, centroid) of device arrays")
+    _core.regionprops_basic_device(_device_pointer("labels", labels, shape, np.int32), shape[0], shape[1], n_labels,
+                                   _device_pointer("area", out[0], (n_labels,), np.int32, True),
+                                   _device_pointer("bbox", out[1], (n_labels, 4), np.int32, True),
+                                   _device_pointer("centroid", out[2], (n_labels, 2), np.float64, True),
+                                   _stream_handle(stream))
+    return out
 
 
 def regionprops_basic(labels, n_labels=None):
