@@ -10,6 +10,7 @@ from ._backend import backends, build_info, cuda_available, cuda_devices
 from .bmode import BModePlan, bmode
 
 # family rf2iq:
+from .rf2iq import RF2IQPlan, rf2iq
 
 # family das:
 
@@ -36,6 +37,7 @@ __all__ = [
 ]
 
 # family rf2iq (extend __all__ here):
+__all__ += ["RF2IQPlan", "rf2iq"]
 
 # family das (extend __all__ here):
 
