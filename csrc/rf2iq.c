@@ -17,6 +17,10 @@
  *     c = (n_taps - 1) / 2 (integer division), x = 0 outside the line (numpy's
  *     convolve(x, h, 'same')); only the kept outputs are computed.
  * Execute allocates nothing: each OpenMP thread owns a scratch line in the plan.
+ * The Butterworth recursion is serial in time, so BUTTER_LINES lines run through it together
+ * (their re and im parts interleaved as 2*BUTTER_LINES channels per sample): the channel loops
+ * vectorise and hide the latency of the recursion.  Each channel sees the same arithmetic as
+ * a line filtered alone.
  */
 #include "usbeam_internal.h"
 
@@ -28,6 +32,8 @@
 #endif
 
 #define PI_DOUBLE 3.14159265358979323846
+#define BUTTER_LINES 4
+#define BUTTER_CHANNELS (2 * BUTTER_LINES)
 
 struct usbeam_rf2iq_plan {
     usbeam_rf2iq_params params;  /* copy; the taps pointers below replace the user's */
@@ -41,9 +47,10 @@ struct usbeam_rf2iq_plan {
     double *taps_re, *taps_im;       /* taps_im NULL for real taps */
     double *reversed_re, *reversed_im;
     size_t n_taps;
-    /* per-thread scratch: split re / im arrays of scratch_len doubles each */
+    /* per-thread scratch of scratch_per_thread doubles: butter: scratch_len samples x
+     * BUTTER_CHANNELS interleaved channels; FIR: split re / im arrays of scratch_len each */
     int n_threads;
-    size_t scratch_len;
+    size_t scratch_len, scratch_per_thread;
     double *scratch;
 };
 
@@ -220,16 +227,19 @@ usbeam_status usbeam_rf2iq_plan_create(const usbeam_rf2iq_params *params, usbeam
         }
     }
 
+    const int butter = params->filter == USBEAM_RF2IQ_BUTTER;
+    const size_t work_items = butter ? (params->n_lines + BUTTER_LINES - 1) / BUTTER_LINES : params->n_lines;
     int threads = 1;
 #ifdef _OPENMP
     threads = omp_get_max_threads();
 #endif
-    if ((size_t)threads > params->n_lines) threads = (int)params->n_lines;
+    if ((size_t)threads > work_items) threads = (int)work_items;
     if (threads < 1) threads = 1;
     p->n_threads = threads;
     p->scratch_len = line_len;
     size_t scratch_count;
-    if (usbeam_mul_size3(line_len, 2, (size_t)threads, &scratch_count) != 0) {
+    if (usbeam_mul_size(line_len, butter ? BUTTER_CHANNELS : 2, &p->scratch_per_thread) != 0 ||
+        usbeam_mul_size(p->scratch_per_thread, (size_t)threads, &scratch_count) != 0) {
         st = usbeam_fail(USBEAM_ERR_SIZE_OVERFLOW, "rf: scratch line of %zu samples is too large", line_len);
         goto fail;
     }
@@ -241,8 +251,9 @@ fail:
     return st;
 }
 
-/* x[m] = RF[m] * phasor[m] into re/im starting at offset; the RF line is read as double. */
-static void mix_line(const usbeam_rf2iq_plan *plan, const void *in, size_t line, double *re, double *im)
+/* x[m] = RF[m] * phasor[m] into re[m*stride], im[m*stride]; the RF line is read as double. */
+static void mix_line(const usbeam_rf2iq_plan *plan, const void *in, size_t line, double *re, double *im,
+                     size_t stride)
 {
     const size_t n = plan->params.n_samples;
     const double *pr = plan->phasor_re, *pi = plan->phasor_im;
@@ -250,76 +261,82 @@ static void mix_line(const usbeam_rf2iq_plan *plan, const void *in, size_t line,
     case USBEAM_DTYPE_INT16: {
         const int16_t *rf = (const int16_t *)in + line * n;
         for (size_t m = 0; m < n; ++m) {
-            re[m] = rf[m] * pr[m];
-            im[m] = rf[m] * pi[m];
+            re[m * stride] = rf[m] * pr[m];
+            im[m * stride] = rf[m] * pi[m];
         }
         break;
     }
     case USBEAM_DTYPE_FLOAT32: {
         const float *rf = (const float *)in + line * n;
         for (size_t m = 0; m < n; ++m) {
-            re[m] = (double)rf[m] * pr[m];
-            im[m] = (double)rf[m] * pi[m];
+            re[m * stride] = (double)rf[m] * pr[m];
+            im[m * stride] = (double)rf[m] * pi[m];
         }
         break;
     }
     default: {
         const double *rf = (const double *)in + line * n;
         for (size_t m = 0; m < n; ++m) {
-            re[m] = rf[m] * pr[m];
-            im[m] = rf[m] * pi[m];
+            re[m * stride] = rf[m] * pr[m];
+            im[m * stride] = rf[m] * pi[m];
         }
         break;
     }
     }
 }
 
-/* One pass of the recursion (transposed direct form II, as scipy.signal.lfilter) over
- * count samples starting at index first and moving by step (+1 forward, -1 backward),
- * in place, the state started at step_state * (first sample). */
-static void iir_pass(const usbeam_rf2iq_plan *plan, double *re, double *im, size_t first, ptrdiff_t step,
-                     size_t count)
+/* One pass of the recursion (transposed direct form II, as scipy.signal.lfilter) over the
+ * count samples of x (BUTTER_CHANNELS channels per sample), in place, forward (step +1 from
+ * sample 0) or backward (step -1 from sample count-1); each channel's state starts at
+ * step_state times its first sample (filtfilt's initial conditions). */
+static void iir_pass(const usbeam_rf2iq_plan *plan, double *x, size_t count, int forward)
 {
+    enum { C = BUTTER_CHANNELS };
     const int order = plan->params.order;
     const double *b = plan->b, *a = plan->a;
-    double zr[USBEAM_RF2IQ_MAX_ORDER], zi[USBEAM_RF2IQ_MAX_ORDER];
-    for (int k = 0; k < order; ++k) {
-        zr[k] = plan->step_state[k] * re[first];
-        zi[k] = plan->step_state[k] * im[first];
-    }
-    ptrdiff_t i = (ptrdiff_t)first;
-    for (size_t s = 0; s < count; ++s, i += step) {
-        double xr = re[i], xi = im[i];
-        double yr = b[0] * xr + zr[0], yi = b[0] * xi + zi[0];
-        for (int k = 0; k < order - 1; ++k) {
-            zr[k] = zr[k + 1] + b[k + 1] * xr - a[k + 1] * yr;
-            zi[k] = zi[k + 1] + b[k + 1] * xi - a[k + 1] * yi;
-        }
-        zr[order - 1] = b[order] * xr - a[order] * yr;
-        zi[order - 1] = b[order] * xi - a[order] * yi;
-        re[i] = yr;
-        im[i] = yi;
+    double z[USBEAM_RF2IQ_MAX_ORDER][C], y[C];
+    const ptrdiff_t step = forward ? C : -C;
+    double *xs = forward ? x : x + (count - 1) * C;
+    for (int k = 0; k < order; ++k)
+        for (int c = 0; c < C; ++c) z[k][c] = plan->step_state[k] * xs[c];
+    for (size_t s = 0; s < count; ++s, xs += step) {
+        for (int c = 0; c < C; ++c) y[c] = b[0] * xs[c] + z[0][c];
+        for (int k = 0; k < order - 1; ++k)
+            for (int c = 0; c < C; ++c) z[k][c] = z[k + 1][c] + b[k + 1] * xs[c] - a[k + 1] * y[c];
+        for (int c = 0; c < C; ++c) z[order - 1][c] = b[order] * xs[c] - a[order] * y[c];
+        for (int c = 0; c < C; ++c) xs[c] = y[c];
     }
 }
 
-static void butter_line(const usbeam_rf2iq_plan *plan, const void *in, size_t line, double *re, double *im,
-                        float *out)
+/* Lines first .. first+BUTTER_LINES-1 (fewer at the end: the spare channels run on zeros). */
+static void butter_lines(const usbeam_rf2iq_plan *plan, const void *in, size_t first, double *x, void *out)
 {
+    enum { C = BUTTER_CHANNELS };
     const size_t n = plan->params.n_samples, pad = plan->padlen, total = n + 2 * pad;
-    mix_line(plan, in, line, re + pad, im + pad);
-    /* odd extension: reflect the line through its end points */
-    for (size_t k = 1; k <= pad; ++k) {
-        re[pad - k] = 2.0 * re[pad] - re[pad + k];
-        im[pad - k] = 2.0 * im[pad] - im[pad + k];
-        re[pad + n - 1 + k] = 2.0 * re[pad + n - 1] - re[pad + n - 1 - k];
-        im[pad + n - 1 + k] = 2.0 * im[pad + n - 1] - im[pad + n - 1 - k];
+    const size_t n_lines = plan->params.n_lines;
+    const size_t lines = n_lines - first < BUTTER_LINES ? n_lines - first : BUTTER_LINES;
+    if (lines < BUTTER_LINES) memset(x, 0, total * C * sizeof(double));
+    for (size_t l = 0; l < lines; ++l) {
+        double *re = x + 2 * l, *im = re + 1;
+        mix_line(plan, in, first + l, re + pad * C, im + pad * C, C);
+        /* odd extension: reflect the line through its end points */
+        for (size_t k = 1; k <= pad; ++k) {
+            re[(pad - k) * C] = 2.0 * re[pad * C] - re[(pad + k) * C];
+            im[(pad - k) * C] = 2.0 * im[pad * C] - im[(pad + k) * C];
+            re[(pad + n - 1 + k) * C] = 2.0 * re[(pad + n - 1) * C] - re[(pad + n - 1 - k) * C];
+            im[(pad + n - 1 + k) * C] = 2.0 * im[(pad + n - 1) * C] - im[(pad + n - 1 - k) * C];
+        }
     }
-    iir_pass(plan, re, im, 0, 1, total);
-    iir_pass(plan, re, im, total - 1, -1, total);
+    iir_pass(plan, x, total, 1);
+    iir_pass(plan, x, total, 0);
     const size_t step = plan->params.decimation;
-    for (size_t j = 0; j < plan->n_out; ++j) {
-        out[2 * j] = (float)(2.0 * re[pad + j * step]);
-        out[2 * j + 1] = (float)(2.0 * im[pad + j * step]);
+    for (size_t l = 0; l < lines; ++l) {
+        float *iq = (float *)out + 2 * (first + l) * plan->n_out;
+        const double *y = x + pad * C + 2 * l;
+        for (size_t j = 0; j < plan->n_out; ++j) {
+            iq[2 * j] = (float)(2.0 * y[j * step * C]);
+            iq[2 * j + 1] = (float)(2.0 * y[j * step * C + 1]);
+        }
     }
 }
 
@@ -330,7 +347,7 @@ static void fir_line(const usbeam_rf2iq_plan *plan, const void *in, size_t line,
     const size_t centre = (taps - 1) / 2, lead = taps - 1 - centre; /* zeros before / after */
     memset(re, 0, lead * sizeof(double));
     memset(im, 0, lead * sizeof(double));
-    mix_line(plan, in, line, re + lead, im + lead);
+    mix_line(plan, in, line, re + lead, im + lead, 1);
     memset(re + lead + n, 0, centre * sizeof(double));
     memset(im + lead + n, 0, centre * sizeof(double));
     /* (h * x)[m] = sum_k h[k] x[m + c - k] = sum_j g[j] xpad[m + j], g = h reversed */
@@ -340,11 +357,13 @@ static void fir_line(const usbeam_rf2iq_plan *plan, const void *in, size_t line,
         const double *xr = re + j * step, *xi = im + j * step;
         double accr = 0.0, acci = 0.0;
         if (gi) {
+#pragma omp simd reduction(+ : accr, acci)
             for (size_t k = 0; k < taps; ++k) {
                 accr += gr[k] * xr[k] - gi[k] * xi[k];
                 acci += gr[k] * xi[k] + gi[k] * xr[k];
             }
         } else {
+#pragma omp simd reduction(+ : accr, acci)
             for (size_t k = 0; k < taps; ++k) {
                 accr += gr[k] * xr[k];
                 acci += gr[k] * xi[k];
@@ -358,23 +377,23 @@ static void fir_line(const usbeam_rf2iq_plan *plan, const void *in, size_t line,
 usbeam_status usbeam_rf2iq_execute(usbeam_rf2iq_plan *plan, const void *in, void *out)
 {
     if (!plan || !in || !out) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "plan, in and out must not be NULL");
-    const ptrdiff_t n_lines = (ptrdiff_t)plan->params.n_lines;
+    const size_t n_lines = plan->params.n_lines;
     const int butter = plan->params.filter == USBEAM_RF2IQ_BUTTER;
+    const ptrdiff_t n_items = (ptrdiff_t)(butter ? (n_lines + BUTTER_LINES - 1) / BUTTER_LINES : n_lines);
 #pragma omp parallel num_threads(plan->n_threads)
     {
         int tid = 0;
 #ifdef _OPENMP
         tid = omp_get_thread_num();
 #endif
-        double *re = plan->scratch + (size_t)tid * 2 * plan->scratch_len;
-        double *im = re + plan->scratch_len;
+        double *scratch = plan->scratch + (size_t)tid * plan->scratch_per_thread;
 #pragma omp for schedule(static)
-        for (ptrdiff_t line = 0; line < n_lines; ++line) {
-            float *iq = (float *)out + 2 * (size_t)line * plan->n_out;
+        for (ptrdiff_t item = 0; item < n_items; ++item) {
             if (butter)
-                butter_line(plan, in, (size_t)line, re, im, iq);
+                butter_lines(plan, in, (size_t)item * BUTTER_LINES, scratch, out);
             else
-                fir_line(plan, in, (size_t)line, re, im, iq);
+                fir_line(plan, in, (size_t)item, scratch, scratch + plan->scratch_len,
+                         (float *)out + 2 * (size_t)item * plan->n_out);
         }
     }
     return USBEAM_OK;

@@ -286,6 +286,8 @@ GOOD = dict(fs=20e6, fc=5e6)
     (dict(filter=3.0), TypeError, "filter"),
     (dict(filter="kaiser", cutoff=10e6), ValueError, "cutoff"),
     (dict(filter="kaiser", cutoff=12e6), ValueError, "cutoff"),
+    (dict(filter="kaiser", bandwidth=1.9, fs=8e6), ValueError, "bandwidth.*fs/2"),
+    (dict(filter="kaiser", bandwidth=0.5, cutoff=1e6), ValueError, "bandwidth or cutoff"),
     (dict(filter="kaiser", transition_width=0.0), ValueError, "transition_width"),
     (dict(filter="kaiser", transition_width=1.0), ValueError, "transition_width"),
     (dict(filter="kaiser", attenuation=5.0), ValueError, "attenuation"),

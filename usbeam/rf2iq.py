@@ -117,6 +117,8 @@ class RF2IQPlan:
             cutoff = _validate.positive("cutoff", cutoff)
         if transition_width is not None:
             transition_width = _validate.positive("transition_width", transition_width)
+        if bandwidth is not None and cutoff is not None:
+            raise ValueError("give bandwidth or cutoff, not both")
         self.bandwidth = bandwidth
         n_samples = self.shape[-1]
         n_lines = int(np.prod(self.shape[:-1], dtype=np.int64)) if len(self.shape) > 1 else 1
@@ -133,8 +135,6 @@ class RF2IQPlan:
                 self.order = _validate.integer("order", order, minimum=1, maximum=MAX_ORDER)
                 if transition_width is not None:
                     raise ValueError("transition_width applies to filter='kaiser' only")
-                if bandwidth is not None and cutoff is not None:
-                    raise ValueError("give bandwidth or cutoff, not both")
                 if bandwidth is not None:
                     wn, source = bandwidth * self.fc / self.fs, "bandwidth"
                 elif cutoff is not None:
@@ -151,11 +151,13 @@ class RF2IQPlan:
                 self.wn = wn
                 kwargs.update(filter="butter", order=self.order, wn=wn)
             else:
-                if cutoff is None:
-                    cutoff = (bandwidth * self.fc / 2.0 if bandwidth is not None
-                              else min(self.fc, self.fs / 4.0))
+                source = "cutoff"
+                if cutoff is None and bandwidth is not None:
+                    cutoff, source = bandwidth * self.fc / 2.0, "bandwidth: the cutoff bandwidth*fc/2"
+                elif cutoff is None:
+                    cutoff = min(self.fc, self.fs / 4.0)
                 if not cutoff < self.fs / 2.0:
-                    raise ValueError(f"cutoff ({cutoff:.6g} Hz) must be below fs/2 ({self.fs / 2:.6g} Hz)")
+                    raise ValueError(f"{source} ({cutoff:.6g} Hz) must be below fs/2 ({self.fs / 2:.6g} Hz)")
                 if transition_width is None:
                     transition_width = cutoff / 2.0
                 attenuation = _validate.real_scalar("attenuation", attenuation)
