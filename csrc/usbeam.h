@@ -170,7 +170,8 @@ typedef struct usbeam_rf2iq_params {
     double t0;                 /* time of the first sample, s, finite */
     usbeam_rf2iq_filter filter;
     /* butter */
-    int order;                 /* filter order, 1..USBEAM_RF2IQ_MAX_ORDER */
+    int order;                 /* filter order, 1..USBEAM_RF2IQ_MAX_ORDER (the (b, a) recursion is
+                                  ill-conditioned for high orders at low wn, as in scipy) */
     double wn;                 /* normalised cutoff in (0, 1), 1 = fs/2 (scipy.signal.butter's Wn) */
     /* kaiser */
     double cutoff;             /* cutoff frequency of the baseband low-pass, Hz, in (0, fs/2) */

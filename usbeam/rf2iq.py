@@ -18,6 +18,8 @@ Low-pass filters:
   ``Wn = min(2*fc/fs, 0.5)``; ``Wn`` must lie in (0, 1).  Run forward and backward exactly as
   ``scipy.signal.filtfilt`` with its defaults (odd extension of ``3*(order+1)`` samples,
   steady-state initial conditions), in double.  Needs ``n_samples > 3*(order+1)``.
+  Like scipy's ``(b, a)`` form, high orders at low cutoffs are ill-conditioned (order 10 at
+  Wn = 0.05 already differs from a second-order-sections filter by ~1e-6 relative).
   Undersampled band-pass RF (fs < 2 fc) is fine as long as ``fc`` is the true carrier.
 * ``filter='kaiser'``: linear-phase FIR low-pass, windowed sinc with a Kaiser window whose
   length and shape follow Kaiser's formulas from ``transition_width`` (Hz, default
