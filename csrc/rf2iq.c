@@ -15,7 +15,10 @@
  *     RF (fs < 2 fc): nothing here assumes fs > 2 fc.
  *   kaiser / taps: linear-phase FIR applied centred, (h * x)[n] = sum_k h[k] x[n + c - k],
  *     c = (n_taps - 1) / 2 (integer division), x = 0 outside the line (numpy's
- *     convolve(x, h, 'same')); only the kept outputs are computed.
+ *     convolve(x, h, 'same')); only the kept outputs are computed.  Since
+ *     x[n + c - k] = RF[n + c - k] phasor[n] exp(+2j pi fc (k - c)/fs), the taps are modulated
+ *     once at plan time and run on the real RF; the phasor multiplies the kept outputs only
+ *     (two multiply-adds per tap instead of four for complex taps).
  * Execute allocates nothing: each OpenMP thread owns a scratch line in the plan.
  * The Butterworth recursion is serial in time, so BUTTER_LINES lines run through it together
  * (their re and im parts interleaved as 2*BUTTER_LINES channels per sample): the channel loops
@@ -43,12 +46,13 @@ struct usbeam_rf2iq_plan {
     double b[USBEAM_RF2IQ_MAX_ORDER + 1], a[USBEAM_RF2IQ_MAX_ORDER + 1];
     double step_state[USBEAM_RF2IQ_MAX_ORDER];
     size_t padlen;
-    /* FIR: taps in the user's order, and reversed for the contiguous dot product */
+    /* FIR: taps in the user's order, and q[j] = h[K-1-j] exp(-2j pi fc (j - lead)/fs) (reversed
+     * for a contiguous dot product, modulated so it runs on the real RF; see fir_line) */
     double *taps_re, *taps_im;       /* taps_im NULL for real taps */
-    double *reversed_re, *reversed_im;
+    double *modulated_re, *modulated_im;
     size_t n_taps;
     /* per-thread scratch of scratch_per_thread doubles: butter: scratch_len samples x
-     * BUTTER_CHANNELS interleaved channels; FIR: split re / im arrays of scratch_len each */
+     * BUTTER_CHANNELS interleaved channels; FIR: the zero-padded real RF line */
     int n_threads;
     size_t scratch_len, scratch_per_thread;
     double *scratch;
@@ -71,8 +75,8 @@ void usbeam_rf2iq_plan_destroy(usbeam_rf2iq_plan *plan)
     usbeam_free(plan->phasor_im);
     usbeam_free(plan->taps_re);
     usbeam_free(plan->taps_im);
-    usbeam_free(plan->reversed_re);
-    usbeam_free(plan->reversed_im);
+    usbeam_free(plan->modulated_re);
+    usbeam_free(plan->modulated_im);
     usbeam_free(plan->scratch);
     usbeam_free(plan);
 }
@@ -153,7 +157,7 @@ static usbeam_status validate(const usbeam_rf2iq_params *p)
     return USBEAM_OK;
 }
 
-/* Copy (or design) the FIR taps and keep a reversed copy for the execute loop. */
+/* Copy (or design) the FIR taps and prepare their reversed, modulated copy for execute. */
 static usbeam_status setup_fir(usbeam_rf2iq_plan *plan, const usbeam_rf2iq_params *p)
 {
     usbeam_status st;
@@ -164,11 +168,9 @@ static usbeam_status setup_fir(usbeam_rf2iq_plan *plan, const usbeam_rf2iq_param
         if (st != USBEAM_OK) return st;
     }
     if ((st = alloc_doubles(n, "taps", &plan->taps_re)) != USBEAM_OK) return st;
-    if ((st = alloc_doubles(n, "taps", &plan->reversed_re)) != USBEAM_OK) return st;
-    if (complex_taps) {
-        if ((st = alloc_doubles(n, "taps", &plan->taps_im)) != USBEAM_OK) return st;
-        if ((st = alloc_doubles(n, "taps", &plan->reversed_im)) != USBEAM_OK) return st;
-    }
+    if ((st = alloc_doubles(n, "taps", &plan->modulated_re)) != USBEAM_OK) return st;
+    if ((st = alloc_doubles(n, "taps", &plan->modulated_im)) != USBEAM_OK) return st;
+    if (complex_taps && (st = alloc_doubles(n, "taps", &plan->taps_im)) != USBEAM_OK) return st;
     if (p->filter == USBEAM_RF2IQ_KAISER) {
         st = usbeam_kaiser_lowpass(p->fs, p->cutoff, p->transition_width, p->attenuation, plan->taps_re, n, &n);
         if (st != USBEAM_OK) return st;
@@ -176,9 +178,13 @@ static usbeam_status setup_fir(usbeam_rf2iq_plan *plan, const usbeam_rf2iq_param
         memcpy(plan->taps_re, p->taps_re, n * sizeof(double));
         if (complex_taps) memcpy(plan->taps_im, p->taps_im, n * sizeof(double));
     }
-    for (size_t k = 0; k < n; ++k) {
-        plan->reversed_re[k] = plan->taps_re[n - 1 - k];
-        if (complex_taps) plan->reversed_im[k] = plan->taps_im[n - 1 - k];
+    const double lead = (double)(n - 1 - (n - 1) / 2);
+    for (size_t j = 0; j < n; ++j) {
+        double h_re = plan->taps_re[n - 1 - j], h_im = complex_taps ? plan->taps_im[n - 1 - j] : 0.0;
+        double angle = -2.0 * PI_DOUBLE * p->fc * ((double)j - lead) / p->fs;
+        double c = cos(angle), s = sin(angle);
+        plan->modulated_re[j] = h_re * c - h_im * s;
+        plan->modulated_im[j] = h_re * s + h_im * c;
     }
     plan->n_taps = n;
     plan->params.taps_re = plan->taps_re;
@@ -238,7 +244,7 @@ usbeam_status usbeam_rf2iq_plan_create(const usbeam_rf2iq_params *params, usbeam
     p->n_threads = threads;
     p->scratch_len = line_len;
     size_t scratch_count;
-    if (usbeam_mul_size(line_len, butter ? BUTTER_CHANNELS : 2, &p->scratch_per_thread) != 0 ||
+    if (usbeam_mul_size(line_len, butter ? BUTTER_CHANNELS : 1, &p->scratch_per_thread) != 0 ||
         usbeam_mul_size(p->scratch_per_thread, (size_t)threads, &scratch_count) != 0) {
         st = usbeam_fail(USBEAM_ERR_SIZE_OVERFLOW, "rf: scratch line of %zu samples is too large", line_len);
         goto fail;
@@ -340,37 +346,69 @@ static void butter_lines(const usbeam_rf2iq_plan *plan, const void *in, size_t f
     }
 }
 
-static void fir_line(const usbeam_rf2iq_plan *plan, const void *in, size_t line, double *re, double *im,
-                     float *out)
+/* Read RF line `line` as double into rf[0..n) (int16 / float32 / float64). */
+static void load_line(const usbeam_rf2iq_plan *plan, const void *in, size_t line, double *rf)
+{
+    const size_t n = plan->params.n_samples;
+    switch (plan->params.input_dtype) {
+    case USBEAM_DTYPE_INT16: {
+        const int16_t *src = (const int16_t *)in + line * n;
+        for (size_t m = 0; m < n; ++m) rf[m] = src[m];
+        break;
+    }
+    case USBEAM_DTYPE_FLOAT32: {
+        const float *src = (const float *)in + line * n;
+        for (size_t m = 0; m < n; ++m) rf[m] = src[m];
+        break;
+    }
+    default:
+        memcpy(rf, (const double *)in + line * n, n * sizeof(double));
+        break;
+    }
+}
+
+/* out = 2 * phasor[m] * (re + j im), as complex64 */
+static inline void store_rotated(const usbeam_rf2iq_plan *plan, size_t m, double re, double im, float *out)
+{
+    const double pr = plan->phasor_re[m], pi = plan->phasor_im[m];
+    out[0] = (float)(2.0 * (re * pr - im * pi));
+    out[1] = (float)(2.0 * (re * pi + im * pr));
+}
+
+static void fir_line(const usbeam_rf2iq_plan *plan, const void *in, size_t line, double *rf, float *out)
 {
     const size_t n = plan->params.n_samples, taps = plan->n_taps;
     const size_t centre = (taps - 1) / 2, lead = taps - 1 - centre; /* zeros before / after */
-    memset(re, 0, lead * sizeof(double));
-    memset(im, 0, lead * sizeof(double));
-    mix_line(plan, in, line, re + lead, im + lead, 1);
-    memset(re + lead + n, 0, centre * sizeof(double));
-    memset(im + lead + n, 0, centre * sizeof(double));
-    /* (h * x)[m] = sum_k h[k] x[m + c - k] = sum_j g[j] xpad[m + j], g = h reversed */
-    const double *gr = plan->reversed_re, *gi = plan->reversed_im;
+    memset(rf, 0, lead * sizeof(double));
+    load_line(plan, in, line, rf + lead);
+    memset(rf + lead + n, 0, centre * sizeof(double));
+    /* (h * x)[m] = sum_k h[k] x[m + c - k] = phasor[m] sum_j q[j] rfpad[m + j] */
+    const double *qr = plan->modulated_re, *qi = plan->modulated_im;
     const size_t step = plan->params.decimation;
-    for (size_t j = 0; j < plan->n_out; ++j) {
-        const double *xr = re + j * step, *xi = im + j * step;
-        double accr = 0.0, acci = 0.0;
-        if (gi) {
-#pragma omp simd reduction(+ : accr, acci)
-            for (size_t k = 0; k < taps; ++k) {
-                accr += gr[k] * xr[k] - gi[k] * xi[k];
-                acci += gr[k] * xi[k] + gi[k] * xr[k];
-            }
-        } else {
-#pragma omp simd reduction(+ : accr, acci)
-            for (size_t k = 0; k < taps; ++k) {
-                accr += gr[k] * xr[k];
-                acci += gr[k] * xi[k];
-            }
+    /* Two outputs per pass over the taps: each tap is loaded once for both. */
+    size_t j = 0;
+    for (; j + 1 < plan->n_out; j += 2) {
+        const double *r0 = rf + j * step, *r1 = r0 + step;
+        double re0 = 0.0, im0 = 0.0, re1 = 0.0, im1 = 0.0;
+#pragma omp simd reduction(+ : re0, im0, re1, im1)
+        for (size_t k = 0; k < taps; ++k) {
+            re0 += qr[k] * r0[k];
+            im0 += qi[k] * r0[k];
+            re1 += qr[k] * r1[k];
+            im1 += qi[k] * r1[k];
         }
-        out[2 * j] = (float)(2.0 * accr);
-        out[2 * j + 1] = (float)(2.0 * acci);
+        store_rotated(plan, j * step, re0, im0, out + 2 * j);
+        store_rotated(plan, (j + 1) * step, re1, im1, out + 2 * j + 2);
+    }
+    if (j < plan->n_out) {
+        const double *r0 = rf + j * step;
+        double re0 = 0.0, im0 = 0.0;
+#pragma omp simd reduction(+ : re0, im0)
+        for (size_t k = 0; k < taps; ++k) {
+            re0 += qr[k] * r0[k];
+            im0 += qi[k] * r0[k];
+        }
+        store_rotated(plan, j * step, re0, im0, out + 2 * j);
     }
 }
 
@@ -392,8 +430,7 @@ usbeam_status usbeam_rf2iq_execute(usbeam_rf2iq_plan *plan, const void *in, void
             if (butter)
                 butter_lines(plan, in, (size_t)item * BUTTER_LINES, scratch, out);
             else
-                fir_line(plan, in, (size_t)item, scratch, scratch + plan->scratch_len,
-                         (float *)out + 2 * (size_t)item * plan->n_out);
+                fir_line(plan, in, (size_t)item, scratch, (float *)out + 2 * (size_t)item * plan->n_out);
         }
     }
     return USBEAM_OK;
