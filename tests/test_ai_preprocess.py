@@ -179,3 +179,13 @@ def test_cuda_plan_refused_without_gpu():
         pytest.skip("a GPU is present")
     with pytest.raises(usbeam.UsbeamError, match="cuda"):
         usbeam.ModelInputPlan((8, 8), 4, backend="cuda")
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_against_pytorch_interpolate(rng, align_corners):
+    torch = pytest.importorskip("torch")
+    image = rng.random((2, 3, 37, 61)).astype(np.float32)
+    want = torch.nn.functional.interpolate(torch.from_numpy(image), size=(64, 45), mode="bilinear",
+                                           align_corners=align_corners, antialias=False).numpy()
+    got = usbeam.model_input(np.moveaxis(image, 1, -1), (64, 45), align_corners=align_corners)
+    assert_close_rel(got, want)
