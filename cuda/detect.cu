@@ -252,6 +252,9 @@ extern "C" usbeam_status usbeam_cuda_detect_create(const usbeam_detect_params *p
     if (k > MAX_CUDA_CANDIDATES)
         return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "max_candidates must be <= %d on the CUDA backend (got %zu)",
                            MAX_CUDA_CANDIDATES, k);
+    if (n_images > 65535)
+        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "n_images must be <= 65535 on the CUDA backend (got %zu)",
+                           n_images);
     const size_t total = n_images * n_anchors;
     if (total > (size_t)INT32_MAX)
         return usbeam_fail(USBEAM_ERR_SIZE_OVERFLOW, "raw: n_images * n_anchors must be < 2^31 on the CUDA backend");
