@@ -173,6 +173,7 @@ static PyMethodDef *const method_tables[] = {
     usbeam_py_core_methods,
     usbeam_py_bmode_methods,
     /* family rf2iq: */
+    usbeam_py_rf2iq_methods,
 
     /* family das: */
     usbeam_py_das_methods,
@@ -184,6 +185,8 @@ static PyMethodDef *const method_tables[] = {
     /* family rca: */
 
     /* family ai: */
+    usbeam_py_ai_methods,
+    usbeam_py_segment_methods,
 
     /* family live: */
 };

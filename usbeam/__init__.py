@@ -11,6 +11,7 @@ from . import datasets
 from .bmode import BModePlan, bmode
 
 # family rf2iq:
+from .rf2iq import RF2IQPlan, rf2iq
 
 # family das:
 from .geometry import (Delays, DivergingWave, Focused, Grid, LinearArray, PlaneWave, SyntheticAperture,
@@ -26,6 +27,10 @@ from .io import MustRecording, load_must, plane_wave_angle
 # family rca:
 
 # family ai:
+from .ai import (ComponentsPlan, DetectPlan, ModelInputPlan, detect_postprocess, fill_holes,
+                 float16_to_float32, float32_to_float16, label, largest_component, model_input, nms,
+                 regionprops_basic, regionprops_basic_device, remove_small_components, segment_argmax,
+                 segment_threshold)
 
 # family live:
 
@@ -42,6 +47,7 @@ __all__ = [
 ]
 
 # family rf2iq (extend __all__ here):
+__all__ += ["RF2IQPlan", "rf2iq"]
 
 # family das (extend __all__ here):
 __all__ += ["LinearArray", "PlaneWave", "DivergingWave", "Focused", "SyntheticAperture", "Delays", "Grid",
@@ -55,6 +61,10 @@ __all__ += ["LinearArray", "PlaneWave", "DivergingWave", "Focused", "SyntheticAp
 # family rca (extend __all__ here):
 
 # family ai (extend __all__ here):
+__all__ += ["ModelInputPlan", "DetectPlan", "ComponentsPlan", "model_input", "float32_to_float16",
+            "float16_to_float32", "detect_postprocess", "nms", "segment_threshold", "segment_argmax",
+            "label", "fill_holes", "largest_component", "remove_small_components", "regionprops_basic",
+            "regionprops_basic_device"]
 
 # family live (extend __all__ here):
 
