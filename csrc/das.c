@@ -37,6 +37,8 @@
 #define USBEAM_HOT
 #endif
 
+#define STAGE_TILE 32
+
 /* Copy the input into the staged (transmit, element, sample, frame) planes.  Returns the
  * number of channels holding a NaN or an infinity (x - x is 0 only for finite x), so bad
  * data is refused without a separate pass over it. */
@@ -53,24 +55,28 @@ static size_t stage_input(const usbeam_das_plan *plan, const void *in)
     for (ptrdiff_t ch = 0; ch < n_channels; ++ch) {
         float *re = re_plane + (size_t)ch * channel, *im = im_plane + (size_t)ch * channel;
         int finite = 1;
-        for (size_t f = 0; f < n_frames; ++f) {
-            const size_t src = f * frame_stride + (size_t)ch * n_samples;
-            if (prm->input_dtype == USBEAM_DTYPE_COMPLEX64) {
-                const float *x = (const float *)in + 2 * src;
-                for (size_t n = 0; n < n_samples; ++n) {
-                    re[n * n_frames + f] = x[2 * n];
-                    im[n * n_frames + f] = x[2 * n + 1];
-                    finite &= (x[2 * n] - x[2 * n] == 0.0f) & (x[2 * n + 1] - x[2 * n + 1] == 0.0f);
+        /* tiles of STAGE_TILE samples x all frames stay in L1 while they are transposed */
+        for (size_t n0 = 0; n0 < n_samples; n0 += STAGE_TILE) {
+            const size_t n1 = n0 + STAGE_TILE < n_samples ? n0 + STAGE_TILE : n_samples;
+            for (size_t f = 0; f < n_frames; ++f) {
+                const size_t src = f * frame_stride + (size_t)ch * n_samples;
+                if (prm->input_dtype == USBEAM_DTYPE_COMPLEX64) {
+                    const float *x = (const float *)in + 2 * src;
+                    for (size_t n = n0; n < n1; ++n) {
+                        re[n * n_frames + f] = x[2 * n];
+                        im[n * n_frames + f] = x[2 * n + 1];
+                        finite &= (x[2 * n] - x[2 * n] == 0.0f) & (x[2 * n + 1] - x[2 * n + 1] == 0.0f);
+                    }
+                } else if (prm->input_dtype == USBEAM_DTYPE_FLOAT32) {
+                    const float *x = (const float *)in + src;
+                    for (size_t n = n0; n < n1; ++n) {
+                        re[n * n_frames + f] = x[n];
+                        finite &= x[n] - x[n] == 0.0f;
+                    }
+                } else {
+                    const int16_t *x = (const int16_t *)in + src;
+                    for (size_t n = n0; n < n1; ++n) re[n * n_frames + f] = (float)x[n];
                 }
-            } else if (prm->input_dtype == USBEAM_DTYPE_FLOAT32) {
-                const float *x = (const float *)in + src;
-                for (size_t n = 0; n < n_samples; ++n) {
-                    re[n * n_frames + f] = x[n];
-                    finite &= x[n] - x[n] == 0.0f;
-                }
-            } else {
-                const int16_t *x = (const int16_t *)in + src;
-                for (size_t n = 0; n < n_samples; ++n) re[n * n_frames + f] = (float)x[n];
             }
         }
         bad_channels += !finite;
@@ -217,7 +223,11 @@ usbeam_status usbeam_das_execute(usbeam_das_plan *plan, const void *in, void *ou
         return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "data contains NaN or infinite values (in %zu of %zu channels)",
                            bad_channels, prm->n_transmits * prm->n_elements);
 
-    const ptrdiff_t count = (ptrdiff_t)n_points;
+    /* Points go in tiles of USBEAM_DAS_POINT_TILE: each point's frames land in a column
+     * of the thread's tile, then every frame's row of the tile is written to out in one
+     * contiguous run (instead of n_frames scattered stores per point). */
+    const size_t tile = USBEAM_DAS_POINT_TILE;
+    const ptrdiff_t n_tiles = (ptrdiff_t)((n_points + tile - 1) / tile);
 #pragma omp parallel num_threads(plan->n_threads)
     {
 #ifdef _OPENMP
@@ -227,41 +237,53 @@ usbeam_status usbeam_das_execute(usbeam_das_plan *plan, const void *in, void *ou
 #endif
         float *acc_re = plan->acc + (size_t)thread * 2 * plan->acc_stride;
         float *acc_im = acc_re + plan->acc_stride;
+        float *tile_re = plan->tile + (size_t)thread * 2 * n_frames * tile;
+        float *tile_im = tile_re + n_frames * tile;
         int32_t *own_tap = plan->has_table ? NULL : plan->thread_tap + (size_t)thread * plan->thread_entries;
         float *own_weight = plan->has_table ? NULL
                                             : plan->thread_weight + (size_t)thread * plan->thread_entries * (size_t)plan->weight_stride;
-#pragma omp for schedule(dynamic, 64)
-        for (ptrdiff_t p = 0; p < count; ++p) {
-            const int32_t *tap = own_tap;
-            const float *weight = own_weight;
-            if (plan->has_table) {
-                tap = plan->table_tap + plan->entry_offset[p];
-                weight = plan->table_weight + plan->entry_offset[p] * (size_t)plan->weight_stride;
-            } else {
-                usbeam_das_point_entries(plan, (size_t)p, own_tap, own_weight);
-            }
-            const point_view view = {
-                .re_plane = plan->stage,
-                .im_plane = plan->stage + plan->stage_plane,
-                .tap = tap,
-                .weight = weight,
-                .n_transmits = prm->n_transmits,
-                .count = (size_t)plan->aperture_count[p],
-                .channel0 = (size_t)plan->aperture_first[p] * prm->n_samples * n_frames,
-                .transmit_stride = prm->n_elements * prm->n_samples * n_frames,
-                .channel = prm->n_samples * n_frames,
-                .n_frames = n_frames,
-            };
-            beamform_point(plan, &view, acc_re, acc_im);
-            if (plan->is_iq) {
-                float *dst = out;
-                for (size_t f = 0; f < n_frames; ++f) {
-                    dst[2 * (f * n_points + (size_t)p)] = acc_re[f];
-                    dst[2 * (f * n_points + (size_t)p) + 1] = acc_im[f];
+#pragma omp for schedule(dynamic, 1)
+        for (ptrdiff_t k = 0; k < n_tiles; ++k) {
+            const size_t p0 = (size_t)k * tile, m = n_points - p0 < tile ? n_points - p0 : tile;
+            for (size_t i = 0; i < m; ++i) {
+                const size_t p = p0 + i;
+                const int32_t *tap = own_tap;
+                const float *weight = own_weight;
+                if (plan->has_table) {
+                    tap = plan->table_tap + plan->entry_offset[p];
+                    weight = plan->table_weight + plan->entry_offset[p] * (size_t)plan->weight_stride;
+                } else {
+                    usbeam_das_point_entries(plan, p, own_tap, own_weight);
                 }
-            } else {
-                float *dst = out;
-                for (size_t f = 0; f < n_frames; ++f) dst[f * n_points + (size_t)p] = acc_re[f];
+                const point_view view = {
+                    .re_plane = plan->stage,
+                    .im_plane = plan->stage + plan->stage_plane,
+                    .tap = tap,
+                    .weight = weight,
+                    .n_transmits = prm->n_transmits,
+                    .count = (size_t)plan->aperture_count[p],
+                    .channel0 = (size_t)plan->aperture_first[p] * prm->n_samples * n_frames,
+                    .transmit_stride = prm->n_elements * prm->n_samples * n_frames,
+                    .channel = prm->n_samples * n_frames,
+                    .n_frames = n_frames,
+                };
+                beamform_point(plan, &view, acc_re, acc_im);
+                for (size_t f = 0; f < n_frames; ++f) {
+                    tile_re[f * tile + i] = acc_re[f];
+                    tile_im[f * tile + i] = acc_im[f];
+                }
+            }
+            for (size_t f = 0; f < n_frames; ++f) {
+                const float *re = tile_re + f * tile, *im = tile_im + f * tile;
+                if (plan->is_iq) {
+                    float *dst = (float *)out + 2 * (f * n_points + p0);
+                    for (size_t i = 0; i < m; ++i) {
+                        dst[2 * i] = re[i];
+                        dst[2 * i + 1] = im[i];
+                    }
+                } else {
+                    memcpy((float *)out + f * n_points + p0, re, m * sizeof(float));
+                }
             }
         }
     }

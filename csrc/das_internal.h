@@ -18,6 +18,8 @@
 #include "usbeam_internal.h"
 #include "usbeam_math.h"
 
+#define USBEAM_DAS_POINT_TILE 64 /* points per output tile in execute */
+
 struct usbeam_das_plan {
     usbeam_das_params params;   /* scalars only: the pointers below are the plan's copies */
     double *element_xyz;        /* (n_elements, 3) */
@@ -46,6 +48,7 @@ struct usbeam_das_plan {
     float *thread_weight;       /* (n_threads, thread_entries, weight_stride) */
     size_t acc_stride;          /* floats per thread accumulator plane, >= n_frames */
     float *acc;                 /* (n_threads, 2, acc_stride) */
+    float *tile;                /* (n_threads, 2, n_frames, USBEAM_DAS_POINT_TILE) output tiles */
 
     size_t stage_plane;         /* floats in one staged plane: n_tx * n_el * n_samples * n_frames */
     float *stage;               /* (re plane, im plane if IQ): (transmit, element, sample, frame) */

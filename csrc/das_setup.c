@@ -226,6 +226,7 @@ void usbeam_das_plan_destroy(usbeam_das_plan *plan)
     usbeam_free(plan->thread_tap);
     usbeam_free(plan->thread_weight);
     usbeam_free(plan->acc);
+    usbeam_free(plan->tile);
     usbeam_free(plan->stage);
     usbeam_free(plan);
 }
@@ -360,7 +361,9 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
 
     /* accumulators: one cache-line-aligned (re, im) pair of planes per thread */
     plan->acc_stride = (prm->n_frames + 15) & ~(size_t)15;
-    if ((st = alloc_array((void **)&plan->acc, (size_t)plan->n_threads * 2, plan->acc_stride * sizeof(float), "accumulators")))
+    if ((st = alloc_array((void **)&plan->acc, (size_t)plan->n_threads * 2, plan->acc_stride * sizeof(float), "accumulators")) ||
+        (st = alloc_array((void **)&plan->tile, (size_t)plan->n_threads * 2 * USBEAM_DAS_POINT_TILE, prm->n_frames * sizeof(float),
+                          "output tiles")))
         goto fail;
 
     const size_t entry_bytes = sizeof(int32_t) + (size_t)weight_stride * sizeof(float);
