@@ -14,11 +14,18 @@
  * Derivatives" (1973), ch. 5, and Forsythe, Malcolm & Moler's fmin for the bounded
  * minimiser.
  */
+#if defined(__linux__) && !defined(_DEFAULT_SOURCE)
+#define _DEFAULT_SOURCE /* madvise */
+#endif
 #include "das_internal.h"
 
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -248,6 +255,25 @@ static usbeam_status alloc_array(void **ptr, size_t count, size_t size, const ch
     return USBEAM_OK;
 }
 
+/* The delay/weight table: tens to hundreds of MB, every byte written by plan creation.
+ * Not zeroed (usbeam_alloc would touch it all once more), and on Linux backed by huge
+ * pages where the kernel allows, which removes most of the page faults of first touch.
+ * Freed with usbeam_free (free). */
+static usbeam_status alloc_table(void **ptr, size_t count, size_t size, const char *what)
+{
+    const size_t huge = (size_t)1 << 21;
+    size_t bytes;
+    if (usbeam_mul_size(count, size, &bytes) != 0 || bytes > USBEAM_MAX_ALLOCATION - huge)
+        return usbeam_fail(USBEAM_ERR_SIZE_OVERFLOW, "%s: %zu x %zu bytes is too large", what, count, size);
+    const size_t alignment = bytes >= huge ? huge : 64;
+    *ptr = aligned_alloc(alignment, (bytes + alignment - 1) / alignment * alignment + (bytes == 0 ? alignment : 0));
+    if (!*ptr) return usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "%s: cannot allocate %zu bytes", what, bytes);
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    if (alignment == huge) (void)madvise(*ptr, (bytes + huge - 1) / huge * huge, MADV_HUGEPAGE);
+#endif
+    return USBEAM_OK;
+}
+
 static void build_transmit_models(usbeam_das_plan *plan, const usbeam_transmit *transmits)
 {
     const int n = (int)plan->params.n_elements;
@@ -370,8 +396,8 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
     const size_t budget = prm->max_table_bytes ? prm->max_table_bytes : DEFAULT_MAX_TABLE_BYTES;
     plan->has_table = plan->n_entries <= budget / entry_bytes;
     if (plan->has_table) {
-        if ((st = alloc_array((void **)&plan->table_tap, plan->n_entries, sizeof(int32_t), "delay table")) ||
-            (st = alloc_array((void **)&plan->table_weight, plan->n_entries, (size_t)weight_stride * sizeof(float), "weight table")))
+        if ((st = alloc_table((void **)&plan->table_tap, plan->n_entries, sizeof(int32_t), "delay table")) ||
+            (st = alloc_table((void **)&plan->table_weight, plan->n_entries, (size_t)weight_stride * sizeof(float), "weight table")))
             goto fail;
         const ptrdiff_t n_points = (ptrdiff_t)n_pts;
 #pragma omp parallel for schedule(dynamic, 256)
