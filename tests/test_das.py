@@ -276,3 +276,20 @@ def test_simulator_matches_the_pulse_model(rng):
         tau = tau_tx + np.hypot(p[0, 0] - probe.x[e], p[0, 2]) / c
         want = 2.0 * np.exp(-0.5 * ((t - tau) / sigma) ** 2) * np.cos(2 * np.pi * fc * (t - tau))
         np.testing.assert_allclose(rf[0, e], want, atol=1e-6 * 2)
+
+
+def test_points_without_aperture_are_zero(rng):
+    # with an f-number, a point at z <= 0 has no receive element (|dx| <= z/2F is empty
+    # for z < 0; only an element exactly below it for z = 0): its value is exactly 0
+    probe = small_probe()
+    pts = np.array([[0.0, 0.0, -1e-3], [1.234e-4, 0.0, 0.0], [0.0, 0.0, 5e-3]])
+    data = random_data(rng, (2, 1, probe.n_elements, N_SAMPLES), np.complex64)
+    bf = usbeam.Beamformer(probe, usbeam.PlaneWave(0.0), usbeam.Grid.points(pts), fs=FS, fc=FC, c=C, t0=T0,
+                           n_samples=N_SAMPLES, f_number=1.0, n_frames=2)
+    out = np.full((2, 3), np.nan, np.complex64)
+    bf(data, out=out)
+    assert np.all(out[:, :2] == 0) and np.all(out[:, 2] != 0)
+    # the only-empty-apertures plan has an empty table and still runs
+    bf = usbeam.Beamformer(probe, usbeam.PlaneWave(0.0), usbeam.Grid.points(pts[:1]), fs=FS, fc=FC, c=C, t0=T0,
+                           n_samples=N_SAMPLES, f_number=1.0, n_frames=2)
+    assert np.all(bf(data) == 0)

@@ -79,13 +79,17 @@ def test_load_must_missing_variables(tmp_path):
 
 def test_delays_of_a_plane_wave_match_the_plane_wave(rng):
     # MUST's envelope of spherical waves from the spline-interpolated elements tends to the
-    # plane wave; on the array's footprint the two transmit times agree to ~dx^2/(2z)
+    # plane wave; where the ray through p along the steering direction meets the array
+    # (inside its ends) the two transmit times agree to ~dx^2/(2z), dx the source spacing
     probe = usbeam.LinearArray(64, 3e-4)
     angle = rng.uniform(-0.3, 0.3)
     c = 1540.0
     x_first = probe.x.min() if angle >= 0 else probe.x.max()
     delays = (probe.x - x_first) * math.sin(angle) / c
-    pts = np.column_stack([rng.uniform(-4e-3, 4e-3, 50), np.zeros(50), rng.uniform(1e-2, 3e-2, 50)])
+    pts = np.column_stack([rng.uniform(-4e-3, 4e-3, 200), np.zeros(200), rng.uniform(1e-2, 3e-2, 200)])
+    foot = pts[:, 0] - pts[:, 2] * math.tan(angle)
+    pts = pts[np.abs(foot) < probe.x.max() - 2 * probe.pitch]
+    assert len(pts) > 20
     t_delays = usbeam.Delays(delays).transmit_time(pts, probe, c)
     t_plane = ref.transmit_time(("plane", angle), pts, probe.x, c)
     spacing = probe.pitch / 4
@@ -137,3 +141,10 @@ def test_simulated_cyst_beamforms(rng):
     inside, outside = env[r < 1.5e-3], env[(r > 4.5e-3) & (zz > 1.4e-2) & (zz < 2.6e-2)]
     contrast_db = 20 * np.log10(np.mean(inside) / np.mean(outside))
     assert contrast_db < -10, contrast_db
+
+
+def test_load_must_linear_radius_inf(tmp_path, rng):
+    param = base_param()
+    param["radius"] = np.inf  # MUST's linear-array marker
+    write_must(tmp_path / "lin.mat", rng.integers(-9, 9, (50, 16, 2)).astype(np.int16), **param)
+    assert usbeam.load_must(tmp_path / "lin.mat").probe.n_elements == 16

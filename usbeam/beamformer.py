@@ -172,8 +172,12 @@ class Beamformer:
         return plan
 
     def table_bytes(self, n_frames=None):
-        """Bytes of the precomputed delay/weight table of the plan for ``n_frames`` (0: none)."""
-        plan = self._plans.get(n_frames) if n_frames else next(iter(self._plans.values()))
+        """Bytes of the precomputed delay/weight table of the plan for ``n_frames`` frames
+        (default: the most recent plan); 0 when the delays are recomputed on every call."""
+        if n_frames is None:
+            plan = next(reversed(self._plans.values()))
+        else:
+            plan = self._plan(_validate.integer("n_frames", n_frames, minimum=1))
         return _core.das_table_bytes(plan)
 
     def _layout(self, data):
@@ -204,6 +208,12 @@ class Beamformer:
         return (frames or 1), frames is not None
 
     def __call__(self, data, out=None):
+        """Beamform ``data`` into ``out`` (allocated when None) and return it.
+
+        Complex input must come to a complex64 plan, real to a float32 plan (float64 and
+        integers are converted), int16 to an int16 plan.  A frame count other than the
+        plan's builds (and keeps) a plan for it.  NaN or infinite samples: ValueError.
+        """
         data = _validate.ndarray("data", data)
         if self.dtype == np.complex64:
             if not np.iscomplexobj(data):

@@ -236,7 +236,7 @@ def _not_a_knot_spline(values, t):
             + ((1 - u) ** 3 - (1 - u)) * m[k] / 6.0 + (u ** 3 - u) * m[k + 1] / 6.0)
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Delays:
     """A transmit given by its per-element delays (s), NaN for elements that do not fire.
 
@@ -262,6 +262,11 @@ class Delays:
         d = d - d[active].min()
         d.flags.writeable = False
         object.__setattr__(self, "delays", d)
+
+    def __repr__(self):
+        active = ~np.isnan(self.delays)
+        return (f"Delays({self.delays.size} elements, {int(active.sum())} firing, "
+                f"span {np.ptp(self.delays[active]) * 1e6:.4g} us)")
 
     def check(self, probe):
         if self.delays.size != probe.n_elements:

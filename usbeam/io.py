@@ -102,8 +102,8 @@ def load_must(path, variable=None):
     n_elements = int(_scalar(param, "Nelements", required=False, default=data.shape[1]))
     if n_elements != data.shape[1]:
         raise ValueError(f"param.Nelements ({n_elements}) disagrees with the data ({data.shape[1]} elements)")
-    radius = _scalar(param, "radius", required=False, default=math.inf) if "radius" in param else math.inf
-    if math.isfinite(radius):
+    radius = np.asarray(param.get("radius", math.inf), dtype=np.float64).ravel()
+    if radius.size and np.isfinite(radius[0]):
         raise ValueError("convex arrays (finite param.radius) are not supported: usbeam.das is for linear arrays")
     width = _scalar(param, "width", required=False, default=None) if "width" in param else None
     kerf = _scalar(param, "kerf", required=False, default=None) if "kerf" in param else None
