@@ -187,7 +187,7 @@ void usbeam_das_point_entries(const usbeam_das_plan *plan, size_t p, int32_t *ta
     int32_t first_tap[CHUNK];
     size_t j = 0;
     for (size_t t = 0; t < prm->n_transmits; ++t) {
-        const double tx_time = usbeam_das_transmit_time(plan, t, pt);
+        const double tx_time = plan->tx_time[p * prm->n_transmits + t];
         for (int e0 = first; e0 < first + count; e0 += CHUNK) {
             const int n = first + count - e0 < CHUNK ? first + count - e0 : CHUNK;
             chunk_times(plan, pt, tx_time, e0, n, centre, inv_half, tau, apod);

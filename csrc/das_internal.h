@@ -33,6 +33,7 @@ struct usbeam_das_plan {
     int weight_stride;          /* floats per entry: taps (RF) or 2 taps (IQ) */
     double window_center, window_half_width; /* full aperture (f_number = 0) window mapping */
 
+    double *tx_time;            /* (n_points, n_transmits) transmit times, s */
     int32_t *aperture_first;    /* (n_points) */
     int32_t *aperture_count;    /* (n_points) */
     size_t *entry_offset;       /* (n_points + 1) */

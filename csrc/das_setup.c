@@ -225,6 +225,7 @@ void usbeam_das_plan_destroy(usbeam_das_plan *plan)
     usbeam_free(plan->tx);
     usbeam_free(plan->tx_sources);
     usbeam_free(plan->tx_sources_f);
+    usbeam_free(plan->tx_time);
     usbeam_free(plan->aperture_first);
     usbeam_free(plan->aperture_count);
     usbeam_free(plan->entry_offset);
@@ -368,6 +369,7 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
         (st = alloc_array((void **)&plan->tx, prm->n_transmits, sizeof(usbeam_tx_model), "transmits")) ||
         (st = alloc_array((void **)&plan->tx_sources, 3 * n_sources, sizeof(double), "transmits sources")) ||
         (st = alloc_array((void **)&plan->tx_sources_f, 3 * n_sources, sizeof(float), "transmits sources")) ||
+        (st = alloc_array((void **)&plan->tx_time, n_pts, prm->n_transmits * sizeof(double), "transmit times")) ||
         (st = alloc_array((void **)&plan->aperture_first, n_pts, sizeof(int32_t), "points")) ||
         (st = alloc_array((void **)&plan->aperture_count, n_pts, sizeof(int32_t), "points")) ||
         (st = alloc_array((void **)&plan->entry_offset, n_pts + 1, sizeof(size_t), "points")) ||
@@ -384,6 +386,14 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
     plan->window_half_width = 0.5 * (plan->element_x[n_el - 1] - plan->element_x[0]);
     build_transmit_models(plan, prm->transmits);
     build_apertures(plan);
+    {   /* transmit times: what execute would otherwise recompute per call without a table */
+        const ptrdiff_t n_points = (ptrdiff_t)n_pts;
+        const size_t n_tx = prm->n_transmits;
+#pragma omp parallel for schedule(dynamic, 256)
+        for (ptrdiff_t p = 0; p < n_points; ++p)
+            for (size_t t = 0; t < n_tx; ++t)
+                plan->tx_time[(size_t)p * n_tx + t] = usbeam_das_transmit_time(plan, t, plan->points + 3 * (size_t)p);
+    }
 
     /* accumulators: one cache-line-aligned (re, im) pair of planes per thread */
     plan->acc_stride = (prm->n_frames + 15) & ~(size_t)15;
