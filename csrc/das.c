@@ -42,10 +42,10 @@
 /* Copy the input into the staged (transmit, element, sample, frame) planes.  Returns the
  * number of channels holding a NaN or an infinity (x - x is 0 only for finite x), so bad
  * data is refused without a separate pass over it. */
-static size_t stage_input(const usbeam_das_plan *plan, const void *in)
+static size_t stage_input(const usbeam_das_plan *plan, size_t n_frames, const void *in)
 {
     const usbeam_das_params *prm = &plan->params;
-    const size_t n_frames = prm->n_frames, n_samples = prm->n_samples;
+    const size_t n_samples = prm->n_samples;
     const size_t channel = n_samples * n_frames;           /* staged floats per (t, e) */
     const size_t frame_stride = prm->n_transmits * prm->n_elements * n_samples; /* input samples per frame */
     const ptrdiff_t n_channels = (ptrdiff_t)(prm->n_transmits * prm->n_elements);
@@ -215,10 +215,19 @@ static void beamform_point(const usbeam_das_plan *plan, const point_view *v, flo
 
 usbeam_status usbeam_das_execute(usbeam_das_plan *plan, const void *in, void *out)
 {
+    if (!plan) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "plan must not be NULL");
+    return usbeam_das_execute_frames(plan, plan->params.n_frames, in, out);
+}
+
+usbeam_status usbeam_das_execute_frames(usbeam_das_plan *plan, size_t n_frames, const void *in, void *out)
+{
     if (!plan || !in || !out) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "plan, in and out must not be NULL");
     const usbeam_das_params *prm = &plan->params;
-    const size_t n_frames = prm->n_frames, n_points = prm->n_points;
-    const size_t bad_channels = stage_input(plan, in);
+    if (n_frames == 0 || n_frames > prm->n_frames)
+        return usbeam_fail(USBEAM_ERR_INVALID_SHAPE, "n_frames must be in [1, %zu], the plan's capacity (got %zu)",
+                           prm->n_frames, n_frames);
+    const size_t n_points = prm->n_points;
+    const size_t bad_channels = stage_input(plan, n_frames, in);
     if (bad_channels)
         return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "data contains NaN or infinite values (in %zu of %zu channels)",
                            bad_channels, prm->n_transmits * prm->n_elements);

@@ -260,7 +260,8 @@ typedef struct usbeam_das_params {
     const usbeam_transmit *transmits; /* (n_transmits) */
     size_t n_points;
     const double *points;             /* (n_points, 3) as (x, y, z), m; output order */
-    size_t n_frames;                  /* frames per execute, >= 1 */
+    size_t n_frames;                  /* frames per execute (the capacity: usbeam_das_execute_frames
+                                         takes fewer), >= 1 */
     size_t n_samples;                 /* samples per channel, >= 1 */
     double fs;                        /* sampling frequency, Hz, > 0 */
     double fc;                        /* centre (demodulation) frequency, Hz; > 0 for IQ */
@@ -281,6 +282,9 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
 /* in: (n_frames, n_transmits, n_elements, n_samples) of input_dtype;
  * out: (n_frames, n_points) float32 (RF) or complex64 (IQ). */
 usbeam_status usbeam_das_execute(usbeam_das_plan *plan, const void *in, void *out);
+/* The same for a batch of n_frames <= params.n_frames frames (the plan's capacity):
+ * in (n_frames, n_transmits, n_elements, n_samples), out (n_frames, n_points). */
+usbeam_status usbeam_das_execute_frames(usbeam_das_plan *plan, size_t n_frames, const void *in, void *out);
 void usbeam_das_plan_destroy(usbeam_das_plan *plan);
 /* Bytes of the precomputed delay/weight table (0 when the plan recomputes per call). */
 size_t usbeam_das_table_bytes(const usbeam_das_plan *plan);
