@@ -217,7 +217,6 @@ static usbeam_status validate(const usbeam_das_params *prm)
 void usbeam_das_plan_destroy(usbeam_das_plan *plan)
 {
     if (!plan) return;
-    usbeam_free(plan->element_xyz);
     usbeam_free(plan->element_x);
     usbeam_free(plan->element_y);
     usbeam_free(plan->element_z);
@@ -361,8 +360,7 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
     size_t n_sources = 0;
     for (size_t k = 0; k < prm->n_transmits; ++k)
         if (prm->transmits[k].kind == USBEAM_TRANSMIT_SOURCES) n_sources += prm->transmits[k].n_sources;
-    if ((st = alloc_array((void **)&plan->element_xyz, 3 * n_el, sizeof(double), "element_positions")) ||
-        (st = alloc_array((void **)&plan->element_x, n_el, sizeof(double), "element_positions")) ||
+    if ((st = alloc_array((void **)&plan->element_x, n_el, sizeof(double), "element_positions")) ||
         (st = alloc_array((void **)&plan->element_y, n_el, sizeof(double), "element_positions")) ||
         (st = alloc_array((void **)&plan->element_z, n_el, sizeof(double), "element_positions")) ||
         (st = alloc_array((void **)&plan->points, 3 * n_pts, sizeof(double), "points")) ||
@@ -375,7 +373,6 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
         (st = alloc_array((void **)&plan->entry_offset, n_pts + 1, sizeof(size_t), "points")) ||
         (st = alloc_array((void **)&plan->stage, stage_plane, is_iq ? 2 * sizeof(float) : sizeof(float), "data staging buffer")))
         goto fail;
-    memcpy(plan->element_xyz, prm->element_positions, 3 * n_el * sizeof(double));
     memcpy(plan->points, prm->points, 3 * n_pts * sizeof(double));
     for (size_t e = 0; e < n_el; ++e) {
         plan->element_x[e] = prm->element_positions[3 * e];
