@@ -232,9 +232,9 @@ usbeam_status usbeam_das_execute_frames(usbeam_das_plan *plan, size_t n_frames, 
         return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "data contains NaN or infinite values (in %zu of %zu channels)",
                            bad_channels, prm->n_transmits * prm->n_elements);
 
-    /* Points go in tiles of USBEAM_DAS_POINT_TILE: each point's frames land in a column
-     * of the thread's tile, then every frame's row of the tile is written to out in one
-     * contiguous run (instead of n_frames scattered stores per point). */
+    /* Points go in tiles of USBEAM_DAS_POINT_TILE: each point's frames land in the thread's
+     * tile, then every frame's run of the tile's points is written to out contiguously
+     * (instead of n_frames scattered stores per point). */
     const size_t tile = USBEAM_DAS_POINT_TILE;
     const ptrdiff_t n_tiles = (ptrdiff_t)((n_points + tile - 1) / tile);
 #pragma omp parallel num_threads(plan->n_threads)
@@ -244,10 +244,9 @@ usbeam_status usbeam_das_execute_frames(usbeam_das_plan *plan, size_t n_frames, 
 #else
         const int thread = 0;
 #endif
-        float *acc_re = plan->acc + (size_t)thread * 2 * plan->acc_stride;
-        float *acc_im = acc_re + plan->acc_stride;
-        float *tile_re = plan->tile + (size_t)thread * 2 * n_frames * tile;
-        float *tile_im = tile_re + n_frames * tile;
+        /* (point of the tile, frame): the kernels write each point's frames contiguously */
+        float *tile_re = plan->tile + (size_t)thread * 2 * prm->n_frames * tile;
+        float *tile_im = tile_re + prm->n_frames * tile;
         int32_t *own_tap = plan->has_table ? NULL : plan->thread_tap + (size_t)thread * plan->thread_entries;
         float *own_weight = plan->has_table ? NULL
                                             : plan->thread_weight + (size_t)thread * plan->thread_entries * (size_t)plan->weight_stride;
@@ -276,22 +275,19 @@ usbeam_status usbeam_das_execute_frames(usbeam_das_plan *plan, size_t n_frames, 
                     .channel = prm->n_samples * n_frames,
                     .n_frames = n_frames,
                 };
-                beamform_point(plan, &view, acc_re, acc_im);
-                for (size_t f = 0; f < n_frames; ++f) {
-                    tile_re[f * tile + i] = acc_re[f];
-                    tile_im[f * tile + i] = acc_im[f];
-                }
+                beamform_point(plan, &view, tile_re + i * n_frames, tile_im + i * n_frames);
             }
+            /* transpose on the way out: each frame's run of m points is contiguous in out */
             for (size_t f = 0; f < n_frames; ++f) {
-                const float *re = tile_re + f * tile, *im = tile_im + f * tile;
                 if (plan->is_iq) {
                     float *dst = (float *)out + 2 * (f * n_points + p0);
                     for (size_t i = 0; i < m; ++i) {
-                        dst[2 * i] = re[i];
-                        dst[2 * i + 1] = im[i];
+                        dst[2 * i] = tile_re[i * n_frames + f];
+                        dst[2 * i + 1] = tile_im[i * n_frames + f];
                     }
                 } else {
-                    memcpy((float *)out + f * n_points + p0, re, m * sizeof(float));
+                    float *dst = (float *)out + f * n_points + p0;
+                    for (size_t i = 0; i < m; ++i) dst[i] = tile_re[i * n_frames + f];
                 }
             }
         }

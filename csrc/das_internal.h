@@ -44,9 +44,7 @@ struct usbeam_das_plan {
     size_t thread_entries;      /* entries of one point at most (n_transmits * max count) */
     int32_t *thread_tap;        /* (n_threads, thread_entries), on-the-fly mode only */
     float *thread_weight;       /* (n_threads, thread_entries, weight_stride) */
-    size_t acc_stride;          /* floats per thread accumulator plane, >= n_frames */
-    float *acc;                 /* (n_threads, 2, acc_stride) */
-    float *tile;                /* (n_threads, 2, n_frames, USBEAM_DAS_POINT_TILE) output tiles */
+    float *tile;                /* (n_threads, re/im, USBEAM_DAS_POINT_TILE, n_frames) output tiles */
 
     size_t stage_plane;         /* floats in one staged plane: n_tx * n_el * n_samples * capacity */
     float *stage;               /* (re plane, im plane if IQ): (transmit, element, sample, frame),

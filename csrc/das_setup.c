@@ -232,7 +232,6 @@ void usbeam_das_plan_destroy(usbeam_das_plan *plan)
     usbeam_free(plan->table_weight);
     usbeam_free(plan->thread_tap);
     usbeam_free(plan->thread_weight);
-    usbeam_free(plan->acc);
     usbeam_free(plan->tile);
     usbeam_free(plan->stage);
     usbeam_free(plan);
@@ -392,10 +391,7 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
                 plan->tx_time[(size_t)p * n_tx + t] = usbeam_das_transmit_time(plan, t, plan->points + 3 * (size_t)p);
     }
 
-    /* accumulators: one cache-line-aligned (re, im) pair of planes per thread */
-    plan->acc_stride = (prm->n_frames + 15) & ~(size_t)15;
-    if ((st = alloc_array((void **)&plan->acc, (size_t)plan->n_threads * 2, plan->acc_stride * sizeof(float), "accumulators")) ||
-        (st = alloc_array((void **)&plan->tile, (size_t)plan->n_threads * 2 * USBEAM_DAS_POINT_TILE, prm->n_frames * sizeof(float),
+    if ((st = alloc_array((void **)&plan->tile, (size_t)plan->n_threads * 2 * USBEAM_DAS_POINT_TILE, prm->n_frames * sizeof(float),
                           "output tiles")))
         goto fail;
 
