@@ -51,7 +51,7 @@ static size_t stage_input(const usbeam_das_plan *plan, size_t n_frames, const vo
     const ptrdiff_t n_channels = (ptrdiff_t)(prm->n_transmits * prm->n_elements);
     float *re_plane = plan->stage, *im_plane = plan->stage + plan->stage_plane;
     size_t bad_channels = 0;
-#pragma omp parallel for schedule(static) reduction(+ : bad_channels)
+#pragma omp parallel for schedule(dynamic, 8) reduction(+ : bad_channels)
     for (ptrdiff_t ch = 0; ch < n_channels; ++ch) {
         float *re = re_plane + (size_t)ch * channel, *im = im_plane + (size_t)ch * channel;
         int finite = 1;
