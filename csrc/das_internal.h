@@ -23,8 +23,10 @@ struct usbeam_das_plan {
     double *element_x, *element_y, *element_z; /* (n_elements) each */
     double *points;             /* (n_points, 3) */
     usbeam_tx_model *tx;        /* (n_transmits) */
-    double *tx_sources;         /* virtual sources of all SOURCES transmits, concatenated (3, n) blocks */
+    double *tx_sources;         /* virtual sources of all SOURCES transmits, concatenated (3, n)
+                                   blocks, each sorted by x */
     float *tx_sources_f;        /* the same in float, for the fast first pass of the min */
+    double *tx_source_bounds;   /* (n_transmits, 3): min offset, min z, max z of its sources */
     int is_iq;
     int taps;                   /* interpolation taps per entry */
     int weight_stride;          /* floats per entry: taps (RF) or 2 taps (IQ) */

@@ -224,6 +224,7 @@ void usbeam_das_plan_destroy(usbeam_das_plan *plan)
     usbeam_free(plan->tx);
     usbeam_free(plan->tx_sources);
     usbeam_free(plan->tx_sources_f);
+    usbeam_free(plan->tx_source_bounds);
     usbeam_free(plan->tx_time);
     usbeam_free(plan->aperture_first);
     usbeam_free(plan->aperture_count);
@@ -273,6 +274,23 @@ static usbeam_status alloc_table(void **ptr, size_t count, size_t size, const ch
     return USBEAM_OK;
 }
 
+/* Sort virtual sources (3, n) rows x, z, o by x, in place (insertion sort: the sources of
+ * a delay law along an array come already sorted, or nearly). */
+static void sort_sources_by_x(double *sources, size_t n)
+{
+    double *x = sources, *z = sources + n, *o = sources + 2 * n;
+    for (size_t i = 1; i < n; ++i) {
+        const double xi = x[i], zi = z[i], oi = o[i];
+        size_t j = i;
+        for (; j > 0 && x[j - 1] > xi; --j) {
+            x[j] = x[j - 1];
+            z[j] = z[j - 1];
+            o[j] = o[j - 1];
+        }
+        x[j] = xi, z[j] = zi, o[j] = oi;
+    }
+}
+
 static void build_transmit_models(usbeam_das_plan *plan, const usbeam_transmit *transmits)
 {
     const int n = (int)plan->params.n_elements;
@@ -284,13 +302,23 @@ static void build_transmit_models(usbeam_das_plan *plan, const usbeam_transmit *
         case USBEAM_TRANSMIT_DIVERGING: plan->tx[k] = usbeam_tx_model_diverging(tx->x, tx->z, plan->element_x, n); break;
         case USBEAM_TRANSMIT_FOCUSED: plan->tx[k] = usbeam_tx_model_focused(tx->x, tx->z, plan->element_x, n); break;
         case USBEAM_TRANSMIT_SYNTHETIC: plan->tx[k] = usbeam_tx_model_synthetic(plan->element_x[tx->element]); break;
-        case USBEAM_TRANSMIT_SOURCES:
-            memcpy(sources, tx->sources, 3 * tx->n_sources * sizeof(double));
-            for (size_t i = 0; i < 3 * tx->n_sources; ++i)
+        case USBEAM_TRANSMIT_SOURCES: {
+            const size_t n_src = tx->n_sources;
+            memcpy(sources, tx->sources, 3 * n_src * sizeof(double));
+            sort_sources_by_x(sources, n_src);
+            double *bounds = plan->tx_source_bounds + 3 * k;
+            bounds[0] = INFINITY, bounds[1] = INFINITY, bounds[2] = -INFINITY;
+            for (size_t i = 0; i < n_src; ++i) {
+                bounds[0] = fmin(bounds[0], sources[2 * n_src + i]);
+                bounds[1] = fmin(bounds[1], sources[n_src + i]);
+                bounds[2] = fmax(bounds[2], sources[n_src + i]);
+            }
+            for (size_t i = 0; i < 3 * n_src; ++i)
                 plan->tx_sources_f[(size_t)(sources - plan->tx_sources) + i] = (float)sources[i];
-            plan->tx[k] = usbeam_tx_model_sources(sources, (int)tx->n_sources);
-            sources += 3 * tx->n_sources;
+            plan->tx[k] = usbeam_tx_model_sources(sources, (int)n_src);
+            sources += 3 * n_src;
             break;
+        }
         }
     }
 }
@@ -366,6 +394,7 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
         (st = alloc_array((void **)&plan->tx, prm->n_transmits, sizeof(usbeam_tx_model), "transmits")) ||
         (st = alloc_array((void **)&plan->tx_sources, 3 * n_sources, sizeof(double), "transmits sources")) ||
         (st = alloc_array((void **)&plan->tx_sources_f, 3 * n_sources, sizeof(float), "transmits sources")) ||
+        (st = alloc_array((void **)&plan->tx_source_bounds, 3 * prm->n_transmits, sizeof(double), "transmits sources")) ||
         (st = alloc_array((void **)&plan->tx_time, n_pts, prm->n_transmits * sizeof(double), "transmit times")) ||
         (st = alloc_array((void **)&plan->aperture_first, n_pts, sizeof(int32_t), "points")) ||
         (st = alloc_array((void **)&plan->aperture_count, n_pts, sizeof(int32_t), "points")) ||

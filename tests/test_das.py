@@ -293,3 +293,21 @@ def test_points_without_aperture_are_zero(rng):
     bf = usbeam.Beamformer(probe, usbeam.PlaneWave(0.0), usbeam.Grid.points(pts[:1]), fs=FS, fc=FC, c=C, t0=T0,
                            n_samples=N_SAMPLES, f_number=1.0, n_frames=2)
     assert np.all(bf(data) == 0)
+
+
+def test_virtual_sources_search_is_exact(rng):
+    # the C search of min_i (o_i + |p - s_i|) prunes sources by a bound: unsorted sources
+    # off the array plane, random offsets, points off-plane (y != 0), against brute force
+    probe = small_probe()
+    n_src = 300
+    sources = np.stack([rng.uniform(-3e-3, 3e-3, n_src), rng.uniform(-2e-3, 1e-3, n_src),
+                        rng.uniform(-1e-3, 2e-3, n_src)])
+    pts = np.column_stack([rng.uniform(-5e-3, 5e-3, 400), rng.uniform(-2e-3, 2e-3, 400), rng.uniform(-2e-3, 1.2e-2, 400)])
+    data = random_data(rng, (2, 1, probe.n_elements, N_SAMPLES), np.float32)
+    plan = usbeam._core.das_plan(probe.positions, [(4, 0.0, 0.0, 0.0, 0, sources)], pts, 2, N_SAMPLES, FS, FC, C,
+                                 T0, 0.0, "rect", 0.5, "linear", "float32")
+    out = np.full((2, 400), np.nan, np.float32)
+    usbeam._core.das_execute(plan, data, out)
+    want = ref.das(data, probe.x, [("sources", sources)], pts, fs=FS, fc=FC, c=C, t0=T0, f_number=0,
+                   interpolation="linear")
+    assert_matches_reference(out, want, "linear")
