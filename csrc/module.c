@@ -176,6 +176,7 @@ static PyMethodDef *const method_tables[] = {
     usbeam_py_rf2iq_methods,
 
     /* family das: */
+    usbeam_py_das_methods,
 
     /* family doppler: */
 

@@ -44,6 +44,7 @@ extern PyMethodDef usbeam_py_bmode_methods[];
 extern PyMethodDef usbeam_py_rf2iq_methods[];
 
 /* family das: */
+extern PyMethodDef usbeam_py_das_methods[];
 
 /* family doppler: */
 

@@ -14,6 +14,11 @@ from .bmode import BModePlan, bmode
 from .rf2iq import RF2IQPlan, rf2iq
 
 # family das:
+from .geometry import (Delays, DivergingWave, Focused, Grid, LinearArray, PlaneWave, SyntheticAperture,
+                       plane_wave_sequence)
+from .simulate import cyst_phantom, simulate_rf
+from .beamformer import Beamformer, auto_f_number, das
+from .io import MustRecording, load_must, plane_wave_angle
 
 # family doppler:
 
@@ -45,6 +50,9 @@ __all__ = [
 __all__ += ["RF2IQPlan", "rf2iq"]
 
 # family das (extend __all__ here):
+__all__ += ["LinearArray", "PlaneWave", "DivergingWave", "Focused", "SyntheticAperture", "Delays", "Grid",
+            "plane_wave_sequence", "simulate_rf", "cyst_phantom", "Beamformer", "das", "auto_f_number",
+            "MustRecording", "load_must", "plane_wave_angle"]
 
 # family doppler (extend __all__ here):
 
