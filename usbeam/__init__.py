@@ -19,6 +19,8 @@ from .geometry import (Delays, DivergingWave, Focused, Grid, LinearArray, PlaneW
 from .simulate import cyst_phantom, simulate_rf
 from .beamformer import Beamformer, auto_f_number, das
 from .io import MustRecording, load_must, plane_wave_angle
+from . import io, simulate
+from .pipeline import Pipeline
 
 # family doppler:
 
@@ -44,6 +46,10 @@ __all__ = [
     "cuda_devices",
     "BModePlan",
     "bmode",
+    "Pipeline",
+    "datasets",
+    "io",
+    "simulate",
 ]
 
 # family rf2iq (extend __all__ here):
