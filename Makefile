@@ -14,7 +14,7 @@ CFLAGS_C += -Werror
 endif
 CORE_C := $(filter-out csrc/module.c csrc/py_%.c,$(wildcard csrc/*.c))
 
-.PHONY: all venv build test ctest pytest demo asan bench clean
+.PHONY: all venv build test ctest pytest demo asan bench clean client
 
 all: build
 
@@ -67,6 +67,16 @@ asan: $(STAMP)
 
 bench: build
 	$(PY) benchmarks/run.py
+
+# family live: the standalone client of `usbeam serve` (MATLAB loadlibrary, ctypes, C).
+# Needs only libc; csrc/usbeam_client.h is its header.
+CLIENT_LIB := build/libusbeam_client.so
+client: $(CLIENT_LIB)
+
+$(CLIENT_LIB): csrc/client.c csrc/usbeam_client.h csrc/shm_layout.h csrc/shm_sync.h
+	@mkdir -p build
+	$(CC) -std=c11 -O2 -g -Wall -Wextra -Wshadow -Wno-unused-parameter $(if $(filter true,$(CI)),-Werror) \
+	    -fPIC -shared -Icsrc csrc/client.c -o $@ -lpthread
 
 clean:
 	rm -rf build usbeam/_core*.so usbeam/__pycache__ tests/__pycache__ demo_bmode.png

@@ -185,6 +185,7 @@ static PyMethodDef *const method_tables[] = {
     /* family ai: */
 
     /* family live: */
+    usbeam_py_live_methods,
 };
 
 static struct PyModuleDef core_module = {PyModuleDef_HEAD_INIT, "usbeam._core",

@@ -53,5 +53,6 @@ extern PyMethodDef usbeam_py_bmode_methods[];
 /* family ai: */
 
 /* family live: */
+extern PyMethodDef usbeam_py_live_methods[];
 
 #endif

@@ -167,6 +167,29 @@ void usbeam_bmode_plan_destroy(usbeam_bmode_plan *plan);
 
 /* ======== family: live ======== */
 /* (declarations of the live family go below this line) */
+/* Channel mapping of live frames, applied while a raw frame is copied into a session
+ * slot, so only used channels travel on.
+ * raw : one acquisition frame as the scanner holds it, MATLAB shape (n_rows, n_channels),
+ *       n_rows = samples x acquisitions; any element strides (column-major Vantage RcvData:
+ *       row_stride 1, channel_stride n_rows).
+ * out : [n_acquisitions][n_elements][n_samples] C order: out[a][e][k] =
+ *       raw[acquisition_row[a] + k][element_channel[e]].                                   */
+typedef struct usbeam_live_gather_params {
+    size_t n_rows, n_channels;          /* raw frame geometry */
+    size_t n_acquisitions, n_elements, n_samples;
+    const int32_t *element_channel;     /* [n_elements] 0-based channel of each element */
+    const int64_t *acquisition_row;     /* [n_acquisitions] 0-based first raw row */
+    usbeam_dtype dtype;                 /* INT16, FLOAT32 or FLOAT64; out has the same type */
+} usbeam_live_gather_params;
+
+typedef struct usbeam_live_gather_plan usbeam_live_gather_plan;
+usbeam_status usbeam_live_gather_plan_create(const usbeam_live_gather_params *params,
+                                             usbeam_live_gather_plan **plan);
+/* row_stride, channel_stride: element strides of raw.  The plan has no scratch: one plan
+ * may execute from several threads at once. */
+usbeam_status usbeam_live_gather_execute(const usbeam_live_gather_plan *plan, const void *raw,
+                                         ptrdiff_t row_stride, ptrdiff_t channel_stride, void *out);
+void usbeam_live_gather_plan_destroy(usbeam_live_gather_plan *plan);
 
 #ifdef __cplusplus
 }
