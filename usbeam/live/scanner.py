@@ -78,7 +78,8 @@ def to_rcvdata(frames, element_channel, n_channels, rows_per_acquisition=None):
 class SimulatedScanner:
     """Push frames into ``target`` at ``frame_rate`` frames/s on a background thread.
 
-    target : a Session (its push is used) or any callable ``push(frame, meta) -> frame_id``.
+    target : a Session (its push is used) or any callable ``push(frame[, meta]) -> frame_id``
+        (meta is passed only when ``meta=True``).
     source : 'simulator', an array (n_frames, ...) or a .mat path with variable ``RF``.
     n_frames : stop after this many pushes (None: until stop()).
     meta : True to pass ``{'index': k, 'due': t}`` as each frame's meta.
@@ -87,7 +88,7 @@ class SimulatedScanner:
     def __init__(self, target, frame_rate, source="simulator", *, n_frames=None, meta=False, **simulator):
         self._push = target.push if hasattr(target, "push") else target
         if not callable(self._push):
-            raise TypeError("target must be a Session or a callable push(frame, meta)")
+            raise TypeError("target must be a Session or a callable push(frame[, meta])")
         self.frame_rate = _validate.positive("frame_rate", frame_rate)
         self.n_frames = None if n_frames is None else _validate.integer("n_frames", n_frames, minimum=1)
         self.frames = self._load(source, simulator)
@@ -135,7 +136,7 @@ class SimulatedScanner:
                 self.late += 1
             frame = self.frames[k % self.frames.shape[0]]
             try:
-                frame_id = self._push(frame, {"index": k, "due": due} if self.meta else None)
+                frame_id = self._push(frame, {"index": k, "due": due}) if self.meta else self._push(frame)
                 self.frame_ids.append(frame_id)
             except Exception as exc:  # e.g. SessionStopped: stop pushing
                 self.errors.append(exc)
