@@ -80,7 +80,8 @@ class SimulatedScanner:
 
     target : a Session (its push is used) or any callable ``push(frame[, meta]) -> frame_id``
         (meta is passed only when ``meta=True``).
-    source : 'simulator', an array (n_frames, ...) or a .mat path with variable ``RF``.
+    source : 'simulator', an array (n_frames, ...), a list of frame arrays (used as they are)
+        or a .mat path with variable ``RF``.
     n_frames : stop after this many pushes (None: until stop()).
     meta : True to pass ``{'index': k, 'due': t}`` as each frame's meta.
     """
@@ -109,6 +110,8 @@ class SimulatedScanner:
             from scipy.io import loadmat
             rf = loadmat(source)["RF"]
             return np.ascontiguousarray(np.moveaxis(rf, -1, 0).transpose(0, 2, 1))  # (frames, elements, samples)
+        if isinstance(source, (list, tuple)) and source and all(isinstance(f, np.ndarray) for f in source):
+            return list(source)  # frames kept as given (e.g. column-major Vantage frames)
         frames = _validate.ndarray("source", source)
         if frames.ndim < 2 or frames.shape[0] == 0:
             raise ValueError(f"source must be an array of frames (n_frames, ...) (got shape {frames.shape})")
@@ -134,7 +137,7 @@ class SimulatedScanner:
                     break
             elif wait < -period:
                 self.late += 1
-            frame = self.frames[k % self.frames.shape[0]]
+            frame = self.frames[k % len(self.frames)]
             try:
                 frame_id = self._push(frame, {"index": k, "due": due}) if self.meta else self._push(frame)
                 self.frame_ids.append(frame_id)
