@@ -22,6 +22,7 @@ from .bmode import BModePlan, bmode
 # family ai:
 
 # family live:
+from . import live
 
 __version__ = "0.1.0"
 
@@ -48,4 +49,5 @@ __all__ = [
 # family ai (extend __all__ here):
 
 # family live (extend __all__ here):
+__all__ += ["live"]
 
