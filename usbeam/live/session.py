@@ -161,11 +161,13 @@ class Session:
         Called on the compute thread with a zero-copy Result valid during the call.
     on_drop : callable(frame_id, meta), optional;  on_error : callable(frame_id, meta, exc)
     backend : 'cpu' ('cuda' is refused: the stream-based session is not built yet)
+    history : int
+        Recent frames whose latency, drop and failure records are kept (bounded memory).
     """
 
     def __init__(self, pipeline, slots=3, policy="drop_oldest", *, channel_map=None, input_shape=None,
                  input_dtype=None, output_shape=None, output_dtype=None, results=8, callback=None,
-                 on_drop=None, on_error=None, backend="cpu", latency_window=4096, start=True):
+                 on_drop=None, on_error=None, backend="cpu", history=4096, start=True):
         if backend != "cpu":
             _validate.choice("backend", backend, ("cpu", "cuda"))
             raise UsbeamError("backend='cuda': the stream-based live session is not part of this build; "
@@ -202,7 +204,8 @@ class Session:
         self._latest_id = 0
         self._write_counter = 0
         self._counts = dict(pushed=0, processed=0, dropped=0, failed=0, rejected=0, callback_errors=0)
-        self._latencies = collections.deque(maxlen=int(latency_window))
+        self._history = _validate.integer("history", history, minimum=16)
+        self._latencies = collections.deque(maxlen=self._history)
         self._stage_sums = collections.defaultdict(float)
         self._stage_counts = collections.defaultdict(int)
         self._copy_bytes = 0
@@ -425,7 +428,7 @@ class Session:
     def _record_drop_locked(self, frame_id):
         self._counts["dropped"] += 1
         self._dropped_ids[frame_id] = True
-        while len(self._dropped_ids) > 4096:
+        while len(self._dropped_ids) > self._history:
             self._dropped_ids.popitem(last=False)
         self._results_cv.notify_all()
 
@@ -505,7 +508,7 @@ class Session:
                 else:
                     self._counts["failed"] += 1
                     self._failed_ids[frame_id] = f"{type(error).__name__}: {error}"
-                    while len(self._failed_ids) > 4096:
+                    while len(self._failed_ids) > self._history:
                         self._failed_ids.popitem(last=False)
                 self._results_cv.notify_all()
             if error is not None:
