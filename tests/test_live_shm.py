@@ -39,11 +39,11 @@ def client_library():
 _counter = [0]
 
 
-def start_server(*args, name=None):
+def start_server(*args, name=None, pipeline=PIPELINE):
     _counter[0] += 1
     name = name or f"/usbeam_pytest_{os.getpid()}_{_counter[0]}"
     cmd = [sys.executable, "-m", "usbeam", "serve", "--name", name, "--slot-bytes", str(1 << 20),
-           "--result-bytes", str(1 << 18), "--pipeline", PIPELINE, *args]
+           "--result-bytes", str(1 << 18), "--pipeline", pipeline, *args]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     return name, proc
 
@@ -221,3 +221,18 @@ def test_layout_version_mismatch_refused(server):
             header[8:12] = version
     ShmClient(name, timeout=1).close()
     assert ctypes.sizeof(ctypes.c_int) == 4
+
+
+def test_plain_c_client_example(client_library, tmp_path):
+    exe = tmp_path / "shm_client"
+    build = subprocess.run(["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-I", str(ROOT / "csrc"),
+                            str(ROOT / "examples" / "shm_client.c"), str(client_library), f"-Wl,-rpath,{client_library.parent}",
+                            "-o", str(exe)], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    name, proc = start_server("--policy", "block", pipeline="usbeam.serve:passthrough")
+    try:
+        run = subprocess.run([str(exe), name, "12"], capture_output=True, text=True, timeout=60)
+        assert run.returncode == 0, run.stdout + run.stderr
+        assert "12 frames, 0 wrong samples" in run.stdout
+    finally:
+        stop_server(proc, name)
