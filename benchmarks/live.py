@@ -115,6 +115,69 @@ def latency_at_load(pipeline, cmap, frames, load, t_compute, n_frames):
             "p99_ms": lat["p99"] * 1e3, "max_ms": lat["max"] * 1e3, "p99_over_p50": lat["p99"] / lat["p50"]}
 
 
+def make_pipeline(params):
+    """Factory for `usbeam serve --pipeline benchmarks/live.py:make_pipeline`."""
+    cmap = params["channel_map"]
+    return CompoundBMode((len(cmap["acquisition_row"]), len(cmap["element_channel"]), int(cmap["n_samples"])))
+
+
+def shared_memory_round_trip(frames, cmap, n_frames):
+    """`usbeam serve` in a subprocess, ShmClient (ctypes on libusbeam_client.so) here."""
+    import queue
+    import subprocess
+    import threading
+    from usbeam.live.shm_client import ShmClient
+    if subprocess.run(["make", "-s", "client"], cwd=ROOT, capture_output=True).returncode != 0:
+        return {"error": "make client failed"}
+    name = f"/usbeam_bench_{os.getpid()}"
+    server = subprocess.Popen([sys.executable, "-m", "usbeam", "serve", "--name", name, "--policy", "block",
+                               "--slot-bytes", str(frames[0].nbytes), "--result-bytes", str(1 << 20),
+                               "--pipeline", str(ROOT / "benchmarks" / "live.py") + ":make_pipeline"],
+                              cwd=ROOT, stderr=subprocess.DEVNULL)
+    try:
+        client = ShmClient(name, timeout=20)
+        client.set_params({"frame": {"shape": list(frames[0].shape), "dtype": "int16", "order": "F"},
+                           "channel_map": {"element_channel": cmap.element_channel.tolist(),
+                                           "acquisition_row": cmap.acquisition_row.tolist(),
+                                           "n_samples": cmap.n_samples}})
+        for k in range(10):                                           # warm-up
+            client.get(client.push(frames[k % len(frames)], timeout=5), timeout=5)
+        round_trips = []
+        for k in range(n_frames):                                     # one frame in flight
+            t0 = time.perf_counter()
+            client.get(client.push(frames[k % len(frames)], timeout=5), timeout=5)
+            round_trips.append(time.perf_counter() - t0)
+        ids = queue.Queue()
+        reader = ShmClient(name, timeout=5)
+        latencies = []
+
+        def consume():
+            while (frame_id := ids.get()) is not None:
+                latencies.append(reader.get(frame_id, timeout=10)[1]["latency_s"])
+
+        consumer = threading.Thread(target=consume)
+        consumer.start()
+        t0 = time.perf_counter()
+        for k in range(n_frames):                                     # pipelined: push as fast as 'block' allows
+            ids.put(client.push(frames[k % len(frames)], timeout=10))
+        ids.put(None)
+        consumer.join()
+        wall = time.perf_counter() - t0
+        info = client.info()
+        client.close()
+        reader.close()
+    finally:
+        server.terminate()
+        server.wait(10)
+    rt = np.array(round_trips) * 1e3
+    lat = np.array(latencies) * 1e3
+    return {"round_trip_p50_ms": float(np.percentile(rt, 50)), "round_trip_p99_ms": float(np.percentile(rt, 99)),
+            "pipelined_frames_per_s": n_frames / wall, "pipelined_raw_gbps": n_frames * frames[0].nbytes / wall / 1e9,
+            "pipelined_latency_p50_ms": float(np.percentile(lat, 50)),
+            "pipelined_latency_p99_ms": float(np.percentile(lat, 99)), "dropped": info["dropped"],
+            "abandoned": info["abandoned"]}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="shorter runs")
@@ -138,18 +201,28 @@ def main():
         config = {"raw_frame": list(frames[0].shape), "raw_bytes": frames[0].nbytes, "mapped": list(cmap.output_shape),
                   "mapped_bytes": cmap.nbytes, "compute_ms": t_compute * 1e3, "compute_alone_ms": t_alone * 1e3, "memcpy_gbps": ref,
                   "upload": upload, "loads": loads}
+        config["shared_memory"] = shm = shared_memory_round_trip(frames, cmap, n_frames)
         report["configs"].append(config)
         print(f"\nraw frame {frames[0].shape} int16 ({frames[0].nbytes / 1e6:.2f} MB) -> mapped {cmap.output_shape} "
               f"({cmap.nbytes / 1e6:.2f} MB); compute {t_compute * 1e3:.2f} ms in the session "
               f"({t_alone * 1e3:.2f} ms alone)")
         print(f"  reference memcpy (1 thread): {ref:.2f} GB/s")
-        print(f"  copy+map into slots while computing: {upload['copy_gbps']:.2f} GB/s during copies "
-              f"({upload['copy_gbps'] / ref * 100:.0f} % of memcpy); sustained {upload['frames_per_s']:.0f} frames/s "
-              f"= {upload['mapped_gbps']:.2f} GB/s mapped data, dropped {upload['dropped']}")
+        push_wall = upload["stage_s"].get("push_copy_wall", float("nan"))
+        print(f"  copy+map into slots while computing: {upload['copy_gbps']:.2f} GB/s during the copies "
+              f"({upload['copy_gbps'] / ref * 100:.0f} % of memcpy), {push_wall * 1e3:.3f} ms per push with GIL waits; "
+              f"sustained {upload['frames_per_s']:.0f} frames/s = {upload['mapped_gbps']:.2f} GB/s mapped data, "
+              f"dropped {upload['dropped']}")
         print("  load  rate/s  frames  dropped  late  p50 ms  p99 ms  max ms  p99/p50")
         for r in loads:
             print(f"  {r['load']:4.0%}  {r['frame_rate']:6.0f}  {r['frames']:6d}  {r['dropped']:7d}  {r['scanner_late']:4d}"
                   f"  {r['p50_ms']:6.2f}  {r['p99_ms']:6.2f}  {r['max_ms']:6.2f}  {r['p99_over_p50']:7.2f}")
+        if "error" in shm:
+            print(f"  shared memory: {shm['error']}")
+        else:
+            print(f"  shared memory (usbeam serve + ctypes client): round trip p50 {shm['round_trip_p50_ms']:.2f} ms, "
+                  f"p99 {shm['round_trip_p99_ms']:.2f} ms; pipelined {shm['pipelined_frames_per_s']:.0f} frames/s = "
+                  f"{shm['pipelined_raw_gbps']:.2f} GB/s raw, push-to-result p50 {shm['pipelined_latency_p50_ms']:.2f} ms "
+                  f"p99 {shm['pipelined_latency_p99_ms']:.2f} ms, dropped {shm['dropped']}")
     if not machine["cuda_available"]:
         print("\nGPU figures (upload GB/s vs pinned cudaMemcpy, GPU latency) not measured: the CUDA live "
               "session is not implemented and no GPU is visible.")

@@ -98,7 +98,9 @@ usbeam_status usbeam_live_gather_execute(const usbeam_live_gather_plan *plan, co
     const size_t n = p->n_samples, es = plan->element_size;
     const ptrdiff_t pairs = (ptrdiff_t)(p->n_acquisitions * p->n_elements);
     const int contiguous_rows = row_stride == 1;
-#pragma omp parallel for schedule(static) if (pairs * (ptrdiff_t)n > 65536)
+    /* One thread copies at memory speed for typical frames (a few MB); a team only pays
+     * off for large frames, and in a live session it competes with the compute thread. */
+#pragma omp parallel for schedule(static) if ((size_t)pairs * n * es > ((size_t)16 << 20))
     for (ptrdiff_t pair = 0; pair < pairs; ++pair) {
         size_t a = (size_t)pair / p->n_elements, e = (size_t)pair % p->n_elements;
         const char *src = (const char *)raw +

@@ -3,7 +3,8 @@
  * the server side of the shared-memory region (shm_server.c), used by usbeam.live and
  * usbeam.serve.
  *   live_gather_plan(n_rows, n_channels, element_channel, acquisition_row, n_samples, dtype)
- *   live_gather(plan, raw, out)       raw: 2-D (rows, channels), any strides; out C-contiguous
+ *   live_gather(plan, raw, out) -> s  raw: 2-D (rows, channels), any strides; out C-contiguous;
+ *                                     returns the seconds the copy itself took
  *   shm_server_create(name, slots, results, slot_bytes, result_bytes, policy, write_timeout_ms,
  *                     replace_stale) -> server
  *   shm_server_next_frame(server, timeout_ms) -> None | (slot, frame_id, generation, push_ns, bytes view)
@@ -137,11 +138,16 @@ static PyObject *py_live_gather(PyObject *self, PyObject *args)
     if (!out) return NULL;
     const void *in = PyArray_DATA(raw);
     usbeam_status st;
+    int64_t t0 = 0, t1 = 0;
     Py_BEGIN_ALLOW_THREADS
+    t0 = usbeam_shm_now_ns();
     st = usbeam_live_gather_execute(h->plan, in, (ptrdiff_t)(rs / item), (ptrdiff_t)(cs / item), out);
+    t1 = usbeam_shm_now_ns();
     Py_END_ALLOW_THREADS
     if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
+    /* the copy's own duration, without the wait for the GIL afterwards (the stats'
+     * "upload" bandwidth, as CUDA events would time a host-to-device copy) */
+    return PyFloat_FromDouble((double)(t1 - t0) * 1e-9);
 }
 
 /* ---- shared-memory server ------------------------------------------------------- */

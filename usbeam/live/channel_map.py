@@ -40,6 +40,7 @@ class ChannelMap:
         self.n_samples = _validate.integer("n_samples", n_samples, minimum=1)
         self.raw_shape = raw_shape
         self.output_shape = (self.acquisition_row.size, self.element_channel.size, self.n_samples)
+        self.last_copy_s = 0.0  # duration of the last copy in C (GIL released), seconds
         self._plan = _core.live_gather_plan(raw_shape[0], raw_shape[1], self.element_channel,
                                             self.acquisition_row, self.n_samples, _DTYPES[self.dtype])
 
@@ -77,7 +78,7 @@ class ChannelMap:
             out = np.empty(self.output_shape, self.dtype)
         else:
             _validate.out_array("out", out, self.output_shape, self.dtype)
-        _core.live_gather(self._plan, frame, out)
+        self.last_copy_s = _core.live_gather(self._plan, frame, out)
         return out
 
     def __repr__(self):

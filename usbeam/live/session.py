@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from .. import _validate
+from .. import _core, _validate
 from .._core import UsbeamError
 from .channel_map import ChannelMap
 from .pipeline import as_pipeline, describe
@@ -209,7 +209,8 @@ class Session:
         self._stage_sums = collections.defaultdict(float)
         self._stage_counts = collections.defaultdict(int)
         self._copy_bytes = 0
-        self._copy_seconds = 0.0
+        self._copy_seconds = 0.0    # the copies themselves (C timing with a channel map)
+        self._push_seconds = 0.0    # wall time of the copy step in push(), GIL waits included
         self.last_callback_error = None
         if start:
             self.start()
@@ -388,9 +389,10 @@ class Session:
             self._safe_call(self._on_drop, *dropped)
         t0 = time.perf_counter()
         copied = discarded = False
+        copy_s = None
         try:
             if gen.channel_map is not None:
-                gen.channel_map(frame, out=slot.buffer)
+                copy_s = _core.live_gather(gen.channel_map._plan, frame, slot.buffer)
             else:
                 np.copyto(slot.buffer, frame, casting="no")
             copied = True
@@ -398,7 +400,8 @@ class Session:
             seconds = time.perf_counter() - t0
             with self._lock:
                 self._writers -= 1
-                self._copy_seconds += seconds
+                self._copy_seconds += seconds if copy_s is None else copy_s
+                self._push_seconds += seconds
                 self._copy_bytes += slot.buffer.nbytes
                 if copied and not self._stopping:
                     slot.state = READY
@@ -631,16 +634,19 @@ class Session:
 
     def stats(self):
         """Counters, push-to-result latency (s) over the last frames, mean stage times (s),
-        achieved copy ("upload") bandwidth in GB/s."""
+        achieved copy ("upload") bandwidth in GB/s: bytes written into slots over the time
+        of the copies themselves (stage 'copy'); 'push_copy_wall' adds the waits for the
+        GIL around them."""
         with self._lock:
             counts = dict(self._counts)
             latencies = np.array(self._latencies, dtype=np.float64)
             stages = {k: self._stage_sums[k] / self._stage_counts[k] for k in self._stage_sums}
-            copy_bytes, copy_s = self._copy_bytes, self._copy_seconds
+            copy_bytes, copy_s, push_s = self._copy_bytes, self._copy_seconds, self._push_seconds
             counts["pending"] = sum(s.state != FREE for s in self._slots)
             generation = self._generation.number
         if copy_bytes:
             stages["copy"] = copy_s / max(counts["pushed"], 1)
+            stages["push_copy_wall"] = push_s / max(counts["pushed"], 1)
         latency = {"count": int(latencies.size)}
         if latencies.size:
             latency.update(p50=float(np.percentile(latencies, 50)), p99=float(np.percentile(latencies, 99)),
