@@ -223,7 +223,13 @@ def main():
                   f"p99 {shm['round_trip_p99_ms']:.2f} ms; pipelined {shm['pipelined_frames_per_s']:.0f} frames/s = "
                   f"{shm['pipelined_raw_gbps']:.2f} GB/s raw, push-to-result p50 {shm['pipelined_latency_p50_ms']:.2f} ms "
                   f"p99 {shm['pipelined_latency_p99_ms']:.2f} ms, dropped {shm['dropped']}")
-    if not machine["cuda_available"]:
+    if machine["cuda_available"]:
+        report["cuda_pinned_h2d_gbps"] = {str(c["raw_bytes"]): usbeam._core.live_cuda_h2d_bandwidth(c["raw_bytes"], 50)
+                                          for c in report["configs"]}
+        report["cuda_pinned_h2d_gbps"]["67108864"] = usbeam._core.live_cuda_h2d_bandwidth(64 << 20, 20)
+        print(f"\npinned host-to-device cudaMemcpy (reference): {report['cuda_pinned_h2d_gbps']} GB/s; "
+              "the CUDA live session that would use it is not implemented yet")
+    else:
         print("\nGPU figures (upload GB/s vs pinned cudaMemcpy, GPU latency) not measured: the CUDA live "
               "session is not implemented and no GPU is visible.")
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)

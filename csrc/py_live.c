@@ -11,6 +11,7 @@
  *   shm_server_release(server, slot); shm_server_post(server, frame_id, status, image, push_ns, message)
  *   shm_server_params(server, generation) -> None | (generation, text)
  *   shm_server_counters(server) -> dict; shm_server_stop(server); shm_now_ns()
+ *   live_cuda_h2d_bandwidth(bytes, repeats=20, device=0) -> GB/s (pinned cudaMemcpy; CUDA builds)
  * Frame views returned by next_frame keep the server capsule (and the mapping) alive.
  */
 #include "py_common.h"
@@ -328,6 +329,25 @@ static PyObject *py_shm_server_stop(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+static PyObject *py_live_cuda_h2d_bandwidth(PyObject *self, PyObject *args)
+{
+    (void)self;
+    int device = 0, repeats = 20;
+    Py_ssize_t bytes = 0;
+    if (!PyArg_ParseTuple(args, "n|ii", &bytes, &repeats, &device)) return NULL;
+    if (bytes <= 0) {
+        PyErr_SetString(PyExc_ValueError, "bytes must be > 0");
+        return NULL;
+    }
+    double gbps = 0;
+    usbeam_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = usbeam_live_cuda_h2d_bandwidth(device, (size_t)bytes, repeats, &gbps);
+    Py_END_ALLOW_THREADS
+    if (st != USBEAM_OK) return usbeam_py_raise(st);
+    return PyFloat_FromDouble(gbps);
+}
+
 static PyObject *py_shm_now_ns(PyObject *self, PyObject *noargs)
 {
     (void)self;
@@ -348,5 +368,7 @@ PyMethodDef usbeam_py_live_methods[] = {
     {"shm_server_counters", py_shm_server_counters, METH_VARARGS, "Region counters."},
     {"shm_server_stop", py_shm_server_stop, METH_VARARGS, "Mark stopped and unlink the name."},
     {"shm_now_ns", py_shm_now_ns, METH_NOARGS, "CLOCK_MONOTONIC in ns (the region's clock)."},
+    {"live_cuda_h2d_bandwidth", py_live_cuda_h2d_bandwidth, METH_VARARGS,
+     "Pinned host-to-device copy bandwidth in GB/s: (bytes, repeats=20, device=0)."},
     {NULL, NULL, 0, NULL},
 };

@@ -389,3 +389,20 @@ def test_soak_10000_frames_no_growth_in_memory_or_threads(rng):
     assert elapsed < 30
     session.stop()
     assert threading.active_count() == threads_before - 1
+
+
+# ---- CUDA half (compiled; runs only where a GPU is visible) --------------------------------
+
+def test_cuda_bandwidth_probe_refused_cleanly_without_gpu():
+    if usbeam.cuda_available():
+        pytest.skip("a GPU is present")
+    with pytest.raises(usbeam.UsbeamError, match="CUDA|device"):
+        usbeam._core.live_cuda_h2d_bandwidth(1 << 20)
+    with pytest.raises(ValueError, match="bytes"):
+        usbeam._core.live_cuda_h2d_bandwidth(0)
+
+
+@pytest.mark.cuda
+def test_cuda_pinned_h2d_bandwidth_is_measured():
+    gbps = usbeam._core.live_cuda_h2d_bandwidth(64 << 20, 10)
+    assert gbps > 1.0
