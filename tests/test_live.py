@@ -236,6 +236,13 @@ def test_result_access_latest_get_views_and_dlpack(rng):
     np.testing.assert_array_equal(held.image, frames[-1] + 1)
     held.release()
     np.testing.assert_array_equal(session.get(more[-1]).image, frames[-1] + 1)
+    # readers holding every buffer do not stall the compute thread: the ring grows
+    newest = session.push(frames[1])
+    leases = [session.get(more[-1], copy=False), session.get(newest, timeout=2, copy=False)]
+    frame_id = session.push(frames[0])
+    np.testing.assert_array_equal(session.get(frame_id, timeout=2).image, frames[0] + 1)
+    for lease in leases:
+        lease.release()
     session.stop()
 
 

@@ -446,16 +446,18 @@ class Session:
         return oldest if oldest.state == READY else None
 
     def _output_entry_locked(self, gen):
-        """Least recently written output buffer that no reader holds."""
-        while True:
-            free = [e for e in gen.ring if e.readers == 0]
-            if free:
-                entry = min(free, key=lambda e: e.written_at)
-                if entry.frame_id in self._done:
-                    del self._done[entry.frame_id]
-                entry.frame_id = 0
-                return entry
-            self._results_cv.wait(0.05)
+        """Least recently written output buffer that no reader holds.  When readers hold
+        every buffer, the ring grows by one rather than making the compute thread wait on
+        them (it is bounded by the number of leases held)."""
+        free = [e for e in gen.ring if e.readers == 0]
+        if not free:
+            gen.ring.append(_OutputEntry(gen.output_shape, gen.output_dtype))
+            return gen.ring[-1]
+        entry = min(free, key=lambda e: e.written_at)
+        if entry.frame_id in self._done:
+            del self._done[entry.frame_id]
+        entry.frame_id = 0
+        return entry
 
     def _compute_loop(self):
         while True:
@@ -534,8 +536,10 @@ class Session:
                         self._results_cv.notify_all()
 
     def _evict_locked(self):
-        """Keep results of at most n_results frames (older generations' rings are then freed)."""
-        while len(self._done) > self.n_results:
+        """Keep the newest n_results unleased results, plus any a reader holds (older
+        generations' rings are freed once none of their results is kept)."""
+        leased = sum(1 for _, entry in self._done.values() if entry.readers)
+        while len(self._done) > self.n_results + leased:
             for frame_id, (_, entry) in self._done.items():
                 if entry.readers == 0:
                     del self._done[frame_id]
