@@ -7,9 +7,11 @@ times) and a one-shot function.  Arrays are NumPy on the CPU; conventions are in
 from . import _core
 from ._core import UsbeamError
 from ._backend import backends, build_info, cuda_available, cuda_devices
+from . import datasets
 from .bmode import BModePlan, bmode
 
 # family rf2iq:
+from .rf2iq import RF2IQPlan, rf2iq
 
 # family das:
 
@@ -37,6 +39,7 @@ __all__ = [
 ]
 
 # family rf2iq (extend __all__ here):
+__all__ += ["RF2IQPlan", "rf2iq"]
 
 # family das (extend __all__ here):
 
