@@ -92,6 +92,22 @@ def test_every_frame_in_order_bit_identical_to_offline(rng, policy):
     assert stats["upload_gbps"] > 0
 
 
+def test_batch_of_one_pipeline_takes_the_mapped_frame(rng):
+    # usbeam.Pipeline(n_frames=1) takes (1, transmits, elements, samples): the slot is that
+    # shape and the channel map writes a reshaped view of it
+    mapped, raw, cmap = vantage_setup(rng, n_frames=2)
+    batch_shape = (1,) + cmap.output_shape
+    session = Session(lambda x: x.sum(axis=(0, 1), dtype=np.int32), channel_map=cmap, input_shape=batch_shape,
+                      input_dtype=np.int16, output_shape=cmap.output_shape[1:], output_dtype=np.int32, policy="block")
+    for k in range(2):
+        frame_id = session.push(raw[k])
+        np.testing.assert_array_equal(session.get(frame_id, timeout=2).image, mapped[k].sum(axis=0, dtype=np.int32))
+    session.stop()
+    with pytest.raises(ValueError, match="channel_map maps to"):
+        Session(lambda x: x, channel_map=cmap, input_shape=(2,) + cmap.output_shape, input_dtype=np.int16,
+                output_shape=(1,), output_dtype=np.int16)
+
+
 def test_real_data_frames_through_a_session():
     from conftest import shared_dataset
     from scipy.io import loadmat

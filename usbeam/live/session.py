@@ -34,6 +34,15 @@ _POLICIES = ("drop_oldest", "block")
 _PAGE = 4096
 
 
+def _strip_ones(shape):
+    """Shape without leading 1s: a map to (acq, el, samples) feeds a pipeline taking a batch
+    of one frame, (1, acq, el, samples), through a reshaped view of the same slot."""
+    shape = tuple(shape)
+    while len(shape) > 1 and shape[0] == 1:
+        shape = shape[1:]
+    return shape
+
+
 class SessionStopped(UsbeamError):
     """The session is stopped (or stopping): the frame was not accepted."""
 
@@ -154,7 +163,8 @@ class Session:
         'block' makes push() wait.
     channel_map : ChannelMap, optional
         Raw frames (n_rows, n_channels) are mapped while copied; the pipeline's
-        input_shape must be the map's output_shape.
+        input_shape must be the map's output_shape, possibly with leading 1s (a batch of
+        one frame, as usbeam.Pipeline(n_frames=1) takes).
     results : int >= 2
         Output ring size: get(frame_id) finds the last ``results`` frames.
     callback : callable(Result), optional
@@ -224,7 +234,7 @@ class Session:
         if not isinstance(channel_map, ChannelMap):
             raise TypeError(f"channel_map must be a usbeam.live.ChannelMap (got {type(channel_map).__name__})")
         in_shape, in_dtype, _, _ = describe(pipeline)
-        if channel_map.output_shape != in_shape or channel_map.dtype != in_dtype:
+        if _strip_ones(channel_map.output_shape) != _strip_ones(in_shape) or channel_map.dtype != in_dtype:
             raise ValueError(f"channel_map maps to {channel_map.dtype} {channel_map.output_shape} but the "
                              f"pipeline's input is {in_dtype} {in_shape}")
 
@@ -392,7 +402,8 @@ class Session:
         copy_s = None
         try:
             if gen.channel_map is not None:
-                copy_s = _core.live_gather(gen.channel_map._plan, frame, slot.buffer)
+                copy_s = _core.live_gather(gen.channel_map._plan, frame,
+                                           slot.buffer.reshape(gen.channel_map.output_shape))
             else:
                 np.copyto(slot.buffer, frame, casting="no")
             copied = True

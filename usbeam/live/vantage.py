@@ -41,7 +41,7 @@ def from_vantage(workspace, pipeline=None, *, make_pipeline=None, **session_kwar
         pipeline = make_pipeline(workspace)
     cmap = workspace.channel_map()
     session_kwargs.setdefault("input_shape", None)
-    if not hasattr(pipeline, "input_shape"):
+    if not hasattr(pipeline, "input_shape"):  # plain callable: it takes the mapped frame
         session_kwargs["input_shape"] = cmap.output_shape
         session_kwargs.setdefault("input_dtype", np.int16)
     return Session(pipeline, channel_map=cmap, **session_kwargs)
