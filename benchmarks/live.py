@@ -9,7 +9,7 @@ Measures, in one run:
     (frame period = compute time / load), policy 'drop_oldest', from a SimulatedScanner.
 Frames: Vantage layout, int16 (rows = acquisitions x samples, channels), column-major.
 
-    python benchmarks/live.py [--quick] [--json benchmarks/out/live.json]
+    python benchmarks/live.py [--quick] [--no-record] [--json benchmarks/out/live.json]
 """
 import argparse
 import json
@@ -29,7 +29,10 @@ sys.path.insert(0, str(ROOT))
 # libgomp loads, i.e. before importing usbeam; an explicit setting is kept.
 os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
 import usbeam  # noqa: E402
+from harness import machine as describe_machine, measure, record, validated  # noqa: E402
 from usbeam.live import ChannelMap, Session, SimulatedScanner, to_rcvdata  # noqa: E402
 
 
@@ -66,27 +69,29 @@ def make_frames(n_acq, n_el, n_ch, n_s, n_frames=4):
 
 
 def memcpy_gbps(nbytes, repeats=50):
-    src = np.random.default_rng(1).integers(0, 255, nbytes, dtype=np.uint8)
-    dst = np.empty_like(src)
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        np.copyto(dst, src)
-        times.append(time.perf_counter() - t0)
-    return nbytes / np.median(times) / 1e9
+    """Single-threaded host memcpy of one raw frame, sources rotated out of cache."""
+    rng = np.random.default_rng(1)
+    sources = [rng.integers(0, 255, nbytes, dtype=np.uint8) for _ in range(8)]
+    dst = np.empty_like(sources[0])
+    timing = measure(lambda src: np.copyto(dst, src), repeat=repeats, rotate=[(s,) for s in sources])
+    return nbytes / timing.median / 1e9
+
+
+def validate_session(pipeline, cmap, frames):
+    """The session's output for each frame equals the offline pipeline's, bit for bit."""
+    session = Session(pipeline, slots=3, policy="block", channel_map=cmap)
+    try:
+        for frame in frames:
+            got = session.get(session.push(frame), timeout=10).image
+            validated("live session", got, lambda g: np.array_equal(g, pipeline(cmap(frame))))
+    finally:
+        session.stop()
 
 
 def compute_time(pipeline, cmap, frames, repeats=30):
-    mapped = cmap(frames[0])
+    mapped = [(cmap(f),) for f in frames]
     out = np.empty(pipeline.output_shape, pipeline.output_dtype)
-    for _ in range(5):
-        pipeline(mapped, out=out)
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        pipeline(mapped, out=out)
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
+    return measure(lambda m: pipeline(m, out=out), warmup=5, repeat=repeats, rotate=mapped).median
 
 
 def sustained_upload(pipeline, cmap, frames, seconds):
@@ -187,6 +192,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="shorter runs")
     parser.add_argument("--json", default=str(ROOT / "benchmarks" / "out" / "live.json"))
+    parser.add_argument("--no-record", action="store_true", help="do not append to benchmarks/RESULTS.md")
     args = parser.parse_args()
     n_frames = 150 if args.quick else 400
     seconds = 1.5 if args.quick else 4.0
@@ -194,11 +200,13 @@ def main():
                "numpy": np.__version__, "usbeam": usbeam.build_info(), "cuda_available": usbeam.cuda_available(),
                "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY"), "loadavg": os.getloadavg()}
     report = {"machine": machine, "configs": []}
-    print(f"machine: {machine['platform']}, {machine['cpu_count']} CPUs, load average {machine['loadavg'][0]:.1f}, "
-          f"CUDA device: {machine['cuda_available']}, OMP_WAIT_POLICY={machine['OMP_WAIT_POLICY']}")
-    for n_acq, n_el, n_ch, n_s in [(3, 128, 256, 1024), (2, 64, 128, 1024)]:
+    machine["description"] = describe_machine()
+    print(f"machine: {machine['description']}; load average {machine['loadavg'][0]:.1f}, "
+          f"OMP_WAIT_POLICY={machine['OMP_WAIT_POLICY']}")
+    for n_acq, n_el, n_ch, n_s in [(3, 128, 256, 1024), (2, 64, 128, 1024), (3, 128, 256, 4096)]:
         frames, cmap = make_frames(n_acq, n_el, n_ch, n_s)
         pipeline = CompoundBMode(cmap.output_shape)
+        validate_session(pipeline, cmap, frames)
         t_alone = compute_time(pipeline, cmap, frames)
         ref = memcpy_gbps(frames[0].nbytes)
         upload = sustained_upload(pipeline, cmap, frames, seconds)
@@ -239,6 +247,22 @@ def main():
     else:
         print("\nGPU figures (upload GB/s vs pinned cudaMemcpy, GPU latency) not measured: the CUDA live "
               "session is not implemented and no GPU is visible.")
+    if not args.no_record:
+        rows = []
+        for c in report["configs"]:
+            up, shm = c["upload"], c["shared_memory"]
+            for r in c["loads"]:
+                rows.append([f"{tuple(c['raw_frame'])} -> {tuple(c['mapped'])}", f"{c['compute_ms']:.2f}",
+                             f"{c['memcpy_gbps']:.1f}", f"{up['copy_gbps']:.1f}", f"{up['frames_per_s']:.0f}",
+                             f"{r['load']:.0%}", f"{r['frame_rate']:.0f}", r["dropped"], f"{r['p50_ms']:.2f}",
+                             f"{r['p99_ms']:.2f}", f"{r['max_ms']:.2f}",
+                             "-" if "error" in shm else f"{shm['round_trip_p50_ms']:.2f} / {shm['round_trip_p99_ms']:.2f}"])
+        record("Live session, CPU backend (benchmarks/live.py)",
+               ["raw -> mapped int16", "compute ms", "memcpy GB/s", "copy+map GB/s", "max frames/s", "load",
+                "frames/s", "dropped", "p50 ms", "p99 ms", "max ms", "shm round trip p50/p99 ms"], rows,
+               notes=f"Load average {machine['loadavg'][0]:.1f} at start (2-core machine shared with other jobs); "
+                     f"OMP_WAIT_POLICY={machine['OMP_WAIT_POLICY']}. Latency = push() entry to result ready. "
+                     "GPU figures not measured (no GPU; CUDA live session not implemented).")
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(report, indent=1))
     print(f"\nwrote {args.json}")
