@@ -114,12 +114,18 @@ def test_real_data_frames_through_a_session():
     path = shared_dataset("PWI_disk.mat")
     rf = np.ascontiguousarray(loadmat(path)["RF"].transpose(2, 1, 0))     # (frames, elements, samples)
     shape = (1,) + rf.shape[1:]
-    session = Session(CompoundBMode(shape), policy="block")
+    results = []
+    session = Session(CompoundBMode(shape), policy="block", results=64,
+                      callback=lambda r: results.append((r.frame_id, r.image.copy())))
+    scanner = SimulatedScanner(lambda f: session.push(f[None]), frame_rate=200, source=str(path),
+                               n_frames=rf.shape[0])
+    assert all(np.array_equal(a, b) for a, b in zip(scanner.frames, rf))  # the scanner read the recording
+    scanner.start()
+    assert scanner.join(timeout=10) and session.wait_idle(timeout=5)
     offline = CompoundBMode(shape)
-    for frame in rf:
-        frame_id = session.push(frame[None])
-        np.testing.assert_array_equal(session.get(frame_id, timeout=5).image, offline(frame[None]))
-    assert session.stats()["processed"] == rf.shape[0]
+    assert [frame_id for frame_id, _ in results] == list(range(1, rf.shape[0] + 1))
+    for (_, image), frame in zip(results, rf):
+        np.testing.assert_array_equal(image, offline(frame[None]))
     session.stop()
 
 

@@ -2,8 +2,9 @@
 
 Sources: ``'simulator'`` (plane-wave RF of moving point scatterers, computed here from
 the pulse-echo time of flight; see :func:`simulate_plane_wave_rf`), an array of frames
-``(n_frames, ...)`` cycled in order, or a path to a MATLAB file holding ``RF``
-(MATLAB ``samples x elements x frames``, e.g. PWI_disk.mat).  ``layout='vantage'``
+``(n_frames, ...)`` cycled in order, or a MATLAB file holding ``RF`` (MATLAB
+``samples x elements x frames``), by path or by dataset name (``'PWI_disk.mat'``,
+located by usbeam.datasets).  ``layout='vantage'``
 hands frames on as Vantage RcvData frames (int16, (rows, channels), column-major, the
 elements scattered over channels by a connector map), so the channel mapping path is
 exercised exactly as with the hardware.
@@ -12,6 +13,7 @@ The scanner keeps its own clock (an absolute schedule, as hardware does): frame 
 at start + k / frame_rate.  A push that blocks (policy 'block') makes later frames late;
 they are then pushed at once, and counted in ``late``.
 """
+import os
 import threading
 import time
 
@@ -80,8 +82,8 @@ class SimulatedScanner:
 
     target : a Session (its push is used) or any callable ``push(frame[, meta]) -> frame_id``
         (meta is passed only when ``meta=True``).
-    source : 'simulator', an array (n_frames, ...), a list of frame arrays (used as they are)
-        or a .mat path with variable ``RF``.
+    source : 'simulator', an array (n_frames, ...), a list of frame arrays (used as they are),
+        a .mat path with variable ``RF``, or a dataset name (usbeam.datasets, e.g. 'PWI_disk.mat').
     n_frames : stop after this many pushes (None: until stop()).
     meta : True to pass ``{'index': k, 'due': t}`` as each frame's meta.
     """
@@ -106,6 +108,9 @@ class SimulatedScanner:
     def _load(source, simulator):
         if isinstance(source, str) and source == "simulator":
             return simulate_plane_wave_rf(**simulator)
+        if isinstance(source, str) and not os.path.exists(source):
+            from .. import datasets
+            source = datasets.locate(source)  # a dataset name from datasets/manifest.json
         if isinstance(source, (str, bytes)) or hasattr(source, "__fspath__"):
             from scipy.io import loadmat
             rf = loadmat(source)["RF"]

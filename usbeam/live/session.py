@@ -207,6 +207,7 @@ class Session:
         self._stopping = False
         self._drain = True
         self._writers = 0
+        self._delivering = 0     # callbacks running
         self._next_id = 1
         self._done = collections.OrderedDict()  # frame_id -> (generation, entry), processing order
         self._dropped_ids = collections.OrderedDict()  # recent dropped ids (bounded)
@@ -521,15 +522,23 @@ class Session:
                         self._stage_counts[stage] += 1
                     if self._callback is not None:
                         entry.readers += 1  # lease for the callback
+                        self._delivering += 1
                 else:
                     self._counts["failed"] += 1
                     self._failed_ids[frame_id] = f"{type(error).__name__}: {error}"
+                    if self._on_error is not None:
+                        self._delivering += 1
                     while len(self._failed_ids) > self._history:
                         self._failed_ids.popitem(last=False)
                 self._results_cv.notify_all()
             if error is not None:
                 if self._on_error is not None:
-                    self._safe_call(self._on_error, frame_id, meta, error)
+                    try:
+                        self._safe_call(self._on_error, frame_id, meta, error)
+                    finally:
+                        with self._lock:
+                            self._delivering -= 1
+                            self._slot_freed.notify_all()
                 continue
             if self._callback is not None:
                 view = entry.array.view()
@@ -544,7 +553,9 @@ class Session:
                 finally:
                     with self._lock:
                         entry.readers -= 1
+                        self._delivering -= 1
                         self._results_cv.notify_all()
+                        self._slot_freed.notify_all()
 
     def _evict_locked(self):
         """Keep the newest n_results unleased results, plus any a reader holds (older
@@ -637,10 +648,11 @@ class Session:
             return self._result_locked(self._latest_id, copy)
 
     def wait_idle(self, timeout=None):
-        """Block until every pushed frame is processed, dropped or failed; True if so."""
+        """Block until every pushed frame is processed (its callback returned), dropped or
+        failed; True if so, False on timeout."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
-            while any(s.state != FREE for s in self._slots) or self._writers:
+            while any(s.state != FREE for s in self._slots) or self._writers or self._delivering:
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     return False
