@@ -408,13 +408,16 @@ static int copy_result(usbeam_client *c, uint32_t e, uint64_t frame_id, void *ou
     memcpy(local.message, r->message, sizeof local.message);
     local.message[sizeof local.message - 1] = '\0';
     int rc = local.status;
+    /* read the size once: a concurrent overwrite must not change it between check and copy */
+    uint64_t bytes = __atomic_load_n(&r->bytes, __ATOMIC_ACQUIRE);
+    if (bytes > h->result_capacity) bytes = h->result_capacity; /* torn read; the stamp check fails below */
     if (rc == USBEAM_CLIENT_OK) {
-        if (r->bytes > capacity) {
+        if (bytes > capacity) {
             rc = client_fail(USBEAM_CLIENT_ERR_TOO_LARGE, "result of frame %llu has %llu bytes, out holds %llu",
-                             (unsigned long long)frame_id, (unsigned long long)r->bytes, capacity);
+                             (unsigned long long)frame_id, (unsigned long long)bytes, capacity);
         } else if (out) {
-            memcpy(out, usbeam_shm_result_data(h, e), (size_t)r->bytes);
-            local.bytes = r->bytes;
+            memcpy(out, usbeam_shm_result_data(h, e), (size_t)bytes);
+            local.bytes = bytes;
         }
     } else {
         client_fail(rc, "frame %llu: %s%s%s", (unsigned long long)frame_id, usbeam_client_status_string(rc),
