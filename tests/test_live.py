@@ -310,6 +310,27 @@ def test_update_swaps_the_plan_between_frames_without_stopping(rng):
     session.stop()
 
 
+def test_update_under_load_each_frame_uses_one_whole_plan(rng):
+    mapped, raw, cmap = vantage_setup(rng, n_frames=4)
+    gains = [1.0, 0.5, 0.25, 2.0]
+    offline = [[CompoundBMode(cmap.output_shape, gain=g)(m) for m in mapped] for g in gains]
+    results = []
+    session = Session(CompoundBMode(cmap.output_shape, gain=gains[0]), channel_map=cmap, policy="drop_oldest",
+                      slots=3, callback=lambda r: results.append((r.frame_id, r.meta["index"], r.generation,
+                                                                  r.image.copy())))
+    scanner = SimulatedScanner(session, frame_rate=300.0, source=raw, n_frames=120, meta=True).start()
+    for gain in gains[1:]:                              # swaps while frames keep arriving
+        time.sleep(0.08)
+        session.update(CompoundBMode(cmap.output_shape, gain=gain), channel_map=cmap)
+    assert scanner.join(timeout=10) and session.wait_idle(timeout=5)
+    session.stop()
+    assert not scanner.errors and session.stats()["processed"] == len(results) > 0
+    generations = [g for _, _, g, _ in results]
+    assert generations == sorted(generations) and set(generations) == {1, 2, 3, 4}
+    for _, index, generation, image in results:
+        np.testing.assert_array_equal(image, offline[generation - 1][index % 4])
+
+
 def test_clean_start_stop_restart_without_leaks():
     threads_before = threading.active_count()
     session = Session(lambda x: x, input_shape=(8,), input_dtype=np.int32, output_shape=(8,),
