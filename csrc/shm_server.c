@@ -131,12 +131,16 @@ usbeam_status usbeam_shm_server_create(const usbeam_shm_server_config *cfg, usbe
         if (stale) shm_unlink(cfg->name);
     }
     if (fd < 0) return usbeam_fail(USBEAM_ERR_INTERNAL, "shm_open(%s): could not create the region", cfg->name);
-    if (ftruncate(fd, (off_t)region_bytes) != 0) {
-        int err = errno;
+    /* Reserve the pages now: a sparse region on a full /dev/shm would make a later write
+     * (in any client) die of SIGBUS instead of failing here with a message. */
+    int err = posix_fallocate(fd, 0, (off_t)region_bytes);
+    if (err == EINVAL || err == EOPNOTSUPP) err = ftruncate(fd, (off_t)region_bytes) == 0 ? 0 : errno;
+    if (err != 0) {
         close(fd);
         shm_unlink(cfg->name);
-        return usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "ftruncate(%s, %zu bytes): %s", cfg->name, region_bytes,
-                           strerror(err));
+        return usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY,
+                           "slot_bytes/result_bytes: a region of %zu bytes does not fit in shared memory "
+                           "(/dev/shm): %s", region_bytes, strerror(err));
     }
     void *map = mmap(NULL, region_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);

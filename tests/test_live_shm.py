@@ -236,3 +236,12 @@ def test_plain_c_client_example(client_library, tmp_path):
         assert "12 frames, 0 wrong samples" in run.stdout
     finally:
         stop_server(proc, name)
+
+
+def test_region_too_large_for_shared_memory_is_refused(client_library):
+    fs = os.statvfs("/dev/shm")
+    too_big = fs.f_blocks * fs.f_frsize + (1 << 30)   # beyond the whole tmpfs: refused up front
+    name = f"/usbeam_pytest_big_{os.getpid()}"
+    with pytest.raises(MemoryError, match="does not fit in shared memory"):
+        usbeam._core.shm_server_create(name, 1, 1, too_big, 4096)
+    assert not Path("/dev/shm" + name).exists()
