@@ -184,6 +184,8 @@ static PyMethodDef *const method_tables[] = {
     /* family rca: */
 
     /* family ai: */
+    usbeam_py_ai_methods,
+    usbeam_py_segment_methods,
 
     /* family live: */
     usbeam_py_live_methods,
