@@ -127,3 +127,26 @@ def test_matlab_inprocess_bridge_with_vantage_layout(workspace, monkeypatch):
     assert vantage_bridge.stats(wait=1.0)["processed"] == 3
     vantage_bridge.stop()
     sys.modules.pop("vantage_bridge", None)
+
+
+def test_v73_hdf5_workspace_reads_like_v7(tmp_path):
+    from matv73 import write_v73
+    from usbeam.live.vantage import simulated_workspace
+    variables, truth = simulated_workspace(n_elements=16, n_channels=32, n_acquisitions=2, n_samples=130,
+                                           n_frames=2, c=1500.0, fc_mhz=6.25)
+    v7, v73 = tmp_path / "ws7.mat", tmp_path / "ws73.mat"
+    savemat(v7, variables)
+    write_v73(v73, variables)
+    a, b = load_vantage(v7), load_vantage(v73)
+    assert (b.c, b.probe.fc, b.fs, b.t0, b.n_rows, b.n_channels, b.n_frames) == \
+           (a.c, a.probe.fc, a.fs, a.t0, a.n_rows, a.n_channels, a.n_frames)
+    assert b.probe.name == "SimLinear"
+    np.testing.assert_array_equal(b.probe.element_positions, a.probe.element_positions)
+    np.testing.assert_array_equal(b.element_channel, truth["element_channel"])
+    assert [x.start_row for x in b.acquisitions] == [x.start_row for x in a.acquisitions] == [0, 256]
+    for ta, tb in zip(a.transmits, b.transmits):
+        np.testing.assert_array_equal(tb.delays_s, ta.delays_s)
+    assert b.rcvdata.shape == (2, 512, 32) and b.rcvdata[0].flags.f_contiguous
+    cmap = b.channel_map()
+    for k in range(2):
+        np.testing.assert_array_equal(cmap(b.rcvdata[k]), truth["mapped"][k])

@@ -1,4 +1,4 @@
-"""Read saved Verasonics Vantage workspaces (MATLAB .mat, v5/v7 as written by ``save``).
+"""Read saved Verasonics Vantage workspaces (MATLAB .mat: v5/v7, and v7.3 through h5py).
 
 Maps the Vantage structures to SI units:
 
@@ -18,8 +18,12 @@ Maps the Vantage structures to SI units:
   (rows x channels x frames, column-major) becomes a zero-copy NumPy view
   (n_frames, n_rows, n_channels) whose frames are Fortran-ordered, as MATLAB holds them.
 
-MATLAB v7.3 (HDF5) workspaces are not read yet: re-save with ``save(..., '-v7')``.
-Reference: Verasonics Vantage Sequence Programming Manual (structure fields and units).
+MATLAB v7.3 (HDF5) workspaces, which large RcvData needs, are read through h5py with the
+same result (structs, struct arrays, cells, char, numeric arrays in MATLAB order).  That
+path is tested against files written in the v7.3 layout by the tests, not yet against a
+file saved by MATLAB itself.
+Reference: Verasonics Vantage Sequence Programming Manual (structure fields and units);
+MATLAB MAT-file v7.3 = HDF5 with MATLAB_class attributes and object references.
 """
 from dataclasses import dataclass, field
 
@@ -154,6 +158,77 @@ def _unwrap_cell(value):
     return value
 
 
+# ---- MATLAB v7.3 (HDF5) -----------------------------------------------------------------
+
+class _MatStruct:
+    """A MATLAB struct read from a v7.3 file (fields as attributes, like scipy's mat_struct)."""
+
+    def __init__(self, fields):
+        self._fieldnames = list(fields)
+        self.__dict__.update(fields)
+
+
+def _h5_squeeze(arr):
+    arr = np.squeeze(arr)
+    return arr[()] if arr.ndim == 0 else arr
+
+
+def _h5_value(h5file, obj):
+    """Convert a v7.3 group/dataset to what loadmat(squeeze_me=True, struct_as_record=False)
+    would give: numeric arrays in MATLAB order (a transposed view, column-major), strings,
+    _MatStruct objects, object arrays for struct arrays and cells."""
+    import h5py
+    cls = obj.attrs.get("MATLAB_class", b"")
+    cls = cls.decode() if isinstance(cls, bytes) else str(cls)
+    if isinstance(obj, h5py.Group):
+        fields = {name: obj[name] for name in obj.keys() if not name.startswith("#")}
+        refs = {n: d for n, d in fields.items()
+                if isinstance(d, h5py.Dataset) and d.dtype == h5py.ref_dtype and "MATLAB_class" not in d.attrs}
+        if fields and len(refs) == len(fields):  # struct array: per field, one reference per element
+            n = next(iter(refs.values())).size
+            items = np.empty(n, dtype=object)
+            for i in range(n):
+                items[i] = _MatStruct({name: _h5_value(h5file, h5file[d[()].T.ravel()[i]]) for name, d in refs.items()})
+            return items[0] if n == 1 else items
+        return _MatStruct({name: _h5_value(h5file, value) for name, value in fields.items()})
+    if obj.attrs.get("MATLAB_empty", 0):
+        return np.zeros(0)
+    data = obj[()]
+    if cls == "char":
+        return "".join(chr(c) for c in np.asarray(data).T.ravel())
+    if cls == "cell":
+        refs = np.asarray(data).T                  # MATLAB order
+        cells = np.empty(refs.shape, dtype=object)
+        for index in np.ndindex(refs.shape):
+            cells[index] = _h5_value(h5file, h5file[refs[index]])
+        return _h5_squeeze(cells) if cells.size != 1 else cells.reshape(1)
+    arr = np.asarray(data).T                       # HDF5 holds MATLAB's column-major data reversed
+    if cls == "logical":
+        arr = arr.astype(bool)
+    return _h5_squeeze(arr)
+
+
+def _load_v73(path):
+    import h5py
+    with h5py.File(path, "r") as f:
+        return {name: _h5_value(f, f[name]) for name in f.keys() if not name.startswith("#")}
+
+
+def _load_mat(path):
+    from scipy.io import loadmat
+    try:
+        import h5py
+    except ImportError:
+        h5py = None
+    if h5py is not None and h5py.is_hdf5(path):  # v7.3
+        return _load_v73(path)
+    try:
+        return loadmat(path, squeeze_me=True, struct_as_record=False)
+    except NotImplementedError as exc:  # v7.3 without h5py
+        raise ValueError(f"{path}: a MATLAB v7.3 (HDF5) workspace needs h5py (pip install h5py), "
+                         f"or re-save it with save(..., '-v7')") from exc
+
+
 # ---- the loader ---------------------------------------------------------------------
 
 def load_vantage(path, load_data=True):
@@ -163,12 +238,7 @@ def load_vantage(path, load_data=True):
     map and ``ws.rcvdata[k]`` is frame k as MATLAB holds it (rows x channels,
     column-major).  Raises ValueError naming the missing or inconsistent field.
     """
-    from scipy.io import loadmat
-    try:
-        mat = loadmat(path, squeeze_me=True, struct_as_record=False)
-    except NotImplementedError as exc:  # v7.3 = HDF5
-        raise ValueError(f"{path}: MATLAB v7.3 (HDF5) workspaces are not supported yet; "
-                         f"re-save with save(..., '-v7')") from exc
+    mat = _load_mat(path)
     for name in ("Trans", "Resource", "TX", "Receive"):
         if name not in mat:
             raise ValueError(f"{path}: the Vantage structure {name} is missing")

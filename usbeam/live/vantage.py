@@ -57,17 +57,24 @@ def _struct_array(records):
     return arr
 
 
-def save_simulated_workspace(path, *, n_elements=32, n_channels=64, n_acquisitions=3, n_samples=256,
-                             n_frames=4, c=1480.0, fc_mhz=5.0, samples_per_wave=4, pitch_mm=0.3,
-                             angles_deg=None, seed=0):
-    """Write a SIMULATED Vantage-layout workspace; returns the mapped ground truth.
+def save_simulated_workspace(path, **options):
+    """Write a SIMULATED Vantage-layout workspace (.mat v5, scipy.io.savemat); returns the
+    ground truth of :func:`simulated_workspace` (options as there)."""
+    from scipy.io import savemat
+    variables, truth = simulated_workspace(**options)
+    savemat(path, variables, do_compression=False)
+    return truth
+
+
+def simulated_workspace(*, n_elements=32, n_channels=64, n_acquisitions=3, n_samples=256, n_frames=4, c=1480.0,
+                        fc_mhz=5.0, samples_per_wave=4, pitch_mm=0.3, angles_deg=None, seed=0):
+    """The variables of a SIMULATED Vantage workspace, as savemat takes them, and the truth.
 
     Elements are wired to channels by a shuffled Trans.Connector; acquisition a occupies
     rows a*rows_per_acq + 1 .. + n_samples (rows_per_acq = n_samples rounded up to 128,
     as the Vantage pads).  Returns dict(mapped=(n_frames, n_acquisitions, n_elements,
     n_samples) int16, element_channel, start_rows, rows_per_acq, c, fc, fs, t0, ...).
     """
-    from scipy.io import savemat
     rng = np.random.default_rng(seed)
     fc = fc_mhz * 1e6
     wavelength = c / fc
@@ -104,8 +111,8 @@ def save_simulated_workspace(path, *, n_elements=32, n_channels=64, n_acquisitio
                 "RcvBuffer": {"datatype": "int16", "rowsPerFrame": float(n_rows), "colsPerFrame": float(n_channels),
                               "numFrames": float(n_frames)}}
     tw = {"type": "parametric", "Parameters": np.array([fc_mhz, 0.67, 2.0, 1.0]), "peak": 1.5}
-    savemat(path, {"Trans": trans, "TX": _struct_array(tx), "TW": tw, "Receive": _struct_array(receive),
-                   "Resource": resource, "RcvData": rcvdata}, do_compression=False)
-    return dict(mapped=mapped, element_channel=element_channel, start_rows=np.arange(n_acquisitions) * rows_per_acq,
+    variables = {"Trans": trans, "TX": _struct_array(tx), "TW": tw, "Receive": _struct_array(receive),
+                 "Resource": resource, "RcvData": rcvdata}
+    return variables, dict(mapped=mapped, element_channel=element_channel, start_rows=np.arange(n_acquisitions) * rows_per_acq,
                 rows_per_acq=rows_per_acq, n_rows=n_rows, c=c, fc=fc, fs=fs, t0=2 * start_depth_wl / fc,
                 angles=angles, x_m=x_mm * 1e-3, wavelength=wavelength, lens_s=2 * 0.5 / fc)
