@@ -189,6 +189,7 @@ static PyMethodDef *const method_tables[] = {
     usbeam_py_segment_methods,
 
     /* family live: */
+    usbeam_py_live_methods,
 };
 
 static struct PyModuleDef core_module = {PyModuleDef_HEAD_INIT, "usbeam._core",

@@ -57,5 +57,6 @@ extern PyMethodDef usbeam_py_ai_methods[];
 extern PyMethodDef usbeam_py_segment_methods[];
 
 /* family live: */
+extern PyMethodDef usbeam_py_live_methods[];
 
 #endif

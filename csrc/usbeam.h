@@ -455,6 +455,54 @@ usbeam_status usbeam_cuda_regionprops_basic(const int32_t *labels, size_t height
 
 /* ======== family: live ======== */
 /* (declarations of the live family go below this line) */
+/* Channel mapping of live frames, applied while a raw frame is copied into a session
+ * slot, so only used channels travel on.
+ * raw : one acquisition frame as the scanner holds it, MATLAB shape (n_rows, n_channels),
+ *       n_rows = samples x acquisitions; any element strides (column-major Vantage RcvData:
+ *       row_stride 1, channel_stride n_rows).
+ * out : [n_acquisitions][n_elements][n_samples] C order: out[a][e][k] =
+ *       raw[acquisition_row[a] + k][element_channel[e]].                                   */
+typedef struct usbeam_live_gather_params {
+    size_t n_rows, n_channels;          /* raw frame geometry */
+    size_t n_acquisitions, n_elements, n_samples;
+    const int32_t *element_channel;     /* [n_elements] 0-based channel of each element */
+    const int64_t *acquisition_row;     /* [n_acquisitions] 0-based first raw row */
+    usbeam_dtype dtype;                 /* INT16, FLOAT32 or FLOAT64; out has the same type */
+} usbeam_live_gather_params;
+
+typedef struct usbeam_live_gather_plan usbeam_live_gather_plan;
+usbeam_status usbeam_live_gather_plan_create(const usbeam_live_gather_params *params,
+                                             usbeam_live_gather_plan **plan);
+/* row_stride, channel_stride: element strides of raw.  The plan has no scratch: one plan
+ * may execute from several threads at once. */
+usbeam_status usbeam_live_gather_execute(const usbeam_live_gather_plan *plan, const void *raw,
+                                         ptrdiff_t row_stride, ptrdiff_t channel_stride, void *out);
+void usbeam_live_gather_plan_destroy(usbeam_live_gather_plan *plan);
+
+/* CUDA half of a live session (cuda/live.cu; a CPU-only build answers USBEAM_ERR_NO_BACKEND).
+ * A ring of n_slots pinned host buffers and device buffers, an upload stream and a compute
+ * stream.  Per slot k: host_slot(k) waits until the previous upload from host buffer k has
+ * finished (the CPU then maps channels into it); upload(k) makes the upload stream wait
+ * until compute has released device buffer k, copies, and records "uploaded"; acquire(k)
+ * makes the compute stream wait for "uploaded" and returns the device buffer and the
+ * compute stream (cudaStream_t as void *) to enqueue the pipeline on; release(k) records
+ * "consumed".  So a device slot is never overwritten while in use nor read while partly
+ * written, and copies overlap compute.  NOT RUN YET: compiled, no device was available. */
+typedef struct usbeam_live_cuda_ring usbeam_live_cuda_ring;
+usbeam_status usbeam_live_cuda_ring_create(int device, int n_slots, size_t slot_bytes,
+                                           usbeam_live_cuda_ring **ring);
+usbeam_status usbeam_live_cuda_ring_host_slot(usbeam_live_cuda_ring *ring, int slot, void **host);
+usbeam_status usbeam_live_cuda_ring_upload(usbeam_live_cuda_ring *ring, int slot, size_t bytes);
+usbeam_status usbeam_live_cuda_ring_acquire(usbeam_live_cuda_ring *ring, int slot, void **device,
+                                            void **stream);
+usbeam_status usbeam_live_cuda_ring_release(usbeam_live_cuda_ring *ring, int slot);
+/* Seconds the last upload of slot took (event timing; waits for it to finish). */
+usbeam_status usbeam_live_cuda_ring_upload_seconds(usbeam_live_cuda_ring *ring, int slot, double *seconds);
+usbeam_status usbeam_live_cuda_ring_synchronize(usbeam_live_cuda_ring *ring);
+void usbeam_live_cuda_ring_destroy(usbeam_live_cuda_ring *ring);
+/* Pinned host-to-device cudaMemcpy bandwidth (GB/s, median of repeats) of a bytes-sized copy:
+ * the reference the live upload rate is compared with. */
+usbeam_status usbeam_live_cuda_h2d_bandwidth(int device, size_t bytes, int repeats, double *gbps);
 
 #ifdef __cplusplus
 }

@@ -35,6 +35,7 @@ from .ai import (ComponentsPlan, DetectPlan, ModelInputPlan, detect_postprocess,
                  segment_threshold)
 
 # family live:
+from . import live
 
 __version__ = "0.1.0"
 
@@ -73,4 +74,5 @@ __all__ += ["ModelInputPlan", "DetectPlan", "ComponentsPlan", "model_input", "fl
             "regionprops_basic_device"]
 
 # family live (extend __all__ here):
+__all__ += ["live"]
 
