@@ -179,6 +179,7 @@ static PyMethodDef *const method_tables[] = {
     /* family doppler: */
 
     /* family hadamard: */
+    usbeam_py_hadamard_methods,
 
     /* family rca: */
 

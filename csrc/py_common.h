@@ -47,6 +47,7 @@ extern PyMethodDef usbeam_py_bmode_methods[];
 /* family doppler: */
 
 /* family hadamard: */
+extern PyMethodDef usbeam_py_hadamard_methods[];
 
 /* family rca: */
 

@@ -158,6 +158,48 @@ void usbeam_bmode_plan_destroy(usbeam_bmode_plan *plan);
 
 /* ======== family: hadamard ======== */
 /* (declarations of the hadamard family go below this line) */
+/* Hadamard aperture-encoding matrices and decoding along the transmit axis.
+ * Orders: 2^k, 12*2^k, 20*2^k, at most USBEAM_HADAMARD_MAX_ORDER (1 is the trivial [1]).
+ * The matrix of each order (the contract between scanner and decoder): entries +-1,
+ * H H^T = n I, built as S_{2^k} (x) B where S is the natural-order Sylvester matrix
+ * (S_{2m} = [[S, S], [S, -S]]) and B is [1], the Paley I matrix of q = 11 (n = 12) or of
+ * q = 19 (n = 20): B = I + [[0, 1^T], [-1, Q]], Q[i][j] = chi(j - i), chi the quadratic
+ * character mod q.  Transmit t fires element e with polarity H[t][e]; decoding is
+ * out[e] = (1/n) sum_t H[t][e] in[t]. */
+#define USBEAM_HADAMARD_MAX_ORDER 256
+
+/* 1 when order has a Hadamard matrix in usbeam, else 0. */
+int usbeam_hadamard_order_supported(size_t order);
+/* Fill matrix[order*order] (row-major, row = transmit, column = element) with +-1. */
+usbeam_status usbeam_hadamard_matrix(size_t order, int8_t *matrix);
+
+typedef enum usbeam_hadamard_algorithm {
+    USBEAM_HADAMARD_DIRECT = 0, /* dense (1/n) H^T x, O(n^2) per sample, any matrix */
+    USBEAM_HADAMARD_FAST = 1    /* butterflies over the Sylvester factor, O(n log n) for 2^k;
+                                   only for the matrices of usbeam_hadamard_matrix */
+} usbeam_hadamard_algorithm;
+
+typedef struct usbeam_hadamard_params {
+    size_t order;            /* n: length of the transmit axis */
+    const int8_t *matrix;    /* NULL: usbeam_hadamard_matrix(order); else n*n entries +-1 with
+                                H H^T = n I (copied by plan_create) */
+    size_t n_outer;          /* product of the dimensions before the transmit axis (>= 1) */
+    size_t n_inner;          /* product of the dimensions after it (>= 1) */
+    usbeam_dtype in_dtype;   /* INT16, INT32 or FLOAT32 */
+    usbeam_dtype out_dtype;  /* FLOAT32, or INT32 for integer input (rounded to nearest,
+                                ties away from zero; exact for encoded integer data) */
+    usbeam_hadamard_algorithm algorithm;
+    int transmit_last;       /* 0: out has the layout of in, (outer, n, inner);
+                                1: out is (outer, inner, n): the decoded values of one
+                                sample are contiguous */
+} usbeam_hadamard_params;
+
+typedef struct usbeam_hadamard_plan usbeam_hadamard_plan;
+usbeam_status usbeam_hadamard_plan_create(const usbeam_hadamard_params *params, usbeam_backend backend,
+                                          usbeam_hadamard_plan **plan);
+/* in: in_dtype[n_outer][order][n_inner]; out: out_dtype, layout per transmit_last. */
+usbeam_status usbeam_hadamard_execute(usbeam_hadamard_plan *plan, const void *in, void *out);
+void usbeam_hadamard_plan_destroy(usbeam_hadamard_plan *plan);
 
 /* ======== family: rca ======== */
 /* (declarations of the rca family go below this line) */

@@ -16,6 +16,7 @@ from .bmode import BModePlan, bmode
 # family doppler:
 
 # family hadamard:
+from .hadamard import HadamardDecodePlan, hadamard, hadamard_decode, hadamard_orders
 
 # family rca:
 
@@ -42,6 +43,7 @@ __all__ = [
 # family doppler (extend __all__ here):
 
 # family hadamard (extend __all__ here):
+__all__ += ["HadamardDecodePlan", "hadamard", "hadamard_decode", "hadamard_orders"]
 
 # family rca (extend __all__ here):
 
