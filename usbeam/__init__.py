@@ -12,6 +12,9 @@ from .bmode import BModePlan, bmode
 # family rf2iq:
 
 # family das:
+from .geometry import (DivergingWave, Focused, Grid, LinearArray, PlaneWave, SyntheticAperture,
+                       plane_wave_sequence)
+from .simulate import cyst_phantom, simulate_rf
 
 # family doppler:
 
@@ -39,6 +42,8 @@ __all__ = [
 # family rf2iq (extend __all__ here):
 
 # family das (extend __all__ here):
+__all__ += ["LinearArray", "PlaneWave", "DivergingWave", "Focused", "SyntheticAperture", "Grid",
+            "plane_wave_sequence", "simulate_rf", "cyst_phantom"]
 
 # family doppler (extend __all__ here):
 
