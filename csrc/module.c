@@ -182,6 +182,7 @@ static PyMethodDef *const method_tables[] = {
     usbeam_py_hadamard_methods,
 
     /* family rca: */
+    usbeam_py_rca_methods,
 
     /* family ai: */
 

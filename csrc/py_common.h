@@ -50,6 +50,7 @@ extern PyMethodDef usbeam_py_bmode_methods[];
 extern PyMethodDef usbeam_py_hadamard_methods[];
 
 /* family rca: */
+extern PyMethodDef usbeam_py_rca_methods[];
 
 /* family ai: */
 
