@@ -7,6 +7,7 @@ times) and a one-shot function.  Arrays are NumPy on the CPU; conventions are in
 from . import _core
 from ._core import UsbeamError
 from ._backend import backends, build_info, cuda_available, cuda_devices
+from . import datasets
 from .bmode import BModePlan, bmode
 
 # family rf2iq:
