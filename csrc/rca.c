@@ -48,6 +48,24 @@ struct usbeam_rca_plan {
     double *scratch;
 };
 
+/* Voxels handled together by one thread: the strip path visits each record once per tile
+ * for all of them, so a record is read from memory once and reused from cache. */
+#define VOXEL_TILE 16
+
+/* Per-voxel block of thread scratch (doubles): tau_tx and dv2 [n_acq]; tau_rx, weight and
+ * du2 [n_channels]; acc [out_frames][4] = (re, im, power, count); then z and the channel
+ * range [c_lo, c_hi) of nonzero weight. */
+typedef struct voxel_block {
+    double *tau_tx, *dv2, *tau_rx, *weight, *du2, *acc;
+    double z;
+    size_t c_lo, c_hi;
+} voxel_block;
+
+static size_t block_doubles(const usbeam_rca_params *p)
+{
+    return 2 * p->n_acquisitions + 3 * p->n_channels + 4 * (p->sum_frames ? 1 : p->n_frames);
+}
+
 void usbeam_rca_plan_destroy(usbeam_rca_plan *plan)
 {
     if (!plan) return;
@@ -183,11 +201,11 @@ usbeam_status usbeam_rca_plan_create(const usbeam_rca_params *params, usbeam_bac
     usbeam_status st = validate(params);
     if (st != USBEAM_OK) return st;
     const usbeam_rca_params *p = params;
-    size_t in_count, points, out_frames = p->sum_frames ? 1 : p->n_frames, tmp;
+    size_t in_count, points, tmp;
     if (usbeam_mul_size3(p->n_frames, p->n_acquisitions, p->n_channels, &tmp) != 0 ||
         usbeam_mul_size3(tmp, p->n_samples, p->data_complex ? 8 : 4, &in_count) != 0 ||
         in_count > USBEAM_MAX_ALLOCATION || usbeam_mul_size3(p->n_i, p->n_j, p->n_k, &points) != 0 ||
-        usbeam_mul_size3(points, out_frames, 8, &tmp) != 0 || tmp > USBEAM_MAX_ALLOCATION)
+        usbeam_mul_size3(points, p->sum_frames ? 1 : p->n_frames, 8, &tmp) != 0 || tmp > USBEAM_MAX_ALLOCATION)
         return usbeam_fail(USBEAM_ERR_SIZE_OVERFLOW, "data or output size is too large");
 
     usbeam_rca_plan *pl = usbeam_alloc(sizeof *pl);
@@ -220,9 +238,8 @@ usbeam_status usbeam_rca_plan_create(const usbeam_rca_params *params, usbeam_bac
     pl->n_threads = 1;
 #endif
     if (pl->n_threads < 1) pl->n_threads = 1;
-    /* per thread: tx delays and HERCULES dv^2 [n_acq]; rx delays, weights, du^2 [n_channels];
-     * per output frame: sum (re, im), sum |v|^2, count */
-    pl->scratch_doubles = 2 * n_acq + 3 * p->n_channels + 4 * out_frames + 8;
+    /* per thread: one voxel_block per voxel of a tile */
+    pl->scratch_doubles = VOXEL_TILE * block_doubles(p);
     if (!pl->rx_u || !pl->tx_u || !pl->acq_position || !pl->waves ||
         usbeam_mul_size3(pl->scratch_doubles, (size_t)pl->n_threads, sizeof(double), &tmp) != 0 ||
         !(pl->scratch = usbeam_alloc(tmp))) {
@@ -260,12 +277,25 @@ static inline double receive_weight(const usbeam_rca_params *p, double lateral, 
     return usbeam_window(p->window, lateral * 2.0 * p->f_number / z, p->tukey_alpha);
 }
 
-/* One voxel: every frame's sum, then the coherence factor; writes its output values. */
-static void beamform_voxel(const usbeam_rca_plan *pl, const void *in, void *out, size_t voxel, size_t n_voxels,
-                           double *scratch)
+static voxel_block block_at(const usbeam_rca_params *p, double *base)
+{
+    voxel_block b;
+    b.tau_tx = base;
+    b.dv2 = b.tau_tx + p->n_acquisitions;
+    b.tau_rx = b.dv2 + p->n_acquisitions;
+    b.weight = b.tau_rx + p->n_channels;
+    b.du2 = b.weight + p->n_channels;
+    b.acc = b.du2 + p->n_channels;
+    b.z = 0.0;
+    b.c_lo = b.c_hi = 0;
+    return b;
+}
+
+/* Geometry of one voxel: transmit and receive delays (s), receive weights, zeroed sums. */
+static void voxel_geometry(const usbeam_rca_plan *pl, size_t voxel, voxel_block *b)
 {
     const usbeam_rca_params *p = &pl->params;
-    const size_t n_acq = p->n_acquisitions, n_ch = p->n_channels, ns = p->n_samples;
+    const size_t n_acq = p->n_acquisitions, n_ch = p->n_channels;
     const size_t i = voxel % p->n_i, j = (voxel / p->n_i) % p->n_j, k = voxel / (p->n_i * p->n_j);
     const double *M = pl->voxel_to_array;
     const double x = M[0] * (double)i + M[1] * (double)j + M[2] * (double)k + M[3];
@@ -274,45 +304,117 @@ static void beamform_voxel(const usbeam_rca_plan *pl, const void *in, void *out,
     const double u_rx = p->rx_rows ? y : x, v_rx = p->rx_rows ? x : y;
     const double u_tx = p->tx_rows ? y : x;
     const double inv_c = 1.0 / p->c;
-    const int hercules = is_hercules(p->method);
-
-    double *tau_tx = scratch, *dv2 = scratch + n_acq;
-    double *tau_rx = dv2 + n_acq, *weight = tau_rx + n_ch, *du2 = weight + n_ch;
-    double *acc = du2 + n_ch; /* [out_frames][4]: re, im, power, count */
-    const size_t out_frames = p->sum_frames ? 1 : p->n_frames;
-
+    b->z = z;
     for (size_t a = 0; a < n_acq; ++a) {
         if (is_forces(p->method)) {
-            tau_tx[a] = usbeam_rca_forces_tx_path(u_rx, v_rx, z, pl->acq_position[a]) * inv_c;
-        } else if (hercules) {
+            b->tau_tx[a] = usbeam_rca_forces_tx_path(u_rx, v_rx, z, pl->acq_position[a]) * inv_c;
+        } else if (is_hercules(p->method)) {
             const double dv = v_rx - pl->acq_position[a];
-            dv2[a] = dv * dv;
-            tau_tx[a] = usbeam_tx_path(&pl->waves[0], u_tx, 0.0, z) * inv_c;
+            b->dv2[a] = dv * dv;
+            b->tau_tx[a] = usbeam_tx_path(&pl->waves[0], u_tx, 0.0, z) * inv_c;
         } else {
-            tau_tx[a] = usbeam_tx_path(&pl->waves[a], u_tx, 0.0, z) * inv_c;
+            b->tau_tx[a] = usbeam_tx_path(&pl->waves[a], u_tx, 0.0, z) * inv_c;
         }
     }
     for (size_t c = 0; c < n_ch; ++c) {
         const double du = u_rx - pl->rx_u[c];
-        du2[c] = du * du;
-        tau_rx[c] = usbeam_rca_strip_path(u_rx, z, pl->rx_u[c]) * inv_c;
-        weight[c] = receive_weight(p, fabs(du), z);
+        b->du2[c] = du * du;
+        b->tau_rx[c] = usbeam_rca_strip_path(u_rx, z, pl->rx_u[c]) * inv_c;
+        b->weight[c] = receive_weight(p, fabs(du), z);
     }
-    for (size_t f = 0; f < 4 * out_frames; ++f) acc[f] = 0.0;
+    /* the strip aperture is contiguous: the window is symmetric and the strips sorted */
+    size_t lo = 0, hi = n_ch;
+    while (lo < n_ch && b->weight[lo] == 0.0) ++lo;
+    while (hi > lo && b->weight[hi - 1] == 0.0) --hi;
+    b->c_lo = lo;
+    b->c_hi = hi;
+    const size_t out_frames = p->sum_frames ? 1 : p->n_frames;
+    for (size_t f = 0; f < 4 * out_frames; ++f) b->acc[f] = 0.0;
+}
 
-    const int kind = p->interpolation, taps = usbeam_interp_taps(kind);
+static inline float catmull_rom_at(const float *r, float t)
+{
+    float w[4];
+    usbeam_catmull_rom_weights(t, w);
+    return w[0] * r[-1] + w[1] * r[0] + w[2] * r[1] + w[3] * r[2];
+}
+
+/*
+ * Real RF data with strip receive (every method but HERCULES), a tile of voxels: delays
+ * in samples, tau_tx <- (tau_tx - t0) fs and tau_rx <- tau_rx fs, added per pair; only the
+ * channels inside a voxel's aperture count.  One loop per interpolation kind so that each
+ * body is straight-line code.
+ */
+#define STRIP_TILE_LOOP(VALID, TAP0, VALUE)                                                     \
+    for (size_t a = 0; a < n_acq; ++a) {                                                        \
+        const float *records = frame_data + a * n_ch * ns;                                      \
+        for (size_t c = c_lo; c < c_hi; ++c) {                                                  \
+            const float *record = records + c * ns;                                             \
+            for (size_t v = 0; v < n_tile; ++v) {                                               \
+                const double w = tile[v].weight[c];                                             \
+                const double s = tile[v].tau_tx[a] + tile[v].tau_rx[c];                         \
+                if (w == 0.0 || !(VALID)) continue;                                             \
+                const double whole = TAP0;                                                      \
+                const float t = (float)(s - whole);                                             \
+                const float *r = record + (ptrdiff_t)whole;                                     \
+                (void)t;                                                                        \
+                const double value = w * (double)(VALUE);                                       \
+                double *sum = tile[v].acc + acc_offset;                                         \
+                sum[0] += value;                                                                \
+                sum[2] += value * value;                                                        \
+                sum[3] += 1.0;                                                                  \
+            }                                                                                   \
+        }                                                                                       \
+    }
+
+static void accumulate_strips_real(const usbeam_rca_params *p, const float *in, voxel_block *tile, size_t n_tile)
+{
+    const size_t n_acq = p->n_acquisitions, n_ch = p->n_channels, ns = p->n_samples;
+    size_t c_lo = n_ch, c_hi = 0;
+    for (size_t v = 0; v < n_tile; ++v) {
+        for (size_t a = 0; a < n_acq; ++a) tile[v].tau_tx[a] = (tile[v].tau_tx[a] - p->t0) * p->fs;
+        for (size_t c = 0; c < n_ch; ++c) tile[v].tau_rx[c] *= p->fs;
+        if (tile[v].c_hi > tile[v].c_lo) {
+            c_lo = tile[v].c_lo < c_lo ? tile[v].c_lo : c_lo;
+            c_hi = tile[v].c_hi > c_hi ? tile[v].c_hi : c_hi;
+        }
+    }
+    const double last = (double)ns;
     for (size_t frame = 0; frame < p->n_frames; ++frame) {
-        double *sum = acc + 4 * (p->sum_frames ? 0 : frame);
+        const float *frame_data = in + frame * n_acq * n_ch * ns;
+        const size_t acc_offset = 4 * (p->sum_frames ? 0 : frame);
+        if (p->interpolation == USBEAM_INTERP_CUBIC) {
+            /* s >= 1 here, so truncation is floor (and avoids a libm call without SSE4.1) */
+            STRIP_TILE_LOOP(s >= 1.0 && s <= last - 3.0, (double)(int64_t)s, catmull_rom_at(r, t))
+        } else if (p->interpolation == USBEAM_INTERP_LINEAR) {
+            STRIP_TILE_LOOP(s >= 0.0 && s <= last - 2.0, (double)(int64_t)s, (1.0f - t) * r[0] + t * r[1])
+        } else {
+            STRIP_TILE_LOOP(s >= 0.0 && s <= last - 1.0, rint(s), r[0])
+        }
+    }
+}
+#undef STRIP_TILE_LOOP
+
+/* Complex IQ data or HERCULES (receive element per pair): one voxel at a time. */
+static void accumulate_general(const usbeam_rca_plan *pl, const void *in, voxel_block *b)
+{
+    const usbeam_rca_params *p = &pl->params;
+    const size_t n_acq = p->n_acquisitions, n_ch = p->n_channels, ns = p->n_samples;
+    const int kind = p->interpolation, taps = usbeam_interp_taps(kind), hercules = is_hercules(p->method);
+    const double inv_c = 1.0 / p->c, z = b->z;
+    for (size_t frame = 0; frame < p->n_frames; ++frame) {
+        double *sum = b->acc + 4 * (p->sum_frames ? 0 : frame);
         for (size_t a = 0; a < n_acq; ++a) {
             const size_t record0 = (frame * n_acq + a) * n_ch;
             for (size_t c = 0; c < n_ch; ++c) {
-                double w = weight[c], tau;
+                double w = b->weight[c], tau;
                 if (hercules) {
-                    const double lateral2 = du2[c] + dv2[a];
+                    const double lateral2 = b->du2[c] + b->dv2[a];
                     w = receive_weight(p, sqrt(lateral2), z);
-                    tau = tau_tx[a] + sqrt(lateral2 + z * z) * inv_c;
+                    if (w == 0.0) continue;
+                    tau = b->tau_tx[a] + sqrt(lateral2 + z * z) * inv_c;
                 } else {
-                    tau = tau_tx[a] + tau_rx[c];
+                    tau = b->tau_tx[a] + b->tau_rx[c];
                 }
                 if (w == 0.0) continue;
                 const double s = (tau - p->t0) * p->fs;
@@ -345,8 +447,14 @@ static void beamform_voxel(const usbeam_rca_plan *pl, const void *in, void *out,
             }
         }
     }
+}
+
+/* The coherence factor, then the output values of one voxel. */
+static void write_voxel(const usbeam_rca_params *p, const voxel_block *b, void *out, size_t voxel, size_t n_voxels)
+{
+    const size_t out_frames = p->sum_frames ? 1 : p->n_frames;
     for (size_t f = 0; f < out_frames; ++f) {
-        const double *sum = acc + 4 * f;
+        const double *sum = b->acc + 4 * f;
         double scale = 1.0;
         if (p->coherence_factor) {
             const double coherent = sum[0] * sum[0] + sum[1] * sum[1];
@@ -367,15 +475,28 @@ usbeam_status usbeam_rca_execute(usbeam_rca_plan *plan, const void *in, void *ou
 {
     if (!plan || !in || !out) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "plan, in and out must not be NULL");
     const usbeam_rca_params *p = &plan->params;
-    const size_t n_voxels = p->n_i * p->n_j * p->n_k;
-    const ptrdiff_t count = (ptrdiff_t)n_voxels;
-#pragma omp parallel for schedule(dynamic, 64) num_threads(plan->n_threads)
-    for (ptrdiff_t v = 0; v < count; ++v) {
+    const size_t n_voxels = p->n_i * p->n_j * p->n_k, stride = block_doubles(p);
+    const ptrdiff_t n_tiles = (ptrdiff_t)((n_voxels + VOXEL_TILE - 1) / VOXEL_TILE);
+    const int strips_real = !p->data_complex && !is_hercules(p->method);
+#pragma omp parallel for schedule(dynamic, 4) num_threads(plan->n_threads)
+    for (ptrdiff_t t = 0; t < n_tiles; ++t) {
         int thread = 0;
 #ifdef _OPENMP
         thread = omp_get_thread_num();
 #endif
-        beamform_voxel(plan, in, out, (size_t)v, n_voxels, plan->scratch + (size_t)thread * plan->scratch_doubles);
+        double *scratch = plan->scratch + (size_t)thread * plan->scratch_doubles;
+        const size_t first = (size_t)t * VOXEL_TILE;
+        const size_t n_tile = n_voxels - first < VOXEL_TILE ? n_voxels - first : VOXEL_TILE;
+        voxel_block tile[VOXEL_TILE];
+        for (size_t v = 0; v < n_tile; ++v) {
+            tile[v] = block_at(p, scratch + v * stride);
+            voxel_geometry(plan, first + v, &tile[v]);
+        }
+        if (strips_real)
+            accumulate_strips_real(p, in, tile, n_tile);
+        else
+            for (size_t v = 0; v < n_tile; ++v) accumulate_general(plan, in, &tile[v]);
+        for (size_t v = 0; v < n_tile; ++v) write_voxel(p, &tile[v], out, first + v, n_voxels);
     }
     return USBEAM_OK;
 }
