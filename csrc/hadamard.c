@@ -288,11 +288,26 @@ static inline int32_t divide_rounded(int64_t sum, int64_t n)
     return (int32_t)q;
 }
 
+/* row += src or row -= src: entries are +-1, so the product is an add or a subtract, which
+ * vectorises with plain SSE2 (a 32-bit integer multiply needs SSE4.1). */
+#define DEFINE_ADD_SIGNED(NAME, ACC_T)                                                          \
+    static inline void NAME(ACC_T *restrict row, const ACC_T *restrict src, int positive)      \
+    {                                                                                           \
+        if (positive)                                                                           \
+            for (size_t j = 0; j < TILE; ++j) row[j] += src[j];                                 \
+        else                                                                                    \
+            for (size_t j = 0; j < TILE; ++j) row[j] -= src[j];                                 \
+    }
+DEFINE_ADD_SIGNED(add_signed_i32, int32_t)
+DEFINE_ADD_SIGNED(add_signed_i64, int64_t)
+DEFINE_ADD_SIGNED(add_signed_f64, double)
+#undef DEFINE_ADD_SIGNED
+
 /*
  * DECODE_TILE(NAME, IN_T, ACC_T) defines one tile pass for input type IN_T accumulated in
  * ACC_T: gather -> DIRECT or FAST -> scale and scatter.  x and y are [n][TILE] scratch.
  */
-#define DECODE_TILE(NAME, IN_T, ACC_T, HT, BT)                                                        \
+#define DECODE_TILE(NAME, IN_T, ACC_T, HT, BT, ADD_SIGNED)                                                        \
     static void NAME(const usbeam_hadamard_plan *p, const IN_T *in, void *out, size_t first,           \
                      size_t count, ACC_T *x, ACC_T *y)                                                 \
     {                                                                                                  \
@@ -311,10 +326,8 @@ static inline int32_t divide_rounded(int64_t sum, int64_t n)
                 ACC_T *row = y + e * TILE;                                                             \
                 const ACC_T *h = p->HT + e * n;                                                        \
                 for (size_t j = 0; j < TILE; ++j) row[j] = 0;                                          \
-                for (size_t t = 0; t < n; ++t) {                                                       \
-                    const ACC_T coef = h[t], *src = x + t * TILE;                                      \
-                    for (size_t j = 0; j < TILE; ++j) row[j] += coef * src[j];                         \
-                }                                                                                      \
+                for (size_t t = 0; t < n; ++t)                                                         \
+                    ADD_SIGNED(row, x + t * TILE, h[t] > 0);                                       \
             }                                                                                          \
             result = y;                                                                                \
         } else {                                                                                       \
@@ -325,10 +338,8 @@ static inline int32_t divide_rounded(int64_t sum, int64_t n)
                         ACC_T *row = y + (c + e) * TILE;                                               \
                         const ACC_T *b = p->BT + e * m;                                                \
                         for (size_t j = 0; j < TILE; ++j) row[j] = 0;                                  \
-                        for (size_t t = 0; t < m; ++t) {                                               \
-                            const ACC_T coef = b[t], *src = x + (c + t) * TILE;                        \
-                            for (size_t j = 0; j < TILE; ++j) row[j] += coef * src[j];                 \
-                        }                                                                              \
+                        for (size_t t = 0; t < m; ++t)                                                 \
+                            ADD_SIGNED(row, x + (c + t) * TILE, b[t] > 0);                         \
                     }                                                                                  \
                 }                                                                                      \
                 ACC_T *swap = x;                                                                       \
@@ -366,9 +377,9 @@ static inline int32_t divide_rounded(int64_t sum, int64_t n)
         }                                                                                              \
     }
 
-DECODE_TILE(decode_tile_int16, int16_t, int32_t, ht_i32, bt_i32)
-DECODE_TILE(decode_tile_int32, int32_t, int64_t, ht_i64, bt_i64)
-DECODE_TILE(decode_tile_float32, float, double, ht_f64, bt_f64)
+DECODE_TILE(decode_tile_int16, int16_t, int32_t, ht_i32, bt_i32, add_signed_i32)
+DECODE_TILE(decode_tile_int32, int32_t, int64_t, ht_i64, bt_i64, add_signed_i64)
+DECODE_TILE(decode_tile_float32, float, double, ht_f64, bt_f64, add_signed_f64)
 
 usbeam_status usbeam_hadamard_execute(usbeam_hadamard_plan *plan, const void *in, void *out)
 {
