@@ -182,3 +182,23 @@ def test_hercules_decode_recovers_2d_receive_aperture():
     for algorithm in ("direct", "fast"):
         decoded = usbeam.rca_decode(raw, array, "hercules", algorithm=algorithm)
         np.testing.assert_allclose(decoded, plain, rtol=0, atol=1e-5 * np.abs(plain).max())
+
+
+def test_cross_plane_pair_finds_the_point_in_both_planes():
+    """HERCULES (a 2-D receive aperture) focuses in x and y: the xz and yz B-scans through the
+    point both peak at it."""
+    array = make_array()
+    kw = SCHEMES["hercules"][0]
+    point = np.array([0.9e-3, -0.6e-3, 9e-3])
+    data = acquire(array, "hercules", point, kw)
+    step = LAMBDA / 16
+    x = np.arange(point[0] - LAMBDA, point[0] + LAMBDA, step)
+    y = np.arange(point[1] - LAMBDA, point[1] + LAMBDA, step)
+    z = np.arange(point[2] - LAMBDA, point[2] + LAMBDA, step)
+    xz, yz = usbeam.rca_cross_planes(data, array, "hercules", x, y, z, x0=point[0], y0=point[1], fs=FS, fc=FC, **kw)
+    assert xz.shape == (z.size, x.size) and yz.shape == (z.size, y.size)
+    iz, ix = np.unravel_index(np.argmax(np.abs(xz)), xz.shape)
+    jz, jy = np.unravel_index(np.argmax(np.abs(yz)), yz.shape)
+    tol = TOLERANCES["rca_position_wavelengths"] * LAMBDA
+    assert np.hypot(x[ix] - point[0], z[iz] - point[2]) <= tol
+    assert np.hypot(y[jy] - point[1], z[jz] - point[2]) <= tol

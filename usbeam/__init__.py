@@ -23,8 +23,8 @@ from .simulate import cyst_phantom, simulate_rf
 from .hadamard import HadamardDecodePlan, hadamard, hadamard_decode, hadamard_orders
 
 # family rca:
-from .rca import (RCA_METHODS, RCABeamformer, RCAGrid, RowColumnArray, rca_beamform, rca_decode,
-                  tobe_unflip)
+from .rca import (RCA_METHODS, RCABeamformer, RCAGrid, RowColumnArray, rca_beamform, rca_cross_planes,
+                  rca_decode, tobe_unflip)
 from .simulate_rca import simulate_rca
 
 # family ai:
@@ -55,8 +55,8 @@ __all__ += ["LinearArray", "PlaneWave", "DivergingWave", "Focused", "SyntheticAp
 __all__ += ["HadamardDecodePlan", "hadamard", "hadamard_decode", "hadamard_orders"]
 
 # family rca (extend __all__ here):
-__all__ += ["RCA_METHODS", "RCABeamformer", "RCAGrid", "RowColumnArray", "rca_beamform", "rca_decode",
-            "simulate_rca", "tobe_unflip"]
+__all__ += ["RCA_METHODS", "RCABeamformer", "RCAGrid", "RowColumnArray", "rca_beamform", "rca_cross_planes",
+            "rca_decode", "simulate_rca", "tobe_unflip"]
 
 # family ai (extend __all__ here):
 

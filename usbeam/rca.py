@@ -37,8 +37,8 @@ from . import _core, _validate
 from ._backend import check_backend
 from .hadamard import hadamard, hadamard_decode
 
-__all__ = ["RowColumnArray", "RCAGrid", "RCABeamformer", "rca_beamform", "rca_decode", "tobe_unflip",
-           "RCA_METHODS"]
+__all__ = ["RowColumnArray", "RCAGrid", "RCABeamformer", "rca_beamform", "rca_cross_planes", "rca_decode",
+           "tobe_unflip", "RCA_METHODS"]
 
 RCA_METHODS = ("forces", "uforces", "hercules", "uhercules", "vls", "tpw", "flash")
 _METHOD_CODE = {name: i for i, name in enumerate(RCA_METHODS)}
@@ -365,6 +365,13 @@ def rca_beamform(data, array, method, grid, **kwargs):
     kwargs.setdefault("data", "iq" if np.iscomplexobj(data) else "rf")
     n_frames = data.shape[0] if data.ndim == 4 else 1
     return RCABeamformer(array, method, grid, n_samples=data.shape[-1], n_frames=n_frames, **kwargs)(data)
+
+
+def rca_cross_planes(data, array, method, x, y, z, *, x0=0.0, y0=0.0, **kwargs):
+    """The cross-plane pair of B-scans of one acquisition: (xz image at y = y0, yz image at
+    x = x0), each (nz, n_lateral) (with a leading frame axis for framed data)."""
+    xz, yz = RCAGrid.cross_planes(x, y, z, x0=x0, y0=y0)
+    return rca_beamform(data, array, method, xz, **kwargs), rca_beamform(data, array, method, yz, **kwargs)
 
 
 def tobe_unflip(data, matrix, axis=-3, channel_axis=-2):
