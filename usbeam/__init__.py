@@ -11,6 +11,7 @@ from . import datasets
 from .bmode import BModePlan, bmode
 
 # family rf2iq:
+from .rf2iq import RF2IQPlan, rf2iq
 
 # family das:
 from .geometry import (DivergingWave, Focused, Grid, LinearArray, PlaneWave, SyntheticAperture,
@@ -44,6 +45,7 @@ __all__ = [
 ]
 
 # family rf2iq (extend __all__ here):
+__all__ += ["RF2IQPlan", "rf2iq"]
 
 # family das (extend __all__ here):
 __all__ += ["LinearArray", "PlaneWave", "DivergingWave", "Focused", "SyntheticAperture", "Grid",
