@@ -402,6 +402,10 @@ static void accumulate_general(const usbeam_rca_plan *pl, const void *in, voxel_
     const size_t n_acq = p->n_acquisitions, n_ch = p->n_channels, ns = p->n_samples;
     const int kind = p->interpolation, taps = usbeam_interp_taps(kind), hercules = is_hercules(p->method);
     const double inv_c = 1.0 / p->c, z = b->z;
+    /* squared radius of the receive aperture, z / (2 F#), slightly enlarged so the exact
+     * test stays with the window; none without f-number or in front of the array */
+    const double half_width = p->f_number > 0.0 ? (z > 0.0 ? z / (2.0 * p->f_number) : 0.0) : INFINITY;
+    const double aperture2 = half_width * half_width * (1.0 + 1e-9);
     for (size_t frame = 0; frame < p->n_frames; ++frame) {
         double *sum = b->acc + 4 * (p->sum_frames ? 0 : frame);
         for (size_t a = 0; a < n_acq; ++a) {
@@ -410,6 +414,7 @@ static void accumulate_general(const usbeam_rca_plan *pl, const void *in, voxel_
                 double w = b->weight[c], tau;
                 if (hercules) {
                     const double lateral2 = b->du2[c] + b->dv2[a];
+                    if (lateral2 > aperture2) continue; /* outside the f-number disc: weight 0 */
                     w = receive_weight(p, sqrt(lateral2), z);
                     if (w == 0.0) continue;
                     tau = b->tau_tx[a] + sqrt(lateral2 + z * z) * inv_c;
