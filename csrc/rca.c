@@ -22,7 +22,10 @@
  * Per voxel the transmit delays (one per acquisition) and the receive delays and weights
  * (one per channel) are computed once in double, so the inner loop over (acquisition,
  * channel) is an add, an interpolation and a multiply-add; only HERCULES needs a square
- * root per pair (its receive element depends on both).
+ * root per pair (its receive element depends on both).  Threads take tiles of VOXEL_TILE
+ * consecutive voxels; for real RF with strip receive the pair loop is outside the voxel
+ * loop, so each record is read once per tile (the records of one frame, 128 x 128 x 2816
+ * float32 in the paper's configuration, are far larger than the caches).
  */
 #include "usbeam_internal.h"
 #include "usbeam_math.h"
