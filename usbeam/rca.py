@@ -27,6 +27,15 @@ Conventions (SI units):
 
 * Output: an ``RCAGrid`` maps voxel indices (i, j, k) to world points by a 4x4 transform;
   images are ``(n_k, n_j, n_i)`` with singleton axes dropped for B-scans ((nz, nx)).
+
+Example (a TOBE array running FORCES; ``raw`` int16 (128 transmits, 128 channels, n)):
+
+    array = usbeam.RowColumnArray(128, 128, 0.3e-3, tobe=True)
+    data = usbeam.rca_decode(raw, array, "forces", algorithm="fast")   # float32, exact sums
+    grid = usbeam.RCAGrid.bscan(np.linspace(-20e-3, 20e-3, 401), np.linspace(5e-3, 40e-3, 351))
+    plan = usbeam.RCABeamformer(array, "forces", grid, n_samples=data.shape[-1], fs=fs,
+                                interpolation="cubic", f_number=1.0)
+    image = plan(data)                                                 # (351, 401) float32
 """
 from dataclasses import dataclass, field
 import math
