@@ -22,7 +22,8 @@
  * Per voxel the transmit delays (one per acquisition) and the receive delays and weights
  * (one per channel) are computed once in double, so the inner loop over (acquisition,
  * channel) is an add, an interpolation and a multiply-add; only HERCULES needs a square
- * root per pair (its receive element depends on both).  Threads take tiles of VOXEL_TILE
+ * root per pair (its receive element depends on both), and reads its radial window from a
+ * table made by plan_create (RADIAL_TABLE).  Threads take tiles of VOXEL_TILE
  * consecutive voxels; for real RF with strip receive the pair loop is outside the voxel
  * loop, so each record is read once per tile (the records of one frame, 128 x 128 x 2816
  * float32 in the paper's configuration, are far larger than the caches).
@@ -45,6 +46,7 @@ struct usbeam_rca_plan {
     double *tx_u;                /* [n_tx_strips] positions of the transmit orientation */
     size_t n_tx_strips;
     double *acq_position;        /* [n_acq]: FORCES u_k of the transmit element; HERCULES v_r */
+    float *radial_window;        /* HERCULES: window at u = sqrt(q), q = 0 .. 1 in RADIAL_TABLE steps */
     usbeam_tx_model *waves;      /* [n_acq] (VLS/TPW/Flash) or [1] (HERCULES) */
     int n_threads;
     size_t scratch_doubles;      /* per thread */
@@ -54,6 +56,13 @@ struct usbeam_rca_plan {
 /* Voxels handled together by one thread: the strip path visits each record once per tile
  * for all of them, so a record is read from memory once and reused from cache. */
 #define VOXEL_TILE 16
+
+/* HERCULES weighs each (acquisition, channel) pair by the window of its radial distance in
+ * the array plane; a table over the squared normalised radius q = (r / half-width)^2
+ * replaces a square root and a cosine per pair.  The window is a smooth function of q
+ * (cos(pi sqrt(q)) is a power series in q), so linear interpolation on 4096 steps is
+ * within ~1e-7 of the exact weight. */
+#define RADIAL_TABLE 4096
 
 /* Per-voxel block of thread scratch (doubles): tau_tx and dv2 [n_acq]; tau_rx, weight and
  * du2 [n_channels]; acc [out_frames][4] = (re, im, power, count); then z and the channel
@@ -75,6 +84,7 @@ void usbeam_rca_plan_destroy(usbeam_rca_plan *plan)
     usbeam_free(plan->rx_u);
     usbeam_free(plan->tx_u);
     usbeam_free(plan->acq_position);
+    usbeam_free(plan->radial_window);
     usbeam_free(plan->waves);
     usbeam_free(plan->scratch);
     usbeam_free(plan);
@@ -268,6 +278,16 @@ usbeam_status usbeam_rca_plan_create(const usbeam_rca_params *params, usbeam_bac
     }
     for (size_t a = 0; a < n_waves; ++a)
         pl->waves[a] = usbeam_rca_wave_model(p->angles[a], p->focal_depths[a], pl->tx_u, (int)pl->n_tx_strips);
+    if (is_hercules(p->method)) {
+        pl->radial_window = usbeam_alloc((RADIAL_TABLE + 2) * sizeof(float));
+        if (!pl->radial_window) {
+            usbeam_rca_plan_destroy(pl);
+            return usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "rca plan tables");
+        }
+        for (int q = 0; q <= RADIAL_TABLE; ++q)
+            pl->radial_window[q] = (float)usbeam_window(p->window, sqrt((double)q / RADIAL_TABLE), p->tukey_alpha);
+        pl->radial_window[RADIAL_TABLE + 1] = pl->radial_window[RADIAL_TABLE]; /* interpolation guard */
+    }
     *plan = pl;
     return USBEAM_OK;
 }
@@ -405,10 +425,14 @@ static void accumulate_general(const usbeam_rca_plan *pl, const void *in, voxel_
     const size_t n_acq = p->n_acquisitions, n_ch = p->n_channels, ns = p->n_samples;
     const int kind = p->interpolation, taps = usbeam_interp_taps(kind), hercules = is_hercules(p->method);
     const double inv_c = 1.0 / p->c, z = b->z;
-    /* squared radius of the receive aperture, z / (2 F#), slightly enlarged so the exact
-     * test stays with the window; none without f-number or in front of the array */
-    const double half_width = p->f_number > 0.0 ? (z > 0.0 ? z / (2.0 * p->f_number) : 0.0) : INFINITY;
-    const double aperture2 = half_width * half_width * (1.0 + 1e-9);
+    /* squared radius of the receive aperture, z / (2 F#); unbounded without f-number,
+     * empty (-1) for voxels not in front of the array (z <= 0) */
+    double aperture2 = INFINITY, inv_aperture2 = 0.0;
+    if (p->f_number > 0.0) {
+        const double half_width = z / (2.0 * p->f_number);
+        aperture2 = z > 0.0 ? half_width * half_width : -1.0;
+        inv_aperture2 = z > 0.0 ? 1.0 / aperture2 : 0.0;
+    }
     for (size_t frame = 0; frame < p->n_frames; ++frame) {
         double *sum = b->acc + 4 * (p->sum_frames ? 0 : frame);
         for (size_t a = 0; a < n_acq; ++a) {
@@ -418,7 +442,14 @@ static void accumulate_general(const usbeam_rca_plan *pl, const void *in, voxel_
                 if (hercules) {
                     const double lateral2 = b->du2[c] + b->dv2[a];
                     if (lateral2 > aperture2) continue; /* outside the f-number disc: weight 0 */
-                    w = receive_weight(p, sqrt(lateral2), z);
+                    if (p->f_number > 0.0) {
+                        const double q = lateral2 * inv_aperture2 * RADIAL_TABLE;
+                        const int k = (int)q;
+                        const double frac = q - k;
+                        w = (1.0 - frac) * pl->radial_window[k] + frac * pl->radial_window[k + 1];
+                    } else {
+                        w = 1.0;
+                    }
                     if (w == 0.0) continue;
                     tau = b->tau_tx[a] + sqrt(lateral2 + z * z) * inv_c;
                 } else {

@@ -147,20 +147,24 @@ def test_das_iq_coherence_factor_and_frame_sum(rng, method):
                                atol=TOLERANCES["rca_das_iq_rel"] * np.abs(frames).sum(axis=0).max())
 
 
-def test_apodization_window_shapes(rng):
+@pytest.mark.parametrize("method", ["tpw", "hercules"])
+def test_apodization_window_shapes(rng, method):
     """Constant records: the output is the sum of the receive weights, so it checks the
-    f-number aperture and every window against the reference."""
+    f-number aperture and every window against the reference (strips: per channel;
+    HERCULES: radial in the array plane, from the plan's window table)."""
     array = small_array()
-    grid = usbeam.RCAGrid.bscan(np.linspace(-2e-3, 2e-3, 9), np.linspace(2e-3, 6e-3, 5))
-    kwargs = METHODS["tpw"]
-    (tx, rxp, lateral), points = reference_geometry(array, grid, "tpw", kwargs)
+    # voxels behind the array (z < 0) and on it (z = 0) get no weight
+    grid = usbeam.RCAGrid.bscan(np.linspace(-2e-3, 2e-3, 9), np.linspace(-1e-3, 6e-3, 8))
+    kwargs = METHODS[method]
+    (tx, rxp, lateral), points = reference_geometry(array, grid, method, kwargs)
     for window, alpha in (("rect", 0.5), ("hann", 0.5), ("tukey", 0.25), ("tukey", 1.0)):
-        plan = usbeam.RCABeamformer(array, "tpw", grid, n_samples=400, fs=FS, c=C, f_number=1.5,
+        plan = usbeam.RCABeamformer(array, method, grid, n_samples=400, fs=FS, c=C, t0=-5e-6, f_number=1.5,
                                     window=window, tukey_alpha=alpha, interpolation="nearest", **kwargs)
         got = plan(np.ones(plan.data_shape[1:], np.float32))
         weights = ref.apodization(lateral, points[:, 2][None, None, :], 1.5, window, alpha)
         want = weights.sum(axis=(0, 1)).reshape(got.shape)
-        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(got, want, rtol=0, atol=TOLERANCES["rca_window_abs"])
+        assert np.all(got[points[:, 2].reshape(got.shape) <= 0] == 0)
 
 
 def test_grids_and_cross_planes():

@@ -60,6 +60,10 @@ TOLERANCES = {
     # IQ data: the phase exp(j 2 pi fc tau) is rounded to float32 (1e-7) and fc tau reaches
     # ~100 cycles, formed in double: same budget as RF plus the float32 phasor.
     "rca_das_iq_rel": 5e-5,
+    # Sum of receive weights (constant records): HERCULES reads its radial window from a
+    # 4096-step table over q = (r / half-width)^2, linear in q; the window is smooth in q,
+    # so each weight is within ~1e-7 of the exact one, summed over <= 64 pairs.
+    "rca_window_abs": 1e-5,
     # Point localisation: the requirement, a fraction of the wavelength.
     "rca_position_wavelengths": 0.5,
 

@@ -85,7 +85,7 @@ def window(kind, u, tukey_alpha=0.5):
     if kind == "rect":
         w = np.ones_like(a)
     elif kind == "hann":
-        w = 0.5 * (1.0 + np.cos(np.pi * a))
+        w = 0.5 * (1.0 + np.cos(np.pi * np.minimum(a, 1.0)))
     else:
         flat = 1.0 - tukey_alpha
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -98,8 +98,8 @@ def apodization(lateral, z, f_number, kind="hann", tukey_alpha=0.5):
     if f_number == 0:
         return np.ones_like(lateral)
     z = np.broadcast_to(z, lateral.shape)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        u = lateral * 2.0 * f_number / z
+    with np.errstate(divide="ignore", invalid="ignore"):  # z <= 0: no aperture
+        u = np.where(z > 0, lateral * 2.0 * f_number / np.where(z > 0, z, 1.0), np.inf)
     return np.where(z > 0, window(kind, u, tukey_alpha), 0.0)
 
 
