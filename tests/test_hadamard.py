@@ -93,6 +93,25 @@ def test_float32_input(rng, n, algorithm):
                                rtol=0, atol=TOLERANCES["hadamard_float32_abs"] * np.abs(y).max())
 
 
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_complex64_iq_input(rng, axis, algorithm):
+    n = 20
+    shape = [n, 6, 9]
+    shape[0], shape[axis] = shape[axis], n
+    y = (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np.complex64)
+    out = np.full(shape, np.nan, np.complex64)
+    got = usbeam.hadamard_decode(y, n, axis=axis, algorithm=algorithm, out=out)
+    assert got is out and got.dtype == np.complex64
+    h = usbeam.hadamard(n)
+    want = ref.decode(y.real, h, axis=axis) + 1j * ref.decode(y.imag, h, axis=axis)
+    np.testing.assert_allclose(got, want, rtol=0, atol=TOLERANCES["hadamard_float32_abs"] * np.abs(y).max())
+    with pytest.raises(ValueError, match="transmit_last"):
+        usbeam.hadamard_decode(y, n, axis=axis, transmit_last=True)
+    with pytest.raises(TypeError, match="int32"):
+        usbeam.hadamard_decode(y, n, axis=axis, output="int32")
+
+
 def test_user_matrix_direct(rng):
     # Another valid Hadamard matrix: rows permuted and some columns negated.
     n = 12

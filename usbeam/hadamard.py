@@ -21,7 +21,7 @@ from . import _core, _validate
 from ._backend import check_backend
 
 MAX_ORDER = 256
-_IN_DTYPES = (np.dtype(np.int16), np.dtype(np.int32), np.dtype(np.float32))
+_IN_DTYPES = (np.dtype(np.int16), np.dtype(np.int32), np.dtype(np.float32), np.dtype(np.complex64))
 
 
 def hadamard_orders():
@@ -75,10 +75,11 @@ class HadamardDecodePlan:
         An order (usbeam's matrix, ``hadamard(n)``) or a +-1 Hadamard matrix of your own.
     axis : int
         The transmit axis (default 0 for (n_transmits, n_channels, n_samples) data).
-    dtype : int16, int32 or float32
-        Input dtype; integer input is decoded without a float copy, exactly.
+    dtype : int16, int32, float32 or complex64
+        Input dtype; integer input is decoded without a float copy, exactly.  complex64
+        (IQ) is decoded as its interleaved float32 (re, im) pairs, without a copy.
     output : 'float32' or 'int32'
-        int32 only for integer input.
+        int32 only for integer input; complex64 input gives complex64.
     algorithm : 'direct' or 'fast'
         'fast' only for usbeam's own matrices.
     transmit_last : bool
@@ -99,23 +100,29 @@ class HadamardDecodePlan:
                              f"which does not match the Hadamard order {self.order}")
         self.dtype = np.dtype(dtype)
         if self.dtype not in _IN_DTYPES:
-            raise TypeError(f"data dtype must be int16, int32 or float32 (got {self.dtype})")
+            raise TypeError(f"data dtype must be int16, int32, float32 or complex64 (got {self.dtype})")
         self.output = _validate.choice("output", output, ("float32", "int32"))
-        if self.output == "int32" and self.dtype.kind == "f":
-            raise TypeError("output='int32' needs integer data (got float32)")
+        if self.output == "int32" and self.dtype.kind in "fc":
+            raise TypeError(f"output='int32' needs integer data (got {self.dtype})")
+        self.complex = self.dtype.kind == "c"
+        if self.complex and transmit_last:
+            raise ValueError("transmit_last is not available for complex64 data (its (re, im) pairs stay last)")
         self.algorithm = _validate.choice("algorithm", algorithm, ("direct", "fast"))
         self.transmit_last = bool(transmit_last)
         self.backend = check_backend(backend)
-        self.out_dtype = np.dtype(self.output)
+        self.out_dtype = np.dtype(np.complex64 if self.complex else self.output)
         out_shape = list(self.shape)
         if self.transmit_last:
             out_shape.append(out_shape.pop(self.axis))
         self.out_shape = tuple(out_shape)
-        _validate.check_allocation("out", self.out_shape, 4)
+        _validate.check_allocation("out", self.out_shape, self.out_dtype.itemsize)
         n_outer = int(np.prod(self.shape[:self.axis], dtype=np.int64))
         n_inner = int(np.prod(self.shape[self.axis + 1:], dtype=np.int64))
-        self._plan = _core.hadamard_plan(self.order, n_outer, n_inner, self.dtype.name, self.output,
-                                         self.algorithm, int(self.transmit_last), matrix, backend)
+        # complex64 is float32 data with a trailing (re, im) axis, part of the inner block
+        self._float_shape = self.shape + (2,) if self.complex else None
+        kernel_dtype = "float32" if self.complex else self.dtype.name
+        self._plan = _core.hadamard_plan(self.order, n_outer, n_inner * (2 if self.complex else 1), kernel_dtype,
+                                         self.output, self.algorithm, int(self.transmit_last), matrix, backend)
 
     def __call__(self, data, out=None):
         data = _validate.ndarray("data", data)
@@ -128,7 +135,11 @@ class HadamardDecodePlan:
             out = np.empty(self.out_shape, self.out_dtype)
         else:
             _validate.out_array("out", out, self.out_shape, self.out_dtype)
-        _core.hadamard_execute(self._plan, data, out)
+        if self.complex:
+            _core.hadamard_execute(self._plan, data.view(np.float32).reshape(self._float_shape),
+                                   out.view(np.float32).reshape(self._float_shape))
+        else:
+            _core.hadamard_execute(self._plan, data, out)
         return out
 
 
@@ -137,13 +148,14 @@ def hadamard_decode(data, order_or_matrix, axis=0, *, output="float32", algorith
     """Decode Hadamard-encoded ``data`` along ``axis``: ``(1/n) H^T data``.
 
     ``order_or_matrix`` is an order (usbeam's matrix ``hadamard(n)``) or a +-1 matrix.
-    int16/int32 data is decoded exactly without a float copy; see HadamardDecodePlan.
+    int16/int32 data is decoded exactly without a float copy; complex64 (IQ) data gives
+    complex64; see HadamardDecodePlan.
     """
     data = _validate.ndarray("data", data)
     if data.ndim == 0 or data.size == 0:
         raise ValueError(f"data must be a non-empty array (got shape {data.shape})")
     if data.dtype not in _IN_DTYPES:
-        raise TypeError(f"data dtype must be int16, int32 or float32 (got {data.dtype})")
+        raise TypeError(f"data dtype must be int16, int32, float32 or complex64 (got {data.dtype})")
     plan = HadamardDecodePlan(data.shape, order_or_matrix, axis=axis, dtype=data.dtype, output=output,
                               algorithm=algorithm, transmit_last=transmit_last)
     return plan(data, out=out)

@@ -413,7 +413,7 @@ def rca_decode(raw, array, method, order_or_matrix=None, *, algorithm="direct", 
 
     For a TOBE array running FORCES, the receive polarity flips are undone first
     (``tobe_unflip``).  ``order_or_matrix`` defaults to the order given by the data.
-    Returns float32 data ready for ``RCABeamformer``.
+    Returns float32 (RF) or complex64 (IQ) data ready for ``RCABeamformer``.
     """
     if not isinstance(array, RowColumnArray):
         raise TypeError(f"array must be a RowColumnArray (got {type(array).__name__})")
@@ -431,6 +431,6 @@ def rca_decode(raw, array, method, order_or_matrix=None, *, algorithm="direct", 
         raise ValueError(f"raw has {n} transmits, which does not match the Hadamard order {matrix.shape[0]}")
     if method == "forces" and array.tobe:
         raw = tobe_unflip(raw, matrix, axis=axis, channel_axis=axis + 1)
-    if raw.dtype not in (np.int16, np.int32, np.float32):
-        raw = raw.astype(np.float32)
+    if raw.dtype not in (np.int16, np.int32, np.float32, np.complex64):
+        raw = raw.astype(np.complex64 if np.iscomplexobj(raw) else np.float32)
     return hadamard_decode(raw, matrix, axis=axis, algorithm=algorithm)
