@@ -26,6 +26,8 @@
  *   diverging, source v:      |p - v| - min_e |e - v|           (v behind the array)
  *   focused, focus f:         max_e |e - f| + sign(z - f_z) |p - f|   (virtual source)
  *   synthetic aperture, e_k:  |p - e_k|
+ *   virtual sources s_i:      min_i (o_i + |p - s_i|)   (MUST dasmtx's model of an
+ *                             arbitrary delay law, o_i = c * delay_i)
  * References: MUST/PyMUST txdelay and dasmtx (D. Garcia); Perrot et al., "So you think you
  * can DAS?", Ultrasonics 111 (2021) 106309; Keys, "Cubic convolution interpolation",
  * IEEE TASSP 29 (1981).
@@ -206,11 +208,31 @@ typedef struct usbeam_tx_model {
     double x_first;         /* plane wave: x of the first-firing element, m */
     double vx, vy, vz;      /* spherical: virtual source / focus / firing element, m */
     double offset;          /* spherical: path added so the first element fires at t = 0, m */
+    int n_sources;          /* > 0: virtual-source model, overrides the fields above */
+    const double *sources;  /* (3, n_sources): rows x, z, path offset (m); sources at y = 0 */
 } usbeam_tx_model;
+
+/* min_i (o_i + |p - s_i|) over virtual sources (3, n) rows x, z, o (m). */
+static inline USBEAM_HD double usbeam_tx_path_sources(const double *sources, int n, double x, double y, double z)
+{
+    const double *sx = sources, *sz = sources + n, *so = sources + 2 * n;
+    const double y2 = y * y;
+    double best = INFINITY;
+#if defined(_OPENMP) && !defined(__CUDACC__)
+#pragma omp simd reduction(min : best)
+#endif
+    for (int i = 0; i < n; ++i) {
+        const double dx = x - sx[i], dz = z - sz[i];
+        const double path = so[i] + sqrt(dx * dx + y2 + dz * dz);
+        best = path < best ? path : best;
+    }
+    return best;
+}
 
 /* Transmit path length to point p (m); the transmit time is this over c. */
 static inline USBEAM_HD double usbeam_tx_path(const usbeam_tx_model *m, double x, double y, double z)
 {
+    if (m->n_sources > 0) return usbeam_tx_path_sources(m->sources, m->n_sources, x, y, z);
     if (!m->spherical) return (x - m->x_first) * m->sin_a + z * m->cos_a;
     const double r = usbeam_distance(x, y, z, m->vx, m->vy, m->vz);
     if (m->focused) {
@@ -223,7 +245,7 @@ static inline USBEAM_HD double usbeam_tx_path(const usbeam_tx_model *m, double x
 /* Plane wave at angle (rad, > 0 steers toward +x) from elements at x[0 .. n-1] (z = 0). */
 static inline USBEAM_HD usbeam_tx_model usbeam_tx_model_plane(double angle, const double *xe, int n)
 {
-    usbeam_tx_model m = {0, 0, sin(angle), cos(angle), 0.0, 0.0, 0.0, 0.0, 0.0};
+    usbeam_tx_model m = {0, 0, sin(angle), cos(angle), 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0};
     double x_min = xe[0], x_max = xe[0];
     for (int e = 1; e < n; ++e) {
         x_min = xe[e] < x_min ? xe[e] : x_min;
@@ -236,7 +258,7 @@ static inline USBEAM_HD usbeam_tx_model usbeam_tx_model_plane(double angle, cons
 /* Diverging wave from a virtual source (xv, zv), zv < 0; elements at (xe, 0, 0). */
 static inline USBEAM_HD usbeam_tx_model usbeam_tx_model_diverging(double xv, double zv, const double *xe, int n)
 {
-    usbeam_tx_model m = {1, 0, 0.0, 1.0, 0.0, xv, 0.0, zv, 0.0};
+    usbeam_tx_model m = {1, 0, 0.0, 1.0, 0.0, xv, 0.0, zv, 0.0, 0, 0};
     double nearest = INFINITY;
     for (int e = 0; e < n; ++e) {
         const double d = usbeam_distance(xe[e], 0.0, 0.0, xv, 0.0, zv);
@@ -249,7 +271,7 @@ static inline USBEAM_HD usbeam_tx_model usbeam_tx_model_diverging(double xv, dou
 /* Focused wave through (xf, zf), zf > 0: the farthest element fires first. */
 static inline USBEAM_HD usbeam_tx_model usbeam_tx_model_focused(double xf, double zf, const double *xe, int n)
 {
-    usbeam_tx_model m = {1, 1, 0.0, 1.0, 0.0, xf, 0.0, zf, 0.0};
+    usbeam_tx_model m = {1, 1, 0.0, 1.0, 0.0, xf, 0.0, zf, 0.0, 0, 0};
     double farthest = 0.0;
     for (int e = 0; e < n; ++e) {
         const double d = usbeam_distance(xe[e], 0.0, 0.0, xf, 0.0, zf);
@@ -262,7 +284,14 @@ static inline USBEAM_HD usbeam_tx_model usbeam_tx_model_focused(double xf, doubl
 /* Synthetic aperture: the element at (xk, 0, 0) fires alone at t = 0. */
 static inline USBEAM_HD usbeam_tx_model usbeam_tx_model_synthetic(double xk)
 {
-    usbeam_tx_model m = {1, 0, 0.0, 1.0, 0.0, xk, 0.0, 0.0, 0.0};
+    usbeam_tx_model m = {1, 0, 0.0, 1.0, 0.0, xk, 0.0, 0.0, 0.0, 0, 0};
+    return m;
+}
+
+/* Virtual sources (3, n) rows x, z, offset (m), e.g. MUST's interpolated delay law. */
+static inline USBEAM_HD usbeam_tx_model usbeam_tx_model_sources(const double *sources, int n)
+{
+    usbeam_tx_model m = {1, 0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, n, sources};
     return m;
 }
 

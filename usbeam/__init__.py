@@ -14,9 +14,13 @@ from .bmode import BModePlan, bmode
 from .rf2iq import RF2IQPlan, rf2iq
 
 # family das:
-from .geometry import (DivergingWave, Focused, Grid, LinearArray, PlaneWave, SyntheticAperture,
+from .geometry import (Delays, DivergingWave, Focused, Grid, LinearArray, PlaneWave, SyntheticAperture,
                        plane_wave_sequence)
 from .simulate import cyst_phantom, simulate_rf
+from .beamformer import Beamformer, auto_f_number, das
+from .io import MustRecording, load_must, plane_wave_angle
+from . import io, simulate
+from .pipeline import Pipeline
 
 # family doppler:
 
@@ -29,8 +33,13 @@ from .rca import (RCA_METHODS, RCABeamformer, RCAGrid, RowColumnArray, rca_beamf
 from .simulate_rca import simulate_rca
 
 # family ai:
+from .ai import (ComponentsPlan, DetectPlan, ModelInputPlan, detect_postprocess, fill_holes,
+                 float16_to_float32, float32_to_float16, label, largest_component, model_input, nms,
+                 regionprops_basic, regionprops_basic_device, remove_small_components, segment_argmax,
+                 segment_threshold)
 
 # family live:
+from . import live
 
 __version__ = "0.1.0"
 
@@ -42,14 +51,19 @@ __all__ = [
     "cuda_devices",
     "BModePlan",
     "bmode",
+    "Pipeline",
+    "datasets",
+    "io",
+    "simulate",
 ]
 
 # family rf2iq (extend __all__ here):
 __all__ += ["RF2IQPlan", "rf2iq"]
 
 # family das (extend __all__ here):
-__all__ += ["LinearArray", "PlaneWave", "DivergingWave", "Focused", "SyntheticAperture", "Grid",
-            "plane_wave_sequence", "simulate_rf", "cyst_phantom"]
+__all__ += ["LinearArray", "PlaneWave", "DivergingWave", "Focused", "SyntheticAperture", "Delays", "Grid",
+            "plane_wave_sequence", "simulate_rf", "cyst_phantom", "Beamformer", "das", "auto_f_number",
+            "MustRecording", "load_must", "plane_wave_angle"]
 
 # family doppler (extend __all__ here):
 
@@ -61,6 +75,11 @@ __all__ += ["RCA_METHODS", "RCABeamformer", "RCAGrid", "RowColumnArray", "rca_be
             "rca_decode", "simulate_rca", "tobe_unflip"]
 
 # family ai (extend __all__ here):
+__all__ += ["ModelInputPlan", "DetectPlan", "ComponentsPlan", "model_input", "float32_to_float16",
+            "float16_to_float32", "detect_postprocess", "nms", "segment_threshold", "segment_argmax",
+            "label", "fill_holes", "largest_component", "remove_small_components", "regionprops_basic",
+            "regionprops_basic_device"]
 
 # family live (extend __all__ here):
+__all__ += ["live"]
 

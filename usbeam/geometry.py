@@ -15,6 +15,11 @@ Conventions (SI units, those of MUST/PyMUST so results compare with theirs):
                                  (virtual-source model: before the focus the wave
                                  converges, after it diverges from f)
   ``SyntheticAperture(element)`` |p - e_k| / c, element k fires alone
+  ``Delays(delays)``             MUST ``dasmtx``'s model of an arbitrary delay law (s per
+                                 element, NaN = off): min_i (c d_i + |p - s_i|) / c over
+                                 4 n_active virtual sources s_i on the array, positions and
+                                 delays interpolated by not-a-knot cubic splines of the
+                                 element index (as PyMUST ``interp1(..., 'cubic')``)
 
 * A sequence is a list (or tuple) of transmits; the beamformer sums them coherently.
 * ``Grid(x=..., z=...)`` gives images ``(nz, nx)``; with ``y=`` too, volumes
@@ -28,7 +33,7 @@ import numpy as np
 
 from . import _validate
 
-__all__ = ["LinearArray", "PlaneWave", "DivergingWave", "Focused", "SyntheticAperture", "Grid",
+__all__ = ["LinearArray", "PlaneWave", "DivergingWave", "Focused", "SyntheticAperture", "Delays", "Grid",
            "plane_wave_sequence", "as_sequence"]
 
 
@@ -194,7 +199,101 @@ class SyntheticAperture:
         return np.sqrt((p[:, 0] - xk) ** 2 + p[:, 1] ** 2 + p[:, 2] ** 2) / c
 
 
-TRANSMIT_TYPES = (PlaneWave, DivergingWave, Focused, SyntheticAperture)
+def _not_a_knot_spline(values, t):
+    """Cubic spline through (k, values[k]), k = 0..n-1, with not-a-knot ends, at t.
+    Fewer than 4 knots: the interpolating polynomial (the not-a-knot limit)."""
+    y = np.asarray(values, dtype=np.float64)
+    n = y.size
+    if n < 4:
+        return np.polyval(np.polyfit(np.arange(n), y, n - 1), t) if n > 1 else np.full_like(t, y[0])
+    # Second derivatives m: m[i-1] + 4 m[i] + m[i+1] = r[i] = 6 (y[i+1] - 2 y[i] + y[i-1])
+    # inside; not-a-knot (third derivative continuous at knots 1 and n-2) gives
+    # m[0] = 2 m[1] - m[2], so the row of knot 1 reads 6 m[1] = r[1] (likewise at n-2),
+    # and the rows between form a tridiagonal system, solved by elimination (Thomas).
+    r = 6.0 * (y[2:] - 2.0 * y[1:-1] + y[:-2])  # rows 1 .. n-2
+    m = np.zeros(n)
+    m[1], m[n - 2] = r[0] / 6.0, r[-1] / 6.0
+    inner = n - 4  # unknowns m[2] .. m[n-3]
+    if inner > 0:
+        rhs = r[1:-1].copy()
+        rhs[0] -= m[1]
+        rhs[-1] -= m[n - 2]
+        diag = np.full(inner, 4.0)
+        for i in range(1, inner):  # forward elimination, sub- and super-diagonals are 1
+            factor = 1.0 / diag[i - 1]
+            diag[i] -= factor
+            rhs[i] -= factor * rhs[i - 1]
+        sol = np.empty(inner)
+        sol[-1] = rhs[-1] / diag[-1]
+        for i in range(inner - 2, -1, -1):
+            sol[i] = (rhs[i] - sol[i + 1]) / diag[i]
+        m[2:n - 2] = sol
+    m[0] = 2.0 * m[1] - m[2]
+    m[n - 1] = 2.0 * m[n - 2] - m[n - 3]
+    k = np.clip(np.floor(t).astype(int), 0, n - 2)
+    u = t - k
+    return ((1 - u) * y[k] + u * y[k + 1]
+            + ((1 - u) ** 3 - (1 - u)) * m[k] / 6.0 + (u ** 3 - u) * m[k + 1] / 6.0)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Delays:
+    """A transmit given by its per-element delays (s), NaN for elements that do not fire.
+
+    Beamformed with MUST ``dasmtx``'s model (needed to reproduce MUST results exactly):
+    the active elements and their delays are interpolated on 4 n_active points by
+    not-a-knot cubic splines of the element index, and the transmit time of p is
+    ``min_i (d_i + |p - s_i| / c)``.  Delays are shifted so the first firing is at t = 0.
+    """
+    delays: np.ndarray = None
+
+    def __post_init__(self):
+        d = np.array(self.delays, dtype=np.float64).reshape(-1)
+        if d.size == 0:
+            raise ValueError("delays is empty")
+        active = ~np.isnan(d)
+        if not active.any():
+            raise ValueError("delays: no element fires (all NaN)")
+        if not np.all(np.isfinite(d[active])):
+            raise ValueError("delays must be finite (NaN marks an element that does not fire)")
+        on = np.flatnonzero(active)
+        if on[-1] - on[0] + 1 != on.size:
+            raise ValueError("delays: the firing elements must be one contiguous sub-aperture")
+        d = d - d[active].min()
+        d.flags.writeable = False
+        object.__setattr__(self, "delays", d)
+
+    def __repr__(self):
+        active = ~np.isnan(self.delays)
+        return (f"Delays({self.delays.size} elements, {int(active.sum())} firing, "
+                f"span {np.ptp(self.delays[active]) * 1e6:.4g} us)")
+
+    def check(self, probe):
+        if self.delays.size != probe.n_elements:
+            raise ValueError(f"delays has {self.delays.size} entries for a probe of {probe.n_elements} elements")
+        return self
+
+    def sources(self, probe, c):
+        """Virtual sources (3, n) as rows x (m), z (m), path offset c * delay (m)."""
+        active = ~np.isnan(self.delays)
+        xe, de = probe.x[active], self.delays[active]
+        n = xe.size
+        if n == 1:
+            return np.array([[xe[0]], [0.0], [c * de[0]]])
+        t = np.linspace(0, n - 1, 4 * n)
+        return np.stack([_not_a_knot_spline(xe, t), np.zeros(t.size), c * _not_a_knot_spline(de, t)])
+
+    def transmit_time(self, points, probe, c):
+        src = self.sources(probe, c)
+        p = np.asarray(points, dtype=np.float64)
+        best = np.full(p.shape[0], np.inf)
+        for i in range(src.shape[1]):  # a loop keeps the memory at O(n_points)
+            r = np.sqrt((p[:, 0] - src[0, i]) ** 2 + p[:, 1] ** 2 + (p[:, 2] - src[1, i]) ** 2)
+            np.minimum(best, src[2, i] + r, out=best)
+        return best / c
+
+
+TRANSMIT_TYPES = (PlaneWave, DivergingWave, Focused, SyntheticAperture, Delays)
 
 
 def plane_wave_sequence(angles):
@@ -215,8 +314,8 @@ def as_sequence(sequence, probe=None):
         raise ValueError("sequence is empty")
     for k, tx in enumerate(sequence):
         if not isinstance(tx, TRANSMIT_TYPES):
-            raise TypeError(f"sequence[{k}] must be a PlaneWave, DivergingWave, Focused or "
-                            f"SyntheticAperture (got {type(tx).__name__})")
+            raise TypeError(f"sequence[{k}] must be a PlaneWave, DivergingWave, Focused, "
+                            f"SyntheticAperture or Delays (got {type(tx).__name__})")
         if probe is not None:
             tx.check(probe)
     return tuple(sequence)
