@@ -75,11 +75,6 @@ def locate(array, method, data, kwargs, guess, three_d):
     return peak(image(fine), fine)
 
 
-def _world_offsets(array):
-    """For a transformed array, the scheme's array frame axes in world coordinates."""
-    return np.linalg.inv(array.transform)
-
-
 @pytest.mark.parametrize("method", list(SCHEMES))
 def test_point_imaged_at_true_position(method):
     kwargs, three_d = SCHEMES[method]

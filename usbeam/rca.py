@@ -38,7 +38,6 @@ Example (a TOBE array running FORCES; ``raw`` int16 (128 transmits, 128 channels
     image = plan(data)                                                 # (351, 401) float32
 """
 from dataclasses import dataclass, field
-import math
 
 import numpy as np
 
