@@ -181,14 +181,17 @@ static PyMethodDef *const method_tables[] = {
     /* family doppler: */
 
     /* family hadamard: */
+    usbeam_py_hadamard_methods,
 
     /* family rca: */
+    usbeam_py_rca_methods,
 
     /* family ai: */
     usbeam_py_ai_methods,
     usbeam_py_segment_methods,
 
     /* family live: */
+    usbeam_py_live_methods,
 };
 
 static struct PyModuleDef core_module = {PyModuleDef_HEAD_INIT, "usbeam._core",

@@ -49,13 +49,16 @@ extern PyMethodDef usbeam_py_das_methods[];
 /* family doppler: */
 
 /* family hadamard: */
+extern PyMethodDef usbeam_py_hadamard_methods[];
 
 /* family rca: */
+extern PyMethodDef usbeam_py_rca_methods[];
 
 /* family ai: */
 extern PyMethodDef usbeam_py_ai_methods[];
 extern PyMethodDef usbeam_py_segment_methods[];
 
 /* family live: */
+extern PyMethodDef usbeam_py_live_methods[];
 
 #endif

@@ -19,12 +19,18 @@ from .geometry import (Delays, DivergingWave, Focused, Grid, LinearArray, PlaneW
 from .simulate import cyst_phantom, simulate_rf
 from .beamformer import Beamformer, auto_f_number, das
 from .io import MustRecording, load_must, plane_wave_angle
+from . import io, simulate
+from .pipeline import Pipeline
 
 # family doppler:
 
 # family hadamard:
+from .hadamard import HadamardDecodePlan, hadamard, hadamard_decode, hadamard_orders
 
 # family rca:
+from .rca import (RCA_METHODS, RCABeamformer, RCAGrid, RowColumnArray, rca_beamform, rca_cross_planes,
+                  rca_decode, tobe_unflip)
+from .simulate_rca import simulate_rca
 
 # family ai:
 from .ai import (ComponentsPlan, DetectPlan, ModelInputPlan, detect_postprocess, fill_holes,
@@ -33,6 +39,7 @@ from .ai import (ComponentsPlan, DetectPlan, ModelInputPlan, detect_postprocess,
                  segment_threshold)
 
 # family live:
+from . import live
 
 __version__ = "0.1.0"
 
@@ -44,6 +51,10 @@ __all__ = [
     "cuda_devices",
     "BModePlan",
     "bmode",
+    "Pipeline",
+    "datasets",
+    "io",
+    "simulate",
 ]
 
 # family rf2iq (extend __all__ here):
@@ -57,8 +68,11 @@ __all__ += ["LinearArray", "PlaneWave", "DivergingWave", "Focused", "SyntheticAp
 # family doppler (extend __all__ here):
 
 # family hadamard (extend __all__ here):
+__all__ += ["HadamardDecodePlan", "hadamard", "hadamard_decode", "hadamard_orders"]
 
 # family rca (extend __all__ here):
+__all__ += ["RCA_METHODS", "RCABeamformer", "RCAGrid", "RowColumnArray", "rca_beamform", "rca_cross_planes",
+            "rca_decode", "simulate_rca", "tobe_unflip"]
 
 # family ai (extend __all__ here):
 __all__ += ["ModelInputPlan", "DetectPlan", "ComponentsPlan", "model_input", "float32_to_float16",
@@ -67,4 +81,5 @@ __all__ += ["ModelInputPlan", "DetectPlan", "ComponentsPlan", "model_input", "fl
             "regionprops_basic_device"]
 
 # family live (extend __all__ here):
+__all__ += ["live"]
 

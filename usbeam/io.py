@@ -121,3 +121,10 @@ def load_must(path, variable=None):
         transmit, first = PlaneWave(0.0), 0.0
     return MustRecording(data=data, probe=probe, sequence=(transmit,), fs=fs, fc=fc, c=c, t0=t0 - first,
                          prf=_scalar(param, "PRF", required=False), bandwidth=bandwidth, param=param)
+
+
+# ---- family live: Verasonics Vantage workspaces (implementation in usbeam/io_vantage.py) ----
+from .io_vantage import (VantageAcquisition, VantageProbe, VantageTransmit,  # noqa: E402,F401
+                         VantageWorkspace, load_vantage)
+
+__all__ += ["VantageAcquisition", "VantageProbe", "VantageTransmit", "VantageWorkspace", "load_vantage"]
