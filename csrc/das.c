@@ -105,8 +105,8 @@ typedef float frames8 __attribute__((vector_size(32)));
 #define LOAD8(dst, src) memcpy(&(dst), (src), sizeof(frames8))
 #define STORE8(dst, src) memcpy((dst), &(src), sizeof(frames8))
 
-/* Sum over a point's entries for frames f0 .. f0 + 8 NV - 1, NV vectors of sums per plane
- * held in registers for the whole point (they touch memory once). */
+/* Sum over a point's entries for frames f0 .. f0 + 8 NV - 1 into acc[0 .. 8 NV - 1], NV
+ * vectors of sums per plane held in registers for the whole point (they touch memory once). */
 #define DEFINE_BLOCK_KERNELS(TAPS, NV)                                                                     \
     USBEAM_HOT static void iq_block_##TAPS##_##NV(const point_view *v, size_t f0, float *acc_re,           \
                                                    float *acc_im)                                           \
@@ -135,8 +135,8 @@ typedef float frames8 __attribute__((vector_size(32)));
             }                                                                                              \
         }                                                                                                  \
         for (int q = 0; q < NV; ++q) {                                                                     \
-            STORE8(acc_re + f0 + 8 * q, sum_re[q]);                                                        \
-            STORE8(acc_im + f0 + 8 * q, sum_im[q]);                                                        \
+            STORE8(acc_re + 8 * q, sum_re[q]);                                                        \
+            STORE8(acc_im + 8 * q, sum_im[q]);                                                        \
         }                                                                                                  \
     }                                                                                                      \
     USBEAM_HOT static void rf_block_##TAPS##_##NV(const point_view *v, size_t f0, float *acc_re)           \
@@ -158,7 +158,7 @@ typedef float frames8 __attribute__((vector_size(32)));
                 }                                                                                          \
             }                                                                                              \
         }                                                                                                  \
-        for (int q = 0; q < NV; ++q) STORE8(acc_re + f0 + 8 * q, sum[q]);                                  \
+        for (int q = 0; q < NV; ++q) STORE8(acc_re + 8 * q, sum[q]);                                  \
     }
 
 DEFINE_BLOCK_KERNELS(1, 4)
@@ -168,49 +168,95 @@ DEFINE_BLOCK_KERNELS(2, 1)
 DEFINE_BLOCK_KERNELS(4, 4)
 DEFINE_BLOCK_KERNELS(4, 1)
 
-/* Frames past the last block of 8 (and every frame when n_frames < 8), one at a time. */
-static void tail_frames(const point_view *v, int taps, int iq, size_t f0, float *acc_re, float *acc_im)
-{
-    const int stride = iq ? 2 * taps : taps;
-    for (size_t f = f0; f < v->n_frames; ++f) {
-        float sum_re = 0.0f, sum_im = 0.0f;
-        for (size_t t = 0, j = 0; t < v->n_transmits; ++t) {
-            const size_t base = v->channel0 + t * v->transmit_stride + f;
-            for (size_t e = 0; e < v->count; ++e, ++j) {
-                const size_t row = base + e * v->channel + (size_t)v->tap[j] * v->n_frames;
-                const float *w = v->weight + j * (size_t)stride;
-                for (int k = 0; k < taps; ++k) {
-                    const float a = v->re_plane[row + (size_t)k * v->n_frames];
-                    if (iq) {
-                        const float b = v->im_plane[row + (size_t)k * v->n_frames];
-                        sum_re += w[2 * k] * a - w[2 * k + 1] * b;
-                        sum_im += w[2 * k] * b + w[2 * k + 1] * a;
-                    } else {
-                        sum_re += w[k] * a;
-                    }
-                }
-            }
-        }
-        acc_re[f] = sum_re;
-        acc_im[f] = sum_im;
-    }
-}
+#if defined(_OPENMP)
+#define SIMD_SUM_IQ _Pragma("omp simd reduction(+ : sum_re, sum_im)")
+#define SIMD_SUM_RF _Pragma("omp simd reduction(+ : sum)")
+#else
+#define SIMD_SUM_IQ
+#define SIMD_SUM_RF
+#endif
 
-/* All frames of one point into acc_re / acc_im: blocks of 32, then of 8, then singles. */
+/* A single frame: no frame axis to vectorise, so the vector lanes take entries instead
+ * (gathered samples, an OpenMP SIMD reduction). */
+#define DEFINE_SINGLE_KERNELS(TAPS)                                                                         \
+    USBEAM_HOT static void iq_single_##TAPS(const point_view *v, float *acc_re, float *acc_im)               \
+    {                                                                                                      \
+        float sum_re = 0.0f, sum_im = 0.0f;                                                                \
+        for (size_t t = 0; t < v->n_transmits; ++t) {                                                      \
+            const size_t j0 = t * v->count;                                                                \
+            const float *re = v->re_plane + v->channel0 + t * v->transmit_stride;                          \
+            const float *im = v->im_plane + v->channel0 + t * v->transmit_stride;                          \
+            const int32_t *tap = v->tap + j0;                                                              \
+            const float *w = v->weight + j0 * 2 * TAPS;                                                    \
+            const ptrdiff_t count = (ptrdiff_t)v->count, channel = (ptrdiff_t)v->channel;                  \
+            SIMD_SUM_IQ                                                                                    \
+            for (ptrdiff_t e = 0; e < count; ++e) {                                                        \
+                const ptrdiff_t row = e * channel + tap[e];                                                \
+                for (int k = 0; k < TAPS; ++k) {                                                           \
+                    const float a = re[row + k], b = im[row + k];                                          \
+                    const float wr = w[e * 2 * TAPS + 2 * k], wi = w[e * 2 * TAPS + 2 * k + 1];            \
+                    sum_re += wr * a - wi * b;                                                             \
+                    sum_im += wr * b + wi * a;                                                             \
+                }                                                                                          \
+            }                                                                                              \
+        }                                                                                                  \
+        *acc_re = sum_re;                                                                                  \
+        *acc_im = sum_im;                                                                                  \
+    }                                                                                                      \
+    USBEAM_HOT static void rf_single_##TAPS(const point_view *v, float *acc_re)                             \
+    {                                                                                                      \
+        float sum = 0.0f;                                                                                  \
+        for (size_t t = 0; t < v->n_transmits; ++t) {                                                      \
+            const size_t j0 = t * v->count;                                                                \
+            const float *x = v->re_plane + v->channel0 + t * v->transmit_stride;                           \
+            const int32_t *tap = v->tap + j0;                                                              \
+            const float *w = v->weight + j0 * TAPS;                                                        \
+            const ptrdiff_t count = (ptrdiff_t)v->count, channel = (ptrdiff_t)v->channel;                  \
+            SIMD_SUM_RF                                                                                    \
+            for (ptrdiff_t e = 0; e < count; ++e) {                                                        \
+                const ptrdiff_t row = e * channel + tap[e];                                                \
+                for (int k = 0; k < TAPS; ++k) sum += w[e * TAPS + k] * x[row + k];                        \
+            }                                                                                              \
+        }                                                                                                  \
+        *acc_re = sum;                                                                                     \
+    }
+
+DEFINE_SINGLE_KERNELS(1)
+DEFINE_SINGLE_KERNELS(2)
+DEFINE_SINGLE_KERNELS(4)
+
+/* All frames of one point into acc_re / acc_im: blocks of 32, then of 8; the last
+ * n_frames % 8 frames by an 8-frame block whose extra lanes read past the row (into the
+ * next row, or the staging buffer's padding: finite values) and are not stored. */
 static void beamform_point(const usbeam_das_plan *plan, const point_view *v, float *acc_re, float *acc_im)
 {
     const size_t n_frames = v->n_frames;
-    size_t f0 = 0;
-#define RUN_BLOCK(NV)                                                                         \
-    switch (plan->taps) {                                                                     \
-    case 1: plan->is_iq ? iq_block_1_##NV(v, f0, acc_re, acc_im) : rf_block_1_##NV(v, f0, acc_re); break; \
-    case 2: plan->is_iq ? iq_block_2_##NV(v, f0, acc_re, acc_im) : rf_block_2_##NV(v, f0, acc_re); break; \
-    default: plan->is_iq ? iq_block_4_##NV(v, f0, acc_re, acc_im) : rf_block_4_##NV(v, f0, acc_re); break; \
+    if (n_frames == 1) {
+        switch (plan->taps) {
+        case 1: plan->is_iq ? iq_single_1(v, acc_re, acc_im) : rf_single_1(v, acc_re); break;
+        case 2: plan->is_iq ? iq_single_2(v, acc_re, acc_im) : rf_single_2(v, acc_re); break;
+        default: plan->is_iq ? iq_single_4(v, acc_re, acc_im) : rf_single_4(v, acc_re); break;
+        }
+        return;
     }
-    for (; f0 + 32 <= n_frames; f0 += 32) RUN_BLOCK(4)
-    for (; f0 + 8 <= n_frames; f0 += 8) RUN_BLOCK(1)
+    size_t f0 = 0;
+#define RUN_BLOCK(NV, RE, IM)                                                                   \
+    switch (plan->taps) {                                                                       \
+    case 1: plan->is_iq ? iq_block_1_##NV(v, f0, RE, IM) : rf_block_1_##NV(v, f0, RE); break;   \
+    case 2: plan->is_iq ? iq_block_2_##NV(v, f0, RE, IM) : rf_block_2_##NV(v, f0, RE); break;   \
+    default: plan->is_iq ? iq_block_4_##NV(v, f0, RE, IM) : rf_block_4_##NV(v, f0, RE); break;  \
+    }
+    for (; f0 + 32 <= n_frames; f0 += 32) RUN_BLOCK(4, acc_re + f0, acc_im + f0)
+    for (; f0 + 8 <= n_frames; f0 += 8) RUN_BLOCK(1, acc_re + f0, acc_im + f0)
+    if (f0 < n_frames) {
+        float last_re[8], last_im[8];
+        RUN_BLOCK(1, last_re, last_im)
+        for (size_t f = f0; f < n_frames; ++f) {
+            acc_re[f] = last_re[f - f0];
+            acc_im[f] = last_im[f - f0];
+        }
+    }
 #undef RUN_BLOCK
-    if (f0 < n_frames) tail_frames(v, plan->taps, plan->is_iq, f0, acc_re, acc_im);
 }
 
 usbeam_status usbeam_das_execute(usbeam_das_plan *plan, const void *in, void *out)

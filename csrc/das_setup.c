@@ -399,7 +399,8 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
         (st = alloc_array((void **)&plan->aperture_first, n_pts, sizeof(int32_t), "points")) ||
         (st = alloc_array((void **)&plan->aperture_count, n_pts, sizeof(int32_t), "points")) ||
         (st = alloc_array((void **)&plan->entry_offset, n_pts + 1, sizeof(size_t), "points")) ||
-        (st = alloc_array((void **)&plan->stage, stage_plane, is_iq ? 2 * sizeof(float) : sizeof(float), "data staging buffer")))
+        /* + 8 floats: the last frame block may read 7 lanes past the end (das.c) */
+        (st = alloc_array((void **)&plan->stage, stage_plane * (is_iq ? 2 : 1) + 8, sizeof(float), "data staging buffer")))
         goto fail;
     memcpy(plan->points, prm->points, 3 * n_pts * sizeof(double));
     for (size_t e = 0; e < n_el; ++e) {

@@ -79,12 +79,12 @@ def test_matches_reference(rng, interpolation, window, dtype):
     assert_matches_reference(out, want, interpolation)
 
 
-@pytest.mark.parametrize("n_frames", [8, 11, 43])
+@pytest.mark.parametrize("n_frames", [1, 5, 8, 11, 43])
 @pytest.mark.parametrize("interpolation", ["nearest", "linear", "cubic"])
 @pytest.mark.parametrize("dtype", [np.complex64, np.float32])
 def test_frame_blocks(rng, n_frames, interpolation, dtype):
-    # the kernels take frames in blocks of 32, then 8, then one by one: 8, 11 = 8 + 3 and
-    # 43 = 32 + 8 + 3 cover every path
+    # the kernels take frames in blocks of 32, then 8, then a last partial block of 8 lanes;
+    # a single frame has its own kernel: 1, 5, 8, 11 = 8 + 3 and 43 = 32 + 8 + 3 cover them
     probe = small_probe()
     seq, tuples = mixed_sequence(rng, probe)
     seq, tuples = seq[::2], tuples[::2]
