@@ -14,6 +14,20 @@ TOLERANCES = {
     # is ~1e-7, i.e. ~1e-6 dB; 1e-4 dB leaves room for the float32 cast of the output.
     "bmode_db_abs": 1e-4,
 
+    # ---- family cuda ----
+    # CUDA B-mode vs the CPU backend: the same double arithmetic, but CUDA's log10 and glibc's
+    # may differ in the last ulp, so a level within ~1e-15 of an integer boundary can truncate
+    # to the neighbouring grey level; dB values differ by ~1e-15 before the float32 cast.
+    "bmode_cuda_uint8_max_levels": 1,
+    "bmode_cuda_uint8_fraction_off": 1e-4,
+    "bmode_cuda_db_abs": 1e-5,
+    # CUDA rf2iq vs the CPU backend, max|gpu - cpu| / max|cpu|: the Butterworth recursion runs
+    # the same double operations (no FMA) and should agree to float32 rounding of the output;
+    # the FIR sums run in another order than the CPU's vectorised sums (double, ~1e-16
+    # relative), so outputs can land on the neighbouring float32: 2^-24 ~ 6e-8 relative.
+    # Not yet measured on a GPU; 1e-6 as for the CPU against the reference.
+    "rf2iq_cuda_rel": 1e-6,
+
     # ---- family rf2iq ----
     # C vs the float64 reference, max|got - want| / max|want|: the output is complex64, so each
     # value carries float32 rounding (2^-24 ~ 6e-8 relative); mixing and filtering run in
