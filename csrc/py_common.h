@@ -62,6 +62,8 @@ extern PyMethodDef usbeam_py_rf2iq_methods[];
 /* family rca: */
 
 /* family ai: */
+extern PyMethodDef usbeam_py_ai_methods[];
+extern PyMethodDef usbeam_py_segment_methods[];
 
 /* family live: */
 

@@ -57,7 +57,7 @@ class Pipeline:
         self.beamformer = Beamformer(probe, self.sequence, grid, fs=self.rf2iq.fs_out, fc=fc, c=c, t0=t0,
                                      n_samples=self.rf2iq.n_out, f_number=f_number, window=window,
                                      interpolation=interpolation, dtype=np.complex64, bandwidth=bandwidth,
-                                     backend=backend, **(das_options or {}))
+                                     n_frames=n_frames, backend=backend, **(das_options or {}))
         self.output_shape = (n_frames,) + tuple(grid.shape)
         _validate.check_allocation("pipeline buffers", self.rf2iq.out_shape, 8)
         _validate.check_allocation("pipeline image", self.output_shape, 8)
