@@ -802,6 +802,10 @@ static const dtype_entry *check_tensor(const DLTensor *t, const char *name)
         PyErr_Format(PyExc_ValueError, "%s: %d dimensions (at most %d)", name, (int)t->ndim, DEVICE_MAX_NDIM);
         return NULL;
     }
+    if (t->ndim > 0 && !t->shape) {
+        PyErr_Format(PyExc_ValueError, "%s: DLPack tensor has a NULL shape", name);
+        return NULL;
+    }
     size_t total = (size_t)dt->dl_bits / 8;
     int empty = 0;
     for (int d = 0; d < t->ndim; ++d) {
