@@ -13,7 +13,8 @@
  *
  * Stages: "bmode.max" (grid-stride max of |IQ|^2 per reference block: warp shuffles, one
  * atomicMax per warp on the IEEE bits, which order like the values for non-negative
- * doubles; NaN is ignored as in the CPU loop) and "bmode.compress" (one thread per pixel).
+ * doubles; NaN is ignored as in the CPU loop; then 10 log10 of each block's max, once) and
+ * "bmode.compress" (grid-stride, one pixel per thread per pass).
  */
 #include "exec.cuh"
 
@@ -50,34 +51,46 @@ __global__ void max_power_kernel(const float2 *__restrict__ iq, size_t block_siz
     if ((threadIdx.x & 31) == 0) atomicMax(&best_bits[block], (unsigned long long)__double_as_longlong(best));
 }
 
-/* 10 log10 of the reference power of the image containing pixel i. */
-__device__ __forceinline__ double reference_db(const unsigned long long *best_bits, double fixed_power,
-                                               size_t image)
+/* ref_db[r] = 10 log10(max |IQ|^2 of reference block r), +inf for an all-zero block (so that
+ * every pixel of it lands at the bottom of the range, as on the CPU). */
+__global__ void reference_db_kernel(const unsigned long long *__restrict__ best_bits, size_t n_references,
+                                    double *__restrict__ ref_db)
 {
-    double power = fixed_power > 0.0 ? fixed_power : __longlong_as_double((long long)best_bits[image]);
-    if (!(power > 0.0)) power = INFINITY;
-    return 10.0 * log10(power);
+    for (size_t r = (size_t)blockIdx.x * blockDim.x + threadIdx.x; r < n_references; r += (size_t)gridDim.x * blockDim.x) {
+        double power = __longlong_as_double((long long)best_bits[r]);
+        if (!(power > 0.0)) power = INFINITY;
+        ref_db[r] = 10.0 * log10(power);
+    }
+}
+
+/* The reference level of pixel i: a fixed one (computed on the host, as the CPU does), the
+ * global max, or its image's max. */
+__device__ __forceinline__ double pixel_reference_db(const double *ref_db, double fixed_ref_db, int use_fixed,
+                                                     int per_image, size_t i, size_t image_size)
+{
+    return use_fixed ? fixed_ref_db : ref_db[per_image ? i / image_size : 0];
 }
 
 __global__ void compress_uint8_kernel(const float2 *__restrict__ iq, size_t n, size_t image_size,
-                                      const unsigned long long *__restrict__ best_bits, int per_image,
-                                      double fixed_power, double range_db, unsigned char *__restrict__ out)
+                                      const double *__restrict__ ref_db, double fixed_ref_db, int use_fixed,
+                                      int per_image, double range_db, unsigned char *__restrict__ out)
 {
     const double scale = 255.0 / range_db;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        const double ref_db = reference_db(best_bits, fixed_power, per_image ? i / image_size : 0);
-        const double level = (10.0 * log10(sample_power(iq, i)) - ref_db + range_db) * scale;
+        const double reference = pixel_reference_db(ref_db, fixed_ref_db, use_fixed, per_image, i, image_size);
+        const double level = (10.0 * log10(sample_power(iq, i)) - reference + range_db) * scale;
+        /* log10(0) = -inf and NaN both land on 0, as on the CPU */
         out[i] = level >= 255.0 ? 255 : (level > 0.0 ? (unsigned char)level : 0);
     }
 }
 
 __global__ void compress_db_kernel(const float2 *__restrict__ iq, size_t n, size_t image_size,
-                                   const unsigned long long *__restrict__ best_bits, int per_image,
-                                   double fixed_power, double range_db, float *__restrict__ out)
+                                   const double *__restrict__ ref_db, double fixed_ref_db, int use_fixed,
+                                   int per_image, double range_db, float *__restrict__ out)
 {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        const double ref_db = reference_db(best_bits, fixed_power, per_image ? i / image_size : 0);
-        const double db = 10.0 * log10(sample_power(iq, i)) - ref_db;
+        const double reference = pixel_reference_db(ref_db, fixed_ref_db, use_fixed, per_image, i, image_size);
+        const double db = 10.0 * log10(sample_power(iq, i)) - reference;
         out[i] = (float)(db > -range_db ? db : -range_db);
     }
 }
@@ -97,6 +110,7 @@ struct usbeam_bmode_cuda {
     size_t image_size;
     size_t n_references;              /* blocks with their own max: n_images or 1 */
     unsigned long long *best_bits;    /* [n_references] device, max |IQ|^2 as IEEE bits */
+    double *ref_db;                   /* [n_references] device, 10 log10 of it */
     unsigned grid_cap;                /* grid-stride launches: a few waves of the device */
 };
 
@@ -119,6 +133,7 @@ extern "C" usbeam_status usbeam_bmode_cuda_create(const usbeam_bmode_params *par
     if (st == USBEAM_OK && usbeam_mul_size(p->n_references, sizeof(unsigned long long), &bytes) != 0)
         st = usbeam_fail(USBEAM_ERR_SIZE_OVERFLOW, "n_images: %zu is too large", p->n_references);
     if (st == USBEAM_OK) st = usbeam_cuda_exec_alloc(p->exec, bytes, "bmode reference", (void **)&p->best_bits);
+    if (st == USBEAM_OK) st = usbeam_cuda_exec_alloc(p->exec, bytes, "bmode reference", (void **)&p->ref_db);
     if (st == USBEAM_OK) {
         int sms = 0;
         st = usbeam_cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount,
@@ -163,18 +178,23 @@ static usbeam_status bmode_cuda_run(usbeam_bmode_cuda *p, const float2 *iq, void
         dim3 grid(per_block, (unsigned)p->n_references);
         max_power_kernel<<<grid, THREADS, 0, stream>>>(iq, block_size, p->best_bits);
         USBEAM_CUDA_TRY(cudaGetLastError());
+        reference_db_kernel<<<grid_for(p->n_references, p->grid_cap), THREADS, 0, stream>>>(
+            p->best_bits, p->n_references, p->ref_db);
+        USBEAM_CUDA_TRY(cudaGetLastError());
         if ((st = usbeam_cuda_stage_end(e, STAGE_MAX)) != USBEAM_OK) return st;
     }
     usbeam_status st = usbeam_cuda_stage_begin(e, STAGE_COMPRESS);
     if (st != USBEAM_OK) return st;
     const unsigned grid = grid_for(prm->n_values, p->grid_cap);
+    const int use_fixed = fixed_power > 0.0;
+    const double fixed_ref_db = use_fixed ? 10.0 * log10(fixed_power) : 0.0; /* host libm, as the CPU */
     if (prm->output == USBEAM_BMODE_UINT8)
-        compress_uint8_kernel<<<grid, THREADS, 0, stream>>>(iq, prm->n_values, p->image_size, p->best_bits,
-                                                            prm->per_image, fixed_power, prm->dynamic_range_db,
-                                                            (unsigned char *)out);
+        compress_uint8_kernel<<<grid, THREADS, 0, stream>>>(iq, prm->n_values, p->image_size, p->ref_db,
+                                                            fixed_ref_db, use_fixed, prm->per_image,
+                                                            prm->dynamic_range_db, (unsigned char *)out);
     else
-        compress_db_kernel<<<grid, THREADS, 0, stream>>>(iq, prm->n_values, p->image_size, p->best_bits,
-                                                         prm->per_image, fixed_power, prm->dynamic_range_db,
+        compress_db_kernel<<<grid, THREADS, 0, stream>>>(iq, prm->n_values, p->image_size, p->ref_db, fixed_ref_db,
+                                                         use_fixed, prm->per_image, prm->dynamic_range_db,
                                                          (float *)out);
     USBEAM_CUDA_TRY(cudaGetLastError());
     return usbeam_cuda_stage_end(e, STAGE_COMPRESS);
