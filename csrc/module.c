@@ -174,6 +174,8 @@ static PyMethodDef *const method_tables[] = {
     usbeam_py_bmode_methods,
     /* family cuda: */
     usbeam_py_device_methods,
+    usbeam_py_dlpack_methods,
+    usbeam_py_cuda_methods,
     /* family rf2iq: */
     usbeam_py_rf2iq_methods,
 
