@@ -180,6 +180,7 @@ static PyMethodDef *const method_tables[] = {
     usbeam_py_rf2iq_methods,
 
     /* family das: */
+    usbeam_py_das_methods,
 
     /* family doppler: */
 
@@ -192,6 +193,7 @@ static PyMethodDef *const method_tables[] = {
     usbeam_py_segment_methods,
 
     /* family live: */
+    usbeam_py_live_methods,
 };
 
 static struct PyModuleDef core_module = {PyModuleDef_HEAD_INIT, "usbeam._core",

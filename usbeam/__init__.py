@@ -18,6 +18,13 @@ from .device import DeviceArray
 from .rf2iq import RF2IQPlan, rf2iq
 
 # family das:
+from .geometry import (Delays, DivergingWave, Focused, Grid, LinearArray, PlaneWave, SyntheticAperture,
+                       plane_wave_sequence)
+from .simulate import cyst_phantom, simulate_rf
+from .beamformer import Beamformer, auto_f_number, das
+from .io import MustRecording, load_must, plane_wave_angle
+from . import io, simulate
+from .pipeline import Pipeline
 
 # family doppler:
 
@@ -32,6 +39,7 @@ from .ai import (ComponentsPlan, DetectPlan, ModelInputPlan, detect_postprocess,
                  segment_threshold)
 
 # family live:
+from . import live
 
 __version__ = "0.1.0"
 
@@ -43,6 +51,10 @@ __all__ = [
     "cuda_devices",
     "BModePlan",
     "bmode",
+    "Pipeline",
+    "datasets",
+    "io",
+    "simulate",
 ]
 
 # family cuda (extend __all__ here):
@@ -52,6 +64,9 @@ __all__ += ["DeviceArray", "device"]
 __all__ += ["RF2IQPlan", "rf2iq"]
 
 # family das (extend __all__ here):
+__all__ += ["LinearArray", "PlaneWave", "DivergingWave", "Focused", "SyntheticAperture", "Delays", "Grid",
+            "plane_wave_sequence", "simulate_rf", "cyst_phantom", "Beamformer", "das", "auto_f_number",
+            "MustRecording", "load_must", "plane_wave_angle"]
 
 # family doppler (extend __all__ here):
 
@@ -66,4 +81,5 @@ __all__ += ["ModelInputPlan", "DetectPlan", "ComponentsPlan", "model_input", "fl
             "regionprops_basic_device"]
 
 # family live (extend __all__ here):
+__all__ += ["live"]
 
