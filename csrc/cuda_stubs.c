@@ -131,6 +131,24 @@ usbeam_cuda_exec *usbeam_rf2iq_cuda_exec(usbeam_rf2iq_cuda *plan)
     return NULL;
 }
 
+usbeam_status usbeam_das_cuda_create(const struct usbeam_das_plan *plan, usbeam_das_cuda **cuda)
+{
+    (void)plan;
+    if (cuda) *cuda = NULL;
+    return no_cuda("backend: das on CUDA");
+}
+usbeam_status usbeam_das_cuda_execute(usbeam_das_cuda *plan, const void *in, void *out)
+{
+    (void)plan, (void)in, (void)out;
+    return no_cuda("das execute on CUDA");
+}
+void usbeam_das_cuda_destroy(usbeam_das_cuda *plan) { (void)plan; }
+usbeam_cuda_exec *usbeam_das_cuda_exec(usbeam_das_cuda *plan)
+{
+    (void)plan;
+    return NULL;
+}
+
 #else
 /* ISO C forbids an empty translation unit. */
 typedef int usbeam_cuda_stubs_unused;

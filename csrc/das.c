@@ -216,6 +216,7 @@ static void beamform_point(const usbeam_das_plan *plan, const point_view *v, flo
 usbeam_status usbeam_das_execute(usbeam_das_plan *plan, const void *in, void *out)
 {
     if (!plan || !in || !out) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "plan, in and out must not be NULL");
+    if (plan->cuda) return usbeam_das_cuda_execute(plan->cuda, in, out); /* device pointers */
     const usbeam_das_params *prm = &plan->params;
     const size_t n_frames = prm->n_frames, n_points = prm->n_points;
     const size_t bad_channels = stage_input(plan, in);

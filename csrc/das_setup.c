@@ -217,6 +217,7 @@ static usbeam_status validate(const usbeam_das_params *prm)
 void usbeam_das_plan_destroy(usbeam_das_plan *plan)
 {
     if (!plan) return;
+    usbeam_das_cuda_destroy(plan->cuda);
     usbeam_free(plan->element_xyz);
     usbeam_free(plan->element_x);
     usbeam_free(plan->element_y);
@@ -236,6 +237,11 @@ void usbeam_das_plan_destroy(usbeam_das_plan *plan)
     usbeam_free(plan->tile);
     usbeam_free(plan->stage);
     usbeam_free(plan);
+}
+
+usbeam_cuda_exec *usbeam_das_plan_cuda(usbeam_das_plan *plan)
+{
+    return plan && plan->cuda ? usbeam_das_cuda_exec(plan->cuda) : NULL;
 }
 
 size_t usbeam_das_table_bytes(const usbeam_das_plan *plan)
@@ -326,7 +332,8 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
     usbeam_status st;
     if (!params || !plan_out) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "params and plan must not be NULL");
     *plan_out = NULL;
-    if (backend != USBEAM_BACKEND_CPU) return usbeam_fail(USBEAM_ERR_NO_BACKEND, "backend: das has no CUDA path in this build");
+    if (backend != USBEAM_BACKEND_CPU && backend != USBEAM_BACKEND_CUDA)
+        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "backend: unknown value %d", (int)backend);
     if ((st = validate(params)) != USBEAM_OK) return st;
 
     const usbeam_das_params *prm = params;
@@ -384,6 +391,11 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
     plan->window_half_width = 0.5 * (plan->element_x[n_el - 1] - plan->element_x[0]);
     build_transmit_models(plan, prm->transmits);
     build_apertures(plan);
+    if (backend == USBEAM_BACKEND_CUDA) { /* the twin computes delays on the device: no table */
+        if ((st = usbeam_das_cuda_create(plan, &plan->cuda)) != USBEAM_OK) goto fail;
+        *plan_out = plan;
+        return USBEAM_OK;
+    }
 
     /* accumulators: one cache-line-aligned (re, im) pair of planes per thread */
     plan->acc_stride = (prm->n_frames + 15) & ~(size_t)15;

@@ -166,6 +166,8 @@ struct usbeam_bmode_plan;
 struct usbeam_rf2iq_plan;
 usbeam_cuda_exec *usbeam_bmode_plan_cuda(struct usbeam_bmode_plan *plan);
 usbeam_cuda_exec *usbeam_rf2iq_plan_cuda(struct usbeam_rf2iq_plan *plan);
+struct usbeam_das_plan;
+usbeam_cuda_exec *usbeam_das_plan_cuda(struct usbeam_das_plan *plan);
 
 /* ------------------------------------------------------------------------ */
 /* B-mode: envelope and log compression                                      */

@@ -69,6 +69,13 @@ usbeam_status usbeam_rf2iq_cuda_execute(usbeam_rf2iq_cuda *plan, const void *in,
 void usbeam_rf2iq_cuda_destroy(usbeam_rf2iq_cuda *plan);
 usbeam_cuda_exec *usbeam_rf2iq_cuda_exec(usbeam_rf2iq_cuda *plan);
 
+/* das: the twin reads the CPU plan's geometry (csrc/das_internal.h) during create only. */
+typedef struct usbeam_das_cuda usbeam_das_cuda;
+usbeam_status usbeam_das_cuda_create(const struct usbeam_das_plan *plan, usbeam_das_cuda **cuda);
+usbeam_status usbeam_das_cuda_execute(usbeam_das_cuda *plan, const void *in, void *out);
+void usbeam_das_cuda_destroy(usbeam_das_cuda *plan);
+usbeam_cuda_exec *usbeam_das_cuda_exec(usbeam_das_cuda *plan);
+
 #ifdef __cplusplus
 }
 #endif

@@ -75,6 +75,19 @@ static void test_family_dispatch(void)
     CHECK(usbeam_rf2iq_plan_cuda(rf2iq) == NULL);
     usbeam_rf2iq_plan_destroy(rf2iq);
     CHECK(usbeam_bmode_plan_cuda(NULL) == NULL && usbeam_rf2iq_plan_cuda(NULL) == NULL);
+
+    const double elements[6] = {-1e-4, 0.0, 0.0, 1e-4, 0.0, 0.0}, point[3] = {0.0, 0.0, 5e-3};
+    const usbeam_transmit plane = {.kind = USBEAM_TRANSMIT_PLANE_WAVE};
+    usbeam_das_params dp = {.n_elements = 2, .element_positions = elements, .n_transmits = 1, .transmits = &plane,
+                            .n_points = 1, .points = point, .n_frames = 1, .n_samples = 64, .fs = 20e6, .fc = 5e6,
+                            .c = 1540.0, .interpolation = USBEAM_DAS_LINEAR, .input_dtype = USBEAM_DTYPE_COMPLEX64};
+    usbeam_das_plan *das = (usbeam_das_plan *)&passed;
+    CHECK(says_no_cuda(usbeam_das_plan_create(&dp, USBEAM_BACKEND_CUDA, &das)));
+    CHECK(das == NULL);
+    CHECK(usbeam_das_plan_create(&dp, USBEAM_BACKEND_CPU, &das) == USBEAM_OK);
+    CHECK(usbeam_das_plan_cuda(das) == NULL);
+    usbeam_das_plan_destroy(das);
+    CHECK(usbeam_das_plan_cuda(NULL) == NULL);
 }
 
 int main(void)
