@@ -43,7 +43,7 @@ struct DasGeometry {
     const int32_t *aperture_first, *aperture_count;   /* (n_points) */
     int n_elements, n_transmits, n_samples, n_frames;
     size_t n_points;
-    double fs, fc, inv_c, t0, f_number, tukey_alpha;
+    double fs, fc, c, inv_c, t0, f_number, tukey_alpha;
     double window_center, window_half_width;
     int window, interpolation;
 };
@@ -82,10 +82,10 @@ __global__ void das_kernel(DasGeometry g, const In *__restrict__ data, float *__
     const size_t frame_stride = (size_t)g.n_transmits * g.n_elements * g.n_samples;
 
     for (int t = 0; t < g.n_transmits; ++t) {
-        const double tx_time = usbeam_tx_path(&g.tx[t], x, y, z) * g.inv_c;
+        const double tx_time = usbeam_tx_path(&g.tx[t], x, y, z) / g.c; /* as the CPU: path / c, then */
         for (int e = first; e < first + count; ++e) {
             const double ex = g.element_x[e];
-            const double tau = tx_time + usbeam_distance(x, y, z, ex, g.element_y[e], g.element_z[e]) * g.inv_c;
+            const double tau = tx_time + usbeam_distance(x, y, z, ex, g.element_y[e], g.element_z[e]) * g.inv_c; /* + r / c */
             const float apod = (float)usbeam_window(g.window, (ex - centre) * inv_half, g.tukey_alpha);
             int k0;
             float w[USBEAM_INTERP_MAX_TAPS];
@@ -203,6 +203,7 @@ extern "C" usbeam_status usbeam_das_cuda_create(const usbeam_das_plan *plan, usb
     g->n_points = n_pts;
     g->fs = prm->fs;
     g->fc = prm->fc;
+    g->c = prm->c;
     g->inv_c = 1.0 / prm->c;
     g->t0 = prm->t0;
     g->f_number = prm->f_number;
