@@ -185,8 +185,10 @@ static PyMethodDef *const method_tables[] = {
     /* family doppler: */
 
     /* family hadamard: */
+    usbeam_py_hadamard_methods,
 
     /* family rca: */
+    usbeam_py_rca_methods,
 
     /* family ai: */
     usbeam_py_ai_methods,

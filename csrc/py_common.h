@@ -62,8 +62,10 @@ extern PyMethodDef usbeam_py_das_methods[];
 /* family doppler: */
 
 /* family hadamard: */
+extern PyMethodDef usbeam_py_hadamard_methods[];
 
 /* family rca: */
+extern PyMethodDef usbeam_py_rca_methods[];
 
 /* family ai: */
 extern PyMethodDef usbeam_py_ai_methods[];

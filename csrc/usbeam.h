@@ -349,9 +349,102 @@ usbeam_status usbeam_das_auto_f_number(double element_width, double fc, double b
 
 /* ======== family: hadamard ======== */
 /* (declarations of the hadamard family go below this line) */
+/* Hadamard aperture-encoding matrices and decoding along the transmit axis.
+ * Orders: 2^k, 12*2^k, 20*2^k, at most USBEAM_HADAMARD_MAX_ORDER (1 is the trivial [1]).
+ * The matrix of each order (the contract between scanner and decoder): entries +-1,
+ * H H^T = n I, built as S_{2^k} (x) B where S is the natural-order Sylvester matrix
+ * (S_{2m} = [[S, S], [S, -S]]) and B is [1], the Paley I matrix of q = 11 (n = 12) or of
+ * q = 19 (n = 20): B = I + [[0, 1^T], [-1, Q]], Q[i][j] = chi(j - i), chi the quadratic
+ * character mod q.  Transmit t fires element e with polarity H[t][e]; decoding is
+ * out[e] = (1/n) sum_t H[t][e] in[t]. */
+#define USBEAM_HADAMARD_MAX_ORDER 256
+
+/* 1 when order has a Hadamard matrix in usbeam, else 0. */
+int usbeam_hadamard_order_supported(size_t order);
+/* Fill matrix[order*order] (row-major, row = transmit, column = element) with +-1. */
+usbeam_status usbeam_hadamard_matrix(size_t order, int8_t *matrix);
+
+typedef enum usbeam_hadamard_algorithm {
+    USBEAM_HADAMARD_DIRECT = 0, /* dense (1/n) H^T x, O(n^2) per sample, any matrix */
+    USBEAM_HADAMARD_FAST = 1    /* butterflies over the Sylvester factor, O(n log n) for 2^k;
+                                   only for the matrices of usbeam_hadamard_matrix */
+} usbeam_hadamard_algorithm;
+
+typedef struct usbeam_hadamard_params {
+    size_t order;            /* n: length of the transmit axis */
+    const int8_t *matrix;    /* NULL: usbeam_hadamard_matrix(order); else n*n entries +-1 with
+                                H H^T = n I (copied by plan_create) */
+    size_t n_outer;          /* product of the dimensions before the transmit axis (>= 1) */
+    size_t n_inner;          /* product of the dimensions after it (>= 1) */
+    usbeam_dtype in_dtype;   /* INT16, INT32 or FLOAT32 */
+    usbeam_dtype out_dtype;  /* FLOAT32, or INT32 for integer input (rounded to nearest,
+                                ties away from zero; exact for encoded integer data) */
+    usbeam_hadamard_algorithm algorithm;
+    int transmit_last;       /* 0: out has the layout of in, (outer, n, inner);
+                                1: out is (outer, inner, n): the decoded values of one
+                                sample are contiguous */
+} usbeam_hadamard_params;
+
+typedef struct usbeam_hadamard_plan usbeam_hadamard_plan;
+usbeam_status usbeam_hadamard_plan_create(const usbeam_hadamard_params *params, usbeam_backend backend,
+                                          usbeam_hadamard_plan **plan);
+/* in: in_dtype[n_outer][order][n_inner]; out: out_dtype, layout per transmit_last. */
+usbeam_status usbeam_hadamard_execute(usbeam_hadamard_plan *plan, const void *in, void *out);
+void usbeam_hadamard_plan_destroy(usbeam_hadamard_plan *plan);
 
 /* ======== family: rca ======== */
 /* (declarations of the rca family go below this line) */
+/* Row-column (RCA) and TOBE arrays: delay-and-sum of decoded acquisitions.
+ * Array coordinates (m): the array lies in z = 0, centred on the origin.  Column c is a
+ * strip along y at x_c = (c - (n_columns-1)/2) pitch_x; row r a strip along x at
+ * y_r = (r - (n_rows-1)/2) pitch_y.  An orientation ("rows" or "columns") names a set of
+ * strips; its axis u is y for rows, x for columns.  Times of flight are in csrc/usbeam_math.h
+ * (section "row-column arrays") with their references.  t = 0 when the first element fires;
+ * sample n of a record is at t0 + n/fs. */
+typedef enum usbeam_rca_method {
+    USBEAM_RCA_FORCES = 0,    /* decoded Hadamard transmit: element k of the receive orientation */
+    USBEAM_RCA_UFORCES = 1,   /* as FORCES, acquisition a from element sparse_elements[a] */
+    USBEAM_RCA_HERCULES = 2,  /* one transmit wave; decoded receive: acquisition a = strip a of the
+                                 orientation orthogonal to the receive one (2-D receive aperture) */
+    USBEAM_RCA_UHERCULES = 3, /* as HERCULES, acquisition a = orthogonal strip sparse_elements[a] */
+    USBEAM_RCA_VLS = 4,       /* virtual line source per acquisition (finite focal depth) */
+    USBEAM_RCA_TPW = 5,       /* tilted plane wave per acquisition (infinite focal depth) */
+    USBEAM_RCA_FLASH = 6      /* unsteered plane waves (angle 0, infinite focal depth) */
+} usbeam_rca_method;
+
+#define USBEAM_RCA_MAX_ELEMENTS 4096
+
+typedef struct usbeam_rca_params {
+    usbeam_rca_method method;
+    size_t n_columns, n_rows;     /* strips along x and along y */
+    double pitch_x, pitch_y;      /* m, > 0 */
+    double world_to_array[16];    /* row-major 4x4 affine world -> array; last row 0 0 0 1,
+                                     invertible linear part */
+    int tx_rows, rx_rows;         /* orientation of transmit / receive: 1 rows, 0 columns
+                                     (FORCES/uFORCES transmit on the receive orientation) */
+    size_t n_frames, n_acquisitions, n_channels, n_samples; /* n_channels = strips of rx orientation */
+    int data_complex;             /* 0: float32 RF; 1: complex64 IQ demodulated at fc */
+    double fs, fc, c, t0;         /* Hz, Hz (IQ phase), m/s, s */
+    int interpolation;            /* USBEAM_INTERP_NEAREST / LINEAR / CUBIC (usbeam_math.h) */
+    const double *angles;         /* rad [n_acquisitions] (VLS/TPW/Flash) or [1] (HERCULES) */
+    const double *focal_depths;   /* m, same length; +-INFINITY = plane wave, < 0 diverging */
+    const int32_t *sparse_elements; /* [n_acquisitions] for uFORCES / uHERCULES, else NULL */
+    double voxel_to_world[16];    /* row-major 4x4: (i, j, k, 1) -> world point (m) */
+    size_t n_i, n_j, n_k;         /* output [n_k][n_j][n_i] per frame */
+    double f_number;              /* >= 0; 0 = no receive apodization (whole aperture) */
+    int window;                   /* USBEAM_WINDOW_RECT / HANN / TUKEY over the f-number aperture */
+    double tukey_alpha;           /* [0, 1] for TUKEY */
+    int coherence_factor;         /* 1: multiply by |sum v|^2 / (N sum |v|^2) (Mallart & Fink) */
+    int sum_frames;               /* 1: one output, the coherent sum over frames */
+} usbeam_rca_params;
+
+typedef struct usbeam_rca_plan usbeam_rca_plan;
+usbeam_status usbeam_rca_plan_create(const usbeam_rca_params *params, usbeam_backend backend,
+                                     usbeam_rca_plan **plan);
+/* in: [n_frames][n_acquisitions][n_channels][n_samples] float32 or complex64;
+ * out: [sum_frames ? 1 : n_frames][n_k][n_j][n_i] float32 or complex64. */
+usbeam_status usbeam_rca_execute(usbeam_rca_plan *plan, const void *in, void *out);
+void usbeam_rca_plan_destroy(usbeam_rca_plan *plan);
 
 /* ======== family: ai ======== */
 /* (declarations of the ai family go below this line) */

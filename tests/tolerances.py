@@ -99,8 +99,31 @@ TOLERANCES = {
     # ---- family doppler ----
 
     # ---- family hadamard ----
+    # float32 output of integer data is the correctly rounded exact quotient (tests compare
+    # it exactly); against the float64 reference it differs by float32 rounding only.
+    "hadamard_float32_rel": 2 ** -23,
+    # float32 input: products with +-1 accumulated in double, one float32 rounding of the
+    # output (relative to max|input|, the scale of the sums).
+    "hadamard_float32_abs": 1e-6,
 
     # ---- family rca ----
+    # Times of flight: the C kernel forms s = ((tx + rx)/c - t0) fs in double like the
+    # reference; the ramp test reads s back through float32 linear interpolation
+    # (n0 + t in float32, n0 < 1000: one ulp is 6e-5 samples), so 2e-4 samples (about
+    # 15 nm of path at 20 MHz) bounds the float32 readback, not the geometry.
+    "rca_tof_samples": 2e-4,
+    # DAS against the float64 reference: float32 data, float32 interpolation weights and
+    # taps, products and sums in double, float32 output; relative to max |image|.
+    "rca_das_rel": 2e-5,
+    # IQ data: the phase exp(j 2 pi fc tau) is rounded to float32 (1e-7) and fc tau reaches
+    # ~100 cycles, formed in double: same budget as RF plus the float32 phasor.
+    "rca_das_iq_rel": 5e-5,
+    # Sum of receive weights (constant records): HERCULES reads its radial window from a
+    # 4096-step table over q = (r / half-width)^2, linear in q; the window is smooth in q,
+    # so each weight is within ~1e-7 of the exact one, summed over <= 64 pairs.
+    "rca_window_abs": 1e-5,
+    # Point localisation: the requirement, a fraction of the wavelength.
+    "rca_position_wavelengths": 0.5,
 
     # ---- family ai ----
     # Pre-processing: the C kernel blends in float32 with float32 weights (computed in double);

@@ -29,8 +29,12 @@ from .pipeline import Pipeline
 # family doppler:
 
 # family hadamard:
+from .hadamard import HadamardDecodePlan, hadamard, hadamard_decode, hadamard_orders
 
 # family rca:
+from .rca import (RCA_METHODS, RCABeamformer, RCAGrid, RowColumnArray, rca_beamform, rca_cross_planes,
+                  rca_decode, tobe_unflip)
+from .simulate_rca import simulate_rca
 
 # family ai:
 from .ai import (ComponentsPlan, DetectPlan, ModelInputPlan, detect_postprocess, fill_holes,
@@ -71,8 +75,11 @@ __all__ += ["LinearArray", "PlaneWave", "DivergingWave", "Focused", "SyntheticAp
 # family doppler (extend __all__ here):
 
 # family hadamard (extend __all__ here):
+__all__ += ["HadamardDecodePlan", "hadamard", "hadamard_decode", "hadamard_orders"]
 
 # family rca (extend __all__ here):
+__all__ += ["RCA_METHODS", "RCABeamformer", "RCAGrid", "RowColumnArray", "rca_beamform", "rca_cross_planes",
+            "rca_decode", "simulate_rca", "tobe_unflip"]
 
 # family ai (extend __all__ here):
 __all__ += ["ModelInputPlan", "DetectPlan", "ComponentsPlan", "model_input", "float32_to_float16",
