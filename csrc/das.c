@@ -275,6 +275,12 @@ usbeam_status usbeam_das_execute_frames(usbeam_das_plan *plan, size_t n_frames, 
     if (n_frames == 0 || n_frames > prm->n_frames)
         return usbeam_fail(USBEAM_ERR_INVALID_SHAPE, "n_frames must be in [1, %zu], the plan's capacity (got %zu)",
                            prm->n_frames, n_frames);
+    if (plan->cuda) { /* device pointers; the CUDA twin runs whole batches of its capacity */
+        if (n_frames != prm->n_frames)
+            return usbeam_fail(USBEAM_ERR_INVALID_SHAPE, "n_frames must equal the CUDA plan's %zu frames (got %zu)",
+                               prm->n_frames, n_frames);
+        return usbeam_das_cuda_execute(plan->cuda, in, out);
+    }
     const size_t n_points = prm->n_points;
     const size_t bad_channels = stage_input(plan, n_frames, in);
     if (bad_channels)

@@ -51,6 +51,7 @@ struct usbeam_das_plan {
     size_t stage_plane;         /* floats in one staged plane: n_tx * n_el * n_samples * capacity */
     float *stage;               /* (re plane, im plane if IQ): (transmit, element, sample, frame),
                                    frame the fastest, for the n_frames of the current call */
+    usbeam_das_cuda *cuda;      /* USBEAM_BACKEND_CUDA: the twin in cuda/das.cu (geometry above kept) */
 };
 
 /* Entries of point p into tap[] / weight[] (the layouts above); das_delays.c. */

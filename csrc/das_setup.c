@@ -217,6 +217,7 @@ static usbeam_status validate(const usbeam_das_params *prm)
 void usbeam_das_plan_destroy(usbeam_das_plan *plan)
 {
     if (!plan) return;
+    usbeam_das_cuda_destroy(plan->cuda);
     usbeam_free(plan->element_x);
     usbeam_free(plan->element_y);
     usbeam_free(plan->element_z);
@@ -236,6 +237,11 @@ void usbeam_das_plan_destroy(usbeam_das_plan *plan)
     usbeam_free(plan->tile);
     usbeam_free(plan->stage);
     usbeam_free(plan);
+}
+
+usbeam_cuda_exec *usbeam_das_plan_cuda(usbeam_das_plan *plan)
+{
+    return plan && plan->cuda ? usbeam_das_cuda_exec(plan->cuda) : NULL;
 }
 
 size_t usbeam_das_table_bytes(const usbeam_das_plan *plan)
@@ -353,7 +359,8 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
     usbeam_status st;
     if (!params || !plan_out) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "params and plan must not be NULL");
     *plan_out = NULL;
-    if (backend != USBEAM_BACKEND_CPU) return usbeam_fail(USBEAM_ERR_NO_BACKEND, "backend: das has no CUDA path in this build");
+    if (backend != USBEAM_BACKEND_CPU && backend != USBEAM_BACKEND_CUDA)
+        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "backend: unknown value %d", (int)backend);
     if ((st = validate(params)) != USBEAM_OK) return st;
 
     const usbeam_das_params *prm = params;
@@ -419,6 +426,11 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
         for (ptrdiff_t p = 0; p < n_points; ++p)
             for (size_t t = 0; t < n_tx; ++t)
                 plan->tx_time[(size_t)p * n_tx + t] = usbeam_das_transmit_time(plan, t, plan->points + 3 * (size_t)p);
+    }
+    if (backend == USBEAM_BACKEND_CUDA) { /* the twin computes delays on the device: no table */
+        if ((st = usbeam_das_cuda_create(plan, &plan->cuda)) != USBEAM_OK) goto fail;
+        *plan_out = plan;
+        return USBEAM_OK;
     }
 
     if ((st = alloc_array((void **)&plan->tile, (size_t)plan->n_threads * 2 * USBEAM_DAS_POINT_TILE, prm->n_frames * sizeof(float),

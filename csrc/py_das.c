@@ -239,9 +239,10 @@ static PyObject *py_das_execute(PyObject *self, PyObject *args)
         PyErr_Format(PyExc_ValueError, "n_frames must be in [1, %zu] for this plan (got %zd)", h->capacity, n_frames);
         return NULL;
     }
-    const void *in = usbeam_py_array_data(in_obj, "data", h->in_type, (size_t)n_frames * h->in_per_frame, 0);
+    usbeam_cuda_exec *cuda = usbeam_das_plan_cuda(h->plan); /* NULL: CPU plan, NumPy arrays */
+    const void *in = usbeam_py_plan_buffer(in_obj, "data", h->in_type, (size_t)n_frames * h->in_per_frame, 0, cuda);
     if (!in) return NULL;
-    void *out = usbeam_py_array_data(out_obj, "out", h->out_type, (size_t)n_frames * h->out_per_frame, 1);
+    void *out = usbeam_py_plan_buffer(out_obj, "out", h->out_type, (size_t)n_frames * h->out_per_frame, 1, cuda);
     if (!out) return NULL;
     usbeam_status st;
     Py_BEGIN_ALLOW_THREADS
@@ -271,7 +272,16 @@ static PyObject *py_das_auto_f_number(PyObject *self, PyObject *args)
     return PyFloat_FromDouble(f_number);
 }
 
+static PyObject *py_das_cuda_exec(PyObject *self, PyObject *capsule)
+{
+    (void)self;
+    das_handle *h = usbeam_py_plan_from_capsule(capsule, DAS_CAPSULE, "plan");
+    if (!h) return NULL;
+    return usbeam_py_cuda_exec_capsule(usbeam_das_plan_cuda(h->plan), capsule);
+}
+
 PyMethodDef usbeam_py_das_methods[] = {
+    {"das_cuda_exec", py_das_cuda_exec, METH_O, "CUDA state of a DAS plan (None for the CPU)."},
     {"das_plan", (PyCFunction)(void (*)(void))py_das_plan, METH_VARARGS | METH_KEYWORDS,
      "Create a delay-and-sum plan."},
     {"das_execute", py_das_execute, METH_VARARGS, "Run a delay-and-sum plan: (plan, data, out[, n_frames])."},

@@ -117,6 +117,58 @@ typedef struct usbeam_device_info {
 usbeam_status usbeam_cuda_device_count(int *count);
 usbeam_status usbeam_cuda_device_info(int device, usbeam_device_info *info);
 
+/* ======== family cuda ======== */
+/* Device memory, host <-> device copies, streams, and the CUDA execution state of plans
+ * (cuda/memory.cu, cuda/exec.cu).  Device pointers and CUDA streams are void *; a NULL
+ * stream is CUDA's legacy default stream.  A build without CUDA answers every call with
+ * USBEAM_ERR_NO_BACKEND (usbeam_device_free and usbeam_pinned_free accept NULL anywhere). */
+usbeam_status usbeam_device_malloc(int device, size_t bytes, void **ptr);   /* cudaMalloc on device */
+usbeam_status usbeam_device_free(void *ptr);   /* cudaFree (synchronises with the device); NULL is a no-op */
+usbeam_status usbeam_pinned_malloc(size_t bytes, void **ptr);   /* page-locked host memory */
+usbeam_status usbeam_pinned_free(void *ptr);
+/* Host <-> device copies of bytes, ordered after the work already queued on stream and
+ * complete when the call returns.  Pageable host memory goes through the library's pinned
+ * staging buffers (chunked, double-buffered), so the DMA engine overlaps the host memcpy. */
+usbeam_status usbeam_copy_to_device(void *dst_device, const void *src_host, size_t bytes, void *stream);
+usbeam_status usbeam_copy_to_host(void *dst_host, const void *src_device, size_t bytes, void *stream);
+/* Device -> device copy queued on stream (asynchronous). */
+usbeam_status usbeam_copy_device(void *dst_device, const void *src_device, size_t bytes, void *stream);
+/* CUDA device that owns a device (or managed) pointer; USBEAM_ERR_INVALID_ARGUMENT when
+ * ptr is host memory. */
+usbeam_status usbeam_pointer_device(const void *ptr, int *device);
+/* Make consumer wait (on the device, not the host) for the work queued so far on producer. */
+usbeam_status usbeam_stream_wait(void *consumer, void *producer);
+usbeam_status usbeam_stream_synchronize(void *stream);
+/* Record an event on stream into *event (created on first use, timing disabled) ... */
+usbeam_status usbeam_event_record(void **event, void *stream);
+/* ... and later wait for it on the host and destroy it (NULL event: no-op). */
+usbeam_status usbeam_event_wait_destroy(void *event);
+
+/* The CUDA execution state of a plan created with USBEAM_BACKEND_CUDA: its device, the
+ * stream it runs on (its own, created at plan creation, or one the caller sets) and a pair
+ * of CUDA events per stage.  Execute of a CUDA plan takes device pointers, queues its work
+ * on that stream and returns without waiting; NVTX ranges name every stage. */
+typedef struct usbeam_cuda_exec usbeam_cuda_exec;
+#define USBEAM_CUDA_MAX_STAGES 8
+/* Run on stream (a cudaStream_t of the plan's device, owned by the caller, who keeps it
+ * alive while the plan uses it); NULL returns to the plan's own stream. */
+usbeam_status usbeam_cuda_exec_set_stream(usbeam_cuda_exec *exec, void *stream);
+void *usbeam_cuda_exec_stream(const usbeam_cuda_exec *exec);
+int usbeam_cuda_exec_device(const usbeam_cuda_exec *exec);
+/* Stage names and times (ms, CUDA events) of the last execute; waits for it to finish.
+ * *n_stages = 0 before the first execute. */
+usbeam_status usbeam_cuda_exec_timings(usbeam_cuda_exec *exec, size_t capacity, const char **names,
+                                       float *ms, size_t *n_stages);
+/* Device memory the plan holds, bytes. */
+size_t usbeam_cuda_exec_device_bytes(const usbeam_cuda_exec *exec);
+/* The CUDA execution state of a family's plan; NULL for a CPU plan. */
+struct usbeam_bmode_plan;
+struct usbeam_rf2iq_plan;
+usbeam_cuda_exec *usbeam_bmode_plan_cuda(struct usbeam_bmode_plan *plan);
+usbeam_cuda_exec *usbeam_rf2iq_plan_cuda(struct usbeam_rf2iq_plan *plan);
+struct usbeam_das_plan;
+usbeam_cuda_exec *usbeam_das_plan_cuda(struct usbeam_das_plan *plan);
+
 /* ------------------------------------------------------------------------ */
 /* B-mode: envelope and log compression                                      */
 /* in : complex64 beamformed IQ, n_values (any spatial/frame layout)         */

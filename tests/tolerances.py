@@ -14,6 +14,34 @@ TOLERANCES = {
     # is ~1e-7, i.e. ~1e-6 dB; 1e-4 dB leaves room for the float32 cast of the output.
     "bmode_db_abs": 1e-4,
 
+    # ---- family cuda ----
+    # CUDA B-mode vs the CPU backend: the same double arithmetic, but CUDA's log10 and glibc's
+    # may differ in the last ulp, so a level within ~1e-15 of an integer boundary can truncate
+    # to the neighbouring grey level; dB values differ by ~1e-15 before the float32 cast.
+    # Not yet measured on a GPU (none in the session that wrote them).
+    "bmode_cuda_uint8_max_levels": 1,
+    "bmode_cuda_uint8_fraction_off": 1e-4,
+    "bmode_cuda_db_abs": 1e-5,
+    # CUDA rf2iq vs the CPU backend, max|gpu - cpu| / max|cpu|: the Butterworth recursion runs
+    # the same double operations (no FMA) and should agree to float32 rounding of the output;
+    # the FIR sums run in another order than the CPU's vectorised sums (double, ~1e-16
+    # relative), so outputs can land on the neighbouring float32: 2^-24 ~ 6e-8 relative.
+    # Not yet measured on a GPU; 1e-6 as for the CPU against the reference.
+    "rf2iq_cuda_rel": 1e-6,
+    # CUDA DAS vs the CPU backend, ||gpu - cpu|| / ||cpu||: float32 sums in another order, and
+    # the interpolation weights and phase rotation rounded to float separately (usbeam_math.h)
+    # where the CPU folds them in double: a few 1e-7 relative per term.  The same bound as the
+    # CPU against its float64 reference (das_rel_l2).  Not yet measured on a GPU.
+    "das_cuda_rel_l2": 1e-5,
+    # nearest: a delay within ~1e-12 samples of a half-sample tie may round to the other
+    # sample on either backend (delays formed in double with or without FMA): such pixels are
+    # counted, as for the CPU against the reference (das_nearest_*).
+    "das_cuda_nearest_pixel_rel": 1e-4,
+    "das_cuda_nearest_fraction_off": 1e-3,
+    # PWI_disk, GPU chain vs CPU chain at the uint8 display: the images agree to ~1e-6
+    # relative, so a grey level can move by one at a truncation edge.
+    "das_cuda_bmode_max_levels": 1,
+
     # ---- family rf2iq ----
     # C vs the float64 reference, max|got - want| / max|want|: the output is complex64, so each
     # value carries float32 rounding (2^-24 ~ 6e-8 relative); mixing and filtering run in

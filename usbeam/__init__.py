@@ -10,6 +10,10 @@ from ._backend import backends, build_info, cuda_available, cuda_devices
 from . import datasets
 from .bmode import BModePlan, bmode
 
+# family cuda:
+from . import device
+from .device import DeviceArray
+
 # family rf2iq:
 from .rf2iq import RF2IQPlan, rf2iq
 
@@ -56,6 +60,9 @@ __all__ = [
     "io",
     "simulate",
 ]
+
+# family cuda (extend __all__ here):
+__all__ += ["DeviceArray", "device"]
 
 # family rf2iq (extend __all__ here):
 __all__ += ["RF2IQPlan", "rf2iq"]
