@@ -177,6 +177,7 @@ static PyMethodDef *const method_tables[] = {
     /* family das: */
 
     /* family doppler: */
+    usbeam_py_doppler_methods,
 
     /* family hadamard: */
 

@@ -45,6 +45,7 @@ extern PyMethodDef usbeam_py_bmode_methods[];
 /* family das: */
 
 /* family doppler: */
+extern PyMethodDef usbeam_py_doppler_methods[];
 
 /* family hadamard: */
 

@@ -15,6 +15,8 @@ from .bmode import BModePlan, bmode
 # family das:
 
 # family doppler:
+from .doppler import (ClutterFilter, ColorDopplerPlan, DopplerDisplay, PowerDopplerPlan, clutter_filter,
+                      color_doppler, nyquist_velocity, power_doppler)
 
 # family hadamard:
 
@@ -41,6 +43,8 @@ __all__ = [
 # family das (extend __all__ here):
 
 # family doppler (extend __all__ here):
+__all__ += ["ClutterFilter", "clutter_filter", "ColorDopplerPlan", "color_doppler", "PowerDopplerPlan",
+            "power_doppler", "DopplerDisplay", "nyquist_velocity"]
 
 # family hadamard (extend __all__ here):
 
