@@ -291,8 +291,10 @@ usbeam_status usbeam_power_execute(usbeam_power_plan *plan, const void *in, floa
         for (size_t i = 0; i < count; ++i) {
             double pw = sp[i] / (double)n_frames;
             if (pw < floor_power) pw = floor_power;
-            if (pw > max_power) max_power = pw;
-            out[first + i] = (float)pw;
+            /* the max is taken over the stored float32 values, so the brightest pixel is exactly 0 dB */
+            const float stored = (float)pw;
+            if (stored > max_power) max_power = stored;
+            out[first + i] = stored;
         }
     }
     if (prm->output_db) {
