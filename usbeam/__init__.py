@@ -17,6 +17,7 @@ from .bmode import BModePlan, bmode
 # family doppler:
 from .doppler import (ClutterFilter, ColorDopplerPlan, DopplerDisplay, PowerDopplerPlan, clutter_filter,
                       color_doppler, nyquist_velocity, power_doppler)
+from .doppler_pipeline import DopplerMaps, DopplerPipeline
 
 # family hadamard:
 
@@ -44,7 +45,7 @@ __all__ = [
 
 # family doppler (extend __all__ here):
 __all__ += ["ClutterFilter", "clutter_filter", "ColorDopplerPlan", "color_doppler", "PowerDopplerPlan",
-            "power_doppler", "DopplerDisplay", "nyquist_velocity"]
+            "power_doppler", "DopplerDisplay", "nyquist_velocity", "DopplerMaps", "DopplerPipeline"]
 
 # family hadamard (extend __all__ here):
 
