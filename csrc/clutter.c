@@ -53,6 +53,13 @@
 
 typedef double complex zdouble;
 
+/* Complex product without the C99 Annex G inf/NaN recovery (__muldc3): the operands here are
+ * finite by construction, and the library call dominated the Jacobi sweeps. */
+static inline zdouble zmul(zdouble a, zdouble b)
+{
+    return CMPLX(creal(a) * creal(b) - cimag(a) * cimag(b), creal(a) * cimag(b) + cimag(a) * creal(b));
+}
+
 struct usbeam_clutter_plan {
     usbeam_clutter_params params;
     int n_threads;
@@ -64,8 +71,8 @@ struct usbeam_clutter_plan {
     zdouble *coef;            /* per thread: n_frames * PIXEL_BLOCK */
     /* SVD */
     zdouble *gram;            /* n_frames^2 */
-    zdouble *gram_partial;    /* per thread: n_frames^2 */
-    double *block_re, *block_im; /* per thread: n_frames * PIXEL_BLOCK */
+    zdouble *gram_partial;    /* per thread: (n_frames rounded up to even)^2 */
+    double *block_re, *block_im; /* per thread: (n_frames rounded up to even) * PIXEL_BLOCK */
     zdouble *eigvec;          /* n_frames^2, column k = eigenvector k */
     double *eigval;           /* n_frames */
     double *singular_values;  /* n_frames, descending */
@@ -218,18 +225,23 @@ static void apply_projection(usbeam_clutter_plan *p, const float *in, float *out
 
 /* ---- SVD: Gram matrix and Hermitian Jacobi ------------------------------------------- */
 
+/* G = C^H C in double.  Pixels are taken in blocks of PIXEL_BLOCK, de-interleaved into
+ * per-thread double rows (n_frames rounded up to even, the extra row zero), and the upper
+ * triangle is accumulated 2 x 2 entries at a time so each loaded row feeds two products. */
 static void compute_gram(usbeam_clutter_plan *p, const float *in)
 {
     const size_t n = p->params.n_frames, n_pixels = p->params.n_pixels;
+    const size_t n2 = (n + 1) & ~(size_t)1, g_stride = n2;
     const ptrdiff_t n_blocks = (ptrdiff_t)((n_pixels + PIXEL_BLOCK - 1) / PIXEL_BLOCK);
     const int n_threads = p->n_threads;
-    memset(p->gram_partial, 0, (size_t)n_threads * n * n * sizeof(zdouble));
+    memset(p->gram_partial, 0, (size_t)n_threads * n2 * n2 * sizeof(zdouble));
 #pragma omp parallel num_threads(n_threads)
     {
         int tid = thread_id();
-        double *g = (double *)(p->gram_partial + (size_t)tid * n * n);
-        double *re = p->block_re + (size_t)tid * n * PIXEL_BLOCK;
-        double *im = p->block_im + (size_t)tid * n * PIXEL_BLOCK;
+        double *g = (double *)(p->gram_partial + (size_t)tid * n2 * n2);
+        double *re = p->block_re + (size_t)tid * n2 * PIXEL_BLOCK;
+        double *im = p->block_im + (size_t)tid * n2 * PIXEL_BLOCK;
+        for (size_t i = 0; i < (n2 - n) * PIXEL_BLOCK; ++i) re[n * PIXEL_BLOCK + i] = im[n * PIXEL_BLOCK + i] = 0.0;
 #pragma omp for schedule(static)
         for (ptrdiff_t blk = 0; blk < n_blocks; ++blk) {
             size_t first = (size_t)blk * PIXEL_BLOCK;
@@ -241,19 +253,34 @@ static void compute_gram(usbeam_clutter_plan *p, const float *in)
                     im[t * PIXEL_BLOCK + i] = x[2 * i + 1];
                 }
             }
-            /* G[a][b] = sum_p conj(x_a[p]) x_b[p], upper triangle */
-            for (size_t a = 0; a < n; ++a) {
-                const double *ar = re + a * PIXEL_BLOCK, *ai = im + a * PIXEL_BLOCK;
-                for (size_t b = a; b < n; ++b) {
-                    const double *br = re + b * PIXEL_BLOCK, *bi = im + b * PIXEL_BLOCK;
-                    double sr = 0.0, si = 0.0;
-#pragma omp simd reduction(+ : sr, si)
+            /* G[a][b] += sum_i conj(x_a[i]) x_b[i] for a <= b (pairs of rows a, a+1 and b, b+1) */
+            for (size_t a = 0; a < n2; a += 2) {
+                const double *a0r = re + a * PIXEL_BLOCK, *a0i = im + a * PIXEL_BLOCK;
+                const double *a1r = a0r + PIXEL_BLOCK, *a1i = a0i + PIXEL_BLOCK;
+                for (size_t b = a; b < n2; b += 2) {
+                    const double *b0r = re + b * PIXEL_BLOCK, *b0i = im + b * PIXEL_BLOCK;
+                    const double *b1r = b0r + PIXEL_BLOCK, *b1i = b0i + PIXEL_BLOCK;
+                    double r00 = 0, i00 = 0, r01 = 0, i01 = 0, r10 = 0, i10 = 0, r11 = 0, i11 = 0;
+#pragma omp simd reduction(+ : r00, i00, r01, i01, r10, i10, r11, i11)
                     for (size_t i = 0; i < count; ++i) {
-                        sr += ar[i] * br[i] + ai[i] * bi[i];
-                        si += ar[i] * bi[i] - ai[i] * br[i];
+                        r00 += a0r[i] * b0r[i] + a0i[i] * b0i[i];
+                        i00 += a0r[i] * b0i[i] - a0i[i] * b0r[i];
+                        r01 += a0r[i] * b1r[i] + a0i[i] * b1i[i];
+                        i01 += a0r[i] * b1i[i] - a0i[i] * b1r[i];
+                        r10 += a1r[i] * b0r[i] + a1i[i] * b0i[i];
+                        i10 += a1r[i] * b0i[i] - a1i[i] * b0r[i];
+                        r11 += a1r[i] * b1r[i] + a1i[i] * b1i[i];
+                        i11 += a1r[i] * b1i[i] - a1i[i] * b1r[i];
                     }
-                    g[2 * (a * n + b)] += sr;
-                    g[2 * (a * n + b) + 1] += si;
+                    double *g0 = g + 2 * (a * g_stride + b), *g1 = g0 + 2 * g_stride;
+                    g0[0] += r00;
+                    g0[1] += i00;
+                    g0[2] += r01;
+                    g0[3] += i01;
+                    g1[0] += r10;
+                    g1[1] += i10;
+                    g1[2] += r11;
+                    g1[3] += i11;
                 }
             }
         }
@@ -261,7 +288,7 @@ static void compute_gram(usbeam_clutter_plan *p, const float *in)
     for (size_t a = 0; a < n; ++a) {
         for (size_t b = a; b < n; ++b) {
             zdouble sum = 0.0;
-            for (int t = 0; t < n_threads; ++t) sum += p->gram_partial[(size_t)t * n * n + a * n + b];
+            for (int t = 0; t < n_threads; ++t) sum += p->gram_partial[(size_t)t * n2 * n2 + a * g_stride + b];
             p->gram[a * n + b] = sum;
             p->gram[b * n + a] = conj(sum);
         }
@@ -278,12 +305,12 @@ static void hermitian_jacobi(zdouble *a, zdouble *v, size_t n)
     for (size_t i = 0; i < n; ++i)
         for (size_t j = 0; j < n; ++j) v[i * n + j] = (i == j) ? 1.0 : 0.0;
     double total = 0.0;
-    for (size_t i = 0; i < n * n; ++i) total += creal(a[i] * conj(a[i]));
+    for (size_t i = 0; i < n * n; ++i) total += creal(a[i]) * creal(a[i]) + cimag(a[i]) * cimag(a[i]);
     if (total == 0.0) return;
     for (int sweep = 0; sweep < JACOBI_MAX_SWEEPS; ++sweep) {
         double off = 0.0;
         for (size_t i = 0; i < n; ++i)
-            for (size_t j = i + 1; j < n; ++j) off += creal(a[i * n + j] * conj(a[i * n + j]));
+            for (size_t j = i + 1; j < n; ++j) off += creal(a[i * n + j]) * creal(a[i * n + j]) + cimag(a[i * n + j]) * cimag(a[i * n + j]);
         if (off <= 1e-30 * total) break;
         for (size_t p = 0; p + 1 < n; ++p) {
             for (size_t q = p + 1; q < n; ++q) {
@@ -296,24 +323,24 @@ static void hermitian_jacobi(zdouble *a, zdouble *v, size_t n)
                 double t = (theta >= 0 ? 1.0 : -1.0) / (fabs(theta) + sqrt(theta * theta + 1.0));
                 double c = 1.0 / sqrt(t * t + 1.0), s = t * c;
                 /* U = columns u_p = c e_p - s e^{-i phi} e_q,  u_q = s e_p + c e^{-i phi} e_q */
-                zdouble w = conj(phase);
+                zdouble w = conj(phase), sw = s * w, cw = c * w, sph = s * phase, cph = c * phase;
                 for (size_t r = 0; r < n; ++r) { /* A <- A U (columns) */
                     zdouble arp = a[r * n + p], arq = a[r * n + q];
-                    a[r * n + p] = c * arp - s * w * arq;
-                    a[r * n + q] = s * arp + c * w * arq;
+                    a[r * n + p] = c * arp - zmul(sw, arq);
+                    a[r * n + q] = s * arp + zmul(cw, arq);
                 }
                 for (size_t r = 0; r < n; ++r) { /* A <- U^H A (rows) */
                     zdouble apr = a[p * n + r], aqr = a[q * n + r];
-                    a[p * n + r] = c * apr - s * phase * aqr;
-                    a[q * n + r] = s * apr + c * phase * aqr;
+                    a[p * n + r] = c * apr - zmul(sph, aqr);
+                    a[q * n + r] = s * apr + zmul(cph, aqr);
                 }
                 a[p * n + q] = a[q * n + p] = 0.0;
                 a[p * n + p] = creal(a[p * n + p]);
                 a[q * n + q] = creal(a[q * n + q]);
                 for (size_t r = 0; r < n; ++r) { /* V <- V U */
                     zdouble vrp = v[r * n + p], vrq = v[r * n + q];
-                    v[r * n + p] = c * vrp - s * w * vrq;
-                    v[r * n + q] = s * vrp + c * w * vrq;
+                    v[r * n + p] = c * vrp - zmul(sw, vrq);
+                    v[r * n + q] = s * vrp + zmul(cw, vrq);
                 }
             }
         }
@@ -324,7 +351,7 @@ static void hermitian_jacobi(zdouble *a, zdouble *v, size_t n)
 static double temporal_frequency(const zdouble *v, size_t n, int k)
 {
     zdouble r = 0.0;
-    for (size_t t = 0; t + 1 < n; ++t) r += v[(t + 1) * n + (size_t)k] * conj(v[t * n + (size_t)k]);
+    for (size_t t = 0; t + 1 < n; ++t) r += zmul(v[(t + 1) * n + (size_t)k], conj(v[t * n + (size_t)k]));
     return fabs(carg(r)) / (2.0 * CLUTTER_PI);
 }
 
@@ -702,9 +729,9 @@ usbeam_status usbeam_clutter_plan_create(const usbeam_clutter_params *params, us
         break;
     case USBEAM_CLUTTER_SVD:
         p->gram = checked_alloc(n, n, sizeof(zdouble), &failed);
-        p->gram_partial = checked_alloc(nt * n, n, sizeof(zdouble), &failed);
-        p->block_re = checked_alloc(nt * n, PIXEL_BLOCK, sizeof(double), &failed);
-        p->block_im = checked_alloc(nt * n, PIXEL_BLOCK, sizeof(double), &failed);
+        p->gram_partial = checked_alloc(nt * (n + 1), n + 1, sizeof(zdouble), &failed);
+        p->block_re = checked_alloc(nt * (n + 1), PIXEL_BLOCK, sizeof(double), &failed);
+        p->block_im = checked_alloc(nt * (n + 1), PIXEL_BLOCK, sizeof(double), &failed);
         p->eigvec = checked_alloc(n, n, sizeof(zdouble), &failed);
         p->eigval = checked_alloc(n, 1, sizeof(double), &failed);
         p->singular_values = checked_alloc(n, 1, sizeof(double), &failed);
