@@ -173,6 +173,7 @@ static PyMethodDef *const method_tables[] = {
     usbeam_py_core_methods,
     usbeam_py_bmode_methods,
     /* family rf2iq: */
+    usbeam_py_rf2iq_methods,
 
     /* family das: */
 

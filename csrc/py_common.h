@@ -41,6 +41,7 @@ int usbeam_py_backend(const char *name, usbeam_backend *backend);
 extern PyMethodDef usbeam_py_core_methods[];
 extern PyMethodDef usbeam_py_bmode_methods[];
 /* family rf2iq: */
+extern PyMethodDef usbeam_py_rf2iq_methods[];
 
 /* family das: */
 

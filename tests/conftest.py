@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED_DATASETS = Path(os.environ.get("USBEAM_SHARED_DATASETS", ROOT.parent / "shared" / "datasets"))
+SHARED_DATASETS = Path(os.environ.get("USBEAM_DATA", ROOT.parent / "shared" / "datasets"))
 
 
 def shared_dataset(name):

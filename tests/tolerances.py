@@ -15,6 +15,26 @@ TOLERANCES = {
     "bmode_db_abs": 1e-4,
 
     # ---- family rf2iq ----
+    # C vs the float64 reference, max|got - want| / max|want|: the output is complex64, so each
+    # value carries float32 rounding (2^-24 ~ 6e-8 relative); mixing and filtering run in
+    # double.  Measured <= 8e-8 over every filter kind, dtype, t0 and decimation tested.
+    "rf2iq_rel": 1e-6,
+    # Same measure against PyMUST rf2iq (float64 throughout): float32 output rounding only.
+    # Measured 5e-8 on PWI_disk (32 frames) and 4e-8 on RFsignal@20MHz.
+    "rf2iq_pymust_rel": 1e-6,
+    # Butterworth of high order at a low cutoff (order 10, Wn 0.05) in (b, a) form is
+    # ill-conditioned: coefficients that differ by one ulp (two correct double designs) move
+    # the output by ~6e-6; scipy's own filtfilt(b, a) and sosfiltfilt differ by 5e-6 there.
+    "rf2iq_butter_illcond_rel": 3e-5,
+    # Filter design vs scipy.signal.butter / kaiserord + firwin, relative to the largest
+    # coefficient: both are double, differing in the order of rounding (measured 9e-16).
+    "rf2iq_design_rel": 1e-13,
+    # Analytic tone at fc + df, interior samples, against A * (pass-band gain at df): what is
+    # left is the image at -(2 fc + df) leaking through the stop band (Kaiser 60 dB: <= 1e-3
+    # of A; Butterworth: less) and float32 rounding.  Measured <= 2.2e-4 (amplitude, relative
+    # to A) and 2.2e-4 rad.
+    "rf2iq_tone_amplitude_rel": 2e-3,
+    "rf2iq_tone_phase_rad": 2e-3,
 
     # ---- family das ----
 

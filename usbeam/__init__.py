@@ -11,6 +11,7 @@ from . import datasets
 from .bmode import BModePlan, bmode
 
 # family rf2iq:
+from .rf2iq import RF2IQPlan, rf2iq
 
 # family das:
 
@@ -40,6 +41,7 @@ __all__ = [
 ]
 
 # family rf2iq (extend __all__ here):
+__all__ += ["RF2IQPlan", "rf2iq"]
 
 # family das (extend __all__ here):
 
