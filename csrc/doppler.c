@@ -49,7 +49,7 @@ struct usbeam_color_plan {
     int smooth;
     /* accumulators, double[n_pixels] each: R(lag) re/im, P, axial Rz re/im */
     double *acc[5];
-    double *tmp;           /* double[nz * nx]: separable smoothing scratch */
+    double *tmp;           /* double[n_acc][nz * nx]: separable smoothing scratch */
 };
 
 static void make_window(double *w, int m, usbeam_doppler_window kind)
@@ -107,7 +107,7 @@ usbeam_status usbeam_color_plan_create(const usbeam_color_params *params, usbeam
     int n_acc = params->axial_correction ? 5 : 3;
     for (int a = 0; a < n_acc; ++a)
         if (!(p->acc[a] = usbeam_alloc(bytes))) failed = 1;
-    if (p->smooth && !(p->tmp = usbeam_alloc(image_size * sizeof(double)))) failed = 1;
+    if (p->smooth && !(p->tmp = usbeam_alloc((size_t)n_acc * image_size * sizeof(double)))) failed = 1;
     if (failed) {
         usbeam_color_plan_destroy(p);
         return usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "color plan: accumulators for %zu pixels", n_pixels);
@@ -133,28 +133,36 @@ static inline ptrdiff_t mirror(ptrdiff_t i, ptrdiff_t n)
     return i < n ? i : period - 1 - i;
 }
 
-/* Separable window over one nz x nx image, in place (scratch tmp, nz*nx). */
-static void smooth_image(double *img, double *tmp, size_t nz, size_t nx, const double *wz, int mz,
-                         const double *wx, int mx)
+/* Separable window over one nz x nx image of each of the n_acc accumulators, in place
+ * (scratch tmp: n_acc images).  One parallel region, rows of all accumulators shared out
+ * together, so a small image does not pay for many fork/join barriers. */
+static void smooth_images(double *const *acc, int n_acc, size_t offset, double *tmp, size_t nz, size_t nx,
+                          const double *wz, int mz, const double *wx, int mx)
 {
-    const ptrdiff_t NZ = (ptrdiff_t)nz, NX = (ptrdiff_t)nx;
-#pragma omp parallel for schedule(static)
-    for (ptrdiff_t z = 0; z < NZ; ++z) {
-        const double *row = img + z * NX;
-        for (ptrdiff_t x = 0; x < NX; ++x) {
-            double sum = 0.0;
-            for (int j = 0; j < mx; ++j) sum += wx[j] * row[mirror(x - mx / 2 + j, NX)];
-            tmp[z * NX + x] = sum;
+    const ptrdiff_t NZ = (ptrdiff_t)nz, NX = (ptrdiff_t)nx, rows = (ptrdiff_t)n_acc * NZ;
+#pragma omp parallel
+    {
+#pragma omp for schedule(static)
+        for (ptrdiff_t r = 0; r < rows; ++r) {
+            const ptrdiff_t a = r / NZ, z = r % NZ;
+            const double *row = acc[a] + offset + z * NX;
+            double *dst = tmp + (a * NZ + z) * NX;
+            for (ptrdiff_t x = 0; x < NX; ++x) {
+                double sum = 0.0;
+                for (int j = 0; j < mx; ++j) sum += wx[j] * row[mirror(x - mx / 2 + j, NX)];
+                dst[x] = sum;
+            }
         }
-    }
-#pragma omp parallel for schedule(static)
-    for (ptrdiff_t z = 0; z < NZ; ++z) {
-        double *dst = img + z * NX;
-        for (ptrdiff_t x = 0; x < NX; ++x) dst[x] = 0.0;
-        for (int j = 0; j < mz; ++j) {
-            const double *src = tmp + mirror(z - mz / 2 + j, NZ) * NX;
-            const double w = wz[j];
-            for (ptrdiff_t x = 0; x < NX; ++x) dst[x] += w * src[x];
+#pragma omp for schedule(static)
+        for (ptrdiff_t r = 0; r < rows; ++r) {
+            const ptrdiff_t a = r / NZ, z = r % NZ;
+            double *dst = acc[a] + offset + z * NX;
+            for (ptrdiff_t x = 0; x < NX; ++x) dst[x] = 0.0;
+            for (int j = 0; j < mz; ++j) {
+                const double *src = tmp + (a * NZ + mirror(z - mz / 2 + j, NZ)) * NX;
+                const double w = wz[j];
+                for (ptrdiff_t x = 0; x < NX; ++x) dst[x] += w * src[x];
+            }
         }
     }
 }
@@ -215,9 +223,8 @@ usbeam_status usbeam_color_execute(usbeam_color_plan *plan, const void *in, floa
     if (plan->smooth) {
         int n_acc = axial ? 5 : 3;
         for (size_t img = 0; img < prm->n_images; ++img)
-            for (int a = 0; a < n_acc; ++a)
-                smooth_image(plan->acc[a] + img * image_size, plan->tmp, nz, nx, plan->window_z, prm->window_z,
-                             plan->window_x, prm->window_x);
+            smooth_images(plan->acc, n_acc, img * image_size, plan->tmp, nz, nx, plan->window_z, prm->window_z,
+                          plan->window_x, prm->window_x);
     }
 
     const double vn = plan->nyquist;
