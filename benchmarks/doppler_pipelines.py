@@ -101,19 +101,14 @@ def usbeam_pipeline(pipeline, cfg):
     common = dict(fs=cfg["fs"], fc=cfg["fc"], c=cfg["c"], t0=cfg["t0"])
     bandwidth = cfg["bandwidth"] if np.isfinite(cfg["bandwidth"]) else None
     if pipeline == "RF2IQ_DAS_BMODE":
-        rf2iq = usbeam.RF2IQPlan(rf.shape, rf.dtype, bandwidth=bandwidth, **common)
-        bf = usbeam.Beamformer(cfg["probe"], cfg["sequence"], cfg["grid"], n_samples=rf.shape[-1],
-                               f_number=cfg["f_number"], interpolation="linear", n_frames=n_frames, **common)
-        bmode = usbeam.BModePlan((n_frames,) + tuple(cfg["grid"].shape), 40.0)
-        iq = np.empty(rf2iq.out_shape, np.complex64)
-        image = np.empty((n_frames,) + tuple(cfg["grid"].shape), np.complex64)
-        out = np.empty(image.shape, np.uint8)
+        pipe = usbeam.Pipeline(cfg["probe"], cfg["sequence"], cfg["grid"], n_samples=rf.shape[-1], n_frames=n_frames,
+                               rf_dtype=rf.dtype, bandwidth=bandwidth, f_number=cfg["f_number"],
+                               interpolation="linear", dynamic_range=40.0, **common)
+        out = np.empty(pipe.output_shape, pipe.output_dtype)
 
         def run(data):
-            rf2iq(data, out=iq)
-            bf(iq, out=image)
-            return bmode(image, out=out)
-        return run, n_frames, dict(beamformed=image)
+            return pipe(data, out=out)
+        return run, n_frames, {}
     outputs = ("color",) if pipeline == "RF2IQ_DAS_DOPPLER" else ("power",)
     pipe = usbeam.DopplerPipeline(cfg["probe"], cfg["sequence"], cfg["grid"], n_frames=n_frames,
                                   n_samples=rf.shape[-1], prf=cfg["prf"], rf_dtype=rf.dtype, bandwidth=bandwidth,

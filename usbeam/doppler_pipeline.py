@@ -7,6 +7,7 @@ the slow-time rate of the compounded frames (the pulse repetition frequency divi
 number of transmits per frame).  Stages: ``usbeam.RF2IQPlan``, ``usbeam.Beamformer``,
 ``usbeam.ClutterFilter``, ``usbeam.ColorDopplerPlan``, ``usbeam.PowerDopplerPlan``.
 """
+import time
 from collections import namedtuple
 
 import numpy as np
@@ -44,16 +45,21 @@ class DopplerPipeline:
     outputs : tuple of {'color', 'power'}
     power_db, noise_floor :
         Power Doppler options (``usbeam.PowerDopplerPlan``; dB relative to each call's max).
+    decimation :
+        rf2iq decimation (the beamformer then reads the decimated IQ).
 
     Calling the pipeline returns ``DopplerMaps(velocity, variance, power)`` (None for an
     output not requested).  The arrays are the pipeline's own buffers, overwritten by the
-    next call: copy them to keep them.
+    next call: copy them to keep them.  ``timings`` holds the seconds each stage took in the
+    last call (rf2iq, das, clutter, doppler).
     """
+
+    STAGES = ("rf2iq", "das", "clutter", "doppler")
 
     def __init__(self, probe, sequence, grid, *, n_frames, n_samples, fs, fc, prf, c=1540.0, t0=0.0,
                  rf_dtype=np.int16, bandwidth=None, f_number=1.0, interpolation="linear", clutter="svd",
                  clutter_options=None, lag=1, average=1, window="hamming", outputs=("color", "power"),
-                 power_db=True, noise_floor=0.0, backend="cpu"):
+                 power_db=True, noise_floor=0.0, decimation=1, backend="cpu"):
         from .beamformer import Beamformer
         from .geometry import as_sequence
         from .rf2iq import RF2IQPlan
@@ -71,10 +77,11 @@ class DopplerPipeline:
                          _validate.integer("n_samples", n_samples, minimum=1))
         self.rf_dtype = np.dtype(rf_dtype)
         self.rf2iq = RF2IQPlan(self.rf_shape, self.rf_dtype, fs=fs, fc=fc, t0=t0, bandwidth=bandwidth,
-                               backend=backend)
-        self.beamformer = Beamformer(probe, sequence, grid, fs=fs, fc=fc, c=c, t0=t0, n_samples=n_samples,
-                                     f_number=f_number, interpolation=interpolation, dtype=np.complex64,
-                                     n_frames=self.n_frames, backend=backend)
+                               decimation=decimation, backend=backend)
+        self.beamformer = Beamformer(probe, sequence, grid, fs=self.rf2iq.fs_out, fc=fc, c=c, t0=t0,
+                                     n_samples=self.rf2iq.n_out, f_number=f_number, interpolation=interpolation,
+                                     dtype=np.complex64, n_frames=self.n_frames, bandwidth=bandwidth,
+                                     backend=backend)
         self.image_shape = tuple(grid.shape)
         ensemble_shape = (self.n_frames,) + self.image_shape
         self.clutter = (ClutterFilter(ensemble_shape, clutter, backend=backend, **(clutter_options or {}))
@@ -90,6 +97,7 @@ class DopplerPipeline:
         self._velocity = np.empty(self.image_shape, np.float32) if self.color else None
         self._variance = np.empty(self.image_shape, np.float32) if self.color else None
         self._power = np.empty(self.image_shape, np.float32) if self.power else None
+        self.timings = dict.fromkeys(self.STAGES, 0.0)
 
     @property
     def nyquist_velocity(self):
@@ -102,16 +110,28 @@ class DopplerPipeline:
 
     def beamform(self, rf):
         """RF -> beamformed IQ ensemble ``(n_frames, nz, nx)`` (the pipeline's buffer)."""
+        rf = _validate.ndarray("rf", rf)
+        if rf.dtype != self.rf_dtype:
+            raise TypeError(f"rf must have dtype {self.rf_dtype} (got {rf.dtype})")
+        if rf.shape != self.rf_shape:
+            raise ValueError(f"rf must have shape {self.rf_shape} (got {rf.shape})")
+        t0 = time.perf_counter()
         self.rf2iq(rf, out=self._iq)
+        t1 = time.perf_counter()
         self.beamformer(self._iq, out=self._beamformed)
+        self.timings["rf2iq"], self.timings["das"] = t1 - t0, time.perf_counter() - t1
         return self._beamformed
 
     def __call__(self, rf):
+        """Run the chain on one RF ensemble; returns DopplerMaps (the pipeline's buffers)."""
         beamformed = self.beamform(rf)
+        t0 = time.perf_counter()
         if self.clutter is not None:
             self.clutter(beamformed, out=self._filtered)
+        t1 = time.perf_counter()
         if self.color is not None:
             self.color(self._filtered, velocity=self._velocity, variance=self._variance)
         if self.power is not None:
             self.power(self._filtered, out=self._power)
+        self.timings["clutter"], self.timings["doppler"] = t1 - t0, time.perf_counter() - t1
         return DopplerMaps(self._velocity, self._variance, self._power)
