@@ -185,6 +185,8 @@ static PyMethodDef *const method_tables[] = {
     /* family rca: */
 
     /* family ai: */
+    usbeam_py_ai_methods,
+    usbeam_py_segment_methods,
 
     /* family live: */
 };

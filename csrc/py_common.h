@@ -53,6 +53,8 @@ extern PyMethodDef usbeam_py_doppler_methods[];
 /* family rca: */
 
 /* family ai: */
+extern PyMethodDef usbeam_py_ai_methods[];
+extern PyMethodDef usbeam_py_segment_methods[];
 
 /* family live: */
 

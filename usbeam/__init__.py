@@ -25,6 +25,10 @@ from .doppler_pipeline import DopplerMaps, DopplerPipeline
 # family rca:
 
 # family ai:
+from .ai import (ComponentsPlan, DetectPlan, ModelInputPlan, detect_postprocess, fill_holes,
+                 float16_to_float32, float32_to_float16, label, largest_component, model_input, nms,
+                 regionprops_basic, regionprops_basic_device, remove_small_components, segment_argmax,
+                 segment_threshold)
 
 # family live:
 
@@ -54,6 +58,10 @@ __all__ += ["ClutterFilter", "clutter_filter", "ColorDopplerPlan", "color_dopple
 # family rca (extend __all__ here):
 
 # family ai (extend __all__ here):
+__all__ += ["ModelInputPlan", "DetectPlan", "ComponentsPlan", "model_input", "float32_to_float16",
+            "float16_to_float32", "detect_postprocess", "nms", "segment_threshold", "segment_argmax",
+            "label", "fill_holes", "largest_component", "remove_small_components", "regionprops_basic",
+            "regionprops_basic_device"]
 
 # family live (extend __all__ here):
 

@@ -1,0 +1,615 @@
+"""AI model hand-off: model input pre-processing, FP16 conversion, detection and segmentation
+post-processing (C kernels: csrc/preprocess.c, detect.c, segment.c; CUDA: cuda/*.cu).
+
+Every function takes NumPy arrays.  With ``backend='cuda'`` the plans take device arrays that
+expose ``__cuda_array_interface__`` (CuPy, PyTorch, Numba) without copying, with caller-provided
+outputs, queued on ``stream`` (an integer ``cudaStream_t``, or an object with ``cuda_stream``
+or ``ptr``) and never synchronising the host.  DLPack exchange belongs to the CUDA backend issue.
+
+Conventions (the C file headers give the detail and the references):
+
+* images are ``(H, W)``, ``(N, H, W)`` or ``(N, H, W, C)``; model inputs are NCHW or NHWC;
+* bilinear resize, ``align_corners=False``: pixel centres at ``i + 0.5`` (PyTorch
+  ``F.interpolate(..., align_corners=False)``, OpenCV ``INTER_LINEAR``, no antialiasing);
+  ``align_corners=True``: the corner pixel centres coincide;
+* detection rows are ``[x1, y1, x2, y2, score, class]``, NMS as ``torchvision.ops.nms``,
+  class-aware by ``batched_nms``'s coordinate offset;
+* components are numbered as ``scipy.ndimage.label`` numbers them.
+"""
+import numbers
+
+import numpy as np
+
+from . import _core, _validate
+from ._backend import check_backend
+
+_IMAGE_DTYPES = (np.dtype(np.uint8), np.dtype(np.float16), np.dtype(np.float32))
+_MODEL_DTYPES = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16)}
+
+
+# ---------------------------------------------------------------- device arrays
+
+def _is_device_array(obj):
+    return hasattr(obj, "__cuda_array_interface__")
+
+
+def _stream_handle(stream):
+    """An integer cudaStream_t from an int, a CuPy stream (.ptr) or a PyTorch stream (.cuda_stream)."""
+    if stream is None:
+        return 0
+    for attribute in ("cuda_stream", "ptr"):
+        if hasattr(stream, attribute):
+            stream = getattr(stream, attribute)
+            break
+    if isinstance(stream, (bool, np.bool_)) or not isinstance(stream, numbers.Integral) or stream < 0:
+        raise TypeError(f"stream must be a cudaStream_t as int, or a CuPy / PyTorch stream (got {stream!r})")
+    return int(stream)
+
+
+def _device_pointer(name, obj, shape, dtype, writable=False):
+    """Data pointer of a device array, after checking its shape, dtype and C-contiguity."""
+    if not _is_device_array(obj):
+        raise TypeError(f"{name} must be a device array with __cuda_array_interface__ on a CUDA plan "
+                        f"(got {type(obj).__name__})")
+    cai = obj.__cuda_array_interface__
+    got_dtype = np.dtype(cai["typestr"])
+    if got_dtype != np.dtype(dtype):
+        raise TypeError(f"{name} must have dtype {np.dtype(dtype)} (got {got_dtype})")
+    if tuple(cai["shape"]) != tuple(shape):
+        raise ValueError(f"{name} must have shape {tuple(shape)} (got {tuple(cai['shape'])})")
+    strides = cai.get("strides")
+    if strides is not None:
+        expected, step = [], got_dtype.itemsize
+        for dim in reversed(cai["shape"]):
+            expected.append(step)
+            step *= dim
+        if tuple(strides) != tuple(reversed(expected)) and int(np.prod(cai["shape"])) > 1:
+            raise ValueError(f"{name} must be C-contiguous")
+    pointer, read_only = cai["data"]
+    if writable and read_only:
+        raise ValueError(f"{name} is read-only")
+    return int(pointer)
+
+
+def _device_shape_dtype(name, obj):
+    cai = obj.__cuda_array_interface__
+    dtype = np.dtype(cai["typestr"])
+    if dtype not in (np.dtype(np.float32), np.dtype(np.float16)):
+        raise TypeError(f"{name} must be float32 or float16 (got {dtype})")
+    return tuple(int(s) for s in cai["shape"]), dtype
+
+
+def _check_out(name, out, shape, dtype):
+    if out is None:
+        return np.empty(shape, dtype)
+    return _validate.out_array(name, out, shape, dtype)
+
+
+# ---------------------------------------------------------------- pre-processing
+
+def _image_geometry(shape):
+    """(n_images, height, width, channels) of an image shape (H, W), (N, H, W) or (N, H, W, C)."""
+    shape = tuple(int(s) for s in shape)
+    if len(shape) == 2:
+        geometry = (1, shape[0], shape[1], 1)
+    elif len(shape) == 3:
+        geometry = (shape[0], shape[1], shape[2], 1)
+    elif len(shape) == 4:
+        geometry = shape
+    else:
+        raise ValueError(f"image must be (H, W), (N, H, W) or (N, H, W, C) (got shape {shape})")
+    if any(s <= 0 for s in geometry):
+        raise ValueError(f"image is empty (shape {shape})")
+    if geometry[3] not in (1, 3):
+        raise ValueError(f"image must have 1 or 3 channels in its last axis (got {geometry[3]})")
+    return geometry
+
+
+def _per_channel(name, value, channels):
+    values = np.atleast_1d(np.asarray(value, dtype=np.float64))
+    if values.ndim != 1 or values.size not in (1, channels):
+        raise ValueError(f"{name} must be a scalar or {channels} values (got {np.shape(value)})")
+    if not np.all(np.isfinite(values)):
+        raise ValueError(f"{name} must be finite (got {value!r})")
+    return np.broadcast_to(values, (channels,)).astype(np.float64)
+
+
+def _size_pair(size):
+    if isinstance(size, (numbers.Integral, np.integer)) and not isinstance(size, (bool, np.bool_)):
+        size = (size, size)
+    if not isinstance(size, (tuple, list)) or len(size) != 2:
+        raise TypeError(f"size must be an int or (height, width) (got {size!r})")
+    return tuple(_validate.integer("size", s, minimum=1, maximum=2**31 - 1) for s in size)
+
+
+class ModelInputPlan:
+    """Image -> model input: bilinear resize, normalisation, channels, layout and dtype in one kernel.
+
+    ``value = (pixel * scale + offset - mean) / std`` per output channel, with ``pixel`` the
+    bilinearly interpolated input grey level (uint8 0..255 or float) and ``scale`` 1/255 for
+    uint8 images and 1 otherwise unless given.
+
+    Parameters
+    ----------
+    image_shape : tuple
+        ``(H, W)``, ``(N, H, W)`` or ``(N, H, W, C)`` with C = 1 or 3.
+    size : int or (height, width)
+        The model input size.
+    image_dtype : uint8, float16 or float32
+    channels : 1 or 3, optional
+        Output channels (default: the input's); 3 from a grey input repeats it.
+    layout : {'nchw', 'nhwc'}
+    dtype : {'float32', 'float16'}
+    align_corners : bool
+    backend : {'cpu', 'cuda'}
+    """
+
+    def __init__(self, image_shape, size, *, image_dtype=np.uint8, channels=None, layout="nchw",
+                 dtype="float32", scale=None, offset=0.0, mean=0.0, std=1.0, align_corners=False,
+                 backend="cpu"):
+        n, h, w, c = _image_geometry(image_shape)
+        self.image_shape = tuple(int(s) for s in image_shape)
+        self.image_dtype = np.dtype(image_dtype)
+        if self.image_dtype not in _IMAGE_DTYPES:
+            raise TypeError(f"image must be uint8, float16 or float32 (got {self.image_dtype})")
+        out_h, out_w = _size_pair(size)
+        channels = c if channels is None else _validate.integer("channels", channels)
+        _validate.choice("channels", channels, (1, 3))
+        if c == 3 and channels == 1:
+            raise ValueError("channels: a 3-channel image needs channels=3 (no colour conversion)")
+        self.layout = _validate.choice("layout", layout, ("nchw", "nhwc"))
+        self.dtype = _MODEL_DTYPES.get(str(np.dtype(dtype)) if not isinstance(dtype, str) else dtype)
+        if self.dtype is None:
+            raise TypeError(f"dtype must be 'float32' or 'float16' (got {dtype!r})")
+        if scale is None:
+            scale = 1.0 / 255.0 if self.image_dtype == np.uint8 else 1.0
+        scale = _per_channel("scale", scale, channels)
+        offset = _per_channel("offset", offset, channels)
+        mean = _per_channel("mean", mean, channels)
+        std = _per_channel("std", std, channels)
+        if np.any(std <= 0):
+            raise ValueError(f"std must be > 0 (got {std.tolist()})")
+        a, b = scale / std, (offset - mean) / std
+        self.backend = check_backend(backend)
+        self.shape = (n, channels, out_h, out_w) if self.layout == "nchw" else (n, out_h, out_w, channels)
+        _validate.check_allocation("model input", self.shape, self.dtype.itemsize)
+        pad = lambda v: tuple(float(x) for x in np.resize(v, 3))  # noqa: E731
+        self._plan = _core.preprocess_plan(n, h, w, c, self.image_dtype.name, out_h, out_w, channels,
+                                           self.layout, self.dtype.name, bool(align_corners), pad(a), pad(b),
+                                           backend=self.backend)
+
+    def __call__(self, image, out=None, *, stream=None):
+        """The model input for ``image``; written into ``out`` (e.g. a bound model input) when given."""
+        if self.backend == "cuda":
+            if out is None:
+                raise ValueError("out is required on a CUDA plan (a device array, e.g. the model's bound input)")
+            _core.preprocess_execute_device(self._plan,
+                                            _device_pointer("image", image, self.image_shape, self.image_dtype),
+                                            _device_pointer("out", out, self.shape, self.dtype, writable=True),
+                                            _stream_handle(stream))
+            return out
+        image = _validate.ndarray("image", image)
+        if image.dtype != self.image_dtype:
+            raise TypeError(f"image must have dtype {self.image_dtype} (got {image.dtype})")
+        if image.shape != self.image_shape:
+            raise ValueError(f"image must have shape {self.image_shape} (got {image.shape})")
+        image = np.ascontiguousarray(image)
+        out = _check_out("out", out, self.shape, self.dtype)
+        _core.preprocess_execute(self._plan, image, out)
+        return out
+
+
+def model_input(image, size, *, channels=None, layout="nchw", dtype="float32", scale=None, offset=0.0,
+                mean=0.0, std=1.0, align_corners=False, out=None):
+    """One image or a batch (uint8 B-mode or float) as a model input tensor (4-D, NCHW or NHWC).
+
+    See :class:`ModelInputPlan`.  Float64 images are accepted and read as float32.
+    """
+    image = _validate.ndarray("image", image)
+    if image.dtype == np.float64:
+        image = image.astype(np.float32)
+    if image.dtype == np.bool_:
+        image = image.astype(np.uint8)
+    plan = ModelInputPlan(image.shape, size, image_dtype=image.dtype, channels=channels, layout=layout,
+                          dtype=dtype, scale=scale, offset=offset, mean=mean, std=std,
+                          align_corners=align_corners)
+    return plan(image, out=out)
+
+
+def _convert_device(x, out, to_dtype, stream):
+    if out is None:
+        raise ValueError("out is required for a device array x (a device array of the same shape)")
+    shape = tuple(x.__cuda_array_interface__["shape"])
+    from_dtype = np.float32 if to_dtype == np.float16 else np.float16
+    check_backend("cuda")
+    _core.convert_device(np.dtype(to_dtype).name, _device_pointer("x", x, shape, from_dtype),
+                         _device_pointer("out", out, shape, to_dtype, writable=True), int(np.prod(shape)),
+                         _stream_handle(stream))
+    return out
+
+
+def float32_to_float16(x, out=None, *, stream=None):
+    """float32 -> float16, round to nearest even, bit-exact with ``x.astype(np.float16)``.
+
+    A device array ``x`` (``__cuda_array_interface__``) is converted on the GPU into ``out``."""
+    if _is_device_array(x):
+        return _convert_device(x, out, np.float16, stream)
+    x = _validate.ndarray("x", x)
+    if x.dtype != np.float32:
+        raise TypeError(f"x must have dtype float32 (got {x.dtype})")
+    x = np.ascontiguousarray(x)
+    out = _check_out("out", out, x.shape, np.float16)
+    _core.float32_to_float16(x, out)
+    return out
+
+
+def float16_to_float32(x, out=None, *, stream=None):
+    """float16 -> float32 (exact), bit-exact with ``x.astype(np.float32)``; device arrays as above."""
+    if _is_device_array(x):
+        return _convert_device(x, out, np.float32, stream)
+    x = _validate.ndarray("x", x)
+    if x.dtype != np.float16:
+        raise TypeError(f"x must have dtype float16 (got {x.dtype})")
+    x = np.ascontiguousarray(x)
+    out = _check_out("out", out, x.shape, np.float32)
+    _core.float16_to_float32(x, out)
+    return out
+
+
+# ---------------------------------------------------------------- detection
+
+def _iou_threshold(iou):
+    iou = _validate.real_scalar("iou", iou)
+    if not 0.0 <= iou <= 1.0:
+        raise ValueError(f"iou must be in [0, 1] (got {iou!r})")
+    return iou
+
+
+class DetectPlan:
+    """Detection post-processing of a raw anchor head ``(batch, n_anchors, 5 + n_classes)``.
+
+    Rows are ``[cx, cy, w, h, objectness, class scores...]`` (YOLOv5 export, already decoded).
+    ``score = objectness * max class score`` (float32), kept when ``score > conf``; boxes to
+    ``xyxy``; the ``max_candidates`` best (stable: ties to the lower anchor) go through greedy NMS
+    with torchvision semantics (IoU > ``iou`` suppresses), class-aware unless ``class_agnostic``;
+    at most ``max_det`` detections per image.  Calling the plan returns ``(detections, counts)``:
+    float32 ``(batch, max_det, 6)`` rows ``[x1, y1, x2, y2, score, class]`` (zero past the
+    count) and int32 ``(batch,)``.
+    """
+
+    def __init__(self, raw_shape, *, dtype=np.float32, conf=0.25, iou=0.45, max_det=300, max_candidates=None,
+                 class_agnostic=False, backend="cpu"):
+        raw_shape = tuple(int(s) for s in raw_shape)
+        if len(raw_shape) != 3:
+            raise ValueError(f"raw must be 3-D (batch, n_anchors, 5 + n_classes) (got shape {raw_shape})")
+        batch, n_anchors, row = raw_shape
+        if row < 6:
+            raise ValueError(f"raw: the last dimension must be 5 + n_classes >= 6 "
+                             f"([cx, cy, w, h, objectness, classes...]) (got {row})")
+        if batch < 1 or n_anchors < 1:
+            raise ValueError(f"raw is empty (shape {raw_shape})")
+        self.raw_shape = raw_shape
+        self.dtype = np.dtype(dtype)
+        if self.dtype not in (np.dtype(np.float32), np.dtype(np.float16)):
+            raise TypeError(f"raw must be float32 or float16 (got {self.dtype})")
+        self.conf = _validate.real_scalar("conf", conf)
+        self.iou = _iou_threshold(iou)
+        self.max_det = _validate.integer("max_det", max_det, minimum=1, maximum=2**31 - 1)
+        _validate.check_allocation("detections", (batch, self.max_det, 6), 4)
+        if max_candidates is None:
+            max_candidates = n_anchors
+        self.max_candidates = min(_validate.integer("max_candidates", max_candidates, minimum=1), n_anchors)
+        self.backend = check_backend(backend)
+        self.shape = (batch, self.max_det, 6)
+        self._plan = _core.detect_plan(batch, n_anchors, row - 5, self.dtype.name, self.conf, self.iou,
+                                       self.max_candidates, self.max_det, bool(class_agnostic),
+                                       backend=self.backend)
+
+    def __call__(self, raw, out=None, *, stream=None):
+        if out is not None and (not isinstance(out, tuple) or len(out) != 2):
+            raise TypeError("out must be a tuple (detections, counts)")
+        if self.backend == "cuda":
+            if out is None:
+                raise ValueError("out=(detections, counts) device arrays are required on a CUDA plan")
+            _core.detect_execute_device(self._plan, _device_pointer("raw", raw, self.raw_shape, self.dtype),
+                                        _device_pointer("detections", out[0], self.shape, np.float32, True),
+                                        _device_pointer("counts", out[1], self.shape[:1], np.int32, True),
+                                        _stream_handle(stream))
+            return out
+        raw = _validate.ndarray("raw", raw)
+        if raw.shape != self.raw_shape:
+            raise ValueError(f"raw must have shape {self.raw_shape} (got {raw.shape})")
+        if raw.dtype != self.dtype:
+            raise TypeError(f"raw must have dtype {self.dtype} (got {raw.dtype})")
+        raw = np.ascontiguousarray(raw)
+        detections = _check_out("detections", None if out is None else out[0], self.shape, np.float32)
+        counts = _check_out("counts", None if out is None else out[1], self.shape[:1], np.int32)
+        _core.detect_execute(self._plan, raw, detections, counts)
+        return detections, counts
+
+
+def detect_postprocess(raw, conf=0.25, iou=0.45, max_det=300, *, max_candidates=None, class_agnostic=False,
+                       out=None):
+    """Detections ``(batch, max_det, 6)`` and counts ``(batch,)`` from a raw head; see :class:`DetectPlan`.
+
+    ``raw`` may be ``(n_anchors, 5 + n_classes)`` for one image (the batch axis is then added).
+    """
+    raw = _validate.ndarray("raw", raw)
+    if raw.ndim == 2:
+        raw = raw[None]
+    if raw.dtype == np.float64:
+        raw = raw.astype(np.float32)
+    plan = DetectPlan(raw.shape, dtype=raw.dtype, conf=conf, iou=iou, max_det=max_det,
+                      max_candidates=max_candidates, class_agnostic=class_agnostic)
+    return plan(raw, out=out)
+
+
+def nms(boxes, scores, iou=0.5, *, classes=None, max_keep=None):
+    """Greedy NMS, ``torchvision.ops.nms`` semantics (``batched_nms`` when ``classes`` is given).
+
+    boxes : (N, 4) ``[x1, y1, x2, y2]``; scores : (N,); classes : (N,) integers or None.
+    Returns the int64 indices of the kept boxes by decreasing score (ties: lower index first),
+    at most ``max_keep``.  Computed in float32 (boxes and scores are cast).
+    """
+    boxes = _validate.ndarray("boxes", boxes)
+    scores = _validate.ndarray("scores", scores)
+    if boxes.ndim != 2 or boxes.shape[-1] != 4:
+        raise ValueError(f"boxes must have shape (N, 4) [x1, y1, x2, y2] (got {boxes.shape})")
+    n = boxes.shape[0]
+    if scores.shape != (n,):
+        raise ValueError(f"scores must have shape ({n},) to match boxes (got {scores.shape})")
+    if not (np.issubdtype(boxes.dtype, np.number) and np.issubdtype(scores.dtype, np.number)):
+        raise TypeError("boxes and scores must be numeric arrays")
+    iou = _iou_threshold(iou)
+    if n == 0:
+        return np.empty(0, np.int64)
+    boxes = np.ascontiguousarray(boxes, dtype=np.float32)
+    scores = np.ascontiguousarray(scores, dtype=np.float32)
+    if not np.all(np.isfinite(boxes)):
+        raise ValueError("boxes must be finite")
+    if not np.all(np.isfinite(scores)):
+        raise ValueError("scores must be finite")
+    if classes is not None:
+        classes = _validate.ndarray("classes", classes)
+        if classes.shape != (n,):
+            raise ValueError(f"classes must have shape ({n},) to match boxes (got {classes.shape})")
+        if not np.issubdtype(classes.dtype, np.integer):
+            raise TypeError(f"classes must be integers (got {classes.dtype})")
+        if n and (classes.min() < 0 or classes.max() >= 2**24):
+            raise ValueError("classes must be in 0 .. 2^24 - 1 (exact as float32 offsets)")
+        classes = np.ascontiguousarray(classes, dtype=np.int32)
+    max_keep = n if max_keep is None else min(_validate.integer("max_keep", max_keep, minimum=1), n)
+    plan = _core.nms_plan(n, iou, max_keep)
+    keep = np.empty(max_keep, np.int32)
+    count = np.zeros(1, np.int32)
+    _core.nms_execute(plan, boxes, scores, classes, keep, count)
+    return keep[: int(count[0])].astype(np.int64)
+
+
+# ---------------------------------------------------------------- segmentation
+
+def segment_threshold(logits, threshold=0.0, *, out=None, stream=None):
+    """Binary mask ``logits > threshold`` (bool); ``threshold=0`` is ``sigmoid(logits) > 0.5``.
+
+    For a probability threshold p use ``threshold = log(p / (1 - p))``.  A device array
+    (``__cuda_array_interface__``, float32/float16) is thresholded on the GPU into ``out`` (bool).
+    """
+    if _is_device_array(logits):
+        threshold = _validate.real_scalar("threshold", threshold)
+        shape, dtype = _device_shape_dtype("logits", logits)
+        if out is None:
+            raise ValueError("out is required for a device array (a bool device array)")
+        check_backend("cuda")
+        _core.mask_device("threshold", _device_pointer("logits", logits, shape, dtype), dtype.name, 1, 1,
+                          int(np.prod(shape)), threshold, _device_pointer("out", out, shape, np.bool_, True),
+                          _stream_handle(stream))
+        return out
+    logits = _validate.ndarray("logits", logits)
+    if logits.dtype not in (np.dtype(np.float32), np.dtype(np.float16)):
+        if not np.issubdtype(logits.dtype, np.floating):
+            raise TypeError(f"logits must be float32 or float16 (got {logits.dtype})")
+        logits = logits.astype(np.float32)
+    threshold = _validate.real_scalar("threshold", threshold)
+    logits = np.ascontiguousarray(logits)
+    out = _check_out("out", out, logits.shape, np.bool_)
+    _core.mask_threshold(logits, threshold, out)
+    return out
+
+
+def segment_argmax(scores, *, out=None, stream=None):
+    """Class map (int32) of per-class scores ``(C, H, W)`` or ``(N, C, H, W)``: argmax over C,
+    ties to the lower class, NaN as ``numpy.argmax``.  Device arrays: on the GPU into ``out``."""
+    if _is_device_array(scores):
+        shape, dtype = _device_shape_dtype("scores", scores)
+        if len(shape) not in (3, 4):
+            raise ValueError(f"scores must be (C, H, W) or (N, C, H, W) (got shape {shape})")
+        if out is None:
+            raise ValueError("out is required for a device array (an int32 device array)")
+        check_backend("cuda")
+        n, c = (1, shape[0]) if len(shape) == 3 else shape[:2]
+        out_shape = shape[1:] if len(shape) == 3 else (shape[0],) + shape[2:]
+        _core.mask_device("argmax", _device_pointer("scores", scores, shape, dtype), dtype.name, n, c,
+                          shape[-1] * shape[-2], 0.0, _device_pointer("out", out, out_shape, np.int32, True),
+                          _stream_handle(stream))
+        return out
+    scores = _validate.ndarray("scores", scores)
+    if scores.ndim not in (3, 4):
+        raise ValueError(f"scores must be (C, H, W) or (N, C, H, W) (got shape {scores.shape})")
+    if scores.dtype not in (np.dtype(np.float32), np.dtype(np.float16)):
+        if not np.issubdtype(scores.dtype, np.floating):
+            raise TypeError(f"scores must be float32 or float16 (got {scores.dtype})")
+        scores = scores.astype(np.float32)
+    if scores.size == 0:
+        raise ValueError(f"scores is empty (shape {scores.shape})")
+    batched = scores.ndim == 4
+    s4 = scores if batched else scores[None]
+    shape = (s4.shape[0],) + s4.shape[2:]
+    out = _check_out("out", out, shape if batched else shape[1:], np.int32)
+    _core.mask_argmax(np.ascontiguousarray(s4), s4.shape[0], s4.shape[1], out)
+    return out
+
+
+def _mask2d(mask):
+    mask = _validate.ndarray("mask", mask)
+    if mask.ndim != 2:
+        raise ValueError(f"mask must be 2-D (got ndim={mask.ndim}, shape {mask.shape})")
+    if mask.size == 0:
+        raise ValueError(f"mask is empty (shape {mask.shape})")
+    if not (mask.dtype == np.bool_ or np.issubdtype(mask.dtype, np.number)):
+        raise TypeError(f"mask must be boolean or numeric (got {mask.dtype})")
+    return np.ascontiguousarray(mask != 0)
+
+
+class ComponentsPlan:
+    """Connected components of binary masks of one shape ``(H, W)`` or ``(N, H, W)`` (a batch).
+
+    ``connectivity`` 4 is scipy.ndimage's default cross, 8 the 3 x 3 square.  Methods:
+    ``label``, ``fill_holes``, ``largest_component``, ``remove_small``.  On a CUDA plan the
+    masks are bool/uint8 device arrays and ``out`` is required.
+    """
+
+    def __init__(self, shape, connectivity=4, *, backend="cpu"):
+        shape = tuple(int(s) for s in shape)
+        if len(shape) not in (2, 3) or any(s <= 0 for s in shape):
+            raise ValueError(f"mask shape must be (H, W) or (N, H, W), non-empty (got {shape})")
+        self.shape = shape
+        self.connectivity = _validate.integer("connectivity", connectivity)
+        _validate.choice("connectivity", self.connectivity, (4, 8))
+        self.backend = check_backend(backend)
+        n, h, w = (1,) + shape if len(shape) == 2 else shape
+        self._n_images = n
+        self._plan = _core.components_plan(n, h, w, self.connectivity, backend=self.backend)
+
+    def _mask(self, mask):
+        mask = _validate.ndarray("mask", mask)
+        if mask.shape != self.shape:
+            raise ValueError(f"mask must have shape {self.shape} (got {mask.shape})")
+        return np.ascontiguousarray(mask != 0)
+
+    def _device(self, operation, mask, out, out_dtype, counts=None, min_area=0, stream=None):
+        if out is None:
+            raise ValueError("out is required on a CUDA plan (a device array)")
+        mask_ptr = _device_pointer("mask", mask, self.shape, np.bool_) if np.dtype(
+            mask.__cuda_array_interface__["typestr"]) == np.bool_ else _device_pointer("mask", mask, self.shape,
+                                                                                      np.uint8)
+        counts_ptr = 0 if counts is None else _device_pointer("counts", counts, (self._n_images,), np.int32, True)
+        _core.components_execute_device(self._plan, operation, mask_ptr,
+                                        _device_pointer("out", out, self.shape, out_dtype, True), counts_ptr,
+                                        min_area, _stream_handle(stream))
+
+    def label(self, mask, out=None, *, counts=None, stream=None):
+        """(labels int32, counts int32 per image) - as scipy.ndimage.label per image."""
+        if self.backend == "cuda":
+            if counts is None:
+                raise ValueError("counts is required on a CUDA plan (an int32 device array)")
+            self._device(0, mask, out, np.int32, counts=counts, stream=stream)
+            return out, counts
+        mask = self._mask(mask)
+        out = _check_out("out", out, self.shape, np.int32)
+        counts = _check_out("counts", counts, (self._n_images,), np.int32)
+        _core.label_execute(self._plan, mask, out, counts)
+        return out, counts
+
+    def fill_holes(self, mask, out=None, *, stream=None):
+        if self.backend == "cuda":
+            self._device(1, mask, out, np.bool_, stream=stream)
+            return out
+        out = _check_out("out", out, self.shape, np.bool_)
+        _core.fill_holes_execute(self._plan, self._mask(mask), out)
+        return out
+
+    def largest_component(self, mask, out=None, *, stream=None):
+        if self.backend == "cuda":
+            self._device(2, mask, out, np.bool_, stream=stream)
+            return out
+        out = _check_out("out", out, self.shape, np.bool_)
+        _core.largest_component_execute(self._plan, self._mask(mask), out)
+        return out
+
+    def remove_small(self, mask, min_area, out=None, *, stream=None):
+        min_area = _validate.integer("min_area", min_area, minimum=0)
+        if self.backend == "cuda":
+            self._device(3, mask, out, np.bool_, min_area=min_area, stream=stream)
+            return out
+        out = _check_out("out", out, self.shape, np.bool_)
+        _core.remove_small_execute(self._plan, self._mask(mask), min_area, out)
+        return out
+
+
+def label(mask, connectivity=4, *, out=None):
+    """``(labels, n)`` of a 2-D mask, numbered exactly as ``scipy.ndimage.label``.
+
+    connectivity 4 = scipy's default structure, 8 = ``np.ones((3, 3))``.  labels are int32.
+    """
+    mask = _mask2d(mask)
+    labels, counts = ComponentsPlan(mask.shape, connectivity).label(mask, out=out)
+    return labels, int(counts[0])
+
+
+def fill_holes(mask, connectivity=4, *, out=None):
+    """``scipy.ndimage.binary_fill_holes`` of a 2-D mask (bool); ``connectivity`` is that of the
+    background flood (4 = scipy's default structure)."""
+    mask = _mask2d(mask)
+    return ComponentsPlan(mask.shape, connectivity).fill_holes(mask, out=out)
+
+
+def largest_component(mask, connectivity=4, *, out=None):
+    """The largest connected component of a 2-D mask (bool; ties: the first in raster order)."""
+    mask = _mask2d(mask)
+    return ComponentsPlan(mask.shape, connectivity).largest_component(mask, out=out)
+
+
+def remove_small_components(mask, min_area, connectivity=4, *, out=None):
+    """A 2-D mask without its components of fewer than ``min_area`` pixels (bool)."""
+    mask = _mask2d(mask)
+    return ComponentsPlan(mask.shape, connectivity).remove_small(mask, min_area, out=out)
+
+
+def regionprops_basic_device(labels, n_labels, out, *, stream=None):
+    """:func:`regionprops_basic` of an int32 device label image into ``out = (area, bbox, centroid)``
+    device arrays (int32 (n,), int32 (n, 4), float64 (n, 2)), queued on ``stream``.  Labels
+    outside 1..n_labels are ignored (checking them would synchronise the host)."""
+    check_backend("cuda")
+    if not _is_device_array(labels):
+        raise TypeError("labels must be a device array with __cuda_array_interface__")
+    shape = tuple(labels.__cuda_array_interface__["shape"])
+    if len(shape) != 2:
+        raise ValueError(f"labels must be 2-D (got shape {shape})")
+    n_labels = _validate.integer("n_labels", n_labels, minimum=0)
+    if not isinstance(out, tuple) or len(out) != 3:
+        raise TypeError("out must be a tuple (area, bbox, centroid) of device arrays")
+    _core.regionprops_basic_device(_device_pointer("labels", labels, shape, np.int32), shape[0], shape[1], n_labels,
+                                   _device_pointer("area", out[0], (n_labels,), np.int32, True),
+                                   _device_pointer("bbox", out[1], (n_labels, 4), np.int32, True),
+                                   _device_pointer("centroid", out[2], (n_labels, 2), np.float64, True),
+                                   _stream_handle(stream))
+    return out
+
+
+def regionprops_basic(labels, n_labels=None):
+    """Per label 1..n_labels of a 2-D int label image: ``{'area', 'bbox', 'centroid'}``.
+
+    area int32 (n,) pixel counts; bbox int32 (n, 4) ``[min_row, min_col, max_row + 1, max_col + 1]``
+    (skimage.measure.regionprops); centroid float64 (n, 2) ``[row, col]``.  Labels absent from
+    the image get area 0, bbox 0 and a NaN centroid.  ``n_labels`` defaults to ``labels.max()``.
+    """
+    labels = _validate.ndarray("labels", labels)
+    if labels.ndim != 2:
+        raise ValueError(f"labels must be 2-D (got ndim={labels.ndim})")
+    if not np.issubdtype(labels.dtype, np.integer):
+        raise TypeError(f"labels must be integers (got {labels.dtype})")
+    if labels.size == 0:
+        raise ValueError("labels is empty")
+    if labels.min() < 0 or labels.max() > 2**31 - 1:
+        raise ValueError("labels must be in 0 .. 2^31 - 1")
+    if n_labels is None:
+        n_labels = int(labels.max())
+    n_labels = _validate.integer("n_labels", n_labels, minimum=0)
+    if labels.max() > n_labels:
+        raise ValueError(f"labels: value {int(labels.max())} is larger than n_labels = {n_labels}")
+    labels = np.ascontiguousarray(labels, dtype=np.int32)
+    area = np.empty(n_labels, np.int32)
+    bbox = np.empty((n_labels, 4), np.int32)
+    centroid = np.empty((n_labels, 2), np.float64)
+    _core.regionprops_basic(labels, n_labels, area, bbox, centroid)
+    return {"area": area, "bbox": bbox, "centroid": centroid}

@@ -1,0 +1,90 @@
+"""RF -> IQ -> DAS -> B-mode as one object with every buffer allocated once.
+
+A Pipeline owns the three plans (RF2IQPlan, Beamformer, BModePlan) and the intermediate
+arrays; calling it runs the stages in order, writes the caller's `out=` when given, and
+records the wall-clock time of each stage in `timings` (seconds, last call).
+
+Layouts:
+  input   (n_frames, n_transmits, n_elements, n_samples)  int16 / float32 RF
+  iq      (n_frames, n_transmits, n_elements, n_iq)       complex64, n_iq = n_samples after decimation
+  image   (n_frames, *grid.shape)                          complex64 beamformed IQ
+  output  (n_frames, *grid.shape)                          uint8 B-mode (or float32 dB)
+
+Live sessions (usbeam.live) and the demo use this object; its contract is input_shape,
+input_dtype, output_shape, output_dtype, __call__(frame, out=None) and timings.
+"""
+import time
+
+import numpy as np
+
+from . import _validate
+from .beamformer import Beamformer
+from .bmode import BModePlan
+from .geometry import as_sequence
+from .rf2iq import RF2IQPlan
+
+
+class Pipeline:
+    """RF to B-mode with plans and buffers built once.
+
+    Parameters
+    ----------
+    probe, sequence, grid : the geometry (usbeam.LinearArray, transmits, usbeam.Grid).
+    fs, fc, c, t0 : sampling and centre frequency (Hz), speed of sound (m/s), time of the
+        first sample (s).
+    n_samples : samples per channel in the RF input.
+    n_frames : frames per call (the batch).
+    rf_dtype : int16 or float32.
+    bandwidth, filter, decimation, rf2iq_options : passed to usbeam.RF2IQPlan.
+    f_number, window, interpolation, das_options : passed to usbeam.Beamformer.
+    dynamic_range, normalize, bmode_output : passed to usbeam.BModePlan.
+    """
+
+    STAGES = ("rf2iq", "das", "bmode")
+
+    def __init__(self, probe, sequence, grid, *, fs, fc, c=1540.0, t0=0.0, n_samples, n_frames=1,
+                 rf_dtype=np.int16, bandwidth=None, filter="butter", decimation=1, f_number=1.0,
+                 window="rect", interpolation="linear", dynamic_range=60.0, normalize="global",
+                 bmode_output="uint8", backend="cpu", rf2iq_options=None, das_options=None):
+        self.sequence = as_sequence(sequence, probe)
+        n_frames = _validate.integer("n_frames", n_frames, minimum=1)
+        n_samples = _validate.integer("n_samples", n_samples, minimum=1)
+        self.input_shape = (n_frames, len(self.sequence), probe.n_elements, n_samples)
+        self.input_dtype = np.dtype(rf_dtype)
+        self.rf2iq = RF2IQPlan(self.input_shape, self.input_dtype, fs=fs, fc=fc, t0=t0,
+                               bandwidth=bandwidth, filter=filter, decimation=decimation,
+                               backend=backend, **(rf2iq_options or {}))
+        self.beamformer = Beamformer(probe, self.sequence, grid, fs=self.rf2iq.fs_out, fc=fc, c=c, t0=t0,
+                                     n_samples=self.rf2iq.n_out, f_number=f_number, window=window,
+                                     interpolation=interpolation, dtype=np.complex64, bandwidth=bandwidth,
+                                     n_frames=n_frames, backend=backend, **(das_options or {}))
+        self.output_shape = (n_frames,) + tuple(grid.shape)
+        _validate.check_allocation("pipeline buffers", self.rf2iq.out_shape, 8)
+        _validate.check_allocation("pipeline image", self.output_shape, 8)
+        self.bmode = BModePlan(self.output_shape, dynamic_range, output=bmode_output, normalize=normalize,
+                               backend=backend)
+        self.output_dtype = self.bmode.out_dtype
+        self.iq = np.empty(self.rf2iq.out_shape, np.complex64)
+        self.image = np.empty(self.output_shape, np.complex64)
+        self.timings = dict.fromkeys(self.STAGES, 0.0)
+
+    def __call__(self, rf, out=None):
+        """Run RF -> IQ -> DAS -> B-mode on `rf` (input_shape, input_dtype); returns the B-mode."""
+        rf = _validate.ndarray("rf", rf)
+        if rf.dtype != self.input_dtype:
+            raise TypeError(f"rf must have dtype {self.input_dtype} (got {rf.dtype})")
+        if rf.shape != self.input_shape:
+            raise ValueError(f"rf must have shape {self.input_shape} (got {rf.shape})")
+        if out is None:
+            out = np.empty(self.output_shape, self.output_dtype)
+        else:
+            _validate.out_array("out", out, self.output_shape, self.output_dtype)
+        t = time.perf_counter()
+        self.rf2iq(rf, out=self.iq)
+        t1 = time.perf_counter()
+        self.beamformer(self.iq, out=self.image)
+        t2 = time.perf_counter()
+        self.bmode(self.image, out=out)
+        t3 = time.perf_counter()
+        self.timings = {"rf2iq": t1 - t, "das": t2 - t1, "bmode": t3 - t2}
+        return out
