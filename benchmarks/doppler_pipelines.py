@@ -63,6 +63,8 @@ def pwi_disk_config():
 
 
 def large_config(seed=0):
+    import tempfile
+
     import usbeam
 
     n_frames, n_samples, fs, fc, c = 64, 1024, 20e6, 5e6, 1540.0
@@ -72,17 +74,21 @@ def large_config(seed=0):
     rng = np.random.default_rng(seed)
     # a vessel of scatterers moving axially at 0.4 VN through static tissue 20 dB brighter
     vn = c * prf / (4 * fc)
-    n_blood, n_tissue = 200, 400
+    n_blood, n_tissue = 150, 150
     blood = np.column_stack([rng.uniform(-15e-3, 15e-3, n_blood), np.zeros(n_blood), rng.uniform(18e-3, 24e-3, n_blood)])
     tissue = np.column_stack([rng.uniform(-19e-3, 19e-3, n_tissue), np.zeros(n_tissue), rng.uniform(5e-3, 38e-3, n_tissue)])
     frames = np.arange(n_frames)[:, None, None]
     moving = blood[None] + frames * np.array([0.0, 0.0, -0.4 * vn / prf])   # toward the probe
     positions = np.concatenate([moving, np.broadcast_to(tissue, (n_frames,) + tissue.shape)], axis=1)
     amplitudes = np.concatenate([rng.standard_normal(n_blood), 10 * rng.standard_normal(n_tissue)])
-    rf = usbeam.simulate_rf(positions, amplitudes, probe, sequence, fs=fs, fc=fc, c=c, n_samples=n_samples,
-                            noise=0.01, seed=seed)
-    scale = 20000.0 / np.abs(rf).max()
-    rf = np.round(rf * scale).astype(np.int16)                 # (64, 3, 128, 1024) int16
+    cache = Path(tempfile.gettempdir()) / f"usbeam_bench_large_rf_{seed}.npy"  # the simulation takes a while
+    if cache.exists():
+        rf = np.load(cache)
+    else:
+        rf = usbeam.simulate_rf(positions, amplitudes, probe, sequence, fs=fs, fc=fc, c=c, n_samples=n_samples,
+                                noise=0.01, seed=seed)
+        rf = np.round(rf * (20000.0 / np.abs(rf).max())).astype(np.int16)   # (64, 3, 128, 1024) int16
+        np.save(cache, rf)
     grid = usbeam.Grid(x=np.linspace(-19e-3, 19e-3, 256), z=np.linspace(5e-3, 38e-3, 256))
     return dict(name="large", rf=rf, probe=probe, sequence=sequence, grid=grid, fs=fs, fc=fc, c=c, t0=0.0,
                 prf=prf, bandwidth=0.6, f_number=1.5, true_velocity=0.4 * vn)
@@ -101,14 +107,16 @@ def usbeam_pipeline(pipeline, cfg):
     common = dict(fs=cfg["fs"], fc=cfg["fc"], c=cfg["c"], t0=cfg["t0"])
     bandwidth = cfg["bandwidth"] if np.isfinite(cfg["bandwidth"]) else None
     if pipeline == "RF2IQ_DAS_BMODE":
-        pipe = usbeam.Pipeline(cfg["probe"], cfg["sequence"], cfg["grid"], n_samples=rf.shape[-1], n_frames=n_frames,
+        from usbeam.pipeline import Pipeline
+
+        pipe = Pipeline(cfg["probe"], cfg["sequence"], cfg["grid"], n_samples=rf.shape[-1], n_frames=n_frames,
                                rf_dtype=rf.dtype, bandwidth=bandwidth, f_number=cfg["f_number"],
                                interpolation="linear", dynamic_range=40.0, **common)
         out = np.empty(pipe.output_shape, pipe.output_dtype)
 
         def run(data):
             return pipe(data, out=out)
-        return run, n_frames, {}
+        return run, n_frames, dict(pipeline=pipe)
     outputs = ("color",) if pipeline == "RF2IQ_DAS_DOPPLER" else ("power",)
     pipe = usbeam.DopplerPipeline(cfg["probe"], cfg["sequence"], cfg["grid"], n_frames=n_frames,
                                   n_samples=rf.shape[-1], prf=cfg["prf"], rf_dtype=rf.dtype, bandwidth=bandwidth,
@@ -156,7 +164,7 @@ def pymust_param(cfg, tx):
     probe = cfg["probe"]
     param = pymust.utils.Param()
     param.fs, param.fc, param.c = cfg["fs"], cfg["fc"], cfg["c"]
-    param.t0 = np.array(cfg["t0"])
+    param.t0 = float(cfg["t0"])   # rf2iq wants a scalar; dasmtx an array (see pymust_pipeline)
     param.pitch, param.width, param.Nelements = probe.pitch, probe.width, probe.n_elements
     param.PRF = cfg["prf"]
     if np.isfinite(cfg["bandwidth"]):
@@ -178,7 +186,11 @@ def pymust_pipeline(pipeline, cfg):
     xi, zi = np.meshgrid(cfg["grid"].x, cfg["grid"].z)
     params = [pymust_param(cfg, tx) for tx in cfg["sequence"]]
     n_samples = rf.shape[-1]
-    matrices = [pymust.dasmtx(1j * np.array((n_samples, rf.shape[2])), xi, zi, p, "linear") for p in params]
+    matrices = []
+    for p in params:
+        p.t0 = np.array(p.t0)
+        matrices.append(pymust.dasmtx(1j * np.array((n_samples, rf.shape[2])), xi, zi, p, "linear"))
+        p.t0 = float(p.t0)
 
     def beamform(data):
         image = 0
@@ -203,24 +215,30 @@ def pymust_pipeline(pipeline, cfg):
 
 # ---- measurement in a child process -------------------------------------------------------------
 
-def child(pipeline, config, impl, repeat):
+def child(mode, pipeline, config, impl, repeat):
+    """mode 'validate': run once and check the answer (prints a note); mode 'time': build the
+    plans, time the passes and report the peak RSS of this process (validation is kept out of
+    it so that the reference computations do not count)."""
     import harness
 
     cfg = CONFIGS[config]()
     rf = cfg["rf"]
-    if impl == "pymust":
-        run, images, extra = pymust_pipeline(pipeline, cfg)
+    build = pymust_pipeline if impl == "pymust" else usbeam_pipeline
+    run, images, extra = build(pipeline, cfg)
+    if mode == "validate":
         result = run(rf)
-        note = "PyMUST (no clutter filter: slow-time mean subtraction)" if pipeline != "RF2IQ_DAS_BMODE" else ""
-    else:
-        run, images, extra = usbeam_pipeline(pipeline, cfg)
-        result = run(rf)
-        note = validate_usbeam(pipeline, cfg, result, extra)
-        if config == "pwi_disk" and pipeline == "RF2IQ_DAS_DOPPLER":
-            note += "; " + compare_disk_with_pymust(cfg, result)
+        if impl == "pymust":
+            note = "no clutter filter in PyMUST: slow-time mean subtraction" if pipeline != "RF2IQ_DAS_BMODE" else ""
+        else:
+            note = validate_usbeam(pipeline, cfg, result, extra)
+            if config == "pwi_disk" and pipeline == "RF2IQ_DAS_DOPPLER":
+                note += "; " + compare_disk_with_pymust(cfg, result)
+        print(json.dumps(dict(note=note)))
+        return
     timing = harness.measure(lambda: run(rf), warmup=2, repeat=repeat, max_seconds=60.0)
+    stages = dict(extra["pipeline"].timings) if "pipeline" in extra else {}
     print(json.dumps(dict(median=timing.median, p95=timing.p95, n=len(timing.samples), images=images,
-                          input_bytes=int(rf.nbytes), peak_rss_mib=harness.peak_rss_mib(), note=note)))
+                          input_bytes=int(rf.nbytes), peak_rss_mib=harness.peak_rss_mib(), stages=stages)))
 
 
 def compare_disk_with_pymust(cfg, result):
@@ -310,8 +328,8 @@ def _clutter_kwargs(plan):
     return {}
 
 
-def run_child(pipeline, config, impl, repeat):
-    cmd = [sys.executable, __file__, "--child", pipeline, config, impl, "--repeat", str(repeat)]
+def run_child(mode, pipeline, config, impl, repeat):
+    cmd = [sys.executable, __file__, "--child", mode, pipeline, config, impl, "--repeat", str(repeat)]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     if proc.returncode != 0:
         raise RuntimeError(f"{impl} {pipeline} {config} failed:\n{proc.stderr[-3000:]}")
@@ -325,7 +343,7 @@ def main():
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--no-pymust", action="store_true")
     parser.add_argument("--record", action="store_true", help="append the table to benchmarks/RESULTS.md")
-    parser.add_argument("--child", nargs=3, metavar=("PIPELINE", "CONFIG", "IMPL"))
+    parser.add_argument("--child", nargs=4, metavar=("MODE", "PIPELINE", "CONFIG", "IMPL"))
     parser.add_argument("--kernels", action="store_true", help="time the Doppler kernels alone")
     args = parser.parse_args()
     if args.kernels:
@@ -339,11 +357,14 @@ def main():
         for pipeline in args.pipeline:
             impls = ["usbeam"] + ([] if args.no_pymust or pipeline == "RF2IQ_DAS_POWERDOPPLER" else ["pymust"])
             for impl in impls:
-                r = run_child(pipeline, config, impl, args.repeat)
+                note = run_child("validate", pipeline, config, impl, args.repeat)["note"]
+                r = run_child("time", pipeline, config, impl, args.repeat)
+                if r["stages"]:
+                    note += "; last pass: " + ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in r["stages"].items())
                 ms = r["median"] * 1e3
                 row = [pipeline, config, impl, f"{ms:.1f}", f"{r['p95'] * 1e3:.1f}",
                        f"{r['images'] / r['median']:.1f}", f"{r['input_bytes'] / r['median'] / 1e6:.1f}",
-                       f"{r['peak_rss_mib']:.0f}", r["note"]]
+                       f"{r['peak_rss_mib']:.0f}", note]
                 print(" | ".join(row), flush=True)
                 rows.append(row)
     header = ["pipeline", "config", "impl", "median ms", "p95 ms", "FPS", "input MB/s", "peak RSS MiB",
