@@ -14,7 +14,7 @@ CFLAGS_C += -Werror
 endif
 CORE_C := $(filter-out csrc/module.c csrc/py_%.c,$(wildcard csrc/*.c))
 
-.PHONY: all venv build test ctest pytest demo asan bench clean
+.PHONY: all venv build test ctest pytest demo asan bench clean client
 
 all: build
 
@@ -33,7 +33,7 @@ CTESTS := $(patsubst tests/c/%.c,build/ctest/%,$(wildcard tests/c/test_*.c))
 
 build/ctest/%: tests/c/%.c $(CORE_C) $(wildcard csrc/*.h)
 	@mkdir -p build/ctest
-	$(CC) $(CFLAGS_C) $< $(CORE_C) -lm -o $@
+	$(CC) $(CFLAGS_C) $< $(CORE_C) -lm -lpthread -lrt -o $@
 
 # Each tests/c/test_*.c is its own program and prints "N passed, N failed".
 ctest: $(CTESTS)
@@ -53,7 +53,7 @@ asan: $(STAMP)
 	@mkdir -p build/ctest-asan
 	@set -e; for src in tests/c/test_*.c; do \
 	    exe=build/ctest-asan/$$(basename $$src .c); \
-	    $(CC) $(CFLAGS_C) -O1 -fno-omit-frame-pointer -fsanitize=address,undefined $$src $(CORE_C) -lm -o $$exe; \
+	    $(CC) $(CFLAGS_C) -O1 -fno-omit-frame-pointer -fsanitize=address,undefined $$src $(CORE_C) -lm -lpthread -lrt -o $$exe; \
 	    echo "== $$exe"; ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ./$$exe; \
 	done
 	rm -f usbeam/_core*.so
@@ -67,6 +67,16 @@ asan: $(STAMP)
 
 bench: build
 	$(PY) benchmarks/run.py
+
+# family live: the standalone client of `usbeam serve` (MATLAB loadlibrary, ctypes, C).
+# Needs only libc; csrc/usbeam_client.h is its header.
+CLIENT_LIB := build/libusbeam_client.so
+client: $(CLIENT_LIB)
+
+$(CLIENT_LIB): csrc/client.c csrc/usbeam_client.h csrc/shm_layout.h csrc/shm_sync.h
+	@mkdir -p build
+	$(CC) -std=c11 -O2 -g -Wall -Wextra -Wshadow -Wno-unused-parameter $(if $(filter true,$(CI)),-Werror) \
+	    -fPIC -shared -Icsrc csrc/client.c -o $@ -lpthread -lrt
 
 clean:
 	rm -rf build usbeam/_core*.so usbeam/__pycache__ tests/__pycache__ demo_bmode.png

@@ -122,6 +122,8 @@ core = Extension(
     sources=sorted(str(Path(p).relative_to(ROOT)) for p in glob(str(ROOT / "csrc" / "*.c"))),
     include_dirs=[numpy.get_include(), "csrc"],
     depends=glob("csrc/*.h"),
+    # shm_open / process-shared semaphores (live family): in libc since glibc 2.34, librt before
+    libraries=["rt", "pthread"],
 )
 
 setup(ext_modules=[core], cmdclass={"build_ext": UsbeamBuildExt})

@@ -21,6 +21,10 @@ from pathlib import Path
 import numpy as np
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+# Benchmarks run from a source checkout: import this checkout's usbeam (built in place).
+_ROOT = str(Path(__file__).resolve().parent.parent)
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
 
 
 @dataclass

@@ -176,6 +176,7 @@ static PyMethodDef *const method_tables[] = {
     usbeam_py_rf2iq_methods,
 
     /* family das: */
+    usbeam_py_das_methods,
 
     /* family doppler: */
     usbeam_py_doppler_methods,
@@ -189,6 +190,7 @@ static PyMethodDef *const method_tables[] = {
     usbeam_py_segment_methods,
 
     /* family live: */
+    usbeam_py_live_methods,
 };
 
 static struct PyModuleDef core_module = {PyModuleDef_HEAD_INIT, "usbeam._core",

@@ -44,6 +44,7 @@ extern PyMethodDef usbeam_py_bmode_methods[];
 extern PyMethodDef usbeam_py_rf2iq_methods[];
 
 /* family das: */
+extern PyMethodDef usbeam_py_das_methods[];
 
 /* family doppler: */
 extern PyMethodDef usbeam_py_doppler_methods[];
@@ -57,5 +58,6 @@ extern PyMethodDef usbeam_py_ai_methods[];
 extern PyMethodDef usbeam_py_segment_methods[];
 
 /* family live: */
+extern PyMethodDef usbeam_py_live_methods[];
 
 #endif

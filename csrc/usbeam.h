@@ -211,6 +211,87 @@ usbeam_status usbeam_kaiser_lowpass(double fs, double cutoff, double transition_
 /* ======== family: das ======== */
 /* (declarations of the das family go below this line) */
 
+/* Delay-and-sum beamforming for linear arrays (csrc/das_setup.c, csrc/das.c).
+ * in : channel data (n_frames, n_transmits, n_elements, n_samples), C order;
+ *      int16 or float32 RF, or complex64 IQ (down-mixed with the same t0).
+ * out: (n_frames, n_points); float32 for RF input, complex64 for IQ input.
+ * Conventions (MUST/PyMUST): x along the array (0 at its centre), z depth; t = 0 when the
+ * first element fires; sample n is at t0 + n/fs.  tau = tau_tx(p) + |p - e|/c, sample
+ * index s = (tau - t0) fs; IQ samples are rotated by exp(+j 2 pi fc tau).  Element e
+ * contributes when |x_p - x_e| <= z_p / (2 F) (F = f_number; 0 = full aperture), weighted
+ * by the window; sums over elements and transmits, no normalisation. */
+typedef enum usbeam_transmit_kind {
+    USBEAM_TRANSMIT_PLANE_WAVE = 0,   /* angle (rad), |angle| < pi/2, > 0 steers to +x */
+    USBEAM_TRANSMIT_DIVERGING = 1,    /* virtual source (x, z), z < 0 */
+    USBEAM_TRANSMIT_FOCUSED = 2,      /* focus (x, z), z > 0 */
+    USBEAM_TRANSMIT_SYNTHETIC = 3,    /* element fires alone */
+    USBEAM_TRANSMIT_SOURCES = 4       /* MUST's model of an arbitrary delay law: the wavefront
+                                         is the envelope of spherical waves from virtual sources
+                                         (x_i, 0, z_i) emitting at path offsets o_i (m):
+                                         tau_tx = min_i (o_i + |p - s_i|) / c */
+} usbeam_transmit_kind;
+
+typedef struct usbeam_transmit {
+    usbeam_transmit_kind kind;
+    double angle;    /* plane wave: steering angle, rad */
+    double x, z;     /* diverging: virtual source; focused: focus; m */
+    size_t element;  /* synthetic aperture: index of the firing element */
+    size_t n_sources;        /* sources: number of virtual sources, >= 1 */
+    const double *sources;   /* sources: (3, n_sources) rows x (m), z (m), offset o (m) */
+} usbeam_transmit;
+
+typedef enum usbeam_das_interpolation {
+    USBEAM_DAS_NEAREST = 0,   /* round half to even, valid 0 <= s <= n-1 */
+    USBEAM_DAS_LINEAR = 1,    /* valid 0 <= s <= n-2 (MUST) */
+    USBEAM_DAS_CUBIC = 2      /* Catmull-Rom, valid 1 <= s <= n-3 */
+} usbeam_das_interpolation;
+
+typedef enum usbeam_das_window {
+    USBEAM_DAS_RECT = 0,
+    USBEAM_DAS_HANN = 1,
+    USBEAM_DAS_TUKEY = 2      /* tukey_alpha in [0, 1] */
+} usbeam_das_window;
+
+typedef struct usbeam_das_params {
+    size_t n_elements;
+    const double *element_positions;  /* (n_elements, 3) as (x, y, z), m; x strictly
+                                         increasing; transmit models use x only (z = 0) */
+    size_t n_transmits;
+    const usbeam_transmit *transmits; /* (n_transmits) */
+    size_t n_points;
+    const double *points;             /* (n_points, 3) as (x, y, z), m; output order */
+    size_t n_frames;                  /* frames per execute, >= 1 */
+    size_t n_samples;                 /* samples per channel, >= 1 */
+    double fs;                        /* sampling frequency, Hz, > 0 */
+    double fc;                        /* centre (demodulation) frequency, Hz; > 0 for IQ */
+    double c;                         /* speed of sound, m/s, > 0 */
+    double t0;                        /* time of sample 0, s */
+    double f_number;                  /* receive f-number, >= 0 (0: full aperture) */
+    usbeam_das_window window;         /* apodization across the receive aperture */
+    double tukey_alpha;               /* Tukey taper fraction, [0, 1] */
+    usbeam_das_interpolation interpolation;
+    usbeam_dtype input_dtype;         /* INT16 or FLOAT32 (RF) or COMPLEX64 (IQ) */
+    size_t max_table_bytes;           /* delay/weight table budget; above it, execute
+                                         recomputes them per call.  0: 1 GiB */
+} usbeam_das_params;
+
+typedef struct usbeam_das_plan usbeam_das_plan;
+usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_backend backend,
+                                     usbeam_das_plan **plan);
+/* in: (n_frames, n_transmits, n_elements, n_samples) of input_dtype;
+ * out: (n_frames, n_points) float32 (RF) or complex64 (IQ). */
+usbeam_status usbeam_das_execute(usbeam_das_plan *plan, const void *in, void *out);
+void usbeam_das_plan_destroy(usbeam_das_plan *plan);
+/* Bytes of the precomputed delay/weight table (0 when the plan recomputes per call). */
+size_t usbeam_das_table_bytes(const usbeam_das_plan *plan);
+
+/* PyMUST dasmtx's automatic f-number from the element directivity: lambda_min =
+ * c / (fc (1 + bandwidth/2)); alpha minimises |cos(th) sinc(width/lambda_min sin th) - 0.71|
+ * on [0, pi/2] by Brent's bounded method with xtol = pi/100 (the iterates of
+ * scipy.optimize.fminbound); F = 1 / (2 tan alpha).  bandwidth is a fraction (0.75). */
+usbeam_status usbeam_das_auto_f_number(double element_width, double fc, double bandwidth, double c,
+                                       double *f_number);
+
 /* ======== family: doppler ======== */
 /* (declarations of the doppler family go below this line) */
 /* Ensembles of beamformed IQ frames: complex64 [n_frames][n_pixels], slow time on the
@@ -492,6 +573,54 @@ usbeam_status usbeam_cuda_regionprops_basic(const int32_t *labels, size_t height
 
 /* ======== family: live ======== */
 /* (declarations of the live family go below this line) */
+/* Channel mapping of live frames, applied while a raw frame is copied into a session
+ * slot, so only used channels travel on.
+ * raw : one acquisition frame as the scanner holds it, MATLAB shape (n_rows, n_channels),
+ *       n_rows = samples x acquisitions; any element strides (column-major Vantage RcvData:
+ *       row_stride 1, channel_stride n_rows).
+ * out : [n_acquisitions][n_elements][n_samples] C order: out[a][e][k] =
+ *       raw[acquisition_row[a] + k][element_channel[e]].                                   */
+typedef struct usbeam_live_gather_params {
+    size_t n_rows, n_channels;          /* raw frame geometry */
+    size_t n_acquisitions, n_elements, n_samples;
+    const int32_t *element_channel;     /* [n_elements] 0-based channel of each element */
+    const int64_t *acquisition_row;     /* [n_acquisitions] 0-based first raw row */
+    usbeam_dtype dtype;                 /* INT16, FLOAT32 or FLOAT64; out has the same type */
+} usbeam_live_gather_params;
+
+typedef struct usbeam_live_gather_plan usbeam_live_gather_plan;
+usbeam_status usbeam_live_gather_plan_create(const usbeam_live_gather_params *params,
+                                             usbeam_live_gather_plan **plan);
+/* row_stride, channel_stride: element strides of raw.  The plan has no scratch: one plan
+ * may execute from several threads at once. */
+usbeam_status usbeam_live_gather_execute(const usbeam_live_gather_plan *plan, const void *raw,
+                                         ptrdiff_t row_stride, ptrdiff_t channel_stride, void *out);
+void usbeam_live_gather_plan_destroy(usbeam_live_gather_plan *plan);
+
+/* CUDA half of a live session (cuda/live.cu; a CPU-only build answers USBEAM_ERR_NO_BACKEND).
+ * A ring of n_slots pinned host buffers and device buffers, an upload stream and a compute
+ * stream.  Per slot k: host_slot(k) waits until the previous upload from host buffer k has
+ * finished (the CPU then maps channels into it); upload(k) makes the upload stream wait
+ * until compute has released device buffer k, copies, and records "uploaded"; acquire(k)
+ * makes the compute stream wait for "uploaded" and returns the device buffer and the
+ * compute stream (cudaStream_t as void *) to enqueue the pipeline on; release(k) records
+ * "consumed".  So a device slot is never overwritten while in use nor read while partly
+ * written, and copies overlap compute.  NOT RUN YET: compiled, no device was available. */
+typedef struct usbeam_live_cuda_ring usbeam_live_cuda_ring;
+usbeam_status usbeam_live_cuda_ring_create(int device, int n_slots, size_t slot_bytes,
+                                           usbeam_live_cuda_ring **ring);
+usbeam_status usbeam_live_cuda_ring_host_slot(usbeam_live_cuda_ring *ring, int slot, void **host);
+usbeam_status usbeam_live_cuda_ring_upload(usbeam_live_cuda_ring *ring, int slot, size_t bytes);
+usbeam_status usbeam_live_cuda_ring_acquire(usbeam_live_cuda_ring *ring, int slot, void **device,
+                                            void **stream);
+usbeam_status usbeam_live_cuda_ring_release(usbeam_live_cuda_ring *ring, int slot);
+/* Seconds the last upload of slot took (event timing; waits for it to finish). */
+usbeam_status usbeam_live_cuda_ring_upload_seconds(usbeam_live_cuda_ring *ring, int slot, double *seconds);
+usbeam_status usbeam_live_cuda_ring_synchronize(usbeam_live_cuda_ring *ring);
+void usbeam_live_cuda_ring_destroy(usbeam_live_cuda_ring *ring);
+/* Pinned host-to-device cudaMemcpy bandwidth (GB/s, median of repeats) of a bytes-sized copy:
+ * the reference the live upload rate is compared with. */
+usbeam_status usbeam_live_cuda_h2d_bandwidth(int device, size_t bytes, int repeats, double *gbps);
 
 #ifdef __cplusplus
 }

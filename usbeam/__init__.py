@@ -14,6 +14,13 @@ from .bmode import BModePlan, bmode
 from .rf2iq import RF2IQPlan, rf2iq
 
 # family das:
+from .geometry import (Delays, DivergingWave, Focused, Grid, LinearArray, PlaneWave, SyntheticAperture,
+                       plane_wave_sequence)
+from .simulate import cyst_phantom, simulate_rf
+from .beamformer import Beamformer, auto_f_number, das
+from .io import MustRecording, load_must, plane_wave_angle
+from . import io, simulate
+from .pipeline import Pipeline
 
 # family doppler:
 from .doppler import (ClutterFilter, ColorDopplerPlan, DopplerDisplay, PowerDopplerPlan, clutter_filter,
@@ -31,6 +38,7 @@ from .ai import (ComponentsPlan, DetectPlan, ModelInputPlan, detect_postprocess,
                  segment_threshold)
 
 # family live:
+from . import live
 
 __version__ = "0.1.0"
 
@@ -42,12 +50,19 @@ __all__ = [
     "cuda_devices",
     "BModePlan",
     "bmode",
+    "Pipeline",
+    "datasets",
+    "io",
+    "simulate",
 ]
 
 # family rf2iq (extend __all__ here):
 __all__ += ["RF2IQPlan", "rf2iq"]
 
 # family das (extend __all__ here):
+__all__ += ["LinearArray", "PlaneWave", "DivergingWave", "Focused", "SyntheticAperture", "Delays", "Grid",
+            "plane_wave_sequence", "simulate_rf", "cyst_phantom", "Beamformer", "das", "auto_f_number",
+            "MustRecording", "load_must", "plane_wave_angle"]
 
 # family doppler (extend __all__ here):
 __all__ += ["ClutterFilter", "clutter_filter", "ColorDopplerPlan", "color_doppler", "PowerDopplerPlan",
@@ -64,4 +79,5 @@ __all__ += ["ModelInputPlan", "DetectPlan", "ComponentsPlan", "model_input", "fl
             "regionprops_basic_device"]
 
 # family live (extend __all__ here):
+__all__ += ["live"]
 

@@ -21,10 +21,10 @@ def simulate_acquisition(seed=1):
     fs, fc, c, t0 = 20e6, 5e6, 1540.0, 0.0
     n_samples = 1024  # 1024 / 20 MHz = 51 us: echoes down to ~39 mm
     positions, amplitudes = usbeam.simulate.cyst_phantom(
-        x_range=(-12e-3, 12e-3), z_range=(8e-3, 36e-3), n_scatterers=6000,
+        x_range=(-12e-3, 12e-3), z_range=(8e-3, 36e-3), n_scatterers=5000,
         cyst_center=(0.0, 22e-3), cyst_radius=4e-3,
         points=((-6e-3, 12e-3), (0.0, 12e-3), (6e-3, 12e-3), (-6e-3, 32e-3), (6e-3, 32e-3)),
-        point_amplitude=8.0, seed=seed)
+        point_amplitude=30.0, seed=seed)
     rf = usbeam.simulate.simulate_rf(positions, amplitudes, probe, sequence, fs=fs, fc=fc, c=c, t0=t0,
                                      n_samples=n_samples, n_frames=1, noise=0.01, seed=seed)
     # Quantise to int16 as a scanner's ADC would, using most of its range.

@@ -1,0 +1,272 @@
+"""Live-session benchmarks (CPU backend; the CUDA session is not built yet).
+
+Measures, in one run:
+  - the reference copy bandwidth: single-threaded host memcpy of one raw frame
+    (the CPU stand-in for the pinned host-to-device cudaMemcpy of the GPU design);
+  - sustained copy+channel-map ("upload") bandwidth into the session's slots while the
+    compute thread beamforms, with the producer pushing as fast as policy 'block' allows;
+  - push-to-image latency p50 / p99 / max and drops at 50 %, 80 % and 100 % load
+    (frame period = compute time / load), policy 'drop_oldest', from a SimulatedScanner.
+Frames: Vantage layout, int16 (rows = acquisitions x samples, channels), column-major.
+
+    python benchmarks/live.py [--quick] [--no-record] [--json benchmarks/out/live.json]
+"""
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+# Several threads run OpenMP regions here (push copies, the compute thread, the B-mode
+# kernel); spinning idle OpenMP workers steal the few cores from them (measured: the
+# stand-in pipeline takes 12 ms instead of 0.8 ms on 2 cores).  Must be set before
+# libgomp loads, i.e. before importing usbeam; an explicit setting is kept.
+os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import usbeam  # noqa: E402
+from harness import machine as describe_machine, measure, record, validated  # noqa: E402
+from usbeam.live import ChannelMap, Session, SimulatedScanner, to_rcvdata  # noqa: E402
+
+
+class CompoundBMode:
+    """Stand-in beamformer: sum of acquisitions, sample pairs as IQ, B-mode (C, OpenMP)."""
+
+    def __init__(self, shape):
+        self.input_shape, self.input_dtype = shape, np.dtype(np.int16)
+        self.output_shape, self.output_dtype = (shape[1], shape[2] // 2), np.dtype(np.uint8)
+        self._rf = np.empty(shape[1:], np.float32)
+        self._iq = np.empty(self.output_shape, np.complex64)
+        self._bmode = usbeam.BModePlan(self.output_shape, 50.0, normalize=6000.0)
+        self.timings = {}
+
+    def __call__(self, frame, out=None):
+        t0 = time.perf_counter()
+        np.sum(frame, axis=0, dtype=np.float32, out=self._rf)
+        self._iq.real = self._rf[:, 0::2]
+        self._iq.imag = self._rf[:, 1::2]
+        t1 = time.perf_counter()
+        out = self._bmode(self._iq, out=out)
+        self.timings = {"compound": t1 - t0, "bmode": time.perf_counter() - t1}
+        return out
+
+
+def make_frames(n_acq, n_el, n_ch, n_s, n_frames=4):
+    rng = np.random.default_rng(0)
+    mapped = rng.integers(-2000, 2000, (n_frames, n_acq, n_el, n_s)).astype(np.int16)
+    element_channel = rng.permutation(n_ch)[:n_el]
+    raw = to_rcvdata(mapped, element_channel, n_ch, n_s)
+    frames = [np.asfortranarray(f) for f in raw]
+    cmap = ChannelMap(frames[0].shape, element_channel, np.arange(n_acq) * n_s, n_s)
+    return frames, cmap
+
+
+def memcpy_gbps(nbytes, repeats=50):
+    """Single-threaded host memcpy of one raw frame, sources rotated out of cache."""
+    rng = np.random.default_rng(1)
+    sources = [rng.integers(0, 255, nbytes, dtype=np.uint8) for _ in range(8)]
+    dst = np.empty_like(sources[0])
+    timing = measure(lambda src: np.copyto(dst, src), repeat=repeats, rotate=[(s,) for s in sources])
+    return nbytes / timing.median / 1e9
+
+
+def validate_session(pipeline, cmap, frames):
+    """The session's output for each frame equals the offline pipeline's, bit for bit."""
+    session = Session(pipeline, slots=3, policy="block", channel_map=cmap)
+    try:
+        for frame in frames:
+            got = session.get(session.push(frame), timeout=10).image
+            validated("live session", got, lambda g: np.array_equal(g, pipeline(cmap(frame))))
+    finally:
+        session.stop()
+
+
+def compute_time(pipeline, cmap, frames, repeats=30):
+    mapped = [(cmap(f),) for f in frames]
+    out = np.empty(pipeline.output_shape, pipeline.output_dtype)
+    return measure(lambda m: pipeline(m, out=out), warmup=5, repeat=repeats, rotate=mapped).median
+
+
+def sustained_upload(pipeline, cmap, frames, seconds):
+    session = Session(pipeline, slots=3, policy="block", channel_map=cmap)
+    t0 = time.perf_counter()
+    n = 0
+    while time.perf_counter() - t0 < seconds:
+        session.push(frames[n % len(frames)])
+        n += 1
+    session.wait_idle(10)
+    wall = time.perf_counter() - t0
+    stats = session.stats()
+    session.stop()
+    return {"frames": n, "copy_gbps": stats["upload_gbps"], "raw_gbps": n * frames[0].nbytes / wall / 1e9,
+            "mapped_gbps": n * cmap.nbytes / wall / 1e9, "frames_per_s": n / wall,
+            "dropped": stats["dropped"], "stage_s": stats["stage_s"]}
+
+
+def latency_at_load(pipeline, cmap, frames, load, t_compute, n_frames):
+    rate = load / t_compute
+    session = Session(pipeline, slots=3, policy="drop_oldest", channel_map=cmap, results=4)
+    scanner = SimulatedScanner(session, rate, source=frames, n_frames=n_frames)
+    scanner.start()
+    scanner.join()
+    session.wait_idle(10)
+    stats = session.stats()
+    session.stop()
+    lat = stats["latency_s"]
+    return {"load": load, "frame_rate": rate, "frames": stats["pushed"], "processed": stats["processed"],
+            "dropped": stats["dropped"], "scanner_late": scanner.late, "p50_ms": lat["p50"] * 1e3,
+            "p99_ms": lat["p99"] * 1e3, "max_ms": lat["max"] * 1e3, "p99_over_p50": lat["p99"] / lat["p50"]}
+
+
+def make_pipeline(params):
+    """Factory for `usbeam serve --pipeline benchmarks/live.py:make_pipeline`."""
+    cmap = params["channel_map"]
+    return CompoundBMode((len(cmap["acquisition_row"]), len(cmap["element_channel"]), int(cmap["n_samples"])))
+
+
+def shared_memory_round_trip(frames, cmap, n_frames):
+    """`usbeam serve` in a subprocess, ShmClient (ctypes on libusbeam_client.so) here."""
+    import queue
+    import subprocess
+    import threading
+    from usbeam.live.shm_client import ShmClient
+    if subprocess.run(["make", "-s", "client"], cwd=ROOT, capture_output=True).returncode != 0:
+        return {"error": "make client failed"}
+    name = f"/usbeam_bench_{os.getpid()}"
+    server = subprocess.Popen([sys.executable, "-m", "usbeam", "serve", "--name", name, "--policy", "block",
+                               "--slot-bytes", str(frames[0].nbytes), "--result-bytes", str(1 << 20),
+                               "--pipeline", str(ROOT / "benchmarks" / "live.py") + ":make_pipeline"],
+                              cwd=ROOT, stderr=subprocess.DEVNULL)
+    try:
+        client = ShmClient(name, timeout=20)
+        client.set_params({"frame": {"shape": list(frames[0].shape), "dtype": "int16", "order": "F"},
+                           "channel_map": {"element_channel": cmap.element_channel.tolist(),
+                                           "acquisition_row": cmap.acquisition_row.tolist(),
+                                           "n_samples": cmap.n_samples}})
+        for k in range(10):                                           # warm-up
+            client.get(client.push(frames[k % len(frames)], timeout=5), timeout=5)
+        round_trips = []
+        for k in range(n_frames):                                     # one frame in flight
+            t0 = time.perf_counter()
+            client.get(client.push(frames[k % len(frames)], timeout=5), timeout=5)
+            round_trips.append(time.perf_counter() - t0)
+        ids = queue.Queue()
+        reader = ShmClient(name, timeout=5)
+        latencies = []
+
+        def consume():
+            while (frame_id := ids.get()) is not None:
+                latencies.append(reader.get(frame_id, timeout=10)[1]["latency_s"])
+
+        consumer = threading.Thread(target=consume)
+        consumer.start()
+        t0 = time.perf_counter()
+        for k in range(n_frames):                                     # pipelined: push as fast as 'block' allows
+            ids.put(client.push(frames[k % len(frames)], timeout=10))
+        ids.put(None)
+        consumer.join()
+        wall = time.perf_counter() - t0
+        info = client.info()
+        client.close()
+        reader.close()
+    finally:
+        server.terminate()
+        server.wait(10)
+    rt = np.array(round_trips) * 1e3
+    lat = np.array(latencies) * 1e3
+    return {"round_trip_p50_ms": float(np.percentile(rt, 50)), "round_trip_p99_ms": float(np.percentile(rt, 99)),
+            "pipelined_frames_per_s": n_frames / wall, "pipelined_raw_gbps": n_frames * frames[0].nbytes / wall / 1e9,
+            "pipelined_latency_p50_ms": float(np.percentile(lat, 50)),
+            "pipelined_latency_p99_ms": float(np.percentile(lat, 99)), "dropped": info["dropped"],
+            "abandoned": info["abandoned"]}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="shorter runs")
+    parser.add_argument("--json", default=str(ROOT / "benchmarks" / "out" / "live.json"))
+    parser.add_argument("--no-record", action="store_true", help="do not append to benchmarks/RESULTS.md")
+    args = parser.parse_args()
+    n_frames = 150 if args.quick else 400
+    seconds = 1.5 if args.quick else 4.0
+    machine = {"platform": platform.platform(), "cpu_count": os.cpu_count(), "python": platform.python_version(),
+               "numpy": np.__version__, "usbeam": usbeam.build_info(), "cuda_available": usbeam.cuda_available(),
+               "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY"), "loadavg": os.getloadavg()}
+    report = {"machine": machine, "configs": []}
+    machine["description"] = describe_machine()
+    print(f"machine: {machine['description']}; load average {machine['loadavg'][0]:.1f}, "
+          f"OMP_WAIT_POLICY={machine['OMP_WAIT_POLICY']}")
+    for n_acq, n_el, n_ch, n_s in [(3, 128, 256, 1024), (2, 64, 128, 1024), (3, 128, 256, 4096)]:
+        frames, cmap = make_frames(n_acq, n_el, n_ch, n_s)
+        pipeline = CompoundBMode(cmap.output_shape)
+        validate_session(pipeline, cmap, frames)
+        t_alone = compute_time(pipeline, cmap, frames)
+        ref = memcpy_gbps(frames[0].nbytes)
+        upload = sustained_upload(pipeline, cmap, frames, seconds)
+        # load is relative to the compute time measured inside the session (with copies running)
+        t_compute = upload["stage_s"]["compute"]
+        loads = [latency_at_load(pipeline, cmap, frames, load, t_compute, n_frames) for load in (0.5, 0.8, 1.0)]
+        config = {"raw_frame": list(frames[0].shape), "raw_bytes": frames[0].nbytes, "mapped": list(cmap.output_shape),
+                  "mapped_bytes": cmap.nbytes, "compute_ms": t_compute * 1e3, "compute_alone_ms": t_alone * 1e3, "memcpy_gbps": ref,
+                  "upload": upload, "loads": loads}
+        config["shared_memory"] = shm = shared_memory_round_trip(frames, cmap, n_frames)
+        report["configs"].append(config)
+        print(f"\nraw frame {frames[0].shape} int16 ({frames[0].nbytes / 1e6:.2f} MB) -> mapped {cmap.output_shape} "
+              f"({cmap.nbytes / 1e6:.2f} MB); compute {t_compute * 1e3:.2f} ms in the session "
+              f"({t_alone * 1e3:.2f} ms alone)")
+        print(f"  reference memcpy (1 thread): {ref:.2f} GB/s")
+        push_wall = upload["stage_s"].get("push_copy_wall", float("nan"))
+        print(f"  copy+map into slots while computing: {upload['copy_gbps']:.2f} GB/s during the copies "
+              f"({upload['copy_gbps'] / ref * 100:.0f} % of memcpy), {push_wall * 1e3:.3f} ms per push with GIL waits; "
+              f"sustained {upload['frames_per_s']:.0f} frames/s = {upload['mapped_gbps']:.2f} GB/s mapped data, "
+              f"dropped {upload['dropped']}")
+        print("  load  rate/s  frames  dropped  late  p50 ms  p99 ms  max ms  p99/p50")
+        for r in loads:
+            print(f"  {r['load']:4.0%}  {r['frame_rate']:6.0f}  {r['frames']:6d}  {r['dropped']:7d}  {r['scanner_late']:4d}"
+                  f"  {r['p50_ms']:6.2f}  {r['p99_ms']:6.2f}  {r['max_ms']:6.2f}  {r['p99_over_p50']:7.2f}")
+        if "error" in shm:
+            print(f"  shared memory: {shm['error']}")
+        else:
+            print(f"  shared memory (usbeam serve + ctypes client): round trip p50 {shm['round_trip_p50_ms']:.2f} ms, "
+                  f"p99 {shm['round_trip_p99_ms']:.2f} ms; pipelined {shm['pipelined_frames_per_s']:.0f} frames/s = "
+                  f"{shm['pipelined_raw_gbps']:.2f} GB/s raw, push-to-result p50 {shm['pipelined_latency_p50_ms']:.2f} ms "
+                  f"p99 {shm['pipelined_latency_p99_ms']:.2f} ms, dropped {shm['dropped']}")
+    if machine["cuda_available"]:
+        report["cuda_pinned_h2d_gbps"] = {str(c["raw_bytes"]): usbeam._core.live_cuda_h2d_bandwidth(c["raw_bytes"], 50)
+                                          for c in report["configs"]}
+        report["cuda_pinned_h2d_gbps"]["67108864"] = usbeam._core.live_cuda_h2d_bandwidth(64 << 20, 20)
+        print(f"\npinned host-to-device cudaMemcpy (reference): {report['cuda_pinned_h2d_gbps']} GB/s; "
+              "the CUDA live session that would use it is not implemented yet")
+    else:
+        print("\nGPU figures (upload GB/s vs pinned cudaMemcpy, GPU latency) not measured: the CUDA live "
+              "session is not implemented and no GPU is visible.")
+    if not args.no_record:
+        rows = []
+        for c in report["configs"]:
+            up, shm = c["upload"], c["shared_memory"]
+            for r in c["loads"]:
+                rows.append([f"{tuple(c['raw_frame'])} -> {tuple(c['mapped'])}", f"{c['compute_ms']:.2f}",
+                             f"{c['memcpy_gbps']:.1f}", f"{up['copy_gbps']:.1f}", f"{up['frames_per_s']:.0f}",
+                             f"{r['load']:.0%}", f"{r['frame_rate']:.0f}", r["dropped"], f"{r['p50_ms']:.2f}",
+                             f"{r['p99_ms']:.2f}", f"{r['max_ms']:.2f}",
+                             "-" if "error" in shm else f"{shm['round_trip_p50_ms']:.2f} / {shm['round_trip_p99_ms']:.2f}"])
+        record("Live session, CPU backend (benchmarks/live.py)",
+               ["raw -> mapped int16", "compute ms", "memcpy GB/s", "copy+map GB/s", "max frames/s", "load",
+                "frames/s", "dropped", "p50 ms", "p99 ms", "max ms", "shm round trip p50/p99 ms"], rows,
+               notes=f"Load average {machine['loadavg'][0]:.1f} at start (2-core machine shared with other jobs); "
+                     f"OMP_WAIT_POLICY={machine['OMP_WAIT_POLICY']}. Latency = push() entry to result ready. "
+                     "GPU figures not measured (no GPU; CUDA live session not implemented).")
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps(report, indent=1))
+    print(f"\nwrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()

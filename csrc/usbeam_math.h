@@ -1,0 +1,342 @@
+/*
+ * usbeam_math.h - per-sample math shared by the C kernels (csrc/) and the CUDA kernels
+ * (cuda/): fractional-index interpolation, apodization windows, times of flight and the
+ * IQ phase rotation.  Header-only: every function is `static inline USBEAM_HD`, so nvcc
+ * compiles it for host and device; it uses nothing beyond <math.h>.
+ *
+ * Index convention: a sample sequence x[0 .. n-1] holds x(t0 + k/fs); the fractional
+ * index of time t is s = (t - t0) * fs.  Interpolation never reads outside [0, n-1]:
+ * each routine says whether s is inside its valid range and, when it is not, returns 0
+ * and zero weights (the caller skips the sample; this is MUST's convention).
+ *
+ * Valid ranges (n = number of samples):
+ *   nearest  0 <= s <= n-1          tap round(s), ties to even (numpy.round, MUST)
+ *   linear   0 <= s <= n-2          taps floor(s), floor(s)+1 (MUST dasmtx)
+ *   cubic    1 <= s <= n-3          taps floor(s)-1 .. floor(s)+2, all four inside
+ *            (Catmull-Rom cubic Hermite, Keys a = -1/2; exact for quadratics).
+ *
+ * Tap weights are exposed (usbeam_interp_weights_*) so a kernel can fold apodization and
+ * phase into them once per (point, element) and reuse them across frames.
+ *
+ * Geometry (SI units): x along the array (x = 0 at its centre), y elevation, z depth > 0.
+ * Transmit models follow MUST txdelay with t = 0 when the first element fires; a model
+ * gives the transmit PATH length (m), tau_tx = path / c:
+ *   plane wave, angle a:      (x - x_first) sin a + z cos a, x_first the first-firing
+ *                             element (x_min for a > 0, x_max for a < 0, either for a = 0)
+ *   diverging, source v:      |p - v| - min_e |e - v|           (v behind the array)
+ *   focused, focus f:         max_e |e - f| + sign(z - f_z) |p - f|   (virtual source)
+ *   synthetic aperture, e_k:  |p - e_k|
+ *   virtual sources s_i:      min_i (o_i + |p - s_i|)   (MUST dasmtx's model of an
+ *                             arbitrary delay law, o_i = c * delay_i)
+ * References: MUST/PyMUST txdelay and dasmtx (D. Garcia); Perrot et al., "So you think you
+ * can DAS?", Ultrasonics 111 (2021) 106309; Keys, "Cubic convolution interpolation",
+ * IEEE TASSP 29 (1981).
+ */
+#ifndef USBEAM_MATH_H
+#define USBEAM_MATH_H
+
+#include <math.h>
+
+#ifdef __CUDACC__
+#define USBEAM_HD __host__ __device__
+#else
+#define USBEAM_HD
+#endif
+
+#ifndef USBEAM_PI
+#define USBEAM_PI 3.14159265358979323846
+#endif
+
+/* One complex64 sample, layout-compatible with interleaved (re, im) float32 and float2. */
+typedef struct usbeam_cf32 {
+    float re, im;
+} usbeam_cf32;
+
+/* Interpolation kinds; the values are part of the public params (usbeam.h). */
+#define USBEAM_INTERP_NEAREST 0
+#define USBEAM_INTERP_LINEAR 1
+#define USBEAM_INTERP_CUBIC 2
+#define USBEAM_INTERP_MAX_TAPS 4
+
+/* ------------------------------------------------------------------------------------ */
+/* Interpolation weights                                                                 */
+/* Each returns 1 when s is in the valid range (then *first is the first tap index and  */
+/* w[0 .. taps-1] its weights), else 0 with *first = 0 and zero weights.                */
+/* The weights are float32; s is double (a sample index of a long record needs more     */
+/* than float's 24 bits to keep its fraction) or float in the _f variants (GPU).        */
+/* ------------------------------------------------------------------------------------ */
+
+/* Number of taps of an interpolation kind (0 for an unknown kind). */
+static inline USBEAM_HD int usbeam_interp_taps(int kind)
+{
+    return kind == USBEAM_INTERP_NEAREST ? 1 : kind == USBEAM_INTERP_LINEAR ? 2 : kind == USBEAM_INTERP_CUBIC ? 4 : 0;
+}
+
+/* Catmull-Rom weights of taps floor(s)-1 .. floor(s)+2 at fraction t in [0, 1). */
+static inline USBEAM_HD void usbeam_catmull_rom_weights(float t, float w[4])
+{
+    const float t2 = t * t, t3 = t2 * t;
+    w[0] = 0.5f * (-t3 + 2.0f * t2 - t);
+    w[1] = 0.5f * (3.0f * t3 - 5.0f * t2 + 2.0f);
+    w[2] = 0.5f * (-3.0f * t3 + 4.0f * t2 + t);
+    w[3] = 0.5f * (t3 - t2);
+}
+
+static inline USBEAM_HD void usbeam_zero_weights(int *first, float w[USBEAM_INTERP_MAX_TAPS])
+{
+    *first = 0;
+    for (int k = 0; k < USBEAM_INTERP_MAX_TAPS; ++k) w[k] = 0.0f;
+}
+
+/* The whole-sample part and fraction of s, both exact for |s| < 2^52. */
+#define USBEAM_DEFINE_INTERP_WEIGHTS(SUFFIX, REAL, FLOOR, RINT)                                         \
+    static inline USBEAM_HD int usbeam_interp_weights##SUFFIX(int kind, REAL s, int n, int *first,     \
+                                                               float w[USBEAM_INTERP_MAX_TAPS])        \
+    {                                                                                                  \
+        usbeam_zero_weights(first, w);                                                                 \
+        /* the comparisons are false for NaN, so a NaN index is simply out of range */                 \
+        if (kind == USBEAM_INTERP_NEAREST) {                                                           \
+            if (!(s >= (REAL)0 && s <= (REAL)(n - 1))) return 0;                                       \
+            *first = (int)RINT(s); /* default rounding mode: ties to even */                           \
+            w[0] = 1.0f;                                                                               \
+            return 1;                                                                                  \
+        }                                                                                              \
+        if (kind == USBEAM_INTERP_LINEAR) {                                                            \
+            if (!(s >= (REAL)0 && s <= (REAL)(n - 2))) return 0;                                       \
+            REAL base = FLOOR(s);                                                                      \
+            float t = (float)(s - base);                                                               \
+            *first = (int)base;                                                                        \
+            w[0] = 1.0f - t;                                                                           \
+            w[1] = t;                                                                                  \
+            return 1;                                                                                  \
+        }                                                                                              \
+        if (kind == USBEAM_INTERP_CUBIC) {                                                             \
+            if (!(s >= (REAL)1 && s <= (REAL)(n - 3))) return 0;                                       \
+            REAL base = FLOOR(s);                                                                      \
+            *first = (int)base - 1;                                                                    \
+            usbeam_catmull_rom_weights((float)(s - base), w);                                          \
+            return 1;                                                                                  \
+        }                                                                                              \
+        return 0;                                                                                      \
+    }
+
+USBEAM_DEFINE_INTERP_WEIGHTS(, double, floor, rint)
+USBEAM_DEFINE_INTERP_WEIGHTS(_f, float, floorf, rintf)
+#undef USBEAM_DEFINE_INTERP_WEIGHTS
+
+/* Interpolate a real sequence x[0 .. n-1] at s; returns 1 and *value when s is valid,
+ * else 0 and *value = 0. */
+static inline USBEAM_HD int usbeam_interp_real(int kind, const float *x, int n, double s, float *value)
+{
+    int first;
+    float w[USBEAM_INTERP_MAX_TAPS];
+    int valid = usbeam_interp_weights(kind, s, n, &first, w);
+    float acc = 0.0f;
+    if (valid) {
+        const int taps = usbeam_interp_taps(kind);
+        for (int k = 0; k < taps; ++k) acc += w[k] * x[first + k];
+    }
+    *value = acc;
+    return valid;
+}
+
+/* Interpolate a complex sequence (interleaved re, im) at s; same contract. */
+static inline USBEAM_HD int usbeam_interp_complex(int kind, const usbeam_cf32 *x, int n, double s,
+                                                  usbeam_cf32 *value)
+{
+    int first;
+    float w[USBEAM_INTERP_MAX_TAPS];
+    int valid = usbeam_interp_weights(kind, s, n, &first, w);
+    usbeam_cf32 acc = {0.0f, 0.0f};
+    if (valid) {
+        const int taps = usbeam_interp_taps(kind);
+        for (int k = 0; k < taps; ++k) {
+            acc.re += w[k] * x[first + k].re;
+            acc.im += w[k] * x[first + k].im;
+        }
+    }
+    *value = acc;
+    return valid;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Apodization windows on the normalised aperture coordinate u in [-1, 1] (0 outside).   */
+/* ------------------------------------------------------------------------------------ */
+#define USBEAM_WINDOW_RECT 0
+#define USBEAM_WINDOW_HANN 1
+#define USBEAM_WINDOW_TUKEY 2
+
+/* Tukey(alpha): flat for |u| <= 1 - alpha, a raised-cosine half-period over the outer
+ * alpha of each side.  alpha = 0 is rect, alpha = 1 is Hann: 0.5 (1 + cos(pi u)). */
+static inline USBEAM_HD double usbeam_window_tukey(double u, double alpha)
+{
+    const double a = fabs(u);
+    if (!(a <= 1.0)) return 0.0;
+    if (alpha <= 0.0 || a <= 1.0 - alpha) return 1.0;
+    return 0.5 * (1.0 + cos(USBEAM_PI * (a - (1.0 - alpha)) / alpha));
+}
+
+static inline USBEAM_HD double usbeam_window(int kind, double u, double tukey_alpha)
+{
+    if (!(fabs(u) <= 1.0)) return 0.0;
+    switch (kind) {
+    case USBEAM_WINDOW_RECT: return 1.0;
+    case USBEAM_WINDOW_HANN: return 0.5 * (1.0 + cos(USBEAM_PI * u));
+    case USBEAM_WINDOW_TUKEY: return usbeam_window_tukey(u, tukey_alpha);
+    default: return 0.0;
+    }
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Time of flight                                                                        */
+/* ------------------------------------------------------------------------------------ */
+
+/* Receive (or any) distance between point p and element e, m. */
+static inline USBEAM_HD double usbeam_distance(double px, double py, double pz, double ex, double ey,
+                                               double ez)
+{
+    const double dx = px - ex, dy = py - ey, dz = pz - ez;
+    return sqrt(dx * dx + dy * dy + dz * dz);
+}
+
+/* A transmit reduced to what the time of flight needs (built by the usbeam_tx_model_*
+ * helpers below, which take the element x positions to place t = 0). */
+typedef struct usbeam_tx_model {
+    int spherical;          /* 0: plane wave; 1: spherical wave through (vx, vy, vz) */
+    int focused;            /* spherical only: path sign flips with sign(z - vz) */
+    double sin_a, cos_a;    /* plane wave direction */
+    double x_first;         /* plane wave: x of the first-firing element, m */
+    double vx, vy, vz;      /* spherical: virtual source / focus / firing element, m */
+    double offset;          /* spherical: path added so the first element fires at t = 0, m */
+    int n_sources;          /* > 0: virtual-source model, overrides the fields above */
+    const double *sources;  /* (3, n_sources): rows x, z, path offset (m); sources at y = 0 */
+} usbeam_tx_model;
+
+/* min_i (o_i + |p - s_i|) over virtual sources (3, n) rows x, z, o (m). */
+static inline USBEAM_HD double usbeam_tx_path_sources(const double *sources, int n, double x, double y, double z)
+{
+    const double *sx = sources, *sz = sources + n, *so = sources + 2 * n;
+    const double y2 = y * y;
+    double best = INFINITY;
+#if defined(_OPENMP) && !defined(__CUDACC__)
+#pragma omp simd reduction(min : best)
+#endif
+    for (int i = 0; i < n; ++i) {
+        const double dx = x - sx[i], dz = z - sz[i];
+        const double path = so[i] + sqrt(dx * dx + y2 + dz * dz);
+        best = path < best ? path : best;
+    }
+    return best;
+}
+
+/* Transmit path length to point p (m); the transmit time is this over c. */
+static inline USBEAM_HD double usbeam_tx_path(const usbeam_tx_model *m, double x, double y, double z)
+{
+    if (m->n_sources > 0) return usbeam_tx_path_sources(m->sources, m->n_sources, x, y, z);
+    if (!m->spherical) return (x - m->x_first) * m->sin_a + z * m->cos_a;
+    const double r = usbeam_distance(x, y, z, m->vx, m->vy, m->vz);
+    if (m->focused) {
+        const double side = (z > m->vz) - (z < m->vz); /* sign(z - zf), 0 on the focal plane */
+        return m->offset + side * r;
+    }
+    return m->offset + r;
+}
+
+/* Plane wave at angle (rad, > 0 steers toward +x) from elements at x[0 .. n-1] (z = 0). */
+static inline USBEAM_HD usbeam_tx_model usbeam_tx_model_plane(double angle, const double *xe, int n)
+{
+    usbeam_tx_model m = {0, 0, sin(angle), cos(angle), 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0};
+    double x_min = xe[0], x_max = xe[0];
+    for (int e = 1; e < n; ++e) {
+        x_min = xe[e] < x_min ? xe[e] : x_min;
+        x_max = xe[e] > x_max ? xe[e] : x_max;
+    }
+    m.x_first = angle >= 0.0 ? x_min : x_max;
+    return m;
+}
+
+/* Diverging wave from a virtual source (xv, zv), zv < 0; elements at (xe, 0, 0). */
+static inline USBEAM_HD usbeam_tx_model usbeam_tx_model_diverging(double xv, double zv, const double *xe, int n)
+{
+    usbeam_tx_model m = {1, 0, 0.0, 1.0, 0.0, xv, 0.0, zv, 0.0, 0, 0};
+    double nearest = INFINITY;
+    for (int e = 0; e < n; ++e) {
+        const double d = usbeam_distance(xe[e], 0.0, 0.0, xv, 0.0, zv);
+        nearest = d < nearest ? d : nearest;
+    }
+    m.offset = -nearest;
+    return m;
+}
+
+/* Focused wave through (xf, zf), zf > 0: the farthest element fires first. */
+static inline USBEAM_HD usbeam_tx_model usbeam_tx_model_focused(double xf, double zf, const double *xe, int n)
+{
+    usbeam_tx_model m = {1, 1, 0.0, 1.0, 0.0, xf, 0.0, zf, 0.0, 0, 0};
+    double farthest = 0.0;
+    for (int e = 0; e < n; ++e) {
+        const double d = usbeam_distance(xe[e], 0.0, 0.0, xf, 0.0, zf);
+        farthest = d > farthest ? d : farthest;
+    }
+    m.offset = farthest;
+    return m;
+}
+
+/* Synthetic aperture: the element at (xk, 0, 0) fires alone at t = 0. */
+static inline USBEAM_HD usbeam_tx_model usbeam_tx_model_synthetic(double xk)
+{
+    usbeam_tx_model m = {1, 0, 0.0, 1.0, 0.0, xk, 0.0, 0.0, 0.0, 0, 0};
+    return m;
+}
+
+/* Virtual sources (3, n) rows x, z, offset (m), e.g. MUST's interpolated delay law. */
+static inline USBEAM_HD usbeam_tx_model usbeam_tx_model_sources(const double *sources, int n)
+{
+    usbeam_tx_model m = {1, 0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, n, sources};
+    return m;
+}
+
+/* IQ phase rotation exp(+j 2 pi fc tau), tau the absolute two-way time (s).  The phase
+ * is formed in double: 2 pi fc tau reaches thousands of radians. */
+static inline USBEAM_HD usbeam_cf32 usbeam_phase_rotation(double fc, double tau)
+{
+    const double phase = 2.0 * USBEAM_PI * fc * tau;
+    usbeam_cf32 r = {(float)cos(phase), (float)sin(phase)};
+    return r;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Receive aperture of a linear array                                                    */
+/* ------------------------------------------------------------------------------------ */
+
+/* Elements e with |xp - xe[e]| <= half_width, for xe strictly increasing: a contiguous
+ * range [*first, *last].  Returns the count (0 when empty: *first = 0, *last = -1).  The
+ * predicate is evaluated exactly as written, so borderline elements agree with MUST. */
+static inline USBEAM_HD int usbeam_aperture_range(const double *xe, int n, double xp, double half_width,
+                                                  int *first, int *last)
+{
+    int lo = 0, hi = n; /* first index with xe >= xp - half_width, by the predicate itself */
+    while (lo < hi) {
+        const int mid = lo + (hi - lo) / 2;
+        if (xe[mid] < xp && !(fabs(xp - xe[mid]) <= half_width)) lo = mid + 1;
+        else hi = mid;
+    }
+    int begin = lo;
+    lo = begin;
+    hi = n; /* first index past the aperture on the right */
+    while (lo < hi) {
+        const int mid = lo + (hi - lo) / 2;
+        if (xe[mid] <= xp || fabs(xp - xe[mid]) <= half_width) lo = mid + 1;
+        else hi = mid;
+    }
+    int end = lo - 1;
+    if (begin > end || !(fabs(xp - xe[begin]) <= half_width)) {
+        *first = 0;
+        *last = -1;
+        return 0;
+    }
+    *first = begin;
+    *last = end;
+    return end - begin + 1;
+}
+
+#endif /* USBEAM_MATH_H */

@@ -1,0 +1,458 @@
+"""In-process live sessions (usbeam.live.Session, CPU backend): channel mapping against the
+reference, in-order bit-identical output against the offline pipeline, overload with
+drop_oldest (accounting, no torn slot) and block (no drop), bad frames, plan swap without
+stop, stop/restart/stop-during-push, result access, and a bounded 10,000-frame soak."""
+import gc
+import os
+import threading
+import time
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import usbeam
+from live_pipelines import CompoundBMode, Stamp
+from reference import live as ref
+from usbeam.live import (ChannelMap, FrameDropped, FrameFailed, Session, SessionStopped, SimulatedScanner,
+                         simulate_plane_wave_rf, to_rcvdata)
+
+
+def vantage_setup(rng, n_frames=6, n_acq=2, n_el=16, n_ch=24, n_s=64, rows_per_acq=80):
+    """Mapped ground-truth frames, their Vantage RcvData layout and the channel map."""
+    element_channel = rng.permutation(n_ch)[:n_el]
+    mapped = rng.integers(-2000, 2000, (n_frames, n_acq, n_el, n_s)).astype(np.int16)
+    raw = to_rcvdata(mapped, element_channel, n_ch, rows_per_acq)
+    cmap = ChannelMap(raw.shape[1:], element_channel, np.arange(n_acq) * rows_per_acq, n_s)
+    return mapped, raw, cmap
+
+
+# ---- channel mapping ------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.int16, np.float32, np.float64])
+@pytest.mark.parametrize("order", ["F", "C"])
+def test_channel_map_matches_reference(rng, dtype, order):
+    raw = np.asarray(rng.integers(-30000, 30000, (150, 12)), dtype=dtype, order=order)
+    channels, rows = rng.permutation(12)[:7], np.array([0, 37, 90])
+    cmap = ChannelMap(raw.shape, channels, rows, 55, dtype)
+    out = np.full(cmap.output_shape, 123, dtype)  # poison: every element must be written
+    got = cmap(raw, out=out)
+    assert got is out
+    np.testing.assert_array_equal(got, ref.gather(raw, channels, rows, 55))
+    # a strided (non-contiguous) view is read through its strides, without a copy
+    big = np.asarray(rng.integers(-9, 9, (300, 24)), dtype=dtype)
+    view = big[::2, ::2]
+    np.testing.assert_array_equal(cmap(view), ref.gather(view, channels, rows, 55))
+
+
+def test_channel_map_rejects_bad_tables_and_frames(rng):
+    with pytest.raises(ValueError, match="element_channel"):
+        ChannelMap((100, 8), [0, 8], [0], 10)
+    with pytest.raises(ValueError, match="acquisition_row"):
+        ChannelMap((100, 8), [0, 1], [95], 10)
+    with pytest.raises(ValueError, match="n_samples"):
+        ChannelMap((100, 8), [0, 1], [0], 0)
+    with pytest.raises(TypeError, match="dtype"):
+        ChannelMap((100, 8), [0, 1], [0], 10, np.complex64)
+    cmap = ChannelMap((100, 8), [0, 1], [0], 10)
+    with pytest.raises(ValueError, match="frame must have shape"):
+        cmap(np.zeros((8, 100), np.int16))
+    with pytest.raises(TypeError, match="frame must have dtype"):
+        cmap(np.zeros((100, 8), np.float32))
+    with pytest.raises(ValueError, match="read-only"):
+        out = np.zeros(cmap.output_shape, np.int16)
+        out.flags.writeable = False
+        cmap(np.zeros((100, 8), np.int16), out=out)
+
+
+# ---- correctness at a sustainable rate -------------------------------------------------
+
+@pytest.mark.parametrize("policy", ["drop_oldest", "block"])
+def test_every_frame_in_order_bit_identical_to_offline(rng, policy):
+    mapped, raw, cmap = vantage_setup(rng, n_frames=8)
+    pipeline = CompoundBMode(cmap.output_shape)
+    offline = [CompoundBMode(cmap.output_shape)(m) for m in mapped]   # a separate plan
+    got = []
+    # 100 frames/s against ~0.3 ms of compute; 4 slots absorb a 30 ms stall of this shared machine
+    session = Session(pipeline, slots=4, policy=policy, channel_map=cmap, results=4,
+                      callback=lambda r: got.append((r.frame_id, r.meta["index"], r.image.copy())))
+    n_frames = 48
+    scanner = SimulatedScanner(session, frame_rate=100.0, source=raw, n_frames=n_frames, meta=True).start()
+    assert scanner.join(timeout=10)
+    assert session.wait_idle(timeout=5)
+    stats = session.stats()
+    session.stop()
+    assert not scanner.errors
+    assert stats["pushed"] == stats["processed"] == n_frames and stats["dropped"] == 0
+    assert [frame_id for frame_id, _, _ in got] == list(range(1, n_frames + 1))   # in order
+    for frame_id, index, image in got:
+        np.testing.assert_array_equal(image, offline[index % len(offline)])      # bit-identical
+    assert stats["latency_s"]["count"] == n_frames and stats["latency_s"]["p99"] >= stats["latency_s"]["p50"] > 0
+    assert {"compute", "compound", "bmode", "copy"} <= set(stats["stage_s"])
+    assert stats["upload_gbps"] > 0
+
+
+def test_batch_of_one_pipeline_takes_the_mapped_frame(rng):
+    # usbeam.Pipeline(n_frames=1) takes (1, transmits, elements, samples): the slot is that
+    # shape and the channel map writes a reshaped view of it
+    mapped, raw, cmap = vantage_setup(rng, n_frames=2)
+    batch_shape = (1,) + cmap.output_shape
+    session = Session(lambda x: x.sum(axis=(0, 1), dtype=np.int32), channel_map=cmap, input_shape=batch_shape,
+                      input_dtype=np.int16, output_shape=cmap.output_shape[1:], output_dtype=np.int32, policy="block")
+    for k in range(2):
+        frame_id = session.push(raw[k])
+        np.testing.assert_array_equal(session.get(frame_id, timeout=2).image, mapped[k].sum(axis=0, dtype=np.int32))
+    session.stop()
+    with pytest.raises(ValueError, match="channel_map maps to"):
+        Session(lambda x: x, channel_map=cmap, input_shape=(2,) + cmap.output_shape, input_dtype=np.int16,
+                output_shape=(1,), output_dtype=np.int16)
+
+
+def test_real_data_frames_through_a_session():
+    from conftest import shared_dataset
+    from scipy.io import loadmat
+    path = shared_dataset("PWI_disk.mat")
+    rf = np.ascontiguousarray(loadmat(path)["RF"].transpose(2, 1, 0))     # (frames, elements, samples)
+    shape = (1,) + rf.shape[1:]
+    results = []
+    session = Session(CompoundBMode(shape), policy="block", results=64,
+                      callback=lambda r: results.append((r.frame_id, r.image.copy())))
+    scanner = SimulatedScanner(lambda f: session.push(f[None]), frame_rate=200, source=str(path),
+                               n_frames=rf.shape[0])
+    assert all(np.array_equal(a, b) for a, b in zip(scanner.frames, rf))  # the scanner read the recording
+    scanner.start()
+    assert scanner.join(timeout=10) and session.wait_idle(timeout=5)
+    offline = CompoundBMode(shape)
+    assert [frame_id for frame_id, _ in results] == list(range(1, rf.shape[0] + 1))
+    for (_, image), frame in zip(results, rf):
+        np.testing.assert_array_equal(image, offline(frame[None]))
+    session.stop()
+
+
+# ---- overload ---------------------------------------------------------------------------
+
+def stamped_frames(n, shape):
+    """Frame k is filled with the value k + 1: any torn frame shows two values."""
+    return [np.full(shape, k + 1, np.int32) for k in range(n)]
+
+
+def test_drop_oldest_accounting_and_no_torn_slot():
+    shape = (64, 256)
+    results, drops = [], []
+    session = Session(Stamp(shape, delay_s=0.002), slots=3, policy="drop_oldest", results=4,
+                      callback=lambda r: results.append((r.frame_id, r.meta, r.image.copy())),
+                      on_drop=lambda frame_id, meta: drops.append(frame_id))
+    frames = stamped_frames(300, shape)
+    ids = {}
+
+    def produce(offset):  # two producers: push() is thread-safe
+        for k in range(offset, 300, 2):
+            ids[session.push(frames[k], meta=k)] = k
+
+    producers = [threading.Thread(target=produce, args=(i,)) for i in range(2)]
+    for t in producers:
+        t.start()
+    for t in producers:
+        t.join(10)
+    assert session.wait_idle(timeout=5)
+    stats = session.stats()
+    session.stop()
+    assert stats["pushed"] == 300
+    assert stats["dropped"] > 0 and stats["processed"] > 0                 # it was overloaded
+    assert stats["dropped"] + stats["processed"] == stats["pushed"]
+    assert sorted(drops + [r[0] for r in results]) == sorted(ids)
+    for frame_id, k, (first, lo, hi, checksum) in results:
+        assert ids[frame_id] == k
+        assert first == lo == hi == k + 1                                   # not partly overwritten
+        assert checksum == (k + 1) * frames[k].size % 2 ** 31
+    processed_ids = [r[0] for r in results]
+    assert processed_ids == sorted(processed_ids)                           # still in order
+    with pytest.raises(FrameDropped):
+        session.get(drops[0])
+
+
+def test_block_policy_waits_and_drops_nothing():
+    shape = (32, 32)
+    session = Session(Stamp(shape, delay_s=0.003), slots=2, policy="block", results=64)
+    frames = stamped_frames(40, shape)
+    t0 = time.perf_counter()
+    ids = [session.push(f, meta=k) for k, f in enumerate(frames)]
+    push_time = time.perf_counter() - t0
+    assert session.wait_idle(timeout=5)
+    stats = session.stats()
+    assert stats["dropped"] == 0 and stats["processed"] == 40
+    assert push_time > 30 * 0.003                                           # the producer waited
+    for frame_id, k in zip(ids[-8:], range(32, 40)):
+        assert session.get(frame_id, timeout=1).image[0] == k + 1
+    # a bounded wait raises TimeoutError when no slot frees up in time
+    slow = Session(Stamp(shape, delay_s=0.2), slots=2, policy="block")
+    slow.push(frames[0]), slow.push(frames[1]), slow.push(frames[2])
+    with pytest.raises(TimeoutError, match="no free slot"):
+        slow.push(frames[3], timeout=0.01)
+    slow.stop(drain=False)
+    session.stop()
+
+
+# ---- bad input, errors, result access ---------------------------------------------------
+
+def test_bad_frames_get_clear_errors_and_session_keeps_running(rng):
+    mapped, raw, cmap = vantage_setup(rng, n_frames=2)
+    session = Session(CompoundBMode(cmap.output_shape), channel_map=cmap)
+    with pytest.raises(ValueError, match=r"frame must have shape \(160, 24\)"):
+        session.push(raw[0].T)
+    with pytest.raises(TypeError, match="frame must have dtype int16"):
+        session.push(raw[0].astype(np.float32))
+    with pytest.raises(TypeError, match="frame"):
+        session.push("not a frame")
+    frame_id = session.push(raw[1])
+    np.testing.assert_array_equal(session.get(frame_id, timeout=2).image,
+                                  CompoundBMode(cmap.output_shape)(mapped[1]))
+    assert session.stats()["rejected"] == 3
+    session.stop()
+
+
+def test_pipeline_failure_is_reported_per_frame():
+    calls = []
+
+    def flaky(frame):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("boom")
+        return frame * 2
+
+    errors = []
+    session = Session(flaky, input_shape=(4,), input_dtype=np.float32, output_shape=(4,),
+                      output_dtype=np.float32, policy="block", on_error=lambda i, m, e: errors.append((i, str(e))))
+    ids = [session.push(np.full(4, k, np.float32)) for k in range(3)]
+    assert session.get(ids[0], timeout=2).image[0] == 0
+    with pytest.raises(FrameFailed, match="boom"):
+        session.get(ids[1], timeout=2)
+    assert session.get(ids[2], timeout=2).image[0] == 4
+    assert errors == [(ids[1], "boom")]
+    stats = session.stats()
+    assert stats["failed"] == 1 and stats["processed"] == 2
+    session.stop()
+
+
+def test_result_access_latest_get_views_and_dlpack(rng):
+    session = Session(lambda x: x + 1, input_shape=(3, 5), input_dtype=np.float64, output_shape=(3, 5),
+                      output_dtype=np.float64, policy="block", results=2)
+    assert session.latest() is None
+    frames = [rng.standard_normal((3, 5)) for _ in range(4)]
+    ids = [session.push(f) for f in frames]
+    assert session.wait_idle(timeout=2)
+    latest = session.latest()
+    assert latest.frame_id == ids[-1]
+    np.testing.assert_array_equal(latest.image, frames[-1] + 1)
+    with session.get(ids[-1], copy=False) as view:                # zero copy, leased
+        assert not view.image.flags.writeable
+        np.testing.assert_array_equal(np.from_dlpack(view), frames[-1] + 1)
+    with pytest.raises(KeyError, match="no longer in the output ring"):
+        session.get(ids[0])                                        # results=2: evicted
+    with pytest.raises(KeyError, match="never pushed"):
+        session.get(99)
+    # a leased buffer is not reused while held
+    held = session.get(ids[-1], copy=False)
+    more = [session.push(f) for f in frames]
+    assert session.wait_idle(timeout=2)
+    np.testing.assert_array_equal(held.image, frames[-1] + 1)
+    held.release()
+    np.testing.assert_array_equal(session.get(more[-1]).image, frames[-1] + 1)
+    # readers holding every buffer do not stall the compute thread: the ring grows
+    newest = session.push(frames[1])
+    leases = [session.get(more[-1], copy=False), session.get(newest, timeout=2, copy=False)]
+    frame_id = session.push(frames[0])
+    np.testing.assert_array_equal(session.get(frame_id, timeout=2).image, frames[0] + 1)
+    for lease in leases:
+        lease.release()
+    session.stop()
+
+
+def test_parameters_validated():
+    shapes = dict(input_shape=(4,), input_dtype=np.float32, output_shape=(4,), output_dtype=np.float32)
+    with pytest.raises(TypeError, match="input_shape"):
+        Session(lambda x: x)
+    with pytest.raises(ValueError, match="policy"):
+        Session(lambda x: x, policy="newest", **shapes)
+    with pytest.raises(ValueError, match="slots"):
+        Session(lambda x: x, slots=1, **shapes)
+    with pytest.raises(ValueError, match="input_shape"):
+        Session(CompoundBMode((1, 4, 8)), input_shape=(2, 4, 8))
+    with pytest.raises(ValueError, match="channel_map maps to"):
+        Session(CompoundBMode((1, 4, 8)), channel_map=ChannelMap((10, 4), [0, 1, 2, 3], [0], 9))
+    with pytest.raises(usbeam.UsbeamError, match="cuda"):
+        Session(lambda x: x, backend="cuda", **shapes)
+
+
+# ---- plan swap, lifecycle ---------------------------------------------------------------
+
+def test_update_swaps_the_plan_between_frames_without_stopping(rng):
+    mapped, raw, cmap = vantage_setup(rng, n_frames=4)
+    a, b = CompoundBMode(cmap.output_shape, gain=1.0), CompoundBMode(cmap.output_shape, gain=0.25)
+    results = {}
+    session = Session(a, channel_map=cmap, policy="block", results=64,
+                      callback=lambda r: results.__setitem__(r.frame_id, (r.generation, r.image.copy())))
+    before = [session.push(raw[k % 4], meta=k) for k in range(10)]
+    generation = session.update(b, channel_map=cmap)          # no stop; frames already queued keep plan a
+    after = [session.push(raw[k % 4], meta=k) for k in range(10)]
+    assert session.wait_idle(timeout=5)
+    assert session.running and generation == 2
+    offline_a = [CompoundBMode(cmap.output_shape, gain=1.0)(m) for m in mapped]
+    offline_b = [CompoundBMode(cmap.output_shape, gain=0.25)(m) for m in mapped]
+    for k, frame_id in enumerate(before):
+        assert results[frame_id][0] == 1
+        np.testing.assert_array_equal(results[frame_id][1], offline_a[k % 4])
+    for k, frame_id in enumerate(after):
+        assert results[frame_id][0] == 2
+        np.testing.assert_array_equal(results[frame_id][1], offline_b[k % 4])
+    with pytest.raises(ValueError, match="input"):
+        session.update(CompoundBMode((1, 4, 8)))
+    session.stop()
+
+
+def test_update_under_load_each_frame_uses_one_whole_plan(rng):
+    mapped, raw, cmap = vantage_setup(rng, n_frames=4)
+    gains = [1.0, 0.5, 0.25, 2.0]
+    offline = [[CompoundBMode(cmap.output_shape, gain=g)(m) for m in mapped] for g in gains]
+    results = []
+    session = Session(CompoundBMode(cmap.output_shape, gain=gains[0]), channel_map=cmap, policy="drop_oldest",
+                      slots=3, callback=lambda r: results.append((r.frame_id, r.meta["index"], r.generation,
+                                                                  r.image.copy())))
+    scanner = SimulatedScanner(session, frame_rate=300.0, source=raw, n_frames=120, meta=True).start()
+    for gain in gains[1:]:                              # swaps while frames keep arriving
+        time.sleep(0.08)
+        session.update(CompoundBMode(cmap.output_shape, gain=gain), channel_map=cmap)
+    assert scanner.join(timeout=10) and session.wait_idle(timeout=5)
+    session.stop()
+    assert not scanner.errors and session.stats()["processed"] == len(results) > 0
+    generations = [g for _, _, g, _ in results]
+    assert generations == sorted(generations) and set(generations) == {1, 2, 3, 4}
+    for _, index, generation, image in results:
+        np.testing.assert_array_equal(image, offline[generation - 1][index % 4])
+
+
+def test_clean_start_stop_restart_without_leaks():
+    threads_before = threading.active_count()
+    session = Session(lambda x: x, input_shape=(8,), input_dtype=np.int32, output_shape=(8,),
+                      output_dtype=np.int32, policy="block")
+    assert threading.active_count() == threads_before + 1
+    frame_id = session.push(np.arange(8, dtype=np.int32))
+    session.stop()
+    assert threading.active_count() == threads_before
+    np.testing.assert_array_equal(session.get(frame_id).image, np.arange(8))  # drained before stopping
+    with pytest.raises(SessionStopped):
+        session.push(np.zeros(8, np.int32))
+    session.stop()                                                    # idempotent
+    for _ in range(3):
+        session.start()
+        frame_id = session.push(np.full(8, 7, np.int32))
+        assert session.get(frame_id, timeout=2).image[0] == 7
+        session.stop()
+    assert threading.active_count() == threads_before
+
+
+def test_stop_during_push_neither_hangs_nor_crashes():
+    shape = (256, 256)
+    session = Session(Stamp(shape, delay_s=0.01), slots=2, policy="block")
+    frames = stamped_frames(4, shape)
+    outcomes = []
+
+    def produce():
+        try:
+            while True:
+                session.push(frames[0])
+        except SessionStopped:
+            outcomes.append("stopped")
+        except Exception as exc:  # anything else is a bug
+            outcomes.append(exc)
+
+    producers = [threading.Thread(target=produce) for _ in range(4)]
+    for t in producers:
+        t.start()
+    time.sleep(0.1)
+    t0 = time.perf_counter()
+    session.stop(drain=False)
+    for t in producers:
+        t.join(5)
+    assert time.perf_counter() - t0 < 5
+    assert not any(t.is_alive() for t in producers)
+    assert outcomes == ["stopped"] * 4
+    stats = session.stats()
+    assert stats["pushed"] == stats["processed"] + stats["dropped"] + stats["failed"]
+    assert stats["pending"] == 0
+
+
+# ---- simulated scanner and soak -----------------------------------------------------------
+
+def test_simulated_scanner_keeps_its_rate():
+    frames = simulate_plane_wave_rf(n_frames=3, n_elements=8, n_samples=128)
+    assert frames.dtype == np.int16 and frames.shape == (3, 8, 128) and np.abs(frames).max() == 2000
+    pushed = []
+    scanner = SimulatedScanner(lambda f: pushed.append(time.perf_counter()) or len(pushed), frame_rate=200,
+                               source=frames, n_frames=40)
+    scanner.start()
+    assert scanner.join(timeout=5)
+    assert scanner.sent == 40 and len(pushed) == 40
+    rate = 39 / (pushed[-1] - pushed[0])
+    assert 150 < rate < 250
+    with pytest.raises(ValueError, match="frame_rate"):
+        SimulatedScanner(lambda f: 0, frame_rate=0)
+
+
+def _rss_bytes():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096
+
+
+def test_soak_10000_frames_no_growth_in_memory_or_threads(rng):
+    mapped, raw, cmap = vantage_setup(rng, n_frames=4, n_acq=1, n_el=8, n_ch=8, n_s=32, rows_per_acq=32)
+    session = Session(lambda x: x[0], channel_map=cmap, input_shape=cmap.output_shape, input_dtype=np.int16,
+                      output_shape=cmap.output_shape[1:], output_dtype=np.int16, policy="drop_oldest", results=4,
+                      history=256)
+    frames = [np.asfortranarray(raw[k]) for k in range(4)]
+    tracemalloc.start()
+    for k in range(2000):              # warm-up: allocator settles, the bounded histories fill up
+        session.push(frames[k % 4])
+    session.wait_idle(timeout=5)
+    session.update(session.pipeline, channel_map=cmap)
+    session.stats()                    # first calls import modules lazily (numpy.ma for percentiles)
+    gc.collect()
+    rss_before, threads_before = _rss_bytes(), threading.active_count()
+    traced_before = tracemalloc.get_traced_memory()[0]
+    t0 = time.perf_counter()
+    for k in range(10_000):
+        session.push(frames[k % 4])
+        if k % 1000 == 999:
+            session.update(session.pipeline, channel_map=cmap)  # plan swaps do not accumulate either
+    assert session.wait_idle(timeout=10)
+    elapsed = time.perf_counter() - t0
+    gc.collect()
+    stats = session.stats()
+    assert stats["pushed"] == 12_000 and stats["processed"] + stats["dropped"] == 12_000
+    traced_growth = tracemalloc.get_traced_memory()[0] - traced_before
+    tracemalloc.stop()
+    assert traced_growth < 64 << 10                         # Python + NumPy allocations
+    if "asan" not in os.environ.get("LD_PRELOAD", ""):      # ASan's quarantine holds freed memory
+        assert _rss_bytes() - rss_before < 4 << 20
+    assert threading.active_count() == threads_before
+    assert len(session._done) <= session.n_results
+    assert elapsed < 30
+    session.stop()
+    assert threading.active_count() == threads_before - 1
+
+
+# ---- CUDA half (compiled; runs only where a GPU is visible) --------------------------------
+
+def test_cuda_bandwidth_probe_refused_cleanly_without_gpu():
+    if usbeam.cuda_available():
+        pytest.skip("a GPU is present")
+    with pytest.raises(usbeam.UsbeamError, match="CUDA|device"):
+        usbeam._core.live_cuda_h2d_bandwidth(1 << 20)
+    with pytest.raises(ValueError, match="bytes"):
+        usbeam._core.live_cuda_h2d_bandwidth(0)
+
+
+@pytest.mark.cuda
+def test_cuda_pinned_h2d_bandwidth_is_measured():
+    gbps = usbeam._core.live_cuda_h2d_bandwidth(64 << 20, 10)
+    assert gbps > 1.0

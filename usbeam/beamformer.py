@@ -1,0 +1,264 @@
+"""Delay-and-sum (DAS) beamforming for linear arrays (C kernel: csrc/das_setup.c, csrc/das.c).
+
+Conventions are those of MUST/PyMUST (see ``usbeam.geometry``): x along the array (0 at
+its centre), z depth; t = 0 when the first element fires; received sample n is at
+``t0 + n/fs``.  For point p, transmit k and element e:
+
+    tau = tau_tx_k(p) + |p - e| / c,   sample index s = (tau - t0) * fs
+
+and the beamformed value is ``sum_k sum_e w(u_e) * data[k, e](s)`` (no normalisation, as
+MUST's ``M @ IQ``), with IQ data rotated by ``exp(+j 2 pi fc tau)`` (tau absolute, matching
+an ``rf2iq`` down-mix that used the same t0).  RF input (int16/float32) gives float32
+output; IQ input (complex64) gives complex64.
+
+Receive aperture: element e contributes when ``|x_p - x_e| <= z_p / (2 F)`` (F the
+f-number; ``f_number=0`` is the full aperture; ``'auto'`` is PyMUST ``dasmtx``'s choice from
+the element directivity).  The window ``w`` is evaluated at ``u = (x_e - x_p) / (z_p/(2F))``
+(``u = x_e / half-length of the array`` for the full aperture): rect, Hann or Tukey.
+
+Interpolation of the channel samples at s (MUST's validity ranges; outside them a sample
+contributes nothing): 'nearest' (round half to even, 0 <= s <= n-1), 'linear'
+(0 <= s <= n-2), 'cubic' (Catmull-Rom, 1 <= s <= n-3).
+
+Channel data ``(n_frames, n_transmits, n_elements, n_samples)``; the frame axis is
+optional.  With a single transmit, ``(n_frames, n_elements, n_samples)`` (MATLAB's
+``RF(:, :, frame)`` transposed, as ``usbeam.io.load_must`` returns) and
+``(n_elements, n_samples)`` are accepted too.  Output ``(n_frames,) + grid.shape`` when the
+input has a frame axis, else ``grid.shape``.
+"""
+import numpy as np
+
+from . import _core, _validate
+from ._backend import check_backend
+from .geometry import Delays, DivergingWave, Focused, Grid, LinearArray, PlaneWave, SyntheticAperture, as_sequence
+
+__all__ = ["Beamformer", "das", "auto_f_number"]
+
+_DTYPES = {"int16": np.int16, "float32": np.float32, "complex64": np.complex64}
+_DEFAULT_TABLE_FRACTION = 4  # the delay table may take at most 1/4 of physical memory (and 1 GiB)
+
+
+def auto_f_number(width, fc, bandwidth, c):
+    """PyMUST ``dasmtx``'s automatic f-number (``param.fnumber = None``).
+
+    ``lambda_min = c / (fc (1 + bandwidth/2))`` (``bandwidth`` as a fraction, e.g. 0.75);
+    alpha minimises ``|cos(th) sinc(width/lambda_min sin th) - 0.71|`` on [0, pi/2] by
+    Brent's bounded method with xtol = pi/100 (the iterates of scipy's ``fminbound``);
+    returns ``1 / (2 tan alpha)``.
+    """
+    width = _validate.positive("width", width)
+    fc = _validate.positive("fc", fc)
+    c = _validate.positive("c", c)
+    bandwidth = _validate.positive("bandwidth", bandwidth)
+    if not bandwidth < 2:
+        raise ValueError(f"bandwidth is a fraction in (0, 2) (got {bandwidth})")
+    return _core.das_auto_f_number(width, fc, bandwidth, c)
+
+
+def _transmit_tuple(tx, probe, c):
+    """(kind, angle, x, z, element[, sources]) as csrc/usbeam.h's usbeam_transmit."""
+    if isinstance(tx, PlaneWave):
+        return (0, tx.angle, 0.0, 0.0, 0)
+    if isinstance(tx, DivergingWave):
+        return (1, 0.0, tx.source[0], tx.source[1], 0)
+    if isinstance(tx, Focused):
+        return (2, 0.0, tx.focus[0], tx.focus[1], 0)
+    if isinstance(tx, SyntheticAperture):
+        return (3, 0.0, 0.0, 0.0, tx.element)
+    if isinstance(tx, Delays):
+        return (4, 0.0, 0.0, 0.0, 0, np.ascontiguousarray(tx.sources(probe, c)))
+    raise TypeError(f"unsupported transmit {type(tx).__name__}")
+
+
+def _dtype_name(dtype):
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"dtype must be int16, float32 or complex64 (got {dtype!r})") from None
+    for name, value in _DTYPES.items():
+        if dt == np.dtype(value):
+            return name
+    raise TypeError(f"dtype must be int16, float32 (RF) or complex64 (IQ) (got {dt})")
+
+
+class Beamformer:
+    """A delay-and-sum plan: geometry, delays and weights computed once, applied to many
+    batches of frames.
+
+    Parameters
+    ----------
+    probe : LinearArray
+    sequence : a transmit or a list of transmits (summed coherently)
+    grid : Grid
+    fs, fc : sampling and centre (demodulation) frequencies, Hz
+    c : speed of sound, m/s;  t0 : time of sample 0, s
+    n_samples : samples per channel
+    f_number : float >= 0 (0 = full aperture) or 'auto' (PyMUST, needs ``probe.width``)
+    window : 'rect' | 'hann' | 'tukey';  tukey_alpha : Tukey taper fraction in [0, 1]
+    interpolation : 'nearest' | 'linear' | 'cubic'
+    dtype : input dtype: complex64 (IQ, default), float32 or int16 (RF)
+    n_frames : frames per call (a call with another count builds another plan)
+    bandwidth : fractional bandwidth for 'auto' (default ``probe.bandwidth``, else MUST's 0.75)
+    backend : 'cpu'
+    max_table_bytes : budget of the precomputed delay/weight table (default: 1 GiB or a
+        quarter of the memory); beyond it the delays are recomputed on every call.
+
+    ``bf(data, out=None)`` beamforms ``data`` (see module doc for shapes).
+    """
+
+    def __init__(self, probe, sequence, grid, *, fs, fc, c=1540.0, t0=0.0, n_samples, f_number=1.0,
+                 window="rect", tukey_alpha=0.5, interpolation="linear", dtype=np.complex64, n_frames=1,
+                 bandwidth=None, backend="cpu", max_table_bytes=None):
+        if not isinstance(probe, LinearArray):
+            raise TypeError(f"probe must be a LinearArray (got {type(probe).__name__})")
+        if not isinstance(grid, Grid):
+            raise TypeError(f"grid must be a usbeam.Grid (got {type(grid).__name__})")
+        self.probe = probe
+        self.sequence = as_sequence(sequence, probe)
+        self.grid = grid
+        self.fs = _validate.positive("fs", fs)
+        self.fc = _validate.positive("fc", fc)
+        self.c = _validate.positive("c", c)
+        self.t0 = _validate.real_scalar("t0", t0)
+        self.n_samples = _validate.integer("n_samples", n_samples, minimum=1, maximum=2**30)
+        self.window = _validate.choice("window", window, ("rect", "hann", "tukey"))
+        self.tukey_alpha = _validate.real_scalar("tukey_alpha", tukey_alpha)
+        if not 0 <= self.tukey_alpha <= 1:
+            raise ValueError(f"tukey_alpha must be in [0, 1] (got {self.tukey_alpha})")
+        self.interpolation = _validate.choice("interpolation", interpolation, ("nearest", "linear", "cubic"))
+        self.dtype = np.dtype(_DTYPES[_dtype_name(dtype)])
+        self.backend = check_backend(backend)
+        if isinstance(f_number, str):
+            _validate.choice("f_number", f_number, ("auto",))
+            if probe.width is None:
+                raise ValueError("f_number='auto' needs the element width: give LinearArray(width=...) or kerf=")
+            if bandwidth is None:
+                bandwidth = probe.bandwidth if probe.bandwidth is not None else 0.75
+            self.f_number = auto_f_number(probe.width, self.fc, bandwidth, self.c)
+        else:
+            self.f_number = _validate.nonnegative("f_number", f_number)
+        self.bandwidth = bandwidth
+        self.out_dtype = np.dtype(np.complex64 if self.dtype == np.complex64 else np.float32)
+        if max_table_bytes is None:
+            max_table_bytes = min(1 << 30, _validate._memory_limit() // _DEFAULT_TABLE_FRACTION)
+        self.max_table_bytes = _validate.integer("max_table_bytes", max_table_bytes, minimum=0)
+        self._points = None
+        self._plans = {}
+        self._plan(_validate.integer("n_frames", n_frames, minimum=1))
+
+    @property
+    def n_transmits(self):
+        return len(self.sequence)
+
+    def _plan(self, n_frames):
+        plan = self._plans.get(n_frames)
+        if plan is not None:
+            return plan
+        n_points = self.grid.n_points
+        _validate.check_allocation("grid", (n_points, 3), 8 * 3)  # points, their copy and apertures
+        _validate.check_allocation("data (staged as float32)",
+                                   (n_frames, self.n_transmits, self.probe.n_elements, self.n_samples), 8)
+        _validate.check_allocation("beamformed output", (n_frames, n_points), self.out_dtype.itemsize)
+        if self._points is None:
+            self._points = np.ascontiguousarray(self.grid.coordinates(), dtype=np.float64)
+        if len(self._plans) >= 4:  # keep a few frame counts; a plan holds its staging buffer
+            self._plans.pop(next(iter(self._plans)))
+        plan = _core.das_plan(
+            np.ascontiguousarray(self.probe.positions), [_transmit_tuple(t, self.probe, self.c) for t in self.sequence],
+            self._points, n_frames, self.n_samples, self.fs, self.fc, self.c, self.t0, self.f_number,
+            self.window, self.tukey_alpha, self.interpolation, self.dtype.name, self.max_table_bytes,
+            self.backend)
+        self._plans[n_frames] = plan
+        return plan
+
+    def table_bytes(self, n_frames=None):
+        """Bytes of the precomputed delay/weight table of the plan for ``n_frames`` frames
+        (default: the most recent plan); 0 when the delays are recomputed on every call."""
+        if n_frames is None:
+            plan = next(reversed(self._plans.values()))
+        else:
+            plan = self._plan(_validate.integer("n_frames", n_frames, minimum=1))
+        return _core.das_table_bytes(plan)
+
+    def _layout(self, data):
+        """(n_frames, has_frame_axis) of data, checking its shape against the plan."""
+        n_tx, n_el, n_s = self.n_transmits, self.probe.n_elements, self.n_samples
+        shape = data.shape
+        if data.ndim == 4:
+            frames, tail = shape[0], shape[1:]
+            expected = (n_tx, n_el, n_s)
+        elif data.ndim == 3 and shape[0] == n_tx:
+            frames, tail, expected = None, shape, (n_tx, n_el, n_s)
+        elif data.ndim == 3 and n_tx == 1:
+            frames, tail, expected = shape[0], shape[1:], (n_el, n_s)
+        elif data.ndim == 2 and n_tx == 1:
+            frames, tail, expected = None, shape, (n_el, n_s)
+        else:
+            raise ValueError(f"data must have shape (n_frames, {n_tx}, {n_el}, {n_s}) or ({n_tx}, {n_el}, {n_s})"
+                             f" (got {shape})")
+        if tuple(tail) != expected:
+            names = "(n_transmits, n_elements, n_samples)" if len(expected) == 3 else "(n_elements, n_samples)"
+            if len(tail) == len(expected) and len(expected) == 3 and tail[0] != n_tx:
+                raise ValueError(f"data has {tail[0]} transmits but the sequence has {n_tx}")
+            if tail[-2] != n_el:
+                raise ValueError(f"data has {tail[-2]} elements but the probe has {n_el}")
+            raise ValueError(f"data: trailing shape {names} must be {expected} (got {tuple(tail)})")
+        if frames is not None and frames < 1:
+            raise ValueError("data has no frames")
+        return (frames or 1), frames is not None
+
+    def __call__(self, data, out=None):
+        """Beamform ``data`` into ``out`` (allocated when None) and return it.
+
+        Complex input must come to a complex64 plan, real to a float32 plan (float64 and
+        integers are converted), int16 to an int16 plan.  A frame count other than the
+        plan's builds (and keeps) a plan for it.  NaN or infinite samples: ValueError.
+        """
+        data = _validate.ndarray("data", data)
+        if self.dtype == np.complex64:
+            if not np.iscomplexobj(data):
+                raise TypeError(f"data must be complex IQ for this plan (dtype complex64), got {data.dtype}")
+        elif self.dtype == np.float32:
+            if data.dtype.kind not in "fiu":
+                raise TypeError(f"data must be real RF for this plan (dtype float32), got {data.dtype}")
+        elif data.dtype != np.int16:
+            raise TypeError(f"data must have dtype int16 for this plan, got {data.dtype}")
+        n_frames, framed = self._layout(data)
+        plan = self._plan(n_frames)
+        if data.dtype != self.dtype or not data.flags.c_contiguous or not data.flags.aligned:
+            data = np.ascontiguousarray(data, dtype=self.dtype)
+        shape = ((n_frames,) if framed else ()) + self.grid.shape
+        if out is None:
+            out = np.empty(shape, self.out_dtype)
+        else:
+            _validate.out_array("out", out, shape, self.out_dtype)
+        _core.das_execute(plan, data, out)  # ValueError when data holds NaN or inf (checked while staging)
+        return out
+
+
+def das(data, probe, sequence, grid, *, fs, fc, c=1540.0, t0=0.0, f_number=1.0, window="rect",
+        tukey_alpha=0.5, interpolation="linear", bandwidth=None, out=None, backend="cpu"):
+    """One-shot delay-and-sum of ``data`` (see ``Beamformer`` and the module doc).
+
+    Returns ``(n_frames,) + grid.shape`` (e.g. ``(n_frames, nz, nx)``) when data has a frame
+    axis, else ``grid.shape``; complex64 for IQ input, float32 for RF.
+    """
+    data = _validate.ndarray("data", data)
+    if data.ndim < 2:
+        raise ValueError(f"data must have at least 2 dimensions (n_elements, n_samples) (got {data.shape})")
+    if data.size == 0:
+        raise ValueError(f"data is empty (shape {data.shape})")
+    if np.iscomplexobj(data):
+        dtype = np.complex64
+    elif data.dtype == np.int16:
+        dtype = np.int16
+    elif data.dtype.kind in "fiu":
+        dtype = np.float32
+    else:
+        raise TypeError(f"data must be int16, float or complex (got {data.dtype})")
+    n_tx = len(as_sequence(sequence))
+    n_frames = data.shape[0] if (data.ndim == 4 or (data.ndim == 3 and data.shape[0] != n_tx and n_tx == 1)) else 1
+    bf = Beamformer(probe, sequence, grid, fs=fs, fc=fc, c=c, t0=t0, n_samples=data.shape[-1], f_number=f_number,
+                    window=window, tukey_alpha=tukey_alpha, interpolation=interpolation, dtype=dtype,
+                    n_frames=n_frames, bandwidth=bandwidth, backend=backend)
+    return bf(data, out=out)

@@ -1,0 +1,130 @@
+"""Reading MUST / PyMUST ``.mat`` recordings (RF or IQ channel data plus ``param``).
+
+``load_must(path)`` returns a ``MustRecording`` whose ``data`` is a C-order view
+``(n_frames, n_elements, n_samples)`` of MATLAB's column-major ``(n_samples, n_elements,
+n_frames)`` array (``RF.T``, no copy), ready for ``usbeam.das`` with a one-transmit sequence.
+
+Units are SI; ``bandwidth`` is a fraction (MUST stores percent).  Time origin: usbeam
+counts time from the first element firing (MUST ``txdelay`` shifts delays so their minimum
+is 0); if ``param.TXdelay`` has a non-zero minimum d, the returned ``t0`` is MUST's t0 - d so
+the same delays result.  Transmit: ``Delays(TXdelay)``, which beamforms with MUST dasmtx's
+own transmit model (the envelope of spherical waves from spline-interpolated element
+positions and delays), so results match MUST's; ``plane_wave_angle(TXdelay)`` gives the
+fitted steering angle for callers who want the analytic ``PlaneWave`` instead (the two
+differ by up to ~1e-3 sample at depth: MUST's envelope is built from discrete sources).
+"""
+from dataclasses import dataclass, field
+import math
+
+import numpy as np
+
+from .geometry import Delays, LinearArray, PlaneWave
+
+__all__ = ["MustRecording", "load_must", "plane_wave_angle"]
+
+
+@dataclass(frozen=True)
+class MustRecording:
+    data: np.ndarray        # (n_frames, n_elements, n_samples), int16/float RF or complex IQ
+    probe: LinearArray
+    sequence: tuple         # transmits: (Delays(TXdelay),) or (PlaneWave(0),) without TXdelay
+    fs: float               # Hz
+    fc: float               # Hz
+    c: float                # m/s
+    t0: float               # s, time of sample 0 (usbeam time origin)
+    prf: float              # Hz (nan when absent)
+    bandwidth: float        # fraction (nan when absent)
+    param: dict = field(repr=False, default_factory=dict)  # every field of MUST's param, as read
+
+
+def _scalar(param, name, required=True, default=math.nan):
+    if name not in param:
+        if required:
+            raise ValueError(f"param.{name} is missing from the MUST file")
+        return default
+    value = np.asarray(param[name], dtype=np.float64).ravel()
+    if value.size != 1 or not np.isfinite(value[0]):
+        raise ValueError(f"param.{name} must be a finite scalar (got {param[name]!r})")
+    return float(value[0])
+
+
+def _param_dict(raw):
+    """scipy.io.loadmat's (1, 1) struct array -> {field: value}."""
+    if isinstance(raw, dict):
+        return dict(raw)
+    if not (isinstance(raw, np.ndarray) and raw.dtype.names):
+        raise ValueError("the MUST file's param is not a struct")
+    item = raw.reshape(-1)[0]
+    return {name: item[name] for name in raw.dtype.names}
+
+
+def plane_wave_angle(delays, pitch, c):
+    """Steering angle (rad) of a plane-wave delay law (s per element at ``pitch``), fitted
+    by least squares; ValueError when the delays are not linear in x."""
+    d = np.asarray(delays, dtype=np.float64).ravel()
+    if d.size < 1 or not np.all(np.isfinite(d)):
+        raise ValueError("delays must be finite (no NaN) for a plane-wave fit")
+    if d.size == 1 or np.ptp(d) == 0:
+        return 0.0
+    x = (np.arange(d.size) - (d.size - 1) / 2) * pitch
+    slope, intercept = np.polyfit(x, d, 1)
+    if np.max(np.abs(d - (slope * x + intercept))) > 1e-6 * np.ptp(d) or not abs(slope * c) < 1:
+        raise ValueError("delays are not a plane-wave delay law (not linear in x)")
+    return math.asin(slope * c)
+
+
+def load_must(path, variable=None):
+    """Read a MUST/PyMUST ``.mat`` file with ``RF`` (or ``IQ``) and ``param``.
+
+    ``variable`` names the channel-data variable when it is neither ``RF`` nor ``IQ``.
+    """
+    import scipy.io
+
+    mat = scipy.io.loadmat(path)
+    names = [variable] if variable else [n for n in ("RF", "IQ") if n in mat]
+    if not names or names[0] not in mat:
+        raise ValueError(f"{path}: no channel data variable ({variable or 'RF or IQ'}) in the file")
+    raw = mat[names[0]]
+    if "param" not in mat:
+        raise ValueError(f"{path}: no 'param' struct in the file")
+    param = _param_dict(mat["param"])
+    if raw.ndim == 2:
+        raw = raw[:, :, None]
+    if raw.ndim != 3:
+        raise ValueError(f"{path}: {names[0]} must be (n_samples, n_elements[, n_frames]) (got {raw.shape})")
+    data = raw.T  # column-major (samples, elements, frames) -> C-order (frames, elements, samples), a view
+
+    fs = _scalar(param, "fs")
+    fc = _scalar(param, "fc")
+    c = _scalar(param, "c", required=False, default=1540.0)
+    t0 = _scalar(param, "t0", required=False, default=0.0)
+    pitch = _scalar(param, "pitch")
+    n_elements = int(_scalar(param, "Nelements", required=False, default=data.shape[1]))
+    if n_elements != data.shape[1]:
+        raise ValueError(f"param.Nelements ({n_elements}) disagrees with the data ({data.shape[1]} elements)")
+    radius = np.asarray(param.get("radius", math.inf), dtype=np.float64).ravel()
+    if radius.size and np.isfinite(radius[0]):
+        raise ValueError("convex arrays (finite param.radius) are not supported: usbeam.das is for linear arrays")
+    width = _scalar(param, "width", required=False, default=None) if "width" in param else None
+    kerf = _scalar(param, "kerf", required=False, default=None) if "kerf" in param else None
+    bandwidth_pct = _scalar(param, "bandwidth", required=False)
+    bandwidth = bandwidth_pct / 100.0
+    probe = LinearArray(n_elements, pitch, width=width, kerf=kerf if width is None else None, fc=fc,
+                        bandwidth=bandwidth if math.isfinite(bandwidth) else None)
+    if "TXdelay" in param:
+        delays = np.asarray(param["TXdelay"], dtype=np.float64).ravel()
+        if delays.size != n_elements:
+            raise ValueError(f"param.TXdelay has {delays.size} entries for {n_elements} elements")
+        transmit = Delays(delays)
+        first = float(np.nanmin(delays))
+    else:
+        transmit, first = PlaneWave(0.0), 0.0
+    return MustRecording(data=data, probe=probe, sequence=(transmit,), fs=fs, fc=fc, c=c, t0=t0 - first,
+                         prf=_scalar(param, "PRF", required=False), bandwidth=bandwidth, param=param)
+
+
+# ---- family live: Verasonics Vantage workspaces (implementation in usbeam/io_vantage.py) ----
+from .io_vantage import (VantageAcquisition, VantageProbe, VantageTransmit,  # noqa: E402,F401
+                         VantageWorkspace, load_vantage)
+
+__all__ += ["VantageAcquisition", "VantageProbe", "VantageTransmit", "VantageWorkspace", "load_vantage"]

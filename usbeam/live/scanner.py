@@ -1,0 +1,173 @@
+"""A simulated scanner: frames at a set frame rate, on its own thread.
+
+Sources: ``'simulator'`` (plane-wave RF of moving point scatterers, computed here from
+the pulse-echo time of flight; see :func:`simulate_plane_wave_rf`), an array of frames
+``(n_frames, ...)`` cycled in order, or a MATLAB file holding ``RF`` (MATLAB
+``samples x elements x frames``), by path or by dataset name (``'PWI_disk.mat'``,
+located by usbeam.datasets).  ``layout='vantage'``
+hands frames on as Vantage RcvData frames (int16, (rows, channels), column-major, the
+elements scattered over channels by a connector map), so the channel mapping path is
+exercised exactly as with the hardware.
+
+The scanner keeps its own clock (an absolute schedule, as hardware does): frame k is due
+at start + k / frame_rate.  A push that blocks (policy 'block') makes later frames late;
+they are then pushed at once, and counted in ``late``.
+"""
+import os
+import threading
+import time
+
+import numpy as np
+
+from .. import _validate
+
+
+def simulate_plane_wave_rf(n_frames=8, n_elements=64, n_samples=1024, *, fs=20e6, fc=5e6, c=1540.0,
+                           pitch=0.3e-3, n_scatterers=20, velocity=0.05, prf=1000.0, seed=0):
+    """RF of a 0-degree plane wave on a linear array, point scatterers moving axially.
+
+    Echo of scatterer (x, z) on element at xe: Gaussian-windowed cosine at fc, arrival
+    time (z + sqrt((x - xe)^2 + z^2)) / c (transmit plane wave down, spherical echo back),
+    amplitude 1/sqrt(distance).  Returns int16 (n_frames, n_elements, n_samples), 12-bit
+    range, samples from t = 0 at fs.
+    """
+    rng = np.random.default_rng(seed)
+    xe = (np.arange(n_elements) - (n_elements - 1) / 2) * pitch
+    t = np.arange(n_samples) / fs
+    depth = c * t[-1] / 2
+    x = rng.uniform(xe[0], xe[-1], n_scatterers)
+    z0 = rng.uniform(0.15 * depth, 0.85 * depth, n_scatterers)
+    amp = rng.uniform(0.3, 1.0, n_scatterers)
+    sigma = 1.5 / fc
+    frames = np.empty((n_frames, n_elements, n_samples), np.int16)
+    for k in range(n_frames):
+        z = z0 + velocity * k / prf
+        back = np.sqrt((x[None, :] - xe[:, None]) ** 2 + z[None, :] ** 2)   # (elements, scatterers)
+        tau = (z[None, :] + back) / c
+        dt = t[None, None, :] - tau[:, :, None]
+        echo = amp[None, :, None] / np.sqrt(back[:, :, None] / depth) * np.exp(-0.5 * (dt / sigma) ** 2) \
+            * np.cos(2 * np.pi * fc * dt)
+        rf = echo.sum(axis=1)
+        frames[k] = np.round(rf / max(np.abs(rf).max(), 1e-12) * 2000).astype(np.int16)
+    return frames
+
+
+def to_rcvdata(frames, element_channel, n_channels, rows_per_acquisition=None):
+    """Lay mapped frames out as Vantage RcvData frames.
+
+    frames : (n_frames, n_acquisitions, n_elements, n_samples) or (n_frames, n_elements,
+        n_samples) for one acquisition.
+    element_channel : (n_elements,) 0-based channel of each element (Trans.Connector - 1).
+    Returns int16 (n_frames, n_rows, n_channels) whose every frame is column-major
+    (Fortran order), as MATLAB holds RcvData{1}(:, :, k); acquisition a occupies rows
+    a * rows_per_acquisition + [0, n_samples).  Unused channels hold noise.
+    """
+    frames = np.asarray(frames)
+    if frames.ndim == 3:
+        frames = frames[:, None]
+    n_frames, n_acq, n_el, n_samples = frames.shape
+    rows = rows_per_acquisition or n_samples
+    if rows < n_samples:
+        raise ValueError("rows_per_acquisition must be >= n_samples")
+    rng = np.random.default_rng(1)
+    # (frames, channels, rows) C order == (frames, rows, channels) with column-major frames
+    data = rng.integers(-3, 4, (n_frames, n_channels, n_acq * rows)).astype(frames.dtype)
+    for a in range(n_acq):
+        data[:, np.asarray(element_channel), a * rows:a * rows + n_samples] = frames[:, a]
+    return data.transpose(0, 2, 1)
+
+
+class SimulatedScanner:
+    """Push frames into ``target`` at ``frame_rate`` frames/s on a background thread.
+
+    target : a Session (its push is used) or any callable ``push(frame[, meta]) -> frame_id``
+        (meta is passed only when ``meta=True``).
+    source : 'simulator', an array (n_frames, ...), a list of frame arrays (used as they are),
+        a .mat path with variable ``RF``, or a dataset name (usbeam.datasets, e.g. 'PWI_disk.mat').
+    n_frames : stop after this many pushes (None: until stop()).
+    meta : True to pass ``{'index': k, 'due': t}`` as each frame's meta.
+    """
+
+    def __init__(self, target, frame_rate, source="simulator", *, n_frames=None, meta=False, **simulator):
+        self._push = target.push if hasattr(target, "push") else target
+        if not callable(self._push):
+            raise TypeError("target must be a Session or a callable push(frame[, meta])")
+        self.frame_rate = _validate.positive("frame_rate", frame_rate)
+        self.n_frames = None if n_frames is None else _validate.integer("n_frames", n_frames, minimum=1)
+        self.frames = self._load(source, simulator)
+        self.meta = bool(meta)
+        self._stop = threading.Event()
+        self._thread = None
+        self.sent = 0
+        self.late = 0
+        self.errors = []
+        self.frame_ids = []
+        self.elapsed_s = 0.0
+
+    @staticmethod
+    def _load(source, simulator):
+        if isinstance(source, str) and source == "simulator":
+            return simulate_plane_wave_rf(**simulator)
+        if isinstance(source, str) and not os.path.exists(source):
+            from .. import datasets
+            source = datasets.locate(source)  # a dataset name from datasets/manifest.json
+        if isinstance(source, (str, bytes)) or hasattr(source, "__fspath__"):
+            from scipy.io import loadmat
+            rf = loadmat(source)["RF"]
+            return np.ascontiguousarray(np.moveaxis(rf, -1, 0).transpose(0, 2, 1))  # (frames, elements, samples)
+        if isinstance(source, (list, tuple)) and source and all(isinstance(f, np.ndarray) for f in source):
+            return list(source)  # frames kept as given (e.g. column-major Vantage frames)
+        frames = _validate.ndarray("source", source)
+        if frames.ndim < 2 or frames.shape[0] == 0:
+            raise ValueError(f"source must be an array of frames (n_frames, ...) (got shape {frames.shape})")
+        return frames
+
+    def start(self):
+        if self._thread is not None and self._thread.is_alive():
+            return self
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="usbeam-simulated-scanner", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self):
+        period = 1.0 / self.frame_rate
+        start = time.perf_counter()
+        k = 0
+        while not self._stop.is_set() and (self.n_frames is None or k < self.n_frames):
+            due = start + k * period
+            wait = due - time.perf_counter()
+            if wait > 0:
+                if self._stop.wait(wait):
+                    break
+            elif wait < -period:
+                self.late += 1
+            frame = self.frames[k % len(self.frames)]
+            try:
+                frame_id = self._push(frame, {"index": k, "due": due}) if self.meta else self._push(frame)
+                self.frame_ids.append(frame_id)
+            except Exception as exc:  # e.g. SessionStopped: stop pushing
+                self.errors.append(exc)
+                if len(self.errors) > 100 or type(exc).__name__ == "SessionStopped":
+                    break
+            k += 1
+            self.sent = k
+        self.elapsed_s = time.perf_counter() - start
+
+    def join(self, timeout=None):
+        if self._thread is not None:
+            self._thread.join(timeout)
+            return not self._thread.is_alive()
+        return True
+
+    def stop(self, timeout=5.0):
+        self._stop.set()
+        ok = self.join(timeout)
+        self._thread = None
+        return ok
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()

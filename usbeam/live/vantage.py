@@ -1,0 +1,118 @@
+"""Live sessions from Verasonics Vantage structures, and a simulated Vantage workspace.
+
+``from_vantage`` builds the channel map (Trans.Connector, Receive(i).startSample /
+endSample) from a workspace read by :func:`usbeam.io.load_vantage` (or the same
+structures), so that each RcvData frame pushed as MATLAB holds it (int16, rows x
+channels, column-major) is mapped to (acquisitions, elements, samples) during the copy.
+
+``save_simulated_workspace`` writes a .mat laid out as the Vantage saves its workspace
+(Trans, TX, TW, Receive, Resource, RcvData), with RF from this package's plane-wave
+simulator.  It is SIMULATED data for tests and demos, not a hardware recording.
+"""
+import numpy as np
+
+from ..io_vantage import VantageWorkspace, load_vantage
+from .scanner import simulate_plane_wave_rf, to_rcvdata
+from .session import Session
+
+
+def channel_map_from_vantage(workspace):
+    """The ChannelMap of a VantageWorkspace (or a path to a saved workspace)."""
+    if not isinstance(workspace, VantageWorkspace):
+        workspace = load_vantage(workspace, load_data=False)
+    return workspace.channel_map()
+
+
+def from_vantage(workspace, pipeline=None, *, make_pipeline=None, **session_kwargs):
+    """A Session that takes Vantage RcvData frames.
+
+    workspace : VantageWorkspace or path of a saved workspace.
+    pipeline : a pipeline whose input is (n_acquisitions, n_elements, n_samples) int16, or
+        a plain callable (then give output_shape and output_dtype).
+    make_pipeline : alternatively, ``make_pipeline(workspace) -> pipeline`` (it receives the
+        probe, transmits, c, fs, t0, ... to build a beamformer).
+    Other keywords go to Session (slots, policy, results, callback, ...).
+    """
+    if not isinstance(workspace, VantageWorkspace):
+        workspace = load_vantage(workspace, load_data=False)
+    if (pipeline is None) == (make_pipeline is None):
+        raise TypeError("give exactly one of pipeline and make_pipeline")
+    if make_pipeline is not None:
+        pipeline = make_pipeline(workspace)
+    cmap = workspace.channel_map()
+    session_kwargs.setdefault("input_shape", None)
+    if not hasattr(pipeline, "input_shape"):  # plain callable: it takes the mapped frame
+        session_kwargs["input_shape"] = cmap.output_shape
+        session_kwargs.setdefault("input_dtype", np.int16)
+    return Session(pipeline, channel_map=cmap, **session_kwargs)
+
+
+def _struct_array(records):
+    """A list of dicts with the same keys -> a numpy record array (a MATLAB struct array)."""
+    keys = list(records[0])
+    arr = np.empty((1, len(records)), dtype=[(k, object) for k in keys])
+    for i, rec in enumerate(records):
+        for k in keys:
+            arr[0, i][k] = rec[k]
+    return arr
+
+
+def save_simulated_workspace(path, **options):
+    """Write a SIMULATED Vantage-layout workspace (.mat v5, scipy.io.savemat); returns the
+    ground truth of :func:`simulated_workspace` (options as there)."""
+    from scipy.io import savemat
+    variables, truth = simulated_workspace(**options)
+    savemat(path, variables, do_compression=False)
+    return truth
+
+
+def simulated_workspace(*, n_elements=32, n_channels=64, n_acquisitions=3, n_samples=256, n_frames=4, c=1480.0,
+                        fc_mhz=5.0, samples_per_wave=4, pitch_mm=0.3, angles_deg=None, seed=0):
+    """The variables of a SIMULATED Vantage workspace, as savemat takes them, and the truth.
+
+    Elements are wired to channels by a shuffled Trans.Connector; acquisition a occupies
+    rows a*rows_per_acq + 1 .. + n_samples (rows_per_acq = n_samples rounded up to 128,
+    as the Vantage pads).  Returns dict(mapped=(n_frames, n_acquisitions, n_elements,
+    n_samples) int16, element_channel, start_rows, rows_per_acq, c, fc, fs, t0, ...).
+    """
+    rng = np.random.default_rng(seed)
+    fc = fc_mhz * 1e6
+    wavelength = c / fc
+    fs = samples_per_wave * fc
+    angles = np.deg2rad(np.linspace(-5, 5, n_acquisitions) if angles_deg is None else np.asarray(angles_deg))
+    rows_per_acq = int(np.ceil(n_samples / 128) * 128)
+    n_rows = rows_per_acq * n_acquisitions
+    element_channel = rng.permutation(n_channels)[:n_elements]
+    x_mm = (np.arange(n_elements) - (n_elements - 1) / 2) * pitch_mm
+    start_depth_wl = 2.0
+    mapped = np.stack([simulate_plane_wave_rf(n_frames, n_elements, n_samples, fs=fs, fc=fc, c=c,
+                                              pitch=pitch_mm * 1e-3, seed=seed + a) for a in range(n_acquisitions)],
+                      axis=1)                                   # (frames, acq, elements, samples)
+    raw = to_rcvdata(mapped, element_channel, n_channels, rows_per_acq)   # (frames, rows, channels), F frames
+    rcv = np.asfortranarray(np.moveaxis(raw, 0, 2))               # MATLAB rows x channels x frames
+    rcvdata = np.empty((1, 1), dtype=object)
+    rcvdata[0, 0] = rcv
+
+    trans = {"name": "SimLinear", "units": "mm", "frequency": fc_mhz, "numelements": float(n_elements),
+             "ElementPos": np.column_stack([x_mm, np.zeros((n_elements, 4))]), "spacingMm": pitch_mm,
+             "elementWidth": 0.9 * pitch_mm, "lensCorrection": 0.5,
+             "Connector": (element_channel + 1).astype(np.float64).reshape(-1, 1)}
+    tx = [{"waveform": 1.0, "Origin": np.zeros(3), "focus": 0.0, "Steer": np.array([a, 0.0]),
+           "Apod": np.ones(n_elements),
+           "Delay": (x_mm * 1e-3 * np.sin(a) / wavelength) - (x_mm * 1e-3 * np.sin(a) / wavelength).min()}
+          for a in angles]
+    receive = [{"Apod": np.ones(n_elements), "startDepth": start_depth_wl, "endDepth": 200.0, "TGC": 1.0,
+                "bufnum": 1.0, "framenum": float(f + 1), "acqNum": float(a + 1), "sampleMode": "NS200BW",
+                "demodFrequency": fc_mhz, "decimSampleRate": fs / 1e6, "mode": 0.0,
+                "startSample": float(a * rows_per_acq + 1), "endSample": float(a * rows_per_acq + n_samples)}
+               for f in range(n_frames) for a in range(n_acquisitions)]
+    resource = {"Parameters": {"numTransmit": float(n_channels), "numRcvChannels": float(n_channels),
+                               "speedOfSound": c, "connector": 1.0, "simulateMode": 1.0},
+                "RcvBuffer": {"datatype": "int16", "rowsPerFrame": float(n_rows), "colsPerFrame": float(n_channels),
+                              "numFrames": float(n_frames)}}
+    tw = {"type": "parametric", "Parameters": np.array([fc_mhz, 0.67, 2.0, 1.0]), "peak": 1.5}
+    variables = {"Trans": trans, "TX": _struct_array(tx), "TW": tw, "Receive": _struct_array(receive),
+                 "Resource": resource, "RcvData": rcvdata}
+    return variables, dict(mapped=mapped, element_channel=element_channel, start_rows=np.arange(n_acquisitions) * rows_per_acq,
+                rows_per_acq=rows_per_acq, n_rows=n_rows, c=c, fc=fc, fs=fs, t0=2 * start_depth_wl / fc,
+                angles=angles, x_m=x_mm * 1e-3, wavelength=wavelength, lens_s=2 * 0.5 / fc)
