@@ -20,7 +20,8 @@ Configurations:
             scatterers), so the Doppler maps are meaningful.
 PyMUST's Doppler path runs in the same process kind for comparison: pymust.rf2iq, the
 dasmtx matrix (built once, like a plan) applied per transmit and summed, slow-time mean
-subtraction in NumPy (PyMUST's wfilt fails on 3-D input in 0.1.9), pymust.iq2doppler; and
+subtraction in NumPy (pymust.wfilt.wfilt in 0.1.9 raises AttributeError on any ndarray:
+it reads SIG.ndims), pymust.iq2doppler; and
 its B-mode path (pymust.bmode).  PyMUST has no power Doppler.
 
 Each measurement runs in a child process (for its own peak RSS); results are validated before

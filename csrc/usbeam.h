@@ -296,8 +296,8 @@ usbeam_status usbeam_das_auto_f_number(double element_width, double fc, double b
 /* (declarations of the doppler family go below this line) */
 /* Ensembles of beamformed IQ frames: complex64 [n_frames][n_pixels], slow time on the
  * leading axis (n_pixels = the product of the spatial axes, e.g. nz*nx).  Velocities in m/s,
- * frequencies as fractions of the PRF unless named *_hz.  Algorithms: csrc/clutter.c,
- * csrc/doppler.c, csrc/doppler_display.c. */
+ * frequencies as fractions of the PRF unless named *_hz.  Algorithms: csrc/clutter.c (with
+ * clutter_svd.c and clutter_iir.c), csrc/doppler.c, csrc/doppler_display.c. */
 
 /* -- clutter (wall) filter along slow time -- */
 typedef enum usbeam_clutter_method {
