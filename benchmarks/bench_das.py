@@ -82,7 +82,7 @@ def main():
                      f"{t_dasmtx / t_plan.median:.0f}x",
                      f"{t_exec.median * 1e3:.2f} (p95 {t_exec.p95 * 1e3:.2f})",
                      f"{t_coo.median * 1e3:.1f} / {t_csr.median * 1e3:.1f}",
-                     f"{t_sparse / t_exec.median:.1f}x", f"{bf.table_bytes(32) / 2**20:.0f}"])
+                     f"{t_sparse / t_exec.median:.1f}x", f"{bf.table_bytes() / 2**20:.0f}"])
     header = ["case", "usbeam plan ms", "pymust.dasmtx ms (1 run)", "plan speed-up", "usbeam execute ms",
               "M @ IQ ms (COO / CSR)", "execute speed-up", "table MiB"]
     notes = ("Plan = Beamformer(...) (delays, weights, table); execute = beamforming the 32 frames "

@@ -21,6 +21,7 @@
 struct usbeam_bmode_plan {
     usbeam_bmode_params params;
     size_t image_size;
+    usbeam_bmode_cuda *cuda; /* USBEAM_BACKEND_CUDA: the twin in cuda/bmode.cu */
 };
 
 usbeam_status usbeam_bmode_plan_create(const usbeam_bmode_params *params, usbeam_backend backend,
@@ -29,8 +30,8 @@ usbeam_status usbeam_bmode_plan_create(const usbeam_bmode_params *params, usbeam
     usbeam_status st;
     if (!params || !plan) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "params and plan must not be NULL");
     *plan = NULL;
-    if (backend != USBEAM_BACKEND_CPU)
-        return usbeam_fail(USBEAM_ERR_NO_BACKEND, "backend: bmode has no CUDA path in this build");
+    if (backend != USBEAM_BACKEND_CPU && backend != USBEAM_BACKEND_CUDA)
+        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "backend: unknown value %d", (int)backend);
     if ((st = usbeam_check_positive("dynamic_range", params->dynamic_range_db)) != USBEAM_OK) return st;
     if ((st = usbeam_check_nonnegative("reference", params->reference)) != USBEAM_OK) return st;
     if (params->n_values == 0) return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "image: is empty");
@@ -45,11 +46,24 @@ usbeam_status usbeam_bmode_plan_create(const usbeam_bmode_params *params, usbeam
     if (!p) return usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "bmode plan");
     p->params = *params;
     p->image_size = params->n_values / params->n_images;
+    if (backend == USBEAM_BACKEND_CUDA && (st = usbeam_bmode_cuda_create(params, &p->cuda)) != USBEAM_OK) {
+        usbeam_free(p);
+        return st;
+    }
     *plan = p;
     return USBEAM_OK;
 }
 
-void usbeam_bmode_plan_destroy(usbeam_bmode_plan *plan) { usbeam_free(plan); }
+void usbeam_bmode_plan_destroy(usbeam_bmode_plan *plan)
+{
+    if (plan) usbeam_bmode_cuda_destroy(plan->cuda);
+    usbeam_free(plan);
+}
+
+usbeam_cuda_exec *usbeam_bmode_plan_cuda(usbeam_bmode_plan *plan)
+{
+    return plan && plan->cuda ? usbeam_bmode_cuda_exec(plan->cuda) : NULL;
+}
 
 /* |z|^2 in double: the max pixel and every other pixel go through the same arithmetic, so
  * the brightest pixel lands exactly on 0 dB (255), as in PyMUST. */
@@ -101,6 +115,7 @@ static void compress_block(const float *iq, size_t n, double reference_power, do
 usbeam_status usbeam_bmode_execute(usbeam_bmode_plan *plan, const void *in, void *out)
 {
     if (!plan || !in || !out) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "plan, in and out must not be NULL");
+    if (plan->cuda) return usbeam_bmode_cuda_execute(plan->cuda, in, out); /* device pointers */
     const usbeam_bmode_params *prm = &plan->params;
     const float *iq = in;
     size_t out_elem = prm->output == USBEAM_BMODE_UINT8 ? 1 : 4;

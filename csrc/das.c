@@ -42,16 +42,16 @@
 /* Copy the input into the staged (transmit, element, sample, frame) planes.  Returns the
  * number of channels holding a NaN or an infinity (x - x is 0 only for finite x), so bad
  * data is refused without a separate pass over it. */
-static size_t stage_input(const usbeam_das_plan *plan, const void *in)
+static size_t stage_input(const usbeam_das_plan *plan, size_t n_frames, const void *in)
 {
     const usbeam_das_params *prm = &plan->params;
-    const size_t n_frames = prm->n_frames, n_samples = prm->n_samples;
+    const size_t n_samples = prm->n_samples;
     const size_t channel = n_samples * n_frames;           /* staged floats per (t, e) */
     const size_t frame_stride = prm->n_transmits * prm->n_elements * n_samples; /* input samples per frame */
     const ptrdiff_t n_channels = (ptrdiff_t)(prm->n_transmits * prm->n_elements);
     float *re_plane = plan->stage, *im_plane = plan->stage + plan->stage_plane;
     size_t bad_channels = 0;
-#pragma omp parallel for schedule(static) reduction(+ : bad_channels)
+#pragma omp parallel for schedule(dynamic, 8) reduction(+ : bad_channels)
     for (ptrdiff_t ch = 0; ch < n_channels; ++ch) {
         float *re = re_plane + (size_t)ch * channel, *im = im_plane + (size_t)ch * channel;
         int finite = 1;
@@ -105,8 +105,8 @@ typedef float frames8 __attribute__((vector_size(32)));
 #define LOAD8(dst, src) memcpy(&(dst), (src), sizeof(frames8))
 #define STORE8(dst, src) memcpy((dst), &(src), sizeof(frames8))
 
-/* Sum over a point's entries for frames f0 .. f0 + 8 NV - 1, NV vectors of sums per plane
- * held in registers for the whole point (they touch memory once). */
+/* Sum over a point's entries for frames f0 .. f0 + 8 NV - 1 into acc[0 .. 8 NV - 1], NV
+ * vectors of sums per plane held in registers for the whole point (they touch memory once). */
 #define DEFINE_BLOCK_KERNELS(TAPS, NV)                                                                     \
     USBEAM_HOT static void iq_block_##TAPS##_##NV(const point_view *v, size_t f0, float *acc_re,           \
                                                    float *acc_im)                                           \
@@ -135,8 +135,8 @@ typedef float frames8 __attribute__((vector_size(32)));
             }                                                                                              \
         }                                                                                                  \
         for (int q = 0; q < NV; ++q) {                                                                     \
-            STORE8(acc_re + f0 + 8 * q, sum_re[q]);                                                        \
-            STORE8(acc_im + f0 + 8 * q, sum_im[q]);                                                        \
+            STORE8(acc_re + 8 * q, sum_re[q]);                                                        \
+            STORE8(acc_im + 8 * q, sum_im[q]);                                                        \
         }                                                                                                  \
     }                                                                                                      \
     USBEAM_HOT static void rf_block_##TAPS##_##NV(const point_view *v, size_t f0, float *acc_re)           \
@@ -158,7 +158,7 @@ typedef float frames8 __attribute__((vector_size(32)));
                 }                                                                                          \
             }                                                                                              \
         }                                                                                                  \
-        for (int q = 0; q < NV; ++q) STORE8(acc_re + f0 + 8 * q, sum[q]);                                  \
+        for (int q = 0; q < NV; ++q) STORE8(acc_re + 8 * q, sum[q]);                                  \
     }
 
 DEFINE_BLOCK_KERNELS(1, 4)
@@ -168,64 +168,125 @@ DEFINE_BLOCK_KERNELS(2, 1)
 DEFINE_BLOCK_KERNELS(4, 4)
 DEFINE_BLOCK_KERNELS(4, 1)
 
-/* Frames past the last block of 8 (and every frame when n_frames < 8), one at a time. */
-static void tail_frames(const point_view *v, int taps, int iq, size_t f0, float *acc_re, float *acc_im)
-{
-    const int stride = iq ? 2 * taps : taps;
-    for (size_t f = f0; f < v->n_frames; ++f) {
-        float sum_re = 0.0f, sum_im = 0.0f;
-        for (size_t t = 0, j = 0; t < v->n_transmits; ++t) {
-            const size_t base = v->channel0 + t * v->transmit_stride + f;
-            for (size_t e = 0; e < v->count; ++e, ++j) {
-                const size_t row = base + e * v->channel + (size_t)v->tap[j] * v->n_frames;
-                const float *w = v->weight + j * (size_t)stride;
-                for (int k = 0; k < taps; ++k) {
-                    const float a = v->re_plane[row + (size_t)k * v->n_frames];
-                    if (iq) {
-                        const float b = v->im_plane[row + (size_t)k * v->n_frames];
-                        sum_re += w[2 * k] * a - w[2 * k + 1] * b;
-                        sum_im += w[2 * k] * b + w[2 * k + 1] * a;
-                    } else {
-                        sum_re += w[k] * a;
-                    }
-                }
-            }
-        }
-        acc_re[f] = sum_re;
-        acc_im[f] = sum_im;
-    }
-}
+#if defined(_OPENMP)
+#define SIMD_SUM_IQ _Pragma("omp simd reduction(+ : sum_re, sum_im)")
+#define SIMD_SUM_RF _Pragma("omp simd reduction(+ : sum)")
+#else
+#define SIMD_SUM_IQ
+#define SIMD_SUM_RF
+#endif
 
-/* All frames of one point into acc_re / acc_im: blocks of 32, then of 8, then singles. */
+/* A single frame: no frame axis to vectorise, so the vector lanes take entries instead
+ * (gathered samples, an OpenMP SIMD reduction). */
+#define DEFINE_SINGLE_KERNELS(TAPS)                                                                         \
+    USBEAM_HOT static void iq_single_##TAPS(const point_view *v, float *acc_re, float *acc_im)               \
+    {                                                                                                      \
+        float sum_re = 0.0f, sum_im = 0.0f;                                                                \
+        for (size_t t = 0; t < v->n_transmits; ++t) {                                                      \
+            const size_t j0 = t * v->count;                                                                \
+            const float *re = v->re_plane + v->channel0 + t * v->transmit_stride;                          \
+            const float *im = v->im_plane + v->channel0 + t * v->transmit_stride;                          \
+            const int32_t *tap = v->tap + j0;                                                              \
+            const float *w = v->weight + j0 * 2 * TAPS;                                                    \
+            const ptrdiff_t count = (ptrdiff_t)v->count, channel = (ptrdiff_t)v->channel;                  \
+            SIMD_SUM_IQ                                                                                    \
+            for (ptrdiff_t e = 0; e < count; ++e) {                                                        \
+                const ptrdiff_t row = e * channel + tap[e];                                                \
+                for (int k = 0; k < TAPS; ++k) {                                                           \
+                    const float a = re[row + k], b = im[row + k];                                          \
+                    const float wr = w[e * 2 * TAPS + 2 * k], wi = w[e * 2 * TAPS + 2 * k + 1];            \
+                    sum_re += wr * a - wi * b;                                                             \
+                    sum_im += wr * b + wi * a;                                                             \
+                }                                                                                          \
+            }                                                                                              \
+        }                                                                                                  \
+        *acc_re = sum_re;                                                                                  \
+        *acc_im = sum_im;                                                                                  \
+    }                                                                                                      \
+    USBEAM_HOT static void rf_single_##TAPS(const point_view *v, float *acc_re)                             \
+    {                                                                                                      \
+        float sum = 0.0f;                                                                                  \
+        for (size_t t = 0; t < v->n_transmits; ++t) {                                                      \
+            const size_t j0 = t * v->count;                                                                \
+            const float *x = v->re_plane + v->channel0 + t * v->transmit_stride;                           \
+            const int32_t *tap = v->tap + j0;                                                              \
+            const float *w = v->weight + j0 * TAPS;                                                        \
+            const ptrdiff_t count = (ptrdiff_t)v->count, channel = (ptrdiff_t)v->channel;                  \
+            SIMD_SUM_RF                                                                                    \
+            for (ptrdiff_t e = 0; e < count; ++e) {                                                        \
+                const ptrdiff_t row = e * channel + tap[e];                                                \
+                for (int k = 0; k < TAPS; ++k) sum += w[e * TAPS + k] * x[row + k];                        \
+            }                                                                                              \
+        }                                                                                                  \
+        *acc_re = sum;                                                                                     \
+    }
+
+DEFINE_SINGLE_KERNELS(1)
+DEFINE_SINGLE_KERNELS(2)
+DEFINE_SINGLE_KERNELS(4)
+
+/* All frames of one point into acc_re / acc_im: blocks of 32, then of 8; the last
+ * n_frames % 8 frames by an 8-frame block whose extra lanes read past the row (into the
+ * next row, or the staging buffer's padding: finite values) and are not stored. */
 static void beamform_point(const usbeam_das_plan *plan, const point_view *v, float *acc_re, float *acc_im)
 {
     const size_t n_frames = v->n_frames;
-    size_t f0 = 0;
-#define RUN_BLOCK(NV)                                                                         \
-    switch (plan->taps) {                                                                     \
-    case 1: plan->is_iq ? iq_block_1_##NV(v, f0, acc_re, acc_im) : rf_block_1_##NV(v, f0, acc_re); break; \
-    case 2: plan->is_iq ? iq_block_2_##NV(v, f0, acc_re, acc_im) : rf_block_2_##NV(v, f0, acc_re); break; \
-    default: plan->is_iq ? iq_block_4_##NV(v, f0, acc_re, acc_im) : rf_block_4_##NV(v, f0, acc_re); break; \
+    if (n_frames == 1) {
+        switch (plan->taps) {
+        case 1: plan->is_iq ? iq_single_1(v, acc_re, acc_im) : rf_single_1(v, acc_re); break;
+        case 2: plan->is_iq ? iq_single_2(v, acc_re, acc_im) : rf_single_2(v, acc_re); break;
+        default: plan->is_iq ? iq_single_4(v, acc_re, acc_im) : rf_single_4(v, acc_re); break;
+        }
+        return;
     }
-    for (; f0 + 32 <= n_frames; f0 += 32) RUN_BLOCK(4)
-    for (; f0 + 8 <= n_frames; f0 += 8) RUN_BLOCK(1)
+    size_t f0 = 0;
+#define RUN_BLOCK(NV, RE, IM)                                                                   \
+    switch (plan->taps) {                                                                       \
+    case 1: plan->is_iq ? iq_block_1_##NV(v, f0, RE, IM) : rf_block_1_##NV(v, f0, RE); break;   \
+    case 2: plan->is_iq ? iq_block_2_##NV(v, f0, RE, IM) : rf_block_2_##NV(v, f0, RE); break;   \
+    default: plan->is_iq ? iq_block_4_##NV(v, f0, RE, IM) : rf_block_4_##NV(v, f0, RE); break;  \
+    }
+    for (; f0 + 32 <= n_frames; f0 += 32) RUN_BLOCK(4, acc_re + f0, acc_im + f0)
+    for (; f0 + 8 <= n_frames; f0 += 8) RUN_BLOCK(1, acc_re + f0, acc_im + f0)
+    if (f0 < n_frames) {
+        float last_re[8], last_im[8];
+        RUN_BLOCK(1, last_re, last_im)
+        for (size_t f = f0; f < n_frames; ++f) {
+            acc_re[f] = last_re[f - f0];
+            acc_im[f] = last_im[f - f0];
+        }
+    }
 #undef RUN_BLOCK
-    if (f0 < n_frames) tail_frames(v, plan->taps, plan->is_iq, f0, acc_re, acc_im);
 }
 
 usbeam_status usbeam_das_execute(usbeam_das_plan *plan, const void *in, void *out)
 {
+    if (!plan) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "plan must not be NULL");
+    return usbeam_das_execute_frames(plan, plan->params.n_frames, in, out);
+}
+
+usbeam_status usbeam_das_execute_frames(usbeam_das_plan *plan, size_t n_frames, const void *in, void *out)
+{
     if (!plan || !in || !out) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "plan, in and out must not be NULL");
     const usbeam_das_params *prm = &plan->params;
-    const size_t n_frames = prm->n_frames, n_points = prm->n_points;
-    const size_t bad_channels = stage_input(plan, in);
+    if (n_frames == 0 || n_frames > prm->n_frames)
+        return usbeam_fail(USBEAM_ERR_INVALID_SHAPE, "n_frames must be in [1, %zu], the plan's capacity (got %zu)",
+                           prm->n_frames, n_frames);
+    if (plan->cuda) { /* device pointers; the CUDA twin runs whole batches of its capacity */
+        if (n_frames != prm->n_frames)
+            return usbeam_fail(USBEAM_ERR_INVALID_SHAPE, "n_frames must equal the CUDA plan's %zu frames (got %zu)",
+                               prm->n_frames, n_frames);
+        return usbeam_das_cuda_execute(plan->cuda, in, out);
+    }
+    const size_t n_points = prm->n_points;
+    const size_t bad_channels = stage_input(plan, n_frames, in);
     if (bad_channels)
         return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "data contains NaN or infinite values (in %zu of %zu channels)",
                            bad_channels, prm->n_transmits * prm->n_elements);
 
-    /* Points go in tiles of USBEAM_DAS_POINT_TILE: each point's frames land in a column
-     * of the thread's tile, then every frame's row of the tile is written to out in one
-     * contiguous run (instead of n_frames scattered stores per point). */
+    /* Points go in tiles of USBEAM_DAS_POINT_TILE: each point's frames land in the thread's
+     * tile, then every frame's run of the tile's points is written to out contiguously
+     * (instead of n_frames scattered stores per point). */
     const size_t tile = USBEAM_DAS_POINT_TILE;
     const ptrdiff_t n_tiles = (ptrdiff_t)((n_points + tile - 1) / tile);
 #pragma omp parallel num_threads(plan->n_threads)
@@ -235,10 +296,9 @@ usbeam_status usbeam_das_execute(usbeam_das_plan *plan, const void *in, void *ou
 #else
         const int thread = 0;
 #endif
-        float *acc_re = plan->acc + (size_t)thread * 2 * plan->acc_stride;
-        float *acc_im = acc_re + plan->acc_stride;
-        float *tile_re = plan->tile + (size_t)thread * 2 * n_frames * tile;
-        float *tile_im = tile_re + n_frames * tile;
+        /* (point of the tile, frame): the kernels write each point's frames contiguously */
+        float *tile_re = plan->tile + (size_t)thread * 2 * prm->n_frames * tile;
+        float *tile_im = tile_re + prm->n_frames * tile;
         int32_t *own_tap = plan->has_table ? NULL : plan->thread_tap + (size_t)thread * plan->thread_entries;
         float *own_weight = plan->has_table ? NULL
                                             : plan->thread_weight + (size_t)thread * plan->thread_entries * (size_t)plan->weight_stride;
@@ -267,22 +327,19 @@ usbeam_status usbeam_das_execute(usbeam_das_plan *plan, const void *in, void *ou
                     .channel = prm->n_samples * n_frames,
                     .n_frames = n_frames,
                 };
-                beamform_point(plan, &view, acc_re, acc_im);
-                for (size_t f = 0; f < n_frames; ++f) {
-                    tile_re[f * tile + i] = acc_re[f];
-                    tile_im[f * tile + i] = acc_im[f];
-                }
+                beamform_point(plan, &view, tile_re + i * n_frames, tile_im + i * n_frames);
             }
+            /* transpose on the way out: each frame's run of m points is contiguous in out */
             for (size_t f = 0; f < n_frames; ++f) {
-                const float *re = tile_re + f * tile, *im = tile_im + f * tile;
                 if (plan->is_iq) {
                     float *dst = (float *)out + 2 * (f * n_points + p0);
                     for (size_t i = 0; i < m; ++i) {
-                        dst[2 * i] = re[i];
-                        dst[2 * i + 1] = im[i];
+                        dst[2 * i] = tile_re[i * n_frames + f];
+                        dst[2 * i + 1] = tile_im[i * n_frames + f];
                     }
                 } else {
-                    memcpy((float *)out + f * n_points + p0, re, m * sizeof(float));
+                    float *dst = (float *)out + f * n_points + p0;
+                    for (size_t i = 0; i < m; ++i) dst[i] = tile_re[i * n_frames + f];
                 }
             }
         }

@@ -46,21 +46,23 @@ static inline void sincos_turns(double turns, double *sin_out, double *cos_out)
     *cos_out = (1.0 - a) * c - odd * q * s;
 }
 
-/* Transmit path of a virtual-source transmit, exactly min_i (o_i + |p - s_i|) in double,
+/* min over sources [lo, hi) of (o_i + |p - s_i|), at most `bound`, exactly in double but
  * found fast: float values of a chunk of sources (vectorised), then double only for the
  * sources whose float value is within a margin of the float minimum so far (the margin,
  * 1e-7 m + 1e-5 relative, is far above float rounding, and the running minimum only
- * decreases, so the true minimiser is always among those evaluated in double). */
-USBEAM_VECTOR static double sources_path(const double *sources, const float *sources_f, int n, double x, double y, double z)
+ * decreases, so the true minimiser is always among those evaluated in double).  Sources
+ * are (3, n) rows x, z, o. */
+USBEAM_VECTOR static double sources_min(const double *sources, const float *sources_f, int n, int lo, int hi, double x,
+                                        double y, double z, double bound)
 {
     enum { SOURCE_CHUNK = 256 };
     const float *sx = sources_f, *sz = sources_f + n, *so = sources_f + 2 * n;
     const float xf = (float)x, zf = (float)z, y2 = (float)(y * y);
     float value[SOURCE_CHUNK];
     float best = INFINITY;
-    double exact = INFINITY;
-    for (int i0 = 0; i0 < n; i0 += SOURCE_CHUNK) {
-        const int m = n - i0 < SOURCE_CHUNK ? n - i0 : SOURCE_CHUNK;
+    double exact = bound;
+    for (int i0 = lo; i0 < hi; i0 += SOURCE_CHUNK) {
+        const int m = hi - i0 < SOURCE_CHUNK ? hi - i0 : SOURCE_CHUNK;
         float chunk_best = INFINITY;
 #if defined(_OPENMP)
 #pragma omp simd reduction(min : chunk_best)
@@ -83,11 +85,53 @@ USBEAM_VECTOR static double sources_path(const double *sources, const float *sou
     return exact;
 }
 
+/* First index of the sorted xs[0 .. n-1] with xs[i] >= value (n if none). */
+static int lower_index(const double *xs, int n, double value)
+{
+    int lo = 0, hi = n;
+    while (lo < hi) {
+        const int mid = lo + (hi - lo) / 2;
+        if (xs[mid] < value) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* Transmit path of a virtual-source transmit: min_i (o_i + |p - s_i|), exactly.  The
+ * sources are sorted by x, so only a window of them is searched: with U the path through
+ * the sources nearest to p in x, a source can only do better when o_min + |p - s_i| <= U,
+ * and |p - s_i| >= sqrt(dx^2 + dz_min^2 + y^2) (dz_min: distance from z to the sources'
+ * z range) bounds |dx| by W = sqrt((U - o_min)^2 - dz_min^2 - y^2).  Below a steered or
+ * focused law the window is wide; below an unsteered one it is a few sources. */
+static double sources_path(const double *sources, const float *sources_f, int n, const double bounds[3], double x,
+                           double y, double z)
+{
+    const double *sx = sources, *sz = sources + n, *so = sources + 2 * n;
+    const int k = lower_index(sx, n, x);
+    double upper = INFINITY;
+    for (int i = k - 1; i <= k; ++i) {
+        if (i < 0 || i >= n) continue;
+        const double dx = x - sx[i], dz = z - sz[i];
+        const double path = so[i] + sqrt(dx * dx + y * y + dz * dz);
+        upper = path < upper ? path : upper;
+    }
+    const double o_min = bounds[0], z_lo = bounds[1], z_hi = bounds[2];
+    const double dz_min = z < z_lo ? z_lo - z : (z > z_hi ? z - z_hi : 0.0);
+    const double reach = upper - o_min, w2 = reach * reach - dz_min * dz_min - y * y;
+    if (!(w2 > 0.0)) return upper;
+    const double w = sqrt(w2) * (1.0 + 1e-12) + 1e-12; /* a hair wider than the bound */
+    const int lo = lower_index(sx, n, x - w);
+    int end = lower_index(sx, n, x + w);
+    while (end < n && sx[end] <= x + w) ++end; /* sources exactly at x + w are inside */
+    return sources_min(sources, sources_f, n, lo, end, x, y, z, upper);
+}
+
 double usbeam_das_transmit_time(const usbeam_das_plan *plan, size_t t, const double *pt)
 {
     const usbeam_tx_model *m = &plan->tx[t];
     if (m->n_sources > 0)
-        return sources_path(m->sources, plan->tx_sources_f + (m->sources - plan->tx_sources), m->n_sources, pt[0], pt[1], pt[2]) /
+        return sources_path(m->sources, plan->tx_sources_f + (m->sources - plan->tx_sources), m->n_sources,
+                            plan->tx_source_bounds + 3 * t, pt[0], pt[1], pt[2]) /
                plan->params.c;
     return usbeam_tx_path(m, pt[0], pt[1], pt[2]) / plan->params.c;
 }
@@ -187,7 +231,7 @@ void usbeam_das_point_entries(const usbeam_das_plan *plan, size_t p, int32_t *ta
     int32_t first_tap[CHUNK];
     size_t j = 0;
     for (size_t t = 0; t < prm->n_transmits; ++t) {
-        const double tx_time = usbeam_das_transmit_time(plan, t, pt);
+        const double tx_time = plan->tx_time[p * prm->n_transmits + t];
         for (int e0 = first; e0 < first + count; e0 += CHUNK) {
             const int n = first + count - e0 < CHUNK ? first + count - e0 : CHUNK;
             chunk_times(plan, pt, tx_time, e0, n, centre, inv_half, tau, apod);

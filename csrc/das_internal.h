@@ -1,9 +1,7 @@
 /*
- * das_internal.h - the DAS plan as das_setup.c (create/destroy, geometry tables) and das.c
- * (execute) share it.  Not part of the public contract.
- *
- * Files: das_setup.c (validation, plan), das_delays.c (per-point delays and weights),
- * das.c (execute).
+ * das_internal.h - the DAS plan as the family's files share it (not part of the public
+ * contract): das_setup.c (validation, plan create/destroy, transmit times, apertures,
+ * table), das_delays.c (per-point delays and weights), das.c (execute).
  *
  * Entries: for point p, transmit t and element e of p's receive aperture (a contiguous
  * range [aperture_first[p], aperture_first[p] + aperture_count[p])), one entry holds the
@@ -22,17 +20,19 @@
 
 struct usbeam_das_plan {
     usbeam_das_params params;   /* scalars only: the pointers below are the plan's copies */
-    double *element_xyz;        /* (n_elements, 3) */
     double *element_x, *element_y, *element_z; /* (n_elements) each */
     double *points;             /* (n_points, 3) */
     usbeam_tx_model *tx;        /* (n_transmits) */
-    double *tx_sources;         /* virtual sources of all SOURCES transmits, concatenated (3, n) blocks */
+    double *tx_sources;         /* virtual sources of all SOURCES transmits, concatenated (3, n)
+                                   blocks, each sorted by x */
     float *tx_sources_f;        /* the same in float, for the fast first pass of the min */
+    double *tx_source_bounds;   /* (n_transmits, 3): min offset, min z, max z of its sources */
     int is_iq;
     int taps;                   /* interpolation taps per entry */
     int weight_stride;          /* floats per entry: taps (RF) or 2 taps (IQ) */
-    double window_center, window_half_width; /* full aperture (f_number = 0) window mapping */
+    double window_center, window_half_width; /* full aperture (f_number = 0) window mapping, m */
 
+    double *tx_time;            /* (n_points, n_transmits) transmit times, s */
     int32_t *aperture_first;    /* (n_points) */
     int32_t *aperture_count;    /* (n_points) */
     size_t *entry_offset;       /* (n_points + 1) */
@@ -46,12 +46,12 @@ struct usbeam_das_plan {
     size_t thread_entries;      /* entries of one point at most (n_transmits * max count) */
     int32_t *thread_tap;        /* (n_threads, thread_entries), on-the-fly mode only */
     float *thread_weight;       /* (n_threads, thread_entries, weight_stride) */
-    size_t acc_stride;          /* floats per thread accumulator plane, >= n_frames */
-    float *acc;                 /* (n_threads, 2, acc_stride) */
-    float *tile;                /* (n_threads, 2, n_frames, USBEAM_DAS_POINT_TILE) output tiles */
+    float *tile;                /* (n_threads, re/im, USBEAM_DAS_POINT_TILE, n_frames) output tiles */
 
-    size_t stage_plane;         /* floats in one staged plane: n_tx * n_el * n_samples * n_frames */
-    float *stage;               /* (re plane, im plane if IQ): (transmit, element, sample, frame) */
+    size_t stage_plane;         /* floats in one staged plane: n_tx * n_el * n_samples * capacity */
+    float *stage;               /* (re plane, im plane if IQ): (transmit, element, sample, frame),
+                                   frame the fastest, for the n_frames of the current call */
+    usbeam_das_cuda *cuda;      /* USBEAM_BACKEND_CUDA: the twin in cuda/das.cu (geometry above kept) */
 };
 
 /* Entries of point p into tap[] / weight[] (the layouts above); das_delays.c. */

@@ -217,7 +217,7 @@ static usbeam_status validate(const usbeam_das_params *prm)
 void usbeam_das_plan_destroy(usbeam_das_plan *plan)
 {
     if (!plan) return;
-    usbeam_free(plan->element_xyz);
+    usbeam_das_cuda_destroy(plan->cuda);
     usbeam_free(plan->element_x);
     usbeam_free(plan->element_y);
     usbeam_free(plan->element_z);
@@ -225,6 +225,8 @@ void usbeam_das_plan_destroy(usbeam_das_plan *plan)
     usbeam_free(plan->tx);
     usbeam_free(plan->tx_sources);
     usbeam_free(plan->tx_sources_f);
+    usbeam_free(plan->tx_source_bounds);
+    usbeam_free(plan->tx_time);
     usbeam_free(plan->aperture_first);
     usbeam_free(plan->aperture_count);
     usbeam_free(plan->entry_offset);
@@ -232,10 +234,14 @@ void usbeam_das_plan_destroy(usbeam_das_plan *plan)
     usbeam_free(plan->table_weight);
     usbeam_free(plan->thread_tap);
     usbeam_free(plan->thread_weight);
-    usbeam_free(plan->acc);
     usbeam_free(plan->tile);
     usbeam_free(plan->stage);
     usbeam_free(plan);
+}
+
+usbeam_cuda_exec *usbeam_das_plan_cuda(usbeam_das_plan *plan)
+{
+    return plan && plan->cuda ? usbeam_das_cuda_exec(plan->cuda) : NULL;
 }
 
 size_t usbeam_das_table_bytes(const usbeam_das_plan *plan)
@@ -274,6 +280,23 @@ static usbeam_status alloc_table(void **ptr, size_t count, size_t size, const ch
     return USBEAM_OK;
 }
 
+/* Sort virtual sources (3, n) rows x, z, o by x, in place (insertion sort: the sources of
+ * a delay law along an array come already sorted, or nearly). */
+static void sort_sources_by_x(double *sources, size_t n)
+{
+    double *x = sources, *z = sources + n, *o = sources + 2 * n;
+    for (size_t i = 1; i < n; ++i) {
+        const double xi = x[i], zi = z[i], oi = o[i];
+        size_t j = i;
+        for (; j > 0 && x[j - 1] > xi; --j) {
+            x[j] = x[j - 1];
+            z[j] = z[j - 1];
+            o[j] = o[j - 1];
+        }
+        x[j] = xi, z[j] = zi, o[j] = oi;
+    }
+}
+
 static void build_transmit_models(usbeam_das_plan *plan, const usbeam_transmit *transmits)
 {
     const int n = (int)plan->params.n_elements;
@@ -285,13 +308,23 @@ static void build_transmit_models(usbeam_das_plan *plan, const usbeam_transmit *
         case USBEAM_TRANSMIT_DIVERGING: plan->tx[k] = usbeam_tx_model_diverging(tx->x, tx->z, plan->element_x, n); break;
         case USBEAM_TRANSMIT_FOCUSED: plan->tx[k] = usbeam_tx_model_focused(tx->x, tx->z, plan->element_x, n); break;
         case USBEAM_TRANSMIT_SYNTHETIC: plan->tx[k] = usbeam_tx_model_synthetic(plan->element_x[tx->element]); break;
-        case USBEAM_TRANSMIT_SOURCES:
-            memcpy(sources, tx->sources, 3 * tx->n_sources * sizeof(double));
-            for (size_t i = 0; i < 3 * tx->n_sources; ++i)
+        case USBEAM_TRANSMIT_SOURCES: {
+            const size_t n_src = tx->n_sources;
+            memcpy(sources, tx->sources, 3 * n_src * sizeof(double));
+            sort_sources_by_x(sources, n_src);
+            double *bounds = plan->tx_source_bounds + 3 * k;
+            bounds[0] = INFINITY, bounds[1] = INFINITY, bounds[2] = -INFINITY;
+            for (size_t i = 0; i < n_src; ++i) {
+                bounds[0] = fmin(bounds[0], sources[2 * n_src + i]);
+                bounds[1] = fmin(bounds[1], sources[n_src + i]);
+                bounds[2] = fmax(bounds[2], sources[n_src + i]);
+            }
+            for (size_t i = 0; i < 3 * n_src; ++i)
                 plan->tx_sources_f[(size_t)(sources - plan->tx_sources) + i] = (float)sources[i];
-            plan->tx[k] = usbeam_tx_model_sources(sources, (int)tx->n_sources);
-            sources += 3 * tx->n_sources;
+            plan->tx[k] = usbeam_tx_model_sources(sources, (int)n_src);
+            sources += 3 * n_src;
             break;
+        }
         }
     }
 }
@@ -326,7 +359,8 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
     usbeam_status st;
     if (!params || !plan_out) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "params and plan must not be NULL");
     *plan_out = NULL;
-    if (backend != USBEAM_BACKEND_CPU) return usbeam_fail(USBEAM_ERR_NO_BACKEND, "backend: das has no CUDA path in this build");
+    if (backend != USBEAM_BACKEND_CPU && backend != USBEAM_BACKEND_CUDA)
+        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "backend: unknown value %d", (int)backend);
     if ((st = validate(params)) != USBEAM_OK) return st;
 
     const usbeam_das_params *prm = params;
@@ -360,20 +394,21 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
     size_t n_sources = 0;
     for (size_t k = 0; k < prm->n_transmits; ++k)
         if (prm->transmits[k].kind == USBEAM_TRANSMIT_SOURCES) n_sources += prm->transmits[k].n_sources;
-    if ((st = alloc_array((void **)&plan->element_xyz, 3 * n_el, sizeof(double), "element_positions")) ||
-        (st = alloc_array((void **)&plan->element_x, n_el, sizeof(double), "element_positions")) ||
+    if ((st = alloc_array((void **)&plan->element_x, n_el, sizeof(double), "element_positions")) ||
         (st = alloc_array((void **)&plan->element_y, n_el, sizeof(double), "element_positions")) ||
         (st = alloc_array((void **)&plan->element_z, n_el, sizeof(double), "element_positions")) ||
         (st = alloc_array((void **)&plan->points, 3 * n_pts, sizeof(double), "points")) ||
         (st = alloc_array((void **)&plan->tx, prm->n_transmits, sizeof(usbeam_tx_model), "transmits")) ||
         (st = alloc_array((void **)&plan->tx_sources, 3 * n_sources, sizeof(double), "transmits sources")) ||
         (st = alloc_array((void **)&plan->tx_sources_f, 3 * n_sources, sizeof(float), "transmits sources")) ||
+        (st = alloc_array((void **)&plan->tx_source_bounds, 3 * prm->n_transmits, sizeof(double), "transmits sources")) ||
+        (st = alloc_array((void **)&plan->tx_time, n_pts, prm->n_transmits * sizeof(double), "transmit times")) ||
         (st = alloc_array((void **)&plan->aperture_first, n_pts, sizeof(int32_t), "points")) ||
         (st = alloc_array((void **)&plan->aperture_count, n_pts, sizeof(int32_t), "points")) ||
         (st = alloc_array((void **)&plan->entry_offset, n_pts + 1, sizeof(size_t), "points")) ||
-        (st = alloc_array((void **)&plan->stage, stage_plane, is_iq ? 2 * sizeof(float) : sizeof(float), "data staging buffer")))
+        /* + 8 floats: the last frame block may read 7 lanes past the end (das.c) */
+        (st = alloc_array((void **)&plan->stage, stage_plane * (is_iq ? 2 : 1) + 8, sizeof(float), "data staging buffer")))
         goto fail;
-    memcpy(plan->element_xyz, prm->element_positions, 3 * n_el * sizeof(double));
     memcpy(plan->points, prm->points, 3 * n_pts * sizeof(double));
     for (size_t e = 0; e < n_el; ++e) {
         plan->element_x[e] = prm->element_positions[3 * e];
@@ -384,11 +419,21 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
     plan->window_half_width = 0.5 * (plan->element_x[n_el - 1] - plan->element_x[0]);
     build_transmit_models(plan, prm->transmits);
     build_apertures(plan);
+    {   /* transmit times: what execute would otherwise recompute per call without a table */
+        const ptrdiff_t n_points = (ptrdiff_t)n_pts;
+        const size_t n_tx = prm->n_transmits;
+#pragma omp parallel for schedule(dynamic, 256)
+        for (ptrdiff_t p = 0; p < n_points; ++p)
+            for (size_t t = 0; t < n_tx; ++t)
+                plan->tx_time[(size_t)p * n_tx + t] = usbeam_das_transmit_time(plan, t, plan->points + 3 * (size_t)p);
+    }
+    if (backend == USBEAM_BACKEND_CUDA) { /* the twin computes delays on the device: no table */
+        if ((st = usbeam_das_cuda_create(plan, &plan->cuda)) != USBEAM_OK) goto fail;
+        *plan_out = plan;
+        return USBEAM_OK;
+    }
 
-    /* accumulators: one cache-line-aligned (re, im) pair of planes per thread */
-    plan->acc_stride = (prm->n_frames + 15) & ~(size_t)15;
-    if ((st = alloc_array((void **)&plan->acc, (size_t)plan->n_threads * 2, plan->acc_stride * sizeof(float), "accumulators")) ||
-        (st = alloc_array((void **)&plan->tile, (size_t)plan->n_threads * 2 * USBEAM_DAS_POINT_TILE, prm->n_frames * sizeof(float),
+    if ((st = alloc_array((void **)&plan->tile, (size_t)plan->n_threads * 2 * USBEAM_DAS_POINT_TILE, prm->n_frames * sizeof(float),
                           "output tiles")))
         goto fail;
 

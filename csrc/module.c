@@ -172,6 +172,10 @@ PyMethodDef usbeam_py_core_methods[] = {
 static PyMethodDef *const method_tables[] = {
     usbeam_py_core_methods,
     usbeam_py_bmode_methods,
+    /* family cuda: */
+    usbeam_py_device_methods,
+    usbeam_py_dlpack_methods,
+    usbeam_py_cuda_methods,
     /* family rf2iq: */
     usbeam_py_rf2iq_methods,
 
@@ -182,8 +186,10 @@ static PyMethodDef *const method_tables[] = {
     usbeam_py_doppler_methods,
 
     /* family hadamard: */
+    usbeam_py_hadamard_methods,
 
     /* family rca: */
+    usbeam_py_rca_methods,
 
     /* family ai: */
     usbeam_py_ai_methods,
@@ -219,7 +225,12 @@ PyMODINIT_FUNC PyInit__core(void)
         }
     }
     Py_DECREF(module_name);
+    /* family cuda: */
+    if (usbeam_py_device_init(module) < 0) goto fail_types;
     return module;
+fail_types:
+    Py_DECREF(module);
+    return NULL;
 fail:
     Py_XDECREF(module_name);
     Py_DECREF(module);

@@ -76,20 +76,35 @@ static PyObject *py_bmode_execute(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOO", &capsule, &in_obj, &out_obj)) return NULL;
     bmode_handle *h = usbeam_py_plan_from_capsule(capsule, BMODE_CAPSULE, "plan");
     if (!h) return NULL;
-    const void *in = usbeam_py_array_data(in_obj, "image", NPY_COMPLEX64, h->params.n_values, 0);
+    usbeam_cuda_exec *cuda = usbeam_bmode_plan_cuda(h->plan); /* NULL: CPU plan, NumPy arrays */
+    const void *in = usbeam_py_plan_buffer(in_obj, "image", NPY_COMPLEX64, h->params.n_values, 0, cuda);
     if (!in) return NULL;
     int out_type = h->params.output == USBEAM_BMODE_UINT8 ? NPY_UINT8 : NPY_FLOAT32;
-    void *out = usbeam_py_array_data(out_obj, "out", out_type, h->params.n_values, 1);
+    void *out = usbeam_py_plan_buffer(out_obj, "out", out_type, h->params.n_values, 1, cuda);
     if (!out) return NULL;
     usbeam_status st;
-    Py_BEGIN_ALLOW_THREADS
-    st = usbeam_bmode_execute(h->plan, in, out);
-    Py_END_ALLOW_THREADS
+    if (cuda) {
+        /* only queues kernels; holding the GIL serialises users of the plan's device scratch */
+        st = usbeam_bmode_execute(h->plan, in, out);
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        st = usbeam_bmode_execute(h->plan, in, out);
+        Py_END_ALLOW_THREADS
+    }
     if (st != USBEAM_OK) return usbeam_py_raise(st);
     Py_RETURN_NONE;
 }
 
+static PyObject *py_bmode_cuda_exec(PyObject *self, PyObject *capsule)
+{
+    (void)self;
+    bmode_handle *h = usbeam_py_plan_from_capsule(capsule, BMODE_CAPSULE, "plan");
+    if (!h) return NULL;
+    return usbeam_py_cuda_exec_capsule(usbeam_bmode_plan_cuda(h->plan), capsule);
+}
+
 PyMethodDef usbeam_py_bmode_methods[] = {
+    {"bmode_cuda_exec", py_bmode_cuda_exec, METH_O, "CUDA state of a B-mode plan (None for the CPU)."},
     {"bmode_plan", (PyCFunction)(void (*)(void))py_bmode_plan, METH_VARARGS | METH_KEYWORDS,
      "Create a B-mode plan."},
     {"bmode_execute", py_bmode_execute, METH_VARARGS, "Run a B-mode plan: (plan, iq, out)."},

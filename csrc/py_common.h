@@ -37,6 +37,19 @@ void *usbeam_py_plan_from_capsule(PyObject *capsule, const char *capsule_name, c
 /* Parse a backend name ("cpu" or "cuda"); raises ValueError and returns -1 on anything else. */
 int usbeam_py_backend(const char *name, usbeam_backend *backend);
 
+/* family cuda (py_device_array.c, py_dlpack.c, py_cuda.c): DeviceArray, DLPack / CUDA array
+ * interface exchange, CUDA plans.
+ * usbeam_py_plan_buffer: for a CPU plan (exec NULL) usbeam_py_array_data; for a CUDA plan the
+ * device pointer of a usbeam.DeviceArray on the plan's device, checked like it. */
+void *usbeam_py_plan_buffer(PyObject *obj, const char *name, int npy_type, size_t n_elements, int writable,
+                            usbeam_cuda_exec *exec);
+/* A capsule on a plan's CUDA state that keeps owner (the plan capsule) alive; None for NULL. */
+PyObject *usbeam_py_cuda_exec_capsule(usbeam_cuda_exec *exec, PyObject *owner);
+int usbeam_py_device_init(PyObject *module);
+extern PyMethodDef usbeam_py_device_methods[];
+extern PyMethodDef usbeam_py_dlpack_methods[];
+extern PyMethodDef usbeam_py_cuda_methods[];
+
 /* Binding tables of each family (NULL-terminated PyMethodDef arrays). */
 extern PyMethodDef usbeam_py_core_methods[];
 extern PyMethodDef usbeam_py_bmode_methods[];
@@ -50,8 +63,10 @@ extern PyMethodDef usbeam_py_das_methods[];
 extern PyMethodDef usbeam_py_doppler_methods[];
 
 /* family hadamard: */
+extern PyMethodDef usbeam_py_hadamard_methods[];
 
 /* family rca: */
+extern PyMethodDef usbeam_py_rca_methods[];
 
 /* family ai: */
 extern PyMethodDef usbeam_py_ai_methods[];

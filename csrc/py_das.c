@@ -7,8 +7,9 @@
  *       (kind as usbeam.h);
  *       window: 'rect' | 'hann' | 'tukey'; interpolation: 'nearest' | 'linear' | 'cubic';
  *       dtype: 'int16' | 'float32' | 'complex64'.
- *   das_execute(plan, data, out)   data (n_frames, n_tx, n_el, n_samples) C-contiguous,
- *       out (n_frames, n_points) float32 or complex64.  Runs with the GIL released, under a
+ *   das_execute(plan, data, out[, n_frames])   data (n_frames, n_tx, n_el, n_samples)
+ *       C-contiguous, out (n_frames, n_points) float32 or complex64; n_frames defaults to
+ *       the plan's capacity and may be smaller.  Runs with the GIL released, under a
  *       per-plan lock (a plan's scratch is not re-entrant).
  *   das_table_bytes(plan) -> int;  das_auto_f_number(width, fc, bandwidth, c) -> float
  */
@@ -21,7 +22,8 @@
 typedef struct {
     usbeam_das_plan *plan;
     PyThread_type_lock lock;
-    size_t n_in, n_out;
+    size_t capacity;                  /* frames the plan can take per call */
+    size_t in_per_frame, out_per_frame;
     int in_type, out_type;
 } das_handle;
 
@@ -210,8 +212,9 @@ static PyObject *py_das_plan(PyObject *self, PyObject *args, PyObject *kwargs)
         PyMem_Free(h);
         return usbeam_py_raise(st);
     }
-    h->n_in = p.n_frames * p.n_transmits * p.n_elements * p.n_samples;
-    h->n_out = p.n_frames * p.n_points;
+    h->capacity = p.n_frames;
+    h->in_per_frame = p.n_transmits * p.n_elements * p.n_samples;
+    h->out_per_frame = p.n_points;
     h->in_type = in_type;
     h->out_type = out_type;
     PyObject *capsule = usbeam_py_plan_capsule(h, DAS_CAPSULE, das_capsule_destroy);
@@ -227,17 +230,24 @@ static PyObject *py_das_execute(PyObject *self, PyObject *args)
 {
     (void)self;
     PyObject *capsule, *in_obj, *out_obj;
-    if (!PyArg_ParseTuple(args, "OOO", &capsule, &in_obj, &out_obj)) return NULL;
+    Py_ssize_t n_frames = -1;
+    if (!PyArg_ParseTuple(args, "OOO|n", &capsule, &in_obj, &out_obj, &n_frames)) return NULL;
     das_handle *h = usbeam_py_plan_from_capsule(capsule, DAS_CAPSULE, "plan");
     if (!h) return NULL;
-    const void *in = usbeam_py_array_data(in_obj, "data", h->in_type, h->n_in, 0);
+    if (n_frames == -1) n_frames = (Py_ssize_t)h->capacity;
+    if (n_frames < 1 || (size_t)n_frames > h->capacity) {
+        PyErr_Format(PyExc_ValueError, "n_frames must be in [1, %zu] for this plan (got %zd)", h->capacity, n_frames);
+        return NULL;
+    }
+    usbeam_cuda_exec *cuda = usbeam_das_plan_cuda(h->plan); /* NULL: CPU plan, NumPy arrays */
+    const void *in = usbeam_py_plan_buffer(in_obj, "data", h->in_type, (size_t)n_frames * h->in_per_frame, 0, cuda);
     if (!in) return NULL;
-    void *out = usbeam_py_array_data(out_obj, "out", h->out_type, h->n_out, 1);
+    void *out = usbeam_py_plan_buffer(out_obj, "out", h->out_type, (size_t)n_frames * h->out_per_frame, 1, cuda);
     if (!out) return NULL;
     usbeam_status st;
     Py_BEGIN_ALLOW_THREADS
     PyThread_acquire_lock(h->lock, WAIT_LOCK);
-    st = usbeam_das_execute(h->plan, in, out);
+    st = usbeam_das_execute_frames(h->plan, (size_t)n_frames, in, out);
     PyThread_release_lock(h->lock);
     Py_END_ALLOW_THREADS
     if (st != USBEAM_OK) return usbeam_py_raise(st);
@@ -262,10 +272,19 @@ static PyObject *py_das_auto_f_number(PyObject *self, PyObject *args)
     return PyFloat_FromDouble(f_number);
 }
 
+static PyObject *py_das_cuda_exec(PyObject *self, PyObject *capsule)
+{
+    (void)self;
+    das_handle *h = usbeam_py_plan_from_capsule(capsule, DAS_CAPSULE, "plan");
+    if (!h) return NULL;
+    return usbeam_py_cuda_exec_capsule(usbeam_das_plan_cuda(h->plan), capsule);
+}
+
 PyMethodDef usbeam_py_das_methods[] = {
+    {"das_cuda_exec", py_das_cuda_exec, METH_O, "CUDA state of a DAS plan (None for the CPU)."},
     {"das_plan", (PyCFunction)(void (*)(void))py_das_plan, METH_VARARGS | METH_KEYWORDS,
      "Create a delay-and-sum plan."},
-    {"das_execute", py_das_execute, METH_VARARGS, "Run a delay-and-sum plan: (plan, data, out)."},
+    {"das_execute", py_das_execute, METH_VARARGS, "Run a delay-and-sum plan: (plan, data, out[, n_frames])."},
     {"das_table_bytes", py_das_table_bytes, METH_O, "Bytes of a plan's precomputed delay/weight table."},
     {"das_auto_f_number", py_das_auto_f_number, METH_VARARGS,
      "PyMUST's automatic f-number: (element_width, fc, bandwidth fraction, c)."},

@@ -146,13 +146,14 @@ static PyObject *py_rf2iq_execute(PyObject *self, PyObject *args)
     int npy_type = p->input_dtype == USBEAM_DTYPE_INT16     ? NPY_INT16
                    : p->input_dtype == USBEAM_DTYPE_FLOAT32 ? NPY_FLOAT32
                                                             : NPY_FLOAT64;
-    const void *in = usbeam_py_array_data(in_obj, "rf", npy_type, p->n_lines * p->n_samples, 0);
+    usbeam_cuda_exec *cuda = usbeam_rf2iq_plan_cuda(h->plan); /* NULL: CPU plan, NumPy arrays */
+    const void *in = usbeam_py_plan_buffer(in_obj, "rf", npy_type, p->n_lines * p->n_samples, 0, cuda);
     if (!in) return NULL;
-    void *out = usbeam_py_array_data(out_obj, "out", NPY_COMPLEX64, p->n_lines * h->n_out, 1);
+    void *out = usbeam_py_plan_buffer(out_obj, "out", NPY_COMPLEX64, p->n_lines * h->n_out, 1, cuda);
     if (!out) return NULL;
     /* execute reads each line after writing earlier ones: a shared buffer would be corrupted */
     const char *in_begin = in, *out_begin = out;
-    const char *in_end = in_begin + p->n_lines * p->n_samples * (size_t)PyArray_ITEMSIZE((PyArrayObject *)in_obj);
+    const char *in_end = in_begin + p->n_lines * p->n_samples * usbeam_dtype_size(p->input_dtype);
     const char *out_end = out_begin + p->n_lines * h->n_out * 2 * sizeof(float);
     if (out_begin < in_end && in_begin < out_end) {
         PyErr_SetString(PyExc_ValueError, "out must not overlap rf");
@@ -241,7 +242,16 @@ static PyObject *py_kaiser_lowpass(PyObject *self, PyObject *args)
     return arr;
 }
 
+static PyObject *py_rf2iq_cuda_exec(PyObject *self, PyObject *capsule)
+{
+    (void)self;
+    rf2iq_handle *h = usbeam_py_plan_from_capsule(capsule, RF2IQ_CAPSULE, "plan");
+    if (!h) return NULL;
+    return usbeam_py_cuda_exec_capsule(usbeam_rf2iq_plan_cuda(h->plan), capsule);
+}
+
 PyMethodDef usbeam_py_rf2iq_methods[] = {
+    {"rf2iq_cuda_exec", py_rf2iq_cuda_exec, METH_O, "CUDA state of an RF -> IQ plan (None for the CPU)."},
     {"rf2iq_plan", (PyCFunction)(void (*)(void))py_rf2iq_plan, METH_VARARGS | METH_KEYWORDS,
      "Create an RF -> IQ plan."},
     {"rf2iq_execute", py_rf2iq_execute, METH_VARARGS, "Run an RF -> IQ plan: (plan, rf, out)."},

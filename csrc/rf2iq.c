@@ -56,9 +56,15 @@ struct usbeam_rf2iq_plan {
     int n_threads;
     size_t scratch_len, scratch_per_thread;
     double *scratch;
+    usbeam_rf2iq_cuda *cuda; /* USBEAM_BACKEND_CUDA: the twin in cuda/rf2iq.cu */
 };
 
 size_t usbeam_rf2iq_n_out(const usbeam_rf2iq_plan *plan) { return plan ? plan->n_out : 0; }
+
+usbeam_cuda_exec *usbeam_rf2iq_plan_cuda(usbeam_rf2iq_plan *plan)
+{
+    return plan && plan->cuda ? usbeam_rf2iq_cuda_exec(plan->cuda) : NULL;
+}
 
 void usbeam_rf2iq_plan_taps(const usbeam_rf2iq_plan *plan, const double **taps_re,
                             const double **taps_im, size_t *n_taps)
@@ -71,6 +77,7 @@ void usbeam_rf2iq_plan_taps(const usbeam_rf2iq_plan *plan, const double **taps_r
 void usbeam_rf2iq_plan_destroy(usbeam_rf2iq_plan *plan)
 {
     if (!plan) return;
+    usbeam_rf2iq_cuda_destroy(plan->cuda);
     usbeam_free(plan->phasor_re);
     usbeam_free(plan->phasor_im);
     usbeam_free(plan->taps_re);
@@ -199,8 +206,8 @@ usbeam_status usbeam_rf2iq_plan_create(const usbeam_rf2iq_params *params, usbeam
     usbeam_status st;
     if (!params || !plan) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "params and plan must not be NULL");
     *plan = NULL;
-    if (backend != USBEAM_BACKEND_CPU)
-        return usbeam_fail(USBEAM_ERR_NO_BACKEND, "backend: rf2iq has no CUDA path in this build");
+    if (backend != USBEAM_BACKEND_CPU && backend != USBEAM_BACKEND_CUDA)
+        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "backend: unknown value %d", (int)backend);
     if ((st = validate(params)) != USBEAM_OK) return st;
 
     usbeam_rf2iq_plan *p = usbeam_alloc(sizeof *p);
@@ -250,6 +257,12 @@ usbeam_status usbeam_rf2iq_plan_create(const usbeam_rf2iq_params *params, usbeam
         goto fail;
     }
     if ((st = alloc_doubles(scratch_count, "scratch", &p->scratch)) != USBEAM_OK) goto fail;
+    if (backend == USBEAM_BACKEND_CUDA) {
+        const usbeam_rf2iq_tables tables = {p->phasor_re, p->phasor_im, p->n_out, p->b, p->a, p->step_state,
+                                            p->padlen, p->modulated_re, p->modulated_im, p->n_taps,
+                                            p->n_taps - 1 - (p->n_taps - 1) / 2};
+        if ((st = usbeam_rf2iq_cuda_create(&p->params, &tables, &p->cuda)) != USBEAM_OK) goto fail;
+    }
     *plan = p;
     return USBEAM_OK;
 fail:
@@ -415,6 +428,7 @@ static void fir_line(const usbeam_rf2iq_plan *plan, const void *in, size_t line,
 usbeam_status usbeam_rf2iq_execute(usbeam_rf2iq_plan *plan, const void *in, void *out)
 {
     if (!plan || !in || !out) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "plan, in and out must not be NULL");
+    if (plan->cuda) return usbeam_rf2iq_cuda_execute(plan->cuda, in, out); /* device pointers */
     const size_t n_lines = plan->params.n_lines;
     const int butter = plan->params.filter == USBEAM_RF2IQ_BUTTER;
     const ptrdiff_t n_items = (ptrdiff_t)(butter ? (n_lines + BUTTER_LINES - 1) / BUTTER_LINES : n_lines);

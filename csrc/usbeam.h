@@ -117,6 +117,58 @@ typedef struct usbeam_device_info {
 usbeam_status usbeam_cuda_device_count(int *count);
 usbeam_status usbeam_cuda_device_info(int device, usbeam_device_info *info);
 
+/* ======== family cuda ======== */
+/* Device memory, host <-> device copies, streams, and the CUDA execution state of plans
+ * (cuda/memory.cu, cuda/exec.cu).  Device pointers and CUDA streams are void *; a NULL
+ * stream is CUDA's legacy default stream.  A build without CUDA answers every call with
+ * USBEAM_ERR_NO_BACKEND (usbeam_device_free and usbeam_pinned_free accept NULL anywhere). */
+usbeam_status usbeam_device_malloc(int device, size_t bytes, void **ptr);   /* cudaMalloc on device */
+usbeam_status usbeam_device_free(void *ptr);   /* cudaFree (synchronises with the device); NULL is a no-op */
+usbeam_status usbeam_pinned_malloc(size_t bytes, void **ptr);   /* page-locked host memory */
+usbeam_status usbeam_pinned_free(void *ptr);
+/* Host <-> device copies of bytes, ordered after the work already queued on stream and
+ * complete when the call returns.  Pageable host memory goes through the library's pinned
+ * staging buffers (chunked, double-buffered), so the DMA engine overlaps the host memcpy. */
+usbeam_status usbeam_copy_to_device(void *dst_device, const void *src_host, size_t bytes, void *stream);
+usbeam_status usbeam_copy_to_host(void *dst_host, const void *src_device, size_t bytes, void *stream);
+/* Device -> device copy queued on stream (asynchronous). */
+usbeam_status usbeam_copy_device(void *dst_device, const void *src_device, size_t bytes, void *stream);
+/* CUDA device that owns a device (or managed) pointer; USBEAM_ERR_INVALID_ARGUMENT when
+ * ptr is host memory. */
+usbeam_status usbeam_pointer_device(const void *ptr, int *device);
+/* Make consumer wait (on the device, not the host) for the work queued so far on producer. */
+usbeam_status usbeam_stream_wait(void *consumer, void *producer);
+usbeam_status usbeam_stream_synchronize(void *stream);
+/* Record an event on stream into *event (created on first use, timing disabled) ... */
+usbeam_status usbeam_event_record(void **event, void *stream);
+/* ... and later wait for it on the host and destroy it (NULL event: no-op). */
+usbeam_status usbeam_event_wait_destroy(void *event);
+
+/* The CUDA execution state of a plan created with USBEAM_BACKEND_CUDA: its device, the
+ * stream it runs on (its own, created at plan creation, or one the caller sets) and a pair
+ * of CUDA events per stage.  Execute of a CUDA plan takes device pointers, queues its work
+ * on that stream and returns without waiting; NVTX ranges name every stage. */
+typedef struct usbeam_cuda_exec usbeam_cuda_exec;
+#define USBEAM_CUDA_MAX_STAGES 8
+/* Run on stream (a cudaStream_t of the plan's device, owned by the caller, who keeps it
+ * alive while the plan uses it); NULL returns to the plan's own stream. */
+usbeam_status usbeam_cuda_exec_set_stream(usbeam_cuda_exec *exec, void *stream);
+void *usbeam_cuda_exec_stream(const usbeam_cuda_exec *exec);
+int usbeam_cuda_exec_device(const usbeam_cuda_exec *exec);
+/* Stage names and times (ms, CUDA events) of the last execute; waits for it to finish.
+ * *n_stages = 0 before the first execute. */
+usbeam_status usbeam_cuda_exec_timings(usbeam_cuda_exec *exec, size_t capacity, const char **names,
+                                       float *ms, size_t *n_stages);
+/* Device memory the plan holds, bytes. */
+size_t usbeam_cuda_exec_device_bytes(const usbeam_cuda_exec *exec);
+/* The CUDA execution state of a family's plan; NULL for a CPU plan. */
+struct usbeam_bmode_plan;
+struct usbeam_rf2iq_plan;
+usbeam_cuda_exec *usbeam_bmode_plan_cuda(struct usbeam_bmode_plan *plan);
+usbeam_cuda_exec *usbeam_rf2iq_plan_cuda(struct usbeam_rf2iq_plan *plan);
+struct usbeam_das_plan;
+usbeam_cuda_exec *usbeam_das_plan_cuda(struct usbeam_das_plan *plan);
+
 /* ------------------------------------------------------------------------ */
 /* B-mode: envelope and log compression                                      */
 /* in : complex64 beamformed IQ, n_values (any spatial/frame layout)         */
@@ -260,7 +312,8 @@ typedef struct usbeam_das_params {
     const usbeam_transmit *transmits; /* (n_transmits) */
     size_t n_points;
     const double *points;             /* (n_points, 3) as (x, y, z), m; output order */
-    size_t n_frames;                  /* frames per execute, >= 1 */
+    size_t n_frames;                  /* frames per execute (the capacity: usbeam_das_execute_frames
+                                         takes fewer), >= 1 */
     size_t n_samples;                 /* samples per channel, >= 1 */
     double fs;                        /* sampling frequency, Hz, > 0 */
     double fc;                        /* centre (demodulation) frequency, Hz; > 0 for IQ */
@@ -281,6 +334,9 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
 /* in: (n_frames, n_transmits, n_elements, n_samples) of input_dtype;
  * out: (n_frames, n_points) float32 (RF) or complex64 (IQ). */
 usbeam_status usbeam_das_execute(usbeam_das_plan *plan, const void *in, void *out);
+/* The same for a batch of n_frames <= params.n_frames frames (the plan's capacity):
+ * in (n_frames, n_transmits, n_elements, n_samples), out (n_frames, n_points). */
+usbeam_status usbeam_das_execute_frames(usbeam_das_plan *plan, size_t n_frames, const void *in, void *out);
 void usbeam_das_plan_destroy(usbeam_das_plan *plan);
 /* Bytes of the precomputed delay/weight table (0 when the plan recomputes per call). */
 size_t usbeam_das_table_bytes(const usbeam_das_plan *plan);
@@ -415,9 +471,102 @@ void usbeam_doppler_display_plan_destroy(usbeam_doppler_display_plan *plan);
 
 /* ======== family: hadamard ======== */
 /* (declarations of the hadamard family go below this line) */
+/* Hadamard aperture-encoding matrices and decoding along the transmit axis.
+ * Orders: 2^k, 12*2^k, 20*2^k, at most USBEAM_HADAMARD_MAX_ORDER (1 is the trivial [1]).
+ * The matrix of each order (the contract between scanner and decoder): entries +-1,
+ * H H^T = n I, built as S_{2^k} (x) B where S is the natural-order Sylvester matrix
+ * (S_{2m} = [[S, S], [S, -S]]) and B is [1], the Paley I matrix of q = 11 (n = 12) or of
+ * q = 19 (n = 20): B = I + [[0, 1^T], [-1, Q]], Q[i][j] = chi(j - i), chi the quadratic
+ * character mod q.  Transmit t fires element e with polarity H[t][e]; decoding is
+ * out[e] = (1/n) sum_t H[t][e] in[t]. */
+#define USBEAM_HADAMARD_MAX_ORDER 256
+
+/* 1 when order has a Hadamard matrix in usbeam, else 0. */
+int usbeam_hadamard_order_supported(size_t order);
+/* Fill matrix[order*order] (row-major, row = transmit, column = element) with +-1. */
+usbeam_status usbeam_hadamard_matrix(size_t order, int8_t *matrix);
+
+typedef enum usbeam_hadamard_algorithm {
+    USBEAM_HADAMARD_DIRECT = 0, /* dense (1/n) H^T x, O(n^2) per sample, any matrix */
+    USBEAM_HADAMARD_FAST = 1    /* butterflies over the Sylvester factor, O(n log n) for 2^k;
+                                   only for the matrices of usbeam_hadamard_matrix */
+} usbeam_hadamard_algorithm;
+
+typedef struct usbeam_hadamard_params {
+    size_t order;            /* n: length of the transmit axis */
+    const int8_t *matrix;    /* NULL: usbeam_hadamard_matrix(order); else n*n entries +-1 with
+                                H H^T = n I (copied by plan_create) */
+    size_t n_outer;          /* product of the dimensions before the transmit axis (>= 1) */
+    size_t n_inner;          /* product of the dimensions after it (>= 1) */
+    usbeam_dtype in_dtype;   /* INT16, INT32 or FLOAT32 */
+    usbeam_dtype out_dtype;  /* FLOAT32, or INT32 for integer input (rounded to nearest,
+                                ties away from zero; exact for encoded integer data) */
+    usbeam_hadamard_algorithm algorithm;
+    int transmit_last;       /* 0: out has the layout of in, (outer, n, inner);
+                                1: out is (outer, inner, n): the decoded values of one
+                                sample are contiguous */
+} usbeam_hadamard_params;
+
+typedef struct usbeam_hadamard_plan usbeam_hadamard_plan;
+usbeam_status usbeam_hadamard_plan_create(const usbeam_hadamard_params *params, usbeam_backend backend,
+                                          usbeam_hadamard_plan **plan);
+/* in: in_dtype[n_outer][order][n_inner]; out: out_dtype, layout per transmit_last. */
+usbeam_status usbeam_hadamard_execute(usbeam_hadamard_plan *plan, const void *in, void *out);
+void usbeam_hadamard_plan_destroy(usbeam_hadamard_plan *plan);
 
 /* ======== family: rca ======== */
 /* (declarations of the rca family go below this line) */
+/* Row-column (RCA) and TOBE arrays: delay-and-sum of decoded acquisitions.
+ * Array coordinates (m): the array lies in z = 0, centred on the origin.  Column c is a
+ * strip along y at x_c = (c - (n_columns-1)/2) pitch_x; row r a strip along x at
+ * y_r = (r - (n_rows-1)/2) pitch_y.  An orientation ("rows" or "columns") names a set of
+ * strips; its axis u is y for rows, x for columns.  Times of flight are in csrc/usbeam_math.h
+ * (section "row-column arrays") with their references.  t = 0 when the first element fires;
+ * sample n of a record is at t0 + n/fs. */
+typedef enum usbeam_rca_method {
+    USBEAM_RCA_FORCES = 0,    /* decoded Hadamard transmit: element k of the receive orientation */
+    USBEAM_RCA_UFORCES = 1,   /* as FORCES, acquisition a from element sparse_elements[a] */
+    USBEAM_RCA_HERCULES = 2,  /* one transmit wave; decoded receive: acquisition a = strip a of the
+                                 orientation orthogonal to the receive one (2-D receive aperture) */
+    USBEAM_RCA_UHERCULES = 3, /* as HERCULES, acquisition a = orthogonal strip sparse_elements[a] */
+    USBEAM_RCA_VLS = 4,       /* virtual line source per acquisition (finite focal depth) */
+    USBEAM_RCA_TPW = 5,       /* tilted plane wave per acquisition (infinite focal depth) */
+    USBEAM_RCA_FLASH = 6      /* unsteered plane waves (angle 0, infinite focal depth) */
+} usbeam_rca_method;
+
+#define USBEAM_RCA_MAX_ELEMENTS 4096
+
+typedef struct usbeam_rca_params {
+    usbeam_rca_method method;
+    size_t n_columns, n_rows;     /* strips along x and along y */
+    double pitch_x, pitch_y;      /* m, > 0 */
+    double world_to_array[16];    /* row-major 4x4 affine world -> array; last row 0 0 0 1,
+                                     invertible linear part */
+    int tx_rows, rx_rows;         /* orientation of transmit / receive: 1 rows, 0 columns
+                                     (FORCES/uFORCES transmit on the receive orientation) */
+    size_t n_frames, n_acquisitions, n_channels, n_samples; /* n_channels = strips of rx orientation */
+    int data_complex;             /* 0: float32 RF; 1: complex64 IQ demodulated at fc */
+    double fs, fc, c, t0;         /* Hz, Hz (IQ phase), m/s, s */
+    int interpolation;            /* USBEAM_INTERP_NEAREST / LINEAR / CUBIC (usbeam_math.h) */
+    const double *angles;         /* rad [n_acquisitions] (VLS/TPW/Flash) or [1] (HERCULES) */
+    const double *focal_depths;   /* m, same length; +-INFINITY = plane wave, < 0 diverging */
+    const int32_t *sparse_elements; /* [n_acquisitions] for uFORCES / uHERCULES, else NULL */
+    double voxel_to_world[16];    /* row-major 4x4: (i, j, k, 1) -> world point (m) */
+    size_t n_i, n_j, n_k;         /* output [n_k][n_j][n_i] per frame */
+    double f_number;              /* >= 0; 0 = no receive apodization (whole aperture) */
+    int window;                   /* USBEAM_WINDOW_RECT / HANN / TUKEY over the f-number aperture */
+    double tukey_alpha;           /* [0, 1] for TUKEY */
+    int coherence_factor;         /* 1: multiply by |sum v|^2 / (N sum |v|^2) (Mallart & Fink) */
+    int sum_frames;               /* 1: one output, the coherent sum over frames */
+} usbeam_rca_params;
+
+typedef struct usbeam_rca_plan usbeam_rca_plan;
+usbeam_status usbeam_rca_plan_create(const usbeam_rca_params *params, usbeam_backend backend,
+                                     usbeam_rca_plan **plan);
+/* in: [n_frames][n_acquisitions][n_channels][n_samples] float32 or complex64;
+ * out: [sum_frames ? 1 : n_frames][n_k][n_j][n_i] float32 or complex64. */
+usbeam_status usbeam_rca_execute(usbeam_rca_plan *plan, const void *in, void *out);
+void usbeam_rca_plan_destroy(usbeam_rca_plan *plan);
 
 /* ======== family: ai ======== */
 /* (declarations of the ai family go below this line) */

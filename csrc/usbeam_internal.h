@@ -40,6 +40,42 @@ usbeam_status usbeam_check_positive(const char *name, double value);      /* fin
 usbeam_status usbeam_check_nonnegative(const char *name, double value);   /* finite and >= 0 */
 usbeam_status usbeam_check_finite(const char *name, double value);
 
+/* ---- CUDA twins of the kernel families (cuda/<family>.cu) ------------------------------
+ * csrc/<family>.c validates the parameters and builds its tables in double as for the CPU,
+ * then, for USBEAM_BACKEND_CUDA, hands them to usbeam_<family>_cuda_create, which copies
+ * them to the device; execute and destroy forward to the twin.  In a build without CUDA
+ * (csrc/cuda_stubs.c) create fails with USBEAM_ERR_NO_BACKEND. */
+typedef struct usbeam_bmode_cuda usbeam_bmode_cuda;
+usbeam_status usbeam_bmode_cuda_create(const usbeam_bmode_params *params, usbeam_bmode_cuda **plan);
+usbeam_status usbeam_bmode_cuda_execute(usbeam_bmode_cuda *plan, const void *in, void *out);
+void usbeam_bmode_cuda_destroy(usbeam_bmode_cuda *plan);
+usbeam_cuda_exec *usbeam_bmode_cuda_exec(usbeam_bmode_cuda *plan);
+
+/* What rf2iq.c computed at plan time (host arrays, read during create only). */
+typedef struct usbeam_rf2iq_tables {
+    const double *phasor_re, *phasor_im;        /* [n_samples] exp(-2j pi fc t) */
+    size_t n_out;
+    /* butter */
+    const double *b, *a, *step_state;           /* [order+1], [order+1], [order] */
+    size_t padlen;                              /* odd-extension length at each end */
+    /* FIR (kaiser / taps): reversed, modulated taps q[j] and the zeros before the line */
+    const double *modulated_re, *modulated_im;  /* [n_taps] */
+    size_t n_taps, lead;
+} usbeam_rf2iq_tables;
+typedef struct usbeam_rf2iq_cuda usbeam_rf2iq_cuda;
+usbeam_status usbeam_rf2iq_cuda_create(const usbeam_rf2iq_params *params, const usbeam_rf2iq_tables *tables,
+                                       usbeam_rf2iq_cuda **plan);
+usbeam_status usbeam_rf2iq_cuda_execute(usbeam_rf2iq_cuda *plan, const void *in, void *out);
+void usbeam_rf2iq_cuda_destroy(usbeam_rf2iq_cuda *plan);
+usbeam_cuda_exec *usbeam_rf2iq_cuda_exec(usbeam_rf2iq_cuda *plan);
+
+/* das: the twin reads the CPU plan's geometry (csrc/das_internal.h) during create only. */
+typedef struct usbeam_das_cuda usbeam_das_cuda;
+usbeam_status usbeam_das_cuda_create(const struct usbeam_das_plan *plan, usbeam_das_cuda **cuda);
+usbeam_status usbeam_das_cuda_execute(usbeam_das_cuda *plan, const void *in, void *out);
+void usbeam_das_cuda_destroy(usbeam_das_cuda *plan);
+usbeam_cuda_exec *usbeam_das_cuda_exec(usbeam_das_cuda *plan);
+
 #ifdef __cplusplus
 }
 #endif

@@ -339,4 +339,65 @@ static inline USBEAM_HD int usbeam_aperture_range(const double *xe, int n, doubl
     return end - begin + 1;
 }
 
+/* ------------------------------------------------------------------------------------ */
+/* Row-column arrays (family rca; appended by the RCA family, see csrc/rca.c)            */
+/* Array coordinates: z = 0 is the array, columns are strips along y placed along x,    */
+/* rows strips along x placed along y.  An orientation's axis u is x for columns and y  */
+/* for rows; the other in-plane axis is v.  Paths are in m; time = path / c.            */
+/* References: Ceroici et al., "Fast Orthogonal Row-Column Electronic Scanning With     */
+/* Top-Orthogonal-to-Bottom Electrode Arrays" (FORCES), IEEE TUFFC 64(6) 2017; Sobhani  */
+/* et al., "Ultrafast Orthogonal Row-Column Electronic Scanning (uFORCES) With Bias-    */
+/* Switchable TOBE 2D Arrays", IEEE TUFFC 69(10) 2823-2836, 2022 (transmit on rows,     */
+/* bias-coded columns, receive on columns); "Hadamard Encoded Row Column Ultrasonic     */
+/* Expansive Scanning (HERCULES) with Bias-Switchable Row-Column Arrays", arXiv         */
+/* 2506.11443 (plane/cylindrical transmit, Hadamard-encoded read-out: a full 2-D       */
+/* receive aperture); Rasmussen et al., "3-D Imaging Using Row-Column-Addressed Arrays  */
+/* With Integrated Apodization", IEEE TUFFC 62(5) 2015 (plane waves, virtual line       */
+/* sources); Palamar et al., "An Open Source Realtime GPU Beamformer for Row-Column and */
+/* TOBE Arrays" (ogl_beamforming): the same paths, with t = 0 and the origin placed     */
+/* differently (array corner, no first-element shift) - usbeam uses the linear-array    */
+/* convention above (array centre, t = 0 when the first element fires).                 */
+/* ------------------------------------------------------------------------------------ */
+
+/* Receive path to a strip at u_e along axis u: the strip spans v, so the nearest point on
+ * it is in the (u, z) plane of the point (stationary-phase arrival of a long element). */
+static inline USBEAM_HD double usbeam_rca_strip_path(double u, double z, double u_e)
+{
+    const double du = u - u_e;
+    return sqrt(du * du + z * z);
+}
+
+/* FORCES / uFORCES decoded transmit of element k (FORCES paper, eq. for the decoded
+ * synthetic-transmit data): the elevation-focused element acts as a source at the centre
+ * of the strip, (u_k, v = 0, 0), so the path is the 3-D distance to that point. */
+static inline USBEAM_HD double usbeam_rca_forces_tx_path(double u, double v, double z, double u_k)
+{
+    const double du = u - u_k;
+    return sqrt(du * du + v * v + z * z);
+}
+
+/* HERCULES decoded receive at the crossing of receive strip u_c and orthogonal strip v_r:
+ * a 2-D aperture element at (u_c, v_r, 0), 3-D distance. */
+static inline USBEAM_HD double usbeam_rca_hercules_rx_path(double u, double v, double z, double u_c,
+                                                           double v_r)
+{
+    const double du = u - u_c, dv = v - v_r;
+    return sqrt(du * du + dv * dv + z * z);
+}
+
+/* Transmit of a whole orientation (TPW, VLS, Flash, HERCULES): a cylindrical or plane wave
+ * invariant along v, so its path is the linear-array model of the (u, z) plane
+ * (usbeam_tx_path with y = 0).  focal_depth +-inf: plane wave at angle; > 0: virtual line
+ * source focused at depth f along the angle, f (sin a, cos a); < 0: diverging from the
+ * virtual line source behind the array.  ue[0 .. n-1] are the transmit strip positions,
+ * used to put t = 0 at the first firing strip. */
+static inline USBEAM_HD usbeam_tx_model usbeam_rca_wave_model(double angle, double focal_depth,
+                                                              const double *ue, int n)
+{
+    if (isinf(focal_depth)) return usbeam_tx_model_plane(angle, ue, n);
+    const double fu = focal_depth * sin(angle), fz = focal_depth * cos(angle);
+    if (focal_depth > 0.0) return usbeam_tx_model_focused(fu, fz, ue, n);
+    return usbeam_tx_model_diverging(fu, fz, ue, n);
+}
+
 #endif /* USBEAM_MATH_H */

@@ -79,12 +79,12 @@ def test_matches_reference(rng, interpolation, window, dtype):
     assert_matches_reference(out, want, interpolation)
 
 
-@pytest.mark.parametrize("n_frames", [8, 11, 43])
+@pytest.mark.parametrize("n_frames", [1, 5, 8, 11, 43])
 @pytest.mark.parametrize("interpolation", ["nearest", "linear", "cubic"])
 @pytest.mark.parametrize("dtype", [np.complex64, np.float32])
 def test_frame_blocks(rng, n_frames, interpolation, dtype):
-    # the kernels take frames in blocks of 32, then 8, then one by one: 8, 11 = 8 + 3 and
-    # 43 = 32 + 8 + 3 cover every path
+    # the kernels take frames in blocks of 32, then 8, then a last partial block of 8 lanes;
+    # a single frame has its own kernel: 1, 5, 8, 11 = 8 + 3 and 43 = 32 + 8 + 3 cover them
     probe = small_probe()
     seq, tuples = mixed_sequence(rng, probe)
     seq, tuples = seq[::2], tuples[::2]
@@ -111,7 +111,7 @@ def test_full_aperture_points_and_on_the_fly_delays(rng, interpolation):
     for budget in (None, 1):
         bf = usbeam.Beamformer(probe, seq, grid, fs=FS, fc=FC, c=C, t0=T0, n_samples=N_SAMPLES, f_number=0,
                                window="hann", interpolation=interpolation, n_frames=2, max_table_bytes=budget)
-        assert (bf.table_bytes(2) > 0) == (budget is None)
+        assert (bf.table_bytes() > 0) == (budget is None)
         got = bf(data)
         assert got.shape == (2, 200)
         assert_matches_reference(got, want, interpolation)
@@ -293,3 +293,21 @@ def test_points_without_aperture_are_zero(rng):
     bf = usbeam.Beamformer(probe, usbeam.PlaneWave(0.0), usbeam.Grid.points(pts[:1]), fs=FS, fc=FC, c=C, t0=T0,
                            n_samples=N_SAMPLES, f_number=1.0, n_frames=2)
     assert np.all(bf(data) == 0)
+
+
+def test_virtual_sources_search_is_exact(rng):
+    # the C search of min_i (o_i + |p - s_i|) prunes sources by a bound: unsorted sources
+    # off the array plane, random offsets, points off-plane (y != 0), against brute force
+    probe = small_probe()
+    n_src = 300
+    sources = np.stack([rng.uniform(-3e-3, 3e-3, n_src), rng.uniform(-2e-3, 1e-3, n_src),
+                        rng.uniform(-1e-3, 2e-3, n_src)])
+    pts = np.column_stack([rng.uniform(-5e-3, 5e-3, 400), rng.uniform(-2e-3, 2e-3, 400), rng.uniform(-2e-3, 1.2e-2, 400)])
+    data = random_data(rng, (2, 1, probe.n_elements, N_SAMPLES), np.float32)
+    plan = usbeam._core.das_plan(probe.positions, [(4, 0.0, 0.0, 0.0, 0, sources)], pts, 2, N_SAMPLES, FS, FC, C,
+                                 T0, 0.0, "rect", 0.5, "linear", "float32")
+    out = np.full((2, 400), np.nan, np.float32)
+    usbeam._core.das_execute(plan, data, out)
+    want = ref.das(data, probe.x, [("sources", sources)], pts, fs=FS, fc=FC, c=C, t0=T0, f_number=0,
+                   interpolation="linear")
+    assert_matches_reference(out, want, "linear")

@@ -186,6 +186,10 @@ def test_binding_checks_without_crashing():
         core.das_execute(plan, np.zeros(200, np.complex64), np.zeros(2, np.complex64))
     with pytest.raises(TypeError, match="plan"):
         core.das_execute(object(), np.zeros(200, np.complex64), np.zeros(1, np.complex64))
+    with pytest.raises(ValueError, match="n_frames"):
+        core.das_execute(plan, np.zeros(400, np.complex64), np.zeros(2, np.complex64), 2)
+    with pytest.raises(ValueError, match="n_frames"):
+        core.das_execute(plan, np.zeros(200, np.complex64), np.zeros(1, np.complex64), 0)
     for key, value, exc, word in [
         ("points", np.array([[0.0, NAN, 3e-3]]), ValueError, "points"),
         ("points", np.zeros((2, 2)), ValueError, "points"),

@@ -10,6 +10,10 @@ from ._backend import backends, build_info, cuda_available, cuda_devices
 from . import datasets
 from .bmode import BModePlan, bmode
 
+# family cuda:
+from . import device
+from .device import DeviceArray
+
 # family rf2iq:
 from .rf2iq import RF2IQPlan, rf2iq
 
@@ -28,8 +32,12 @@ from .doppler import (ClutterFilter, ColorDopplerPlan, DopplerDisplay, PowerDopp
 from .doppler_pipeline import DopplerMaps, DopplerPipeline
 
 # family hadamard:
+from .hadamard import HadamardDecodePlan, hadamard, hadamard_decode, hadamard_orders
 
 # family rca:
+from .rca import (RCA_METHODS, RCABeamformer, RCAGrid, RowColumnArray, rca_beamform, rca_cross_planes,
+                  rca_decode, tobe_unflip)
+from .simulate_rca import simulate_rca
 
 # family ai:
 from .ai import (ComponentsPlan, DetectPlan, ModelInputPlan, detect_postprocess, fill_holes,
@@ -56,6 +64,9 @@ __all__ = [
     "simulate",
 ]
 
+# family cuda (extend __all__ here):
+__all__ += ["DeviceArray", "device"]
+
 # family rf2iq (extend __all__ here):
 __all__ += ["RF2IQPlan", "rf2iq"]
 
@@ -69,8 +80,11 @@ __all__ += ["ClutterFilter", "clutter_filter", "ColorDopplerPlan", "color_dopple
             "power_doppler", "DopplerDisplay", "nyquist_velocity", "DopplerMaps", "DopplerPipeline"]
 
 # family hadamard (extend __all__ here):
+__all__ += ["HadamardDecodePlan", "hadamard", "hadamard_decode", "hadamard_orders"]
 
 # family rca (extend __all__ here):
+__all__ += ["RCA_METHODS", "RCABeamformer", "RCAGrid", "RowColumnArray", "rca_beamform", "rca_cross_planes",
+            "rca_decode", "simulate_rca", "tobe_unflip"]
 
 # family ai (extend __all__ here):
 __all__ += ["ModelInputPlan", "DetectPlan", "ComponentsPlan", "model_input", "float32_to_float16",

@@ -97,9 +97,11 @@ class Beamformer:
     window : 'rect' | 'hann' | 'tukey';  tukey_alpha : Tukey taper fraction in [0, 1]
     interpolation : 'nearest' | 'linear' | 'cubic'
     dtype : input dtype: complex64 (IQ, default), float32 or int16 (RF)
-    n_frames : frames per call (a call with another count builds another plan)
+    n_frames : frames per call the plan is built for (fewer reuse it; more rebuild it)
     bandwidth : fractional bandwidth for 'auto' (default ``probe.bandwidth``, else MUST's 0.75)
-    backend : 'cpu'
+    backend : 'cpu' or 'cuda' (cuda/das.cu: device arrays in and out without copies, delays
+        computed on the GPU per call, nothing tabulated; see usbeam.device)
+    strict : with backend='cuda', refuse host (NumPy) data instead of copying it (TypeError)
     max_table_bytes : budget of the precomputed delay/weight table (default: 1 GiB or a
         quarter of the memory); beyond it the delays are recomputed on every call.
 
@@ -108,7 +110,7 @@ class Beamformer:
 
     def __init__(self, probe, sequence, grid, *, fs, fc, c=1540.0, t0=0.0, n_samples, f_number=1.0,
                  window="rect", tukey_alpha=0.5, interpolation="linear", dtype=np.complex64, n_frames=1,
-                 bandwidth=None, backend="cpu", max_table_bytes=None):
+                 bandwidth=None, backend="cpu", max_table_bytes=None, strict=False):
         if not isinstance(probe, LinearArray):
             raise TypeError(f"probe must be a LinearArray (got {type(probe).__name__})")
         if not isinstance(grid, Grid):
@@ -143,17 +145,26 @@ class Beamformer:
             max_table_bytes = min(1 << 30, _validate._memory_limit() // _DEFAULT_TABLE_FRACTION)
         self.max_table_bytes = _validate.integer("max_table_bytes", max_table_bytes, minimum=0)
         self._points = None
-        self._plans = {}
-        self._plan(_validate.integer("n_frames", n_frames, minimum=1))
+        self._plan = None
+        self._capacity = 0
+        self.strict = bool(strict)
+        self._runner = None  # backend='cuda': the usbeam.device.PlanRunner of the current plan
+        self.cuda = None     # backend='cuda': CUDA state (stream, stage_times) of the current plan
+        self._ensure_capacity(_validate.integer("n_frames", n_frames, minimum=1))
 
     @property
     def n_transmits(self):
         return len(self.sequence)
 
-    def _plan(self, n_frames):
-        plan = self._plans.get(n_frames)
-        if plan is not None:
-            return plan
+    @property
+    def n_frames(self):
+        """Frames one call can take without building a new plan (the plan's capacity)."""
+        return self._capacity
+
+    def _ensure_capacity(self, n_frames):
+        """A C plan for at least n_frames frames (smaller batches reuse it)."""
+        if n_frames <= self._capacity:
+            return self._plan
         n_points = self.grid.n_points
         _validate.check_allocation("grid", (n_points, 3), 8 * 3)  # points, their copy and apertures
         _validate.check_allocation("data (staged as float32)",
@@ -161,24 +172,20 @@ class Beamformer:
         _validate.check_allocation("beamformed output", (n_frames, n_points), self.out_dtype.itemsize)
         if self._points is None:
             self._points = np.ascontiguousarray(self.grid.coordinates(), dtype=np.float64)
-        if len(self._plans) >= 4:  # keep a few frame counts; a plan holds its staging buffer
-            self._plans.pop(next(iter(self._plans)))
-        plan = _core.das_plan(
+        self._plan = None  # release the old plan (its table and staging) before building the next
+        self._runner = None
+        self._plan = _core.das_plan(
             np.ascontiguousarray(self.probe.positions), [_transmit_tuple(t, self.probe, self.c) for t in self.sequence],
             self._points, n_frames, self.n_samples, self.fs, self.fc, self.c, self.t0, self.f_number,
             self.window, self.tukey_alpha, self.interpolation, self.dtype.name, self.max_table_bytes,
             self.backend)
-        self._plans[n_frames] = plan
-        return plan
+        self._capacity = n_frames
+        return self._plan
 
-    def table_bytes(self, n_frames=None):
-        """Bytes of the precomputed delay/weight table of the plan for ``n_frames`` frames
-        (default: the most recent plan); 0 when the delays are recomputed on every call."""
-        if n_frames is None:
-            plan = next(reversed(self._plans.values()))
-        else:
-            plan = self._plan(_validate.integer("n_frames", n_frames, minimum=1))
-        return _core.das_table_bytes(plan)
+    def table_bytes(self):
+        """Bytes of the precomputed delay/weight table (0 when the delays are recomputed on
+        every call because the table would exceed max_table_bytes)."""
+        return _core.das_table_bytes(self._plan)
 
     def _layout(self, data):
         """(n_frames, has_frame_axis) of data, checking its shape against the plan."""
@@ -211,9 +218,45 @@ class Beamformer:
         """Beamform ``data`` into ``out`` (allocated when None) and return it.
 
         Complex input must come to a complex64 plan, real to a float32 plan (float64 and
-        integers are converted), int16 to an int16 plan.  A frame count other than the
-        plan's builds (and keeps) a plan for it.  NaN or infinite samples: ValueError.
+        integers are converted), int16 to an int16 plan.  Any number of frames up to the
+        plan's ``n_frames`` reuses it; more builds a larger one.  NaN or infinite samples:
+        ValueError.
         """
+        if self.backend == "cuda":
+            return self._call_cuda(data, out)
+        data = self._host_data(data)
+        n_frames, framed = self._layout(data)
+        plan = self._ensure_capacity(n_frames)
+        shape = ((n_frames,) if framed else ()) + self.grid.shape
+        if out is None:
+            out = np.empty(shape, self.out_dtype)
+        else:
+            _validate.out_array("out", out, shape, self.out_dtype)
+        _core.das_execute(plan, data, out, n_frames)  # ValueError for NaN or inf data (checked while staging)
+        return out
+
+    def _call_cuda(self, data, out):
+        """backend='cuda': data on the device is used in place (any DLPack / CUDA-array-interface
+        array); host data is copied in unless strict.  NaN / inf are not checked on the GPU.
+        The CUDA twin runs whole batches of its plan's capacity: another frame count
+        rebuilds the plan (cheap: the twin tabulates nothing)."""
+        from .device import PlanRunner
+
+        if not hasattr(data, "shape"):
+            data = _validate.ndarray("data", data)
+        n_frames, framed = self._layout(data)
+        if n_frames != self._capacity:
+            self._capacity = 0
+        plan = self._ensure_capacity(n_frames)
+        if self._runner is None:
+            self._runner = PlanRunner(_core.das_cuda_exec(plan), self.strict)
+        self.cuda = self._runner.execution
+        shape = ((n_frames,) if framed else ()) + self.grid.shape
+        return self._runner(lambda i, o: _core.das_execute(plan, i, o, n_frames), "data", data, tuple(data.shape),
+                            self.dtype, self._host_data, out, shape, self.out_dtype)
+
+    def _host_data(self, data):
+        """Host data checked against the plan's dtype and made C-contiguous in it."""
         data = _validate.ndarray("data", data)
         if self.dtype == np.complex64:
             if not np.iscomplexobj(data):
@@ -223,17 +266,9 @@ class Beamformer:
                 raise TypeError(f"data must be real RF for this plan (dtype float32), got {data.dtype}")
         elif data.dtype != np.int16:
             raise TypeError(f"data must have dtype int16 for this plan, got {data.dtype}")
-        n_frames, framed = self._layout(data)
-        plan = self._plan(n_frames)
         if data.dtype != self.dtype or not data.flags.c_contiguous or not data.flags.aligned:
             data = np.ascontiguousarray(data, dtype=self.dtype)
-        shape = ((n_frames,) if framed else ()) + self.grid.shape
-        if out is None:
-            out = np.empty(shape, self.out_dtype)
-        else:
-            _validate.out_array("out", out, shape, self.out_dtype)
-        _core.das_execute(plan, data, out)  # ValueError when data holds NaN or inf (checked while staging)
-        return out
+        return data
 
 
 def das(data, probe, sequence, grid, *, fs, fc, c=1540.0, t0=0.0, f_number=1.0, window="rect",

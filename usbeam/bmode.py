@@ -24,9 +24,17 @@ class BModePlan:
         'global': one reference, the max over the whole array (PyMUST).  'frame': each
         image along the leading axis has its own max.  A float: fixed amplitude reference
         (live display, so a frame does not depend on others).
+
+    backend : {'cpu', 'cuda'}
+        'cuda': the plan runs on the GPU (cuda/bmode.cu) and takes device arrays
+        (usbeam.DeviceArray or any CUDA DLPack / CUDA-array-interface array) without a copy,
+        returning a DeviceArray; NumPy input is copied in and the result out.
+    strict : bool
+        With backend='cuda', refuse NumPy (host) arrays instead of copying them (TypeError).
     """
 
-    def __init__(self, shape, dynamic_range=40.0, *, output="uint8", normalize="global", backend="cpu"):
+    def __init__(self, shape, dynamic_range=40.0, *, output="uint8", normalize="global", backend="cpu",
+                 strict=False):
         self.shape = tuple(int(s) for s in shape)
         if len(self.shape) == 0 or any(s <= 0 for s in self.shape):
             raise ValueError(f"image shape must be non-empty (got {self.shape})")
@@ -46,8 +54,26 @@ class BModePlan:
         self.out_dtype = np.dtype(np.uint8 if output == "uint8" else np.float32)
         self._plan = _core.bmode_plan(n_values, n_images, self.dynamic_range, output=output,
                                       per_image=per_image, reference=reference, backend=backend)
+        self.cuda = None
+        if self.backend == "cuda":
+            from .device import PlanRunner
+
+            self._runner = PlanRunner(_core.bmode_cuda_exec(self._plan), strict)
+            self.cuda = self._runner.execution  # stream, stage_times(), set_stream()
 
     def __call__(self, image, out=None):
+        if self.cuda is not None:
+            return self._runner(lambda i, o: _core.bmode_execute(self._plan, i, o), "image", image, self.shape,
+                                np.complex64, self._host_image, out, self.shape, self.out_dtype)
+        image = self._host_image(image)
+        if out is None:
+            out = np.empty(self.shape, self.out_dtype)
+        else:
+            _validate.out_array("out", out, self.shape, self.out_dtype)
+        _core.bmode_execute(self._plan, image, out)
+        return out
+
+    def _host_image(self, image):
         image = _validate.ndarray("image", image)
         if not np.iscomplexobj(image):
             raise TypeError(f"image must be complex (beamformed IQ), got dtype {image.dtype}")
@@ -55,12 +81,7 @@ class BModePlan:
             raise ValueError(f"image must have shape {self.shape} (got {image.shape})")
         if image.dtype != np.complex64 or not image.flags.c_contiguous:
             image = np.ascontiguousarray(image, dtype=np.complex64)
-        if out is None:
-            out = np.empty(self.shape, self.out_dtype)
-        else:
-            _validate.out_array("out", out, self.shape, self.out_dtype)
-        _core.bmode_execute(self._plan, image, out)
-        return out
+        return image
 
 
 def bmode(image, dynamic_range=40.0, *, output="uint8", normalize="global", out=None):

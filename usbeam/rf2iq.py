@@ -92,13 +92,20 @@ class RF2IQPlan:
         Kaiser stop-band attenuation, dB (>= 8).
     decimation : int
         Keep every ``decimation``-th filtered sample (>= 1).
+    backend : {'cpu', 'cuda'}
+        'cuda': cuda/rf2iq.cu; takes device arrays (DeviceArray, any CUDA DLPack array) without
+        a copy and returns a DeviceArray; NumPy input is copied in and the result out.
+    strict : bool
+        With backend='cuda', refuse host arrays instead of copying them (TypeError).
 
     Attributes: ``shape``, ``out_shape``, ``n_out``, ``fs_out``, ``wn`` (butter, else None),
-    ``taps`` (the FIR taps, None for butter).
+    ``taps`` (the FIR taps, None for butter), ``cuda`` (usbeam.device.CudaExecution: stream,
+    stage_times(); None on the CPU).
     """
 
     def __init__(self, shape, dtype, *, fs, fc, t0=0.0, bandwidth=None, filter="butter", order=5,
-                 cutoff=None, transition_width=None, attenuation=60.0, decimation=1, backend="cpu"):
+                 cutoff=None, transition_width=None, attenuation=60.0, decimation=1, backend="cpu",
+                 strict=False):
         self.shape = tuple(_validate.integer("shape", s, minimum=0) for s in shape)
         if len(self.shape) == 0:
             raise ValueError("rf must have at least 1 dimension (fast time last)")
@@ -182,16 +189,19 @@ class RF2IQPlan:
         self.cutoff, self.transition_width = cutoff, transition_width
         self._plan = _core.rf2iq_plan(n_lines, n_samples, _rf_dtype(self.dtype), self.fs, self.fc, **kwargs)
         self.taps = _core.rf2iq_plan_taps(self._plan)
+        self.cuda = None
+        if self.backend == "cuda":  # cuda/rf2iq.cu; device arrays in and out (see usbeam.device)
+            from .device import PlanRunner
+
+            self._runner = PlanRunner(_core.rf2iq_cuda_exec(self._plan), strict)
+            self.cuda = self._runner.execution
 
     def __call__(self, rf, out=None):
         """Demodulate ``rf`` (shape and dtype of the plan); returns complex64 ``out_shape``."""
-        rf = _validate.ndarray("rf", rf)
-        if rf.dtype.newbyteorder("=") != self.dtype:
-            raise TypeError(f"rf must have dtype {self.dtype} (got {rf.dtype})")
-        if rf.shape != self.shape:
-            raise ValueError(f"rf must have shape {self.shape} (got {rf.shape})")
-        if not (rf.flags.c_contiguous and rf.flags.aligned and rf.dtype.isnative):
-            rf = np.ascontiguousarray(rf, dtype=self.dtype)
+        if self.cuda is not None:
+            return self._runner(lambda i, o: _core.rf2iq_execute(self._plan, i, o), "rf", rf, self.shape,
+                                self.dtype, self._host_rf, out, self.out_shape, np.complex64, no_overlap=True)
+        rf = self._host_rf(rf)
         if out is None:
             out = np.empty(self.out_shape, np.complex64)
         else:
@@ -200,6 +210,16 @@ class RF2IQPlan:
                 raise ValueError("out must not share memory with rf")
         _core.rf2iq_execute(self._plan, rf, out)
         return out
+
+    def _host_rf(self, rf):
+        rf = _validate.ndarray("rf", rf)
+        if rf.dtype.newbyteorder("=") != self.dtype:
+            raise TypeError(f"rf must have dtype {self.dtype} (got {rf.dtype})")
+        if rf.shape != self.shape:
+            raise ValueError(f"rf must have shape {self.shape} (got {rf.shape})")
+        if not (rf.flags.c_contiguous and rf.flags.aligned and rf.dtype.isnative):
+            rf = np.ascontiguousarray(rf, dtype=self.dtype)
+        return rf
 
 
 def rf2iq(rf, *, fs, fc, t0=0.0, bandwidth=None, filter="butter", order=5, cutoff=None,

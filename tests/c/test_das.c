@@ -68,6 +68,13 @@ static void test_tiny_numeric(void)
     CHECK(usbeam_das_table_bytes(plan) > 0);
     CHECK(usbeam_das_execute(plan, rf, out) == USBEAM_OK);
     CHECK(fabsf(out[0] - rf[5]) < 1e-5f && fabsf(out[1] - rf[16 + 5]) < 1e-5f);
+    /* a smaller batch on the same plan: frame 1 alone */
+    out[0] = out[1] = -99.0f;
+    CHECK(usbeam_das_execute_frames(plan, 1, rf + 16, out) == USBEAM_OK);
+    CHECK(fabsf(out[0] - rf[16 + 5]) < 1e-5f && out[1] == -99.0f);
+    CHECK(usbeam_das_execute_frames(plan, 3, rf, out) == USBEAM_ERR_INVALID_SHAPE);
+    CHECK(strstr(usbeam_last_error(), "n_frames") != NULL);
+    CHECK(usbeam_das_execute_frames(plan, 0, rf, out) == USBEAM_ERR_INVALID_SHAPE);
     usbeam_das_plan_destroy(plan);
 
     p = one_element(element, point, &tx, 6.5);

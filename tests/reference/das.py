@@ -8,6 +8,7 @@ the first element fires; sample n at t0 + n/fs.  For point p = (x, y, z):
 
 over elements with |x - x_e| <= z / (2F) (all elements when F = 0).  Transmits are tuples
 ('plane', angle) | ('diverging', xv, zv) | ('focused', xf, zf) | ('synthetic', k) |
+('sources', (3, n) array of x, z, path offset in m): min_i (o_i + |p - s_i|) / c;
 ('delays', delays): MUST dasmtx's model of a delay law (s per element, NaN = off): the
 active element positions and delays are interpolated on 4 n points by scipy interp1d
 'cubic' (as PyMUST) and tau_tx = min_i (d_i + |p - s_i| / c), delays shifted to min 0.
@@ -51,6 +52,10 @@ def transmit_time(transmit, points, xe, c):
             xs, ds = interp1d(k, xa, kind="cubic")(t), interp1d(k, da, kind="cubic")(t)
         r = np.sqrt((x[:, None] - xs[None, :]) ** 2 + y[:, None] ** 2 + z[:, None] ** 2)
         return np.min(ds[None, :] + r / c, axis=1)
+    if kind == "sources":  # explicit virtual sources (3, n): rows x, z, path offset (m)
+        src = np.asarray(transmit[1], dtype=np.float64)
+        r = np.sqrt((x[:, None] - src[0][None, :]) ** 2 + y[:, None] ** 2 + (z[:, None] - src[1][None, :]) ** 2)
+        return np.min(src[2][None, :] + r, axis=1) / c
     if kind == "synthetic":
         xk = xe[transmit[1]]
         return np.sqrt((x - xk) ** 2 + y ** 2 + z ** 2) / c

@@ -1,0 +1,105 @@
+"""GPU benchmark of the first CUDA twins: RF -> IQ (Butterworth filtfilt, Kaiser FIR) and
+B-mode, device-resident (DeviceArray in, DeviceArray out), against the CPU backend in the
+same run.
+
+Each case is validated against the CPU backend before it is timed.  Device time is the sum
+of the plan's per-stage CUDA event times (plan.cuda.stage_times()); wall time covers the call
+and a stream synchronisation.  Host <-> device copies are not included (they are explicit in
+usbeam; the "copy in" column gives their cost for the input once).
+Without a GPU it prints why and exits 0.
+Run: .venv/bin/python benchmarks/gpu_twins.py [--no-record] [--repeat N]
+"""
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+
+import usbeam  # noqa: E402
+from harness import Timing, machine, measure, record, validated  # noqa: E402
+from usbeam import device  # noqa: E402
+
+
+def relative_error(got, want):
+    return float(np.max(np.abs(got.astype(np.complex128) - want)) / np.max(np.abs(want)))
+
+
+def time_on_device(plan, d_in, d_out, repeat):
+    """(device Timing from CUDA events, wall Timing with synchronisation)."""
+    device_samples = []
+
+    def call():
+        plan(d_in, out=d_out)
+        plan.cuda.synchronize()
+        device_samples.append(sum(plan.cuda.stage_times().values()))
+
+    wall = measure(call, repeat=repeat)
+    return Timing(device_samples[-len(wall.samples):]), wall
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--no-record", action="store_true", help="print only, do not append to RESULTS.md")
+    parser.add_argument("--repeat", type=int, default=50)
+    args = parser.parse_args()
+    if not usbeam.cuda_available():
+        reason = "usbeam was built without CUDA" if not usbeam.build_info()["cuda"] else "no CUDA device is visible"
+        print(f"gpu_twins: skipped, {reason}")
+        return
+    rng = np.random.default_rng()
+    rows = []
+
+    shape, fs, fc = (16, 128, 2048), 20e6, 5e6
+    rf = rng.integers(-8000, 8000, shape).astype(np.int16)
+    for name, kwargs in [("butter 5, bandwidth 0.6", dict(bandwidth=0.6)),
+                         ("kaiser 60 dB", dict(filter="kaiser")),
+                         ("kaiser 60 dB, decimation 4", dict(filter="kaiser", decimation=4))]:
+        gpu = usbeam.RF2IQPlan(shape, rf.dtype, fs=fs, fc=fc, backend="cuda", strict=True, **kwargs)
+        cpu = usbeam.RF2IQPlan(shape, rf.dtype, fs=fs, fc=fc, **kwargs)
+        t = time.perf_counter()
+        d_rf = device.from_numpy(rf)
+        copy_in = time.perf_counter() - t
+        d_iq = device.empty(gpu.out_shape, np.complex64)
+        want = cpu(rf)
+        validated(name, gpu(d_rf, out=d_iq).to_numpy(), lambda got: relative_error(got, want) < 1e-6)
+        on_device, wall = time_on_device(gpu, d_rf, d_iq, args.repeat)
+        t_cpu = measure(lambda: cpu(rf, out=want), repeat=max(3, args.repeat // 10))
+        rows.append([f"rf2iq 16x128x2048 int16, {name}", f"{on_device.median * 1e3:.3f}",
+                     f"{on_device.p95 * 1e3:.3f}", f"{wall.median * 1e3:.3f}",
+                     f"{rf.size / on_device.median / 1e9:.2f}", f"{copy_in * 1e3:.1f}",
+                     f"{t_cpu.median * 1e3:.2f}", f"{t_cpu.median / on_device.median:.0f}x"])
+
+    images = (32, 512, 512)
+    iq = (10 ** rng.uniform(-4, 0, images) * np.exp(2j * np.pi * rng.random(images))).astype(np.complex64)
+    for normalize in ("global", "frame"):
+        gpu = usbeam.BModePlan(images, 60.0, normalize=normalize, backend="cuda", strict=True)
+        cpu = usbeam.BModePlan(images, 60.0, normalize=normalize)
+        d_iq = device.from_numpy(iq)
+        d_out = device.empty(images, np.uint8)
+        want = cpu(iq)
+        validated(normalize, gpu(d_iq, out=d_out).to_numpy(),
+                  lambda got: int(np.max(np.abs(got.astype(int) - want))) <= 1)
+        on_device, wall = time_on_device(gpu, d_iq, d_out, args.repeat)
+        t_cpu = measure(lambda: cpu(iq, out=want), repeat=max(3, args.repeat // 10))
+        rows.append([f"bmode 32x512x512 complex64 -> uint8, normalize={normalize}", f"{on_device.median * 1e3:.3f}",
+                     f"{on_device.p95 * 1e3:.3f}", f"{wall.median * 1e3:.3f}",
+                     f"{iq.size / on_device.median / 1e9:.2f}", "-", f"{t_cpu.median * 1e3:.2f}",
+                     f"{t_cpu.median / on_device.median:.0f}x"])
+
+    header = ["case", "device median ms", "device p95 ms", "wall median ms", "Gsamples/s (device)",
+              "copy in ms", "CPU backend ms", "speed-up (device vs CPU)"]
+    if args.no_record:
+        print(f"Machine: {machine()}")
+        for row in rows:
+            print(" | ".join(row))
+    else:
+        record("CUDA twins: rf2iq and bmode (device-resident)", header, rows,
+               notes="Device time: sum of the plan's CUDA-event stage times; inputs and outputs stay on the GPU.")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,155 @@
+/*
+ * cuda_stubs.c - the CUDA entry points of a build without nvcc (USBEAM_HAVE_CUDA undefined):
+ * every one fails with USBEAM_ERR_NO_BACKEND and a message saying why, so the CPU-only
+ * library links, and asking for the CUDA backend is an error, never a crash.
+ * With CUDA the same functions live in cuda/memory.cu, cuda/exec.cu and cuda/<family>.cu.
+ */
+#include "usbeam_internal.h"
+
+#ifndef USBEAM_HAVE_CUDA
+
+static usbeam_status no_cuda(const char *what)
+{
+    return usbeam_fail(USBEAM_ERR_NO_BACKEND, "%s: usbeam was built without CUDA (no nvcc at build time)", what);
+}
+
+usbeam_status usbeam_device_malloc(int device, size_t bytes, void **ptr)
+{
+    (void)device;
+    (void)bytes;
+    if (ptr) *ptr = NULL;
+    return no_cuda("device_malloc");
+}
+usbeam_status usbeam_device_free(void *ptr) { return ptr ? no_cuda("device_free") : USBEAM_OK; }
+usbeam_status usbeam_pinned_malloc(size_t bytes, void **ptr)
+{
+    (void)bytes;
+    if (ptr) *ptr = NULL;
+    return no_cuda("pinned_malloc");
+}
+usbeam_status usbeam_pinned_free(void *ptr) { return ptr ? no_cuda("pinned_free") : USBEAM_OK; }
+usbeam_status usbeam_copy_to_device(void *dst, const void *src, size_t bytes, void *stream)
+{
+    (void)dst, (void)src, (void)bytes, (void)stream;
+    return no_cuda("copy_to_device");
+}
+usbeam_status usbeam_copy_to_host(void *dst, const void *src, size_t bytes, void *stream)
+{
+    (void)dst, (void)src, (void)bytes, (void)stream;
+    return no_cuda("copy_to_host");
+}
+usbeam_status usbeam_copy_device(void *dst, const void *src, size_t bytes, void *stream)
+{
+    (void)dst, (void)src, (void)bytes, (void)stream;
+    return no_cuda("copy_device");
+}
+usbeam_status usbeam_stream_wait(void *consumer, void *producer)
+{
+    (void)consumer, (void)producer;
+    return no_cuda("stream_wait");
+}
+usbeam_status usbeam_pointer_device(const void *ptr, int *device)
+{
+    (void)ptr;
+    if (device) *device = -1;
+    return no_cuda("pointer_device");
+}
+usbeam_status usbeam_stream_synchronize(void *stream)
+{
+    (void)stream;
+    return no_cuda("stream_synchronize");
+}
+usbeam_status usbeam_event_record(void **event, void *stream)
+{
+    (void)event, (void)stream;
+    return no_cuda("event_record");
+}
+usbeam_status usbeam_event_wait_destroy(void *event) { return event ? no_cuda("event_wait_destroy") : USBEAM_OK; }
+
+usbeam_status usbeam_cuda_exec_set_stream(usbeam_cuda_exec *exec, void *stream)
+{
+    (void)exec, (void)stream;
+    return no_cuda("set_stream");
+}
+void *usbeam_cuda_exec_stream(const usbeam_cuda_exec *exec)
+{
+    (void)exec;
+    return NULL;
+}
+int usbeam_cuda_exec_device(const usbeam_cuda_exec *exec)
+{
+    (void)exec;
+    return -1;
+}
+usbeam_status usbeam_cuda_exec_timings(usbeam_cuda_exec *exec, size_t capacity, const char **names, float *ms,
+                                       size_t *n_stages)
+{
+    (void)exec, (void)capacity, (void)names, (void)ms;
+    if (n_stages) *n_stages = 0;
+    return no_cuda("timings");
+}
+size_t usbeam_cuda_exec_device_bytes(const usbeam_cuda_exec *exec)
+{
+    (void)exec;
+    return 0;
+}
+
+usbeam_status usbeam_bmode_cuda_create(const usbeam_bmode_params *params, usbeam_bmode_cuda **plan)
+{
+    (void)params;
+    if (plan) *plan = NULL;
+    return no_cuda("backend: bmode on CUDA");
+}
+usbeam_status usbeam_bmode_cuda_execute(usbeam_bmode_cuda *plan, const void *in, void *out)
+{
+    (void)plan, (void)in, (void)out;
+    return no_cuda("bmode execute on CUDA");
+}
+void usbeam_bmode_cuda_destroy(usbeam_bmode_cuda *plan) { (void)plan; }
+usbeam_cuda_exec *usbeam_bmode_cuda_exec(usbeam_bmode_cuda *plan)
+{
+    (void)plan;
+    return NULL;
+}
+
+usbeam_status usbeam_rf2iq_cuda_create(const usbeam_rf2iq_params *params, const usbeam_rf2iq_tables *tables,
+                                       usbeam_rf2iq_cuda **plan)
+{
+    (void)params, (void)tables;
+    if (plan) *plan = NULL;
+    return no_cuda("backend: rf2iq on CUDA");
+}
+usbeam_status usbeam_rf2iq_cuda_execute(usbeam_rf2iq_cuda *plan, const void *in, void *out)
+{
+    (void)plan, (void)in, (void)out;
+    return no_cuda("rf2iq execute on CUDA");
+}
+void usbeam_rf2iq_cuda_destroy(usbeam_rf2iq_cuda *plan) { (void)plan; }
+usbeam_cuda_exec *usbeam_rf2iq_cuda_exec(usbeam_rf2iq_cuda *plan)
+{
+    (void)plan;
+    return NULL;
+}
+
+usbeam_status usbeam_das_cuda_create(const struct usbeam_das_plan *plan, usbeam_das_cuda **cuda)
+{
+    (void)plan;
+    if (cuda) *cuda = NULL;
+    return no_cuda("backend: das on CUDA");
+}
+usbeam_status usbeam_das_cuda_execute(usbeam_das_cuda *plan, const void *in, void *out)
+{
+    (void)plan, (void)in, (void)out;
+    return no_cuda("das execute on CUDA");
+}
+void usbeam_das_cuda_destroy(usbeam_das_cuda *plan) { (void)plan; }
+usbeam_cuda_exec *usbeam_das_cuda_exec(usbeam_das_cuda *plan)
+{
+    (void)plan;
+    return NULL;
+}
+
+#else
+/* ISO C forbids an empty translation unit. */
+typedef int usbeam_cuda_stubs_unused;
+#endif

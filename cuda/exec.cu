@@ -1,0 +1,192 @@
+/*
+ * exec.cu - the CUDA execution state of a plan (see exec.cuh): device, stream, stage events,
+ * NVTX ranges and the plan's device buffers.
+ *
+ * Streams: each plan creates its own non-blocking stream at plan creation so that plans
+ * run concurrently and never serialise behind the legacy default stream; a caller may
+ * substitute its own stream (usbeam_cuda_exec_set_stream) to order usbeam's work with its
+ * own (e.g. a PyTorch or CuPy stream).
+ * Timing: one (start, stop) event pair per stage, recorded around the stage's launches on
+ * the plan's stream; times are read after the fact, so timing adds no host synchronisation
+ * to execute.  NVTX ranges carry the same stage names (Nsight Systems shows them on the
+ * host timeline, where the launches are issued).
+ */
+#include "exec.cuh"
+
+#include <nvtx3/nvToolsExt.h>
+#include <string.h>
+
+#define USBEAM_CUDA_MAX_BUFFERS 16
+
+struct usbeam_cuda_exec {
+    int device;
+    int previous_device;        /* restored by usbeam_cuda_exec_end; -1: nothing to restore */
+    cudaStream_t own_stream;
+    cudaStream_t stream;        /* own_stream or the caller's */
+    int n_stages;
+    const char *stage_names[USBEAM_CUDA_MAX_STAGES];
+    cudaEvent_t start[USBEAM_CUDA_MAX_STAGES], stop[USBEAM_CUDA_MAX_STAGES];
+    unsigned recorded;          /* bit s: stage s ran in the last execute */
+    int max_shared_optin;       /* bytes of shared memory a block may opt in to */
+    void *buffers[USBEAM_CUDA_MAX_BUFFERS];
+    int n_buffers;
+    size_t device_bytes;
+};
+
+usbeam_status usbeam_cuda_exec_create(const char *const *stage_names, int n_stages, usbeam_cuda_exec **out)
+{
+    if (!out) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "exec is NULL");
+    *out = nullptr;
+    if (n_stages < 1 || n_stages > USBEAM_CUDA_MAX_STAGES)
+        return usbeam_fail(USBEAM_ERR_INTERNAL, "CUDA plan with %d stages (1..%d)", n_stages,
+                           USBEAM_CUDA_MAX_STAGES);
+    int count = 0;
+    usbeam_cuda_device_count(&count);
+    if (count == 0) return usbeam_fail(USBEAM_ERR_NO_DEVICE, "backend: no CUDA device is visible");
+    usbeam_cuda_exec *e = (usbeam_cuda_exec *)usbeam_alloc(sizeof *e);
+    if (!e) return usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "CUDA plan state");
+    e->previous_device = -1;
+    e->n_stages = n_stages;
+    usbeam_status st = usbeam_cuda_check(cudaGetDevice(&e->device), "cudaGetDevice", __FILE__, __LINE__);
+    if (st == USBEAM_OK)
+        st = usbeam_cuda_check(cudaDeviceGetAttribute(&e->max_shared_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                                                      e->device),
+                               "cudaDeviceGetAttribute", __FILE__, __LINE__);
+    if (st == USBEAM_OK)
+        st = usbeam_cuda_check(cudaStreamCreateWithFlags(&e->own_stream, cudaStreamNonBlocking),
+                               "cudaStreamCreateWithFlags", __FILE__, __LINE__);
+    e->stream = e->own_stream;
+    for (int s = 0; s < n_stages && st == USBEAM_OK; ++s) {
+        e->stage_names[s] = stage_names[s];
+        st = usbeam_cuda_check(cudaEventCreate(&e->start[s]), "cudaEventCreate", __FILE__, __LINE__);
+        if (st == USBEAM_OK)
+            st = usbeam_cuda_check(cudaEventCreate(&e->stop[s]), "cudaEventCreate", __FILE__, __LINE__);
+    }
+    if (st != USBEAM_OK) {
+        usbeam_cuda_exec_destroy(e);
+        return st;
+    }
+    *out = e;
+    return USBEAM_OK;
+}
+
+void usbeam_cuda_exec_destroy(usbeam_cuda_exec *e)
+{
+    if (!e) return;
+    int previous = -1;
+    if (cudaGetDevice(&previous) == cudaSuccess && previous != e->device) (void)cudaSetDevice(e->device);
+    /* Work still queued may read the buffers: finish it before freeing them. */
+    if (e->own_stream) (void)cudaStreamSynchronize(e->stream);
+    for (int b = 0; b < e->n_buffers; ++b) (void)cudaFree(e->buffers[b]);
+    for (int s = 0; s < e->n_stages; ++s) {
+        if (e->start[s]) (void)cudaEventDestroy(e->start[s]);
+        if (e->stop[s]) (void)cudaEventDestroy(e->stop[s]);
+    }
+    if (e->own_stream) (void)cudaStreamDestroy(e->own_stream);
+    if (previous >= 0 && previous != e->device) (void)cudaSetDevice(previous);
+    (void)cudaGetLastError(); /* nothing above may leave a sticky error for the next call */
+    usbeam_free(e);
+}
+
+usbeam_status usbeam_cuda_exec_alloc(usbeam_cuda_exec *e, size_t bytes, const char *what, void **ptr)
+{
+    *ptr = nullptr;
+    if (e->n_buffers == USBEAM_CUDA_MAX_BUFFERS)
+        return usbeam_fail(USBEAM_ERR_INTERNAL, "%s: more than %d device buffers in one plan", what,
+                           USBEAM_CUDA_MAX_BUFFERS);
+    if (bytes > USBEAM_MAX_ALLOCATION)
+        return usbeam_fail(USBEAM_ERR_SIZE_OVERFLOW, "%s: %zu bytes of device memory is too large", what, bytes);
+    cudaError_t err = cudaMalloc(ptr, bytes ? bytes : 1);
+    if (err == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError();
+        *ptr = nullptr;
+        return usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "%s: cannot allocate %zu bytes on CUDA device %d", what, bytes,
+                           e->device);
+    }
+    USBEAM_CUDA_TRY(err);
+    e->buffers[e->n_buffers++] = *ptr;
+    e->device_bytes += bytes;
+    return USBEAM_OK;
+}
+
+usbeam_status usbeam_cuda_exec_upload(usbeam_cuda_exec *e, void *dst, const void *src, size_t bytes)
+{
+    (void)e;
+    if (bytes) USBEAM_CUDA_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+    return USBEAM_OK;
+}
+
+cudaStream_t usbeam_cuda_exec_cuda_stream(const usbeam_cuda_exec *e) { return e->stream; }
+
+int usbeam_cuda_exec_max_shared_optin(const usbeam_cuda_exec *e) { return e->max_shared_optin; }
+
+usbeam_status usbeam_cuda_exec_begin(usbeam_cuda_exec *e)
+{
+    int current = 0;
+    USBEAM_CUDA_TRY(cudaGetDevice(&current));
+    e->previous_device = -1;
+    if (current != e->device) {
+        USBEAM_CUDA_TRY(cudaSetDevice(e->device));
+        e->previous_device = current;
+    }
+    e->recorded = 0;
+    return USBEAM_OK;
+}
+
+void usbeam_cuda_exec_end(usbeam_cuda_exec *e)
+{
+    if (e->previous_device >= 0) (void)cudaSetDevice(e->previous_device);
+    e->previous_device = -1;
+}
+
+usbeam_status usbeam_cuda_stage_begin(usbeam_cuda_exec *e, int stage)
+{
+    nvtxRangePushA(e->stage_names[stage]);
+    USBEAM_CUDA_TRY(cudaEventRecord(e->start[stage], e->stream));
+    return USBEAM_OK;
+}
+
+usbeam_status usbeam_cuda_stage_end(usbeam_cuda_exec *e, int stage)
+{
+    nvtxRangePop();
+    USBEAM_CUDA_TRY(cudaEventRecord(e->stop[stage], e->stream));
+    e->recorded |= 1u << stage;
+    return USBEAM_OK;
+}
+
+extern "C" usbeam_status usbeam_cuda_exec_set_stream(usbeam_cuda_exec *e, void *stream)
+{
+    if (!e) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "plan has no CUDA state (created for the CPU?)");
+    cudaStream_t next = stream ? (cudaStream_t)stream : e->own_stream;
+    /* Work already queued on the old stream comes before anything queued on the new one. */
+    if (next != e->stream) {
+        usbeam_status st = usbeam_stream_wait((void *)next, (void *)e->stream);
+        if (st != USBEAM_OK) return st;
+    }
+    e->stream = next;
+    return USBEAM_OK;
+}
+
+extern "C" void *usbeam_cuda_exec_stream(const usbeam_cuda_exec *e) { return e ? (void *)e->stream : nullptr; }
+
+extern "C" int usbeam_cuda_exec_device(const usbeam_cuda_exec *e) { return e ? e->device : -1; }
+
+extern "C" size_t usbeam_cuda_exec_device_bytes(const usbeam_cuda_exec *e) { return e ? e->device_bytes : 0; }
+
+extern "C" usbeam_status usbeam_cuda_exec_timings(usbeam_cuda_exec *e, size_t capacity, const char **names,
+                                                  float *ms, size_t *n_stages)
+{
+    if (!e || !n_stages) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "exec and n_stages must not be NULL");
+    *n_stages = 0;
+    for (int s = 0; s < e->n_stages; ++s) {
+        if (!(e->recorded & (1u << s))) continue;
+        if (*n_stages == capacity) break;
+        float elapsed = 0.0f;
+        USBEAM_CUDA_TRY(cudaEventSynchronize(e->stop[s]));
+        USBEAM_CUDA_TRY(cudaEventElapsedTime(&elapsed, e->start[s], e->stop[s]));
+        if (names) names[*n_stages] = e->stage_names[s];
+        if (ms) ms[*n_stages] = elapsed;
+        ++*n_stages;
+    }
+    return USBEAM_OK;
+}

@@ -1,0 +1,255 @@
+"""Device arrays, zero-copy exchange and the CUDA side of plans (C: csrc/py_dlpack.c).
+
+:class:`DeviceArray` is a C-contiguous array in CUDA device memory (or in host memory, which
+is what makes the exchange testable without a GPU).  It speaks both exchange protocols:
+
+- **DLPack** (``__dlpack__`` / ``__dlpack_device__``, DLPack 1.x with a versioned capsule
+  when the consumer asks for ``max_version >= (1, 0)``, the legacy capsule otherwise), so
+  ``torch.from_dlpack(a)``, ``cupy.from_dlpack(a)``, ``jax.dlpack.from_dlpack(a)`` and, for host
+  arrays, ``numpy.from_dlpack(a)`` view its memory without a copy;
+- the **CUDA array interface** v3 (``__cuda_array_interface__``, CUDA arrays only), for Numba
+  and older CuPy.
+
+:func:`asarray` goes the other way: anything with ``__dlpack__`` or
+``__cuda_array_interface__`` becomes a DeviceArray viewing the producer's memory.
+
+Streams follow the array API standard: a consumer passes its stream to ``__dlpack__``; the
+producer makes that stream wait (an event, no host wait) for its pending writes.  Integers
+are CUDA stream handles, 1 is the legacy default stream, 2 the per-thread default stream.
+
+Host <-> device copies are explicit (:func:`from_numpy`, :meth:`DeviceArray.to_numpy`) and go
+through pinned staging buffers.  A plan created with ``backend='cuda'`` accepts device arrays
+and returns a DeviceArray; given NumPy arrays it copies them in and the result out, unless it
+was created with ``strict=True``, which refuses every implicit host copy with a TypeError.
+"""
+import numpy as np
+
+from . import _core
+from ._core import DeviceArray
+
+KDLCPU = 1
+KDLCUDA = 2
+KDLCUDAMANAGED = 13
+
+SUPPORTED_DTYPES = tuple(np.dtype(t) for t in
+                         ("int16", "float32", "complex64", "uint8", "float16", "int32", "float64"))
+
+__all__ = ["DeviceArray", "CudaExecution", "asarray", "empty", "from_numpy", "to_numpy"]
+
+
+def _parse_device(device):
+    """'cpu', 'cuda', 'cuda:N' or a DLPack (device_type, device_id) tuple -> the tuple."""
+    if isinstance(device, tuple) and len(device) == 2:
+        return int(device[0]), int(device[1])
+    if device == "cpu":
+        return KDLCPU, 0
+    if isinstance(device, str) and (device == "cuda" or device.startswith("cuda:")):
+        index = device[5:] or "0"
+        if not index.isdigit():
+            raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N' (got {device!r})")
+        return KDLCUDA, int(index)
+    raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N' (got {device!r})")
+
+
+def _require_cuda(what):
+    from ._backend import cuda_available
+
+    if not cuda_available():
+        reason = ("usbeam was built without CUDA" if not _core.build_info()["cuda"]
+                  else "no CUDA device is visible")
+        raise _core.UsbeamError(f"{what} needs a CUDA device: {reason}")
+
+
+def _check_dtype(name, dtype):
+    dtype = np.dtype(dtype)
+    if dtype not in SUPPORTED_DTYPES:
+        raise TypeError(f"{name}: dtype {dtype} is not supported; usbeam takes "
+                        f"{', '.join(str(d) for d in SUPPORTED_DTYPES)}")
+    return dtype
+
+
+def empty(shape, dtype, *, device="cuda"):
+    """An uninitialised DeviceArray of ``shape`` and ``dtype`` on ``device``."""
+    device_type, device_id = _parse_device(device)
+    if device_type == KDLCUDA:
+        _require_cuda("empty(device='cuda')")
+    shape = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
+    return _core.device_empty(shape, _check_dtype("dtype", dtype), device_type, device_id)
+
+
+def from_numpy(array, *, device="cuda"):
+    """Explicit host -> device copy of a NumPy array (through pinned staging buffers).
+
+    ``device='cpu'`` makes a host DeviceArray (a copy in usbeam-owned, 256-byte aligned memory).
+    """
+    array = np.asarray(array)
+    _check_dtype("array", array.dtype)
+    if not (array.flags.c_contiguous and array.dtype.isnative):
+        array = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("="))
+    out = empty(array.shape, array.dtype, device=device)
+    out.copy_from_host(array)
+    return out
+
+
+def to_numpy(array, *, out=None):
+    """Explicit device -> host copy of any DLPack / CUDA-array-interface object."""
+    return asarray(array).to_numpy(out=out)
+
+
+def asarray(obj, *, stream=None, name="array"):
+    """A DeviceArray viewing ``obj``'s memory, without copying.
+
+    ``obj`` is a DeviceArray, or any object with ``__dlpack__`` (DLPack 1.x or legacy) or
+    ``__cuda_array_interface__``.  ``stream`` is the consumer's CUDA stream (array API
+    convention: None or 1 = legacy default stream, 2 = per-thread default stream, otherwise a
+    handle; -1 = no synchronisation): the producer's pending writes are ordered before it.
+    Raises TypeError for an unsupported dtype or device, ValueError for a non-contiguous array.
+    """
+    if isinstance(obj, DeviceArray):
+        if obj.device != "cpu" and obj.stream is not None and stream != -1:
+            _core.stream_wait(stream, obj.stream)
+        return obj
+    if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
+        return _core.device_from_dlpack(obj, stream, name)
+    if hasattr(obj, "__cuda_array_interface__"):
+        return _from_cuda_array_interface(obj, stream, name)
+    raise TypeError(f"{name} must support DLPack (__dlpack__) or the CUDA array interface "
+                    f"(got {type(obj).__name__})")
+
+
+def _from_cuda_array_interface(obj, stream, name):
+    if not _core.build_info()["cuda"]:
+        raise TypeError(f"{name} is in CUDA memory but usbeam was built without CUDA")
+    cai = obj.__cuda_array_interface__
+    shape = tuple(int(s) for s in cai["shape"])
+    dtype = np.dtype(cai["typestr"])
+    if not dtype.isnative:
+        raise TypeError(f"{name}: byte order of {cai['typestr']!r} is not native")
+    _check_dtype(name, dtype)
+    if cai.get("mask") is not None:
+        raise ValueError(f"{name}: masked arrays are not supported")
+    ptr, readonly = cai["data"]
+    strides = cai.get("strides")
+    if strides is not None and 0 not in shape:
+        expected = dtype.itemsize
+        for axis in range(len(shape) - 1, -1, -1):
+            if shape[axis] != 1 and strides[axis] != expected:
+                raise ValueError(f"{name} must be C-contiguous: axis {axis} has a stride of {strides[axis]} "
+                                 f"bytes, a compact array has {expected}")
+            expected *= shape[axis]
+    producer = cai.get("stream") if cai.get("version", 0) >= 3 else None
+    if producer is not None:
+        if producer == 0:
+            raise ValueError(f"{name}: __cuda_array_interface__ stream 0 is disallowed by the interface")
+        if stream != -1:
+            _core.stream_wait(stream, producer)
+    return _core.device_wrap(int(ptr), shape, dtype, bool(readonly), obj, name)
+
+
+class CudaExecution:
+    """The CUDA state of a plan created with ``backend='cuda'``: device, stream, stage times."""
+
+    def __init__(self, capsule):
+        self._capsule = capsule
+
+    @property
+    def stream(self):
+        """Handle of the CUDA stream the plan queues its work on (its own unless set)."""
+        return _core.cuda_exec_info(self._capsule)["stream"]
+
+    @property
+    def device(self):
+        return _core.cuda_exec_info(self._capsule)["device"]
+
+    @property
+    def device_bytes(self):
+        """Device memory the plan allocated at creation, bytes."""
+        return _core.cuda_exec_info(self._capsule)["device_bytes"]
+
+    def set_stream(self, stream):
+        """Queue later executes on the caller's ``stream`` (a handle, 1 or 2); None: the plan's own."""
+        _core.cuda_exec_set_stream(self._capsule, stream)
+
+    def stage_times(self):
+        """{stage name: seconds} of the last execute, from CUDA events (waits for it to finish)."""
+        return _core.cuda_exec_timings(self._capsule)
+
+    def synchronize(self):
+        _core.stream_synchronize(self.stream)
+
+
+def _in_host_memory(obj):
+    if isinstance(obj, DeviceArray):
+        return obj.device == "cpu"
+    if isinstance(obj, np.ndarray):
+        return True
+    if hasattr(obj, "__cuda_array_interface__"):
+        return False
+    if hasattr(obj, "__dlpack_device__"):
+        return obj.__dlpack_device__()[0] not in (KDLCUDA, KDLCUDAMANAGED)
+    return True  # lists, scalars: NumPy makes them host arrays
+
+
+def _host_refused(name):
+    return TypeError(f"{name} is in host memory and this plan was created with strict=True, which refuses "
+                     f"implicit host <-> device copies; copy it explicitly with usbeam.device.from_numpy() "
+                     f"(and pass a DeviceArray or any CUDA DLPack array)")
+
+
+class PlanRunner:
+    """The CUDA half of a plan's ``__call__``: imports the input without a copy (or copies
+    a host input in, unless strict), provides the output, queues the plan and records the
+    stream on both arrays (their memory outlives the queued kernels)."""
+
+    def __init__(self, exec_capsule, strict):
+        self.execution = CudaExecution(exec_capsule)
+        self.strict = bool(strict)
+
+    def __call__(self, execute, name, x, shape, dtype, host_prepare, out, out_shape, out_dtype,
+                 no_overlap=False):
+        stream = self.execution.stream
+        device = ("cuda", self.execution.device)
+        device_name = f"cuda:{device[1]}"
+        host_input = _in_host_memory(x)
+        if host_input:
+            if self.strict:
+                raise _host_refused(name)
+            if not isinstance(x, np.ndarray) and hasattr(x, "__dlpack__"):
+                x = np.from_dlpack(x)
+            d_in = from_numpy(host_prepare(x), device=device_name)
+        else:
+            d_in = asarray(x, stream=stream, name=name)
+            if d_in.dtype != np.dtype(dtype):
+                raise TypeError(f"{name} must have dtype {np.dtype(dtype)} (got {d_in.dtype}); a CUDA plan "
+                                f"converts no device data")
+            if d_in.shape != tuple(shape):
+                raise ValueError(f"{name} must have shape {tuple(shape)} (got {d_in.shape})")
+        host_out = None
+        if out is None:
+            d_out = empty(out_shape, out_dtype, device=device_name)
+        elif _in_host_memory(out):
+            if self.strict:
+                raise _host_refused("out")
+            from . import _validate
+
+            _validate.out_array("out", out, out_shape, out_dtype)
+            host_out = out
+            d_out = empty(out_shape, out_dtype, device=device_name)
+        else:
+            d_out = asarray(out, stream=stream, name="out")
+            if d_out.dtype != np.dtype(out_dtype) or d_out.shape != tuple(out_shape):
+                raise (TypeError if d_out.dtype != np.dtype(out_dtype) else ValueError)(
+                    f"out must have dtype {np.dtype(out_dtype)} and shape {tuple(out_shape)} "
+                    f"(got {d_out.dtype}, {d_out.shape})")
+            if d_out.readonly:
+                raise ValueError("out is read-only")
+        if no_overlap and d_in.ptr < d_out.ptr + d_out.nbytes and d_out.ptr < d_in.ptr + d_in.nbytes:
+            raise ValueError(f"out must not share memory with {name}")
+        execute(d_in, d_out)
+        d_in._mark_used(stream)
+        d_out._mark_used(stream)
+        if host_input and out is None:
+            return d_out.to_numpy()
+        if host_out is not None:
+            return d_out.to_numpy(out=host_out)
+        return d_out if out is None else out
