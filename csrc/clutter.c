@@ -112,11 +112,53 @@ static usbeam_status build_poly_basis(usbeam_clutter_plan *p, int order)
 
 /* B has n_basis orthonormal columns; for each pixel: coef_k = sum_t x_t B[t,k],
  * y_t = sum_k coef_k conj(B[t,k]), i.e. the Casorati row times B B^H. */
+/* One block of `count` pixels: coef_k = sum_t x_t B[t,k] (double, interleaved re/im per
+ * pixel), then y_t = x_t - sum_k coef_k conj(B[t,k]) (or + without x_t), loops over pixels
+ * innermost so they vectorise.  Built for x86-64-v3 beside the baseline (CLUTTER_CLONES). */
+CLUTTER_CLONES
+static void project_block(const zdouble *basis, int n_basis, int subtract, size_t n_frames, size_t n_pixels,
+                          const float *in, float *out, size_t first, size_t count, double *coef)
+{
+    for (int k = 0; k < n_basis; ++k) {
+        double *ck = coef + (size_t)k * 2 * PIXEL_BLOCK;
+        for (size_t i = 0; i < 2 * count; ++i) ck[i] = 0.0;
+        for (size_t t = 0; t < n_frames; ++t) {
+            const double br = creal(basis[(size_t)k * n_frames + t]);
+            const double bi = cimag(basis[(size_t)k * n_frames + t]);
+            const float *x = in + 2 * (t * n_pixels + first);
+            for (size_t i = 0; i < count; ++i) {
+                double xr = x[2 * i], xi = x[2 * i + 1];
+                ck[2 * i] += xr * br - xi * bi;
+                ck[2 * i + 1] += xr * bi + xi * br;
+            }
+        }
+    }
+    /* all coefficients are read before any output row is written: in-place is safe */
+    double acc[2 * PIXEL_BLOCK];
+    for (size_t t = 0; t < n_frames; ++t) {
+        const float *x = in + 2 * (t * n_pixels + first);
+        float *y = out + 2 * (t * n_pixels + first);
+        for (size_t i = 0; i < 2 * count; ++i) acc[i] = 0.0;
+        for (int k = 0; k < n_basis; ++k) {
+            const double br = creal(basis[(size_t)k * n_frames + t]);
+            const double bi = -cimag(basis[(size_t)k * n_frames + t]); /* conj */
+            const double *ck = coef + (size_t)k * 2 * PIXEL_BLOCK;
+            for (size_t i = 0; i < count; ++i) {
+                acc[2 * i] += ck[2 * i] * br - ck[2 * i + 1] * bi;
+                acc[2 * i + 1] += ck[2 * i] * bi + ck[2 * i + 1] * br;
+            }
+        }
+        if (subtract) {
+            for (size_t i = 0; i < 2 * count; ++i) y[i] = (float)(x[i] - acc[i]);
+        } else {
+            for (size_t i = 0; i < 2 * count; ++i) y[i] = (float)acc[i];
+        }
+    }
+}
+
 void clutter_apply_projection(usbeam_clutter_plan *p, const float *in, float *out)
 {
     const size_t n_frames = p->params.n_frames, n_pixels = p->params.n_pixels;
-    const int n_basis = p->n_basis, subtract = p->subtract;
-    const zdouble *basis = p->basis;
     const ptrdiff_t n_blocks = (ptrdiff_t)((n_pixels + PIXEL_BLOCK - 1) / PIXEL_BLOCK);
 #pragma omp parallel num_threads(p->n_threads)
     {
@@ -125,43 +167,7 @@ void clutter_apply_projection(usbeam_clutter_plan *p, const float *in, float *ou
         for (ptrdiff_t blk = 0; blk < n_blocks; ++blk) {
             size_t first = (size_t)blk * PIXEL_BLOCK;
             size_t count = n_pixels - first < PIXEL_BLOCK ? n_pixels - first : PIXEL_BLOCK;
-            /* coefficients (re, im interleaved per pixel), accumulated in double */
-            for (int k = 0; k < n_basis; ++k) {
-                double *ck = coef + (size_t)k * 2 * PIXEL_BLOCK;
-                for (size_t i = 0; i < 2 * count; ++i) ck[i] = 0.0;
-                for (size_t t = 0; t < n_frames; ++t) {
-                    const double br = creal(basis[(size_t)k * n_frames + t]);
-                    const double bi = cimag(basis[(size_t)k * n_frames + t]);
-                    const float *x = in + 2 * (t * n_pixels + first);
-                    for (size_t i = 0; i < count; ++i) {
-                        double xr = x[2 * i], xi = x[2 * i + 1];
-                        ck[2 * i] += xr * br - xi * bi;
-                        ck[2 * i + 1] += xr * bi + xi * br;
-                    }
-                }
-            }
-            /* all coefficients are read before any output row is written: in-place is safe */
-            for (size_t t = 0; t < n_frames; ++t) {
-                const float *x = in + 2 * (t * n_pixels + first);
-                float *y = out + 2 * (t * n_pixels + first);
-                for (size_t i = 0; i < count; ++i) {
-                    double sr = 0.0, si = 0.0;
-                    for (int k = 0; k < n_basis; ++k) {
-                        const double br = creal(basis[(size_t)k * n_frames + t]);
-                        const double bi = -cimag(basis[(size_t)k * n_frames + t]); /* conj */
-                        const double *ck = coef + (size_t)k * 2 * PIXEL_BLOCK;
-                        sr += ck[2 * i] * br - ck[2 * i + 1] * bi;
-                        si += ck[2 * i] * bi + ck[2 * i + 1] * br;
-                    }
-                    if (subtract) {
-                        y[2 * i] = (float)(x[2 * i] - sr);
-                        y[2 * i + 1] = (float)(x[2 * i + 1] - si);
-                    } else {
-                        y[2 * i] = (float)sr;
-                        y[2 * i + 1] = (float)si;
-                    }
-                }
-            }
+            project_block(p->basis, p->n_basis, p->subtract, n_frames, n_pixels, in, out, first, count, coef);
         }
     }
 }

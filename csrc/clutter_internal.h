@@ -19,6 +19,17 @@
 #define PIXEL_BLOCK 64         /* pixels per inner block: fits the per-thread scratch in L1/L2 */
 #define IIR_MAX_ORDER 10
 
+/* Hot per-block kernels are built twice on x86-64 Linux with GCC, baseline and x86-64-v3
+ * (AVX2 + FMA), and the loader picks the one the CPU runs (function multi-versioning);
+ * elsewhere, and under the sanitizers, the baseline only.  Same double arithmetic up to FMA
+ * contraction (differences ~1e-16 relative). */
+#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_ADDRESS__)
+#define CLUTTER_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define CLUTTER_CLONES
+#endif
+
 typedef double complex zdouble;
 
 /* Complex product without the C99 Annex G inf/NaN recovery (__muldc3): the operands here are

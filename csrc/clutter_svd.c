@@ -17,20 +17,11 @@
 #define JACOBI_MAX_SWEEPS 60
 
 
-/* Vector width matters here (the Gram matrix is most of the SVD filter's time): on x86-64
- * Linux with GCC, build this kernel twice, baseline and x86-64-v3 (AVX2 + FMA), and let the
- * loader pick; elsewhere the baseline build only.  Same arithmetic either way up to FMA
- * contraction (double accumulation; differences ~1e-16 relative). */
-#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__clang__) && \
-    !defined(__SANITIZE_ADDRESS__)
-#define GRAM_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define GRAM_CLONES
-#endif
 
 /* One pixel block: g[a][b] += sum_i conj(x_a[i]) x_b[i] for a <= b (row pairs a, a+1 and
  * b, b+1), rows de-interleaved in re/im (n2 rows of PIXEL_BLOCK), g of stride n2. */
-GRAM_CLONES
+/* The Gram matrix is most of the SVD filter's time: built for x86-64-v3 too. */
+CLUTTER_CLONES
 static void gram_block(double *g, const double *re, const double *im, size_t n2, size_t count)
 {
     for (size_t a = 0; a < n2; a += 2) {
