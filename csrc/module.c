@@ -183,6 +183,7 @@ static PyMethodDef *const method_tables[] = {
     usbeam_py_das_methods,
 
     /* family doppler: */
+    usbeam_py_doppler_methods,
 
     /* family hadamard: */
     usbeam_py_hadamard_methods,

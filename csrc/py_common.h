@@ -60,6 +60,7 @@ extern PyMethodDef usbeam_py_rf2iq_methods[];
 extern PyMethodDef usbeam_py_das_methods[];
 
 /* family doppler: */
+extern PyMethodDef usbeam_py_doppler_methods[];
 
 /* family hadamard: */
 extern PyMethodDef usbeam_py_hadamard_methods[];

@@ -27,6 +27,9 @@ from . import io, simulate
 from .pipeline import Pipeline
 
 # family doppler:
+from .doppler import (ClutterFilter, ColorDopplerPlan, DopplerDisplay, PowerDopplerPlan, clutter_filter,
+                      color_doppler, nyquist_velocity, power_doppler)
+from .doppler_pipeline import DopplerMaps, DopplerPipeline
 
 # family hadamard:
 from .hadamard import HadamardDecodePlan, hadamard, hadamard_decode, hadamard_orders
@@ -73,6 +76,8 @@ __all__ += ["LinearArray", "PlaneWave", "DivergingWave", "Focused", "SyntheticAp
             "MustRecording", "load_must", "plane_wave_angle"]
 
 # family doppler (extend __all__ here):
+__all__ += ["ClutterFilter", "clutter_filter", "ColorDopplerPlan", "color_doppler", "PowerDopplerPlan",
+            "power_doppler", "DopplerDisplay", "nyquist_velocity", "DopplerMaps", "DopplerPipeline"]
 
 # family hadamard (extend __all__ here):
 __all__ += ["HadamardDecodePlan", "hadamard", "hadamard_decode", "hadamard_orders"]

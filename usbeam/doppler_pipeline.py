@@ -1,0 +1,137 @@
+"""RF -> IQ -> DAS -> clutter filter -> color / power Doppler, with every buffer allocated once.
+
+One call takes one ensemble of RF channel data, ``(n_frames, n_transmits, n_elements,
+n_samples)`` (int16 as scanners deliver it, or float32), and returns the Doppler maps of the
+grid.  The transmits of a frame are compounded coherently by the beamformer, so ``prf`` is
+the slow-time rate of the compounded frames (the pulse repetition frequency divided by the
+number of transmits per frame).  Stages: ``usbeam.RF2IQPlan``, ``usbeam.Beamformer``,
+``usbeam.ClutterFilter``, ``usbeam.ColorDopplerPlan``, ``usbeam.PowerDopplerPlan``.
+"""
+import time
+from collections import namedtuple
+
+import numpy as np
+
+from . import _validate
+from .doppler import ClutterFilter, ColorDopplerPlan, PowerDopplerPlan
+
+DopplerMaps = namedtuple("DopplerMaps", ["velocity", "variance", "power"])
+
+
+class DopplerPipeline:
+    """The whole Doppler chain for one acquisition geometry.
+
+    Parameters
+    ----------
+    probe, sequence, grid :
+        ``usbeam.LinearArray``, a transmit or list of transmits (compounded), ``usbeam.Grid``.
+    n_frames : int
+        Ensemble length (slow-time frames per call).
+    n_samples, fs, fc, c, t0 :
+        RF samples per channel, sampling and centre frequencies (Hz), speed of sound (m/s),
+        time of the first sample (s).
+    prf : float
+        Slow-time rate of the (compounded) frames, Hz.
+    rf_dtype : int16 or float32
+    bandwidth : float or None
+        Fractional bandwidth of the rf2iq low-pass (MUST convention), None for its default.
+    f_number, interpolation :
+        Beamformer receive f-number (or 'auto') and interpolation.
+    clutter : {'svd', 'poly', 'mean', 'iir'} or None
+        Clutter filter, with ``clutter_options`` passed to ``usbeam.ClutterFilter``.  An
+        'iir' filter carries its state from one call to the next (a live stream).
+    lag, average, window :
+        Color Doppler options (``usbeam.ColorDopplerPlan``).
+    outputs : tuple of {'color', 'power'}
+    power_db, noise_floor :
+        Power Doppler options (``usbeam.PowerDopplerPlan``; dB relative to each call's max).
+    decimation :
+        rf2iq decimation (the beamformer then reads the decimated IQ).
+
+    Calling the pipeline returns ``DopplerMaps(velocity, variance, power)`` (None for an
+    output not requested).  The arrays are the pipeline's own buffers, overwritten by the
+    next call: copy them to keep them.  ``timings`` holds the seconds each stage took in the
+    last call (rf2iq, das, clutter, doppler).
+    """
+
+    STAGES = ("rf2iq", "das", "clutter", "doppler")
+
+    def __init__(self, probe, sequence, grid, *, n_frames, n_samples, fs, fc, prf, c=1540.0, t0=0.0,
+                 rf_dtype=np.int16, bandwidth=None, f_number=1.0, interpolation="linear", clutter="svd",
+                 clutter_options=None, lag=1, average=1, window="hamming", outputs=("color", "power"),
+                 power_db=True, noise_floor=0.0, decimation=1, backend="cpu"):
+        from .beamformer import Beamformer
+        from .geometry import as_sequence
+        from .rf2iq import RF2IQPlan
+
+        self.n_frames = _validate.integer("n_frames", n_frames, minimum=2)
+        self.prf = _validate.positive("prf", prf)
+        outputs = tuple(outputs)
+        for name in outputs:
+            _validate.choice("outputs", name, ("color", "power"))
+        if not outputs:
+            raise ValueError("outputs: ask for 'color', 'power' or both")
+        self.outputs = outputs
+        sequence = as_sequence(sequence, probe)
+        self.rf_shape = (self.n_frames, len(sequence), probe.n_elements,
+                         _validate.integer("n_samples", n_samples, minimum=1))
+        self.rf_dtype = np.dtype(rf_dtype)
+        self.rf2iq = RF2IQPlan(self.rf_shape, self.rf_dtype, fs=fs, fc=fc, t0=t0, bandwidth=bandwidth,
+                               decimation=decimation, backend=backend)
+        self.beamformer = Beamformer(probe, sequence, grid, fs=self.rf2iq.fs_out, fc=fc, c=c, t0=t0,
+                                     n_samples=self.rf2iq.n_out, f_number=f_number, interpolation=interpolation,
+                                     dtype=np.complex64, n_frames=self.n_frames, bandwidth=bandwidth,
+                                     backend=backend)
+        self.image_shape = tuple(grid.shape)
+        ensemble_shape = (self.n_frames,) + self.image_shape
+        self.clutter = (ClutterFilter(ensemble_shape, clutter, backend=backend, **(clutter_options or {}))
+                        if clutter is not None else None)
+        self.color = (ColorDopplerPlan(ensemble_shape, fc=fc, prf=prf, c=c, lag=lag, average=average,
+                                       window=window, backend=backend) if "color" in outputs else None)
+        self.power = (PowerDopplerPlan(ensemble_shape, db=power_db, noise_floor=noise_floor, backend=backend)
+                      if "power" in outputs else None)
+        _validate.check_allocation("iq", self.rf2iq.out_shape, 8)
+        self._iq = np.empty(self.rf2iq.out_shape, np.complex64)
+        self._beamformed = np.empty(ensemble_shape, np.complex64)
+        self._filtered = np.empty(ensemble_shape, np.complex64) if self.clutter is not None else self._beamformed
+        self._velocity = np.empty(self.image_shape, np.float32) if self.color else None
+        self._variance = np.empty(self.image_shape, np.float32) if self.color else None
+        self._power = np.empty(self.image_shape, np.float32) if self.power else None
+        self.timings = dict.fromkeys(self.STAGES, 0.0)
+
+    @property
+    def nyquist_velocity(self):
+        return self.color.nyquist_velocity if self.color else None
+
+    @property
+    def input_bytes(self):
+        """Bytes of one RF ensemble."""
+        return int(np.prod(self.rf_shape)) * self.rf_dtype.itemsize
+
+    def beamform(self, rf):
+        """RF -> beamformed IQ ensemble ``(n_frames, nz, nx)`` (the pipeline's buffer)."""
+        rf = _validate.ndarray("rf", rf)
+        if rf.dtype != self.rf_dtype:
+            raise TypeError(f"rf must have dtype {self.rf_dtype} (got {rf.dtype})")
+        if rf.shape != self.rf_shape:
+            raise ValueError(f"rf must have shape {self.rf_shape} (got {rf.shape})")
+        t0 = time.perf_counter()
+        self.rf2iq(rf, out=self._iq)
+        t1 = time.perf_counter()
+        self.beamformer(self._iq, out=self._beamformed)
+        self.timings["rf2iq"], self.timings["das"] = t1 - t0, time.perf_counter() - t1
+        return self._beamformed
+
+    def __call__(self, rf):
+        """Run the chain on one RF ensemble; returns DopplerMaps (the pipeline's buffers)."""
+        beamformed = self.beamform(rf)
+        t0 = time.perf_counter()
+        if self.clutter is not None:
+            self.clutter(beamformed, out=self._filtered)
+        t1 = time.perf_counter()
+        if self.color is not None:
+            self.color(self._filtered, velocity=self._velocity, variance=self._variance)
+        if self.power is not None:
+            self.power(self._filtered, out=self._power)
+        self.timings["clutter"], self.timings["doppler"] = t1 - t0, time.perf_counter() - t1
+        return DopplerMaps(self._velocity, self._variance, self._power)
