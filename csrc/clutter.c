@@ -37,6 +37,10 @@
  *   y = y0 - P y0 with y0 the zero-state output and P the projector onto the natural
  *   responses (the zero-input outputs from each unit state); the state after frame L is
  *   advanced consistently, so the stream continues from the optimal initial state.
+ *
+ * backend CUDA: 'mean' and 'poly' only: the basis is built here in double, then the twin in
+ * cuda/clutter.cu gets it (no host scratch) and execute forwards.  'svd' and 'iir' on CUDA
+ * fail with USBEAM_ERR_UNSUPPORTED.
  */
 #include "clutter_internal.h"
 
@@ -255,15 +259,31 @@ static void *checked_alloc(size_t a, size_t b, size_t c, int *failed)
     return ptr;
 }
 
+/* The polynomial basis is real (Legendre): the twin gets its real parts, component by component. */
+static usbeam_status create_cuda_twin(usbeam_clutter_plan *p)
+{
+    const size_t n = p->params.n_frames, values = n * (size_t)p->n_basis;
+    double *real_basis = usbeam_alloc(values * sizeof *real_basis);
+    if (!real_basis) return usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "clutter plan: basis for CUDA");
+    for (size_t i = 0; i < values; ++i) real_basis[i] = creal(p->basis[i]);
+    usbeam_status st = usbeam_clutter_cuda_create(&p->params, real_basis, p->n_basis, &p->cuda);
+    usbeam_free(real_basis);
+    return st;
+}
+
 usbeam_status usbeam_clutter_plan_create(const usbeam_clutter_params *params, usbeam_backend backend,
                                          usbeam_clutter_plan **plan)
 {
     usbeam_status st;
     if (!params || !plan) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "params and plan must not be NULL");
     *plan = NULL;
-    if (backend != USBEAM_BACKEND_CPU)
-        return usbeam_fail(USBEAM_ERR_NO_BACKEND, "backend: the clutter filter has no CUDA path in this build");
+    if (backend != USBEAM_BACKEND_CPU && backend != USBEAM_BACKEND_CUDA)
+        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "backend: unknown backend %d", (int)backend);
     if ((st = validate_params(params)) != USBEAM_OK) return st;
+    if (backend == USBEAM_BACKEND_CUDA && params->method != USBEAM_CLUTTER_MEAN &&
+        params->method != USBEAM_CLUTTER_POLY)
+        return usbeam_fail(USBEAM_ERR_UNSUPPORTED,
+                           "method: only 'mean' and 'poly' clutter filters run on CUDA in this version");
 
     usbeam_clutter_plan *p = usbeam_alloc(sizeof *p);
     if (!p) return usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "clutter plan");
@@ -278,6 +298,7 @@ usbeam_status usbeam_clutter_plan_create(const usbeam_clutter_params *params, us
     case USBEAM_CLUTTER_POLY:
         if (failed) break;
         st = build_poly_basis(p, params->method == USBEAM_CLUTTER_MEAN ? 0 : params->poly_order);
+        if (st == USBEAM_OK && backend == USBEAM_BACKEND_CUDA) st = create_cuda_twin(p);
         if (st != USBEAM_OK) {
             usbeam_clutter_plan_destroy(p);
             return st;
@@ -321,6 +342,7 @@ usbeam_status usbeam_clutter_plan_create(const usbeam_clutter_params *params, us
 usbeam_status usbeam_clutter_execute(usbeam_clutter_plan *plan, const void *in, void *out)
 {
     if (!plan || !in || !out) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "plan, in and out must not be NULL");
+    if (plan->cuda) return usbeam_clutter_cuda_execute(plan->cuda, in, out);
     switch (plan->params.method) {
     case USBEAM_CLUTTER_MEAN:
     case USBEAM_CLUTTER_POLY:
@@ -358,9 +380,15 @@ usbeam_status usbeam_clutter_svd_info(const usbeam_clutter_plan *plan, double *s
     return USBEAM_OK;
 }
 
+usbeam_cuda_exec *usbeam_clutter_plan_cuda(usbeam_clutter_plan *plan)
+{
+    return plan && plan->cuda ? usbeam_clutter_cuda_exec(plan->cuda) : NULL;
+}
+
 void usbeam_clutter_plan_destroy(usbeam_clutter_plan *plan)
 {
     if (!plan) return;
+    usbeam_clutter_cuda_destroy(plan->cuda);
     usbeam_free(plan->basis);
     usbeam_free(plan->coef);
     usbeam_free(plan->gram);

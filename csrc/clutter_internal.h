@@ -68,6 +68,7 @@ struct usbeam_clutter_plan {
     double *state_gain;       /* n_state x L: state correction per unit of zero-state output */
     double *y0;               /* per thread: [2][L][PIXEL_BLOCK] */
     int started;              /* 0 until the first execute after create/reset */
+    usbeam_clutter_cuda *cuda; /* backend CUDA ('mean', 'poly'): the twin in cuda/clutter.cu */
 };
 
 

@@ -112,6 +112,61 @@ usbeam_cuda_exec *usbeam_bmode_cuda_exec(usbeam_bmode_cuda *plan)
     return NULL;
 }
 
+usbeam_status usbeam_color_cuda_create(const usbeam_color_params *params, const double *window_z,
+                                       const double *window_x, double nyquist, usbeam_color_cuda **plan)
+{
+    (void)params, (void)window_z, (void)window_x, (void)nyquist;
+    if (plan) *plan = NULL;
+    return no_cuda("backend: color Doppler on CUDA");
+}
+usbeam_status usbeam_color_cuda_execute(usbeam_color_cuda *plan, const void *in, float *velocity, float *variance,
+                                        float *power)
+{
+    (void)plan, (void)in, (void)velocity, (void)variance, (void)power;
+    return no_cuda("color Doppler execute on CUDA");
+}
+void usbeam_color_cuda_destroy(usbeam_color_cuda *plan) { (void)plan; }
+usbeam_cuda_exec *usbeam_color_cuda_exec(usbeam_color_cuda *plan)
+{
+    (void)plan;
+    return NULL;
+}
+usbeam_status usbeam_power_cuda_create(const usbeam_power_params *params, usbeam_power_cuda **plan)
+{
+    (void)params;
+    if (plan) *plan = NULL;
+    return no_cuda("backend: power Doppler on CUDA");
+}
+usbeam_status usbeam_power_cuda_execute(usbeam_power_cuda *plan, const void *in, float *out)
+{
+    (void)plan, (void)in, (void)out;
+    return no_cuda("power Doppler execute on CUDA");
+}
+void usbeam_power_cuda_destroy(usbeam_power_cuda *plan) { (void)plan; }
+usbeam_cuda_exec *usbeam_power_cuda_exec(usbeam_power_cuda *plan)
+{
+    (void)plan;
+    return NULL;
+}
+usbeam_status usbeam_clutter_cuda_create(const usbeam_clutter_params *params, const double *basis, int n_basis,
+                                         usbeam_clutter_cuda **plan)
+{
+    (void)params, (void)basis, (void)n_basis;
+    if (plan) *plan = NULL;
+    return no_cuda("backend: clutter filter on CUDA");
+}
+usbeam_status usbeam_clutter_cuda_execute(usbeam_clutter_cuda *plan, const void *in, void *out)
+{
+    (void)plan, (void)in, (void)out;
+    return no_cuda("clutter filter execute on CUDA");
+}
+void usbeam_clutter_cuda_destroy(usbeam_clutter_cuda *plan) { (void)plan; }
+usbeam_cuda_exec *usbeam_clutter_cuda_exec(usbeam_clutter_cuda *plan)
+{
+    (void)plan;
+    return NULL;
+}
+
 usbeam_status usbeam_rf2iq_cuda_create(const usbeam_rf2iq_params *params, const usbeam_rf2iq_tables *tables,
                                        usbeam_rf2iq_cuda **plan)
 {

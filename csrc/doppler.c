@@ -27,6 +27,9 @@
  * Power Doppler (Rubin et al., Radiology 1994): P = (1/N) sum_t |x[t]|^2 per pixel after
  * the clutter filter; linear, or 10 log10(P / ref) dB with ref the max (or a fixed value),
  * with values below a noise floor raised to it.
+ *
+ * backend CUDA: create validates and builds the windows here exactly as for the CPU, then
+ * hands them to the twin in cuda/doppler.cu (no host accumulators); execute forwards.
  */
 #include "usbeam_internal.h"
 
@@ -50,6 +53,7 @@ struct usbeam_color_plan {
     /* accumulators, double[n_pixels] each: R(lag) re/im, P, axial Rz re/im */
     double *acc[5];
     double *tmp;           /* double[n_acc][nz * nx]: separable smoothing scratch */
+    usbeam_color_cuda *cuda; /* backend CUDA: the twin, which owns the device buffers */
 };
 
 static void make_window(double *w, int m, usbeam_doppler_window kind)
@@ -64,8 +68,8 @@ usbeam_status usbeam_color_plan_create(const usbeam_color_params *params, usbeam
     usbeam_status st;
     if (!params || !plan) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "params and plan must not be NULL");
     *plan = NULL;
-    if (backend != USBEAM_BACKEND_CPU)
-        return usbeam_fail(USBEAM_ERR_NO_BACKEND, "backend: color Doppler has no CUDA path in this build");
+    if (backend != USBEAM_BACKEND_CPU && backend != USBEAM_BACKEND_CUDA)
+        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "backend: unknown backend %d", (int)backend);
     if ((st = usbeam_check_positive("fc", params->fc)) != USBEAM_OK) return st;
     if ((st = usbeam_check_positive("prf", params->prf)) != USBEAM_OK) return st;
     if ((st = usbeam_check_positive("c", params->c)) != USBEAM_OK) return st;
@@ -103,6 +107,15 @@ usbeam_status usbeam_color_plan_create(const usbeam_color_params *params, usbeam
     p->smooth = params->window_z > 1 || params->window_x > 1;
     make_window(p->window_z, params->window_z, params->window);
     make_window(p->window_x, params->window_x, params->window);
+    if (backend == USBEAM_BACKEND_CUDA) {
+        st = usbeam_color_cuda_create(params, p->window_z, p->window_x, p->nyquist, &p->cuda);
+        if (st != USBEAM_OK) {
+            usbeam_color_plan_destroy(p);
+            return st;
+        }
+        *plan = p;
+        return USBEAM_OK;
+    }
     int failed = 0;
     int n_acc = params->axial_correction ? 5 : 3;
     for (int a = 0; a < n_acc; ++a)
@@ -119,9 +132,15 @@ usbeam_status usbeam_color_plan_create(const usbeam_color_params *params, usbeam
 void usbeam_color_plan_destroy(usbeam_color_plan *plan)
 {
     if (!plan) return;
+    usbeam_color_cuda_destroy(plan->cuda);
     for (int a = 0; a < 5; ++a) usbeam_free(plan->acc[a]);
     usbeam_free(plan->tmp);
     usbeam_free(plan);
+}
+
+usbeam_cuda_exec *usbeam_color_plan_cuda(usbeam_color_plan *plan)
+{
+    return plan && plan->cuda ? usbeam_color_cuda_exec(plan->cuda) : NULL;
 }
 
 /* Mirror an index into [0, n) the way scipy's boundary='symmetric' does (edge repeated). */
@@ -172,6 +191,7 @@ usbeam_status usbeam_color_execute(usbeam_color_plan *plan, const void *in, floa
 {
     if (!plan || !in || !velocity)
         return usbeam_fail(USBEAM_ERR_NULL_POINTER, "plan, in and velocity must not be NULL");
+    if (plan->cuda) return usbeam_color_cuda_execute(plan->cuda, in, velocity, variance, power);
     const usbeam_color_params *prm = &plan->params;
     const float *iq = in;
     const size_t n_frames = prm->n_frames, n_pixels = plan->n_pixels, lag = (size_t)prm->lag;
@@ -254,6 +274,7 @@ usbeam_status usbeam_color_execute(usbeam_color_plan *plan, const void *in, floa
 
 struct usbeam_power_plan {
     usbeam_power_params params;
+    usbeam_power_cuda *cuda; /* backend CUDA: the twin */
 };
 
 usbeam_status usbeam_power_plan_create(const usbeam_power_params *params, usbeam_backend backend,
@@ -262,8 +283,8 @@ usbeam_status usbeam_power_plan_create(const usbeam_power_params *params, usbeam
     usbeam_status st;
     if (!params || !plan) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "params and plan must not be NULL");
     *plan = NULL;
-    if (backend != USBEAM_BACKEND_CPU)
-        return usbeam_fail(USBEAM_ERR_NO_BACKEND, "backend: power Doppler has no CUDA path in this build");
+    if (backend != USBEAM_BACKEND_CPU && backend != USBEAM_BACKEND_CUDA)
+        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "backend: unknown backend %d", (int)backend);
     if (params->n_frames < 1) return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "n_frames: the ensemble is empty");
     if (params->n_pixels < 1) return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "n_pixels: the frames are empty");
     if ((st = usbeam_check_nonnegative("reference", params->reference)) != USBEAM_OK) return st;
@@ -271,15 +292,29 @@ usbeam_status usbeam_power_plan_create(const usbeam_power_params *params, usbeam
     usbeam_power_plan *p = usbeam_alloc(sizeof *p);
     if (!p) return usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "power plan");
     p->params = *params;
+    if (backend == USBEAM_BACKEND_CUDA && (st = usbeam_power_cuda_create(params, &p->cuda)) != USBEAM_OK) {
+        usbeam_free(p);
+        return st;
+    }
     *plan = p;
     return USBEAM_OK;
 }
 
-void usbeam_power_plan_destroy(usbeam_power_plan *plan) { usbeam_free(plan); }
+void usbeam_power_plan_destroy(usbeam_power_plan *plan)
+{
+    if (plan) usbeam_power_cuda_destroy(plan->cuda);
+    usbeam_free(plan);
+}
+
+usbeam_cuda_exec *usbeam_power_plan_cuda(usbeam_power_plan *plan)
+{
+    return plan && plan->cuda ? usbeam_power_cuda_exec(plan->cuda) : NULL;
+}
 
 usbeam_status usbeam_power_execute(usbeam_power_plan *plan, const void *in, float *out)
 {
     if (!plan || !in || !out) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "plan, in and out must not be NULL");
+    if (plan->cuda) return usbeam_power_cuda_execute(plan->cuda, in, out);
     const usbeam_power_params *prm = &plan->params;
     const float *iq = in;
     const size_t n_frames = prm->n_frames, n_pixels = prm->n_pixels;

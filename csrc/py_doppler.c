@@ -139,11 +139,17 @@ static PyObject *py_clutter_execute(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOO", &capsule, &in_obj, &out_obj)) return NULL;
     handle *h = usbeam_py_plan_from_capsule(capsule, CLUTTER_CAPSULE, "plan");
     if (!h) return NULL;
-    const void *in = usbeam_py_array_data(in_obj, "iq", NPY_COMPLEX64, h->n_in, 0);
+    usbeam_cuda_exec *cuda = usbeam_clutter_plan_cuda(h->plan); /* NULL: CPU plan, NumPy arrays */
+    const void *in = usbeam_py_plan_buffer(in_obj, "iq", NPY_COMPLEX64, h->n_in, 0, cuda);
     if (!in) return NULL;
-    void *out = usbeam_py_array_data(out_obj, "out", NPY_COMPLEX64, h->n_out, 1);
+    void *out = usbeam_py_plan_buffer(out_obj, "out", NPY_COMPLEX64, h->n_out, 1, cuda);
     if (!out) return NULL;
     usbeam_status st;
+    if (cuda) {
+        st = usbeam_clutter_execute(h->plan, in, out); /* queues kernels only, GIL held */
+        if (st != USBEAM_OK) return usbeam_py_raise(st);
+        Py_RETURN_NONE;
+    }
     Py_BEGIN_ALLOW_THREADS
     PyThread_acquire_lock(h->lock, WAIT_LOCK);
     st = usbeam_clutter_execute(h->plan, in, out);
@@ -244,6 +250,15 @@ static int optional_out(PyObject *obj, const char *name, size_t n, int npy_type,
     return *data ? 0 : -1;
 }
 
+/* The same for a plan that may be on CUDA (exec non-NULL: a DeviceArray on the plan's device). */
+static int optional_plan_out(PyObject *obj, const char *name, size_t n, usbeam_cuda_exec *cuda, void **data)
+{
+    *data = NULL;
+    if (obj == Py_None) return 0;
+    *data = usbeam_py_plan_buffer(obj, name, NPY_FLOAT32, n, 1, cuda);
+    return *data ? 0 : -1;
+}
+
 static int optional_in(PyObject *obj, const char *name, size_t n, const float **data)
 {
     *data = NULL;
@@ -259,14 +274,21 @@ static PyObject *py_color_execute(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOO|OO", &capsule, &in_obj, &vel_obj, &var_obj, &pow_obj)) return NULL;
     handle *h = usbeam_py_plan_from_capsule(capsule, COLOR_CAPSULE, "plan");
     if (!h) return NULL;
-    const void *in = usbeam_py_array_data(in_obj, "iq", NPY_COMPLEX64, h->n_in, 0);
+    usbeam_cuda_exec *cuda = usbeam_color_plan_cuda(h->plan); /* NULL: CPU plan, NumPy arrays */
+    const void *in = usbeam_py_plan_buffer(in_obj, "iq", NPY_COMPLEX64, h->n_in, 0, cuda);
     if (!in) return NULL;
-    float *velocity = usbeam_py_array_data(vel_obj, "velocity", NPY_FLOAT32, h->n_out, 1);
+    float *velocity = usbeam_py_plan_buffer(vel_obj, "velocity", NPY_FLOAT32, h->n_out, 1, cuda);
     if (!velocity) return NULL;
     void *variance, *power;
-    if (optional_out(var_obj, "variance", h->n_out, NPY_FLOAT32, &variance) < 0) return NULL;
-    if (optional_out(pow_obj, "power", h->n_out, NPY_FLOAT32, &power) < 0) return NULL;
+    if (optional_plan_out(var_obj, "variance", h->n_out, cuda, &variance) < 0) return NULL;
+    if (optional_plan_out(pow_obj, "power", h->n_out, cuda, &power) < 0) return NULL;
     usbeam_status st;
+    if (cuda) {
+        /* only queues kernels; holding the GIL serialises users of the plan's device scratch */
+        st = usbeam_color_execute(h->plan, in, velocity, variance, power);
+        if (st != USBEAM_OK) return usbeam_py_raise(st);
+        Py_RETURN_NONE;
+    }
     Py_BEGIN_ALLOW_THREADS
     PyThread_acquire_lock(h->lock, WAIT_LOCK);
     st = usbeam_color_execute(h->plan, in, velocity, variance, power);
@@ -311,11 +333,17 @@ static PyObject *py_power_execute(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOO", &capsule, &in_obj, &out_obj)) return NULL;
     handle *h = usbeam_py_plan_from_capsule(capsule, POWER_CAPSULE, "plan");
     if (!h) return NULL;
-    const void *in = usbeam_py_array_data(in_obj, "iq", NPY_COMPLEX64, h->n_in, 0);
+    usbeam_cuda_exec *cuda = usbeam_power_plan_cuda(h->plan); /* NULL: CPU plan, NumPy arrays */
+    const void *in = usbeam_py_plan_buffer(in_obj, "iq", NPY_COMPLEX64, h->n_in, 0, cuda);
     if (!in) return NULL;
-    float *out = usbeam_py_array_data(out_obj, "out", NPY_FLOAT32, h->n_out, 1);
+    float *out = usbeam_py_plan_buffer(out_obj, "out", NPY_FLOAT32, h->n_out, 1, cuda);
     if (!out) return NULL;
     usbeam_status st;
+    if (cuda) {
+        st = usbeam_power_execute(h->plan, in, out); /* queues kernels only, GIL held as above */
+        if (st != USBEAM_OK) return usbeam_py_raise(st);
+        Py_RETURN_NONE;
+    }
     Py_BEGIN_ALLOW_THREADS
     PyThread_acquire_lock(h->lock, WAIT_LOCK);
     st = usbeam_power_execute(h->plan, in, out);
@@ -323,6 +351,30 @@ static PyObject *py_power_execute(PyObject *self, PyObject *args)
     Py_END_ALLOW_THREADS
     if (st != USBEAM_OK) return usbeam_py_raise(st);
     Py_RETURN_NONE;
+}
+
+static PyObject *py_clutter_cuda_exec(PyObject *self, PyObject *capsule)
+{
+    (void)self;
+    handle *h = usbeam_py_plan_from_capsule(capsule, CLUTTER_CAPSULE, "plan");
+    if (!h) return NULL;
+    return usbeam_py_cuda_exec_capsule(usbeam_clutter_plan_cuda(h->plan), capsule);
+}
+
+static PyObject *py_color_cuda_exec(PyObject *self, PyObject *capsule)
+{
+    (void)self;
+    handle *h = usbeam_py_plan_from_capsule(capsule, COLOR_CAPSULE, "plan");
+    if (!h) return NULL;
+    return usbeam_py_cuda_exec_capsule(usbeam_color_plan_cuda(h->plan), capsule);
+}
+
+static PyObject *py_power_cuda_exec(PyObject *self, PyObject *capsule)
+{
+    (void)self;
+    handle *h = usbeam_py_plan_from_capsule(capsule, POWER_CAPSULE, "plan");
+    if (!h) return NULL;
+    return usbeam_py_cuda_exec_capsule(usbeam_power_plan_cuda(h->plan), capsule);
 }
 
 /* ---- display ---------------------------------------------------------------------------- */
@@ -412,6 +464,9 @@ PyMethodDef usbeam_py_doppler_methods[] = {
      "Run color Doppler: (plan, iq, velocity, variance=None, power=None)."},
     {"power_plan", KW(py_power_plan), METH_VARARGS | METH_KEYWORDS, "Create a power Doppler plan."},
     {"power_execute", py_power_execute, METH_VARARGS, "Run power Doppler: (plan, iq, out)."},
+    {"clutter_cuda_exec", py_clutter_cuda_exec, METH_O, "CUDA state of a clutter plan (None for the CPU)."},
+    {"color_cuda_exec", py_color_cuda_exec, METH_O, "CUDA state of a color Doppler plan (None for the CPU)."},
+    {"power_cuda_exec", py_power_cuda_exec, METH_O, "CUDA state of a power Doppler plan (None for the CPU)."},
     {"doppler_display_plan", KW(py_display_plan), METH_VARARGS | METH_KEYWORDS,
      "Create a Doppler display post-processing plan."},
     {"doppler_display_execute", py_display_execute, METH_VARARGS,

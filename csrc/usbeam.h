@@ -445,6 +445,12 @@ usbeam_status usbeam_power_plan_create(const usbeam_power_params *params, usbeam
 /* in: complex64[n_frames][n_pixels]; out: float32[n_pixels] */
 usbeam_status usbeam_power_execute(usbeam_power_plan *plan, const void *in, float *out);
 void usbeam_power_plan_destroy(usbeam_power_plan *plan);
+/* The CUDA execution state of a color / power Doppler plan; NULL for a CPU plan.  A CUDA plan's
+ * execute takes device pointers, queues its kernels and returns without waiting. */
+usbeam_cuda_exec *usbeam_color_plan_cuda(usbeam_color_plan *plan);
+usbeam_cuda_exec *usbeam_power_plan_cuda(usbeam_power_plan *plan);
+/* The clutter filter's CUDA state ('mean' and 'poly' only on CUDA); NULL for a CPU plan. */
+usbeam_cuda_exec *usbeam_clutter_plan_cuda(usbeam_clutter_plan *plan);
 
 /* -- display post-processing of successive Doppler outputs -- */
 typedef struct usbeam_doppler_display_params {

@@ -51,6 +51,28 @@ usbeam_status usbeam_bmode_cuda_execute(usbeam_bmode_cuda *plan, const void *in,
 void usbeam_bmode_cuda_destroy(usbeam_bmode_cuda *plan);
 usbeam_cuda_exec *usbeam_bmode_cuda_exec(usbeam_bmode_cuda *plan);
 
+/* doppler (cuda/doppler.cu): color Doppler gets the windows and the Nyquist velocity doppler.c
+ * computed in double; the CPU plan has checked every size. */
+typedef struct usbeam_color_cuda usbeam_color_cuda;
+usbeam_status usbeam_color_cuda_create(const usbeam_color_params *params, const double *window_z,
+                                       const double *window_x, double nyquist, usbeam_color_cuda **plan);
+usbeam_status usbeam_color_cuda_execute(usbeam_color_cuda *plan, const void *in, float *velocity, float *variance,
+                                        float *power);
+void usbeam_color_cuda_destroy(usbeam_color_cuda *plan);
+usbeam_cuda_exec *usbeam_color_cuda_exec(usbeam_color_cuda *plan);
+typedef struct usbeam_power_cuda usbeam_power_cuda;
+usbeam_status usbeam_power_cuda_create(const usbeam_power_params *params, usbeam_power_cuda **plan);
+usbeam_status usbeam_power_cuda_execute(usbeam_power_cuda *plan, const void *in, float *out);
+void usbeam_power_cuda_destroy(usbeam_power_cuda *plan);
+usbeam_cuda_exec *usbeam_power_cuda_exec(usbeam_power_cuda *plan);
+/* clutter (cuda/clutter.cu): the projection filters only; basis double[n_basis][n_frames]. */
+typedef struct usbeam_clutter_cuda usbeam_clutter_cuda;
+usbeam_status usbeam_clutter_cuda_create(const usbeam_clutter_params *params, const double *basis, int n_basis,
+                                         usbeam_clutter_cuda **plan);
+usbeam_status usbeam_clutter_cuda_execute(usbeam_clutter_cuda *plan, const void *in, void *out);
+void usbeam_clutter_cuda_destroy(usbeam_clutter_cuda *plan);
+usbeam_cuda_exec *usbeam_clutter_cuda_exec(usbeam_clutter_cuda *plan);
+
 /* What rf2iq.c computed at plan time (host arrays, read during create only). */
 typedef struct usbeam_rf2iq_tables {
     const double *phasor_re, *phasor_im;        /* [n_samples] exp(-2j pi fc t) */

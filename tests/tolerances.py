@@ -41,6 +41,19 @@ TOLERANCES = {
     # PWI_disk, GPU chain vs CPU chain at the uint8 display: the images agree to ~1e-6
     # relative, so a grey level can move by one at a truncation edge.
     "das_cuda_bmode_max_levels": 1,
+    # CUDA color / power Doppler vs the CPU backend: the same double sums over the ensemble in
+    # the same frame and tap order; nvcc may contract products into FMAs and the device
+    # atan2/hypot/log10 may differ from glibc's by an ulp, so results agree to the float32
+    # rounding of the output (~6e-8 relative).  The bounds of the CPU against the float64
+    # reference (doppler_velocity_vn, doppler_variance_rel, doppler_power_*).  Not yet measured
+    # on a GPU (none in the session that wrote them).
+    "doppler_cuda_velocity_vn": 1e-6,
+    "doppler_cuda_rel": 1e-6,
+    "doppler_cuda_power_db_abs": 1e-5,
+    # CUDA 'mean'/'poly' clutter filter vs the CPU backend, max|gpu - cpu| / max|input|: the same
+    # double projection in the same order (FMA contraction aside); the output is float32, so a
+    # sample can land on the neighbouring float: 2^-24 relative to the input it was formed from.
+    "doppler_cuda_clutter_rel": 1e-6,
 
     # ---- family rf2iq ----
     # C vs the float64 reference, max|got - want| / max|want|: the output is complex64, so each

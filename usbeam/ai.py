@@ -1,10 +1,15 @@
 """AI model hand-off: model input pre-processing, FP16 conversion, detection and segmentation
 post-processing (C kernels: csrc/preprocess.c, detect.c, segment.c; CUDA: cuda/*.cu).
 
-Every function takes NumPy arrays.  With ``backend='cuda'`` the plans take device arrays that
-expose ``__cuda_array_interface__`` (CuPy, PyTorch, Numba) without copying, with caller-provided
-outputs, queued on ``stream`` (an integer ``cudaStream_t``, or an object with ``cuda_stream``
-or ``ptr``) and never synchronising the host.  DLPack exchange belongs to the CUDA backend issue.
+Every function takes NumPy arrays, or any host DLPack producer (a CPU torch tensor, a JAX
+array), viewed without a copy.  With ``backend='cuda'`` (and in the device paths of the
+one-shot functions) they take device arrays without copying: any DLPack producer on a CUDA
+device (PyTorch, CuPy, JAX, a ``usbeam.DeviceArray``) or anything with
+``__cuda_array_interface__`` (Numba), imported through :func:`usbeam.device.asarray`, with
+caller-provided outputs, queued on ``stream`` (an integer ``cudaStream_t``, or an object with
+``cuda_stream`` or ``ptr``) and never synchronising the host.  The import orders the
+producer's pending writes before ``stream`` (DLPack's stream argument, the CUDA array
+interface's v3 stream), with an event, not a host wait.
 
 Conventions (the C file headers give the detail and the references):
 
@@ -21,7 +26,9 @@ import numbers
 import numpy as np
 
 from . import _core, _validate
+from . import device as _device
 from ._backend import check_backend
+from .device import KDLCUDA, KDLCUDAMANAGED, DeviceArray
 
 _IMAGE_DTYPES = (np.dtype(np.uint8), np.dtype(np.float16), np.dtype(np.float32))
 _MODEL_DTYPES = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16)}
@@ -30,7 +37,30 @@ _MODEL_DTYPES = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16
 # ---------------------------------------------------------------- device arrays
 
 def _is_device_array(obj):
+    """True for an array in CUDA memory: a CUDA DeviceArray, a DLPack producer whose
+    ``__dlpack_device__`` is a CUDA device, or anything with ``__cuda_array_interface__``."""
+    if isinstance(obj, np.ndarray):
+        return False
+    if isinstance(obj, DeviceArray):
+        return obj.device != "cpu"
+    if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
+        try:
+            device_type = int(obj.__dlpack_device__()[0])
+        except Exception:  # a producer that cannot say where it lives is not taken as a device array
+            return False
+        return device_type in (KDLCUDA, KDLCUDAMANAGED)
     return hasattr(obj, "__cuda_array_interface__")
+
+
+def _host_array(name, value):
+    """A host argument as an ndarray without copying: NumPy, array-likes, or a host DLPack
+    producer (``numpy.from_dlpack`` views its memory)."""
+    if not isinstance(value, np.ndarray) and hasattr(value, "__dlpack__") and hasattr(value, "__dlpack_device__"):
+        try:
+            return np.from_dlpack(value)
+        except (BufferError, TypeError, ValueError, RuntimeError) as exc:
+            raise TypeError(f"{name}: cannot view this DLPack producer on the host ({exc})") from None
+    return _validate.ndarray(name, value)
 
 
 def _stream_handle(stream):
@@ -46,37 +76,35 @@ def _stream_handle(stream):
     return int(stream)
 
 
-def _device_pointer(name, obj, shape, dtype, writable=False):
-    """Data pointer of a device array, after checking its shape, dtype and C-contiguity."""
+def _device_view(name, obj, stream=None):
+    """A DeviceArray viewing a device argument without copying (DLPack first, then the CUDA array
+    interface), with the producer's pending writes ordered before the consumer ``stream``
+    (a ``cudaStream_t`` handle, 0 = the legacy default stream)."""
     if not _is_device_array(obj):
-        raise TypeError(f"{name} must be a device array with __cuda_array_interface__ on a CUDA plan "
-                        f"(got {type(obj).__name__})")
-    cai = obj.__cuda_array_interface__
-    got_dtype = np.dtype(cai["typestr"])
-    if got_dtype != np.dtype(dtype):
-        raise TypeError(f"{name} must have dtype {np.dtype(dtype)} (got {got_dtype})")
-    if tuple(cai["shape"]) != tuple(shape):
-        raise ValueError(f"{name} must have shape {tuple(shape)} (got {tuple(cai['shape'])})")
-    strides = cai.get("strides")
-    if strides is not None:
-        expected, step = [], got_dtype.itemsize
-        for dim in reversed(cai["shape"]):
-            expected.append(step)
-            step *= dim
-        if tuple(strides) != tuple(reversed(expected)) and int(np.prod(cai["shape"])) > 1:
-            raise ValueError(f"{name} must be C-contiguous")
-    pointer, read_only = cai["data"]
-    if writable and read_only:
+        raise TypeError(f"{name} must be a device array (a DLPack producer on a CUDA device, or an object "
+                        f"with __cuda_array_interface__) on a CUDA plan (got {type(obj).__name__})")
+    handle = _stream_handle(stream)
+    # array API convention for the consumer stream: None = legacy default (0 is disallowed there)
+    return _device.asarray(obj, stream=None if handle == 0 else handle, name=name)
+
+
+def _device_pointer(name, obj, shape, dtype, writable=False, stream=None):
+    """Data pointer of a device array, after checking its shape, dtype and C-contiguity (a
+    non-contiguous array is refused by the import)."""
+    view = obj if isinstance(obj, DeviceArray) and obj.device != "cpu" else _device_view(name, obj, stream)
+    if view.dtype != np.dtype(dtype):
+        raise TypeError(f"{name} must have dtype {np.dtype(dtype)} (got {view.dtype})")
+    if tuple(view.shape) != tuple(shape):
+        raise ValueError(f"{name} must have shape {tuple(shape)} (got {tuple(view.shape)})")
+    if writable and view.readonly:
         raise ValueError(f"{name} is read-only")
-    return int(pointer)
+    return int(view.ptr)
 
 
-def _device_shape_dtype(name, obj):
-    cai = obj.__cuda_array_interface__
-    dtype = np.dtype(cai["typestr"])
-    if dtype not in (np.dtype(np.float32), np.dtype(np.float16)):
-        raise TypeError(f"{name} must be float32 or float16 (got {dtype})")
-    return tuple(int(s) for s in cai["shape"]), dtype
+def _device_shape_dtype(name, view):
+    if view.dtype not in (np.dtype(np.float32), np.dtype(np.float16)):
+        raise TypeError(f"{name} must be float32 or float16 (got {view.dtype})")
+    return tuple(int(s) for s in view.shape), view.dtype
 
 
 def _check_out(name, out, shape, dtype):
@@ -184,11 +212,12 @@ class ModelInputPlan:
             if out is None:
                 raise ValueError("out is required on a CUDA plan (a device array, e.g. the model's bound input)")
             _core.preprocess_execute_device(self._plan,
-                                            _device_pointer("image", image, self.image_shape, self.image_dtype),
-                                            _device_pointer("out", out, self.shape, self.dtype, writable=True),
+                                            _device_pointer("image", image, self.image_shape, self.image_dtype,
+                                                            stream=stream),
+                                            _device_pointer("out", out, self.shape, self.dtype, True, stream),
                                             _stream_handle(stream))
             return out
-        image = _validate.ndarray("image", image)
+        image = _host_array("image", image)
         if image.dtype != self.image_dtype:
             raise TypeError(f"image must have dtype {self.image_dtype} (got {image.dtype})")
         if image.shape != self.image_shape:
@@ -205,7 +234,7 @@ def model_input(image, size, *, channels=None, layout="nchw", dtype="float32", s
 
     See :class:`ModelInputPlan`.  Float64 images are accepted and read as float32.
     """
-    image = _validate.ndarray("image", image)
+    image = _host_array("image", image)
     if image.dtype == np.float64:
         image = image.astype(np.float32)
     if image.dtype == np.bool_:
@@ -219,22 +248,23 @@ def model_input(image, size, *, channels=None, layout="nchw", dtype="float32", s
 def _convert_device(x, out, to_dtype, stream):
     if out is None:
         raise ValueError("out is required for a device array x (a device array of the same shape)")
-    shape = tuple(x.__cuda_array_interface__["shape"])
-    from_dtype = np.float32 if to_dtype == np.float16 else np.float16
     check_backend("cuda")
+    x = _device_view("x", x, stream)
+    shape = tuple(x.shape)
+    from_dtype = np.float32 if to_dtype == np.float16 else np.float16
     _core.convert_device(np.dtype(to_dtype).name, _device_pointer("x", x, shape, from_dtype),
-                         _device_pointer("out", out, shape, to_dtype, writable=True), int(np.prod(shape)),
-                         _stream_handle(stream))
+                         _device_pointer("out", out, shape, to_dtype, writable=True, stream=stream),
+                         int(np.prod(shape)), _stream_handle(stream))
     return out
 
 
 def float32_to_float16(x, out=None, *, stream=None):
     """float32 -> float16, round to nearest even, bit-exact with ``x.astype(np.float16)``.
 
-    A device array ``x`` (``__cuda_array_interface__``) is converted on the GPU into ``out``."""
+    A device array ``x`` (DLPack or ``__cuda_array_interface__``) is converted on the GPU into ``out``."""
     if _is_device_array(x):
         return _convert_device(x, out, np.float16, stream)
-    x = _validate.ndarray("x", x)
+    x = _host_array("x", x)
     if x.dtype != np.float32:
         raise TypeError(f"x must have dtype float32 (got {x.dtype})")
     x = np.ascontiguousarray(x)
@@ -247,7 +277,7 @@ def float16_to_float32(x, out=None, *, stream=None):
     """float16 -> float32 (exact), bit-exact with ``x.astype(np.float32)``; device arrays as above."""
     if _is_device_array(x):
         return _convert_device(x, out, np.float32, stream)
-    x = _validate.ndarray("x", x)
+    x = _host_array("x", x)
     if x.dtype != np.float16:
         raise TypeError(f"x must have dtype float16 (got {x.dtype})")
     x = np.ascontiguousarray(x)
@@ -311,12 +341,12 @@ class DetectPlan:
         if self.backend == "cuda":
             if out is None:
                 raise ValueError("out=(detections, counts) device arrays are required on a CUDA plan")
-            _core.detect_execute_device(self._plan, _device_pointer("raw", raw, self.raw_shape, self.dtype),
-                                        _device_pointer("detections", out[0], self.shape, np.float32, True),
-                                        _device_pointer("counts", out[1], self.shape[:1], np.int32, True),
+            _core.detect_execute_device(self._plan, _device_pointer("raw", raw, self.raw_shape, self.dtype, stream=stream),
+                                        _device_pointer("detections", out[0], self.shape, np.float32, True, stream),
+                                        _device_pointer("counts", out[1], self.shape[:1], np.int32, True, stream),
                                         _stream_handle(stream))
             return out
-        raw = _validate.ndarray("raw", raw)
+        raw = _host_array("raw", raw)
         if raw.shape != self.raw_shape:
             raise ValueError(f"raw must have shape {self.raw_shape} (got {raw.shape})")
         if raw.dtype != self.dtype:
@@ -334,7 +364,7 @@ def detect_postprocess(raw, conf=0.25, iou=0.45, max_det=300, *, max_candidates=
 
     ``raw`` may be ``(n_anchors, 5 + n_classes)`` for one image (the batch axis is then added).
     """
-    raw = _validate.ndarray("raw", raw)
+    raw = _host_array("raw", raw)
     if raw.ndim == 2:
         raw = raw[None]
     if raw.dtype == np.float64:
@@ -351,8 +381,8 @@ def nms(boxes, scores, iou=0.5, *, classes=None, max_keep=None):
     Returns the int64 indices of the kept boxes by decreasing score (ties: lower index first),
     at most ``max_keep``.  Computed in float32 (boxes and scores are cast).
     """
-    boxes = _validate.ndarray("boxes", boxes)
-    scores = _validate.ndarray("scores", scores)
+    boxes = _host_array("boxes", boxes)
+    scores = _host_array("scores", scores)
     if boxes.ndim != 2 or boxes.shape[-1] != 4:
         raise ValueError(f"boxes must have shape (N, 4) [x1, y1, x2, y2] (got {boxes.shape})")
     n = boxes.shape[0]
@@ -370,7 +400,7 @@ def nms(boxes, scores, iou=0.5, *, classes=None, max_keep=None):
     if not np.all(np.isfinite(scores)):
         raise ValueError("scores must be finite")
     if classes is not None:
-        classes = _validate.ndarray("classes", classes)
+        classes = _host_array("classes", classes)
         if classes.shape != (n,):
             raise ValueError(f"classes must have shape ({n},) to match boxes (got {classes.shape})")
         if not np.issubdtype(classes.dtype, np.integer):
@@ -392,19 +422,21 @@ def segment_threshold(logits, threshold=0.0, *, out=None, stream=None):
     """Binary mask ``logits > threshold`` (bool); ``threshold=0`` is ``sigmoid(logits) > 0.5``.
 
     For a probability threshold p use ``threshold = log(p / (1 - p))``.  A device array
-    (``__cuda_array_interface__``, float32/float16) is thresholded on the GPU into ``out`` (bool).
+    (DLPack or ``__cuda_array_interface__``, float32/float16) is thresholded on the GPU into ``out`` (bool).
     """
     if _is_device_array(logits):
         threshold = _validate.real_scalar("threshold", threshold)
-        shape, dtype = _device_shape_dtype("logits", logits)
         if out is None:
             raise ValueError("out is required for a device array (a bool device array)")
         check_backend("cuda")
+        logits = _device_view("logits", logits, stream)
+        shape, dtype = _device_shape_dtype("logits", logits)
         _core.mask_device("threshold", _device_pointer("logits", logits, shape, dtype), dtype.name, 1, 1,
-                          int(np.prod(shape)), threshold, _device_pointer("out", out, shape, np.bool_, True),
+                          int(np.prod(shape)), threshold,
+                          _device_pointer("out", out, shape, np.bool_, True, stream=stream),
                           _stream_handle(stream))
         return out
-    logits = _validate.ndarray("logits", logits)
+    logits = _host_array("logits", logits)
     if logits.dtype not in (np.dtype(np.float32), np.dtype(np.float16)):
         if not np.issubdtype(logits.dtype, np.floating):
             raise TypeError(f"logits must be float32 or float16 (got {logits.dtype})")
@@ -420,19 +452,21 @@ def segment_argmax(scores, *, out=None, stream=None):
     """Class map (int32) of per-class scores ``(C, H, W)`` or ``(N, C, H, W)``: argmax over C,
     ties to the lower class, NaN as ``numpy.argmax``.  Device arrays: on the GPU into ``out``."""
     if _is_device_array(scores):
-        shape, dtype = _device_shape_dtype("scores", scores)
-        if len(shape) not in (3, 4):
-            raise ValueError(f"scores must be (C, H, W) or (N, C, H, W) (got shape {shape})")
         if out is None:
             raise ValueError("out is required for a device array (an int32 device array)")
         check_backend("cuda")
+        scores = _device_view("scores", scores, stream)
+        shape, dtype = _device_shape_dtype("scores", scores)
+        if len(shape) not in (3, 4):
+            raise ValueError(f"scores must be (C, H, W) or (N, C, H, W) (got shape {shape})")
         n, c = (1, shape[0]) if len(shape) == 3 else shape[:2]
         out_shape = shape[1:] if len(shape) == 3 else (shape[0],) + shape[2:]
         _core.mask_device("argmax", _device_pointer("scores", scores, shape, dtype), dtype.name, n, c,
-                          shape[-1] * shape[-2], 0.0, _device_pointer("out", out, out_shape, np.int32, True),
+                          shape[-1] * shape[-2], 0.0,
+                          _device_pointer("out", out, out_shape, np.int32, True, stream=stream),
                           _stream_handle(stream))
         return out
-    scores = _validate.ndarray("scores", scores)
+    scores = _host_array("scores", scores)
     if scores.ndim not in (3, 4):
         raise ValueError(f"scores must be (C, H, W) or (N, C, H, W) (got shape {scores.shape})")
     if scores.dtype not in (np.dtype(np.float32), np.dtype(np.float16)):
@@ -450,7 +484,7 @@ def segment_argmax(scores, *, out=None, stream=None):
 
 
 def _mask2d(mask):
-    mask = _validate.ndarray("mask", mask)
+    mask = _host_array("mask", mask)
     if mask.ndim != 2:
         raise ValueError(f"mask must be 2-D (got ndim={mask.ndim}, shape {mask.shape})")
     if mask.size == 0:
@@ -481,7 +515,7 @@ class ComponentsPlan:
         self._plan = _core.components_plan(n, h, w, self.connectivity, backend=self.backend)
 
     def _mask(self, mask):
-        mask = _validate.ndarray("mask", mask)
+        mask = _host_array("mask", mask)
         if mask.shape != self.shape:
             raise ValueError(f"mask must have shape {self.shape} (got {mask.shape})")
         return np.ascontiguousarray(mask != 0)
@@ -489,12 +523,13 @@ class ComponentsPlan:
     def _device(self, operation, mask, out, out_dtype, counts=None, min_area=0, stream=None):
         if out is None:
             raise ValueError("out is required on a CUDA plan (a device array)")
-        mask_ptr = _device_pointer("mask", mask, self.shape, np.bool_) if np.dtype(
-            mask.__cuda_array_interface__["typestr"]) == np.bool_ else _device_pointer("mask", mask, self.shape,
-                                                                                      np.uint8)
-        counts_ptr = 0 if counts is None else _device_pointer("counts", counts, (self._n_images,), np.int32, True)
+        mask = _device_view("mask", mask, stream)
+        mask_ptr = _device_pointer("mask", mask, self.shape, np.bool_ if mask.dtype == np.bool_ else np.uint8)
+        counts_ptr = 0 if counts is None else _device_pointer("counts", counts, (self._n_images,), np.int32, True,
+                                                              stream=stream)
         _core.components_execute_device(self._plan, operation, mask_ptr,
-                                        _device_pointer("out", out, self.shape, out_dtype, True), counts_ptr,
+                                        _device_pointer("out", out, self.shape, out_dtype, True, stream=stream),
+                                        counts_ptr,
                                         min_area, _stream_handle(stream))
 
     def label(self, mask, out=None, *, counts=None, stream=None):
@@ -570,18 +605,17 @@ def regionprops_basic_device(labels, n_labels, out, *, stream=None):
     device arrays (int32 (n,), int32 (n, 4), float64 (n, 2)), queued on ``stream``.  Labels
     outside 1..n_labels are ignored (checking them would synchronise the host)."""
     check_backend("cuda")
-    if not _is_device_array(labels):
-        raise TypeError("labels must be a device array with __cuda_array_interface__")
-    shape = tuple(labels.__cuda_array_interface__["shape"])
+    labels = _device_view("labels", labels, stream)
+    shape = tuple(labels.shape)
     if len(shape) != 2:
         raise ValueError(f"labels must be 2-D (got shape {shape})")
     n_labels = _validate.integer("n_labels", n_labels, minimum=0)
     if not isinstance(out, tuple) or len(out) != 3:
         raise TypeError("out must be a tuple (area, bbox, centroid) of device arrays")
     _core.regionprops_basic_device(_device_pointer("labels", labels, shape, np.int32), shape[0], shape[1], n_labels,
-                                   _device_pointer("area", out[0], (n_labels,), np.int32, True),
-                                   _device_pointer("bbox", out[1], (n_labels, 4), np.int32, True),
-                                   _device_pointer("centroid", out[2], (n_labels, 2), np.float64, True),
+                                   _device_pointer("area", out[0], (n_labels,), np.int32, True, stream),
+                                   _device_pointer("bbox", out[1], (n_labels, 4), np.int32, True, stream),
+                                   _device_pointer("centroid", out[2], (n_labels, 2), np.float64, True, stream),
                                    _stream_handle(stream))
     return out
 
@@ -593,7 +627,7 @@ def regionprops_basic(labels, n_labels=None):
     (skimage.measure.regionprops); centroid float64 (n, 2) ``[row, col]``.  Labels absent from
     the image get area 0, bbox 0 and a NaN centroid.  ``n_labels`` defaults to ``labels.max()``.
     """
-    labels = _validate.ndarray("labels", labels)
+    labels = _host_array("labels", labels)
     if labels.ndim != 2:
         raise ValueError(f"labels must be 2-D (got ndim={labels.ndim})")
     if not np.issubdtype(labels.dtype, np.integer):

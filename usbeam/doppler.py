@@ -86,10 +86,14 @@ class ClutterFilter:
         chooses the initial state that minimises the output energy over the first
         ``init_frames`` frames (default: the whole first block), suppressing the transient;
         'zero' starts at rest.
+    backend : {'cpu', 'cuda'}
+        'cuda' ('mean' and 'poly' only, order <= 31): on the GPU (cuda/clutter.cu), device
+        arrays in and out without copies (as usbeam.BModePlan); ``strict=True`` refuses host
+        arrays.  ``out`` may be the input itself.
     """
 
     def __init__(self, shape, method="poly", *, order=None, low="auto", high=None, auto_frequency=0.05,
-                 cutoff=0.05, init="projection", init_frames=None, backend="cpu"):
+                 cutoff=0.05, init="projection", init_frames=None, backend="cpu", strict=False):
         self.shape = _shape("shape", shape, 2)
         self.method = _validate.choice("method", method, ("poly", "mean", "svd", "iir"))
         self.backend = check_backend(backend)
@@ -134,10 +138,22 @@ class ClutterFilter:
                 self.auto_frequency = 0.05
             self.low, self.high = low, high_i
             kwargs.update(svd_low=low_i, svd_high=high_i, svd_auto_frequency=self.auto_frequency)
+        if self.backend == "cuda" and method not in ("mean", "poly"):
+            raise ValueError(f"method: only 'mean' and 'poly' run on backend='cuda' (got {method!r})")
         self._plan = _core.clutter_plan(n_frames, n_pixels, **kwargs)
+        self.cuda = None
+        if self.backend == "cuda":
+            from .device import PlanRunner
+
+            self._runner = PlanRunner(_core.clutter_cuda_exec(self._plan), strict)
+            self.cuda = self._runner.execution  # stream, stage_times(), set_stream()
 
     def __call__(self, iq, out=None):
         """Filter one ensemble (or, for 'iir', the next block of a stream); returns complex64."""
+        if self.cuda is not None:
+            return self._runner(lambda i, o: _core.clutter_execute(self._plan, i, o), "iq", iq, self.shape,
+                                np.complex64, lambda x: _as_complex64("iq", x, self.shape), out, self.shape,
+                                np.complex64)
         iq = _as_complex64("iq", iq, self.shape)
         if out is None:
             out = np.empty(self.shape, np.complex64)
@@ -185,10 +201,17 @@ class ColorDopplerPlan:
     axial_correction : bool
         Loupas 2-D autocorrelator: scale the velocity by fc / f_mean, f_mean estimated from
         the axial lag-1 autocorrelation; needs ``dz``, the axial pixel spacing in m.
+    backend : {'cpu', 'cuda'}
+        'cuda': the plan runs on the GPU (cuda/doppler.cu) and takes device arrays
+        (usbeam.DeviceArray or any CUDA DLPack / CUDA-array-interface array) without a copy,
+        returning DeviceArrays queued on ``plan.cuda.stream``; NumPy input is copied in and the
+        results out.
+    strict : bool
+        With backend='cuda', refuse NumPy (host) arrays instead of copying them (TypeError).
     """
 
     def __init__(self, shape, *, fc, prf, c, lag=1, average=1, window="hamming", axial_correction=False,
-                 dz=None, backend="cpu"):
+                 dz=None, backend="cpu", strict=False):
         self.shape = _shape("shape", shape, 2)
         self.fc = _validate.positive("fc", fc)
         self.prf = _validate.positive("prf", prf)
@@ -213,6 +236,12 @@ class ColorDopplerPlan:
         self._plan = _core.color_plan(self.shape[0], n_images, nz, nx, self.fc, self.prf, c=self.c, lag=self.lag,
                                       window_z=self.average[0], window_x=self.average[1], window=window,
                                       axial_correction=self.axial_correction, dz=self.dz, backend=backend)
+        self.cuda = None
+        if self.backend == "cuda":
+            from .device import CudaExecution
+
+            self.cuda = CudaExecution(_core.color_cuda_exec(self._plan))  # stream, stage_times()
+            self._strict = bool(strict)
 
     @property
     def nyquist_velocity(self):
@@ -222,6 +251,8 @@ class ColorDopplerPlan:
     def __call__(self, iq, *, velocity=None, variance=None, power=None, return_power=False):
         """(velocity, variance) in m/s and (m/s)^2, float32 with the spatial shape; with
         ``return_power=True`` also the mean power over the ensemble (before averaging)."""
+        if self.cuda is not None:
+            return self._call_cuda(iq, velocity, variance, power, return_power or power is not None)
         iq = _as_complex64("iq", iq, self.shape)
         outs = []
         for name, arr, wanted in (("velocity", velocity, True), ("variance", variance, True),
@@ -234,6 +265,67 @@ class ColorDopplerPlan:
                 outs.append(_validate.out_array(name, arr, self.spatial, np.float32))
         _core.color_execute(self._plan, iq, outs[0], outs[1], outs[2])
         return tuple(outs) if (return_power or power is not None) else (outs[0], outs[1])
+
+    def _call_cuda(self, iq, velocity, variance, power, with_power):
+        """The CUDA path: the input imported without a copy (or copied in), one device output
+        per estimate (the caller's device arrays, or new ones), nothing synchronised unless a
+        host array has to be filled."""
+        from . import device as _device
+
+        stream, device_name = self.cuda.stream, f"cuda:{self.cuda.device}"
+        host_input = _device._in_host_memory(iq)
+        if host_input:
+            if self._strict:
+                raise _device._host_refused("iq")
+            if not isinstance(iq, np.ndarray) and hasattr(iq, "__dlpack__"):
+                iq = np.from_dlpack(iq)
+            d_iq = _device.from_numpy(_as_complex64("iq", iq, self.shape), device=device_name)
+        else:
+            d_iq = _device.asarray(iq, stream=stream, name="iq")
+            if d_iq.dtype != np.complex64:
+                raise TypeError(f"iq must have dtype complex64 (got {d_iq.dtype}); a CUDA plan converts no "
+                                f"device data")
+            if d_iq.shape != self.shape:
+                raise ValueError(f"iq must have shape {self.shape} (got {d_iq.shape})")
+        device_outs, host_targets = [], []
+        for name, arr, wanted in (("velocity", velocity, True), ("variance", variance, True),
+                                  ("power", power, with_power)):
+            if not wanted:
+                device_outs.append(None)
+                host_targets.append(None)
+            elif arr is None:
+                device_outs.append(_device.empty(self.spatial, np.float32, device=device_name))
+                host_targets.append(None)
+            elif _device._in_host_memory(arr):
+                if self._strict:
+                    raise _device._host_refused(name)
+                host_targets.append(_validate.out_array(name, arr, self.spatial, np.float32))
+                device_outs.append(_device.empty(self.spatial, np.float32, device=device_name))
+            else:
+                d = _device.asarray(arr, stream=stream, name=name)
+                if d.dtype != np.float32:
+                    raise TypeError(f"{name} must have dtype float32 (got {d.dtype})")
+                if d.shape != self.spatial:
+                    raise ValueError(f"{name} must have shape {self.spatial} (got {d.shape})")
+                if d.readonly:
+                    raise ValueError(f"{name} is read-only")
+                device_outs.append(d)
+                host_targets.append(None)
+        _core.color_execute(self._plan, d_iq, *device_outs)
+        for d in (d_iq, *device_outs):
+            if d is not None:
+                d._mark_used(stream)
+        results = []
+        for given, d, target in zip((velocity, variance, power), device_outs, host_targets):
+            if d is None:
+                results.append(None)
+            elif target is not None:
+                results.append(d.to_numpy(out=target))
+            elif given is None and host_input:
+                results.append(d.to_numpy())
+            else:
+                results.append(d if given is None else given)
+        return tuple(results) if with_power else (results[0], results[1])
 
 
 def color_doppler(iq, *, fc, prf, c, lag=1, average=1, window="hamming", axial_correction=False, dz=None):
@@ -261,9 +353,12 @@ class PowerDopplerPlan:
         dB reference power (> 0); None: the maximum of each call.
     noise_floor : float
         Linear power (>= 0) below which P is raised to it, so noise does not reach -inf dB.
+    backend : {'cpu', 'cuda'}
+        'cuda': on the GPU (cuda/doppler.cu), device arrays in and out without copies (as
+        :class:`ColorDopplerPlan`); ``strict=True`` refuses host arrays.
     """
 
-    def __init__(self, shape, *, db=False, reference=None, noise_floor=0.0, backend="cpu"):
+    def __init__(self, shape, *, db=False, reference=None, noise_floor=0.0, backend="cpu", strict=False):
         self.shape = _shape("shape", shape, 2)
         self.db = bool(db)
         self.reference = 0.0 if reference is None else _validate.positive("reference", reference)
@@ -274,8 +369,18 @@ class PowerDopplerPlan:
         n_pixels = int(np.prod(self.spatial, dtype=np.int64))
         self._plan = _core.power_plan(self.shape[0], n_pixels, output_db=self.db, reference=self.reference,
                                       noise_floor=self.noise_floor, backend=backend)
+        self.cuda = None
+        if self.backend == "cuda":
+            from .device import PlanRunner
+
+            self._runner = PlanRunner(_core.power_cuda_exec(self._plan), strict)
+            self.cuda = self._runner.execution  # stream, stage_times(), set_stream()
 
     def __call__(self, iq, out=None):
+        if self.cuda is not None:
+            return self._runner(lambda i, o: _core.power_execute(self._plan, i, o), "iq", iq, self.shape,
+                                np.complex64, lambda x: _as_complex64("iq", x, self.shape), out, self.spatial,
+                                np.float32)
         iq = _as_complex64("iq", iq, self.shape)
         if out is None:
             out = np.empty(self.spatial, np.float32)

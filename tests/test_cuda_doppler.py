@@ -1,0 +1,165 @@
+"""Color and power Doppler CUDA twins (cuda/doppler.cu) against the CPU backend and the
+float64 reference (tests/reference/doppler.py).
+
+Needs a GPU (marked cuda: skipped without one), except the last tests, which check that
+asking for the CUDA backend without a GPU is a clean error.  Outputs are poisoned (NaN)
+before each run: a finite result means every pixel was written."""
+import numpy as np
+import pytest
+
+import usbeam
+from reference import doppler as ref
+from tolerances import TOLERANCES
+from usbeam import device
+
+FC, PRF, C = 5e6, 4e3, 1540.0
+
+
+def random_ensemble(rng, shape, drift=0.3):
+    """Noise plus a moving scatterer field: a slow-time phase ramp of random slope per pixel,
+    so the velocities cover the Nyquist range and R(lag) is far from zero."""
+    n_frames, spatial = shape[0], shape[1:]
+    slope = rng.uniform(-np.pi, np.pi, spatial) * drift
+    amplitude = 10 ** rng.uniform(-2, 0, spatial)
+    t = np.arange(n_frames).reshape((-1,) + (1,) * len(spatial))
+    signal = amplitude * np.exp(1j * (slope * t + rng.uniform(0, 2 * np.pi, spatial)))
+    noise = 0.05 * (rng.standard_normal(shape) + 1j * rng.standard_normal(shape))
+    return (signal + noise * amplitude).astype(np.complex64)
+
+
+def poisoned(shape):
+    return device.from_numpy(np.full(shape, np.nan, np.float32))
+
+
+def check_written(*arrays):
+    for a in arrays:
+        assert np.all(np.isfinite(a)), "poison left: some pixels were not written"
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("lag", [1, 3])
+@pytest.mark.parametrize("average, window", [(1, "hamming"), ((3, 5), "hamming"), ((4, 2), "boxcar")])
+@pytest.mark.parametrize("axial", [False, True])
+def test_color_matches_cpu(rng, lag, average, window, axial):
+    shape = (16, 2, 45, 37)
+    iq = random_ensemble(rng, shape)
+    kwargs = dict(fc=FC, prf=PRF, c=C, lag=lag, average=average, window=window, axial_correction=axial,
+                  dz=C / FC / 4 if axial else None)
+    cpu = usbeam.ColorDopplerPlan(shape, **kwargs)
+    gpu = usbeam.ColorDopplerPlan(shape, backend="cuda", **kwargs)
+    outs = [poisoned(shape[1:]) for _ in range(3)]
+    got = gpu(device.from_numpy(iq), velocity=outs[0], variance=outs[1], power=outs[2])
+    assert all(g is o for g, o in zip(got, outs))
+    velocity, variance, power = (o.to_numpy() for o in outs)
+    check_written(velocity, variance, power)
+    want_v, want_var, want_p = cpu(iq, return_power=True)
+    vn = cpu.nyquist_velocity
+    assert np.max(np.abs(velocity - want_v)) <= TOLERANCES["doppler_cuda_velocity_vn"] * vn
+    assert np.max(np.abs(variance - want_var)) <= TOLERANCES["doppler_cuda_rel"] * np.max(np.abs(want_var))
+    np.testing.assert_allclose(power, want_p, rtol=TOLERANCES["doppler_cuda_rel"], atol=0)
+    mz, mx = (average, average) if np.ndim(average) == 0 else average
+    ref_v, _ = ref.kasai(iq, FC, PRF, C, lag, mz, mx, window, dz=kwargs["dz"])
+    assert np.max(np.abs(velocity - ref_v)) <= TOLERANCES["doppler_velocity_vn"] * vn
+
+
+@pytest.mark.cuda
+def test_color_host_input_round_trip_and_strict(rng):
+    shape = (8, 33, 20)
+    iq = random_ensemble(rng, shape)
+    gpu = usbeam.ColorDopplerPlan(shape, fc=FC, prf=PRF, c=C, average=3, backend="cuda")
+    velocity, variance = gpu(iq)  # host in: copied in, results copied out
+    assert isinstance(velocity, np.ndarray) and isinstance(variance, np.ndarray)
+    want_v, want_var = usbeam.ColorDopplerPlan(shape, fc=FC, prf=PRF, c=C, average=3)(iq)
+    assert np.max(np.abs(velocity - want_v)) <= TOLERANCES["doppler_cuda_velocity_vn"] * gpu.nyquist_velocity
+    host_out = np.full(shape[1:], np.nan, np.float32)
+    gpu(iq, velocity=host_out)
+    check_written(host_out)
+    strict = usbeam.ColorDopplerPlan(shape, fc=FC, prf=PRF, c=C, backend="cuda", strict=True)
+    with pytest.raises(TypeError, match="iq"):
+        strict(iq)
+    with pytest.raises(ValueError, match="velocity"):
+        gpu(device.from_numpy(iq), velocity=poisoned((3, 3)))
+    names = list(gpu.cuda.stage_times())
+    assert names == ["color.autocorr", "color.smooth", "color.estimate"]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("db, reference, noise_floor", [(False, None, 0.0), (False, None, 0.05), (True, None, 0.0),
+                                                        (True, 2.0, 1e-3)])
+def test_power_matches_cpu_and_reference(rng, db, reference, noise_floor):
+    shape = (24, 3, 50, 41)
+    iq = random_ensemble(rng, shape)
+    kwargs = dict(db=db, reference=reference, noise_floor=noise_floor)
+    gpu = usbeam.PowerDopplerPlan(shape, backend="cuda", **kwargs)
+    out = poisoned(shape[1:])
+    assert gpu(device.from_numpy(iq), out=out) is out
+    got = out.to_numpy()
+    check_written(got)
+    want = usbeam.PowerDopplerPlan(shape, **kwargs)(iq)
+    want_ref = ref.power(iq, db=db, reference=reference, noise_floor=noise_floor)
+    if db:
+        np.testing.assert_allclose(got, want, atol=TOLERANCES["doppler_cuda_power_db_abs"], rtol=0)
+        np.testing.assert_allclose(got, want_ref, atol=TOLERANCES["doppler_power_db_abs"], rtol=0)
+        if reference is None:
+            assert got.max() == 0.0  # the brightest stored pixel is exactly the reference
+    else:
+        np.testing.assert_allclose(got, want, rtol=TOLERANCES["doppler_cuda_rel"], atol=0)
+        np.testing.assert_allclose(got, want_ref, rtol=TOLERANCES["doppler_power_rel"], atol=0)
+
+
+@pytest.mark.cuda
+def test_power_all_zero_ensemble_is_minus_inf_db():
+    gpu = usbeam.PowerDopplerPlan((4, 9, 7), db=True, backend="cuda")
+    got = gpu(np.zeros((4, 9, 7), np.complex64))
+    assert np.all(got == -np.inf)
+
+
+@pytest.mark.cuda
+def test_power_stage_times(rng):
+    shape = (6, 17, 19)
+    gpu = usbeam.PowerDopplerPlan(shape, db=True, backend="cuda")
+    gpu(device.from_numpy(random_ensemble(rng, shape)))
+    assert list(gpu.cuda.stage_times()) == ["power.mean", "power.db"]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("method, order", [("mean", None), ("poly", 1), ("poly", 4)])
+def test_clutter_projection_matches_cpu_and_reference(rng, method, order):
+    shape = (32, 2, 40, 29)
+    tissue = 30.0 * np.exp(1j * rng.uniform(0, 2 * np.pi, shape[1:]))  # strong, slowly varying clutter
+    t = np.linspace(-1, 1, shape[0]).reshape(-1, 1, 1, 1)
+    iq = (tissue * (1 + 0.2 * t + 0.1 * t ** 2) + random_ensemble(rng, shape)).astype(np.complex64)
+    kwargs = dict(method=method) if order is None else dict(method=method, order=order)
+    gpu = usbeam.ClutterFilter(shape, backend="cuda", **kwargs)
+    out = device.from_numpy(np.full(shape, np.nan + 1j * np.nan, np.complex64))
+    assert gpu(device.from_numpy(iq), out=out) is out
+    got = out.to_numpy()
+    assert np.all(np.isfinite(got)), "poison left: some samples were not written"
+    want = usbeam.ClutterFilter(shape, **kwargs)(iq)
+    scale = np.max(np.abs(iq))  # errors scale with the input, which the filter removes
+    assert np.max(np.abs(got - want)) <= TOLERANCES["doppler_cuda_clutter_rel"] * scale
+    want_ref = ref.mean_filter(iq) if method == "mean" else ref.poly_filter(iq, order)
+    assert np.max(np.abs(got - want_ref)) <= TOLERANCES["doppler_clutter_rel"] * scale
+    d = device.from_numpy(iq)  # in place: out is the input
+    assert gpu(d, out=d) is d
+    np.testing.assert_array_equal(d.to_numpy(), got)
+    assert list(gpu.cuda.stage_times()) == ["clutter.project"]
+
+
+@pytest.mark.cuda
+def test_clutter_svd_and_iir_refused_on_cuda():
+    with pytest.raises(ValueError, match="method"):
+        usbeam.ClutterFilter((16, 8, 8), method="svd", backend="cuda")
+    with pytest.raises(ValueError, match="method"):
+        usbeam.ClutterFilter((16, 8, 8), method="iir", backend="cuda")
+
+
+def test_cuda_backend_refused_cleanly_without_gpu():
+    if usbeam.cuda_available():
+        pytest.skip("a GPU is visible: the tests above run the CUDA twins")
+    with pytest.raises(usbeam.UsbeamError, match="cuda"):
+        usbeam.ColorDopplerPlan((4, 8, 8), fc=FC, prf=PRF, c=C, backend="cuda")
+    with pytest.raises(usbeam.UsbeamError, match="cuda"):
+        usbeam.PowerDopplerPlan((4, 8, 8), backend="cuda")
+    with pytest.raises(usbeam.UsbeamError, match="cuda"):
+        usbeam.ClutterFilter((4, 8, 8), backend="cuda")
