@@ -149,6 +149,25 @@ usbeam_cuda_exec *usbeam_das_cuda_exec(usbeam_das_cuda *plan)
     return NULL;
 }
 
+usbeam_status usbeam_hadamard_cuda_create(const usbeam_hadamard_params *params, const int8_t *matrix,
+                                          size_t base_order, usbeam_hadamard_cuda **plan)
+{
+    (void)params, (void)matrix, (void)base_order;
+    if (plan) *plan = NULL;
+    return no_cuda("backend: hadamard on CUDA");
+}
+usbeam_status usbeam_hadamard_cuda_execute(usbeam_hadamard_cuda *plan, const void *in, void *out)
+{
+    (void)plan, (void)in, (void)out;
+    return no_cuda("hadamard execute on CUDA");
+}
+void usbeam_hadamard_cuda_destroy(usbeam_hadamard_cuda *plan) { (void)plan; }
+usbeam_cuda_exec *usbeam_hadamard_cuda_exec(usbeam_hadamard_cuda *plan)
+{
+    (void)plan;
+    return NULL;
+}
+
 #else
 /* ISO C forbids an empty translation unit. */
 typedef int usbeam_cuda_stubs_unused;

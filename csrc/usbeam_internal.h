@@ -76,6 +76,15 @@ usbeam_status usbeam_das_cuda_execute(usbeam_das_cuda *plan, const void *in, voi
 void usbeam_das_cuda_destroy(usbeam_das_cuda *plan);
 usbeam_cuda_exec *usbeam_das_cuda_exec(usbeam_das_cuda *plan);
 
+/* hadamard: the validated params, the +-1 matrix (row = transmit) and the Paley base order
+ * m of FAST (n = 2^k m), read during create only. */
+typedef struct usbeam_hadamard_cuda usbeam_hadamard_cuda;
+usbeam_status usbeam_hadamard_cuda_create(const usbeam_hadamard_params *params, const int8_t *matrix,
+                                          size_t base_order, usbeam_hadamard_cuda **plan);
+usbeam_status usbeam_hadamard_cuda_execute(usbeam_hadamard_cuda *plan, const void *in, void *out);
+void usbeam_hadamard_cuda_destroy(usbeam_hadamard_cuda *plan);
+usbeam_cuda_exec *usbeam_hadamard_cuda_exec(usbeam_hadamard_cuda *plan);
+
 #ifdef __cplusplus
 }
 #endif
