@@ -133,6 +133,9 @@ usbeam_status usbeam_copy_to_device(void *dst_device, const void *src_host, size
 usbeam_status usbeam_copy_to_host(void *dst_host, const void *src_device, size_t bytes, void *stream);
 /* Device -> device copy queued on stream (asynchronous). */
 usbeam_status usbeam_copy_device(void *dst_device, const void *src_device, size_t bytes, void *stream);
+/* Device -> device cudaMemcpy bandwidth on device: (bytes read + bytes written) / time, GB/s,
+ * the median of repeats copies of bytes timed with CUDA events (a benchmark's yardstick). */
+usbeam_status usbeam_cuda_d2d_bandwidth(int device, size_t bytes, int repeats, double *gbps);
 /* CUDA device that owns a device (or managed) pointer; USBEAM_ERR_INVALID_ARGUMENT when
  * ptr is host memory. */
 usbeam_status usbeam_pointer_device(const void *ptr, int *device);
