@@ -93,15 +93,11 @@ __device__ __forceinline__ A signed_term(uint32_t word, int bit, A x)
     return ((word >> bit) & 1u) ? -x : x;
 }
 
-/* DIRECT, order <= 32: one thread per sample, the column in registers; signs[e] holds the
- * sign bits of element e. */
-struct SmallSigns {
-    uint32_t element[REGISTER_MAX_ORDER];
-};
-
+/* DIRECT, order <= 32: one thread per sample, the column in registers; sign_bits[e] holds
+ * the sign bits of element e (the same word for the whole warp: a broadcast load). */
 template <typename In>
-__global__ void __launch_bounds__(128) decode_registers(Layout L, SmallSigns signs, const In *__restrict__ in,
-                                                       void *__restrict__ out)
+__global__ void __launch_bounds__(128) decode_registers(Layout L, const uint32_t *__restrict__ sign_bits,
+                                                       const In *__restrict__ in, void *__restrict__ out)
 {
     typedef typename Accumulator<In>::type A;
     const size_t s = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -111,7 +107,7 @@ __global__ void __launch_bounds__(128) decode_registers(Layout L, SmallSigns sig
 #pragma unroll
     for (int t = 0; t < REGISTER_MAX_ORDER; ++t) v[t] = t < L.n ? (A)x[(size_t)t * L.inner] : (A)0;
     for (int e = 0; e < L.n; ++e) {
-        const uint32_t word = signs.element[e];
+        const uint32_t word = __ldg(sign_bits + e);
         A sum = 0;
 #pragma unroll
         for (int t = 0; t < REGISTER_MAX_ORDER; ++t)
@@ -235,7 +231,6 @@ struct usbeam_hadamard_cuda {
     Layout layout;
     usbeam_dtype in_dtype;
     usbeam_hadamard_algorithm algorithm;
-    SmallSigns small_signs;    /* DIRECT, n <= 32 */
     uint32_t *sign_bits;       /* device: DIRECT [n][words] of H^T, FAST [m] of B^T */
     size_t tile_shared_bytes;
     cublasHandle_t cublas;     /* GEMM */
@@ -327,8 +322,6 @@ extern "C" usbeam_status usbeam_hadamard_cuda_create(const usbeam_hadamard_param
                     else
                         bits[e * (size_t)L->words_per_element + t / 32] |= 1u << (t % 32);
                 }
-        if (p->algorithm == USBEAM_HADAMARD_DIRECT && n <= (size_t)REGISTER_MAX_ORDER)
-            for (size_t e = 0; e < n; ++e) p->small_signs.element[e] = bits[e];
         st = usbeam_cuda_exec_alloc(p->exec, words * sizeof(uint32_t), "hadamard signs", (void **)&p->sign_bits);
         if (st == USBEAM_OK) st = usbeam_cuda_exec_upload(p->exec, p->sign_bits, bits, words * sizeof(uint32_t));
         const size_t acc = p->in_dtype == USBEAM_DTYPE_INT16 ? 4 : 8;
@@ -358,7 +351,7 @@ static void launch_decode(usbeam_hadamard_cuda *p, const void *in, void *out, cu
     const Layout &L = p->layout;
     if (p->algorithm == USBEAM_HADAMARD_DIRECT && L.n <= REGISTER_MAX_ORDER) {
         const unsigned blocks = (unsigned)((L.samples + 127) / 128);
-        decode_registers<In><<<blocks, 128, 0, stream>>>(L, p->small_signs, (const In *)in, out);
+        decode_registers<In><<<blocks, 128, 0, stream>>>(L, p->sign_bits, (const In *)in, out);
         return;
     }
     const unsigned blocks = (unsigned)((L.samples + TILE_SAMPLES - 1) / TILE_SAMPLES);

@@ -18,10 +18,11 @@
  * Delays: each thread computes its transmit delay of every acquisition once, and for strip
  * receive (every method but HERCULES) its receive delay and weight of every channel once,
  * then reuses each pair delay for every frame of the batch.  Transmit delays are kept in
- * shared memory as float differences from the delays of the tile's first voxel (a double per
- * acquisition, shared by the block): neighbouring voxels' delays differ by tens of samples,
- * so the float keeps ~1e-6 sample, where an absolute float sample index (thousands) would
- * keep only ~1e-4.  The receive aperture (f-number) bounds the channel loop before any
+ * shared memory as int32 fixed-point differences from the delays of the tile's first voxel
+ * (a double per acquisition, shared by the block), on the finest step at which the tile's
+ * largest difference fits in 2^30 steps: neighbouring voxels' delays differ by tens to
+ * hundreds of samples, so a step is ~1e-7 sample, where a float sample index (thousands)
+ * would keep only ~1e-4 and a float difference ~1e-5.  The receive aperture (f-number) bounds the channel loop before any
  * sample is read, and samples outside the record are skipped as on the CPU.
  * HERCULES receives on a 2-D aperture (one receive path per pair), read from the radial
  * window table of the CPU plan as the CPU does.
@@ -81,33 +82,53 @@ __global__ void rca_kernel(RcaGeometry g, const float *__restrict__ data, float 
     extern __shared__ double shared_d[];
     const int threads = blockDim.x * blockDim.y, tid = threadIdx.y * blockDim.x + threadIdx.x;
     double *tx_ref = shared_d;                                  /* [n_acq] */
-    float *tx_offset = (float *)(tx_ref + g.n_acq);             /* [n_acq][threads] */
-    float *sums = tx_offset + (size_t)g.n_acq * threads;        /* [3][out_frames][threads] */
+    unsigned *largest_offset = (unsigned *)(tx_ref + g.n_acq);  /* float bits; one double slot */
+    int32_t *tx_offset = (int32_t *)(tx_ref + g.n_acq + 1);     /* [n_acq][threads] */
+    float *sums = (float *)(tx_offset + (size_t)g.n_acq * threads); /* [3][out_frames][threads] */
     float *sum_re = sums + tid, *sum_im = sum_re + (size_t)g.out_frames * threads,
           *sum_power = sum_im + (size_t)g.out_frames * threads;
 
     int idx[3], ref_idx[3];
-    idx[g.axis_x] = blockIdx.x * blockDim.x + threadIdx.x;
-    idx[g.axis_y] = blockIdx.y * blockDim.y + threadIdx.y;
-    idx[g.axis_z] = blockIdx.z;
-    ref_idx[g.axis_x] = blockIdx.x * blockDim.x;
-    ref_idx[g.axis_y] = blockIdx.y * blockDim.y;
-    ref_idx[g.axis_z] = blockIdx.z;
+    for (int d = 0; d < 3; ++d) { /* unrolled selects: no dynamically indexed (local-memory) array */
+        idx[d] = d == g.axis_x ? (int)(blockIdx.x * blockDim.x + threadIdx.x)
+                 : d == g.axis_y ? (int)(blockIdx.y * blockDim.y + threadIdx.y) : (int)blockIdx.z;
+        ref_idx[d] = d == g.axis_x ? (int)(blockIdx.x * blockDim.x)
+                     : d == g.axis_y ? (int)(blockIdx.y * blockDim.y) : (int)blockIdx.z;
+    }
     const Point ref = voxel_point(g, ref_idx);
     for (int a = tid; a < g.n_acq; a += threads) tx_ref[a] = (tx_path(g, ref, a) * g.inv_c - g.t0) * g.fs;
-    __syncthreads(); /* the only barrier: threads outside the grid may leave below */
+    if (tid == 0) *largest_offset = 0u;
+    __syncthreads();
 
+    /* Transmit delays (samples, t0 removed) once per voxel and acquisition, kept as int32
+     * fixed-point differences from the tile's reference voxel, with the finest step at which
+     * the tile's largest difference still fits: first the largest |difference| of the tile,
+     * then the quantised differences (the paths are computed twice, n_acq square roots per
+     * voxel against n_acq x n_channels pairs). */
     const bool inside = idx[0] < g.dims[0] && idx[1] < g.dims[1] && idx[2] < g.dims[2];
-    if (!inside) return;
     const Point p = voxel_point(g, idx);
+    if (inside) {
+        float own_largest = 0.0f;
+        for (int a = 0; a < g.n_acq; ++a)
+            own_largest = fmaxf(own_largest, (float)fabs((tx_path(g, p, a) * g.inv_c - g.t0) * g.fs - tx_ref[a]));
+        atomicMax(largest_offset, __float_as_uint(own_largest)); /* non-negative floats order as their bits */
+    }
+    __syncthreads(); /* the last barrier: threads outside the grid may leave below */
+    if (!inside) return;
+    int exponent = 0;
+    const double largest = (double)__uint_as_float(*largest_offset);
+    (void)frexp(largest > 1e-6 ? largest : 1e-6, &exponent); /* largest < 2^exponent */
+    const double to_fixed = isfinite(largest) ? ldexp(1.0, 30 - exponent) : 1.0; /* |offset| < 2^30 */
+    const double from_fixed = 1.0 / to_fixed;
     for (int f = 0; f < g.out_frames; ++f) {
         sum_re[f * threads] = 0.0f;
         if (IQ) sum_im[f * threads] = 0.0f;
         if (g.coherence) sum_power[f * threads] = 0.0f;
     }
-    /* transmit delays (samples, t0 removed) once per voxel and acquisition */
-    for (int a = 0; a < g.n_acq; ++a)
-        tx_offset[a * threads + tid] = (float)((tx_path(g, p, a) * g.inv_c - g.t0) * g.fs - tx_ref[a]);
+    for (int a = 0; a < g.n_acq; ++a) {
+        const double offset = ((tx_path(g, p, a) * g.inv_c - g.t0) * g.fs - tx_ref[a]) * to_fixed;
+        tx_offset[a * threads + tid] = (int32_t)fmax(fmin(rint(offset), 2147483647.0), -2147483647.0);
+    }
 
     const double u_rx = g.rx_rows ? p.y : p.x, v_rx = g.rx_rows ? p.x : p.y, z = p.z;
     const int taps = usbeam_interp_taps(g.interpolation);
@@ -152,9 +173,9 @@ __global__ void rca_kernel(RcaGeometry g, const float *__restrict__ data, float 
                     if (w == 0.0f) continue;
                 }
                 /* the single wave's delay: tx_ref[a] + offset is the same for every a */
-                s = tx_ref[a] + (double)tx_offset[a * threads + tid] + sqrt(lateral2 + z * z) * g.inv_c * g.fs;
+                s = tx_ref[a] + tx_offset[a * threads + tid] * from_fixed + sqrt(lateral2 + z * z) * g.inv_c * g.fs;
             } else {
-                s = s_rx + tx_ref[a] + (double)tx_offset[a * threads + tid];
+                s = s_rx + tx_ref[a] + tx_offset[a * threads + tid] * from_fixed;
             }
             int first;
             float tw[USBEAM_INTERP_MAX_TAPS];
@@ -309,7 +330,7 @@ extern "C" usbeam_status usbeam_rca_cuda_create(const usbeam_rca_tables *t, usbe
     if (st == USBEAM_OK) {
         /* the widest tile whose delays and sums fit the shared memory a block may have */
         const size_t per_thread = (prm->n_acquisitions + 3 * (size_t)g->out_frames) * sizeof(float);
-        const size_t fixed = prm->n_acquisitions * sizeof(double);
+        const size_t fixed = (prm->n_acquisitions + 1) * sizeof(double);
         const size_t limit = (size_t)usbeam_cuda_exec_max_shared_optin(p->exec);
         static const unsigned tiles[][2] = {{16, 8}, {8, 8}, {8, 4}};
         for (int k = 0; k < 3 && !p->block.x; ++k)

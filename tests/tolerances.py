@@ -51,9 +51,9 @@ TOLERANCES = {
     "hadamard_cuda_gemm_float32_abs": 1e-6,
     # CUDA row-column DAS vs the CPU backend, ||gpu - cpu|| / ||cpu||: float32 sums where the
     # CPU sums in double, the apodization folded into float interpolation weights, and the
-    # transmit delays kept as float differences from the tile's first voxel (~1e-6 sample
-    # when neighbouring voxels differ by tens of samples): a few 1e-7 relative per term, as
-    # for linear-array DAS (das_cuda_rel_l2).  Not yet measured on a GPU.
+    # transmit delays kept as int32 fixed-point differences from the tile's first voxel
+    # (steps of ~1e-7 sample): a few 1e-7 relative per term, as for linear-array DAS
+    # (das_cuda_rel_l2).  Not yet measured on a GPU.
     "rca_cuda_rel_l2": 1e-5,
     # nearest: a delay within ~1e-6 sample of a half-sample tie may round to the other sample
     # (the delay is formed differently from the CPU's): such voxels are counted.
