@@ -56,7 +56,8 @@ def main(argv=None):
     n = args.order
     rng = np.random.default_rng(5)
     x = rng.integers(-32767 // n, 32767 // n + 1, size=(n, args.channels, args.samples), dtype=np.int16)
-    encoded = np.tensordot(usbeam.hadamard(n).astype(np.int32), x.astype(np.int32), axes=1).astype(np.int16)
+    # float64 BLAS: every sum is an integer below 2^15 here, exact in float64
+    encoded = np.tensordot(usbeam.hadamard(n).astype(np.float64), x.astype(np.float64), axes=1).astype(np.int16)
     want = usbeam.hadamard_decode(encoded, n)  # CPU backend
     assert np.array_equal(want, x.astype(np.float32)), "CPU decode(encode(x)) != x"
     d_in = device.from_numpy(encoded)
