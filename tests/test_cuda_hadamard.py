@@ -8,7 +8,7 @@ import pytest
 
 import usbeam
 from tolerances import TOLERANCES
-from usbeam import device
+from usbeam import _core, device
 
 
 def encoded(rng, shape, dtype, axis, order):
@@ -105,6 +105,15 @@ def test_host_arrays_strict_and_refusals(rng):
         usbeam.HadamardDecodePlan(data.shape, 16, dtype=np.int32, algorithm="gemm", backend="cuda")
 
 
+@pytest.mark.cuda
+def test_copy_bandwidth_probe():
+    """The benchmark's yardstick: a D2D copy moves 2 bytes per byte copied; any current GPU is
+    between 100 GB/s and 20 TB/s, and a larger copy is not slower per byte by much."""
+    small, large = _core.cuda_d2d_bandwidth(1 << 24, 5), _core.cuda_d2d_bandwidth(1 << 28, 5)
+    assert 100.0 < large < 20000.0
+    assert small > 0.2 * large
+
+
 def test_gemm_needs_cuda_and_cuda_refused_cleanly_without_gpu():
     with pytest.raises(ValueError, match="gemm"):
         usbeam.HadamardDecodePlan((8, 4), 8, algorithm="gemm")
@@ -112,3 +121,5 @@ def test_gemm_needs_cuda_and_cuda_refused_cleanly_without_gpu():
         pytest.skip("a GPU is available")
     with pytest.raises(usbeam.UsbeamError, match="cuda"):
         usbeam.HadamardDecodePlan((8, 4), 8, backend="cuda")
+    with pytest.raises(usbeam.UsbeamError):
+        _core.cuda_d2d_bandwidth(1024)
