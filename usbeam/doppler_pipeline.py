@@ -6,6 +6,11 @@ grid.  The transmits of a frame are compounded coherently by the beamformer, so 
 the slow-time rate of the compounded frames (the pulse repetition frequency divided by the
 number of transmits per frame).  Stages: ``usbeam.RF2IQPlan``, ``usbeam.Beamformer``,
 ``usbeam.ClutterFilter``, ``usbeam.ColorDopplerPlan``, ``usbeam.PowerDopplerPlan``.
+
+backend='cuda' (clutter 'poly', 'mean' or None): every intermediate array is a
+usbeam.DeviceArray allocated once, the stages chain on the GPU without host round trips
+(stream-to-stream event waits only), the maps returned are the pipeline's device buffers, and
+``timings`` holds each stage's GPU time from CUDA events (reading it waits for the call).
 """
 import time
 from collections import namedtuple
@@ -91,13 +96,33 @@ class DopplerPipeline:
         self.power = (PowerDopplerPlan(ensemble_shape, db=power_db, noise_floor=noise_floor, backend=backend)
                       if "power" in outputs else None)
         _validate.check_allocation("iq", self.rf2iq.out_shape, 8)
-        self._iq = np.empty(self.rf2iq.out_shape, np.complex64)
-        self._beamformed = np.empty(ensemble_shape, np.complex64)
-        self._filtered = np.empty(ensemble_shape, np.complex64) if self.clutter is not None else self._beamformed
-        self._velocity = np.empty(self.image_shape, np.float32) if self.color else None
-        self._variance = np.empty(self.image_shape, np.float32) if self.color else None
-        self._power = np.empty(self.image_shape, np.float32) if self.power else None
-        self.timings = dict.fromkeys(self.STAGES, 0.0)
+        self.backend = self.rf2iq.backend
+        if self.backend == "cuda":
+            from . import device
+
+            empty = device.empty
+            self._device_rf = empty(self.rf_shape, self.rf_dtype)
+        else:
+            empty = np.empty
+        self._iq = empty(self.rf2iq.out_shape, np.complex64)
+        self._beamformed = empty(ensemble_shape, np.complex64)
+        self._filtered = empty(ensemble_shape, np.complex64) if self.clutter is not None else self._beamformed
+        self._velocity = empty(self.image_shape, np.float32) if self.color else None
+        self._variance = empty(self.image_shape, np.float32) if self.color else None
+        self._power = empty(self.image_shape, np.float32) if self.power else None
+        self._timings = dict.fromkeys(self.STAGES, 0.0)
+
+    @property
+    def timings(self):
+        """Seconds per stage of the last call: wall clock on the CPU, CUDA events on the GPU."""
+        if self.backend != "cuda":
+            return dict(self._timings)
+
+        def gpu_seconds(*plans):
+            return sum(sum(p.cuda.stage_times().values()) for p in plans if p is not None and p.cuda is not None)
+
+        return {"rf2iq": gpu_seconds(self.rf2iq), "das": gpu_seconds(self.beamformer),
+                "clutter": gpu_seconds(self.clutter), "doppler": gpu_seconds(self.color, self.power)}
 
     @property
     def nyquist_velocity(self):
@@ -110,16 +135,26 @@ class DopplerPipeline:
 
     def beamform(self, rf):
         """RF -> beamformed IQ ensemble ``(n_frames, nz, nx)`` (the pipeline's buffer)."""
+        if self.backend == "cuda":
+            from . import device
+
+            if not device._in_host_memory(rf):  # already on the device: read in place
+                self.rf2iq(rf, out=self._iq)
+                self.beamformer(self._iq, out=self._beamformed)
+                return self._beamformed
         rf = _validate.ndarray("rf", rf)
         if rf.dtype != self.rf_dtype:
             raise TypeError(f"rf must have dtype {self.rf_dtype} (got {rf.dtype})")
         if rf.shape != self.rf_shape:
             raise ValueError(f"rf must have shape {self.rf_shape} (got {rf.shape})")
+        if self.backend == "cuda":
+            self._device_rf.copy_from_host(np.ascontiguousarray(rf))
+            rf = self._device_rf
         t0 = time.perf_counter()
         self.rf2iq(rf, out=self._iq)
         t1 = time.perf_counter()
         self.beamformer(self._iq, out=self._beamformed)
-        self.timings["rf2iq"], self.timings["das"] = t1 - t0, time.perf_counter() - t1
+        self._timings["rf2iq"], self._timings["das"] = t1 - t0, time.perf_counter() - t1
         return self._beamformed
 
     def __call__(self, rf):
@@ -133,5 +168,5 @@ class DopplerPipeline:
             self.color(self._filtered, velocity=self._velocity, variance=self._variance)
         if self.power is not None:
             self.power(self._filtered, out=self._power)
-        self.timings["clutter"], self.timings["doppler"] = t1 - t0, time.perf_counter() - t1
+        self._timings["clutter"], self._timings["doppler"] = t1 - t0, time.perf_counter() - t1
         return DopplerMaps(self._velocity, self._variance, self._power)

@@ -4,6 +4,15 @@ A Pipeline owns the three plans (RF2IQPlan, Beamformer, BModePlan) and the inter
 arrays; calling it runs the stages in order, writes the caller's `out=` when given, and
 records the wall-clock time of each stage in `timings` (seconds, last call).
 
+backend='cuda': the intermediate arrays are usbeam.DeviceArrays allocated once, the stages
+chain on the GPU without host round trips (each plan's stream waits for the previous stage
+with an event, never the host), and `timings` holds the GPU time of each stage from the
+plans' CUDA events (seconds; reading it waits for the last call to finish).  RF on the host
+is copied into a preallocated device buffer; RF already on the device (any DLPack / CUDA
+array interface producer) is read in place.  The result is a host array for host RF (or a
+host `out=`), otherwise the device output (the pipeline's buffer unless `out=` is given).
+NVTX ranges name every stage (<family>.<stage>) for Nsight Systems.
+
 Layouts:
   input   (n_frames, n_transmits, n_elements, n_samples)  int16 / float32 RF
   iq      (n_frames, n_transmits, n_elements, n_iq)       complex64, n_iq = n_samples after decimation
@@ -64,12 +73,56 @@ class Pipeline:
         self.bmode = BModePlan(self.output_shape, dynamic_range, output=bmode_output, normalize=normalize,
                                backend=backend)
         self.output_dtype = self.bmode.out_dtype
-        self.iq = np.empty(self.rf2iq.out_shape, np.complex64)
-        self.image = np.empty(self.output_shape, np.complex64)
-        self.timings = dict.fromkeys(self.STAGES, 0.0)
+        self.backend = self.bmode.backend
+        if self.backend == "cuda":
+            from . import device
+
+            self.iq = device.empty(self.rf2iq.out_shape, np.complex64)
+            self.image = device.empty(self.output_shape, np.complex64)
+            self._device_rf = device.empty(self.input_shape, self.input_dtype)
+            self._device_out = device.empty(self.output_shape, self.output_dtype)
+        else:
+            self.iq = np.empty(self.rf2iq.out_shape, np.complex64)
+            self.image = np.empty(self.output_shape, np.complex64)
+        self._timings = dict.fromkeys(self.STAGES, 0.0)
+
+    @property
+    def timings(self):
+        """Seconds per stage of the last call: wall clock on the CPU, CUDA events on the GPU."""
+        if self.backend != "cuda":
+            return dict(self._timings)
+        plans = {"rf2iq": self.rf2iq, "das": self.beamformer, "bmode": self.bmode}
+        return {stage: (sum(plan.cuda.stage_times().values()) if plan.cuda is not None else 0.0)
+                for stage, plan in plans.items()}
+
+    def _call_cuda(self, rf, out):
+        from . import device
+
+        host_rf = device._in_host_memory(rf)
+        if host_rf:
+            rf = _validate.ndarray("rf", rf)
+            if rf.dtype != self.input_dtype:
+                raise TypeError(f"rf must have dtype {self.input_dtype} (got {rf.dtype})")
+            if rf.shape != self.input_shape:
+                raise ValueError(f"rf must have shape {self.input_shape} (got {rf.shape})")
+            self._device_rf.copy_from_host(np.ascontiguousarray(rf))
+            rf = self._device_rf
+        host_out = out is not None and device._in_host_memory(out)
+        if host_out:
+            _validate.out_array("out", out, self.output_shape, self.output_dtype)
+        self.rf2iq(rf, out=self.iq)
+        self.beamformer(self.iq, out=self.image)
+        if out is None or host_out:
+            result = self.bmode(self.image, out=self._device_out)
+            if host_out:
+                return result.to_numpy(out=out)
+            return result.to_numpy() if host_rf else result
+        return self.bmode(self.image, out=out)
 
     def __call__(self, rf, out=None):
         """Run RF -> IQ -> DAS -> B-mode on `rf` (input_shape, input_dtype); returns the B-mode."""
+        if self.backend == "cuda":
+            return self._call_cuda(rf, out)
         rf = _validate.ndarray("rf", rf)
         if rf.dtype != self.input_dtype:
             raise TypeError(f"rf must have dtype {self.input_dtype} (got {rf.dtype})")
@@ -86,5 +139,5 @@ class Pipeline:
         t2 = time.perf_counter()
         self.bmode(self.image, out=out)
         t3 = time.perf_counter()
-        self.timings = {"rf2iq": t1 - t, "das": t2 - t1, "bmode": t3 - t2}
+        self._timings = {"rf2iq": t1 - t, "das": t2 - t1, "bmode": t3 - t2}
         return out

@@ -1,0 +1,222 @@
+"""End-to-end GPU pipelines: RF2IQ_DAS_BMODE, RF2IQ_DAS_DOPPLER and RF2IQ_DAS_POWERDOPPLER.
+
+Standard Doppler configuration (issue #5): 128 elements, 1024 samples, 3 plane waves
+(-5, 0, 5 degrees) compounded, a 64-frame ensemble, a 256 x 256 grid; int16 RF as scanners
+deliver it, already on the GPU (the chain reads it in place: no host copy is timed).
+Stages: usbeam.Pipeline (rf2iq -> DAS -> B-mode, 64 frames per call) and
+usbeam.DopplerPipeline (rf2iq -> DAS -> 'poly' clutter filter (order 2) -> color and/or power
+Doppler), backend='cuda'.
+
+Per pipeline: median wall ms per call (launch + a synchronisation of the last stage's stream),
+FPS (ensembles or B-mode batches per second x frames per call), sustained input MB/s (RF bytes
+per call / median time; target >= 25 GB/s on the Doppler pipelines), GPU ms from the plans'
+CUDA events, J/run from the NVML total-energy counter (libnvidia-ml.so.1 through ctypes) minus
+the idle baseline measured just before (idle W x elapsed), and device memory: what the
+pipeline holds (plan buffers + intermediate arrays) and the peak NVML-reported use above the
+level before the pipeline was built.  Every pipeline is validated first against the same
+chain on the CPU backend (tests/tolerances.py pipeline_cuda_*), so a wrong answer is never
+timed.  Without a GPU it prints why and exits 0; without NVML the energy column is "n/a".
+
+    python benchmarks/gpu_pipelines.py [--repeat 30] [--frames 64] [--grid 256] [--no-record]
+"""
+import argparse
+import ctypes
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks"), str(ROOT / "tests")]
+
+import harness  # noqa: E402
+import usbeam  # noqa: E402
+from tolerances import TOLERANCES  # noqa: E402
+from usbeam import device  # noqa: E402
+
+FC, FS, C = 5e6, 20e6, 1540.0
+
+
+class Nvml:
+    """The few NVML calls needed, through ctypes; `available` is False when the library or the
+    energy counter is missing (then every reading is None)."""
+
+    class _Memory(ctypes.Structure):
+        _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+
+    def __init__(self, index=0):
+        self.available, self.reason = False, ""
+        try:
+            self._lib = ctypes.CDLL("libnvidia-ml.so.1")
+        except OSError as exc:
+            self.reason = f"libnvidia-ml.so.1 not loadable ({exc})"
+            return
+        if self._lib.nvmlInit_v2() != 0:
+            self.reason = "nvmlInit_v2 failed"
+            return
+        self._handle = ctypes.c_void_p()
+        if self._lib.nvmlDeviceGetHandleByIndex_v2(ctypes.c_uint(index), ctypes.byref(self._handle)) != 0:
+            self.reason = f"no NVML handle for GPU {index}"
+            return
+        self.available = self.energy_mj() is not None
+        if not self.available:
+            self.reason = "nvmlDeviceGetTotalEnergyConsumption is not supported on this GPU"
+
+    def energy_mj(self):
+        value = ctypes.c_ulonglong()
+        if self._lib.nvmlDeviceGetTotalEnergyConsumption(self._handle, ctypes.byref(value)) != 0:
+            return None
+        return int(value.value)
+
+    def used_bytes(self):
+        if not hasattr(self, "_handle"):
+            return None
+        info = self._Memory()
+        if self._lib.nvmlDeviceGetMemoryInfo(self._handle, ctypes.byref(info)) != 0:
+            return None
+        return int(info.used)
+
+
+def energy_per_run(nvml, fn, runs, idle_seconds=2.0):
+    """(joules per run above idle, idle watts); None without NVML."""
+    if not nvml.available:
+        return None, None
+    e0, t0 = nvml.energy_mj(), time.perf_counter()
+    time.sleep(idle_seconds)
+    idle_w = (nvml.energy_mj() - e0) * 1e-3 / (time.perf_counter() - t0)
+    e0, t0 = nvml.energy_mj(), time.perf_counter()
+    for _ in range(runs):
+        fn()
+    elapsed = time.perf_counter() - t0
+    joules = (nvml.energy_mj() - e0) * 1e-3 - idle_w * elapsed
+    return joules / runs, idle_w
+
+
+def geometry(n_elements, n_angles, grid_n):
+    probe = usbeam.LinearArray(n_elements=n_elements, pitch=3e-4, width=2.7e-4, fc=FC, bandwidth=0.6)
+    half = 0.5 * (n_elements - 1) * 3e-4
+    angles = np.deg2rad(np.linspace(-5, 5, n_angles)) if n_angles > 1 else [0.0]
+    sequence = [usbeam.PlaneWave(float(a)) for a in angles]
+    grid = usbeam.Grid(x=np.linspace(-half, half, grid_n), z=np.linspace(5e-3, 35e-3, grid_n))
+    return probe, sequence, grid
+
+
+def held_bytes(plans, arrays):
+    total = sum(p.cuda.device_bytes for p in plans if p is not None and p.cuda is not None)
+    return total + sum(a.nbytes for a in arrays if a is not None)
+
+
+def median_abs(a, b):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    finite = np.isfinite(a) & np.isfinite(b)
+    return float(np.median(np.abs(a[finite] - b[finite])))
+
+
+def build(kind, probe, sequence, grid, n_frames, n_samples, backend):
+    common = dict(fs=FS, fc=FC, c=C, n_samples=n_samples, n_frames=n_frames)
+    if kind == "RF2IQ_DAS_BMODE":
+        return usbeam.Pipeline(probe, sequence, grid, bmode_output="db", dynamic_range=60.0, backend=backend,
+                               **common)
+    outputs = ("color",) if kind == "RF2IQ_DAS_DOPPLER" else ("power",)
+    return usbeam.DopplerPipeline(probe, sequence, grid, prf=4e3, clutter="poly", clutter_options=dict(order=2),
+                                  outputs=outputs, backend=backend, **common)
+
+
+def last_stage(pipeline):
+    if isinstance(pipeline, usbeam.Pipeline):
+        return pipeline.bmode
+    return pipeline.color if pipeline.color is not None else pipeline.power
+
+
+def validate(kind, gpu, cpu, rf_host, d_rf):
+    """The GPU chain against the CPU chain on the same RF; raises on a wrong answer."""
+    got = gpu(d_rf)
+    want = cpu(rf_host)
+    if kind == "RF2IQ_DAS_BMODE":
+        err = median_abs(got.to_numpy(), want)
+        ok = err <= TOLERANCES["pipeline_cuda_db_median_abs"]
+    elif kind == "RF2IQ_DAS_DOPPLER":
+        err = median_abs(got.velocity.to_numpy(), want.velocity) / gpu.nyquist_velocity
+        ok = err <= TOLERANCES["pipeline_cuda_velocity_median_vn"]
+    else:
+        err = median_abs(got.power.to_numpy(), want.power)
+        ok = err <= TOLERANCES["pipeline_cuda_db_median_abs"]
+    harness.validated(kind, ok, lambda r: r)
+    return err
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeat", type=int, default=30)
+    parser.add_argument("--frames", type=int, default=64)
+    parser.add_argument("--elements", type=int, default=128)
+    parser.add_argument("--samples", type=int, default=1024)
+    parser.add_argument("--angles", type=int, default=3)
+    parser.add_argument("--grid", type=int, default=256)
+    parser.add_argument("--only", choices=["RF2IQ_DAS_BMODE", "RF2IQ_DAS_DOPPLER", "RF2IQ_DAS_POWERDOPPLER"])
+    parser.add_argument("--no-record", action="store_true", help="print only; do not append to RESULTS.md")
+    args = parser.parse_args()
+    if not usbeam.cuda_available():
+        reason = "usbeam was built without CUDA" if not usbeam.build_info()["cuda"] else "no CUDA device is visible"
+        print(f"gpu_pipelines: skipped: {reason}.")
+        return 0
+    nvml = Nvml()
+    probe, sequence, grid = geometry(args.elements, args.angles, args.grid)
+    rng = np.random.default_rng(0)
+    rf = rng.integers(-4000, 4000, (args.frames, len(sequence), args.elements, args.samples), dtype=np.int16)
+    input_bytes = rf.nbytes
+    d_rf = device.from_numpy(rf)
+    kinds = [args.only] if args.only else ["RF2IQ_DAS_BMODE", "RF2IQ_DAS_DOPPLER", "RF2IQ_DAS_POWERDOPPLER"]
+    rows = []
+    for kind in kinds:
+        used_before = nvml.used_bytes()
+        gpu = build(kind, probe, sequence, grid, args.frames, args.samples, "cuda")
+        cpu = build(kind, probe, sequence, grid, args.frames, args.samples, "cpu")
+        err = validate(kind, gpu, cpu, rf, d_rf)
+        del cpu
+        stage = last_stage(gpu)
+        peak = [0]
+
+        def run():
+            gpu(d_rf)
+            stage.cuda.synchronize()
+            used = nvml.used_bytes()
+            if used is not None:
+                peak[0] = max(peak[0], used)
+
+        wall = harness.measure(run, repeat=args.repeat)
+        gpu_ms = 1e3 * sum(gpu.timings.values())
+        joules, idle_w = energy_per_run(nvml, run, max(args.repeat, 10))
+        if isinstance(gpu, usbeam.Pipeline):
+            plans = (gpu.rf2iq, gpu.beamformer, gpu.bmode)
+            arrays = (gpu.iq, gpu.image, gpu._device_rf, gpu._device_out)
+        else:
+            plans = (gpu.rf2iq, gpu.beamformer, gpu.clutter, gpu.color, gpu.power)
+            arrays = (gpu._iq, gpu._beamformed, gpu._filtered, gpu._velocity, gpu._variance, gpu._power,
+                      gpu._device_rf)
+        held = held_bytes(plans, arrays)
+        peak_mib = (f"{(peak[0] - used_before) / 2**20:.0f}" if used_before is not None and peak[0] else "n/a")
+        rows.append([kind, f"{wall.median * 1e3:.2f}", f"{wall.p95 * 1e3:.2f}", f"{gpu_ms:.2f}",
+                     f"{args.frames / wall.median:.0f}", f"{input_bytes / wall.median / 1e6:.0f}",
+                     "n/a" if joules is None else f"{joules:.3f}",
+                     "n/a" if idle_w is None else f"{idle_w:.0f}", f"{held / 2**20:.0f}", peak_mib,
+                     f"{err:.2e}"])
+        del gpu
+    header = ["pipeline", "ms (median)", "ms (p95)", "GPU ms (events)", "FPS", "input MB/s", "J/run",
+              "idle W", "device MiB held", "peak MiB (NVML)", "max err vs CPU (median)"]
+    notes = (f"{args.elements} elements x {args.samples} samples x {args.angles} angles int16, "
+             f"{args.frames} frames per call, {args.grid} x {args.grid} grid; RF already on the GPU. "
+             f"FPS = frames per second; input MB/s = RF bytes per call / median time. "
+             + ("" if nvml.available else f"Energy not measured: {nvml.reason}."))
+    if args.no_record:
+        print(harness.markdown_table(header, rows))
+        print(notes)
+    else:
+        harness.record("End-to-end GPU pipelines", header, rows, command="python benchmarks/gpu_pipelines.py",
+                       notes=notes)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""The GPU chains (usbeam.Pipeline and usbeam.DopplerPipeline with backend='cuda') against the
+same chains on the CPU backend, on fresh random RF.
+
+Needs a GPU (marked cuda: skipped without one), except the last test, which checks that a
+CUDA pipeline without a GPU is a clean error.  Tolerances: each stage's CUDA twin has its
+own entry (family cuda); through the chain the relative errors add, so the chain is held to
+the loosest of them (das_cuda_rel_l2) on the intermediate IQ and to the display tolerances
+at the end."""
+import numpy as np
+import pytest
+
+import usbeam
+from tolerances import TOLERANCES
+from usbeam import device
+
+FC, FS, C, PRF = 5e6, 20e6, 1540.0, 4e3
+PROBE = usbeam.LinearArray(n_elements=32, pitch=3e-4, width=2.7e-4, fc=FC, bandwidth=0.6)
+GRID = usbeam.Grid(x=np.arange(-3e-3, 3e-3 + 1e-9, 1.5e-4), z=np.arange(10e-3, 14e-3 + 1e-9, 1e-4))
+N_SAMPLES = 512
+SEQUENCE = [usbeam.PlaneWave(a) for a in (-0.1, 0.0, 0.1)]
+
+
+def random_rf(rng, n_frames):
+    return rng.integers(-2000, 2000, (n_frames, len(SEQUENCE), PROBE.n_elements, N_SAMPLES), dtype=np.int16)
+
+
+def rel_l2(got, want):
+    return np.linalg.norm(got - want) / np.linalg.norm(want)
+
+
+@pytest.mark.cuda
+def test_bmode_pipeline_matches_cpu(rng):
+    kwargs = dict(fs=FS, fc=FC, c=C, n_samples=N_SAMPLES, n_frames=2, bmode_output="db", dynamic_range=50.0)
+    gpu = usbeam.Pipeline(PROBE, SEQUENCE, GRID, backend="cuda", **kwargs)
+    cpu = usbeam.Pipeline(PROBE, SEQUENCE, GRID, **kwargs)
+    rf = random_rf(rng, 2)
+    out = device.from_numpy(np.full(gpu.output_shape, np.nan, np.float32))
+    assert gpu(device.from_numpy(rf), out=out) is out
+    got = out.to_numpy()
+    assert np.all(np.isfinite(got)), "poison left: some pixels were not written"
+    want = cpu(rf)
+    assert rel_l2(gpu.image.to_numpy(), cpu.image) <= TOLERANCES["das_cuda_rel_l2"]
+    assert np.median(np.abs(got - want)) <= TOLERANCES["pipeline_cuda_db_median_abs"]
+    host = gpu(rf)  # host RF: copied into the preallocated device buffer, result on the host
+    assert isinstance(host, np.ndarray)
+    np.testing.assert_array_equal(host, got)
+    timings = gpu.timings
+    assert set(timings) == {"rf2iq", "das", "bmode"} and all(t > 0 for t in timings.values())
+
+
+@pytest.mark.cuda
+def test_doppler_pipeline_matches_cpu(rng):
+    kwargs = dict(n_frames=8, n_samples=N_SAMPLES, fs=FS, fc=FC, c=C, prf=PRF, clutter="poly",
+                  clutter_options=dict(order=1), average=3)
+    gpu = usbeam.DopplerPipeline(PROBE, SEQUENCE, GRID, backend="cuda", **kwargs)
+    cpu = usbeam.DopplerPipeline(PROBE, SEQUENCE, GRID, **kwargs)
+    rf = random_rf(rng, 8)
+    maps = gpu(device.from_numpy(rf))
+    want = cpu(rf)
+    assert rel_l2(gpu._filtered.to_numpy(), cpu._filtered) <= TOLERANCES["das_cuda_rel_l2"]
+    power = maps.power.to_numpy()
+    assert np.all(np.isfinite(power))
+    assert np.median(np.abs(power - want.power)) <= TOLERANCES["pipeline_cuda_db_median_abs"]
+    velocity = maps.velocity.to_numpy()
+    vn = gpu.nyquist_velocity
+    assert np.median(np.abs(velocity - want.velocity)) <= TOLERANCES["pipeline_cuda_velocity_median_vn"] * vn
+    assert set(gpu.timings) == {"rf2iq", "das", "clutter", "doppler"}
+
+
+def test_cuda_pipeline_refused_cleanly_without_gpu():
+    if usbeam.cuda_available():
+        pytest.skip("a GPU is visible: the tests above run the GPU chains")
+    with pytest.raises(usbeam.UsbeamError, match="cuda"):
+        usbeam.Pipeline(PROBE, SEQUENCE, GRID, fs=FS, fc=FC, n_samples=N_SAMPLES, backend="cuda")
+    with pytest.raises(usbeam.UsbeamError, match="cuda"):
+        usbeam.DopplerPipeline(PROBE, SEQUENCE, GRID, n_frames=4, n_samples=N_SAMPLES, fs=FS, fc=FC, prf=PRF,
+                               clutter="poly", backend="cuda")
