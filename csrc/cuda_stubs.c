@@ -71,6 +71,24 @@ usbeam_status usbeam_event_record(void **event, void *stream)
     return no_cuda("event_record");
 }
 usbeam_status usbeam_event_wait_destroy(void *event) { return event ? no_cuda("event_wait_destroy") : USBEAM_OK; }
+usbeam_status usbeam_graph_capture_begin(void *stream)
+{
+    (void)stream;
+    return no_cuda("graph_capture_begin");
+}
+usbeam_status usbeam_graph_capture_end(void *stream, void **graph_exec)
+{
+    (void)stream;
+    if (graph_exec) *graph_exec = NULL;
+    return no_cuda("graph_capture_end");
+}
+void usbeam_graph_capture_abort(void *stream) { (void)stream; }
+usbeam_status usbeam_graph_launch(void *graph_exec, void *stream)
+{
+    (void)graph_exec, (void)stream;
+    return no_cuda("graph_launch");
+}
+void usbeam_graph_destroy(void *graph_exec) { (void)graph_exec; }
 
 usbeam_status usbeam_cuda_exec_set_stream(usbeam_cuda_exec *exec, void *stream)
 {

@@ -137,7 +137,99 @@ static PyObject *py_cuda_d2d_bandwidth(PyObject *self, PyObject *args)
     return PyFloat_FromDouble(gbps);
 }
 
+/* ---- CUDA graphs: graph_capture_begin(stream), graph_capture_end(stream) -> capsule,
+ * graph_capture_abort(stream), graph_launch(capsule, stream), device_copy(dst, src, stream) */
+#define GRAPH_CAPSULE "usbeam.cuda_graph"
+
+static void graph_capsule_destroy(PyObject *capsule)
+{
+    usbeam_graph_destroy(PyCapsule_GetPointer(capsule, GRAPH_CAPSULE));
+}
+
+static int capture_stream(PyObject *obj, void **stream)
+{
+    intptr_t s = 0;
+    if (usbeam_da_parse_stream(obj, "stream", &s) < 0) return -1;
+    if (s == -1 || s == 1) {
+        PyErr_SetString(PyExc_ValueError, "stream: a graph is captured on a created stream (not -1 or the legacy "
+                                          "default stream)");
+        return -1;
+    }
+    *stream = (void *)s;
+    return 0;
+}
+
+static PyObject *py_graph_capture_begin(PyObject *self, PyObject *stream_obj)
+{
+    (void)self;
+    void *stream;
+    if (capture_stream(stream_obj, &stream) < 0) return NULL;
+    usbeam_status st = usbeam_graph_capture_begin(stream);
+    if (st != USBEAM_OK) return usbeam_py_raise(st);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_graph_capture_end(PyObject *self, PyObject *stream_obj)
+{
+    (void)self;
+    void *stream, *graph = NULL;
+    if (capture_stream(stream_obj, &stream) < 0) return NULL;
+    usbeam_status st = usbeam_graph_capture_end(stream, &graph);
+    if (st != USBEAM_OK) return usbeam_py_raise(st);
+    PyObject *capsule = PyCapsule_New(graph, GRAPH_CAPSULE, graph_capsule_destroy);
+    if (!capsule) usbeam_graph_destroy(graph);
+    return capsule;
+}
+
+static PyObject *py_graph_capture_abort(PyObject *self, PyObject *stream_obj)
+{
+    (void)self;
+    void *stream;
+    if (capture_stream(stream_obj, &stream) < 0) return NULL;
+    usbeam_graph_capture_abort(stream);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_graph_launch(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *capsule, *stream_obj;
+    if (!PyArg_ParseTuple(args, "OO", &capsule, &stream_obj)) return NULL;
+    void *graph = PyCapsule_GetPointer(capsule, GRAPH_CAPSULE);
+    if (!graph) return NULL;
+    void *stream;
+    if (capture_stream(stream_obj, &stream) < 0) return NULL;
+    usbeam_status st = usbeam_graph_launch(graph, stream);
+    if (st != USBEAM_OK) return usbeam_py_raise(st);
+    Py_RETURN_NONE;
+}
+
+/* device_copy(dst_ptr, src_ptr, bytes, stream): cudaMemcpyAsync device -> device on stream. */
+static PyObject *py_device_copy(PyObject *self, PyObject *args)
+{
+    (void)self;
+    unsigned long long dst, src;
+    Py_ssize_t bytes;
+    PyObject *stream_obj;
+    if (!PyArg_ParseTuple(args, "KKnO", &dst, &src, &bytes, &stream_obj)) return NULL;
+    if (bytes < 0) {
+        PyErr_SetString(PyExc_ValueError, "bytes must be >= 0");
+        return NULL;
+    }
+    intptr_t stream = 0;
+    if (usbeam_da_parse_stream(stream_obj, "stream", &stream) < 0) return NULL;
+    usbeam_status st = usbeam_copy_device((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, (size_t)bytes,
+                                          (void *)stream);
+    if (st != USBEAM_OK) return usbeam_py_raise(st);
+    Py_RETURN_NONE;
+}
+
 PyMethodDef usbeam_py_cuda_methods[] = {
+    {"graph_capture_begin", py_graph_capture_begin, METH_O, "Start capturing a stream's work into a CUDA graph."},
+    {"graph_capture_end", py_graph_capture_end, METH_O, "End a capture: an executable CUDA graph (capsule)."},
+    {"graph_capture_abort", py_graph_capture_abort, METH_O, "End a failed capture and drop it."},
+    {"graph_launch", py_graph_launch, METH_VARARGS, "(graph, stream): replay a captured graph on stream."},
+    {"device_copy", py_device_copy, METH_VARARGS, "(dst_ptr, src_ptr, bytes, stream): async device copy."},
     {"cuda_d2d_bandwidth", py_cuda_d2d_bandwidth, METH_VARARGS,
      "(bytes, repeats=20, device=0) -> device-to-device cudaMemcpy GB/s (read + written bytes), CUDA events."},
     {"cuda_exec_info", py_cuda_exec_info, METH_O, "{stream, device, device_bytes} of a CUDA plan."},

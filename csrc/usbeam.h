@@ -146,6 +146,14 @@ usbeam_status usbeam_stream_synchronize(void *stream);
 usbeam_status usbeam_event_record(void **event, void *stream);
 /* ... and later wait for it on the host and destroy it (NULL event: no-op). */
 usbeam_status usbeam_event_wait_destroy(void *event);
+/* CUDA graphs (cuda/graph.cu): capture the work queued on stream (not the legacy default
+ * stream) between begin and end into an executable graph, replayed by launch on any stream;
+ * abort ends a capture that failed half-way and drops it. */
+usbeam_status usbeam_graph_capture_begin(void *stream);
+usbeam_status usbeam_graph_capture_end(void *stream, void **graph_exec);
+void usbeam_graph_capture_abort(void *stream);
+usbeam_status usbeam_graph_launch(void *graph_exec, void *stream);
+void usbeam_graph_destroy(void *graph_exec);
 
 /* The CUDA execution state of a plan created with USBEAM_BACKEND_CUDA: its device, the
  * stream it runs on (its own, created at plan creation, or one the caller sets) and a pair

@@ -13,6 +13,14 @@ array interface producer) is read in place.  The result is a host array for host
 host `out=`), otherwise the device output (the pipeline's buffer unless `out=` is given).
 NVTX ranges name every stage (<family>.<stage>) for Nsight Systems.
 
+capture_graph=True (backend='cuda'): the first call runs the chain once, puts every plan on
+one stream, captures the chain into a CUDA graph (cuda/graph.cu) and from then on replays it
+with one launch per call.  The graph reads the pipeline's own RF buffer and writes its own
+output buffer (kernel arguments are frozen at capture), so the RF is copied into that buffer
+first (host RF as always; device RF by an asynchronous device copy) and a caller's `out=` is
+filled by a copy.  Stage times still come from the captured CUDA events; NVTX ranges mark the
+capture only.
+
 Layouts:
   input   (n_frames, n_transmits, n_elements, n_samples)  int16 / float32 RF
   iq      (n_frames, n_transmits, n_elements, n_iq)       complex64, n_iq = n_samples after decimation
@@ -54,7 +62,8 @@ class Pipeline:
     def __init__(self, probe, sequence, grid, *, fs, fc, c=1540.0, t0=0.0, n_samples, n_frames=1,
                  rf_dtype=np.int16, bandwidth=None, filter="butter", decimation=1, f_number=1.0,
                  window="rect", interpolation="linear", dynamic_range=60.0, normalize="global",
-                 bmode_output="uint8", backend="cpu", rf2iq_options=None, das_options=None):
+                 bmode_output="uint8", backend="cpu", rf2iq_options=None, das_options=None,
+                 capture_graph=False):
         self.sequence = as_sequence(sequence, probe)
         n_frames = _validate.integer("n_frames", n_frames, minimum=1)
         n_samples = _validate.integer("n_samples", n_samples, minimum=1)
@@ -74,6 +83,10 @@ class Pipeline:
                                backend=backend)
         self.output_dtype = self.bmode.out_dtype
         self.backend = self.bmode.backend
+        self.capture_graph = bool(capture_graph)
+        if self.capture_graph and self.backend != "cuda":
+            raise ValueError("capture_graph: CUDA graphs need backend='cuda'")
+        self._graph = None
         if self.backend == "cuda":
             from . import device
 
@@ -95,9 +108,64 @@ class Pipeline:
         return {stage: (sum(plan.cuda.stage_times().values()) if plan.cuda is not None else 0.0)
                 for stage, plan in plans.items()}
 
+    def _chain_cuda(self, rf, out):
+        self.rf2iq(rf, out=self.iq)
+        self.beamformer(self.iq, out=self.image)
+        return self.bmode(self.image, out=out)
+
+    def _call_graph(self, rf, out):
+        """capture_graph=True: RF into the pipeline's buffer, then one graph launch."""
+        from . import _core, device
+
+        host_rf = device._in_host_memory(rf)
+        stream = self.rf2iq.cuda.stream  # the rf2iq plan's own stream carries the whole graph
+        if host_rf:
+            rf = _validate.ndarray("rf", rf)
+            if rf.dtype != self.input_dtype or rf.shape != self.input_shape:
+                raise (TypeError if rf.dtype != self.input_dtype else ValueError)(
+                    f"rf must have dtype {self.input_dtype} and shape {self.input_shape} (got {rf.dtype}, {rf.shape})")
+            self._device_rf.copy_from_host(np.ascontiguousarray(rf))
+        else:
+            d = device.asarray(rf, stream=stream, name="rf")
+            if d.dtype != self.input_dtype or d.shape != self.input_shape:
+                raise (TypeError if d.dtype != self.input_dtype else ValueError)(
+                    f"rf must have dtype {self.input_dtype} and shape {self.input_shape} (got {d.dtype}, {d.shape})")
+            _core.device_copy(self._device_rf.ptr, d.ptr, d.nbytes, stream)
+            d._mark_used(stream)
+        if self._graph is None:
+            # run once eagerly (builds the lazily created plans), wait for every plan, then
+            # put all of them on one stream and capture the chain there
+            self._chain_cuda(self._device_rf, self._device_out)
+            for plan in (self.rf2iq, self.beamformer, self.bmode):
+                plan.cuda.synchronize()
+            for plan in (self.beamformer, self.bmode):
+                plan.cuda.set_stream(stream)
+            _core.graph_capture_begin(stream)
+            try:
+                self._chain_cuda(self._device_rf, self._device_out)
+            except BaseException:
+                _core.graph_capture_abort(stream)
+                raise
+            self._graph = _core.graph_capture_end(stream)
+        _core.graph_launch(self._graph, stream)
+        self._device_out._mark_used(stream)
+        if out is None:
+            return self._device_out.to_numpy() if host_rf else self._device_out
+        if device._in_host_memory(out):
+            _validate.out_array("out", out, self.output_shape, self.output_dtype)
+            return self._device_out.to_numpy(out=out)
+        d_out = device.asarray(out, stream=stream, name="out")
+        if d_out.dtype != self.output_dtype or d_out.shape != self.output_shape or d_out.readonly:
+            raise ValueError(f"out must be a writable {self.output_dtype} array of shape {self.output_shape}")
+        _core.device_copy(d_out.ptr, self._device_out.ptr, d_out.nbytes, stream)
+        d_out._mark_used(stream)
+        return out
+
     def _call_cuda(self, rf, out):
         from . import device
 
+        if self.capture_graph:
+            return self._call_graph(rf, out)
         host_rf = device._in_host_memory(rf)
         if host_rf:
             rf = _validate.ndarray("rf", rf)
