@@ -38,9 +38,10 @@
  *   responses (the zero-input outputs from each unit state); the state after frame L is
  *   advanced consistently, so the stream continues from the optimal initial state.
  *
- * backend CUDA: 'mean' and 'poly' only: the basis is built here in double, then the twin in
- * cuda/clutter.cu gets it (no host scratch) and execute forwards.  'svd' and 'iir' on CUDA
- * fail with USBEAM_ERR_UNSUPPORTED.
+ * backend CUDA: 'mean', 'poly' and 'iir': the basis (or the IIR sections and projection
+ * tables) are built here in double, then the twin in cuda/clutter.cu gets them and execute and
+ * reset forward ('iir' state lives on the device).  'svd' on CUDA fails with
+ * USBEAM_ERR_UNSUPPORTED.
  */
 #include "clutter_internal.h"
 
@@ -280,10 +281,9 @@ usbeam_status usbeam_clutter_plan_create(const usbeam_clutter_params *params, us
     if (backend != USBEAM_BACKEND_CPU && backend != USBEAM_BACKEND_CUDA)
         return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "backend: unknown backend %d", (int)backend);
     if ((st = validate_params(params)) != USBEAM_OK) return st;
-    if (backend == USBEAM_BACKEND_CUDA && params->method != USBEAM_CLUTTER_MEAN &&
-        params->method != USBEAM_CLUTTER_POLY)
-        return usbeam_fail(USBEAM_ERR_UNSUPPORTED,
-                           "method: only 'mean' and 'poly' clutter filters run on CUDA in this version");
+    if (backend == USBEAM_BACKEND_CUDA && params->method == USBEAM_CLUTTER_SVD)
+        return usbeam_fail(USBEAM_ERR_UNSUPPORTED, "method: the SVD clutter filter does not run on CUDA in this "
+                                                   "version ('mean', 'poly' and 'iir' do)");
 
     usbeam_clutter_plan *p = usbeam_alloc(sizeof *p);
     if (!p) return usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "clutter plan");
@@ -328,6 +328,16 @@ usbeam_status usbeam_clutter_plan_create(const usbeam_clutter_params *params, us
             usbeam_clutter_plan_destroy(p);
             return st;
         }
+        if (backend == USBEAM_BACKEND_CUDA) {
+            const int projection = params->iir_init == USBEAM_IIR_INIT_PROJECTION;
+            st = usbeam_clutter_cuda_create_iir(params, p->n_sections, p->section_order, &p->sos_b[0][0],
+                                                &p->sos_a[0][0], p->n_state, projection ? p->init_frames : 0,
+                                                p->natural_q, p->state_gain, &p->cuda);
+            if (st != USBEAM_OK) {
+                usbeam_clutter_plan_destroy(p);
+                return st;
+            }
+        }
         break;
     }
     if (failed) {
@@ -362,6 +372,7 @@ usbeam_status usbeam_clutter_execute(usbeam_clutter_plan *plan, const void *in, 
 usbeam_status usbeam_clutter_reset(usbeam_clutter_plan *plan)
 {
     if (!plan) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "plan must not be NULL");
+    if (plan->cuda) return usbeam_clutter_cuda_reset(plan->cuda);
     if (plan->state) memset(plan->state, 0, (size_t)plan->n_state * 2 * plan->params.n_pixels * sizeof(double));
     plan->started = 0;
     return USBEAM_OK;

@@ -185,6 +185,21 @@ usbeam_status usbeam_clutter_cuda_execute(usbeam_clutter_cuda *plan, const void 
     return no_cuda("clutter filter execute on CUDA");
 }
 void usbeam_clutter_cuda_destroy(usbeam_clutter_cuda *plan) { (void)plan; }
+usbeam_status usbeam_clutter_cuda_create_iir(const usbeam_clutter_params *params, int n_sections,
+                                             const int *section_order, const double *sos_b, const double *sos_a,
+                                             int n_state, size_t init_frames, const double *natural_q,
+                                             const double *state_gain, usbeam_clutter_cuda **plan)
+{
+    (void)params, (void)n_sections, (void)section_order, (void)sos_b, (void)sos_a, (void)n_state;
+    (void)init_frames, (void)natural_q, (void)state_gain;
+    if (plan) *plan = NULL;
+    return no_cuda("backend: clutter filter on CUDA");
+}
+usbeam_status usbeam_clutter_cuda_reset(usbeam_clutter_cuda *plan)
+{
+    (void)plan;
+    return no_cuda("clutter reset on CUDA");
+}
 usbeam_cuda_exec *usbeam_clutter_cuda_exec(usbeam_clutter_cuda *plan)
 {
     (void)plan;

@@ -72,6 +72,13 @@ usbeam_status usbeam_clutter_cuda_create(const usbeam_clutter_params *params, co
 usbeam_status usbeam_clutter_cuda_execute(usbeam_clutter_cuda *plan, const void *in, void *out);
 void usbeam_clutter_cuda_destroy(usbeam_clutter_cuda *plan);
 usbeam_cuda_exec *usbeam_clutter_cuda_exec(usbeam_clutter_cuda *plan);
+/* IIR: sections sos_b, sos_a double[n_sections][3]; init_frames L > 0 with the projection tables
+ * natural_q, state_gain double[n_state][L] (clutter_iir.c), 0 for a zero-state start. */
+usbeam_status usbeam_clutter_cuda_create_iir(const usbeam_clutter_params *params, int n_sections,
+                                             const int *section_order, const double *sos_b, const double *sos_a,
+                                             int n_state, size_t init_frames, const double *natural_q,
+                                             const double *state_gain, usbeam_clutter_cuda **plan);
+usbeam_status usbeam_clutter_cuda_reset(usbeam_clutter_cuda *plan);
 
 /* What rf2iq.c computed at plan time (host arrays, read during create only). */
 typedef struct usbeam_rf2iq_tables {

@@ -2,7 +2,11 @@
  * clutter.cu - clutter (wall) filter along slow time, CUDA twin of csrc/clutter.c for the
  * projection filters 'mean' and 'poly' (least-squares polynomial regression, Hoeks et al.
  * 1991; Kadi & Loupas 1995): y = x - Q Q^T x per pixel, with Q the orthonormal Legendre
- * basis that clutter.c builds in double at plan creation (uploaded once).
+ * basis that clutter.c builds in double at plan creation (uploaded once), and of the IIR
+ * Butterworth high-pass of csrc/clutter_iir.c (design, references and the projection
+ * initialisation of Chornoboy 1990 there): second-order sections in transposed direct form
+ * II, double state per pixel kept on the device between executes (a stream filtered block by
+ * block equals the whole record), the projection tables uploaded once.
  *
  * Layout: in, out complex64 [n_frames][n_pixels] on the device (slow time leading); out may
  *         alias in (every coefficient of a pixel is formed before its first output is written,
@@ -13,8 +17,13 @@
  *         the CPU's order (coefficients k by k over t, then the reconstruction frame by
  *         frame over k), so the two backends agree to the float32 rounding of the output.
  *
- * Not on CUDA (plan create refuses them with USBEAM_ERR_UNSUPPORTED): the SVD filter (Gram
- * matrix + eigen-decomposition) and the IIR filter (state kept on the device between blocks).
+ * Stage "clutter.iir": one thread per (pixel, real/imaginary part), the CPU's operation order;
+ *         the zero-state outputs of the first L frames of a record go to device scratch
+ *         (double [2][L][n_pixels]) until the projection initialisation rewrites them.
+ *         State: double [n_state][2][n_pixels] on the device, zeroed by reset.
+ *
+ * Not on CUDA (plan create refuses it with USBEAM_ERR_UNSUPPORTED): the SVD filter (Gram
+ * matrix + eigen-decomposition).
  */
 #include "exec.cuh"
 
@@ -22,7 +31,63 @@ namespace {
 
 constexpr int THREADS = 256;
 constexpr int MAX_BASIS = 32; /* coefficients per pixel held in registers / local memory */
-const char *const STAGE_NAMES[] = {"clutter.project"};
+const char *const STAGE_NAMES[] = {"clutter.project", "clutter.iir"};
+enum { STAGE_PROJECT = 0, STAGE_IIR = 1 };
+constexpr int IIR_MAX_SECTIONS = 10;
+
+struct IirSections {
+    int n_sections;
+    int order[IIR_MAX_SECTIONS]; /* 1 or 2 */
+    double b[IIR_MAX_SECTIONS][3], a[IIR_MAX_SECTIONS][3];
+};
+
+/* x: interleaved float32 [n_frames][n_pixels][2]; i in [0, 2 n_pixels) = part * n_pixels + q. */
+__global__ void iir_kernel(const float *in, float *out, size_t n_frames, size_t n_pixels, IirSections sec,
+                           int n_state, double *__restrict__ state, size_t L, double *__restrict__ y0,
+                           const double *__restrict__ natural_q, const double *__restrict__ state_gain)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < 2 * n_pixels;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const size_t part = i / n_pixels, q = i % n_pixels;
+        double z[2 * IIR_MAX_SECTIONS];
+        for (int j = 0; j < n_state; ++j) z[j] = state[((size_t)j * 2 + part) * n_pixels + q];
+        double *y0p = L ? y0 + part * L * n_pixels + q : nullptr; /* [u] at y0p[u * n_pixels] */
+        for (size_t t = 0; t < n_frames; ++t) {
+            double v = in[2 * (t * n_pixels + q) + part];
+            int slot = 0;
+            for (int s = 0; s < sec.n_sections; ++s) {
+                const double *b = sec.b[s], *a = sec.a[s];
+                const double w = b[0] * v + z[slot];
+                if (sec.order[s] == 2) {
+                    z[slot] = b[1] * v - a[1] * w + z[slot + 1];
+                    z[slot + 1] = b[2] * v - a[2] * w;
+                } else {
+                    z[slot] = b[1] * v - a[1] * w;
+                }
+                v = w;
+                slot += sec.order[s];
+            }
+            if (t < L)
+                y0p[t * n_pixels] = v;
+            else
+                out[2 * (t * n_pixels + q) + part] = (float)v;
+            if (L && t + 1 == L) {
+                /* projection initialisation, as on the CPU: move the state with the uncorrected
+                 * y0 first, then remove the natural-response part of the first L outputs */
+                for (int j = 0; j < n_state; ++j)
+                    for (size_t u = 0; u < L; ++u) z[j] += state_gain[(size_t)j * L + u] * y0p[u * n_pixels];
+                for (int k = 0; k < n_state; ++k) {
+                    const double *qk = natural_q + (size_t)k * L;
+                    double coef = 0.0;
+                    for (size_t u = 0; u < L; ++u) coef += qk[u] * y0p[u * n_pixels];
+                    for (size_t u = 0; u < L; ++u) y0p[u * n_pixels] -= qk[u] * coef;
+                }
+                for (size_t u = 0; u < L; ++u) out[2 * (u * n_pixels + q) + part] = (float)y0p[u * n_pixels];
+            }
+        }
+        for (int j = 0; j < n_state; ++j) state[((size_t)j * 2 + part) * n_pixels + q] = z[j];
+    }
+}
 
 __global__ void project_kernel(const float2 *in, float2 *out, const double *__restrict__ basis, int n_basis,
                                size_t n_frames, size_t n_pixels)
@@ -62,7 +127,96 @@ struct usbeam_clutter_cuda {
     int n_basis;
     double *basis; /* device [n_basis][n_frames] */
     unsigned grid;
+    /* IIR */
+    int iir;
+    IirSections sections;
+    int n_state, projection, started;
+    size_t init_frames;        /* L */
+    double *state;             /* device [n_state][2][n_pixels] */
+    double *y0;                /* device [2][L][n_pixels] (projection initialisation only) */
+    double *natural_q, *state_gain; /* device [n_state][L] each */
 };
+
+static usbeam_status clutter_cuda_grid(usbeam_clutter_cuda *p, size_t n_threads)
+{
+    int sms = 0;
+    usbeam_status st = usbeam_cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount,
+                                                                usbeam_cuda_exec_device(p->exec)),
+                                         "cudaDeviceGetAttribute", __FILE__, __LINE__);
+    size_t blocks = (n_threads + THREADS - 1) / THREADS, cap = (size_t)(sms > 0 ? sms : 1) * 8u;
+    p->grid = (unsigned)(blocks < cap ? blocks : cap);
+    return st;
+}
+
+extern "C" usbeam_status usbeam_clutter_cuda_create_iir(const usbeam_clutter_params *params, int n_sections,
+                                                        const int *section_order, const double *sos_b,
+                                                        const double *sos_a, int n_state, size_t init_frames,
+                                                        const double *natural_q, const double *state_gain,
+                                                        usbeam_clutter_cuda **out)
+{
+    if (!params || !section_order || !sos_b || !sos_a || !out)
+        return usbeam_fail(USBEAM_ERR_NULL_POINTER, "IIR design and plan must not be NULL");
+    *out = nullptr;
+    if (n_sections < 1 || n_sections > IIR_MAX_SECTIONS || n_state < 1 || n_state > 2 * IIR_MAX_SECTIONS)
+        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "iir_order: %d sections, %d states", n_sections, n_state);
+    const int projection = init_frames > 0;
+    if (projection && (!natural_q || !state_gain))
+        return usbeam_fail(USBEAM_ERR_NULL_POINTER, "projection tables must not be NULL");
+    usbeam_clutter_cuda *p = (usbeam_clutter_cuda *)usbeam_alloc(sizeof *p);
+    if (!p) return usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "clutter CUDA plan");
+    p->n_frames = params->n_frames;
+    p->n_pixels = params->n_pixels;
+    p->iir = 1;
+    p->sections.n_sections = n_sections;
+    for (int s = 0; s < n_sections; ++s) {
+        p->sections.order[s] = section_order[s];
+        for (int c = 0; c < 3; ++c) {
+            p->sections.b[s][c] = sos_b[3 * s + c];
+            p->sections.a[s][c] = sos_a[3 * s + c];
+        }
+    }
+    p->n_state = n_state;
+    p->projection = projection;
+    p->init_frames = init_frames;
+    size_t state_bytes = 0, y0_bytes = 0;
+    usbeam_status st = usbeam_cuda_exec_create(STAGE_NAMES, 2, &p->exec);
+    if (st == USBEAM_OK && (usbeam_mul_size3((size_t)n_state * 2, p->n_pixels, sizeof(double), &state_bytes) != 0 ||
+                            usbeam_mul_size3(2 * init_frames, p->n_pixels, sizeof(double), &y0_bytes) != 0))
+        st = usbeam_fail(USBEAM_ERR_SIZE_OVERFLOW, "n_pixels: %zu is too large", p->n_pixels);
+    if (st == USBEAM_OK) st = usbeam_cuda_exec_alloc(p->exec, state_bytes, "IIR state", (void **)&p->state);
+    if (st == USBEAM_OK)
+        st = usbeam_cuda_check(cudaMemset(p->state, 0, state_bytes), "cudaMemset", __FILE__, __LINE__);
+    if (st == USBEAM_OK && projection) {
+        const size_t table = (size_t)n_state * init_frames * sizeof(double);
+        st = usbeam_cuda_exec_alloc(p->exec, y0_bytes, "IIR initialisation scratch", (void **)&p->y0);
+        if (st == USBEAM_OK) st = usbeam_cuda_exec_alloc(p->exec, table, "IIR tables", (void **)&p->natural_q);
+        if (st == USBEAM_OK) st = usbeam_cuda_exec_alloc(p->exec, table, "IIR tables", (void **)&p->state_gain);
+        if (st == USBEAM_OK) st = usbeam_cuda_exec_upload(p->exec, p->natural_q, natural_q, table);
+        if (st == USBEAM_OK) st = usbeam_cuda_exec_upload(p->exec, p->state_gain, state_gain, table);
+    }
+    if (st == USBEAM_OK) st = clutter_cuda_grid(p, 2 * p->n_pixels);
+    if (st != USBEAM_OK) {
+        usbeam_clutter_cuda_destroy(p);
+        return st;
+    }
+    *out = p;
+    return USBEAM_OK;
+}
+
+extern "C" usbeam_status usbeam_clutter_cuda_reset(usbeam_clutter_cuda *p)
+{
+    if (!p) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "plan must not be NULL");
+    if (!p->iir) return USBEAM_OK;
+    usbeam_status st = usbeam_cuda_exec_begin(p->exec);
+    if (st != USBEAM_OK) return st;
+    /* queued on the plan's stream: ordered after the blocks already queued, no host wait */
+    st = usbeam_cuda_check(cudaMemsetAsync(p->state, 0, (size_t)p->n_state * 2 * p->n_pixels * sizeof(double),
+                                           usbeam_cuda_exec_cuda_stream(p->exec)),
+                           "cudaMemsetAsync", __FILE__, __LINE__);
+    usbeam_cuda_exec_end(p->exec);
+    if (st == USBEAM_OK) p->started = 0;
+    return st;
+}
 
 extern "C" usbeam_status usbeam_clutter_cuda_create(const usbeam_clutter_params *params, const double *basis,
                                                     int n_basis, usbeam_clutter_cuda **out)
@@ -81,14 +235,7 @@ extern "C" usbeam_status usbeam_clutter_cuda_create(const usbeam_clutter_params 
     usbeam_status st = usbeam_cuda_exec_create(STAGE_NAMES, 1, &p->exec);
     if (st == USBEAM_OK) st = usbeam_cuda_exec_alloc(p->exec, bytes, "clutter basis", (void **)&p->basis);
     if (st == USBEAM_OK) st = usbeam_cuda_exec_upload(p->exec, p->basis, basis, bytes);
-    if (st == USBEAM_OK) {
-        int sms = 0;
-        st = usbeam_cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount,
-                                                      usbeam_cuda_exec_device(p->exec)),
-                               "cudaDeviceGetAttribute", __FILE__, __LINE__);
-        size_t blocks = (p->n_pixels + THREADS - 1) / THREADS, cap = (size_t)(sms > 0 ? sms : 1) * 8u;
-        p->grid = (unsigned)(blocks < cap ? blocks : cap);
-    }
+    if (st == USBEAM_OK) st = clutter_cuda_grid(p, p->n_pixels);
     if (st != USBEAM_OK) {
         usbeam_clutter_cuda_destroy(p);
         return st;
@@ -109,12 +256,23 @@ extern "C" usbeam_cuda_exec *usbeam_clutter_cuda_exec(usbeam_clutter_cuda *p) { 
 static usbeam_status clutter_cuda_run(usbeam_clutter_cuda *p, const float2 *in, float2 *out)
 {
     usbeam_cuda_exec *e = p->exec;
-    usbeam_status st = usbeam_cuda_stage_begin(e, 0);
+    cudaStream_t stream = usbeam_cuda_exec_cuda_stream(e);
+    if (p->iir) {
+        usbeam_status st = usbeam_cuda_stage_begin(e, STAGE_IIR);
+        if (st != USBEAM_OK) return st;
+        const size_t L = p->projection && !p->started ? p->init_frames : 0;
+        iir_kernel<<<p->grid, THREADS, 0, stream>>>((const float *)in, (float *)out, p->n_frames, p->n_pixels,
+                                                    p->sections, p->n_state, p->state, L, p->y0, p->natural_q,
+                                                    p->state_gain);
+        USBEAM_CUDA_TRY(cudaGetLastError());
+        p->started = 1;
+        return usbeam_cuda_stage_end(e, STAGE_IIR);
+    }
+    usbeam_status st = usbeam_cuda_stage_begin(e, STAGE_PROJECT);
     if (st != USBEAM_OK) return st;
-    project_kernel<<<p->grid, THREADS, 0, usbeam_cuda_exec_cuda_stream(e)>>>(in, out, p->basis, p->n_basis,
-                                                                             p->n_frames, p->n_pixels);
+    project_kernel<<<p->grid, THREADS, 0, stream>>>(in, out, p->basis, p->n_basis, p->n_frames, p->n_pixels);
     USBEAM_CUDA_TRY(cudaGetLastError());
-    return usbeam_cuda_stage_end(e, 0);
+    return usbeam_cuda_stage_end(e, STAGE_PROJECT);
 }
 
 extern "C" usbeam_status usbeam_clutter_cuda_execute(usbeam_clutter_cuda *p, const void *in, void *out)

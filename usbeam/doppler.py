@@ -87,9 +87,10 @@ class ClutterFilter:
         ``init_frames`` frames (default: the whole first block), suppressing the transient;
         'zero' starts at rest.
     backend : {'cpu', 'cuda'}
-        'cuda' ('mean' and 'poly' only, order <= 31): on the GPU (cuda/clutter.cu), device
-        arrays in and out without copies (as usbeam.BModePlan); ``strict=True`` refuses host
-        arrays.  ``out`` may be the input itself.
+        'cuda' ('mean', 'poly' up to order 31, 'iir'; not 'svd'): on the GPU
+        (cuda/clutter.cu), device arrays in and out without copies (as usbeam.BModePlan);
+        ``strict=True`` refuses host arrays.  ``out`` may be the input itself.  The 'iir' state
+        stays on the device between calls; ``reset()`` is queued on the plan's stream.
     """
 
     def __init__(self, shape, method="poly", *, order=None, low="auto", high=None, auto_frequency=0.05,
@@ -138,8 +139,8 @@ class ClutterFilter:
                 self.auto_frequency = 0.05
             self.low, self.high = low, high_i
             kwargs.update(svd_low=low_i, svd_high=high_i, svd_auto_frequency=self.auto_frequency)
-        if self.backend == "cuda" and method not in ("mean", "poly"):
-            raise ValueError(f"method: only 'mean' and 'poly' run on backend='cuda' (got {method!r})")
+        if self.backend == "cuda" and method == "svd":
+            raise ValueError("method: 'svd' does not run on backend='cuda' yet ('mean', 'poly' and 'iir' do)")
         self._plan = _core.clutter_plan(n_frames, n_pixels, **kwargs)
         self.cuda = None
         if self.backend == "cuda":

@@ -7,7 +7,7 @@ the slow-time rate of the compounded frames (the pulse repetition frequency divi
 number of transmits per frame).  Stages: ``usbeam.RF2IQPlan``, ``usbeam.Beamformer``,
 ``usbeam.ClutterFilter``, ``usbeam.ColorDopplerPlan``, ``usbeam.PowerDopplerPlan``.
 
-backend='cuda' (clutter 'poly', 'mean' or None): every intermediate array is a
+backend='cuda' (clutter 'poly', 'mean', 'iir' or None): every intermediate array is a
 usbeam.DeviceArray allocated once, the stages chain on the GPU without host round trips
 (stream-to-stream event waits only), the maps returned are the pipeline's device buffers, and
 ``timings`` holds each stage's GPU time from CUDA events (reading it waits for the call).
