@@ -77,7 +77,30 @@ class UsbeamBuildExt(build_ext):
         ext.extra_compile_args = cflags
         ext.extra_link_args = ldflags
         self._configure_cuda(ext)
+        self._force_if_configuration_changed(ext)
         super().build_extensions()
+
+    def _object_is_current(self, obj, src, cmd):
+        """An object built by the same nvcc command, newer than its source and every header."""
+        if self.force or not obj.exists() or not obj.with_suffix(".cmd").exists():
+            return False
+        if obj.with_suffix(".cmd").read_text() != " ".join(cmd):
+            return False
+        inputs = [Path(src)] + [Path(p) for p in glob(str(ROOT / "csrc" / "*.h"))] + \
+                 [Path(p) for p in glob(str(ROOT / "cuda" / "*.cuh"))] + [Path(p) for p in glob(str(ROOT / "cuda" / "*.h"))]
+        return obj.stat().st_mtime > max(p.stat().st_mtime for p in inputs)
+
+    def _force_if_configuration_changed(self, ext):
+        """Rebuild everything when the flags or the CUDA choice differ from the last build:
+        setuptools only compares file times, so a CPU-only build would otherwise survive a
+        later CUDA build (or a sanitizer build a normal one)."""
+        signature = repr((ext.extra_compile_args, ext.extra_link_args, ext.define_macros, ext.libraries,
+                          sorted(ext.extra_objects)))
+        stamp = Path(self.build_temp, "usbeam-build-configuration")
+        if not stamp.exists() or stamp.read_text() != signature:
+            self.force = True
+            stamp.parent.mkdir(parents=True, exist_ok=True)
+            stamp.write_text(signature)
 
     def _configure_cuda(self, ext):
         if CUDA_MODE not in ("auto", "0", "1"):
@@ -105,9 +128,12 @@ class UsbeamBuildExt(build_ext):
             cmd = [str(nvcc), "-c", src, "-o", str(obj), "-O3", "-std=c++17", "--compiler-options",
                    "-fPIC,-fvisibility=hidden,-Wall", "-DUSBEAM_HAVE_CUDA", "-lineinfo",
                    "-I", str(ROOT / "csrc")] + arch + werror
+            objects.append(str(obj))
+            if self._object_is_current(obj, src, cmd):
+                continue
             log("nvcc " + Path(src).name)
             subprocess.run(cmd, check=True)
-            objects.append(str(obj))
+            obj.with_suffix(".cmd").write_text(" ".join(cmd))
         ext.extra_objects += objects
         ext.define_macros.append(("USBEAM_HAVE_CUDA", "1"))
         ext.library_dirs += [str(d) for d in lib_dirs]

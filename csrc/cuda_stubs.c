@@ -43,6 +43,12 @@ usbeam_status usbeam_copy_device(void *dst, const void *src, size_t bytes, void 
     (void)dst, (void)src, (void)bytes, (void)stream;
     return no_cuda("copy_device");
 }
+usbeam_status usbeam_cuda_d2d_bandwidth(int device, size_t bytes, int repeats, double *gbps)
+{
+    (void)device, (void)bytes, (void)repeats;
+    if (gbps) *gbps = 0.0;
+    return no_cuda("d2d_bandwidth");
+}
 usbeam_status usbeam_stream_wait(void *consumer, void *producer)
 {
     (void)consumer, (void)producer;
@@ -144,6 +150,43 @@ usbeam_status usbeam_das_cuda_execute(usbeam_das_cuda *plan, const void *in, voi
 }
 void usbeam_das_cuda_destroy(usbeam_das_cuda *plan) { (void)plan; }
 usbeam_cuda_exec *usbeam_das_cuda_exec(usbeam_das_cuda *plan)
+{
+    (void)plan;
+    return NULL;
+}
+
+usbeam_status usbeam_hadamard_cuda_create(const usbeam_hadamard_params *params, const int8_t *matrix,
+                                          size_t base_order, usbeam_hadamard_cuda **plan)
+{
+    (void)params, (void)matrix, (void)base_order;
+    if (plan) *plan = NULL;
+    return no_cuda("backend: hadamard on CUDA");
+}
+usbeam_status usbeam_hadamard_cuda_execute(usbeam_hadamard_cuda *plan, const void *in, void *out)
+{
+    (void)plan, (void)in, (void)out;
+    return no_cuda("hadamard execute on CUDA");
+}
+void usbeam_hadamard_cuda_destroy(usbeam_hadamard_cuda *plan) { (void)plan; }
+usbeam_cuda_exec *usbeam_hadamard_cuda_exec(usbeam_hadamard_cuda *plan)
+{
+    (void)plan;
+    return NULL;
+}
+
+usbeam_status usbeam_rca_cuda_create(const usbeam_rca_tables *tables, usbeam_rca_cuda **plan)
+{
+    (void)tables;
+    if (plan) *plan = NULL;
+    return no_cuda("backend: rca on CUDA");
+}
+usbeam_status usbeam_rca_cuda_execute(usbeam_rca_cuda *plan, const void *in, void *out)
+{
+    (void)plan, (void)in, (void)out;
+    return no_cuda("rca execute on CUDA");
+}
+void usbeam_rca_cuda_destroy(usbeam_rca_cuda *plan) { (void)plan; }
+usbeam_cuda_exec *usbeam_rca_cuda_exec(usbeam_rca_cuda *plan)
 {
     (void)plan;
     return NULL;

@@ -12,7 +12,9 @@
  * (transmit, element, sample, frame) float32 planes (re and im apart).  The frame loop is
  * then innermost, contiguous and vectorised, and a tap of every frame is one row: the
  * kernels keep blocks of 32 (then 8) frames of sums in vector registers across all the
- * entries of a point.  Points run in parallel; each thread has its own scratch.
+ * entries of a point; a single frame is vectorised over the entries instead.  Points run
+ * in parallel, in tiles whose output rows are written contiguously; each thread has its
+ * own scratch.
  * Reference: Perrot et al., "So you think you can DAS?", Ultrasonics 111 (2021) 106309.
  */
 #include "das_internal.h"
@@ -31,7 +33,8 @@
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
 /* An AVX2 + FMA build (x86-64-v3) of the hot loops besides the baseline, chosen when the
- * library loads.  (An AVX-512 clone measured slower on the EPYC development machine.) */
+ * library loads.  (An AVX-512 clone measured no faster on the EPYC development machine:
+ * the kernels are bound by loads and FMA latency, not by vector width.) */
 #define USBEAM_HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define USBEAM_HOT

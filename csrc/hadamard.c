@@ -130,11 +130,13 @@ struct usbeam_hadamard_plan {
     int n_threads;
     size_t scratch_stride;         /* bytes per thread */
     unsigned char *scratch;
+    usbeam_hadamard_cuda *cuda;    /* USBEAM_BACKEND_CUDA: the twin in cuda/hadamard.cu */
 };
 
 void usbeam_hadamard_plan_destroy(usbeam_hadamard_plan *plan)
 {
     if (!plan) return;
+    usbeam_hadamard_cuda_destroy(plan->cuda);
     usbeam_free(plan->ht_i32);
     usbeam_free(plan->ht_i64);
     usbeam_free(plan->ht_f64);
@@ -198,8 +200,8 @@ usbeam_status usbeam_hadamard_plan_create(const usbeam_hadamard_params *params, 
 {
     if (!params || !plan) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "params and plan must not be NULL");
     *plan = NULL;
-    if (backend != USBEAM_BACKEND_CPU)
-        return usbeam_fail(USBEAM_ERR_NO_BACKEND, "backend: hadamard has no CUDA path in this build");
+    if (backend != USBEAM_BACKEND_CPU && backend != USBEAM_BACKEND_CUDA)
+        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "backend: unknown value %d", (int)backend);
     size_t n = params->order;
     if (n == 0 || n > USBEAM_HADAMARD_MAX_ORDER)
         return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "order must be in 1..%d (got %zu)",
@@ -221,8 +223,11 @@ usbeam_status usbeam_hadamard_plan_create(const usbeam_hadamard_params *params, 
     if (out != USBEAM_DTYPE_FLOAT32 && !(out == USBEAM_DTYPE_INT32 && in != USBEAM_DTYPE_FLOAT32))
         return usbeam_fail(USBEAM_ERR_INVALID_DTYPE,
                            "output dtype must be float32, or int32 for integer input");
-    if (params->algorithm != USBEAM_HADAMARD_DIRECT && params->algorithm != USBEAM_HADAMARD_FAST)
+    if (params->algorithm != USBEAM_HADAMARD_DIRECT && params->algorithm != USBEAM_HADAMARD_FAST &&
+        params->algorithm != USBEAM_HADAMARD_GEMM)
         return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "algorithm: unknown value %d", (int)params->algorithm);
+    if (params->algorithm == USBEAM_HADAMARD_GEMM && backend != USBEAM_BACKEND_CUDA)
+        return usbeam_fail(USBEAM_ERR_UNSUPPORTED, "algorithm 'gemm' (cuBLAS) runs on the CUDA backend only");
 
     usbeam_status st = USBEAM_OK;
     int8_t *library = usbeam_alloc(n * n);
@@ -261,6 +266,16 @@ usbeam_status usbeam_hadamard_plan_create(const usbeam_hadamard_params *params, 
     p->n_threads = 1;
 #endif
     if (p->n_threads < 1) p->n_threads = 1;
+    if (backend == USBEAM_BACKEND_CUDA) { /* the twin copies the matrix; no host scratch */
+        st = usbeam_hadamard_cuda_create(&p->params, h, p->base, &p->cuda);
+        usbeam_free(library);
+        if (st != USBEAM_OK) {
+            usbeam_hadamard_plan_destroy(p);
+            return st;
+        }
+        *plan = p;
+        return USBEAM_OK;
+    }
     st = fill_transposes(p, h);
     usbeam_free(library);
     /* two [n][TILE] accumulator blocks of 8-byte values per thread */
@@ -384,6 +399,7 @@ DECODE_TILE(decode_tile_float32, float, double, ht_f64, bt_f64, add_signed_f64)
 usbeam_status usbeam_hadamard_execute(usbeam_hadamard_plan *plan, const void *in, void *out)
 {
     if (!plan || !in || !out) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "plan, in and out must not be NULL");
+    if (plan->cuda) return usbeam_hadamard_cuda_execute(plan->cuda, in, out); /* device pointers, queued */
     const size_t samples = plan->params.n_outer * plan->params.n_inner;
     const ptrdiff_t n_tiles = (ptrdiff_t)((samples + TILE - 1) / TILE);
     const usbeam_dtype dtype = plan->params.in_dtype;
@@ -405,4 +421,9 @@ usbeam_status usbeam_hadamard_execute(usbeam_hadamard_plan *plan, const void *in
             decode_tile_float32(plan, in, out, first, count, (double *)scratch, (double *)(scratch + half));
     }
     return USBEAM_OK;
+}
+
+usbeam_cuda_exec *usbeam_hadamard_plan_cuda(usbeam_hadamard_plan *plan)
+{
+    return plan && plan->cuda ? usbeam_hadamard_cuda_exec(plan->cuda) : NULL;
 }

@@ -118,7 +118,28 @@ static PyObject *py_cuda_exec_timings(PyObject *self, PyObject *capsule)
     return d;
 }
 
+static PyObject *py_cuda_d2d_bandwidth(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_ssize_t bytes = 0;
+    int repeats = 20, device = 0;
+    if (!PyArg_ParseTuple(args, "n|ii", &bytes, &repeats, &device)) return NULL;
+    if (bytes <= 0) {
+        PyErr_SetString(PyExc_ValueError, "bytes must be > 0");
+        return NULL;
+    }
+    double gbps = 0.0;
+    usbeam_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = usbeam_cuda_d2d_bandwidth(device, (size_t)bytes, repeats, &gbps);
+    Py_END_ALLOW_THREADS
+    if (st != USBEAM_OK) return usbeam_py_raise(st);
+    return PyFloat_FromDouble(gbps);
+}
+
 PyMethodDef usbeam_py_cuda_methods[] = {
+    {"cuda_d2d_bandwidth", py_cuda_d2d_bandwidth, METH_VARARGS,
+     "(bytes, repeats=20, device=0) -> device-to-device cudaMemcpy GB/s (read + written bytes), CUDA events."},
     {"cuda_exec_info", py_cuda_exec_info, METH_O, "{stream, device, device_bytes} of a CUDA plan."},
     {"cuda_exec_set_stream", py_cuda_exec_set_stream, METH_VARARGS,
      "Run a CUDA plan on a caller's stream (None: its own)."},

@@ -3,8 +3,10 @@
  *   hadamard_matrix(order) -> int8 ndarray (order, order)
  *   hadamard_plan(order, n_outer, n_inner, in_dtype, out_dtype, algorithm, transmit_last,
  *                 matrix=None, backend='cpu') -> plan
- *   hadamard_execute(plan, data, out)
- * dtypes are names: 'int16', 'int32', 'float32'; algorithm 'direct' or 'fast'.
+ *   hadamard_execute(plan, data, out)     (NumPy arrays; DeviceArrays for a CUDA plan)
+ *   hadamard_cuda_exec(plan) -> capsule on the plan's CUDA state, or None
+ * dtypes are names: 'int16', 'int32', 'float32'; algorithm 'direct', 'fast' or 'gemm'
+ * (CUDA only).
  */
 #include "py_common.h"
 
@@ -93,8 +95,10 @@ static PyObject *py_hadamard_plan(PyObject *self, PyObject *args, PyObject *kwar
         p.algorithm = USBEAM_HADAMARD_DIRECT;
     else if (strcmp(algorithm, "fast") == 0)
         p.algorithm = USBEAM_HADAMARD_FAST;
+    else if (strcmp(algorithm, "gemm") == 0)
+        p.algorithm = USBEAM_HADAMARD_GEMM;
     else {
-        PyErr_Format(PyExc_ValueError, "algorithm must be 'direct' or 'fast' (got '%s')", algorithm);
+        PyErr_Format(PyExc_ValueError, "algorithm must be 'direct', 'fast' or 'gemm' (got '%s')", algorithm);
         return NULL;
     }
     p.order = (size_t)order;
@@ -142,9 +146,10 @@ static PyObject *py_hadamard_execute(PyObject *self, PyObject *args)
     hadamard_handle *h = usbeam_py_plan_from_capsule(capsule, HADAMARD_CAPSULE, "plan");
     if (!h) return NULL;
     size_t count = h->params.n_outer * h->params.order * h->params.n_inner; /* checked by plan_create */
-    const void *in = usbeam_py_array_data(in_obj, "data", npy_of(h->params.in_dtype), count, 0);
+    usbeam_cuda_exec *cuda = usbeam_hadamard_plan_cuda(h->plan); /* NULL: CPU plan, NumPy arrays */
+    const void *in = usbeam_py_plan_buffer(in_obj, "data", npy_of(h->params.in_dtype), count, 0, cuda);
     if (!in) return NULL;
-    void *out = usbeam_py_array_data(out_obj, "out", npy_of(h->params.out_dtype), count, 1);
+    void *out = usbeam_py_plan_buffer(out_obj, "out", npy_of(h->params.out_dtype), count, 1, cuda);
     if (!out) return NULL;
     usbeam_status st;
     Py_BEGIN_ALLOW_THREADS
@@ -156,10 +161,19 @@ static PyObject *py_hadamard_execute(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+static PyObject *py_hadamard_cuda_exec(PyObject *self, PyObject *capsule)
+{
+    (void)self;
+    hadamard_handle *h = usbeam_py_plan_from_capsule(capsule, HADAMARD_CAPSULE, "plan");
+    if (!h) return NULL;
+    return usbeam_py_cuda_exec_capsule(usbeam_hadamard_plan_cuda(h->plan), capsule);
+}
+
 PyMethodDef usbeam_py_hadamard_methods[] = {
     {"hadamard_matrix", py_hadamard_matrix, METH_VARARGS, "usbeam's Hadamard matrix of an order (int8)."},
     {"hadamard_plan", (PyCFunction)(void (*)(void))py_hadamard_plan, METH_VARARGS | METH_KEYWORDS,
      "Create a Hadamard decode plan."},
     {"hadamard_execute", py_hadamard_execute, METH_VARARGS, "Run a Hadamard decode plan: (plan, data, out)."},
+    {"hadamard_cuda_exec", py_hadamard_cuda_exec, METH_O, "CUDA state of a Hadamard plan (None for the CPU)."},
     {NULL, NULL, 0, NULL},
 };

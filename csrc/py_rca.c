@@ -136,9 +136,10 @@ static PyObject *py_rca_execute(PyObject *self, PyObject *args)
     rca_handle *h = usbeam_py_plan_from_capsule(capsule, RCA_CAPSULE, "plan");
     if (!h) return NULL;
     const int type = h->data_complex ? NPY_COMPLEX64 : NPY_FLOAT32;
-    const void *in = usbeam_py_array_data(in_obj, "data", type, h->in_count, 0);
+    usbeam_cuda_exec *cuda = usbeam_rca_plan_cuda(h->plan); /* NULL: CPU plan, NumPy arrays */
+    const void *in = usbeam_py_plan_buffer(in_obj, "data", type, h->in_count, 0, cuda);
     if (!in) return NULL;
-    void *out = usbeam_py_array_data(out_obj, "out", type, h->out_count, 1);
+    void *out = usbeam_py_plan_buffer(out_obj, "out", type, h->out_count, 1, cuda);
     if (!out) return NULL;
     usbeam_status st;
     Py_BEGIN_ALLOW_THREADS
@@ -150,9 +151,18 @@ static PyObject *py_rca_execute(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+static PyObject *py_rca_cuda_exec(PyObject *self, PyObject *capsule)
+{
+    (void)self;
+    rca_handle *h = usbeam_py_plan_from_capsule(capsule, RCA_CAPSULE, "plan");
+    if (!h) return NULL;
+    return usbeam_py_cuda_exec_capsule(usbeam_rca_plan_cuda(h->plan), capsule);
+}
+
 PyMethodDef usbeam_py_rca_methods[] = {
     {"rca_plan", (PyCFunction)(void (*)(void))py_rca_plan, METH_VARARGS | METH_KEYWORDS,
      "Create a row-column beamforming plan."},
     {"rca_execute", py_rca_execute, METH_VARARGS, "Run a row-column plan: (plan, data, out)."},
+    {"rca_cuda_exec", py_rca_cuda_exec, METH_O, "CUDA state of a row-column plan (None for the CPU)."},
     {NULL, NULL, 0, NULL},
 };

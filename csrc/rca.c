@@ -51,6 +51,7 @@ struct usbeam_rca_plan {
     int n_threads;
     size_t scratch_doubles;      /* per thread */
     double *scratch;
+    usbeam_rca_cuda *cuda;       /* USBEAM_BACKEND_CUDA: the twin in cuda/rca.cu */
 };
 
 /* Voxels handled together by one thread: the strip path visits each record once per tile
@@ -81,6 +82,7 @@ static size_t block_doubles(const usbeam_rca_params *p)
 void usbeam_rca_plan_destroy(usbeam_rca_plan *plan)
 {
     if (!plan) return;
+    usbeam_rca_cuda_destroy(plan->cuda);
     usbeam_free(plan->rx_u);
     usbeam_free(plan->tx_u);
     usbeam_free(plan->acq_position);
@@ -209,8 +211,8 @@ usbeam_status usbeam_rca_plan_create(const usbeam_rca_params *params, usbeam_bac
 {
     if (!params || !plan) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "params and plan must not be NULL");
     *plan = NULL;
-    if (backend != USBEAM_BACKEND_CPU)
-        return usbeam_fail(USBEAM_ERR_NO_BACKEND, "backend: rca has no CUDA path in this build");
+    if (backend != USBEAM_BACKEND_CPU && backend != USBEAM_BACKEND_CUDA)
+        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "backend: unknown value %d", (int)backend);
     usbeam_status st = validate(params);
     if (st != USBEAM_OK) return st;
     const usbeam_rca_params *p = params;
@@ -287,6 +289,15 @@ usbeam_status usbeam_rca_plan_create(const usbeam_rca_params *params, usbeam_bac
         for (int q = 0; q <= RADIAL_TABLE; ++q)
             pl->radial_window[q] = (float)usbeam_window(p->window, sqrt((double)q / RADIAL_TABLE), p->tukey_alpha);
         pl->radial_window[RADIAL_TABLE + 1] = pl->radial_window[RADIAL_TABLE]; /* interpolation guard */
+    }
+    if (backend == USBEAM_BACKEND_CUDA) {
+        const usbeam_rca_tables tables = {&pl->params, pl->voxel_to_array, pl->rx_u, pl->acq_position, pl->waves,
+                                          n_waves, pl->radial_window, RADIAL_TABLE};
+        st = usbeam_rca_cuda_create(&tables, &pl->cuda);
+        if (st != USBEAM_OK) {
+            usbeam_rca_plan_destroy(pl);
+            return st;
+        }
     }
     *plan = pl;
     return USBEAM_OK;
@@ -513,6 +524,7 @@ static void write_voxel(const usbeam_rca_params *p, const voxel_block *b, void *
 usbeam_status usbeam_rca_execute(usbeam_rca_plan *plan, const void *in, void *out)
 {
     if (!plan || !in || !out) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "plan, in and out must not be NULL");
+    if (plan->cuda) return usbeam_rca_cuda_execute(plan->cuda, in, out); /* device pointers, queued */
     const usbeam_rca_params *p = &plan->params;
     const size_t n_voxels = p->n_i * p->n_j * p->n_k, stride = block_doubles(p);
     const ptrdiff_t n_tiles = (ptrdiff_t)((n_voxels + VOXEL_TILE - 1) / VOXEL_TILE);
@@ -538,4 +550,9 @@ usbeam_status usbeam_rca_execute(usbeam_rca_plan *plan, const void *in, void *ou
         for (size_t v = 0; v < n_tile; ++v) write_voxel(p, &tile[v], out, first + v, n_voxels);
     }
     return USBEAM_OK;
+}
+
+usbeam_cuda_exec *usbeam_rca_plan_cuda(usbeam_rca_plan *plan)
+{
+    return plan && plan->cuda ? usbeam_rca_cuda_exec(plan->cuda) : NULL;
 }

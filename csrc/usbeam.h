@@ -133,6 +133,9 @@ usbeam_status usbeam_copy_to_device(void *dst_device, const void *src_host, size
 usbeam_status usbeam_copy_to_host(void *dst_host, const void *src_device, size_t bytes, void *stream);
 /* Device -> device copy queued on stream (asynchronous). */
 usbeam_status usbeam_copy_device(void *dst_device, const void *src_device, size_t bytes, void *stream);
+/* Device -> device cudaMemcpy bandwidth on device: (bytes read + bytes written) / time, GB/s,
+ * the median of repeats copies of bytes timed with CUDA events (a benchmark's yardstick). */
+usbeam_status usbeam_cuda_d2d_bandwidth(int device, size_t bytes, int repeats, double *gbps);
 /* CUDA device that owns a device (or managed) pointer; USBEAM_ERR_INVALID_ARGUMENT when
  * ptr is host memory. */
 usbeam_status usbeam_pointer_device(const void *ptr, int *device);
@@ -168,6 +171,10 @@ usbeam_cuda_exec *usbeam_bmode_plan_cuda(struct usbeam_bmode_plan *plan);
 usbeam_cuda_exec *usbeam_rf2iq_plan_cuda(struct usbeam_rf2iq_plan *plan);
 struct usbeam_das_plan;
 usbeam_cuda_exec *usbeam_das_plan_cuda(struct usbeam_das_plan *plan);
+struct usbeam_hadamard_plan;
+usbeam_cuda_exec *usbeam_hadamard_plan_cuda(struct usbeam_hadamard_plan *plan);
+struct usbeam_rca_plan;
+usbeam_cuda_exec *usbeam_rca_plan_cuda(struct usbeam_rca_plan *plan);
 
 /* ------------------------------------------------------------------------ */
 /* B-mode: envelope and log compression                                      */
@@ -488,8 +495,10 @@ usbeam_status usbeam_hadamard_matrix(size_t order, int8_t *matrix);
 
 typedef enum usbeam_hadamard_algorithm {
     USBEAM_HADAMARD_DIRECT = 0, /* dense (1/n) H^T x, O(n^2) per sample, any matrix */
-    USBEAM_HADAMARD_FAST = 1    /* butterflies over the Sylvester factor, O(n log n) for 2^k;
+    USBEAM_HADAMARD_FAST = 1,   /* butterflies over the Sylvester factor, O(n log n) for 2^k;
                                    only for the matrices of usbeam_hadamard_matrix */
+    USBEAM_HADAMARD_GEMM = 2    /* CUDA backend only: cuBLAS SGEMM (full FP32, never TF32) on a
+                                   float32 copy of int16 or float32 data (cuda/hadamard.cu) */
 } usbeam_hadamard_algorithm;
 
 typedef struct usbeam_hadamard_params {

@@ -76,6 +76,32 @@ usbeam_status usbeam_das_cuda_execute(usbeam_das_cuda *plan, const void *in, voi
 void usbeam_das_cuda_destroy(usbeam_das_cuda *plan);
 usbeam_cuda_exec *usbeam_das_cuda_exec(usbeam_das_cuda *plan);
 
+/* hadamard: the validated params, the +-1 matrix (row = transmit) and the Paley base order
+ * m of FAST (n = 2^k m), read during create only. */
+typedef struct usbeam_hadamard_cuda usbeam_hadamard_cuda;
+usbeam_status usbeam_hadamard_cuda_create(const usbeam_hadamard_params *params, const int8_t *matrix,
+                                          size_t base_order, usbeam_hadamard_cuda **plan);
+usbeam_status usbeam_hadamard_cuda_execute(usbeam_hadamard_cuda *plan, const void *in, void *out);
+void usbeam_hadamard_cuda_destroy(usbeam_hadamard_cuda *plan);
+usbeam_cuda_exec *usbeam_hadamard_cuda_exec(usbeam_hadamard_cuda *plan);
+
+/* rca: the CPU plan's tables (csrc/rca.c), read during create only. */
+typedef struct usbeam_rca_tables {
+    const usbeam_rca_params *params;      /* validated; tx_rows = the transmit orientation in use */
+    const double *voxel_to_array;         /* 3 x 4 row-major: (i, j, k, 1) -> array (x, y, z) */
+    const double *rx_u;                   /* [n_channels] receive strip positions */
+    const double *acq_position;           /* [n_acquisitions] FORCES u_k / HERCULES v_r */
+    const struct usbeam_tx_model *waves;  /* [n_waves] */
+    size_t n_waves;                       /* n_acquisitions (VLS/TPW/Flash), 1 (HERCULES), 0 (FORCES) */
+    const float *radial_window;           /* HERCULES: [radial_steps + 2], else NULL */
+    int radial_steps;
+} usbeam_rca_tables;
+typedef struct usbeam_rca_cuda usbeam_rca_cuda;
+usbeam_status usbeam_rca_cuda_create(const usbeam_rca_tables *tables, usbeam_rca_cuda **plan);
+usbeam_status usbeam_rca_cuda_execute(usbeam_rca_cuda *plan, const void *in, void *out);
+void usbeam_rca_cuda_destroy(usbeam_rca_cuda *plan);
+usbeam_cuda_exec *usbeam_rca_cuda_exec(usbeam_rca_cuda *plan);
+
 #ifdef __cplusplus
 }
 #endif

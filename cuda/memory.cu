@@ -254,3 +254,61 @@ extern "C" usbeam_status usbeam_event_wait_destroy(void *event)
     (void)cudaEventDestroy((cudaEvent_t)event);
     return st;
 }
+
+extern "C" usbeam_status usbeam_cuda_d2d_bandwidth(int device, size_t bytes, int repeats, double *gbps)
+{
+    if (!gbps) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "gbps must not be NULL");
+    if (bytes == 0 || bytes > USBEAM_MAX_ALLOCATION)
+        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "bytes must be in 1..%zu (got %zu)",
+                           (size_t)USBEAM_MAX_ALLOCATION, bytes);
+    if (repeats < 1 || repeats > 10000)
+        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "repeats must be in 1..10000 (got %d)", repeats);
+    int count = 0;
+    usbeam_cuda_device_count(&count);
+    if (device < 0 || device >= count)
+        return usbeam_fail(USBEAM_ERR_NO_DEVICE, "device %d: %d CUDA device(s) available", device, count);
+    int previous = 0;
+    USBEAM_CUDA_TRY(cudaGetDevice(&previous));
+    USBEAM_CUDA_TRY(cudaSetDevice(device));
+    void *src = nullptr, *dst = nullptr;
+    cudaStream_t stream = nullptr;
+    cudaEvent_t start = nullptr, stop = nullptr;
+    float *ms = (float *)usbeam_alloc((size_t)repeats * sizeof(float));
+    usbeam_status st = ms ? USBEAM_OK : usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "bandwidth probe");
+    if (st == USBEAM_OK) st = usbeam_cuda_check(cudaMalloc(&src, bytes), "cudaMalloc", __FILE__, __LINE__);
+    if (st == USBEAM_OK) st = usbeam_cuda_check(cudaMalloc(&dst, bytes), "cudaMalloc", __FILE__, __LINE__);
+    if (st == USBEAM_OK)
+        st = usbeam_cuda_check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate", __FILE__,
+                               __LINE__);
+    if (st == USBEAM_OK) st = usbeam_cuda_check(cudaEventCreate(&start), "cudaEventCreate", __FILE__, __LINE__);
+    if (st == USBEAM_OK) st = usbeam_cuda_check(cudaEventCreate(&stop), "cudaEventCreate", __FILE__, __LINE__);
+    if (st == USBEAM_OK) st = usbeam_cuda_check(cudaMemsetAsync(src, 1, bytes, stream), "cudaMemset", __FILE__, __LINE__);
+    for (int r = -2; r < repeats && st == USBEAM_OK; ++r) { /* two untimed warm-up copies */
+        st = usbeam_cuda_check(cudaEventRecord(start, stream), "cudaEventRecord", __FILE__, __LINE__);
+        if (st == USBEAM_OK)
+            st = usbeam_cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync",
+                                   __FILE__, __LINE__);
+        if (st == USBEAM_OK) st = usbeam_cuda_check(cudaEventRecord(stop, stream), "cudaEventRecord", __FILE__, __LINE__);
+        if (st == USBEAM_OK) st = usbeam_cuda_check(cudaEventSynchronize(stop), "cudaEventSynchronize", __FILE__, __LINE__);
+        if (st == USBEAM_OK && r >= 0)
+            st = usbeam_cuda_check(cudaEventElapsedTime(&ms[r], start, stop), "cudaEventElapsedTime", __FILE__, __LINE__);
+    }
+    if (st == USBEAM_OK) {
+        for (int i = 1; i < repeats; ++i) /* insertion sort: the median */
+            for (int j = i; j > 0 && ms[j - 1] > ms[j]; --j) {
+                const float t = ms[j];
+                ms[j] = ms[j - 1];
+                ms[j - 1] = t;
+            }
+        const double median = repeats % 2 ? ms[repeats / 2] : 0.5 * (ms[repeats / 2 - 1] + ms[repeats / 2]);
+        *gbps = median > 0.0 ? 2.0 * (double)bytes / (median * 1e-3) / 1e9 : 0.0;
+    }
+    if (start) (void)cudaEventDestroy(start);
+    if (stop) (void)cudaEventDestroy(stop);
+    if (stream) (void)cudaStreamDestroy(stream);
+    (void)cudaFree(src);
+    (void)cudaFree(dst);
+    usbeam_free(ms);
+    (void)cudaSetDevice(previous);
+    return st;
+}

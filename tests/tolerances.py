@@ -41,6 +41,24 @@ TOLERANCES = {
     # PWI_disk, GPU chain vs CPU chain at the uint8 display: the images agree to ~1e-6
     # relative, so a grey level can move by one at a truncation edge.
     "das_cuda_bmode_max_levels": 1,
+    # CUDA Hadamard decode vs the CPU backend: 'direct' and 'fast' accumulate in the CPU's
+    # types (int32 / int64 / double) in the CPU's order and scale identically, and 'gemm' on
+    # int16 sums integers below 2^23, exact in FP32: all bit-exact (assert_array_equal, no
+    # entry).  'gemm' on float32 data sums n terms in FP32 (PEDANTIC, no TF32) where the CPU
+    # sums in double.  Worst case n eps max|data| after the 1/n scaling (n <= 256, eps =
+    # 2^-24: 1.5e-5); for the tests' random normal data the roundings add like a random walk,
+    # about eps max|data| (~1e-7): bound 1e-6 of max|data|.  Not yet measured on a GPU.
+    "hadamard_cuda_gemm_float32_abs": 1e-6,
+    # CUDA row-column DAS vs the CPU backend, ||gpu - cpu|| / ||cpu||: float32 sums where the
+    # CPU sums in double, the apodization folded into float interpolation weights, and the
+    # transmit delays kept as int32 fixed-point differences from the tile's first voxel
+    # (steps of ~1e-7 sample): a few 1e-7 relative per term, as for linear-array DAS
+    # (das_cuda_rel_l2).  Not yet measured on a GPU.
+    "rca_cuda_rel_l2": 1e-5,
+    # nearest: a delay within ~1e-6 sample of a half-sample tie may round to the other sample
+    # (the delay is formed differently from the CPU's): such voxels are counted.
+    "rca_cuda_nearest_voxel_rel": 1e-4,
+    "rca_cuda_nearest_fraction_off": 1e-2,
 
     # ---- family rf2iq ----
     # C vs the float64 reference, max|got - want| / max|want|: the output is complex64, so each

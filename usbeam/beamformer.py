@@ -172,7 +172,7 @@ class Beamformer:
         _validate.check_allocation("beamformed output", (n_frames, n_points), self.out_dtype.itemsize)
         if self._points is None:
             self._points = np.ascontiguousarray(self.grid.coordinates(), dtype=np.float64)
-        self._plan = None  # release the old plan (its table and staging) before building the next
+        self._plan, self._capacity = None, 0  # free the old plan's table and staging first
         self._runner = None
         self._plan = _core.das_plan(
             np.ascontiguousarray(self.probe.positions), [_transmit_tuple(t, self.probe, self.c) for t in self.sequence],

@@ -14,6 +14,10 @@ rounded quotient, int32 output the quotient rounded to nearest (exact for encode
 data).  ``algorithm='direct'`` is the dense product (n^2 per sample); ``'fast'`` factorises
 H into butterflies over the Sylvester factor (the fast Walsh-Hadamard transform, n log2 n
 for n = 2^k).
+
+``backend='cuda'`` (cuda/hadamard.cu) decodes device arrays with the same results: 'direct'
+and 'fast' bit for bit, and a third path, ``algorithm='gemm'``: cuBLAS SGEMM on a float32
+copy, in full FP32 (never TF32), exact for int16 data, refused for int32.
 """
 import numpy as np
 
@@ -80,15 +84,19 @@ class HadamardDecodePlan:
         (IQ) is decoded as its interleaved float32 (re, im) pairs, without a copy.
     output : 'float32' or 'int32'
         int32 only for integer input; complex64 input gives complex64.
-    algorithm : 'direct' or 'fast'
-        'fast' only for usbeam's own matrices.
+    algorithm : 'direct', 'fast' or 'gemm'
+        'fast' only for usbeam's own matrices; 'gemm' (cuBLAS, FP32) only with backend='cuda'
+        and int16 or float32 data.
     transmit_last : bool
         False: output shape = input shape.  True: the decoded axis is moved last, so the
         n decoded values of one sample are contiguous (``np.moveaxis(out, axis, -1)``).
+    backend : 'cpu' or 'cuda'
+        'cuda' takes and returns device arrays (a NumPy input is copied in and the result
+        copied back, unless ``strict=True``, which refuses host arrays); no complex64.
     """
 
     def __init__(self, shape, order_or_matrix, *, axis=0, dtype=np.int16, output="float32",
-                 algorithm="direct", transmit_last=False, backend="cpu"):
+                 algorithm="direct", transmit_last=False, backend="cpu", strict=False):
         self.shape = tuple(_validate.integer("shape", s, minimum=1) for s in shape)
         if not self.shape:
             raise ValueError("data must have at least one dimension")
@@ -107,8 +115,14 @@ class HadamardDecodePlan:
         self.complex = self.dtype.kind == "c"
         if self.complex and transmit_last:
             raise ValueError("transmit_last is not available for complex64 data (its (re, im) pairs stay last)")
-        self.algorithm = _validate.choice("algorithm", algorithm, ("direct", "fast"))
+        self.algorithm = _validate.choice("algorithm", algorithm, ("direct", "fast", "gemm"))
         self.transmit_last = bool(transmit_last)
+        if backend == "cuda" and self.complex:
+            raise TypeError("data: complex64 is decoded on backend='cpu' only (decode its float32 view on CUDA)")
+        if self.algorithm == "gemm" and backend != "cuda":
+            raise ValueError("algorithm='gemm' (cuBLAS) needs backend='cuda'")
+        if self.algorithm == "gemm" and self.dtype == np.int32:
+            raise TypeError("algorithm='gemm' takes int16 or float32 data (int32 is inexact in float32)")
         self.backend = check_backend(backend)
         self.out_dtype = np.dtype(np.complex64 if self.complex else self.output)
         out_shape = list(self.shape)
@@ -123,14 +137,18 @@ class HadamardDecodePlan:
         kernel_dtype = "float32" if self.complex else self.dtype.name
         self._plan = _core.hadamard_plan(self.order, n_outer, n_inner * (2 if self.complex else 1), kernel_dtype,
                                          self.output, self.algorithm, int(self.transmit_last), matrix, backend)
+        self.cuda = None
+        if self.backend == "cuda":
+            from .device import PlanRunner
+
+            self._runner = PlanRunner(_core.hadamard_cuda_exec(self._plan), strict)
+            self.cuda = self._runner.execution  # stream, stage_times(), set_stream()
 
     def __call__(self, data, out=None):
-        data = _validate.ndarray("data", data)
-        if data.dtype != self.dtype:
-            raise TypeError(f"data must have dtype {self.dtype} (got {data.dtype})")
-        if data.shape != self.shape:
-            raise ValueError(f"data must have shape {self.shape} (got {data.shape})")
-        data = np.ascontiguousarray(data)
+        if self.cuda is not None:
+            return self._runner(lambda d, o: _core.hadamard_execute(self._plan, d, o), "data", data, self.shape,
+                                self.dtype, self._host_data, out, self.out_shape, self.out_dtype, no_overlap=True)
+        data = self._host_data(data)
         if out is None:
             out = np.empty(self.out_shape, self.out_dtype)
         else:
@@ -141,6 +159,14 @@ class HadamardDecodePlan:
         else:
             _core.hadamard_execute(self._plan, data, out)
         return out
+
+    def _host_data(self, data):
+        data = _validate.ndarray("data", data)
+        if data.dtype != self.dtype:
+            raise TypeError(f"data must have dtype {self.dtype} (got {data.dtype})")
+        if data.shape != self.shape:
+            raise ValueError(f"data must have shape {self.shape} (got {data.shape})")
+        return np.ascontiguousarray(data)
 
 
 def hadamard_decode(data, order_or_matrix, axis=0, *, output="float32", algorithm="direct",

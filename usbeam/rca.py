@@ -247,12 +247,14 @@ class RCABeamformer:
     f_number, window, tukey_alpha : receive apodization (f_number 0 = none)
     coherence_factor : weight by |sum|^2 / (N sum |v|^2)
     sum_frames : one output, the coherent sum over frames
+    backend : 'cpu' or 'cuda' (cuda/rca.cu): 'cuda' takes and returns device arrays; NumPy
+        input is copied in and the image copied back unless ``strict=True``
     """
 
     def __init__(self, array, method, grid, *, n_samples, fs, c=1540.0, t0=0.0, fc=None, data="rf",
                  n_frames=1, tx="columns", rx="columns", angles=None, focal_depths=None,
                  sparse_elements=None, interpolation="cubic", f_number=1.0, window="hann", tukey_alpha=0.5,
-                 coherence_factor=False, sum_frames=False, backend="cpu"):
+                 coherence_factor=False, sum_frames=False, backend="cpu", strict=False):
         if not isinstance(array, RowColumnArray):
             raise TypeError(f"array must be a RowColumnArray (got {type(array).__name__})")
         if not isinstance(grid, RCAGrid):
@@ -336,23 +338,27 @@ class RCABeamformer:
             self.n_samples, self.data == "iq", fs, fc, c, t0, _INTERP[self.interpolation],
             empty if waves is None else waves[0], empty if waves is None else waves[1],
             sparse, f_number, _WINDOW[window], tukey_alpha, bool(coherence_factor), self.sum_frames, backend)
+        self.cuda = None
+        if self.backend == "cuda":
+            from .device import PlanRunner
+
+            self._runner = PlanRunner(_core.rca_cuda_exec(self._plan), strict)
+            self.cuda = self._runner.execution  # stream, stage_times(), set_stream()
 
     def __call__(self, data, out=None):
         """Beamform ``data`` (n_frames, n_acquisitions, n_channels, n_samples), or without the
         frame axis when n_frames == 1.  Returns (n_frames,) + image_shape, or image_shape when
         the input had no frame axis or sum_frames."""
-        data = _validate.ndarray("data", data)
-        if data.dtype != self.dtype:
-            if (self.data == "rf" and np.iscomplexobj(data)) or (self.data == "iq" and not np.iscomplexobj(data)):
-                raise TypeError(f"data must be {'real RF' if self.data == 'rf' else 'complex IQ'} "
-                                f"(got dtype {data.dtype})")
-            if data.dtype.kind not in "fc":
-                raise TypeError(f"data must be float32 RF or complex64 IQ (got dtype {data.dtype})")
+        if self.cuda is not None:
+            framed = getattr(data, "ndim", 4) == 4
+            shape = self.data_shape if framed or self.n_frames != 1 else self.data_shape[1:]
+            out_shape = self.grid.image_shape
+            if framed and not self.sum_frames:
+                out_shape = (self.n_frames,) + out_shape
+            return self._runner(lambda d, o: _core.rca_execute(self._plan, d, o), "data", data, shape, self.dtype,
+                                self._host_data, out, out_shape, self.dtype, no_overlap=True)
+        data = self._host_data(data)
         framed = data.ndim == 4
-        if data.shape != self.data_shape and not (self.n_frames == 1 and data.shape == self.data_shape[1:]):
-            raise ValueError(f"data must have shape {self.data_shape} (n_frames, n_acquisitions, n_channels, "
-                             f"n_samples) (got {data.shape})")
-        data = np.ascontiguousarray(data, dtype=self.dtype)
         shape = self.grid.image_shape
         if framed and not self.sum_frames:
             shape = (self.n_frames,) + shape
@@ -362,6 +368,19 @@ class RCABeamformer:
             _validate.out_array("out", out, shape, self.dtype)
         _core.rca_execute(self._plan, data, out)
         return out
+
+    def _host_data(self, data):
+        data = _validate.ndarray("data", data)
+        if data.dtype != self.dtype:
+            if (self.data == "rf" and np.iscomplexobj(data)) or (self.data == "iq" and not np.iscomplexobj(data)):
+                raise TypeError(f"data must be {'real RF' if self.data == 'rf' else 'complex IQ'} "
+                                f"(got dtype {data.dtype})")
+            if data.dtype.kind not in "fc":
+                raise TypeError(f"data must be float32 RF or complex64 IQ (got dtype {data.dtype})")
+        if data.shape != self.data_shape and not (self.n_frames == 1 and data.shape == self.data_shape[1:]):
+            raise ValueError(f"data must have shape {self.data_shape} (n_frames, n_acquisitions, n_channels, "
+                             f"n_samples) (got {data.shape})")
+        return np.ascontiguousarray(data, dtype=self.dtype)
 
 
 def rca_beamform(data, array, method, grid, **kwargs):

@@ -88,6 +88,44 @@ static void test_family_dispatch(void)
     CHECK(usbeam_das_plan_cuda(das) == NULL);
     usbeam_das_plan_destroy(das);
     CHECK(usbeam_das_plan_cuda(NULL) == NULL);
+
+    usbeam_hadamard_params hp = {.order = 8, .n_outer = 2, .n_inner = 3, .in_dtype = USBEAM_DTYPE_INT16,
+                                 .out_dtype = USBEAM_DTYPE_FLOAT32, .algorithm = USBEAM_HADAMARD_FAST};
+    usbeam_hadamard_plan *hadamard = (usbeam_hadamard_plan *)&passed;
+    CHECK(says_no_cuda(usbeam_hadamard_plan_create(&hp, USBEAM_BACKEND_CUDA, &hadamard)));
+    CHECK(hadamard == NULL);
+    hp.algorithm = USBEAM_HADAMARD_GEMM; /* cuBLAS: CUDA only, refused on the CPU */
+    CHECK(usbeam_hadamard_plan_create(&hp, USBEAM_BACKEND_CPU, &hadamard) == USBEAM_ERR_UNSUPPORTED);
+    CHECK(strstr(usbeam_last_error(), "gemm") != NULL);
+    hp.algorithm = USBEAM_HADAMARD_DIRECT;
+    CHECK(usbeam_hadamard_plan_create(&hp, USBEAM_BACKEND_CPU, &hadamard) == USBEAM_OK);
+    CHECK(usbeam_hadamard_plan_cuda(hadamard) == NULL);
+    usbeam_hadamard_plan_destroy(hadamard);
+    CHECK(usbeam_hadamard_plan_cuda(NULL) == NULL);
+
+    usbeam_rca_params cp;
+    memset(&cp, 0, sizeof cp);
+    cp.method = USBEAM_RCA_FORCES;
+    cp.n_columns = cp.n_rows = cp.n_acquisitions = cp.n_channels = 4;
+    cp.pitch_x = cp.pitch_y = 3e-4;
+    for (int i = 0; i < 4; ++i) cp.world_to_array[5 * i] = cp.voxel_to_world[5 * i] = 1.0;
+    cp.n_frames = 1;
+    cp.n_samples = 64;
+    cp.fs = 20e6;
+    cp.c = 1540.0;
+    cp.interpolation = 1;
+    cp.n_i = cp.n_j = cp.n_k = 1;
+    usbeam_rca_plan *rca = (usbeam_rca_plan *)&passed;
+    CHECK(says_no_cuda(usbeam_rca_plan_create(&cp, USBEAM_BACKEND_CUDA, &rca)));
+    CHECK(rca == NULL);
+    CHECK(usbeam_rca_plan_create(&cp, USBEAM_BACKEND_CPU, &rca) == USBEAM_OK);
+    CHECK(usbeam_rca_plan_cuda(rca) == NULL);
+    usbeam_rca_plan_destroy(rca);
+    CHECK(usbeam_rca_plan_cuda(NULL) == NULL);
+
+    double gbps = 1.0;
+    CHECK(says_no_cuda(usbeam_cuda_d2d_bandwidth(0, 1024, 3, &gbps)));
+    CHECK(gbps == 0.0);
 }
 
 int main(void)

@@ -1,0 +1,130 @@
+"""Row-column / TOBE DAS CUDA twin (cuda/rca.cu) against the CPU backend: every method
+(FORCES, uFORCES, HERCULES, uHERCULES, VLS, TPW, Flash), both receive orientations, every
+interpolation and window, RF and IQ, coherence factor, frame sums and several frame counts,
+on volumes, B-scans and grids at random affine transforms.  Outputs are poisoned (NaN)
+before each run and must be fully written.  Needs a GPU (marked cuda: skipped without one),
+except the last test."""
+import math
+
+import numpy as np
+import pytest
+
+import usbeam
+from tolerances import TOLERANCES
+from usbeam import device
+
+FS, FC, C, T0 = 20e6, 5e6, 1540.0, -1e-6
+N_COLUMNS, N_ROWS, PITCH_X, PITCH_Y = 12, 10, 0.3e-3, 0.25e-3
+N_SAMPLES = 500
+
+METHODS = {
+    "forces": dict(),
+    "uforces": dict(sparse_elements=[0, 3, 7, 9]),
+    "hercules": dict(tx="rows", angles=[0.05], focal_depths=[-8e-3]),
+    "uhercules": dict(tx="columns", angles=[-0.1], focal_depths=[math.inf], sparse_elements=[5, 0, 2]),
+    "vls": dict(tx="rows", angles=[-0.2, 0.0, 0.3], focal_depths=[-5e-3, 12e-3, -20e-3]),
+    "tpw": dict(tx="rows", angles=[-0.15, 0.0, 0.2], focal_depths=[math.inf] * 3),
+    "flash": dict(tx="columns", angles=[0.0, 0.0], focal_depths=[math.inf, math.inf]),
+}
+
+
+def random_grid(rng, shape):
+    m = np.eye(4)
+    m[:3, :3] = rng.normal(0, 0.4e-3, (3, 3))
+    m[:3, 3] = (rng.uniform(-1e-3, 1e-3), rng.uniform(-1e-3, 1e-3), 4e-3)
+    m[2, :3] = np.abs(m[2, :3])  # every voxel in front of the array
+    return usbeam.RCAGrid(m, shape)
+
+
+def random_data(rng, shape, iq):
+    if iq:
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np.complex64)
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def assert_close_to_cpu(got, want, interpolation):
+    assert np.all(np.isfinite(got)), "poison left: some voxels were not written"
+    if interpolation == "nearest":  # a delay at a half-sample tie may round either way
+        off = np.abs(got - want) > TOLERANCES["rca_cuda_nearest_voxel_rel"] * np.abs(want).max()
+        assert np.mean(off) <= TOLERANCES["rca_cuda_nearest_fraction_off"]
+        got, want = got[~off], want[~off]
+    assert np.linalg.norm(got - want) <= TOLERANCES["rca_cuda_rel_l2"] * np.linalg.norm(want)
+
+
+def pair(rng, method, *, rx="columns", shape=(9, 5, 13), n_frames=2, iq=False, **kwargs):
+    kw = dict(METHODS[method], rx=rx)
+    if method in ("uforces", "uhercules"):
+        limit = {"uforces": N_ROWS if rx == "rows" else N_COLUMNS,
+                 "uhercules": N_COLUMNS if rx == "rows" else N_ROWS}[method]
+        kw["sparse_elements"] = [e % limit for e in kw["sparse_elements"]]
+    kw.update(kwargs)
+    array = usbeam.RowColumnArray(N_COLUMNS, N_ROWS, PITCH_X, PITCH_Y)
+    grid = random_grid(rng, shape)
+    common = dict(n_samples=N_SAMPLES, fs=FS, fc=FC, c=C, t0=T0, n_frames=n_frames, data="iq" if iq else "rf", **kw)
+    gpu = usbeam.RCABeamformer(array, method, grid, backend="cuda", **common)
+    cpu = usbeam.RCABeamformer(array, method, grid, **common)
+    data = random_data(rng, gpu.data_shape, iq)
+    want = cpu(data)
+    out = device.from_numpy(np.full(want.shape, np.nan, want.dtype))
+    assert gpu(device.from_numpy(data), out=out) is out
+    return out.to_numpy(), want, data, gpu
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("rx", ["columns", "rows"])
+@pytest.mark.parametrize("method", list(METHODS))
+@pytest.mark.parametrize("iq", [False, True])
+def test_every_method_matches_cpu(rng, method, rx, iq):
+    got, want, _, gpu = pair(rng, method, rx=rx, iq=iq, interpolation="cubic", f_number=1.2, window="hann")
+    assert_close_to_cpu(got, want, "cubic")
+    assert set(gpu.cuda.stage_times()) == {"rca.beamform"}
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("interpolation", ["nearest", "linear", "cubic"])
+@pytest.mark.parametrize("window", ["rect", "hann", "tukey"])
+@pytest.mark.parametrize("method", ["forces", "hercules", "tpw"])
+def test_interpolations_and_windows(rng, interpolation, window, method):
+    got, want, _, _ = pair(rng, method, interpolation=interpolation, window=window,
+                           f_number=float(rng.uniform(0.5, 2.0)), tukey_alpha=float(rng.uniform(0.2, 0.8)))
+    assert_close_to_cpu(got, want, interpolation)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("method", ["forces", "hercules", "vls"])
+@pytest.mark.parametrize("iq", [False, True])
+def test_coherence_factor_frame_sum_and_full_aperture(rng, method, iq):
+    for kwargs in (dict(coherence_factor=True), dict(sum_frames=True), dict(coherence_factor=True, sum_frames=True),
+                   dict(f_number=0.0)):
+        got, want, _, _ = pair(rng, method, iq=iq, n_frames=3, interpolation="linear", **kwargs)
+        assert_close_to_cpu(got, want, "linear")
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("shape", [(40, 1, 33), (1, 17, 20), (7, 6, 1), (1, 1, 1)])
+@pytest.mark.parametrize("n_frames", [1, 9])
+def test_bscans_and_frame_counts(rng, shape, n_frames):
+    got, want, _, _ = pair(rng, "forces", shape=shape, n_frames=n_frames, interpolation="linear")
+    assert_close_to_cpu(got, want, "linear")
+
+
+@pytest.mark.cuda
+def test_host_arrays_and_strict(rng):
+    got, want, data, gpu = pair(rng, "tpw", n_frames=1)
+    np.testing.assert_array_equal(gpu(data), got)  # NumPy in, NumPy out
+    np.testing.assert_array_equal(gpu(device.from_numpy(data[0])).to_numpy(), got[0])  # no frame axis
+    strict = usbeam.RCABeamformer(gpu.array, "tpw", gpu.grid, n_samples=N_SAMPLES, fs=FS, fc=FC, c=C, t0=T0,
+                                  backend="cuda", strict=True, **METHODS["tpw"])
+    with pytest.raises(TypeError, match="strict"):
+        strict(data)
+    with pytest.raises(TypeError, match="float32"):
+        gpu(device.from_numpy(data.astype(np.complex64)))
+
+
+def test_cuda_backend_refused_cleanly_without_gpu():
+    if usbeam.cuda_available():
+        pytest.skip("a GPU is available")
+    array = usbeam.RowColumnArray(4, 4, 3e-4, 3e-4)
+    with pytest.raises(usbeam.UsbeamError, match="cuda"):
+        usbeam.RCABeamformer(array, "forces", usbeam.RCAGrid(np.diag([1e-3, 1e-3, 1e-3, 1.0]), (1, 1, 1)), n_samples=64, fs=FS,
+                             backend="cuda")
