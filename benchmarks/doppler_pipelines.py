@@ -250,7 +250,7 @@ def compare_disk_with_pymust(cfg, result):
     v = result.velocity
     strong = np.abs(pv) > 0.1 * vn
     diff = (v - pv + vn) % (2 * vn) - vn
-    return f"vs PyMUST chain: median abs diff {np.median(np.abs(diff[strong])) / vn:.3f} VN over |v| > 0.1 VN"
+    return f"vs PyMUST chain: median abs diff {np.median(np.abs(diff[strong])) / vn:.3f} VN over abs(v) > 0.1 VN"
 
 
 def kernels(repeat, record):

@@ -13,6 +13,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -86,29 +87,58 @@ static double max_power(const float *iq, size_t n)
     return best;
 }
 
-static void compress_block(const float *iq, size_t n, double reference_power, double range_db,
-                           usbeam_bmode_output output, void *out)
+/* uint8 display without a libm logarithm per pixel.  Grey level k is reached exactly when
+ *   20 log10(|z|/ref) + DR >= k DR/255   <=>   |z|^2 >= ref^2 10^((k - 255) DR / 2550),
+ * so the 255 power thresholds are computed once per reference, in double.  Each pixel gets
+ * an estimate of its level from a cheap log2 (exponent bits + a cubic on the mantissa,
+ * error ~1e-3 in log2, a few hundredths of a grey level for DR >= 10 dB); comparisons
+ * against the exact thresholds then settle the level (one step, more only for a range of
+ * about 1 dB or less), so the result is the threshold definition itself.  The brightest pixel meets threshold 255 exactly (10^0 = 1), as PyMUST's
+ * 255; NaN passes no threshold and lands on 0, as PyMUST's clip does for -inf. */
+static inline float approx_log2(float x)
 {
-    ptrdiff_t count = (ptrdiff_t)n;
-    /* 20 log10(|z|/ref) = 10 log10(|z|^2) - 10 log10(ref^2); computed in double so the
-     * uint8 truncation agrees with PyMUST's float64 arithmetic at the grey-level edges. */
+    uint32_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    const float exponent = (float)((int)(bits >> 23) - 127);
+    bits = (bits & 0x007FFFFFu) | 0x3F800000u; /* mantissa in [1, 2) */
+    float m;
+    memcpy(&m, &bits, sizeof m);
+    /* cubic fit of log2(m) on [1, 2], max error ~1e-3 */
+    return exponent + ((0.15824871f * m - 1.05187502f) * m + 3.04788335f) * m - 2.15418557f;
+}
+
+static void compress_uint8(const float *iq, size_t n, double reference_power, double range_db, uint8_t *dst)
+{
+    double threshold[256];
+    threshold[0] = -INFINITY; /* level 0 needs nothing */
+    for (int k = 1; k < 256; ++k) threshold[k] = reference_power * pow(10.0, (double)(k - 255) * range_db / 2550.0);
+    /* level ~ 255 + (2550 / DR) log10(p / ref^2) = 255 + (2550 log10(2) / DR) log2(p / ref^2) */
+    const float slope = (float)(2550.0 * log10(2.0) / range_db);
+    const double inverse_reference = 1.0 / reference_power;
+    const ptrdiff_t count = (ptrdiff_t)n;
+#pragma omp parallel for schedule(static)
+    for (ptrdiff_t i = 0; i < count; ++i) {
+        const double power = sample_power(iq, i);
+        float ratio = (float)(power * inverse_reference);
+        ratio = ratio > 1e-30f ? ratio : 1e-30f; /* 0, denormals and NaN: far below level 0 */
+        float estimate = 255.0f + slope * approx_log2(ratio);
+        estimate = estimate < 0.0f ? 0.0f : (estimate > 255.0f ? 255.0f : estimate);
+        int level = (int)estimate;
+        /* settle on the exact thresholds (one step at most unless DR is below ~1 dB) */
+        while (level < 255 && power >= threshold[level + 1]) ++level;
+        while (level > 0 && !(power >= threshold[level])) --level;
+        dst[i] = (uint8_t)level;
+    }
+}
+
+static void compress_db(const float *iq, size_t n, double reference_power, double range_db, float *dst)
+{
     const double ref_db = 10.0 * log10(reference_power);
-    if (output == USBEAM_BMODE_UINT8) {
-        uint8_t *dst = out;
-        const double scale = 255.0 / range_db;
+    const ptrdiff_t count = (ptrdiff_t)n;
 #pragma omp parallel for schedule(static)
-        for (ptrdiff_t i = 0; i < count; ++i) {
-            double level = (10.0 * log10(sample_power(iq, i)) - ref_db + range_db) * scale;
-            /* log10(0) = -inf and NaN both land on 0, as PyMUST's clip does for -inf */
-            dst[i] = level >= 255.0 ? 255 : (level > 0.0 ? (uint8_t)level : 0);
-        }
-    } else {
-        float *dst = out;
-#pragma omp parallel for schedule(static)
-        for (ptrdiff_t i = 0; i < count; ++i) {
-            double db = 10.0 * log10(sample_power(iq, i)) - ref_db;
-            dst[i] = (float)(db > -range_db ? db : -range_db);
-        }
+    for (ptrdiff_t i = 0; i < count; ++i) {
+        double db = 10.0 * log10(sample_power(iq, i)) - ref_db;
+        dst[i] = (float)(db > -range_db ? db : -range_db);
     }
 }
 
@@ -129,8 +159,11 @@ usbeam_status usbeam_bmode_execute(usbeam_bmode_plan *plan, const void *in, void
         if (reference == 0.0 && prm->per_image) reference = max_power(block, plan->image_size);
         /* An all-zero image has no scale: every pixel is at the bottom of the range. */
         if (!(reference > 0.0)) reference = INFINITY;
-        compress_block(block, plan->image_size, reference, prm->dynamic_range_db, prm->output,
-                       (char *)out + img * plan->image_size * out_elem);
+        void *dst = (char *)out + img * plan->image_size * out_elem;
+        if (prm->output == USBEAM_BMODE_UINT8)
+            compress_uint8(block, plan->image_size, reference, prm->dynamic_range_db, dst);
+        else
+            compress_db(block, plan->image_size, reference, prm->dynamic_range_db, dst);
     }
     return USBEAM_OK;
 }

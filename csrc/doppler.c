@@ -186,6 +186,32 @@ static void smooth_images(double *const *acc, int n_acc, size_t offset, double *
     }
 }
 
+/* Kasai sums over slow time for one block of `count` pixels, in double (products of two
+ * float32 values are exact in double): sr + j si = sum_t x[t] conj(x[t+lag]), sp = sum_t |x[t]|^2.
+ * Built twice on x86-64 Linux with GCC, baseline and x86-64-v3 (AVX2 + FMA), the loader
+ * picking the one the CPU runs; the baseline only elsewhere and under the sanitizers. */
+#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_ADDRESS__)
+__attribute__((target_clones("arch=x86-64-v3", "default")))
+#endif
+static void accumulate_block(const float *iq, size_t n_frames, size_t n_pixels, size_t lag, size_t first,
+                             size_t count, double *sr, double *si, double *sp)
+{
+    for (size_t i = 0; i < count; ++i) sr[i] = si[i] = sp[i] = 0.0;
+    for (size_t t = 0; t < n_frames; ++t) {
+        const float *a = iq + 2 * (t * n_pixels + first);
+        for (size_t i = 0; i < count; ++i) sp[i] += (double)a[2 * i] * a[2 * i] + (double)a[2 * i + 1] * a[2 * i + 1];
+        if (t + lag < n_frames) {
+            const float *b = iq + 2 * ((t + lag) * n_pixels + first);
+            for (size_t i = 0; i < count; ++i) { /* a * conj(b) */
+                double ar = a[2 * i], ai = a[2 * i + 1], br = b[2 * i], bi = b[2 * i + 1];
+                sr[i] += ar * br + ai * bi;
+                si[i] += ai * br - ar * bi;
+            }
+        }
+    }
+}
+
 usbeam_status usbeam_color_execute(usbeam_color_plan *plan, const void *in, float *velocity, float *variance,
                                    float *power)
 {
@@ -205,24 +231,9 @@ usbeam_status usbeam_color_execute(usbeam_color_plan *plan, const void *in, floa
     for (ptrdiff_t blk = 0; blk < n_blocks; ++blk) {
         const size_t first = (size_t)blk * PIXEL_BLOCK;
         const size_t count = n_pixels - first < PIXEL_BLOCK ? n_pixels - first : PIXEL_BLOCK;
-        double sr[PIXEL_BLOCK] = {0}, si[PIXEL_BLOCK] = {0}, sp[PIXEL_BLOCK] = {0};
-        for (size_t t = 0; t < n_frames; ++t) {
-            const float *a = iq + 2 * (t * n_pixels + first);
-            for (size_t i = 0; i < count; ++i) sp[i] += (double)a[2 * i] * a[2 * i] + (double)a[2 * i + 1] * a[2 * i + 1];
-            if (t + lag < n_frames) {
-                const float *b = iq + 2 * ((t + lag) * n_pixels + first);
-                for (size_t i = 0; i < count; ++i) { /* a * conj(b) */
-                    double ar = a[2 * i], ai = a[2 * i + 1], br = b[2 * i], bi = b[2 * i + 1];
-                    sr[i] += ar * br + ai * bi;
-                    si[i] += ai * br - ar * bi;
-                }
-            }
-        }
-        memcpy(r_re + first, sr, count * sizeof(double));
-        memcpy(r_im + first, si, count * sizeof(double));
-        memcpy(pw + first, sp, count * sizeof(double));
+        accumulate_block(iq, n_frames, n_pixels, lag, first, count, r_re + first, r_im + first, pw + first);
         if (power) /* mean power over the ensemble, before any spatial averaging */
-            for (size_t i = 0; i < count; ++i) power[first + i] = (float)(sp[i] / (double)n_frames);
+            for (size_t i = 0; i < count; ++i) power[first + i] = (float)(pw[first + i] / (double)n_frames);
         if (axial) {
             /* Rz at row z pairs rows z and z+1; the last row of an image reuses the pair above */
             for (size_t i = 0; i < count; ++i) {
