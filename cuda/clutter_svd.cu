@@ -44,6 +44,9 @@ constexpr int EIGEN_THREADS = 256;
 constexpr int MAX_FRAMES = 128;
 constexpr int JACOBI_MAX_SWEEPS = 60;
 constexpr int WIDEN_THREADS = 256;
+/* cuBLAS workspace owned by the plan (NVIDIA's recommendation for Hopper): no allocation by
+ * cuBLAS inside execute, so a CUDA-graph capture of the chain (DopplerPipeline) holds. */
+constexpr size_t CUBLAS_WORKSPACE_BYTES = 32u << 20;
 constexpr size_t SVD_CHUNK = 32768; /* pixels per Gram chunk: <= 64 MiB of complex128 at 128 frames */
 constexpr double PI = 3.14159265358979323846;
 const char *const STAGE_NAMES[] = {"clutter.svd.gram", "clutter.svd.eigen", "clutter.svd.apply"};
@@ -228,6 +231,7 @@ struct usbeam_clutter_svd_cuda {
     double2 *a, *v;                     /* device Jacobi scratch [n][n] */
     double *singular;                   /* device [n] */
     int *cuts;                          /* device [2] */
+    void *cublas_workspace;             /* device CUBLAS_WORKSPACE_BYTES */
 };
 
 extern "C" usbeam_status usbeam_clutter_svd_cuda_create(const usbeam_clutter_params *params,
@@ -270,6 +274,8 @@ extern "C" usbeam_status usbeam_clutter_svd_cuda_create(const usbeam_clutter_par
     if (st == USBEAM_OK)
         st = usbeam_cuda_exec_alloc(p->exec, product_bytes, "SVD in-place product", (void **)&p->product);
     if (st == USBEAM_OK)
+        st = usbeam_cuda_exec_alloc(p->exec, CUBLAS_WORKSPACE_BYTES, "cuBLAS workspace", &p->cublas_workspace);
+    if (st == USBEAM_OK)
         st = usbeam_cublas_check((int)cublasCreate(&p->cublas), "cublasCreate", __FILE__, __LINE__);
     if (st == USBEAM_OK)
         st = usbeam_cublas_check((int)cublasSetMathMode(p->cublas, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode",
@@ -306,6 +312,7 @@ static usbeam_status svd_run(usbeam_clutter_svd_cuda *p, const float2 *in, float
     cudaStream_t stream = usbeam_cuda_exec_cuda_stream(e);
     /* per execute: the caller may have moved the plan to another stream (set_stream) */
     USBEAM_CUBLAS_TRY(cublasSetStream(p->cublas, stream));
+    USBEAM_CUBLAS_TRY(cublasSetWorkspace(p->cublas, p->cublas_workspace, CUBLAS_WORKSPACE_BYTES)); /* reset by SetStream */
     for (size_t first = 0; first < (size_t)m; first += p->chunk) {
         const size_t count = (size_t)m - first < p->chunk ? (size_t)m - first : p->chunk;
         widen_kernel<<<p->widen_grid, WIDEN_THREADS, 0, stream>>>(in, p->wide, (size_t)n, (size_t)m, first, count);
