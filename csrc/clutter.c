@@ -40,8 +40,9 @@
  *
  * backend CUDA: 'mean', 'poly' and 'iir': the basis (or the IIR sections and projection
  * tables) are built here in double, then the twin in cuda/clutter.cu gets them and execute and
- * reset forward ('iir' state lives on the device).  'svd' on CUDA fails with
- * USBEAM_ERR_UNSUPPORTED.
+ * reset forward ('iir' state lives on the device).  'svd' on CUDA: cuda/clutter_svd.cu does
+ * all of it on the device (Gram, eigen-decomposition, cut-offs, projection; no host scratch
+ * here; n_frames <= 128).
  */
 #include "clutter_internal.h"
 
@@ -281,9 +282,19 @@ usbeam_status usbeam_clutter_plan_create(const usbeam_clutter_params *params, us
     if (backend != USBEAM_BACKEND_CPU && backend != USBEAM_BACKEND_CUDA)
         return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "backend: unknown backend %d", (int)backend);
     if ((st = validate_params(params)) != USBEAM_OK) return st;
-    if (backend == USBEAM_BACKEND_CUDA && params->method == USBEAM_CLUTTER_SVD)
-        return usbeam_fail(USBEAM_ERR_UNSUPPORTED, "method: the SVD clutter filter does not run on CUDA in this "
-                                                   "version ('mean', 'poly' and 'iir' do)");
+    if (backend == USBEAM_BACKEND_CUDA && params->method == USBEAM_CLUTTER_SVD) {
+        /* everything of the SVD filter happens on the device: no host scratch */
+        usbeam_clutter_plan *p = usbeam_alloc(sizeof *p);
+        if (!p) return usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "clutter plan");
+        p->params = *params;
+        p->last_low = p->last_high = -1;
+        if ((st = usbeam_clutter_svd_cuda_create(params, &p->svd_cuda)) != USBEAM_OK) {
+            usbeam_clutter_plan_destroy(p);
+            return st;
+        }
+        *plan = p;
+        return USBEAM_OK;
+    }
 
     usbeam_clutter_plan *p = usbeam_alloc(sizeof *p);
     if (!p) return usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "clutter plan");
@@ -353,6 +364,7 @@ usbeam_status usbeam_clutter_execute(usbeam_clutter_plan *plan, const void *in, 
 {
     if (!plan || !in || !out) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "plan, in and out must not be NULL");
     if (plan->cuda) return usbeam_clutter_cuda_execute(plan->cuda, in, out);
+    if (plan->svd_cuda) return usbeam_clutter_svd_cuda_execute(plan->svd_cuda, in, out);
     switch (plan->params.method) {
     case USBEAM_CLUTTER_MEAN:
     case USBEAM_CLUTTER_POLY:
@@ -384,6 +396,7 @@ usbeam_status usbeam_clutter_svd_info(const usbeam_clutter_plan *plan, double *s
     if (!plan) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "plan must not be NULL");
     if (plan->params.method != USBEAM_CLUTTER_SVD)
         return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "plan: not an SVD clutter filter");
+    if (plan->svd_cuda) return usbeam_clutter_svd_cuda_info(plan->svd_cuda, singular_values, low, high);
     if (plan->last_low < 0) return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "plan: not executed yet");
     if (singular_values) memcpy(singular_values, plan->singular_values, plan->params.n_frames * sizeof(double));
     if (low) *low = plan->last_low;
@@ -393,6 +406,7 @@ usbeam_status usbeam_clutter_svd_info(const usbeam_clutter_plan *plan, double *s
 
 usbeam_cuda_exec *usbeam_clutter_plan_cuda(usbeam_clutter_plan *plan)
 {
+    if (plan && plan->svd_cuda) return usbeam_clutter_svd_cuda_exec(plan->svd_cuda);
     return plan && plan->cuda ? usbeam_clutter_cuda_exec(plan->cuda) : NULL;
 }
 
@@ -400,6 +414,7 @@ void usbeam_clutter_plan_destroy(usbeam_clutter_plan *plan)
 {
     if (!plan) return;
     usbeam_clutter_cuda_destroy(plan->cuda);
+    usbeam_clutter_svd_cuda_destroy(plan->svd_cuda);
     usbeam_free(plan->basis);
     usbeam_free(plan->coef);
     usbeam_free(plan->gram);

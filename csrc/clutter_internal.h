@@ -68,7 +68,8 @@ struct usbeam_clutter_plan {
     double *state_gain;       /* n_state x L: state correction per unit of zero-state output */
     double *y0;               /* per thread: [2][L][PIXEL_BLOCK] */
     int started;              /* 0 until the first execute after create/reset */
-    usbeam_clutter_cuda *cuda; /* backend CUDA ('mean', 'poly'): the twin in cuda/clutter.cu */
+    usbeam_clutter_cuda *cuda; /* backend CUDA ('mean', 'poly', 'iir'): the twin in cuda/clutter.cu */
+    usbeam_clutter_svd_cuda *svd_cuda; /* backend CUDA, 'svd': the twin in cuda/clutter_svd.cu */
 };
 
 

@@ -205,6 +205,29 @@ usbeam_cuda_exec *usbeam_clutter_cuda_exec(usbeam_clutter_cuda *plan)
     (void)plan;
     return NULL;
 }
+usbeam_status usbeam_clutter_svd_cuda_create(const usbeam_clutter_params *params, usbeam_clutter_svd_cuda **plan)
+{
+    (void)params;
+    if (plan) *plan = NULL;
+    return no_cuda("backend: SVD clutter filter on CUDA");
+}
+usbeam_status usbeam_clutter_svd_cuda_execute(usbeam_clutter_svd_cuda *plan, const void *in, void *out)
+{
+    (void)plan, (void)in, (void)out;
+    return no_cuda("SVD clutter filter execute on CUDA");
+}
+usbeam_status usbeam_clutter_svd_cuda_info(usbeam_clutter_svd_cuda *plan, double *singular_values, int *low,
+                                           int *high)
+{
+    (void)plan, (void)singular_values, (void)low, (void)high;
+    return no_cuda("SVD clutter filter info on CUDA");
+}
+void usbeam_clutter_svd_cuda_destroy(usbeam_clutter_svd_cuda *plan) { (void)plan; }
+usbeam_cuda_exec *usbeam_clutter_svd_cuda_exec(usbeam_clutter_svd_cuda *plan)
+{
+    (void)plan;
+    return NULL;
+}
 
 usbeam_status usbeam_rf2iq_cuda_create(const usbeam_rf2iq_params *params, const usbeam_rf2iq_tables *tables,
                                        usbeam_rf2iq_cuda **plan)

@@ -79,6 +79,14 @@ usbeam_status usbeam_clutter_cuda_create_iir(const usbeam_clutter_params *params
                                              int n_state, size_t init_frames, const double *natural_q,
                                              const double *state_gain, usbeam_clutter_cuda **plan);
 usbeam_status usbeam_clutter_cuda_reset(usbeam_clutter_cuda *plan);
+/* SVD (cuda/clutter_svd.cu): n_frames <= 128; info waits for the plan's stream. */
+typedef struct usbeam_clutter_svd_cuda usbeam_clutter_svd_cuda;
+usbeam_status usbeam_clutter_svd_cuda_create(const usbeam_clutter_params *params, usbeam_clutter_svd_cuda **plan);
+usbeam_status usbeam_clutter_svd_cuda_execute(usbeam_clutter_svd_cuda *plan, const void *in, void *out);
+usbeam_status usbeam_clutter_svd_cuda_info(usbeam_clutter_svd_cuda *plan, double *singular_values, int *low,
+                                           int *high);
+void usbeam_clutter_svd_cuda_destroy(usbeam_clutter_svd_cuda *plan);
+usbeam_cuda_exec *usbeam_clutter_svd_cuda_exec(usbeam_clutter_svd_cuda *plan);
 
 /* What rf2iq.c computed at plan time (host arrays, read during create only). */
 typedef struct usbeam_rf2iq_tables {

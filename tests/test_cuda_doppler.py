@@ -168,10 +168,62 @@ def test_clutter_iir_stream_matches_cpu(rng, init, order):
     assert list(gpu.cuda.stage_times()) == ["clutter.iir"]
 
 
+def tissue_blood_ensemble(rng, shape):
+    """Strong tissue (40 dB above the blood) drifting slowly in amplitude and phase, plus the
+    moving blood and noise of random_ensemble: the leading singular components are the tissue."""
+    n_frames, spatial = shape[0], shape[1:]
+    t = np.linspace(-1, 1, n_frames).reshape((-1,) + (1,) * len(spatial))
+    tissue = 100.0 * np.exp(1j * rng.uniform(0, 2 * np.pi, spatial)) * (1 + 0.1 * t) * np.exp(0.05j * np.pi * t)
+    return (tissue + random_ensemble(rng, shape)).astype(np.complex64)
+
+
+def check_svd_against_cpu(gpu, cpu, iq):
+    out = device.from_numpy(np.full(iq.shape, np.nan + 1j * np.nan, np.complex64))
+    assert gpu(device.from_numpy(iq), out=out) is out
+    got = out.to_numpy()
+    assert np.all(np.isfinite(got)), "poison left: some samples were not written"
+    want = cpu(iq)
+    assert np.max(np.abs(got - want)) <= TOLERANCES["doppler_cuda_clutter_svd_rel"] * np.max(np.abs(iq))
+    values, low, high = gpu.svd_info()
+    want_values, want_low, want_high = cpu.svd_info()
+    assert (low, high) == (want_low, want_high)
+    # both Gram matrices are double sums of exact float products, both Jacobi runs the same
+    # rotations: the CPU test's bound against LAPACK (tests/test_doppler.py) holds here too
+    np.testing.assert_allclose(values, want_values, rtol=1e-9, atol=1e-9 * want_values[0])
+    return got, low
+
+
 @pytest.mark.cuda
-def test_clutter_svd_refused_on_cuda():
-    with pytest.raises(ValueError, match="method"):
-        usbeam.ClutterFilter((16, 8, 8), method="svd", backend="cuda")
+@pytest.mark.parametrize("shape", [(32, 40, 29), (128, 12, 11), (16, 200, 200)])  # last: > 1 Gram chunk
+@pytest.mark.parametrize("low, high", [(1, None), (2, 20), (0, 0)])
+def test_clutter_svd_fixed_cutoffs_match_cpu(rng, shape, low, high):
+    iq = tissue_blood_ensemble(rng, shape)
+    high = None if high is None else min(high, shape[0] - 1)
+    kwargs = dict(method="svd", low=low) if high is None else dict(method="svd", low=low, high=high)
+    gpu = usbeam.ClutterFilter(shape, backend="cuda", **kwargs)
+    got, _ = check_svd_against_cpu(gpu, usbeam.ClutterFilter(shape, **kwargs), iq)
+    d = device.from_numpy(iq)  # in place: out is the input
+    assert gpu(d, out=d) is d
+    np.testing.assert_array_equal(d.to_numpy(), got)
+    assert list(gpu.cuda.stage_times()) == ["clutter.svd.gram", "clutter.svd.eigen", "clutter.svd.apply"]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("shape", [(32, 40, 29), (64, 20, 30)])
+def test_clutter_svd_automatic_cutoff_matches_cpu(rng, shape):
+    iq = tissue_blood_ensemble(rng, shape)
+    gpu = usbeam.ClutterFilter(shape, method="svd", low="auto", auto_frequency=0.05, backend="cuda")
+    cpu = usbeam.ClutterFilter(shape, method="svd", low="auto", auto_frequency=0.05)
+    _, low = check_svd_against_cpu(gpu, cpu, iq)
+    assert low >= 1  # the tissue component was found and removed
+    # a second, fresh ensemble through the same plan: the cut-off is recomputed on the device
+    check_svd_against_cpu(gpu, cpu, tissue_blood_ensemble(rng, shape))
+
+
+@pytest.mark.cuda
+def test_clutter_svd_on_cuda_refuses_more_than_128_frames():
+    with pytest.raises(ValueError, match="shape"):
+        usbeam.ClutterFilter((129, 8, 8), method="svd", backend="cuda")
 
 
 def test_cuda_backend_refused_cleanly_without_gpu():

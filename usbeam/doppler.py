@@ -87,8 +87,9 @@ class ClutterFilter:
         ``init_frames`` frames (default: the whole first block), suppressing the transient;
         'zero' starts at rest.
     backend : {'cpu', 'cuda'}
-        'cuda' ('mean', 'poly' up to order 31, 'iir'; not 'svd'): on the GPU
-        (cuda/clutter.cu), device arrays in and out without copies (as usbeam.BModePlan);
+        'cuda' ('mean', 'poly' up to order 31, 'iir', 'svd' up to 128 frames): on the GPU
+        (cuda/clutter.cu, cuda/clutter_svd.cu), device arrays in and out without copies (as
+        usbeam.BModePlan); 'svd' decomposes on the device (``svd_info()`` then waits for it);
         ``strict=True`` refuses host arrays.  ``out`` may be the input itself.  The 'iir' state
         stays on the device between calls; ``reset()`` is queued on the plan's stream.
     """
@@ -139,8 +140,8 @@ class ClutterFilter:
                 self.auto_frequency = 0.05
             self.low, self.high = low, high_i
             kwargs.update(svd_low=low_i, svd_high=high_i, svd_auto_frequency=self.auto_frequency)
-        if self.backend == "cuda" and method == "svd":
-            raise ValueError("method: 'svd' does not run on backend='cuda' yet ('mean', 'poly' and 'iir' do)")
+        if self.backend == "cuda" and method == "svd" and n_frames > 128:
+            raise ValueError(f"shape: method='svd' on backend='cuda' takes at most 128 frames (got {n_frames})")
         self._plan = _core.clutter_plan(n_frames, n_pixels, **kwargs)
         self.cuda = None
         if self.backend == "cuda":

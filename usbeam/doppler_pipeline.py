@@ -7,10 +7,17 @@ the slow-time rate of the compounded frames (the pulse repetition frequency divi
 number of transmits per frame).  Stages: ``usbeam.RF2IQPlan``, ``usbeam.Beamformer``,
 ``usbeam.ClutterFilter``, ``usbeam.ColorDopplerPlan``, ``usbeam.PowerDopplerPlan``.
 
-backend='cuda' (clutter 'poly', 'mean', 'iir' or None): every intermediate array is a
+backend='cuda' (any clutter filter, or None; 'svd' up to 128 frames): every intermediate array is a
 usbeam.DeviceArray allocated once, the stages chain on the GPU without host round trips
 (stream-to-stream event waits only), the maps returned are the pipeline's device buffers, and
 ``timings`` holds each stage's GPU time from CUDA events (reading it waits for the call).
+
+capture_graph=True (backend='cuda', clutter other than 'iir'), as ``usbeam.Pipeline``: the
+first call runs the chain once, waits for it, puts every plan on the rf2iq plan's stream and
+captures the chain into one CUDA graph (cuda/graph.cu); later calls copy the RF into the
+pipeline's own buffer and replay the graph with one launch.  'iir' is refused: its
+initialisation on the first block after ``reset()`` is chosen at launch time, which a graph
+would freeze.
 """
 import time
 from collections import namedtuple
@@ -52,6 +59,8 @@ class DopplerPipeline:
         Power Doppler options (``usbeam.PowerDopplerPlan``; dB relative to each call's max).
     decimation :
         rf2iq decimation (the beamformer then reads the decimated IQ).
+    capture_graph : bool
+        backend='cuda': replay the chain as one CUDA graph after the first call (see above).
 
     Calling the pipeline returns ``DopplerMaps(velocity, variance, power)`` (None for an
     output not requested).  The arrays are the pipeline's own buffers, overwritten by the
@@ -64,7 +73,7 @@ class DopplerPipeline:
     def __init__(self, probe, sequence, grid, *, n_frames, n_samples, fs, fc, prf, c=1540.0, t0=0.0,
                  rf_dtype=np.int16, bandwidth=None, f_number=1.0, interpolation="linear", clutter="svd",
                  clutter_options=None, lag=1, average=1, window="hamming", outputs=("color", "power"),
-                 power_db=True, noise_floor=0.0, decimation=1, backend="cpu"):
+                 power_db=True, noise_floor=0.0, decimation=1, backend="cpu", capture_graph=False):
         from .beamformer import Beamformer
         from .geometry import as_sequence
         from .rf2iq import RF2IQPlan
@@ -111,6 +120,13 @@ class DopplerPipeline:
         self._variance = empty(self.image_shape, np.float32) if self.color else None
         self._power = empty(self.image_shape, np.float32) if self.power else None
         self._timings = dict.fromkeys(self.STAGES, 0.0)
+        self.capture_graph = bool(capture_graph)
+        if self.capture_graph and self.backend != "cuda":
+            raise ValueError("capture_graph: CUDA graphs need backend='cuda'")
+        if self.capture_graph and clutter == "iir":
+            raise ValueError("capture_graph: not with clutter='iir' (its reset-time initialisation is chosen "
+                             "per launch, which a graph would freeze)")
+        self._graph = None
 
     @property
     def timings(self):
@@ -157,8 +173,64 @@ class DopplerPipeline:
         self._timings["rf2iq"], self._timings["das"] = t1 - t0, time.perf_counter() - t1
         return self._beamformed
 
+    def _plans(self):
+        return [p for p in (self.rf2iq, self.beamformer, self.clutter, self.color, self.power) if p is not None]
+
+    def _chain_cuda(self):
+        self.rf2iq(self._device_rf, out=self._iq)
+        self.beamformer(self._iq, out=self._beamformed)
+        if self.clutter is not None:
+            self.clutter(self._beamformed, out=self._filtered)
+        if self.color is not None:
+            self.color(self._filtered, velocity=self._velocity, variance=self._variance)
+        if self.power is not None:
+            self.power(self._filtered, out=self._power)
+
+    def _call_graph(self, rf):
+        """capture_graph=True: RF into the pipeline's buffer, then one graph launch."""
+        from . import _core, device
+
+        stream = self.rf2iq.cuda.stream  # the rf2iq plan's own stream carries the whole graph
+        if device._in_host_memory(rf):
+            rf = _validate.ndarray("rf", rf)
+            if rf.dtype != self.rf_dtype or rf.shape != self.rf_shape:
+                raise (TypeError if rf.dtype != self.rf_dtype else ValueError)(
+                    f"rf must have dtype {self.rf_dtype} and shape {self.rf_shape} (got {rf.dtype}, {rf.shape})")
+            self._device_rf.copy_from_host(np.ascontiguousarray(rf))
+        else:
+            d = device.asarray(rf, stream=stream, name="rf")
+            if d.dtype != self.rf_dtype or d.shape != self.rf_shape:
+                raise (TypeError if d.dtype != self.rf_dtype else ValueError)(
+                    f"rf must have dtype {self.rf_dtype} and shape {self.rf_shape} (got {d.dtype}, {d.shape})")
+            _core.device_copy(self._device_rf.ptr, d.ptr, d.nbytes, stream)
+            d._mark_used(stream)
+        if self._graph is None:
+            # run once eagerly, wait for every plan, then put all of them on one stream and
+            # capture the chain there
+            self._chain_cuda()
+            plans = self._plans()
+            for plan in plans:
+                plan.cuda.synchronize()
+            for plan in plans[1:]:
+                plan.cuda.set_stream(stream)
+            _core.graph_capture_begin(stream)
+            try:
+                self._chain_cuda()
+            except BaseException:
+                _core.graph_capture_abort(stream)
+                raise
+            self._graph = _core.graph_capture_end(stream)
+        _core.graph_launch(self._graph, stream)
+        # the next host copy into the RF buffer, and readers of the maps, wait for this launch
+        for buffer in (self._device_rf, self._velocity, self._variance, self._power):
+            if buffer is not None:
+                buffer._mark_used(stream)
+        return DopplerMaps(self._velocity, self._variance, self._power)
+
     def __call__(self, rf):
         """Run the chain on one RF ensemble; returns DopplerMaps (the pipeline's buffers)."""
+        if self.capture_graph:
+            return self._call_graph(rf)
         beamformed = self.beamform(rf)
         t0 = time.perf_counter()
         if self.clutter is not None:
