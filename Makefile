@@ -31,7 +31,7 @@ build: $(STAMP)
 
 CTESTS := $(patsubst tests/c/%.c,build/ctest/%,$(wildcard tests/c/test_*.c))
 
-build/ctest/%: tests/c/%.c $(CORE_C) $(wildcard csrc/*.h)
+build/ctest/%: tests/c/%.c tests/c/check.h $(CORE_C) $(wildcard csrc/*.h)
 	@mkdir -p build/ctest
 	$(CC) $(CFLAGS_C) $< $(CORE_C) -lm -lpthread -lrt -o $@
 

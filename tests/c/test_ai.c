@@ -11,16 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static int passed, failed;
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (cond) {                                                                  \
-            ++passed;                                                                \
-        } else {                                                                     \
-            ++failed;                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-        }                                                                            \
-    } while (0)
+#include "check.h"
 
 static uint32_t bits_of(float f)
 {
@@ -229,6 +220,5 @@ int main(void)
     test_preprocess();
     test_detect();
     test_segment();
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed != 0;
+    return check_summary();
 }

@@ -21,16 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int passed, failed;
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (cond) {                                                                  \
-            ++passed;                                                                \
-        } else {                                                                     \
-            ++failed;                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-        }                                                                            \
-    } while (0)
+#include "check.h"
 
 #define N_SAMPLES 1000 /* int16 per frame */
 static char region[64];
@@ -281,6 +272,5 @@ int main(void)
     test_layout_version_mismatch_refused();
     test_policies_params_and_server_gone();
     shm_unlink(region);
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed != 0;
+    return check_summary();
 }

@@ -10,16 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static int passed, failed;
-#define CHECK(cond)                                                          \
-    do {                                                                     \
-        if (cond) {                                                          \
-            ++passed;                                                        \
-        } else {                                                             \
-            ++failed;                                                        \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-        }                                                                    \
-    } while (0)
+#include "check.h"
 
 static void test_status_table(void)
 {
@@ -71,6 +62,5 @@ int main(void)
     test_bmode();
     test_device_query();
 
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed != 0;
+    return check_summary();
 }

@@ -11,16 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static int passed, failed;
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (cond) {                                                                  \
-            ++passed;                                                                \
-        } else {                                                                     \
-            ++failed;                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-        }                                                                            \
-    } while (0)
+#include "check.h"
 
 #define FS 20e6
 #define C_SOUND 1540.0
@@ -214,6 +205,5 @@ int main(void)
     test_bad_parameters();
     test_auto_f_number();
     test_math_header();
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed != 0;
+    return check_summary();
 }

@@ -11,16 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int passed, failed;
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (cond) {                                                                  \
-            ++passed;                                                                \
-        } else {                                                                     \
-            ++failed;                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-        }                                                                            \
-    } while (0)
+#include "check.h"
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 static uint32_t next_random(void)
@@ -141,6 +132,5 @@ int main(void)
         roundtrip(orders[k], USBEAM_HADAMARD_FAST);
     }
     test_bad_parameters();
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed != 0;
+    return check_summary();
 }

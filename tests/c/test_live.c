@@ -9,16 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static int passed, failed;
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (cond) {                                                                  \
-            ++passed;                                                                \
-        } else {                                                                     \
-            ++failed;                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-        }                                                                            \
-    } while (0)
+#include "check.h"
 
 enum { ROWS = 50, CHANNELS = 6, ELEMENTS = 4, ACQ = 2, SAMPLES = 20 };
 
@@ -81,6 +72,5 @@ int main(void)
 {
     test_gather_both_layouts();
     test_bad_tables();
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed != 0;
+    return check_summary();
 }

@@ -11,16 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int passed, failed;
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (cond) {                                                                  \
-            ++passed;                                                                \
-        } else {                                                                     \
-            ++failed;                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-        }                                                                            \
-    } while (0)
+#include "check.h"
 
 enum { NC = 8, NR = 6, NS = 600 };
 static const double PX = 0.3e-3, PY = 0.25e-3, FS = 20e6, C = 1540.0;
@@ -136,6 +127,5 @@ int main(void)
 {
     test_validation();
     test_delays();
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed != 0;
+    return check_summary();
 }
