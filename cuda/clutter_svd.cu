@@ -10,13 +10,18 @@
  *         dimension n_pixels; out may alias in (the product then goes through a scratch copy).
  * Stages, all on the plan's stream (no host round trip inside execute):
  *   "clutter.svd.gram":  G = C^H C in double, as the CPU: pixel chunks of C widened to
- *                        complex128 (exact) and accumulated with cublasZherk (upper triangle,
- *                        CUBLAS_PEDANTIC_MATH).  Why not cublasCherk: a float32 Gram carries
- *                        errors ~ eps_f sqrt(n_pixels) lambda_max in every entry, which blurs
- *                        components more than ~55 dB below the tissue, a range Doppler
- *                        ensembles reach; the chunk bounds the widened scratch (SVD_CHUNK).
- *   "clutter.svd.eigen": one thread block: G widened to double, Hermitian Jacobi in the parallel
- *                        round-robin ordering of csrc/jacobi_math.h (n/2 disjoint rotations per
+ *                        complex128 (exact, zero-padded to whole slices) and multiplied with
+ *                        cublasZgemmStridedBatched, one batch entry per pixel slice (split-K by
+ *                        hand: a plain cublasZherk/Zgemm of an n x n result over 32768 pixels
+ *                        keeps a few thread blocks busy walking k; slices give ~4096/n blocks'
+ *                        worth of independent GEMMs), partial Grams accumulated per slice over
+ *                        the chunks, then summed slice by slice in a fixed order (deterministic)
+ *                        by gram_reduce_kernel; CUBLAS_PEDANTIC_MATH.  Why not single precision:
+ *                        a float32 Gram carries errors ~ eps_f sqrt(n_pixels) lambda_max in every
+ *                        entry, which blurs components more than ~55 dB below the tissue, a range
+ *                        Doppler ensembles reach; the chunk bounds the widened scratch (SVD_CHUNK).
+ *   "clutter.svd.eigen": one thread block: G's upper triangle loaded, Hermitian Jacobi in the
+ *                        parallel round-robin ordering of csrc/jacobi_math.h (n/2 disjoint rotations per
  *                        step, each computed and applied by its own group of threads: columns,
  *                        barrier, rows, barrier), sweeps until the off-diagonal energy is below
  *                        the CPU's relative threshold; eigenvalues ranked in parallel (the CPU's
@@ -45,6 +50,10 @@
  * ~9 x 127 x 1.5 us ~ 1.7 ms at n = 128 (1024 threads, 8 rows each), against ~10 ms and ~0.2 s for
  * the former one-rotation-at-a-time kernel (n(n-1)/2 rotations x 4 barriers per sweep).  The
  * ranking, frequencies and projector are O(n^2) to O(n^3 / threads) work, a few us.
+ * Gram stage (estimate too): the widening reads 8 and writes 16 bytes per sample, the GEMM reads
+ * the 16 again (~40 bytes per sample: ~15 us for 32 frames x 65536 pixels at ~3 TB/s), and its
+ * 8 n^2 flops per pixel in double (~0.5 GFLOP at n = 32, ~8.6 GFLOP at n = 128 for 65536 pixels)
+ * run on ~4096/n x (n/32)^2 independent tiles instead of the ~(n/32)^2 of one Zherk.
  * The precision gap to the CPU is the float32 projector and product (cublasCgemm; the CPU
  * projects in double): see tests/tolerances.py, family cuda.
  */
@@ -62,6 +71,9 @@ constexpr int WIDEN_THREADS = 256;
  * cuBLAS inside execute, so a CUDA-graph capture of the chain (DopplerPipeline) holds. */
 constexpr size_t CUBLAS_WORKSPACE_BYTES = 32u << 20;
 constexpr size_t SVD_CHUNK = 32768; /* pixels per Gram chunk: <= 64 MiB of complex128 at 128 frames */
+constexpr int GRAM_SLICE_TARGET = 4096; /* slices per chunk ~ this / n_frames: ~64 KiB x n of partials */
+constexpr size_t GRAM_MIN_SLICE = 64;   /* pixels: below this a slice is too short to be worth a GEMM */
+constexpr int REDUCE_THREADS = 256;
 constexpr double PI = 3.14159265358979323846;
 const char *const STAGE_NAMES[] = {"clutter.svd.gram", "clutter.svd.eigen", "clutter.svd.apply"};
 enum { STAGE_GRAM = 0, STAGE_EIGEN = 1, STAGE_APPLY = 2 };
@@ -91,21 +103,36 @@ __device__ double block_sum(double x, double *warp_sums)
     return total;
 }
 
-/* wide[t][i] = in[t][first + i] in double, i < count (column-major chunk, leading dim count);
- * frame t = blockIdx.y, so no 64-bit division per element. */
-__global__ void widen_kernel(const float2 *in, double2 *wide, size_t n_pixels, size_t first, size_t count)
+/* wide[t][i] = in[t][first + i] in double for i < count, 0 for count <= i < padded (column-major
+ * chunk, leading dimension padded); frame t = blockIdx.y, so no 64-bit division per element. */
+__global__ void widen_kernel(const float2 *in, double2 *wide, size_t n_pixels, size_t first, size_t count,
+                             size_t padded)
 {
     const size_t t = blockIdx.y;
     const float2 *src = in + t * n_pixels + first;
-    double2 *dst = wide + t * count;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += (size_t)gridDim.x * blockDim.x) {
-        const float2 x = src[i];
+    double2 *dst = wide + t * padded;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < padded; i += (size_t)gridDim.x * blockDim.x) {
+        const float2 x = i < count ? src[i] : make_float2(0.0f, 0.0f);
         dst[i] = make_double2(x.x, x.y);
     }
 }
 
+/* gram[e] = sum over slices s (in order) of partial[s][e], e < nn (column-major n x n). */
+__global__ void gram_reduce_kernel(const double2 *partial, double2 *gram, int nn, int slices)
+{
+    for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < nn; e += gridDim.x * blockDim.x) {
+        double2 sum = partial[e];
+        for (int s = 1; s < slices; ++s) {
+            const double2 x = partial[(size_t)s * nn + e];
+            sum.x += x.x;
+            sum.y += x.y;
+        }
+        gram[e] = sum;
+    }
+}
+
 /* One block of blockDim.x threads (a multiple of 32, >= the pairs of a step).
- * gram: cublasZherk's upper triangle, column-major (G(r, c) at c * n + r, r <= c).
+ * gram: G column-major (G(r, c) at c * n + r); its upper triangle is read and mirrored.
  * a, b, v: device scratch usbeam_zd [n][n] each (csrc/jacobi_math.h), used when in_shared is
  *          0; otherwise the three live in dynamic shared memory.
  * singular: [n] descending; cuts: [low, high] used; projector: complex64 [n][n] column-major
@@ -230,9 +257,12 @@ struct usbeam_clutter_svd_cuda {
     int n_frames, n_pixels, low, high;
     int executed; /* svd_info refuses a plan not executed yet, as the CPU does */
     double auto_frequency;
-    size_t chunk;                       /* pixels per Gram chunk */
+    size_t chunk;                       /* pixels per Gram chunk (the last may be shorter) */
+    int slices;                         /* GEMM batch entries per chunk */
+    size_t slice;                       /* pixels per slice; chunk <= slices * slice = padded */
     unsigned widen_grid;
-    double2 *gram, *wide;               /* device: [n][n], [n_frames][chunk] */
+    double2 *gram, *wide;               /* device: [n][n], [n_frames][padded] */
+    double2 *partial;                   /* device: [slices][n][n], one partial Gram per slice */
     float2 *projector, *product;        /* device: [n][n], [n_frames][n_pixels] */
     usbeam_zd *a, *b, *v;               /* device Jacobi scratch [n][n] (unused when in_shared) */
     int eigen_threads, in_shared;       /* eigen kernel: block size; A, B, V in shared memory */
@@ -265,6 +295,8 @@ extern "C" usbeam_status usbeam_clutter_svd_cuda_create(const usbeam_clutter_par
     if (params->n_frames > (size_t)MAX_FRAMES)
         return usbeam_fail(USBEAM_ERR_UNSUPPORTED, "n_frames: the SVD filter on CUDA takes at most %d frames (got %zu)",
                            MAX_FRAMES, params->n_frames);
+    if (params->n_frames < 1 || params->n_pixels < 1)
+        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "n_frames, n_pixels: the ensemble is empty");
     if (params->n_pixels > (size_t)INT32_MAX)
         return usbeam_fail(USBEAM_ERR_UNSUPPORTED, "n_pixels: at most 2^31-1 for the SVD filter on CUDA");
     size_t product_bytes;
@@ -280,12 +312,23 @@ extern "C" usbeam_status usbeam_clutter_svd_cuda_create(const usbeam_clutter_par
     p->auto_frequency = params->svd_auto_frequency;
     const size_t nn = params->n_frames * params->n_frames;
     usbeam_status st = usbeam_cuda_exec_create(STAGE_NAMES, 3, &p->exec);
-    p->chunk = params->n_pixels < SVD_CHUNK ? params->n_pixels : SVD_CHUNK;
-    const size_t widen_blocks = (p->chunk + WIDEN_THREADS - 1) / WIDEN_THREADS; /* per frame */
+    /* equal chunks (no short tail chunk of mostly padding), each cut into equal slices */
+    const size_t n_chunks = (params->n_pixels + SVD_CHUNK - 1) / SVD_CHUNK;
+    p->chunk = (params->n_pixels + n_chunks - 1) / n_chunks;
+    size_t slices = (size_t)(GRAM_SLICE_TARGET / p->n_frames);
+    const size_t max_slices = (p->chunk + GRAM_MIN_SLICE - 1) / GRAM_MIN_SLICE;
+    slices = slices < 1 ? 1 : slices > max_slices ? max_slices : slices;
+    p->slice = (p->chunk + slices - 1) / slices;
+    p->slices = (int)((p->chunk + p->slice - 1) / p->slice); /* every slice holds pixels of the chunk */
+    const size_t padded = (size_t)p->slices * p->slice;
+    const size_t widen_blocks = (padded + WIDEN_THREADS - 1) / WIDEN_THREADS; /* per frame */
     p->widen_grid = (unsigned)(widen_blocks < 128 ? widen_blocks : 128);
     if (st == USBEAM_OK) st = usbeam_cuda_exec_alloc(p->exec, nn * sizeof(double2), "SVD Gram", (void **)&p->gram);
     if (st == USBEAM_OK)
-        st = usbeam_cuda_exec_alloc(p->exec, p->chunk * params->n_frames * sizeof(double2), "SVD widened chunk",
+        st = usbeam_cuda_exec_alloc(p->exec, (size_t)p->slices * nn * sizeof(double2), "SVD partial Grams",
+                                    (void **)&p->partial);
+    if (st == USBEAM_OK)
+        st = usbeam_cuda_exec_alloc(p->exec, padded * params->n_frames * sizeof(double2), "SVD widened chunk",
                                     (void **)&p->wide);
     if (st == USBEAM_OK)
         st = usbeam_cuda_exec_alloc(p->exec, nn * sizeof(float2), "SVD projector", (void **)&p->projector);
@@ -331,7 +374,6 @@ static usbeam_status svd_run(usbeam_clutter_svd_cuda *p, const float2 *in, float
 {
     usbeam_cuda_exec *e = p->exec;
     const int n = p->n_frames, m = p->n_pixels;
-    const double one = 1.0, zero = 0.0;
     const cuComplex c_one = make_cuComplex(1.0f, 0.0f), c_zero = make_cuComplex(0.0f, 0.0f);
     usbeam_status st = usbeam_cuda_stage_begin(e, STAGE_GRAM);
     if (st != USBEAM_OK) return st;
@@ -339,14 +381,23 @@ static usbeam_status svd_run(usbeam_clutter_svd_cuda *p, const float2 *in, float
     /* per execute: the caller may have moved the plan to another stream (set_stream) */
     USBEAM_CUBLAS_TRY(cublasSetStream(p->cublas, stream));
     USBEAM_CUBLAS_TRY(cublasSetWorkspace(p->cublas, p->cublas_workspace, CUBLAS_WORKSPACE_BYTES)); /* reset by SetStream */
+    const size_t padded = (size_t)p->slices * p->slice;
+    const cuDoubleComplex z_one = make_cuDoubleComplex(1.0, 0.0), z_zero = make_cuDoubleComplex(0.0, 0.0);
     for (size_t first = 0; first < (size_t)m; first += p->chunk) {
         const size_t count = (size_t)m - first < p->chunk ? (size_t)m - first : p->chunk;
-        widen_kernel<<<dim3(p->widen_grid, (unsigned)n), WIDEN_THREADS, 0, stream>>>(in, p->wide, (size_t)m, first, count);
+        widen_kernel<<<dim3(p->widen_grid, (unsigned)n), WIDEN_THREADS, 0, stream>>>(in, p->wide, (size_t)m, first,
+                                                                                    count, padded);
         USBEAM_CUDA_TRY(cudaGetLastError());
-        USBEAM_CUBLAS_TRY(cublasZherk(p->cublas, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_C, n, (int)count, &one,
-                                      (const cuDoubleComplex *)p->wide, (int)count, first == 0 ? &zero : &one,
-                                      (cuDoubleComplex *)p->gram, n));
+        /* partial[s] (+)= W_s^H W_s, W_s = rows [s slice, (s + 1) slice) of the chunk (zero padding adds 0) */
+        USBEAM_CUBLAS_TRY(cublasZgemmStridedBatched(
+            p->cublas, CUBLAS_OP_C, CUBLAS_OP_N, n, n, (int)p->slice, &z_one, (const cuDoubleComplex *)p->wide,
+            (int)padded, (long long)p->slice, (const cuDoubleComplex *)p->wide, (int)padded, (long long)p->slice,
+            first == 0 ? &z_zero : &z_one, (cuDoubleComplex *)p->partial, n, (long long)n * n, p->slices));
     }
+    const int nn = n * n;
+    gram_reduce_kernel<<<(nn + REDUCE_THREADS - 1) / REDUCE_THREADS, REDUCE_THREADS, 0, stream>>>(p->partial, p->gram,
+                                                                                                 nn, p->slices);
+    USBEAM_CUDA_TRY(cudaGetLastError());
     if ((st = usbeam_cuda_stage_end(e, STAGE_GRAM)) != USBEAM_OK) return st;
     if ((st = usbeam_cuda_stage_begin(e, STAGE_EIGEN)) != USBEAM_OK) return st;
     eigen_kernel<<<1, p->eigen_threads, p->eigen_shared_bytes, stream>>>(p->gram, p->a, p->b, p->v, n, p->in_shared,
