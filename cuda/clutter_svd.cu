@@ -165,11 +165,15 @@ eigen_kernel(const double2 *gram, usbeam_zd *a_global, usbeam_zd *b_global, usbe
         local += usbeam_zd_norm2(x);
     }
     const double total = block_sum(local, sh.warp_sums); /* its barriers also publish a and v */
+    /* a non-finite input gives a non-finite Gram: no rotation then, and NaN frequencies and
+     * projector below, so the output is NaN (as the CPU's, whose Jacobi spreads the NaN) rather
+     * than a projection on the unrotated basis */
+    const bool finite = isfinite(total);
 
     const int pairs = usbeam_jacobi_pairs(n), steps = usbeam_jacobi_steps(n);
     const int group = threads / pairs, slot = tid / group, lane = tid % group;
     const bool rotating = slot < pairs; /* the threads beyond pairs * group only help in the reductions */
-    for (int sweep = 0; total > 0.0 && sweep < USBEAM_JACOBI_MAX_SWEEPS; ++sweep) {
+    for (int sweep = 0; finite && total > 0.0 && sweep < USBEAM_JACOBI_MAX_SWEEPS; ++sweep) {
         local = 0.0;
         for (int i = tid; i < nn; i += threads)
             if (i % n > i / n) local += usbeam_zd_norm2(a[i]);
@@ -205,7 +209,7 @@ eigen_kernel(const double2 *gram, usbeam_zd *a_global, usbeam_zd *b_global, usbe
             r.x += x.re;
             r.y += x.im;
         }
-        sh.frequency[k] = fabs(atan2(r.y, r.x)) / (2.0 * PI);
+        sh.frequency[k] = finite ? fabs(atan2(r.y, r.x)) / (2.0 * PI) : NAN;
     }
     __syncthreads();
     if (tid == 0) { /* O(n) scans */
@@ -236,6 +240,7 @@ eigen_kernel(const double2 *gram, usbeam_zd *a_global, usbeam_zd *b_global, usbe
             sum.y += x.im;
         }
         if (sh.subtract) sum = make_double2((s == t ? 1.0 : 0.0) - sum.x, -sum.y);
+        if (!finite) sum = make_double2(NAN, NAN);
         projector[i] = make_float2((float)sum.x, (float)sum.y);
     }
 }

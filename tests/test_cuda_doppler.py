@@ -256,6 +256,19 @@ def test_clutter_svd_rank_deficient_matches_cpu(rng, shape):
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("low", ["auto", 1])
+def test_clutter_svd_non_finite_input_gives_nan(rng, low):
+    """One NaN sample makes the Gram matrix NaN: the device skips the rotations and writes a NaN
+    projector, so the whole output is NaN (no crash, no projection on an unrotated basis)."""
+    shape = (16, 9, 7)
+    iq = tissue_blood_ensemble(rng, shape)
+    iq[3, 4, 2] = np.nan
+    gpu = usbeam.ClutterFilter(shape, method="svd", low=low, backend="cuda")
+    out = device.from_numpy(np.zeros(shape, np.complex64))
+    assert np.all(np.isnan(gpu(device.from_numpy(iq), out=out).to_numpy()))
+
+
+@pytest.mark.cuda
 def test_clutter_svd_on_cuda_refuses_more_than_128_frames():
     with pytest.raises(ValueError, match="shape"):
         usbeam.ClutterFilter((129, 8, 8), method="svd", backend="cuda")
