@@ -3,7 +3,7 @@
  * which the CUDA SVD clutter filter runs one thread group per pair, checked on the host:
  *   - the schedule: every pair p < q < n once per sweep, the pairs of a step disjoint (n = 1..128);
  *   - random Hermitian matrices (n = 1..40, 47, 63..65, 96, 127, 128): V^H V = I and
- *     A V = V Lambda to a few hundred eps ||A||_F, convergence well inside the sweep cap;
+ *     A V = V Lambda to 16 n eps ||A||_F, convergence well inside the sweep cap;
  *   - known spectra A = Q diag(lambda) Q^H (Q a random unitary) with repeated eigenvalues,
  *     a zero block, a rank-one matrix and a diagonal one: eigenvalues against lambda;
  *   - against the CPU backend's cyclic Jacobi (csrc/clutter_svd.c, through the public SVD
