@@ -50,7 +50,7 @@ struct usbeam_rca_plan {
     usbeam_tx_model *waves;      /* [n_acq] (VLS/TPW/Flash) or [1] (HERCULES) */
     int n_threads;
     size_t scratch_doubles;      /* per thread */
-    double *scratch;
+    double *scratch;             /* CPU plans only */
     usbeam_rca_cuda *cuda;       /* USBEAM_BACKEND_CUDA: the twin in cuda/rca.cu */
 };
 
@@ -256,8 +256,9 @@ usbeam_status usbeam_rca_plan_create(const usbeam_rca_params *params, usbeam_bac
     /* per thread: one voxel_block per voxel of a tile */
     pl->scratch_doubles = VOXEL_TILE * block_doubles(p);
     if (!pl->rx_u || !pl->tx_u || !pl->acq_position || !pl->waves ||
-        usbeam_mul_size3(pl->scratch_doubles, (size_t)pl->n_threads, sizeof(double), &tmp) != 0 ||
-        !(pl->scratch = usbeam_alloc(tmp))) {
+        (backend == USBEAM_BACKEND_CPU && /* a CUDA plan has no host scratch */
+         (usbeam_mul_size3(pl->scratch_doubles, (size_t)pl->n_threads, sizeof(double), &tmp) != 0 ||
+          !(pl->scratch = usbeam_alloc(tmp))))) {
         usbeam_rca_plan_destroy(pl);
         return usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "rca plan tables");
     }

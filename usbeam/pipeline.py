@@ -108,6 +108,13 @@ class Pipeline:
         return {stage: (sum(plan.cuda.stage_times().values()) if plan.cuda is not None else 0.0)
                 for stage, plan in plans.items()}
 
+    def _check_rf(self, earlier=False):
+        """backend='cuda': ValueError if the beamformer read NaN or inf (from rf, through rf2iq) in
+        the runs finished since the last check: the device flags it, the host reads the flag
+        with no CUDA call (usbeam.device.CudaExecution.check_input)."""
+        if self.beamformer.cuda is not None:
+            self.beamformer.cuda.check_input("rf", earlier=earlier)
+
     def _chain_cuda(self, rf, out):
         self.rf2iq(rf, out=self.iq)
         self.beamformer(self.iq, out=self.image)
@@ -150,10 +157,16 @@ class Pipeline:
         _core.graph_launch(self._graph, stream)
         self._device_out._mark_used(stream)
         if out is None:
-            return self._device_out.to_numpy() if host_rf else self._device_out
+            if not host_rf:
+                return self._device_out
+            result = self._device_out.to_numpy()
+            self._check_rf()
+            return result
         if device._in_host_memory(out):
             _validate.out_array("out", out, self.output_shape, self.output_dtype)
-            return self._device_out.to_numpy(out=out)
+            self._device_out.to_numpy(out=out)
+            self._check_rf()
+            return out
         d_out = device.asarray(out, stream=stream, name="out")
         if d_out.dtype != self.output_dtype or d_out.shape != self.output_shape or d_out.readonly:
             raise ValueError(f"out must be a writable {self.output_dtype} array of shape {self.output_shape}")
@@ -164,6 +177,7 @@ class Pipeline:
     def _call_cuda(self, rf, out):
         from . import device
 
+        self._check_rf(earlier=True)  # runs finished since the last check
         if self.capture_graph:
             return self._call_graph(rf, out)
         host_rf = device._in_host_memory(rf)
@@ -182,9 +196,11 @@ class Pipeline:
         self.beamformer(self.iq, out=self.image)
         if out is None or host_out:
             result = self.bmode(self.image, out=self._device_out)
-            if host_out:
-                return result.to_numpy(out=out)
-            return result.to_numpy() if host_rf else result
+            if not (host_out or host_rf):
+                return result
+            result = result.to_numpy(out=out) if host_out else result.to_numpy()
+            self._check_rf()  # the copy waited for the chain
+            return result
         return self.bmode(self.image, out=out)
 
     def __call__(self, rf, out=None):
