@@ -207,9 +207,10 @@ usbeam_status usbeam_cuda_exec_input_fault_flag(usbeam_cuda_exec *e, unsigned **
         USBEAM_CUDA_TRY(cudaHostAlloc(&host, sizeof(unsigned), cudaHostAllocMapped | cudaHostAllocPortable));
         e->input_fault = (unsigned *)host;
         *e->input_fault = 0u;
-        void *device = nullptr;
-        USBEAM_CUDA_TRY(cudaHostGetDevicePointer(&device, host, 0));
-        e->input_fault_device = (unsigned *)device;
+        /* Under unified virtual addressing (every platform CUDA 12+ supports) the pointer
+         * cudaHostAlloc returns is valid in kernels as it is (CUDA C++ Programming Guide,
+         * "Unified Virtual Address Space"): no cudaHostGetDevicePointer needed. */
+        e->input_fault_device = e->input_fault;
     }
     *device_flag = e->input_fault_device;
     return USBEAM_OK;
