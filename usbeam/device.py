@@ -226,9 +226,18 @@ class PlanRunner:
 
     def __call__(self, execute, name, x, shape, dtype, host_prepare, out, out_shape, out_dtype,
                  no_overlap=False):
-        stream = self.execution.stream
-        self.execution.check_input(earlier=True)  # faults of finished earlier calls
+        """Run the plan; input faults (NaN / inf the kernels read, see CudaExecution.check_input)
+        of finished earlier calls raise first, and those of this call once a host result is
+        copied out (the copy waited for the kernels)."""
+        self.execution.check_input(earlier=True)
         self.execution.input_name = name
+        result = self._run(execute, name, x, shape, dtype, host_prepare, out, out_shape, out_dtype, no_overlap)
+        if isinstance(result, np.ndarray):
+            self.execution.check_input(name)
+        return result
+
+    def _run(self, execute, name, x, shape, dtype, host_prepare, out, out_shape, out_dtype, no_overlap):
+        stream = self.execution.stream
         device = ("cuda", self.execution.device)
         device_name = f"cuda:{device[1]}"
         host_input = _in_host_memory(x)
@@ -269,12 +278,8 @@ class PlanRunner:
         execute(d_in, d_out)
         d_in._mark_used(stream)
         d_out._mark_used(stream)
-        if host_input and out is None:  # the copy waits for the kernels: their faults are known
-            result = d_out.to_numpy()
-            self.execution.check_input(name)
-            return result
+        if host_input and out is None:
+            return d_out.to_numpy()
         if host_out is not None:
-            d_out.to_numpy(out=host_out)
-            self.execution.check_input(name)
-            return host_out
+            return d_out.to_numpy(out=host_out)
         return d_out if out is None else out

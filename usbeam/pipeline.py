@@ -157,16 +157,10 @@ class Pipeline:
         _core.graph_launch(self._graph, stream)
         self._device_out._mark_used(stream)
         if out is None:
-            if not host_rf:
-                return self._device_out
-            result = self._device_out.to_numpy()
-            self._check_rf()
-            return result
+            return self._device_out.to_numpy() if host_rf else self._device_out
         if device._in_host_memory(out):
             _validate.out_array("out", out, self.output_shape, self.output_dtype)
-            self._device_out.to_numpy(out=out)
-            self._check_rf()
-            return out
+            return self._device_out.to_numpy(out=out)
         d_out = device.asarray(out, stream=stream, name="out")
         if d_out.dtype != self.output_dtype or d_out.shape != self.output_shape or d_out.readonly:
             raise ValueError(f"out must be a writable {self.output_dtype} array of shape {self.output_shape}")
@@ -177,7 +171,6 @@ class Pipeline:
     def _call_cuda(self, rf, out):
         from . import device
 
-        self._check_rf(earlier=True)  # runs finished since the last check
         if self.capture_graph:
             return self._call_graph(rf, out)
         host_rf = device._in_host_memory(rf)
@@ -196,17 +189,19 @@ class Pipeline:
         self.beamformer(self.iq, out=self.image)
         if out is None or host_out:
             result = self.bmode(self.image, out=self._device_out)
-            if not (host_out or host_rf):
-                return result
-            result = result.to_numpy(out=out) if host_out else result.to_numpy()
-            self._check_rf()  # the copy waited for the chain
-            return result
+            if host_out:
+                return result.to_numpy(out=out)
+            return result.to_numpy() if host_rf else result
         return self.bmode(self.image, out=out)
 
     def __call__(self, rf, out=None):
         """Run RF -> IQ -> DAS -> B-mode on `rf` (input_shape, input_dtype); returns the B-mode."""
         if self.backend == "cuda":
-            return self._call_cuda(rf, out)
+            self._check_rf(earlier=True)  # runs finished since the last check
+            result = self._call_cuda(rf, out)
+            if isinstance(result, np.ndarray):  # copied to the host: the chain has finished
+                self._check_rf()
+            return result
         rf = _validate.ndarray("rf", rf)
         if rf.dtype != self.input_dtype:
             raise TypeError(f"rf must have dtype {self.input_dtype} (got {rf.dtype})")
