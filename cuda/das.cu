@@ -289,13 +289,14 @@ extern "C" usbeam_status usbeam_das_cuda_create(const usbeam_das_plan *plan, usb
     g->interpolation = (int)prm->interpolation; /* USBEAM_DAS_* = USBEAM_INTERP_* */
 
     if (st == USBEAM_OK) st = usbeam_cuda_exec_input_fault_flag(p->exec, &g->input_fault);
+    unsigned lanes = 0;
     if (st == USBEAM_OK) {
         /* Blocks of 32 points down a column of the grid (one warp) x `lanes` columns, the
          * most columns whose per-frame sums fit: 8 within the default 48 KiB, else with the
          * opt-in shared memory the device allows. */
         const size_t per_point = prm->n_frames * sizeof(float) * (plan->is_iq ? 2 : 1);
         const size_t limit = (size_t)usbeam_cuda_exec_max_shared_optin(p->exec);
-        unsigned lanes = per_point * 32 * 8 <= 48 * 1024 ? 8 : 0;
+        lanes = per_point * 32 * 8 <= 48 * 1024 ? 8 : 0;
         for (unsigned l = 4; l >= 1 && !lanes; l /= 2)
             if (per_point * 32 * l <= limit) lanes = l;
         if (!lanes)
@@ -303,10 +304,14 @@ extern "C" usbeam_status usbeam_das_cuda_create(const usbeam_das_plan *plan, usb
                              "n_frames: %zu frames per call do not fit the CUDA beamformer's shared memory "
                              "(at most %zu); beamform fewer frames per call",
                              prm->n_frames, limit / (32 * sizeof(float) * (plan->is_iq ? 2 : 1)));
-        p->shared_bytes = per_point * 32 * lanes;
+    }
+    if (st == USBEAM_OK) {
+        const size_t per_point = prm->n_frames * sizeof(float) * (plan->is_iq ? 2 : 1);
         size_t rows = 0;
         const size_t row = lanes > 1 ? lattice_row_length(plan->points, n_pts, &rows) : 0;
         const size_t slices = row ? n_pts / (row * rows) : 0;
+        while (row && lanes > 1 && lanes / 2 >= row) lanes /= 2; /* no idle columns in a narrow grid */
+        p->shared_bytes = per_point * 32 * lanes;
         if (row && rows <= UINT32_MAX && (row + lanes - 1) / lanes <= 65535u && slices <= 65535u) {
             g->stride_a = row;          /* a: down the column (depth in a Grid) */
             g->stride_b = 1;            /* b: along the row (x) */

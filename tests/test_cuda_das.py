@@ -98,6 +98,17 @@ def test_tiles_at_grid_edges(rng, nz, nx, ny, dtype):
 
 
 @pytest.mark.cuda
+def test_frames_beyond_shared_memory_refused_cleanly(rng):
+    """Per-frame sums of 32 points must fit a block's shared memory (at most 227 KiB on sm_90):
+    4000 IQ frames need 1 MB, a clean error naming n_frames at plan creation."""
+    probe = usbeam.LinearArray(4, 3e-4)
+    with pytest.raises(NotImplementedError, match="n_frames"):
+        usbeam.Beamformer(probe, [usbeam.PlaneWave(0.0)], usbeam.Grid(x=[0.0], z=[1e-3]), fs=FS, fc=FC, c=C, t0=T0,
+                          n_samples=8, dtype=np.complex64, n_frames=4000, backend="cuda")(
+            device.from_numpy(np.zeros((4000, 1, 4, 8), np.complex64)))
+
+
+@pytest.mark.cuda
 def test_point_lists_run_in_one_dimension(rng):
     """Arbitrary points (not a lattice: shuffled, or a lattice whose rows do not share a
     depth) take the 1-D blocks; the result must not depend on the order of the points."""
