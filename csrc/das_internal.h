@@ -10,9 +10,10 @@
  * phase rotation are already folded.  Out-of-range samples have zero weights and tap 0.
  * Entries of point p are ordered (transmit, element) and start at entry_offset[p].
  *
- * A CUDA plan (cuda != NULL) holds only the geometry, transmit models and apertures its twin
- * uploads: everything marked "CPU only" below is NULL (no staging buffer, no transmit times,
- * no entries, no table or scratch).
+ * A CUDA plan (cuda != NULL) allocates only the geometry, transmit models and apertures its
+ * twin uploads, and frees them once the twin is created: after plan creation every pointer
+ * below is NULL (nothing marked "CPU only" is ever allocated: no staging buffer, no transmit
+ * times, no entries, no table or scratch).
  */
 #ifndef USBEAM_DAS_INTERNAL_H
 #define USBEAM_DAS_INTERNAL_H
@@ -55,7 +56,7 @@ struct usbeam_das_plan {
     size_t stage_plane;         /* floats in one staged plane: n_tx * n_el * n_samples * capacity */
     float *stage;               /* (re plane, im plane if IQ): (transmit, element, sample, frame),
                                    frame the fastest, for the n_frames of the current call (CPU only) */
-    usbeam_das_cuda *cuda;      /* USBEAM_BACKEND_CUDA: the twin in cuda/das.cu (geometry above kept) */
+    usbeam_das_cuda *cuda;      /* USBEAM_BACKEND_CUDA: the twin in cuda/das.cu (owns the device geometry) */
 };
 
 /* Entries of point p into tap[] / weight[] (the layouts above); das_delays.c. */

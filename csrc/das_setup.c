@@ -429,6 +429,17 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
     build_apertures(plan);
     if (backend == USBEAM_BACKEND_CUDA) { /* the twin computes delays on the device: no table */
         if ((st = usbeam_das_cuda_create(plan, &plan->cuda)) != USBEAM_OK) goto fail;
+        /* the twin has its device copies: the host geometry served plan creation only */
+        double **geometry[] = {&plan->element_x, &plan->element_y, &plan->element_z, &plan->points, &plan->tx_sources};
+        for (size_t k = 0; k < sizeof geometry / sizeof geometry[0]; ++k) {
+            usbeam_free(*geometry[k]);
+            *geometry[k] = NULL;
+        }
+        usbeam_free(plan->tx);
+        usbeam_free(plan->aperture_first);
+        usbeam_free(plan->aperture_count);
+        plan->tx = NULL;
+        plan->aperture_first = plan->aperture_count = NULL;
         *plan_out = plan;
         return USBEAM_OK;
     }
