@@ -172,6 +172,13 @@ usbeam_status usbeam_cuda_exec_timings(usbeam_cuda_exec *exec, size_t capacity, 
                                        float *ms, size_t *n_stages);
 /* Device memory the plan holds, bytes. */
 size_t usbeam_cuda_exec_device_bytes(const usbeam_cuda_exec *exec);
+/* Input faults the plan's kernels met since the last call, as bits (0: none); read and
+ * cleared without any CUDA call, so it covers the executes that have finished (call it after
+ * synchronising with the plan's stream).  The beamformers (das, rca) set
+ * USBEAM_INPUT_FAULT_NONFINITE when a sum they formed is NaN or infinite, i.e. when a sample
+ * they read is. */
+#define USBEAM_INPUT_FAULT_NONFINITE 1u
+unsigned usbeam_cuda_exec_take_input_faults(usbeam_cuda_exec *exec);
 /* The CUDA execution state of a family's plan; NULL for a CPU plan. */
 struct usbeam_bmode_plan;
 struct usbeam_rf2iq_plan;
