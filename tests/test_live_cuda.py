@@ -329,10 +329,9 @@ def test_pipeline_frames_in_order_bit_identical_to_offline_cuda(rng, policy):
     results = []
     session = Session(small_pipeline(), channel_map=cmap, policy=policy, results=64, backend="cuda",
                       callback=lambda r: results.append((r.frame_id, r.image.to_numpy())))
-    warm = session.push(frames[0])
-    session.get(warm, timeout=30)
+    session.get(session.push(frames[0]), timeout=30)                  # warm-up: lazy plan set-up
+    period = 3 * session.get(session.push(frames[1]), timeout=30).latency_s
     results.clear()
-    period = 3 * session.stats()["latency_s"]["max"]
     for raw in frames:
         session.push(raw)
         if policy == "drop_oldest":
@@ -340,12 +339,12 @@ def test_pipeline_frames_in_order_bit_identical_to_offline_cuda(rng, policy):
     assert session.wait_idle(timeout=60)
     stats = session.stats()
     session.stop()
-    assert stats["dropped"] == 0 and stats["processed"] == len(frames) + 1
-    assert [frame_id for frame_id, _ in results] == list(range(2, len(frames) + 2))
+    assert stats["dropped"] == 0 and stats["processed"] == len(frames) + 2
+    assert [frame_id for frame_id, _ in results] == list(range(3, len(frames) + 3))
     for (_, image), want in zip(results, expected):
         np.testing.assert_array_equal(image, want)
     assert {"rf2iq", "das", "bmode", "upload", "gpu_compute"} <= set(stats["stage_s"])
-    assert stats["upload_bytes"] == (len(frames) + 1) * cmap.nbytes
+    assert stats["upload_bytes"] == (len(frames) + 2) * cmap.nbytes
 
 
 @pytest.mark.cuda
@@ -376,3 +375,67 @@ def test_real_pipeline_frames_bit_identical_to_offline_cuda():
     assert [frame_id for frame_id, _ in results] == list(range(1, rf.shape[0] + 1))
     for (_, image), want in zip(results, expected):
         np.testing.assert_array_equal(image, want)
+
+
+# ---- usbeam serve --backend cuda ----------------------------------------------------------------
+
+def test_serve_cuda_backend_refused_cleanly_without_gpu(capsys):
+    if usbeam.cuda_available():
+        pytest.skip("a GPU is present")
+    from pathlib import Path
+
+    from usbeam import serve
+
+    name = f"/usbeam_pytest_cuda_{threading.get_ident()}"
+    assert serve.main(["--name", name, "--backend", "cuda"]) == 2
+    assert "CUDA device" in capsys.readouterr().err
+    assert not Path("/dev/shm" + name).exists()                  # refused before the region is made
+
+
+@pytest.fixture(scope="module")
+def client_library():
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    result = subprocess.run(["make", "-s", "client"], cwd=root, capture_output=True, text=True)
+    if result.returncode != 0:
+        pytest.fail(f"make client failed:\n{result.stdout}\n{result.stderr}")
+
+
+def test_serve_cuda_backend_round_trip(ring, client_library, rng):
+    """`usbeam serve --backend cuda` (the Server in this process, the ctypes client beside it):
+    Vantage frames pushed through the region come back channel-mapped (the default
+    passthrough pipeline, on the device), in order and bit-identical."""
+    from usbeam.live import to_rcvdata
+    from usbeam.live.shm_client import ShmClient
+    from usbeam.serve import Server
+
+    n_frames, n_acq, n_el, n_ch, n_s, rows = 6, 2, 16, 32, 96, 128
+    element_channel = rng.permutation(n_ch)[:n_el]
+    mapped = rng.integers(-2000, 2000, (n_frames, n_acq, n_el, n_s)).astype(np.int16)
+    raw = to_rcvdata(mapped, element_channel, n_ch, rows)
+    params = {"frame": {"shape": list(raw.shape[1:]), "dtype": "int16", "order": "F"},
+              "channel_map": {"element_channel": element_channel.tolist(),
+                              "acquisition_row": [a * rows for a in range(n_acq)], "n_samples": n_s}}
+    name = f"/usbeam_pytest_cuda_{ring}_{threading.get_ident()}"
+    server = Server(name, policy="block", slot_bytes=1 << 20, result_bytes=1 << 18, backend="cuda",
+                    log=lambda msg: None)
+    thread = threading.Thread(target=server.serve, daemon=True)
+    thread.start()
+    try:
+        client = ShmClient(name, timeout=10)
+        client.set_params(params)
+        ids = []
+        for k in range(n_frames):
+            frame_id = client.push(np.asfortranarray(raw[k]), timeout=5)
+            image, info = client.get(frame_id, timeout=10)
+            ids.append(frame_id)
+            np.testing.assert_array_equal(image, mapped[k])
+        assert ids == sorted(ids)
+        assert server.session_stats()["backend"] == "cuda"
+        client.close()
+    finally:
+        server.stop()
+        thread.join(10)
+    assert not thread.is_alive()

@@ -42,7 +42,8 @@ class Result:
 
     ``image`` is a host copy, or (``copy=False``, callbacks) a read-only zero-copy view of
     the output ring, valid until :meth:`release` (or the end of a ``with`` block); numpy
-    arrays export DLPack, so ``np.from_dlpack(result)`` or any DLPack consumer works.
+    arrays export DLPack, so ``np.from_dlpack(result)`` or any DLPack consumer works.  In a
+    CUDA session the view is a usbeam DeviceArray (DLPack and the CUDA array interface).
     """
 
     __slots__ = ("frame_id", "image", "meta", "latency_s", "timings", "generation", "_lease")
@@ -73,6 +74,12 @@ class Result:
 
     def __dlpack_device__(self):
         return self.image.__dlpack_device__()
+
+    @property
+    def __cuda_array_interface__(self):
+        """The image's CUDA array interface (a CUDA session's DeviceArray; AttributeError
+        for a host image, so hasattr() tells)."""
+        return self.image.__cuda_array_interface__
 
     def __del__(self):
         try:
