@@ -67,6 +67,55 @@ def test_pipeline_and_parameters_checked(ring):
         Session(DeviceStamp((8,)), device=99, backend="cuda")
 
 
+# ---- the ring itself (cuda/live.cu through its bindings) ----------------------------------
+
+def test_ring_refused_cleanly_without_gpu():
+    if usbeam.cuda_available():
+        pytest.skip("a GPU is present")
+    with pytest.raises(usbeam.UsbeamError, match="CUDA|device"):
+        usbeam._core.live_cuda_ring_create(0, 3, 1 << 16)
+    with pytest.raises(ValueError, match="slot_bytes"):
+        usbeam._core.live_cuda_ring_create(0, 3, 0)
+    assert usbeam._core.live_cuda_ring_count() == 0
+
+
+@pytest.mark.cuda
+def test_ring_protocol_round_trip_and_bad_arguments(rng):
+    """host_slot -> upload -> acquire -> (read on the compute stream) -> release, twice around
+    a 3-slot ring: each device slot holds what was written into its pinned slot; the event
+    times are positive; bad slots and sizes are refused naming the argument."""
+    core = usbeam._core
+    n_slots, nbytes = 3, 1 << 20
+    before = core.live_cuda_ring_count()
+    ring = core.live_cuda_ring_create(0, n_slots, nbytes)
+    assert core.live_cuda_ring_count() == before + 1
+    for lap in range(2):
+        patterns = [rng.integers(0, 255, nbytes, dtype=np.uint8) for _ in range(n_slots)]
+        for k in range(n_slots):
+            pinned = core.live_cuda_ring_host_slot(ring, k)
+            assert pinned.nbytes == nbytes and pinned.flags.writeable
+            pinned[:] = patterns[k]
+            core.live_cuda_ring_upload(ring, k, nbytes)
+        for k in range(n_slots):
+            ptr, stream = core.live_cuda_ring_acquire(ring, k)
+            slot = core.device_wrap(ptr, (nbytes,), np.uint8, True, ring, "slot")
+            slot._mark_used(stream)                    # the copy back is ordered on the compute stream
+            np.testing.assert_array_equal(slot.to_numpy(), patterns[k])
+            core.live_cuda_ring_release(ring, k)
+            upload_s, compute_s = core.live_cuda_ring_seconds(ring, k)
+            assert upload_s > 0 and compute_s >= 0
+    with pytest.raises(ValueError, match="slot"):
+        core.live_cuda_ring_host_slot(ring, n_slots)
+    with pytest.raises(ValueError, match="bytes"):
+        core.live_cuda_ring_upload(ring, 0, nbytes + 1)
+    with pytest.raises(ValueError, match="slots"):
+        core.live_cuda_ring_create(0, 1, nbytes)
+    core.live_cuda_ring_synchronize(ring)
+    del ring, slot
+    gc.collect()
+    assert core.live_cuda_ring_count() == before
+
+
 # ---- order, overload, policies ----------------------------------------------------------
 
 def test_every_frame_in_order_and_intact(ring):
