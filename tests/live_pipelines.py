@@ -4,6 +4,8 @@ CompoundBMode: mapped RF (acquisitions, elements, samples) int16 -> sum over acq
 (float32, element-wise, so the result cannot depend on memory alignment) -> pairs of
 samples as IQ -> usbeam.BModePlan with a fixed reference -> uint8 (elements, samples/2).
 Deterministic: the same frame gives the same bytes in a session and offline.
+Stamp / DeviceStamp: [first, min, max, checksum] of a frame, for torn-slot checks on the CPU
+and CUDA sessions.
 """
 import time
 
