@@ -3,6 +3,7 @@
 #   make test    build, C tests and the whole pytest suite
 #   make asan    C tests and the pytest suite under AddressSanitizer + UBSan
 #   make bench   benchmarks (see benchmarks/README.md)
+#   make test-emu  the CUDA tests on the CPU emulator (tests/cuda_emu; needs the CUDA headers only)
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -14,7 +15,7 @@ CFLAGS_C += -Werror
 endif
 CORE_C := $(filter-out csrc/module.c csrc/py_%.c,$(wildcard csrc/*.c))
 
-.PHONY: all venv build test ctest pytest demo asan bench clean client
+.PHONY: all venv build test ctest pytest demo asan bench clean client emu-build test-emu
 
 all: build
 
@@ -64,6 +65,17 @@ asan: $(STAMP)
 	    $(PY) -m pytest -q -m "not slow" -p no:cacheprovider
 	rm -f usbeam/_core*.so
 	$(MAKE) build
+
+# The CUDA backend compiled by g++ against the CPU emulator, in its own copy of the package
+# (build/emu/pkg) so the real build in usbeam/ is untouched; runs every test marked cuda.
+EMU_PKG := build/emu/pkg
+emu-build: $(STAMP)
+	@mkdir -p $(EMU_PKG)/usbeam
+	cp -r usbeam/*.py usbeam/live $(EMU_PKG)/usbeam/
+	USBEAM_CUDA=emu $(PY) setup.py --quiet build_ext --build-lib $(EMU_PKG) --build-temp build/emu/temp
+
+test-emu: emu-build
+	cd $(EMU_PKG) && USBEAM_EMU_QUIET=1 $(abspath $(PY)) -m pytest -q -p no:cacheprovider -m cuda $(abspath tests)
 
 bench: build
 	$(PY) benchmarks/run.py

@@ -2,7 +2,11 @@
 
 Environment:
   USBEAM_CUDA=auto|0|1   auto (default): build the CUDA backend when nvcc is found;
-                         0: CPU only; 1: CUDA required (fail without nvcc).
+                         0: CPU only; 1: CUDA required (fail without nvcc);
+                         emu: the CUDA sources compiled by the host C++ compiler
+                         against the CPU emulator in tests/cuda_emu (needs the CUDA
+                         headers, not a GPU or a driver): `make test-emu` runs the CUDA
+                         tests with it.
   USBEAM_CUDA_ARCH       nvcc -gencode list, default "sm_90 + compute_90 PTX"
                          (H100/H200 native, PTX JIT for newer GPUs), e.g.
                          "-gencode=arch=compute_80,code=sm_80".
@@ -80,14 +84,15 @@ class UsbeamBuildExt(build_ext):
         self._force_if_configuration_changed(ext)
         super().build_extensions()
 
-    def _object_is_current(self, obj, src, cmd):
-        """An object built by the same nvcc command, newer than its source and every header."""
+    def _object_is_current(self, obj, src, cmd, extra_inputs=()):
+        """An object built by the same command, newer than its source and every header."""
         if self.force or not obj.exists() or not obj.with_suffix(".cmd").exists():
             return False
         if obj.with_suffix(".cmd").read_text() != " ".join(cmd):
             return False
         inputs = [Path(src)] + [Path(p) for p in glob(str(ROOT / "csrc" / "*.h"))] + \
-                 [Path(p) for p in glob(str(ROOT / "cuda" / "*.cuh"))] + [Path(p) for p in glob(str(ROOT / "cuda" / "*.h"))]
+                 [Path(p) for p in glob(str(ROOT / "cuda" / "*.cuh"))] + [Path(p) for p in glob(str(ROOT / "cuda" / "*.h"))] + \
+                 [Path(p) for p in extra_inputs if Path(p).is_file()]
         return obj.stat().st_mtime > max(p.stat().st_mtime for p in inputs)
 
     def _force_if_configuration_changed(self, ext):
@@ -103,8 +108,10 @@ class UsbeamBuildExt(build_ext):
             stamp.write_text(signature)
 
     def _configure_cuda(self, ext):
-        if CUDA_MODE not in ("auto", "0", "1"):
-            raise SystemExit(f"USBEAM_CUDA must be auto, 0 or 1 (got {CUDA_MODE!r})")
+        if CUDA_MODE not in ("auto", "0", "1", "emu"):
+            raise SystemExit(f"USBEAM_CUDA must be auto, 0, 1 or emu (got {CUDA_MODE!r})")
+        if CUDA_MODE == "emu":
+            return self._configure_cuda_emulator(ext)
         if CUDA_MODE == "0":
             log("CUDA: disabled (USBEAM_CUDA=0); building the CPU backend only")
             return
@@ -135,12 +142,55 @@ class UsbeamBuildExt(build_ext):
             subprocess.run(cmd, check=True)
             obj.with_suffix(".cmd").write_text(" ".join(cmd))
         ext.extra_objects += objects
+        ext.depends += objects  # relink when an object changed (setuptools looks at depends only)
         ext.define_macros.append(("USBEAM_HAVE_CUDA", "1"))
         ext.library_dirs += [str(d) for d in lib_dirs]
         ext.runtime_library_dirs += [str(d) for d in lib_dirs]
         # Static CUDA runtime: importing usbeam works on machines without a driver.
         ext.libraries += ["cudart_static", "cublas", "rt", "pthread", "dl", "stdc++"]
         log(f"CUDA: building {len(objects)} CUDA source(s) with {nvcc} ({' '.join(arch)})")
+
+    def _configure_cuda_emulator(self, ext):
+        """cuda/*.cu rewritten by tests/cuda_emu/translate.py (launch syntax only) and compiled
+        by the host C++ compiler with the emulator's header forced in; linked with the
+        emulated runtime, cuBLAS and CUB instead of cudart and cuBLAS."""
+        nvcc = find_nvcc()
+        cuda_home = Path(os.environ.get("CUDA_HOME", nvcc.parent.parent if nvcc else "/usr/local/cuda"))
+        cuda_include = cuda_home / "include"
+        if not (cuda_include / "cuda_runtime.h").exists():
+            raise SystemExit(f"USBEAM_CUDA=emu needs the CUDA headers ({cuda_include}/cuda_runtime.h not found)")
+        emu = ROOT / "tests" / "cuda_emu"
+        cxx = os.environ.get("CXX", "g++")
+        build_dir = Path(self.build_temp, "cuda_emu")
+        build_dir.mkdir(parents=True, exist_ok=True)
+        flags = ["-std=c++17", "-O1", "-g", "-fPIC", "-fvisibility=hidden", "-ffp-contract=off", "-Wall",
+                 "-Wno-unused-function", "-Wno-unused-variable", "-Wno-unused-but-set-variable", "-Wno-subobject-linkage", "-Wno-unknown-pragmas",
+                 "-include", str(emu / "cuda_emu.h"), "-I", str(emu / "include"), "-I", str(ROOT / "cuda"),
+                 "-I", str(ROOT / "csrc"), "-I", str(cuda_include), "-DUSBEAM_HAVE_CUDA", "-DUSBEAM_CUDA_EMULATED"]
+        sources = [(src, True) for src in sorted(glob(str(ROOT / "cuda" / "*.cu")))]
+        sources += [(str(emu / "runtime.cpp"), False), (str(emu / "cublas.cpp"), False)]
+        objects = []
+        for src, translate in sources:
+            stem = Path(src).stem
+            cpp = build_dir / (stem + ".cpp")
+            if translate:
+                subprocess.run([sys.executable, str(emu / "translate.py"), src, str(cpp)], check=True)
+            else:
+                cpp = Path(src)
+            obj = build_dir / (stem + ".o")
+            cmd = [cxx, "-c", str(cpp), "-o", str(obj)] + flags
+            objects.append(str(obj))
+            if self._object_is_current(obj, src, cmd, extra_inputs=glob(str(emu / "**" / "*"), recursive=True)):
+                continue
+            log("c++ (CUDA emulator) " + Path(src).name)
+            subprocess.run(cmd, check=True)
+            obj.with_suffix(".cmd").write_text(" ".join(cmd))
+        ext.extra_objects += objects
+        ext.depends += objects  # relink when an object changed (setuptools looks at depends only)
+        ext.define_macros += [("USBEAM_HAVE_CUDA", "1"), ("USBEAM_CUDA_EMULATED", "1")]
+        ext.libraries += ["stdc++", "dl", "pthread", "rt"]
+        log(f"CUDA: EMULATED on the CPU ({len(sources) - 2} CUDA sources with {cxx}); "
+            "for testing only: no GPU is used")
 
 
 core = Extension(

@@ -103,7 +103,12 @@ static PyObject *py_build_info(PyObject *self, PyObject *noargs)
 {
     (void)self;
     (void)noargs;
-    return Py_BuildValue("{s:i,s:i,s:s,s:(iii)}", "cuda", usbeam_built_with_cuda(), "cpu_threads",
+#ifdef USBEAM_CUDA_EMULATED
+    enum { CUDA_EMULATED = 1 }; /* USBEAM_CUDA=emu: the CUDA backend runs on the CPU emulator */
+#else
+    enum { CUDA_EMULATED = 0 };
+#endif
+    return Py_BuildValue("{s:i,s:i,s:i,s:s,s:(iii)}", "cuda", usbeam_built_with_cuda(), "cuda_emulated", CUDA_EMULATED, "cpu_threads",
                          usbeam_cpu_threads(), "openmp",
 #ifdef _OPENMP
                          "yes",

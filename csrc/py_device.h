@@ -51,6 +51,7 @@ typedef struct {
     int device_id;
     int readonly;
     uintptr_t stream;    /* stream with writes still pending (0: none; 1 = legacy default) */
+    PyObject *stream_owner; /* keeps that stream alive (the producing plan), or NULL */
 } DeviceArrayObject;
 
 extern PyTypeObject usbeam_DeviceArrayType;

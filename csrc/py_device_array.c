@@ -123,12 +123,14 @@ DeviceArrayObject *usbeam_da_array_new(usbeam_buffer *buffer, size_t offset, int
     a->device_id = device_id;
     a->readonly = readonly;
     a->stream = 0;
+    a->stream_owner = NULL;
     return a;
 }
 
 static void array_dealloc(DeviceArrayObject *a)
 {
-    usbeam_da_buffer_release(a->buffer);
+    usbeam_da_buffer_release(a->buffer); /* waits for the queued work first ... */
+    Py_XDECREF(a->stream_owner);          /* ... then the producer's stream may go */
     PyObject_Free(a);
 }
 
@@ -418,6 +420,7 @@ static PyObject *array_copy_from_host(DeviceArrayObject *self, PyObject *src)
     Py_END_ALLOW_THREADS
     if (st != USBEAM_OK) return usbeam_py_raise(st);
     self->stream = 0; /* the copy waited for everything before it */
+    Py_CLEAR(self->stream_owner);
     Py_RETURN_NONE;
 }
 
@@ -436,7 +439,10 @@ static PyObject *array_reshape(DeviceArrayObject *self, PyObject *shape_obj)
     buffer_retain(self->buffer);
     DeviceArrayObject *v = usbeam_da_array_new(self->buffer, self->offset, ndim, shape, self->dtype, self->device_type,
                                      self->device_id, self->readonly);
-    if (v) v->stream = self->stream;
+    if (v) {
+        v->stream = self->stream;
+        v->stream_owner = Py_XNewRef(self->stream_owner);
+    }
     return (PyObject *)v;
 }
 
@@ -481,20 +487,28 @@ static PyObject *array_subscript(DeviceArrayObject *self, PyObject *key)
     buffer_retain(self->buffer);
     DeviceArrayObject *v = usbeam_da_array_new(self->buffer, self->offset + (size_t)start * row_bytes, ndim, shape, self->dtype,
                                      self->device_type, self->device_id, self->readonly);
-    if (v) v->stream = self->stream;
+    if (v) {
+        v->stream = self->stream;
+        v->stream_owner = Py_XNewRef(self->stream_owner);
+    }
     return (PyObject *)v;
 }
 
 /* Kernels queued on stream use this array: note the stream (pending writes) and an event so
- * the memory outlives them. */
-static PyObject *array_mark_used(DeviceArrayObject *self, PyObject *stream_obj)
+ * the memory outlives them.  owner (optional) is the object that keeps the stream alive, the
+ * producing plan: a later consumer or copy uses the stream, which a plan destroyed in the
+ * meantime would have destroyed with it. */
+static PyObject *array_mark_used(DeviceArrayObject *self, PyObject *args)
 {
+    PyObject *stream_obj, *owner = Py_None;
+    if (!PyArg_ParseTuple(args, "O|O:_mark_used", &stream_obj, &owner)) return NULL;
     if (self->device_type != kDLCUDA) Py_RETURN_NONE;
     intptr_t stream;
     if (usbeam_da_parse_stream(stream_obj, "stream", &stream) < 0) return NULL;
     usbeam_status st = usbeam_event_record(&self->buffer->last_use, (void *)stream);
     if (st != USBEAM_OK) return usbeam_py_raise(st);
     self->stream = (uintptr_t)stream;
+    Py_XSETREF(self->stream_owner, owner == Py_None ? NULL : Py_NewRef(owner));
     Py_RETURN_NONE;
 }
 
@@ -523,7 +537,7 @@ static PyMethodDef array_methods[] = {
     {"copy_from_host", (PyCFunction)array_copy_from_host, METH_O,
      "Overwrite the contents from a host ndarray of the same shape and dtype."},
     {"reshape", (PyCFunction)array_reshape, METH_O, "View with another shape (same number of elements)."},
-    {"_mark_used", (PyCFunction)array_mark_used, METH_O, "Record that work queued on a stream uses this array."},
+    {"_mark_used", (PyCFunction)array_mark_used, METH_VARARGS, "Record that work queued on a stream uses this array."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -3,9 +3,11 @@ from . import _core
 
 
 def build_info():
-    """Build configuration: {'cuda': bool (compiled in), 'openmp', 'cpu_threads', 'version'}."""
+    """Build configuration: {'cuda': bool (compiled in), 'cuda_emulated': bool (the CUDA backend
+    runs on the CPU emulator of tests/cuda_emu, a test build), 'openmp', 'cpu_threads', 'version'}."""
     info = dict(_core.build_info())
     info["cuda"] = bool(info["cuda"])
+    info["cuda_emulated"] = bool(info["cuda_emulated"])
     return info
 
 

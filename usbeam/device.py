@@ -246,8 +246,9 @@ class PlanRunner:
         if no_overlap and d_in.ptr < d_out.ptr + d_out.nbytes and d_out.ptr < d_in.ptr + d_in.nbytes:
             raise ValueError(f"out must not share memory with {name}")
         execute(d_in, d_out)
-        d_in._mark_used(stream)
-        d_out._mark_used(stream)
+        # the arrays name the plan's stream; the plan (which owns it) lives as long as they do
+        d_in._mark_used(stream, self.execution)
+        d_out._mark_used(stream, self.execution)
         if host_input and out is None:
             return d_out.to_numpy()
         if host_out is not None:

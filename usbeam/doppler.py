@@ -316,7 +316,7 @@ class ColorDopplerPlan:
         _core.color_execute(self._plan, d_iq, *device_outs)
         for d in (d_iq, *device_outs):
             if d is not None:
-                d._mark_used(stream)
+                d._mark_used(stream, self.cuda)
         results = []
         for given, d, target in zip((velocity, variance, power), device_outs, host_targets):
             if d is None:

@@ -203,7 +203,7 @@ class DopplerPipeline:
                 raise (TypeError if d.dtype != self.rf_dtype else ValueError)(
                     f"rf must have dtype {self.rf_dtype} and shape {self.rf_shape} (got {d.dtype}, {d.shape})")
             _core.device_copy(self._device_rf.ptr, d.ptr, d.nbytes, stream)
-            d._mark_used(stream)
+            d._mark_used(stream, self.rf2iq)
         if self._graph is None:
             # run once eagerly, wait for every plan, then put all of them on one stream and
             # capture the chain there
@@ -213,6 +213,13 @@ class DopplerPipeline:
                 plan.cuda.synchronize()
             for plan in plans[1:]:
                 plan.cuda.set_stream(stream)
+            # Every plan has finished: the chain's buffers now belong to the capture stream (a
+            # buffer naming another plan's stream would make the capture wait on an event recorded
+            # outside it, which breaks the capture's isolation).
+            for buffer in (self._device_rf, self._iq, self._beamformed, self._filtered, self._velocity,
+                           self._variance, self._power):
+                if buffer is not None:
+                    buffer._mark_used(stream, self.rf2iq)
             _core.graph_capture_begin(stream)
             try:
                 self._chain_cuda()
@@ -224,7 +231,7 @@ class DopplerPipeline:
         # the next host copy into the RF buffer, and readers of the maps, wait for this launch
         for buffer in (self._device_rf, self._velocity, self._variance, self._power):
             if buffer is not None:
-                buffer._mark_used(stream)
+                buffer._mark_used(stream, self.rf2iq)
         return DopplerMaps(self._velocity, self._variance, self._power)
 
     def __call__(self, rf):

@@ -131,7 +131,7 @@ class Pipeline:
                 raise (TypeError if d.dtype != self.input_dtype else ValueError)(
                     f"rf must have dtype {self.input_dtype} and shape {self.input_shape} (got {d.dtype}, {d.shape})")
             _core.device_copy(self._device_rf.ptr, d.ptr, d.nbytes, stream)
-            d._mark_used(stream)
+            d._mark_used(stream, self.rf2iq)
         if self._graph is None:
             # run once eagerly (builds the lazily created plans), wait for every plan, then
             # put all of them on one stream and capture the chain there
@@ -140,6 +140,11 @@ class Pipeline:
                 plan.cuda.synchronize()
             for plan in (self.beamformer, self.bmode):
                 plan.cuda.set_stream(stream)
+            # Every plan has finished: the chain's buffers now belong to the capture stream.  A
+            # buffer still naming another plan's stream would make the capture wait on an event
+            # recorded outside it, which breaks the capture's isolation.
+            for buffer in (self._device_rf, self.iq, self.image, self._device_out):
+                buffer._mark_used(stream, self.rf2iq)
             _core.graph_capture_begin(stream)
             try:
                 self._chain_cuda(self._device_rf, self._device_out)
@@ -148,7 +153,7 @@ class Pipeline:
                 raise
             self._graph = _core.graph_capture_end(stream)
         _core.graph_launch(self._graph, stream)
-        self._device_out._mark_used(stream)
+        self._device_out._mark_used(stream, self.rf2iq)
         if out is None:
             return self._device_out.to_numpy() if host_rf else self._device_out
         if device._in_host_memory(out):
@@ -158,7 +163,7 @@ class Pipeline:
         if d_out.dtype != self.output_dtype or d_out.shape != self.output_shape or d_out.readonly:
             raise ValueError(f"out must be a writable {self.output_dtype} array of shape {self.output_shape}")
         _core.device_copy(d_out.ptr, self._device_out.ptr, d_out.nbytes, stream)
-        d_out._mark_used(stream)
+        d_out._mark_used(stream, self.rf2iq)
         return out
 
     def _call_cuda(self, rf, out):

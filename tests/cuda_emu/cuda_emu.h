@@ -1,0 +1,274 @@
+/*
+ * cuda_emu.h - force-included (g++ -include) before every CUDA source (cuda/NAME.cu) when usbeam is built with
+ * USBEAM_CUDA=emu: the CUDA keywords, built-in variables, intrinsics and the launch object
+ * that translate.py substitutes for <<<...>>>.  Together with runtime.cpp, cublas.cpp and
+ * include/cub/cub.cuh it runs the CUDA backend, unchanged, on the CPU.
+ *
+ * What it proves: indexing, the algorithm, the order of work on streams and events (work is
+ * deferred until a synchronisation that orders it), API usage and launch limits, bounds of
+ * device allocations (guard pages) and reads of never-written device memory (0xFF poison).
+ * What it cannot: speed, data races between GPU threads (threads of a block run one at a
+ * time between barriers, in a shuffled order), warp-synchronous assumptions beyond
+ * __syncwarp/__shfl_*_sync, or numerical differences of the GPU's own math library.
+ *
+ * Model: a launch is one closure on the stream's queue.  When run, blocks execute one after
+ * another; the threads of a block are fibers that switch only at __syncthreads, __syncwarp
+ * and warp shuffles.  threadIdx & co are globals the scheduler sets before resuming a fiber
+ * (the barrier functions are out-of-line calls, so the compiler reloads them afterwards).
+ */
+#ifndef USBEAM_CUDA_EMU_H
+#define USBEAM_CUDA_EMU_H
+
+#define __global__
+#define __device__
+#define __host__
+#define __shared__ static
+#define __constant__ static
+#define __grid_constant__
+#define __managed__
+
+#include <cuda_runtime.h>
+
+#undef __launch_bounds__
+#define __launch_bounds__(...)
+
+#ifdef __cplusplus
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+namespace usbeam_emu {
+
+extern uint3 g_threadIdx, g_blockIdx;
+extern dim3 g_blockDim, g_gridDim;
+
+void syncthreads();
+void syncwarp(unsigned mask);
+/* The warp's lanes exchange `bytes` of value; *result gets lane src_lane's value. */
+void shuffle(unsigned mask, const void *value, void *result, unsigned bytes, int mode, int delta, int width);
+void *dynamic_shared();
+
+struct LaunchConfig {
+    dim3 grid, block;
+    size_t shared_bytes;
+    cudaStream_t stream;
+    const char *name, *file;
+    int line;
+};
+
+/* Checks a pointer argument (null, device memory or pinned host memory) and records a
+ * launch error naming the kernel and argument otherwise. */
+bool check_kernel_pointer(const LaunchConfig &cfg, const void *kernel, int index, const void *ptr);
+void submit_kernel(const LaunchConfig &cfg, const void *kernel, std::function<void()> body);
+/* For the emulated libraries (cuBLAS, CUB): queue work on a stream; check a device range. */
+cudaError_t enqueue_work(cudaStream_t stream, std::function<void()> work);
+bool is_device_range(const void *ptr, size_t bytes);
+
+template <class T>
+inline bool check_argument(const LaunchConfig &cfg, const void *kernel, int index, const T &value)
+{
+    if constexpr (std::is_pointer_v<T>) return check_kernel_pointer(cfg, kernel, index, (const void *)value);
+    else return true;
+}
+
+template <class... P>
+struct BoundKernel {
+    LaunchConfig cfg;
+    void (*fn)(P...);
+
+    template <class... A>
+    void operator()(A &&...a) const
+    {
+        static_assert(sizeof...(A) == sizeof...(P), "kernel launched with the wrong number of arguments");
+        /* Kernel parameters are copies taken at launch, converted to the parameter types. */
+        std::tuple<std::decay_t<P>...> args(static_cast<std::decay_t<P>>(std::forward<A>(a))...);
+        bool ok = true;
+        std::apply([&](const auto &...v) {
+            int i = 0;
+            ((ok = check_argument(cfg, (const void *)fn, i++, v) && ok), ...);
+        }, args);
+        if (!ok) return;
+        auto f = fn;
+        submit_kernel(cfg, (const void *)fn, [f, args]() { std::apply(f, args); });
+    }
+};
+
+struct Launch {
+    LaunchConfig cfg;
+    Launch(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream, const char *name, const char *file,
+           int line)
+        : cfg{grid, block, shared_bytes, stream, name, file, line}
+    {
+    }
+    template <class... P>
+    BoundKernel<P...> with(void (*fn)(P...)) const
+    {
+        return BoundKernel<P...>{cfg, fn};
+    }
+};
+
+} /* namespace usbeam_emu */
+
+/* The runtime's template overload (nvcc only) that takes the kernel itself. */
+template <class... P>
+inline cudaError_t cudaFuncSetAttribute(void (*kernel)(P...), cudaFuncAttribute attr, int value)
+{
+    return ::cudaFuncSetAttribute((const void *)kernel, attr, value);
+}
+
+#define threadIdx (::usbeam_emu::g_threadIdx)
+#define blockIdx (::usbeam_emu::g_blockIdx)
+#define blockDim (::usbeam_emu::g_blockDim)
+#define gridDim (::usbeam_emu::g_gridDim)
+constexpr int warpSize = 32;
+
+inline void __syncthreads() { ::usbeam_emu::syncthreads(); }
+inline void __syncwarp(unsigned mask = 0xffffffffu) { ::usbeam_emu::syncwarp(mask); }
+inline void __threadfence() {}
+inline void __threadfence_block() {}
+
+template <class T>
+inline T __shfl_down_sync(unsigned mask, T value, unsigned delta, int width = 32)
+{
+    T out;
+    ::usbeam_emu::shuffle(mask, &value, &out, sizeof(T), 1, (int)delta, width);
+    return out;
+}
+template <class T>
+inline T __shfl_up_sync(unsigned mask, T value, unsigned delta, int width = 32)
+{
+    T out;
+    ::usbeam_emu::shuffle(mask, &value, &out, sizeof(T), 2, (int)delta, width);
+    return out;
+}
+template <class T>
+inline T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width = 32)
+{
+    T out;
+    ::usbeam_emu::shuffle(mask, &value, &out, sizeof(T), 3, lane_mask, width);
+    return out;
+}
+template <class T>
+inline T __shfl_sync(unsigned mask, T value, int src_lane, int width = 32)
+{
+    T out;
+    ::usbeam_emu::shuffle(mask, &value, &out, sizeof(T), 0, src_lane, width);
+    return out;
+}
+
+/* Atomics: the threads of the emulated device never run at the same time. */
+template <class T>
+inline T atomicAdd(T *address, T value)
+{
+    T old = *address;
+    *address = old + value;
+    return old;
+}
+template <class T>
+inline T atomicSub(T *address, T value)
+{
+    T old = *address;
+    *address = old - value;
+    return old;
+}
+template <class T>
+inline T atomicMax(T *address, T value)
+{
+    T old = *address;
+    if (value > old) *address = value;
+    return old;
+}
+template <class T>
+inline T atomicMin(T *address, T value)
+{
+    T old = *address;
+    if (value < old) *address = value;
+    return old;
+}
+template <class T>
+inline T atomicExch(T *address, T value)
+{
+    T old = *address;
+    *address = value;
+    return old;
+}
+template <class T>
+inline T atomicCAS(T *address, T compare, T value)
+{
+    T old = *address;
+    if (old == compare) *address = value;
+    return old;
+}
+template <class T>
+inline T atomicOr(T *address, T value)
+{
+    T old = *address;
+    *address = old | value;
+    return old;
+}
+template <class T>
+inline T atomicAnd(T *address, T value)
+{
+    T old = *address;
+    *address = old & value;
+    return old;
+}
+
+/* Intrinsics with an explicit rounding mode: the host's IEEE operations (built with
+ * -ffp-contract=off, so nothing is fused that the CUDA source did not fuse). */
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
+inline float __fsqrt_rn(float a) { return std::sqrt(a); }
+inline double __dadd_rn(double a, double b) { return a + b; }
+inline double __dsub_rn(double a, double b) { return a - b; }
+inline double __dmul_rn(double a, double b) { return a * b; }
+inline double __ddiv_rn(double a, double b) { return a / b; }
+inline double __fma_rn(double a, double b, double c) { return std::fma(a, b, c); }
+inline float __expf(float x) { return std::exp(x); }
+inline float __logf(float x) { return std::log(x); }
+inline float __log10f(float x) { return std::log10(x); }
+inline float __sinf(float x) { return std::sin(x); }
+inline float __cosf(float x) { return std::cos(x); }
+inline float __powf(float x, float y) { return std::pow(x, y); }
+inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : (x == x ? x : 0.0f)); }
+inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
+inline int __float2int_rn(float x) { return (int)std::nearbyint(x); }
+inline int __double2int_rn(double x) { return (int)std::nearbyint(x); }
+
+inline unsigned __float_as_uint(float x) { unsigned u; std::memcpy(&u, &x, 4); return u; }
+inline float __uint_as_float(unsigned u) { float x; std::memcpy(&x, &u, 4); return x; }
+inline int __float_as_int(float x) { int u; std::memcpy(&u, &x, 4); return u; }
+inline float __int_as_float(int u) { float x; std::memcpy(&x, &u, 4); return x; }
+inline long long __double_as_longlong(double x) { long long u; std::memcpy(&u, &x, 8); return u; }
+inline double __longlong_as_double(long long u) { double x; std::memcpy(&x, &u, 8); return x; }
+inline int __ffs(int x) { return __builtin_ffs(x); }
+inline int __ffsll(long long x) { return __builtin_ffsll(x); }
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
+inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+inline int __clz(int x) { return x ? __builtin_clz((unsigned)x) : 32; }
+inline int __clzll(long long x) { return x ? __builtin_clzll((unsigned long long)x) : 64; }
+/* CUDA's global min/max overloads (mixed int/unsigned resolve to the common type). */
+template <class A, class B>
+inline std::common_type_t<A, B> min(A a, B b)
+{
+    return b < a ? (std::common_type_t<A, B>)b : (std::common_type_t<A, B>)a;
+}
+template <class A, class B>
+inline std::common_type_t<A, B> max(A a, B b)
+{
+    return a < b ? (std::common_type_t<A, B>)b : (std::common_type_t<A, B>)a;
+}
+
+template <class T>
+inline T __ldg(const T *p) { return *p; }
+
+#endif /* __cplusplus */
+#endif
