@@ -111,7 +111,7 @@ def test_ring_protocol_round_trip_and_bad_arguments(rng):
     with pytest.raises(ValueError, match="slots"):
         core.live_cuda_ring_create(0, 1, nbytes)
     core.live_cuda_ring_synchronize(ring)
-    del ring, slot
+    del ring, slot, pinned                             # the pinned views keep the ring alive too
     gc.collect()
     assert core.live_cuda_ring_count() == before
 
@@ -380,6 +380,7 @@ def test_pipeline_frames_in_order_bit_identical_to_offline_cuda(rng, policy):
                       callback=lambda r: results.append((r.frame_id, r.image.to_numpy())))
     session.get(session.push(frames[0]), timeout=30)                  # warm-up: lazy plan set-up
     period = 3 * session.get(session.push(frames[1]), timeout=30).latency_s
+    assert session.wait_idle(timeout=30)                               # their callbacks have returned
     results.clear()
     for raw in frames:
         session.push(raw)
@@ -450,6 +451,7 @@ def client_library():
     result = subprocess.run(["make", "-s", "client"], cwd=root, capture_output=True, text=True)
     if result.returncode != 0:
         pytest.fail(f"make client failed:\n{result.stdout}\n{result.stderr}")
+    return root / "build" / "libusbeam_client.so"     # explicit: `make test-emu` runs from a package copy
 
 
 def test_serve_cuda_backend_round_trip(ring, client_library, rng):
@@ -473,7 +475,7 @@ def test_serve_cuda_backend_round_trip(ring, client_library, rng):
     thread = threading.Thread(target=server.serve, daemon=True)
     thread.start()
     try:
-        client = ShmClient(name, timeout=10)
+        client = ShmClient(name, timeout=10, library=client_library)
         client.set_params(params)
         ids = []
         for k in range(n_frames):
