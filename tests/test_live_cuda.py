@@ -82,8 +82,9 @@ def test_ring_refused_cleanly_without_gpu():
 @pytest.mark.cuda
 def test_ring_protocol_round_trip_and_bad_arguments(rng):
     """host_slot -> upload -> acquire -> (read on the compute stream) -> release, twice around
-    a 3-slot ring: each device slot holds what was written into its pinned slot; the event
-    times are positive; bad slots and sizes are refused naming the argument."""
+    a 3-slot ring: each device slot holds what was written into its pinned slot; a pinned
+    slot rewritten after host_slot() cannot alter the upload before it; the event times are
+    positive; bad slots and sizes are refused naming the argument."""
     core = usbeam._core
     n_slots, nbytes = 3, 1 << 20
     before = core.live_cuda_ring_count()
@@ -104,6 +105,17 @@ def test_ring_protocol_round_trip_and_bad_arguments(rng):
             core.live_cuda_ring_release(ring, k)
             upload_s, compute_s = core.live_cuda_ring_seconds(ring, k)
             assert upload_s > 0 and compute_s >= 0
+    # a pinned slot handed out again waits for its upload: rewriting it then cannot change
+    # what the upload delivers (under the emulator the copy is deferred until that wait)
+    first, second = (rng.integers(0, 255, nbytes, dtype=np.uint8) for _ in range(2))
+    core.live_cuda_ring_host_slot(ring, 0)[:] = first
+    core.live_cuda_ring_upload(ring, 0, nbytes)
+    core.live_cuda_ring_host_slot(ring, 0)[:] = second
+    ptr, stream = core.live_cuda_ring_acquire(ring, 0)
+    slot = core.device_wrap(ptr, (nbytes,), np.uint8, True, ring, "slot")
+    slot._mark_used(stream)
+    np.testing.assert_array_equal(slot.to_numpy(), first)
+    core.live_cuda_ring_release(ring, 0)
     with pytest.raises(ValueError, match="slot"):
         core.live_cuda_ring_host_slot(ring, n_slots)
     with pytest.raises(ValueError, match="bytes"):
