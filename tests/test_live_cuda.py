@@ -83,8 +83,9 @@ def test_ring_refused_cleanly_without_gpu():
 def test_ring_protocol_round_trip_and_bad_arguments(rng):
     """host_slot -> upload -> acquire -> (read on the compute stream) -> release, twice around
     a 3-slot ring: each device slot holds what was written into its pinned slot; a pinned
-    slot rewritten after host_slot() cannot alter the upload before it; the event times are
-    positive; bad slots and sizes are refused naming the argument."""
+    slot rewritten after host_slot() cannot alter the upload before it; an upload cannot
+    overwrite a device slot before compute released it; the event times are positive; bad
+    slots and sizes are refused naming the argument."""
     core = usbeam._core
     n_slots, nbytes = 3, 1 << 20
     before = core.live_cuda_ring_count()
@@ -115,7 +116,16 @@ def test_ring_protocol_round_trip_and_bad_arguments(rng):
     slot = core.device_wrap(ptr, (nbytes,), np.uint8, True, ring, "slot")
     slot._mark_used(stream)
     np.testing.assert_array_equal(slot.to_numpy(), first)
+    # the next upload into a device slot waits until compute released it: a read queued on
+    # the compute stream before release() sees the old frame even when the host then waits
+    # for the new upload first
+    seen = device.empty((nbytes,), np.uint8)
+    core.device_copy(seen.ptr, ptr, nbytes, stream)
+    seen._mark_used(stream)
     core.live_cuda_ring_release(ring, 0)
+    core.live_cuda_ring_upload(ring, 0, nbytes)                       # uploads `second`
+    core.live_cuda_ring_host_slot(ring, 0)                            # host waits for that upload
+    np.testing.assert_array_equal(seen.to_numpy(), first)
     with pytest.raises(ValueError, match="slot"):
         core.live_cuda_ring_host_slot(ring, n_slots)
     with pytest.raises(ValueError, match="bytes"):
