@@ -777,7 +777,7 @@ void usbeam_live_gather_plan_destroy(usbeam_live_gather_plan *plan);
  * makes the compute stream wait for "uploaded" and returns the device buffer and the
  * compute stream (cudaStream_t as void *) to enqueue the pipeline on; release(k) records
  * "consumed".  So a device slot is never overwritten while in use nor read while partly
- * written, and copies overlap compute.  NOT RUN YET: compiled, no device was available. */
+ * written, and copies overlap compute.  Tested under the CUDA emulator, not yet on a GPU. */
 typedef struct usbeam_live_cuda_ring usbeam_live_cuda_ring;
 usbeam_status usbeam_live_cuda_ring_create(int device, int n_slots, size_t slot_bytes,
                                            usbeam_live_cuda_ring **ring);

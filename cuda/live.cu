@@ -17,7 +17,8 @@
  * at that step of usbeam.live's state machine (FREE -> WRITING -> READY -> UPLOADING ->
  * UPLOADED -> COMPUTING), whose transitions happen under the session's lock.
  *
- * STATUS: compiled with nvcc (sm_90); NOT RUN: no GPU was available when it was written.
+ * STATUS: compiled with nvcc (sm_90) and tested under the CPU emulator of the CUDA runtime
+ * (tests/cuda_emu: stream/event order); not yet run on a GPU.
  */
 #include "../csrc/usbeam_internal.h"
 #include "cuda_common.cuh"

@@ -35,8 +35,9 @@ the upload and of the compute per frame (events), the pipeline's own stage times
 ``upload_gbps``: bytes uploaded over the GPU time of the copies (the host copy into pinned
 memory is ``copy_gbps``).
 
-STATUS: written and compiled on a machine without a GPU; the test file
-tests/test_live_cuda.py has not run on a device yet.
+STATUS: written on a machine without a GPU; tests/test_live_cuda.py passes on the ring
+stand-in and, GPU tests included, under the CUDA emulator (make test-emu); not yet run on
+a real device.
 """
 import threading
 
