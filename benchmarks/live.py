@@ -204,6 +204,9 @@ def shared_memory_round_trip(frames, cmap, n_frames):
 # ---- GPU part ------------------------------------------------------------------------------
 
 GPU_TARGET_FRACTION, GPU_TARGET_GBPS = 0.80, 18.0
+# (acquisitions, elements, raw channels, samples): 8 MB and 16 MB of mapped int16 per frame
+GPU_CONFIGS = [(8, 128, 256, 4096), (16, 256, 256, 2048)]
+GPU_QUICK_CONFIGS = GPU_CONFIGS[:1]
 
 
 def make_gpu_pipeline(n_acq, n_el, n_s):
@@ -289,9 +292,8 @@ def gpu_latency_at_load(make, cmap, frames, load, period, n_frames):
 def gpu_part(args, report):
     seconds = 2.0 if args.quick else 5.0
     n_frames = 200 if args.quick else 1000
-    configs = [(8, 128, 256, 4096)] if args.quick else [(8, 128, 256, 4096), (16, 256, 256, 2048)]
     report["gpu"] = []
-    for n_acq, n_el, n_ch, n_s in configs:
+    for n_acq, n_el, n_ch, n_s in (GPU_QUICK_CONFIGS if args.quick else GPU_CONFIGS):
         frames, cmap = make_frames(n_acq, n_el, n_ch, n_s)
 
         def make():
