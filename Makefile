@@ -15,7 +15,7 @@ CFLAGS_C += -Werror
 endif
 CORE_C := $(filter-out csrc/module.c csrc/py_%.c,$(wildcard csrc/*.c))
 
-.PHONY: all venv build test ctest pytest demo asan bench clean client emu-build test-emu
+.PHONY: all venv build test ctest pytest demo asan bench clean client emu-build test-emu test-emu-if-headers
 
 all: build
 
@@ -45,6 +45,7 @@ pytest: build
 
 test: build ctest
 	$(PY) -m pytest -q
+	$(MAKE) --no-print-directory test-emu-if-headers
 
 demo: build
 	$(PY) -m usbeam.demo --out demo_bmode.png
@@ -71,11 +72,23 @@ asan: $(STAMP)
 EMU_PKG := build/emu/pkg
 emu-build: $(STAMP)
 	@mkdir -p $(EMU_PKG)/usbeam
+	rm -rf $(EMU_PKG)/usbeam/*.py $(EMU_PKG)/usbeam/live
 	cp -r usbeam/*.py usbeam/live $(EMU_PKG)/usbeam/
 	USBEAM_CUDA=emu $(PY) setup.py --quiet build_ext --build-lib $(EMU_PKG) --build-temp build/emu/temp
 
 test-emu: emu-build
 	cd $(EMU_PKG) && USBEAM_EMU_QUIET=1 $(abspath $(PY)) -m pytest -q -p no:cacheprovider -m cuda $(abspath tests)
+
+# make test runs the emulated CUDA tests wherever the CUDA headers are (as setup.py finds them).
+NVCC_PATH := $(shell command -v nvcc 2>/dev/null)
+CUDA_RUNTIME_H := $(firstword $(wildcard $(if $(CUDA_HOME),$(CUDA_HOME)/include/cuda_runtime.h) \
+    $(if $(NVCC_PATH),$(dir $(NVCC_PATH))../include/cuda_runtime.h) /usr/local/cuda/include/cuda_runtime.h))
+test-emu-if-headers:
+ifneq ($(CUDA_RUNTIME_H),)
+	$(MAKE) --no-print-directory test-emu
+else
+	@echo "CUDA emulator tests skipped: no CUDA headers (cuda_runtime.h) on this machine"
+endif
 
 bench: build
 	$(PY) benchmarks/run.py

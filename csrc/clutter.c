@@ -371,8 +371,7 @@ usbeam_status usbeam_clutter_execute(usbeam_clutter_plan *plan, const void *in, 
         clutter_apply_projection(plan, in, out);
         break;
     case USBEAM_CLUTTER_SVD:
-        clutter_svd_filter(plan, in, out);
-        break;
+        return clutter_svd_filter(plan, in, out);
     case USBEAM_CLUTTER_IIR:
         clutter_iir_filter(plan, in, out);
         plan->started = 1;

@@ -85,7 +85,8 @@ static inline int clutter_thread_id(void)
 /* out = in - C B B^H (p->subtract) or C B B^H, with B = p->basis (n_frames x p->n_basis). */
 void clutter_apply_projection(usbeam_clutter_plan *p, const float *in, float *out);
 /* SVD filter: Gram matrix, eigen-decomposition, cut-offs, then the projection. */
-void clutter_svd_filter(usbeam_clutter_plan *p, const float *in, float *out);
+/* USBEAM_ERR_INVALID_ARGUMENT when the ensemble holds NaN or inf (out untouched). */
+usbeam_status clutter_svd_filter(usbeam_clutter_plan *p, const float *in, float *out);
 /* IIR: section coefficients from the parameters; projection-initialisation tables. */
 void clutter_iir_design(usbeam_clutter_plan *p);
 usbeam_status clutter_iir_prepare_projection(usbeam_clutter_plan *p);

@@ -156,10 +156,16 @@ static double temporal_frequency(const zdouble *v, size_t n, int k)
     return fabs(carg(r)) / (2.0 * CLUTTER_PI);
 }
 
-void clutter_svd_filter(usbeam_clutter_plan *p, const float *in, float *out)
+usbeam_status clutter_svd_filter(usbeam_clutter_plan *p, const float *in, float *out)
 {
     const size_t n = p->params.n_frames;
     compute_gram(p, in);
+    /* A NaN or inf sample makes its frame's energy, a diagonal entry, non-finite; the
+     * eigenvectors would then be garbage and (automatic cut-off) the input would pass through
+     * unfiltered: refuse it instead, at the cost of n checks. */
+    for (size_t k = 0; k < n; ++k)
+        if (!isfinite(creal(p->gram[k * n + k])))
+            return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "iq: the ensemble holds NaN or inf (frame %zu)", k);
     hermitian_jacobi(p->gram, p->eigvec, n);
     for (size_t k = 0; k < n; ++k) {
         p->eigval[k] = creal(p->gram[k * n + k]);
@@ -202,5 +208,6 @@ void clutter_svd_filter(usbeam_clutter_plan *p, const float *in, float *out)
         }
     }
     clutter_apply_projection(p, in, out);
+    return USBEAM_OK;
 }
 

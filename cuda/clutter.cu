@@ -22,8 +22,7 @@
  *         (double [2][L][n_pixels]) until the projection initialisation rewrites them.
  *         State: double [n_state][2][n_pixels] on the device, zeroed by reset.
  *
- * Not on CUDA (plan create refuses it with USBEAM_ERR_UNSUPPORTED): the SVD filter (Gram
- * matrix + eigen-decomposition).
+ * The SVD filter (Gram matrix + eigen-decomposition) has its own twin, cuda/clutter_svd.cu.
  */
 #include "exec.cuh"
 

@@ -10,210 +10,248 @@
  *         dimension n_pixels; out may alias in (the product then goes through a scratch copy).
  * Stages, all on the plan's stream (no host round trip inside execute):
  *   "clutter.svd.gram":  G = C^H C in double, as the CPU: pixel chunks of C widened to
- *                        complex128 (exact) and accumulated with cublasZherk (upper triangle,
- *                        CUBLAS_PEDANTIC_MATH).  Why not cublasCherk: a float32 Gram carries
- *                        errors ~ eps_f sqrt(n_pixels) lambda_max in every entry, which blurs
- *                        components more than ~55 dB below the tissue, a range Doppler
- *                        ensembles reach; the chunk bounds the widened scratch (SVD_CHUNK).
- *   "clutter.svd.eigen": one thread block: G widened to double, Hermitian cyclic Jacobi in the
- *                        CPU's rotation order (each rotation's row/column updates spread over the
- *                        block), eigenvalues sorted descending, singular values, cut-offs, and
- *                        the n_frames x n_frames projector P (double, stored complex64
- *                        column-major): V_K V_K^H, or I - V_R V_R^H when fewer components are
- *                        removed than kept (as the CPU projects on the smaller set).
+ *                        complex128 (exact, zero-padded to whole slices) and multiplied with
+ *                        cublasZgemmStridedBatched, one batch entry per pixel slice (split-K by
+ *                        hand: a plain cublasZherk/Zgemm of an n x n result over 32768 pixels
+ *                        keeps a few thread blocks busy walking k; slices give ~4096/n blocks'
+ *                        worth of independent GEMMs), partial Grams accumulated per slice over
+ *                        the chunks, then summed slice by slice in a fixed order (deterministic)
+ *                        by gram_reduce_kernel; CUBLAS_PEDANTIC_MATH.  Why not single precision:
+ *                        a float32 Gram carries errors ~ eps_f sqrt(n_pixels) lambda_max in every
+ *                        entry, which blurs components more than ~55 dB below the tissue, a range
+ *                        Doppler ensembles reach; the chunk bounds the widened scratch (SVD_CHUNK).
+ *   "clutter.svd.eigen": one thread block: G's upper triangle loaded, Hermitian Jacobi in the
+ *                        parallel round-robin ordering of csrc/jacobi_math.h (n/2 disjoint rotations per
+ *                        step, each computed and applied by its own group of threads: columns,
+ *                        barrier, rows, barrier), sweeps until the off-diagonal energy is below
+ *                        the CPU's relative threshold; eigenvalues ranked in parallel (the CPU's
+ *                        stable descending order), singular values, each eigenvector's mean
+ *                        Doppler frequency in parallel, cut-offs, and the n_frames x n_frames
+ *                        projector P (double, stored complex64 column-major): V_K V_K^H, or
+ *                        I - V_R V_R^H when fewer components are removed than kept (as the CPU
+ *                        projects on the smaller set).  A, B (the half-rotated A U) and V live in
+ *                        shared memory up to n = 69 on sm_90, in global memory (L2) above.
  *   "clutter.svd.apply": out = C P, cublasCgemm (pedantic math).
  * Why a one-block Jacobi in double rather than cuSOLVER (heevd/heevj): n_frames <= 128 here
- * (Doppler ensembles), the matrix is at most 256 KiB in double and lives in global memory/L2;
- * one block needs no new library, no workspace query and no host synchronisation, and it
- * reproduces the CPU reference's rotation sequence, so near-degenerate eigenvectors come out
- * alike on both backends.  Cost (not measured: never run on a GPU yet): each rotation is a
- * few dependent global-memory steps and barriers, estimated ~2-3 us, so ~10 ms per execute at
- * n = 32 and ~0.2 s at n = 128 (n(n-1)/2 rotations x ~8-10 sweeps).  If that matters, a
- * parallel round-robin ordering (n/2 disjoint rotations at once) is the next step, at the
- * price of a rotation order different from the CPU's.
+ * (Doppler ensembles); one block needs no new library, no workspace query and no host
+ * synchronisation (graph capture holds), and its per-pair code is the host's
+ * (usbeam_jacobi_round_robin, checked against the CPU's cyclic Jacobi by tests/c/test_jacobi.c).
+ * The rotation order differs from the CPU's cyclic one, so the two backends agree on eigenvalues
+ * to rounding and on eigenvectors up to rounding / eigenvalue gap (a projector on a whole
+ * degenerate cluster is unaffected).
+ * Cost of the eigen stage (an estimate: not run on a GPU yet).  A sweep is n - 1 steps (n even,
+ * n for odd n) of two __syncthreads each, plus one block reduction (the convergence test);
+ * a step is a dependent chain of: 3 loads of A, the rotation (2 sqrt + 3 div in double, ~0.2 us),
+ * the column updates (ceil(n / group) rows per thread), barrier, the row updates, barrier: ~0.4 us
+ * in shared memory, ~1.5 us with A, B, V in L2 (n > 69).  Measured on the host (test_jacobi),
+ * Doppler-like ensembles converge in 7 sweeps at n = 32 and 9 at n = 128 (random spectra: <= 9;
+ * repeated or 120 dB graded spectra ~20, as the CPU's ordering).  So ~7 x 31 x 0.4 us ~ 0.1 ms at
+ * n = 32 (512 threads, one per (pair, row)), ~8 x 63 x 0.5 us ~ 0.25 ms at n = 64, and
+ * ~9 x 127 x 1.5 us ~ 1.7 ms at n = 128 (1024 threads, 8 rows each), against ~10 ms and ~0.2 s for
+ * the former one-rotation-at-a-time kernel (n(n-1)/2 rotations x 4 barriers per sweep).  The
+ * ranking, frequencies and projector are O(n^2) to O(n^3 / threads) work, a few us.
+ * Gram stage (estimate too): the widening reads 8 and writes 16 bytes per sample, the GEMM reads
+ * the 16 again (~40 bytes per sample: ~15 us for 32 frames x 65536 pixels at ~3 TB/s), and its
+ * 8 n^2 flops per pixel in double (~0.5 GFLOP at n = 32, ~8.6 GFLOP at n = 128 for 65536 pixels)
+ * run on ~4096/n x (n/32)^2 independent tiles instead of the ~(n/32)^2 of one Zherk.
  * The precision gap to the CPU is the float32 projector and product (cublasCgemm; the CPU
  * projects in double): see tests/tolerances.py, family cuda.
  */
 #include "exec.cuh"
+#include "jacobi_math.h"
 
 #include <cublas_v2.h>
 
 namespace {
 
-constexpr int EIGEN_THREADS = 256;
-constexpr int MAX_FRAMES = 128;
-constexpr int JACOBI_MAX_SWEEPS = 60;
+constexpr int MAX_FRAMES = USBEAM_JACOBI_MAX_N;
+constexpr int EIGEN_MAX_THREADS = 1024;
 constexpr int WIDEN_THREADS = 256;
 /* cuBLAS workspace owned by the plan (NVIDIA's recommendation for Hopper): no allocation by
  * cuBLAS inside execute, so a CUDA-graph capture of the chain (DopplerPipeline) holds. */
 constexpr size_t CUBLAS_WORKSPACE_BYTES = 32u << 20;
 constexpr size_t SVD_CHUNK = 32768; /* pixels per Gram chunk: <= 64 MiB of complex128 at 128 frames */
+constexpr int GRAM_SLICE_TARGET = 4096; /* slices per chunk ~ this / n_frames: ~64 KiB x n of partials */
+constexpr size_t GRAM_MIN_SLICE = 64;   /* pixels: below this a slice is too short to be worth a GEMM */
+constexpr int REDUCE_THREADS = 256;
 constexpr double PI = 3.14159265358979323846;
 const char *const STAGE_NAMES[] = {"clutter.svd.gram", "clutter.svd.eigen", "clutter.svd.apply"};
 enum { STAGE_GRAM = 0, STAGE_EIGEN = 1, STAGE_APPLY = 2 };
 
-__device__ double2 cmul(double2 x, double2 y) { return make_double2(x.x * y.x - x.y * y.y, x.x * y.y + x.y * y.x); }
-__device__ double2 cconj(double2 x) { return make_double2(x.x, -x.y); }
-__device__ double2 cscale(double s, double2 x) { return make_double2(s * x.x, s * x.y); }
-__device__ double2 csub(double2 x, double2 y) { return make_double2(x.x - y.x, x.y - y.y); }
-__device__ double2 cadd(double2 x, double2 y) { return make_double2(x.x + y.x, x.y + y.y); }
-__device__ double cnorm2(double2 x) { return x.x * x.x + x.y * x.y; }
+/* The head of the eigen kernel's dynamic shared memory; A, B, V follow it when they fit (the
+ * kernel has no static shared memory, so its whole opt-in size is this dynamic block). */
+struct EigenShared {
+    double warp_sums[EIGEN_MAX_THREADS / 32];
+    double eigval[MAX_FRAMES];
+    double frequency[MAX_FRAMES]; /* mean Doppler frequency of eigenvector k, fraction of the PRF */
+    int order[MAX_FRAMES];        /* eigen indices by descending eigenvalue */
+    int basis_cols[MAX_FRAMES];
+    int n_basis, subtract;
+};
+static_assert(sizeof(EigenShared) % alignof(usbeam_zd) == 0, "A, B, V follow EigenShared aligned");
 
-/* Block-wide sum of one double per thread (blockDim.x == EIGEN_THREADS). */
-__device__ double block_sum(double x, double *scratch)
+/* Sum of one double per thread, the same value in every thread (blockDim.x a multiple of 32):
+ * warp shuffles, then every thread adds the warp sums in the same order. */
+__device__ double block_sum(double x, double *warp_sums)
 {
-    scratch[threadIdx.x] = x;
+    for (int offset = 16; offset > 0; offset /= 2) x += __shfl_down_sync(0xffffffffu, x, offset);
+    if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = x;
     __syncthreads();
-    for (int stride = EIGEN_THREADS / 2; stride > 0; stride /= 2) {
-        if ((int)threadIdx.x < stride) scratch[threadIdx.x] += scratch[threadIdx.x + stride];
-        __syncthreads();
-    }
-    const double total = scratch[0];
-    __syncthreads();
+    double total = 0.0;
+    for (int w = 0; w < (int)blockDim.x / 32; ++w) total += warp_sums[w];
+    __syncthreads(); /* warp_sums is reused by the next call */
     return total;
 }
 
-/* wide[t][i] = in[t][first + i] in double, i < count (column-major chunk, leading dim count) */
-__global__ void widen_kernel(const float2 *in, double2 *wide, size_t n_frames, size_t n_pixels, size_t first,
-                             size_t count)
+/* wide[t][i] = in[t][first + i] in double for i < count, 0 for count <= i < padded (column-major
+ * chunk, leading dimension padded); frame t = blockIdx.y, so no 64-bit division per element. */
+__global__ void widen_kernel(const float2 *in, double2 *wide, size_t n_pixels, size_t first, size_t count,
+                             size_t padded)
 {
-    for (size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x; j < n_frames * count;
-         j += (size_t)gridDim.x * blockDim.x) {
-        const size_t t = j / count, i = j % count;
-        const float2 x = in[t * n_pixels + first + i];
-        wide[j] = make_double2(x.x, x.y);
+    const size_t t = blockIdx.y;
+    const float2 *src = in + t * n_pixels + first;
+    double2 *dst = wide + t * padded;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < padded; i += (size_t)gridDim.x * blockDim.x) {
+        const float2 x = i < count ? src[i] : make_float2(0.0f, 0.0f);
+        dst[i] = make_double2(x.x, x.y);
     }
 }
 
-/* a, v: device scratch double2 [n][n] row-major (a destroyed); singular: [n] descending;
- * cuts: [low, high] used; projector: complex64 [n][n] column-major (P(s, t) at t * n + s). */
-__global__ void __launch_bounds__(EIGEN_THREADS)
-eigen_kernel(const double2 *gram, double2 *a, double2 *v, int n, int low_param, int high_param, double auto_frequency,
-             double *singular, int *cuts, float2 *projector)
+/* gram[e] = sum over slices s (in order) of partial[s][e], e < nn (column-major n x n). */
+__global__ void gram_reduce_kernel(const double2 *partial, double2 *gram, int nn, int slices)
 {
-    __shared__ double scratch[EIGEN_THREADS];
-    __shared__ double rot_c, rot_s;
-    __shared__ double2 rot_phase;
-    __shared__ int rot_skip;
-    __shared__ double eigval[MAX_FRAMES];
-    __shared__ int order[MAX_FRAMES], basis_cols[MAX_FRAMES], n_basis, subtract;
-    const int tid = threadIdx.x;
-    const int nn = n * n;
+    for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < nn; e += gridDim.x * blockDim.x) {
+        double2 sum = partial[e];
+        for (int s = 1; s < slices; ++s) {
+            const double2 x = partial[(size_t)s * nn + e];
+            sum.x += x.x;
+            sum.y += x.y;
+        }
+        gram[e] = sum;
+    }
+}
 
-    /* cublasZherk wrote the upper triangle, column-major: G(r, c) at c * n + r, r <= c */
+/* One block of blockDim.x threads (a multiple of 32, >= the pairs of a step).
+ * gram: G column-major (G(r, c) at c * n + r); its upper triangle is read and mirrored.
+ * a, b, v: device scratch usbeam_zd [n][n] each (csrc/jacobi_math.h), used when in_shared is
+ *          0; otherwise the three live in dynamic shared memory.
+ * singular: [n] descending; cuts: [low, high] used; projector: complex64 [n][n] column-major
+ *          (P(s, t) at t * n + s).
+ * Thread group `slot` (group = blockDim.x / pairs threads) owns pair `slot` of every step: it
+ * computes that rotation (each thread of the group alike, from the same A) and applies it to
+ * the rows (lane, lane + group, ...) of the pair's columns, then to the columns of its rows. */
+__global__ void __launch_bounds__(EIGEN_MAX_THREADS)
+eigen_kernel(const double2 *gram, usbeam_zd *a_global, usbeam_zd *b_global, usbeam_zd *v_global, int n,
+             int in_shared, int low_param, int high_param, double auto_frequency, double *singular, int *cuts,
+             float2 *projector)
+{
+    extern __shared__ double eigen_shared[];
+    EigenShared &sh = *(EigenShared *)eigen_shared;
+    usbeam_zd *jacobi_shared = (usbeam_zd *)(eigen_shared + sizeof(EigenShared) / sizeof(double));
+    const int tid = threadIdx.x, threads = blockDim.x;
+    const int nn = n * n;
+    usbeam_zd *a = in_shared ? jacobi_shared : a_global;
+    usbeam_zd *b = in_shared ? jacobi_shared + nn : b_global;
+    usbeam_zd *v = in_shared ? jacobi_shared + 2 * nn : v_global;
+
     double local = 0.0;
-    for (int i = tid; i < nn; i += EIGEN_THREADS) {
+    for (int i = tid; i < nn; i += threads) {
         const int r = i / n, c = i % n;
         const double2 g = r <= c ? gram[c * n + r] : gram[r * n + c];
-        double2 x = make_double2(g.x, r <= c ? g.y : -g.y);
-        if (r == c) x.y = 0.0;
+        usbeam_zd x = usbeam_zd_make(g.x, r <= c ? g.y : -g.y);
+        if (r == c) x.im = 0.0;
         a[i] = x;
-        v[i] = make_double2(r == c ? 1.0 : 0.0, 0.0);
-        local += cnorm2(x);
+        v[i] = usbeam_zd_make(r == c ? 1.0 : 0.0, 0.0);
+        local += usbeam_zd_norm2(x);
     }
-    const double total = block_sum(local, scratch);
+    const double total = block_sum(local, sh.warp_sums); /* its barriers also publish a and v */
+    /* a non-finite input gives a non-finite Gram: no rotation then, and NaN frequencies and
+     * projector below, so the output is NaN (as the CPU's, whose Jacobi spreads the NaN) rather
+     * than a projection on the unrotated basis */
+    const bool finite = isfinite(total);
 
-    for (int sweep = 0; total > 0.0 && sweep < JACOBI_MAX_SWEEPS; ++sweep) {
+    const int pairs = usbeam_jacobi_pairs(n), steps = usbeam_jacobi_steps(n);
+    const int group = threads / pairs, slot = tid / group, lane = tid % group;
+    const bool rotating = slot < pairs; /* the threads beyond pairs * group only help in the reductions */
+    for (int sweep = 0; finite && total > 0.0 && sweep < USBEAM_JACOBI_MAX_SWEEPS; ++sweep) {
         local = 0.0;
-        for (int i = tid; i < nn; i += EIGEN_THREADS)
-            if (i % n > i / n) local += cnorm2(a[i]);
-        if (block_sum(local, scratch) <= 1e-30 * total) break;
-        for (int p = 0; p + 1 < n; ++p) {
-            for (int q = p + 1; q < n; ++q) {
-                if (tid == 0) {
-                    const double2 apq = a[p * n + q];
-                    const double h = sqrt(cnorm2(apq));
-                    rot_skip = h <= 1e-300 || h * h <= 1e-34 * total;
-                    if (!rot_skip) {
-                        const double app = a[p * n + p].x, aqq = a[q * n + q].x;
-                        const double theta = (aqq - app) / (2.0 * h);
-                        const double t = (theta >= 0 ? 1.0 : -1.0) / (fabs(theta) + sqrt(theta * theta + 1.0));
-                        rot_c = 1.0 / sqrt(t * t + 1.0);
-                        rot_s = t * rot_c;
-                        rot_phase = cscale(1.0 / h, apq);
-                    }
-                }
-                __syncthreads();
-                if (rot_skip) { /* uniform; the barrier keeps thread 0 from rewriting it before all read it */
-                    __syncthreads();
-                    continue;
-                }
-                const double c = rot_c, s = rot_s;
-                const double2 phase = rot_phase, w = cconj(phase);
-                const double2 sw = cscale(s, w), cw = cscale(c, w), sph = cscale(s, phase), cph = cscale(c, phase);
-                for (int r = tid; r < n; r += EIGEN_THREADS) { /* A <- A U, V <- V U (columns) */
-                    const double2 arp = a[r * n + p], arq = a[r * n + q];
-                    a[r * n + p] = csub(cscale(c, arp), cmul(sw, arq));
-                    a[r * n + q] = cadd(cscale(s, arp), cmul(cw, arq));
-                    const double2 vrp = v[r * n + p], vrq = v[r * n + q];
-                    v[r * n + p] = csub(cscale(c, vrp), cmul(sw, vrq));
-                    v[r * n + q] = cadd(cscale(s, vrp), cmul(cw, vrq));
-                }
-                __syncthreads();
-                for (int r = tid; r < n; r += EIGEN_THREADS) { /* A <- U^H A (rows) */
-                    const double2 apr = a[p * n + r], aqr = a[q * n + r];
-                    a[p * n + r] = csub(cscale(c, apr), cmul(sph, aqr));
-                    a[q * n + r] = cadd(cscale(s, apr), cmul(cph, aqr));
-                }
-                __syncthreads();
-                if (tid == 0) {
-                    a[p * n + q] = a[q * n + p] = make_double2(0.0, 0.0);
-                    a[p * n + p].y = 0.0;
-                    a[q * n + q].y = 0.0;
-                }
-                __syncthreads();
+        for (int i = tid; i < nn; i += threads)
+            if (i % n > i / n) local += usbeam_zd_norm2(a[i]);
+        if (block_sum(local, sh.warp_sums) <= USBEAM_JACOBI_TOLERANCE * total) break; /* uniform */
+        for (int step = 0; step < steps; ++step) {
+            int p = 0, q = 0;
+            usbeam_jacobi_rotation u = {1.0, 0.0, {1.0, 0.0}, 0};
+            if (rotating) { /* reads A, writes B and V */
+                usbeam_jacobi_pair(n, step, slot, &p, &q);
+                u = usbeam_jacobi_rotation_for(a, n, p, q, total);
+                usbeam_jacobi_columns(a, b, v, n, p, q, &u, lane, group);
             }
+            __syncthreads();
+            if (rotating) usbeam_jacobi_rows(b, a, n, p, q, &u, lane, group); /* reads B, writes A */
+            __syncthreads();
         }
     }
 
-    if (tid == 0) {
-        for (int k = 0; k < n; ++k) {
-            eigval[k] = a[k * n + k].x;
-            order[k] = k;
+    /* NaN (from a non-finite input) ranks as -inf: the ranks stay a permutation, so every index
+     * read below is in range whatever the input */
+    for (int k = tid; k < n; k += threads) sh.eigval[k] = isnan(a[k * n + k].re) ? -INFINITY : a[k * n + k].re;
+    __syncthreads();
+    for (int k = tid; k < n; k += threads) {
+        /* rank in a stable descending order: the CPU's insertion sort, computed in parallel */
+        const double lambda = sh.eigval[k];
+        int rank = 0;
+        for (int j = 0; j < n; ++j) rank += sh.eigval[j] > lambda || (sh.eigval[j] == lambda && j < k);
+        sh.order[rank] = k;
+        singular[rank] = lambda > 0.0 ? sqrt(lambda) : 0.0;
+        double2 r = make_double2(0.0, 0.0); /* lag-one autocorrelation of eigenvector k, as the CPU */
+        for (int t = 0; t + 1 < n; ++t) {
+            const usbeam_zd x = usbeam_zd_mul(v[(t + 1) * n + k], usbeam_zd_make(v[t * n + k].re, -v[t * n + k].im));
+            r.x += x.re;
+            r.y += x.im;
         }
-        for (int i = 1; i < n; ++i) { /* insertion sort by descending eigenvalue, as the CPU */
-            const int key = order[i];
-            int j = i;
-            while (j > 0 && eigval[order[j - 1]] < eigval[key]) {
-                order[j] = order[j - 1];
-                --j;
-            }
-            order[j] = key;
-        }
-        for (int k = 0; k < n; ++k) {
-            const double lambda = eigval[order[k]];
-            singular[k] = lambda > 0.0 ? sqrt(lambda) : 0.0;
-        }
+        sh.frequency[k] = finite ? fabs(atan2(r.y, r.x)) / (2.0 * PI) : NAN;
+    }
+    __syncthreads();
+    if (tid == 0) { /* O(n) scans */
         const int high = high_param < 0 ? n - 1 : high_param;
         int low = low_param;
         if (low < 0) {
             low = 0;
-            while (low < n) {
-                const int col = order[low];
-                double2 r = make_double2(0.0, 0.0);
-                for (int t = 0; t + 1 < n; ++t) r = cadd(r, cmul(v[(t + 1) * n + col], cconj(v[t * n + col])));
-                if (fabs(atan2(r.y, r.x)) / (2.0 * PI) >= auto_frequency) break;
-                ++low;
-            }
+            while (low < n && sh.frequency[sh.order[low]] < auto_frequency) ++low;
         }
         cuts[0] = low;
         cuts[1] = high;
         const int n_keep = low <= high ? high - low + 1 : 0;
-        subtract = n - n_keep <= n_keep;
-        n_basis = 0;
+        sh.subtract = n - n_keep <= n_keep; /* project on the smaller set, as the CPU */
+        sh.n_basis = 0;
         for (int k = 0; k < n; ++k) {
             const int kept = k >= low && k <= high;
-            if (kept != subtract) basis_cols[n_basis++] = order[k];
+            if (kept != sh.subtract) sh.basis_cols[sh.n_basis++] = sh.order[k];
         }
     }
     __syncthreads();
-    for (int i = tid; i < nn; i += EIGEN_THREADS) {
+    for (int i = tid; i < nn; i += threads) {
         const int t = i / n, s = i % n; /* column-major: P(s, t) */
         double2 sum = make_double2(0.0, 0.0);
-        for (int k = 0; k < n_basis; ++k) sum = cadd(sum, cmul(v[s * n + basis_cols[k]], cconj(v[t * n + basis_cols[k]])));
-        if (subtract) sum = make_double2((s == t ? 1.0 : 0.0) - sum.x, -sum.y);
+        for (int k = 0; k < sh.n_basis; ++k) {
+            const int col = sh.basis_cols[k];
+            const usbeam_zd x = usbeam_zd_mul(v[s * n + col], usbeam_zd_make(v[t * n + col].re, -v[t * n + col].im));
+            sum.x += x.re;
+            sum.y += x.im;
+        }
+        if (sh.subtract) sum = make_double2((s == t ? 1.0 : 0.0) - sum.x, -sum.y);
+        if (!finite) sum = make_double2(NAN, NAN);
         projector[i] = make_float2((float)sum.x, (float)sum.y);
     }
+}
+
+/* Threads of the eigen kernel for n frames: about one per (pair, row) of a phase, whole warps,
+ * at least 64 (the reductions), at most EIGEN_MAX_THREADS. */
+int eigen_threads(int n)
+{
+    int want = usbeam_jacobi_pairs(n) * n;
+    want = (want + 31) / 32 * 32;
+    return want < 64 ? 64 : want > EIGEN_MAX_THREADS ? EIGEN_MAX_THREADS : want;
 }
 
 } // namespace
@@ -224,15 +262,35 @@ struct usbeam_clutter_svd_cuda {
     int n_frames, n_pixels, low, high;
     int executed; /* svd_info refuses a plan not executed yet, as the CPU does */
     double auto_frequency;
-    size_t chunk;                       /* pixels per Gram chunk */
+    size_t chunk;                       /* pixels per Gram chunk (the last may be shorter) */
+    int slices;                         /* GEMM batch entries per chunk */
+    size_t slice;                       /* pixels per slice; chunk <= slices * slice = padded */
     unsigned widen_grid;
-    double2 *gram, *wide;               /* device: [n][n], [n_frames][chunk] */
+    double2 *gram, *wide;               /* device: [n][n], [n_frames][padded] */
+    double2 *partial;                   /* device: [slices][n][n], one partial Gram per slice */
     float2 *projector, *product;        /* device: [n][n], [n_frames][n_pixels] */
-    double2 *a, *v;                     /* device Jacobi scratch [n][n] */
+    usbeam_zd *a, *b, *v;               /* device Jacobi scratch [n][n] (unused when in_shared) */
+    int eigen_threads, in_shared;       /* eigen kernel: block size; A, B, V in shared memory */
+    size_t eigen_shared_bytes;          /* its dynamic shared memory */
     double *singular;                   /* device [n] */
     int *cuts;                          /* device [2] */
     void *cublas_workspace;             /* device CUBLAS_WORKSPACE_BYTES */
 };
+
+/* A, B and V go to shared memory when they fit the block's opt-in limit (n <= 69 on sm_90, where
+ * 227 KiB are allowed) and to global memory (L2-resident: 768 KiB at n = 128) otherwise.  The
+ * kernel's dynamic limit is raised to the device's whole opt-in size, the same for every plan,
+ * so one plan cannot lower another's. */
+static usbeam_status eigen_placement(usbeam_clutter_svd_cuda *p)
+{
+    const size_t matrices = 3 * (size_t)p->n_frames * (size_t)p->n_frames * sizeof(usbeam_zd);
+    const size_t optin = (size_t)usbeam_cuda_exec_max_shared_optin(p->exec);
+    p->in_shared = sizeof(EigenShared) + matrices <= optin;
+    p->eigen_shared_bytes = sizeof(EigenShared) + (p->in_shared ? matrices : 0);
+    if (p->eigen_shared_bytes > 48 * 1024)
+        USBEAM_CUDA_TRY(cudaFuncSetAttribute(eigen_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)optin));
+    return USBEAM_OK;
+}
 
 extern "C" usbeam_status usbeam_clutter_svd_cuda_create(const usbeam_clutter_params *params,
                                                         usbeam_clutter_svd_cuda **out)
@@ -242,6 +300,8 @@ extern "C" usbeam_status usbeam_clutter_svd_cuda_create(const usbeam_clutter_par
     if (params->n_frames > (size_t)MAX_FRAMES)
         return usbeam_fail(USBEAM_ERR_UNSUPPORTED, "n_frames: the SVD filter on CUDA takes at most %d frames (got %zu)",
                            MAX_FRAMES, params->n_frames);
+    if (params->n_frames < 1 || params->n_pixels < 1)
+        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "n_frames, n_pixels: the ensemble is empty");
     if (params->n_pixels > (size_t)INT32_MAX)
         return usbeam_fail(USBEAM_ERR_UNSUPPORTED, "n_pixels: at most 2^31-1 for the SVD filter on CUDA");
     size_t product_bytes;
@@ -257,17 +317,31 @@ extern "C" usbeam_status usbeam_clutter_svd_cuda_create(const usbeam_clutter_par
     p->auto_frequency = params->svd_auto_frequency;
     const size_t nn = params->n_frames * params->n_frames;
     usbeam_status st = usbeam_cuda_exec_create(STAGE_NAMES, 3, &p->exec);
-    p->chunk = params->n_pixels < SVD_CHUNK ? params->n_pixels : SVD_CHUNK;
-    const size_t widen_blocks = (p->chunk * params->n_frames + WIDEN_THREADS - 1) / WIDEN_THREADS;
-    p->widen_grid = (unsigned)(widen_blocks < 4096 ? widen_blocks : 4096);
+    /* equal chunks (no short tail chunk of mostly padding), each cut into equal slices */
+    const size_t n_chunks = (params->n_pixels + SVD_CHUNK - 1) / SVD_CHUNK;
+    p->chunk = (params->n_pixels + n_chunks - 1) / n_chunks;
+    size_t slices = (size_t)(GRAM_SLICE_TARGET / p->n_frames);
+    const size_t max_slices = (p->chunk + GRAM_MIN_SLICE - 1) / GRAM_MIN_SLICE;
+    slices = slices < 1 ? 1 : slices > max_slices ? max_slices : slices;
+    p->slice = (p->chunk + slices - 1) / slices;
+    p->slices = (int)((p->chunk + p->slice - 1) / p->slice); /* every slice holds pixels of the chunk */
+    const size_t padded = (size_t)p->slices * p->slice;
+    const size_t widen_blocks = (padded + WIDEN_THREADS - 1) / WIDEN_THREADS; /* per frame */
+    p->widen_grid = (unsigned)(widen_blocks < 128 ? widen_blocks : 128);
     if (st == USBEAM_OK) st = usbeam_cuda_exec_alloc(p->exec, nn * sizeof(double2), "SVD Gram", (void **)&p->gram);
     if (st == USBEAM_OK)
-        st = usbeam_cuda_exec_alloc(p->exec, p->chunk * params->n_frames * sizeof(double2), "SVD widened chunk",
+        st = usbeam_cuda_exec_alloc(p->exec, (size_t)p->slices * nn * sizeof(double2), "SVD partial Grams",
+                                    (void **)&p->partial);
+    if (st == USBEAM_OK)
+        st = usbeam_cuda_exec_alloc(p->exec, padded * params->n_frames * sizeof(double2), "SVD widened chunk",
                                     (void **)&p->wide);
     if (st == USBEAM_OK)
         st = usbeam_cuda_exec_alloc(p->exec, nn * sizeof(float2), "SVD projector", (void **)&p->projector);
-    if (st == USBEAM_OK) st = usbeam_cuda_exec_alloc(p->exec, nn * sizeof(double2), "SVD Jacobi", (void **)&p->a);
-    if (st == USBEAM_OK) st = usbeam_cuda_exec_alloc(p->exec, nn * sizeof(double2), "SVD Jacobi", (void **)&p->v);
+    p->eigen_threads = eigen_threads(p->n_frames);
+    if (st == USBEAM_OK) st = eigen_placement(p);
+    for (int m = 0; st == USBEAM_OK && !p->in_shared && m < 3; ++m)
+        st = usbeam_cuda_exec_alloc(p->exec, nn * sizeof(usbeam_zd), "SVD Jacobi",
+                                    (void **)(m == 0 ? &p->a : m == 1 ? &p->b : &p->v));
     if (st == USBEAM_OK)
         st = usbeam_cuda_exec_alloc(p->exec, params->n_frames * sizeof(double), "SVD values", (void **)&p->singular);
     if (st == USBEAM_OK) st = usbeam_cuda_exec_alloc(p->exec, 2 * sizeof(int), "SVD cut-offs", (void **)&p->cuts);
@@ -305,7 +379,6 @@ static usbeam_status svd_run(usbeam_clutter_svd_cuda *p, const float2 *in, float
 {
     usbeam_cuda_exec *e = p->exec;
     const int n = p->n_frames, m = p->n_pixels;
-    const double one = 1.0, zero = 0.0;
     const cuComplex c_one = make_cuComplex(1.0f, 0.0f), c_zero = make_cuComplex(0.0f, 0.0f);
     usbeam_status st = usbeam_cuda_stage_begin(e, STAGE_GRAM);
     if (st != USBEAM_OK) return st;
@@ -313,18 +386,28 @@ static usbeam_status svd_run(usbeam_clutter_svd_cuda *p, const float2 *in, float
     /* per execute: the caller may have moved the plan to another stream (set_stream) */
     USBEAM_CUBLAS_TRY(cublasSetStream(p->cublas, stream));
     USBEAM_CUBLAS_TRY(cublasSetWorkspace(p->cublas, p->cublas_workspace, CUBLAS_WORKSPACE_BYTES)); /* reset by SetStream */
+    const size_t padded = (size_t)p->slices * p->slice;
+    const cuDoubleComplex z_one = make_cuDoubleComplex(1.0, 0.0), z_zero = make_cuDoubleComplex(0.0, 0.0);
     for (size_t first = 0; first < (size_t)m; first += p->chunk) {
         const size_t count = (size_t)m - first < p->chunk ? (size_t)m - first : p->chunk;
-        widen_kernel<<<p->widen_grid, WIDEN_THREADS, 0, stream>>>(in, p->wide, (size_t)n, (size_t)m, first, count);
+        widen_kernel<<<dim3(p->widen_grid, (unsigned)n), WIDEN_THREADS, 0, stream>>>(in, p->wide, (size_t)m, first,
+                                                                                    count, padded);
         USBEAM_CUDA_TRY(cudaGetLastError());
-        USBEAM_CUBLAS_TRY(cublasZherk(p->cublas, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_C, n, (int)count, &one,
-                                      (const cuDoubleComplex *)p->wide, (int)count, first == 0 ? &zero : &one,
-                                      (cuDoubleComplex *)p->gram, n));
+        /* partial[s] (+)= W_s^H W_s, W_s = rows [s slice, (s + 1) slice) of the chunk (zero padding adds 0) */
+        USBEAM_CUBLAS_TRY(cublasZgemmStridedBatched(
+            p->cublas, CUBLAS_OP_C, CUBLAS_OP_N, n, n, (int)p->slice, &z_one, (const cuDoubleComplex *)p->wide,
+            (int)padded, (long long)p->slice, (const cuDoubleComplex *)p->wide, (int)padded, (long long)p->slice,
+            first == 0 ? &z_zero : &z_one, (cuDoubleComplex *)p->partial, n, (long long)n * n, p->slices));
     }
+    const int nn = n * n;
+    gram_reduce_kernel<<<(nn + REDUCE_THREADS - 1) / REDUCE_THREADS, REDUCE_THREADS, 0, stream>>>(p->partial, p->gram,
+                                                                                                 nn, p->slices);
+    USBEAM_CUDA_TRY(cudaGetLastError());
     if ((st = usbeam_cuda_stage_end(e, STAGE_GRAM)) != USBEAM_OK) return st;
     if ((st = usbeam_cuda_stage_begin(e, STAGE_EIGEN)) != USBEAM_OK) return st;
-    eigen_kernel<<<1, EIGEN_THREADS, 0, stream>>>(
-        p->gram, p->a, p->v, n, p->low, p->high, p->auto_frequency, p->singular, p->cuts, p->projector);
+    eigen_kernel<<<1, p->eigen_threads, p->eigen_shared_bytes, stream>>>(p->gram, p->a, p->b, p->v, n, p->in_shared,
+                                                                        p->low, p->high, p->auto_frequency,
+                                                                        p->singular, p->cuts, p->projector);
     USBEAM_CUDA_TRY(cudaGetLastError());
     if ((st = usbeam_cuda_stage_end(e, STAGE_EIGEN)) != USBEAM_OK) return st;
     if ((st = usbeam_cuda_stage_begin(e, STAGE_APPLY)) != USBEAM_OK) return st;

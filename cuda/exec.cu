@@ -190,3 +190,16 @@ extern "C" usbeam_status usbeam_cuda_exec_timings(usbeam_cuda_exec *e, size_t ca
     }
     return USBEAM_OK;
 }
+
+usbeam_status usbeam_cuda_allow_dynamic_shared(const void *kernel, size_t bytes)
+{
+    if (bytes <= 48 * 1024) return USBEAM_OK; /* every device allows this much without opting in */
+    int device = 0, optin = 0;
+    USBEAM_CUDA_TRY(cudaGetDevice(&device));
+    USBEAM_CUDA_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    if (bytes > (size_t)optin)
+        return usbeam_fail(USBEAM_ERR_UNSUPPORTED, "a launch needs %zu bytes of shared memory; device %d allows %d",
+                           bytes, device, optin);
+    USBEAM_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+    return USBEAM_OK;
+}

@@ -28,6 +28,10 @@ usbeam_status usbeam_cuda_exec_begin(usbeam_cuda_exec *exec);
 void usbeam_cuda_exec_end(usbeam_cuda_exec *exec);
 usbeam_status usbeam_cuda_stage_begin(usbeam_cuda_exec *exec, int stage);
 usbeam_status usbeam_cuda_stage_end(usbeam_cuda_exec *exec, int stage);
+/* Lets `kernel` launch with `bytes` of dynamic shared memory on the current device.  The
+ * limit belongs to the kernel, not to a plan: it is raised to the device's opt-in maximum,
+ * never set to one plan's size (which would lower it under a plan created earlier). */
+usbeam_status usbeam_cuda_allow_dynamic_shared(const void *kernel, size_t bytes);
 /* Device properties the twins size their launches with. */
 int usbeam_cuda_exec_max_shared_optin(const usbeam_cuda_exec *exec);
 

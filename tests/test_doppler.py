@@ -427,3 +427,20 @@ def test_one_plan_shared_by_threads(rng):
         threaded = list(pool.map(lambda x: color(svd(x))[0], inputs))
     for a, b in zip(sequential, threaded):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+@pytest.mark.parametrize("cutoff", [dict(low=1), dict(low="auto")])
+def test_svd_refuses_non_finite_ensemble(rng, bad, cutoff):
+    """One bad sample would leave garbage eigenvectors (and, with the automatic cut-off, the
+    input passing through unfiltered): the SVD filter refuses it, names iq, writes nothing."""
+    iq = (rng.standard_normal((12, 6, 5)) + 1j * rng.standard_normal((12, 6, 5))).astype(np.complex64)
+    iq[7, 2, 3] = bad
+    plan = usbeam.ClutterFilter(iq.shape, method="svd", **cutoff)
+    out = np.full(iq.shape, 5 + 5j, np.complex64)
+    with pytest.raises(ValueError, match="iq.*NaN or inf"):
+        plan(iq, out=out)
+    assert np.all(out == 5 + 5j)
+    iq[7, 2, 3] = 0
+    plan(iq, out=out)  # the plan still works
+    assert np.all(np.isfinite(out))

@@ -167,6 +167,16 @@ cublasStatus_t cublasCgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperati
     return gemm<Z>(h, ta, tb, m, n, k, Z(alpha->x, alpha->y), (const Z *)A, lda, 0, (const Z *)B, ldb, 0,
                    Z(beta->x, beta->y), (Z *)C, ldc, 0, 1, "cublasCgemm");
 }
+cublasStatus_t cublasZgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                                         int k, const cuDoubleComplex *alpha, const cuDoubleComplex *A, int lda,
+                                         long long sa, const cuDoubleComplex *B, int ldb, long long sb,
+                                         const cuDoubleComplex *beta, cuDoubleComplex *C, int ldc, long long sc,
+                                         int batches)
+{
+    using Z = std::complex<double>;
+    return gemm<Z>(h, ta, tb, m, n, k, Z(alpha->x, alpha->y), (const Z *)A, lda, sa, (const Z *)B, ldb, sb,
+                   Z(beta->x, beta->y), (Z *)C, ldc, sc, batches, "cublasZgemmStridedBatched");
+}
 cublasStatus_t cublasCherk(cublasHandle_t h, cublasFillMode_t uplo, cublasOperation_t trans, int n, int k,
                            const float *alpha, const cuComplex *A, int lda, const float *beta, cuComplex *C, int ldc)
 {

@@ -292,9 +292,79 @@ cudaError_t enqueue(cudaStream_t s, std::function<void()> run)
 bool event_complete(const EventState *e) { return !e->queue || e->queue->executed >= e->count; }
 
 /* ---------------------------------------------------------------- fibers */
+/* A fiber switch is a function call that saves the callee-saved registers on the old stack
+ * and restores them from the new one.  On x86-64 it is done here in a few instructions:
+ * glibc's swapcontext also saves the signal mask with a system call on every switch, which
+ * made it most of the emulator's time in barrier-heavy kernels. */
+#if defined(__x86_64__)
+extern "C" void usbeam_emu_switch(void **save_sp, void *load_sp);
+asm(R"(
+    .text
+    .globl usbeam_emu_switch
+    .hidden usbeam_emu_switch
+    .type usbeam_emu_switch, @function
+usbeam_emu_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    subq $8, %rsp
+    stmxcsr (%rsp)
+    fnstcw 4(%rsp)
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    ldmxcsr (%rsp)
+    fldcw 4(%rsp)
+    addq $8, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .size usbeam_emu_switch, .-usbeam_emu_switch
+)");
+struct FiberContext {
+    void *sp = nullptr;
+};
+void fiber_main();
+/* A fresh stack laid out as usbeam_emu_switch leaves one: control, six registers, then the
+ * return address fiber_main (entered with the stack aligned as after a call). */
+void fiber_prepare(FiberContext &c, char *stack, size_t bytes)
+{
+    uintptr_t top = ((uintptr_t)(stack + bytes)) & ~(uintptr_t)15;
+    void **sp = (void **)top;
+    *--sp = nullptr;              /* alignment: fiber_main sees rsp = 8 mod 16 */
+    *--sp = (void *)&fiber_main;  /* ret target */
+    for (int r = 0; r < 6; ++r) *--sp = nullptr; /* rbp rbx r12 r13 r14 r15 */
+    uint32_t control[2] = {0x1F80u, 0x037Fu};      /* default MXCSR, x87 control word */
+    *--sp = nullptr;
+    memcpy(sp, control, sizeof control);
+    c.sp = sp;
+}
+void fiber_switch(FiberContext &save, FiberContext &load) { usbeam_emu_switch(&save.sp, load.sp); }
+#else
+struct FiberContext {
+    ucontext_t context;
+};
+void fiber_main();
+void fiber_prepare(FiberContext &c, char *stack, size_t bytes)
+{
+    getcontext(&c.context);
+    c.context.uc_stack.ss_sp = stack;
+    c.context.uc_stack.ss_size = bytes;
+    c.context.uc_link = nullptr;
+    makecontext(&c.context, fiber_main, 0);
+}
+void fiber_switch(FiberContext &save, FiberContext &load) { swapcontext(&save.context, &load.context); }
+#endif
+
 enum FiberState { RUNNABLE, WAIT_BLOCK, WAIT_WARP, DONE };
 struct Fiber {
-    ucontext_t context;
+    FiberContext context;
     char *stack = nullptr;
     FiberState state = RUNNABLE;
     bool started = false;
@@ -303,7 +373,7 @@ struct BlockRun {
     std::vector<Fiber> fibers;
     std::vector<unsigned char> dynamic_shared;
     std::vector<unsigned char> lanes; /* shuffle exchange: [warp][32][8] */
-    ucontext_t scheduler;
+    FiberContext scheduler;
     const std::function<void()> *body = nullptr;
     int current = -1;
     const char *kernel_name = "";
@@ -336,7 +406,7 @@ void fiber_main()
     BlockRun *b = g_block;
     (*b->body)();
     b->fibers[b->current].state = DONE;
-    swapcontext(&b->fibers[b->current].context, &b->scheduler);
+    fiber_switch(b->fibers[b->current].context, b->scheduler); /* never resumed */
 }
 
 void yield_with(FiberState state)
@@ -348,7 +418,7 @@ void yield_with(FiberState state)
     }
     int me = b->current;
     b->fibers[me].state = state;
-    swapcontext(&b->fibers[me].context, &b->scheduler);
+    fiber_switch(b->fibers[me].context, b->scheduler);
 }
 
 int current_lane() { return g_block->current % 32; }
@@ -380,13 +450,9 @@ bool run_block(BlockRun &b, int n_threads, unsigned long long seed)
             set_thread_index(i);
             if (!f.started) {
                 f.started = true;
-                getcontext(&f.context);
-                f.context.uc_stack.ss_sp = f.stack;
-                f.context.uc_stack.ss_size = FIBER_STACK;
-                f.context.uc_link = nullptr;
-                makecontext(&f.context, fiber_main, 0);
+                fiber_prepare(f.context, f.stack, FIBER_STACK);
             }
-            swapcontext(&b.scheduler, &f.context);
+            fiber_switch(b.scheduler, f.context);
         }
         live = 0;
         int at_block = 0;
@@ -478,6 +544,10 @@ void submit_kernel(const LaunchConfig &cfg, const void *kernel, std::function<vo
     snprintf(where, sizeof where, "%s:%d: kernel %s", cfg.file, cfg.line, cfg.name);
     const dim3 g = cfg.grid, bl = cfg.block;
     size_t threads = (size_t)bl.x * bl.y * bl.z;
+    if (threads > (size_t)cfg.max_threads) {
+        fail(cudaErrorLaunchOutOfResources, "%s: more threads than its __launch_bounds__%s", where);
+        return;
+    }
     if (!g.x || !g.y || !g.z || !threads || threads > 1024 || bl.z > 64 || g.y > 65535 || g.z > 65535 ||
         g.x > 2147483647u) {
         fail(cudaErrorInvalidConfiguration, "%s: invalid launch configuration%s", where);
