@@ -132,92 +132,40 @@ inline void __syncwarp(unsigned mask = 0xffffffffu) { ::usbeam_emu::syncwarp(mas
 inline void __threadfence() {}
 inline void __threadfence_block() {}
 
+/* Warp shuffles: mode 0 from lane `arg`, 1 down by `arg`, 2 up by `arg`, 3 xor `arg`. */
 template <class T>
-inline T __shfl_down_sync(unsigned mask, T value, unsigned delta, int width = 32)
+inline T shuffle_value(unsigned mask, T value, int mode, int arg, int width)
 {
     T out;
-    ::usbeam_emu::shuffle(mask, &value, &out, sizeof(T), 1, (int)delta, width);
+    ::usbeam_emu::shuffle(mask, &value, &out, sizeof(T), mode, arg, width);
     return out;
 }
 template <class T>
-inline T __shfl_up_sync(unsigned mask, T value, unsigned delta, int width = 32)
-{
-    T out;
-    ::usbeam_emu::shuffle(mask, &value, &out, sizeof(T), 2, (int)delta, width);
-    return out;
-}
+inline T __shfl_sync(unsigned mask, T value, int src_lane, int width = 32) { return shuffle_value(mask, value, 0, src_lane, width); }
 template <class T>
-inline T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width = 32)
-{
-    T out;
-    ::usbeam_emu::shuffle(mask, &value, &out, sizeof(T), 3, lane_mask, width);
-    return out;
-}
+inline T __shfl_down_sync(unsigned mask, T value, unsigned delta, int width = 32) { return shuffle_value(mask, value, 1, (int)delta, width); }
 template <class T>
-inline T __shfl_sync(unsigned mask, T value, int src_lane, int width = 32)
-{
-    T out;
-    ::usbeam_emu::shuffle(mask, &value, &out, sizeof(T), 0, src_lane, width);
-    return out;
-}
+inline T __shfl_up_sync(unsigned mask, T value, unsigned delta, int width = 32) { return shuffle_value(mask, value, 2, (int)delta, width); }
+template <class T>
+inline T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width = 32) { return shuffle_value(mask, value, 3, lane_mask, width); }
 
-/* Atomics: the threads of the emulated device never run at the same time. */
-template <class T>
-inline T atomicAdd(T *address, T value)
+/* Atomics: the threads of the emulated device never run at the same time, so an atomic is a
+ * plain read-modify-write that returns the old value. */
+template <class T, class F>
+inline T atomic_update(T *address, F update)
 {
     T old = *address;
-    *address = old + value;
+    *address = update(old);
     return old;
 }
-template <class T>
-inline T atomicSub(T *address, T value)
-{
-    T old = *address;
-    *address = old - value;
-    return old;
-}
-template <class T>
-inline T atomicMax(T *address, T value)
-{
-    T old = *address;
-    if (value > old) *address = value;
-    return old;
-}
-template <class T>
-inline T atomicMin(T *address, T value)
-{
-    T old = *address;
-    if (value < old) *address = value;
-    return old;
-}
-template <class T>
-inline T atomicExch(T *address, T value)
-{
-    T old = *address;
-    *address = value;
-    return old;
-}
-template <class T>
-inline T atomicCAS(T *address, T compare, T value)
-{
-    T old = *address;
-    if (old == compare) *address = value;
-    return old;
-}
-template <class T>
-inline T atomicOr(T *address, T value)
-{
-    T old = *address;
-    *address = old | value;
-    return old;
-}
-template <class T>
-inline T atomicAnd(T *address, T value)
-{
-    T old = *address;
-    *address = old & value;
-    return old;
-}
+template <class T> inline T atomicAdd(T *a, T v) { return atomic_update(a, [v](T o) { return o + v; }); }
+template <class T> inline T atomicSub(T *a, T v) { return atomic_update(a, [v](T o) { return o - v; }); }
+template <class T> inline T atomicMax(T *a, T v) { return atomic_update(a, [v](T o) { return v > o ? v : o; }); }
+template <class T> inline T atomicMin(T *a, T v) { return atomic_update(a, [v](T o) { return v < o ? v : o; }); }
+template <class T> inline T atomicExch(T *a, T v) { return atomic_update(a, [v](T) { return v; }); }
+template <class T> inline T atomicOr(T *a, T v) { return atomic_update(a, [v](T o) { return o | v; }); }
+template <class T> inline T atomicAnd(T *a, T v) { return atomic_update(a, [v](T o) { return o & v; }); }
+template <class T> inline T atomicCAS(T *a, T compare, T v) { return atomic_update(a, [=](T o) { return o == compare ? v : o; }); }
 
 /* Intrinsics with an explicit rounding mode: the host's IEEE operations (built with
  * -ffp-contract=off, so nothing is fused that the CUDA source did not fuse). */
