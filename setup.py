@@ -84,6 +84,19 @@ class UsbeamBuildExt(build_ext):
         self._force_if_configuration_changed(ext)
         super().build_extensions()
 
+    def _compile_object(self, obj, src, cmd, label, extra_inputs=()):
+        """Run cmd to build obj from src unless the object is current; returns its path."""
+        if not self._object_is_current(obj, src, cmd, extra_inputs):
+            log(f"{label} {Path(src).name}")
+            subprocess.run(cmd, check=True)
+            obj.with_suffix(".cmd").write_text(" ".join(cmd))
+        return str(obj)
+
+    @staticmethod
+    def _link_objects(ext, objects):
+        ext.extra_objects += objects
+        ext.depends += objects  # relink when an object changed (setuptools looks at depends only)
+
     def _object_is_current(self, obj, src, cmd, extra_inputs=()):
         """An object built by the same command, newer than its source and every header."""
         if self.force or not obj.exists() or not obj.with_suffix(".cmd").exists():
@@ -135,14 +148,8 @@ class UsbeamBuildExt(build_ext):
             cmd = [str(nvcc), "-c", src, "-o", str(obj), "-O3", "-std=c++17", "--compiler-options",
                    "-fPIC,-fvisibility=hidden,-Wall", "-DUSBEAM_HAVE_CUDA", "-lineinfo",
                    "-I", str(ROOT / "csrc")] + arch + werror
-            objects.append(str(obj))
-            if self._object_is_current(obj, src, cmd):
-                continue
-            log("nvcc " + Path(src).name)
-            subprocess.run(cmd, check=True)
-            obj.with_suffix(".cmd").write_text(" ".join(cmd))
-        ext.extra_objects += objects
-        ext.depends += objects  # relink when an object changed (setuptools looks at depends only)
+            objects.append(self._compile_object(obj, src, cmd, "nvcc"))
+        self._link_objects(ext, objects)
         ext.define_macros.append(("USBEAM_HAVE_CUDA", "1"))
         ext.library_dirs += [str(d) for d in lib_dirs]
         ext.runtime_library_dirs += [str(d) for d in lib_dirs]
@@ -179,14 +186,9 @@ class UsbeamBuildExt(build_ext):
                 cpp = Path(src)
             obj = build_dir / (stem + ".o")
             cmd = [cxx, "-c", str(cpp), "-o", str(obj)] + flags
-            objects.append(str(obj))
-            if self._object_is_current(obj, src, cmd, extra_inputs=glob(str(emu / "**" / "*"), recursive=True)):
-                continue
-            log("c++ (CUDA emulator) " + Path(src).name)
-            subprocess.run(cmd, check=True)
-            obj.with_suffix(".cmd").write_text(" ".join(cmd))
-        ext.extra_objects += objects
-        ext.depends += objects  # relink when an object changed (setuptools looks at depends only)
+            objects.append(self._compile_object(obj, src, cmd, "c++ (CUDA emulator)",
+                                                glob(str(emu / "**" / "*"), recursive=True)))
+        self._link_objects(ext, objects)
         ext.define_macros += [("USBEAM_HAVE_CUDA", "1"), ("USBEAM_CUDA_EMULATED", "1")]
         ext.libraries += ["stdc++", "dl", "pthread", "rt"]
         log(f"CUDA: EMULATED on the CPU ({len(sources) - 2} CUDA sources with {cxx}); "
