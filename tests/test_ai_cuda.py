@@ -8,6 +8,8 @@ Outputs are poisoned before each run (NaN, out-of-range integers, mask bytes tha
 0 nor 1) and every element is checked.  Stream ordering: device arrays produced on one stream
 and consumed on another, with no host synchronisation in between.  The tests that exchange
 with PyTorch / torchvision skip without them."""
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 from scipy import ndimage
@@ -60,8 +62,8 @@ def test_model_input_matches_cpu_bit_exact(rng, image_dtype, image_shape, dtype,
         image = rng.integers(0, 256, image_shape, dtype=np.uint8)
     else:
         image = rng.standard_normal(image_shape).astype(image_dtype)
-    kwargs = dict(image_dtype=image_dtype, channels=channels, layout=layout, dtype=dtype, mean=[0.45, 0.4, 0.5][:channels],
-                  std=0.22, align_corners=align_corners)
+    kwargs = dict(image_dtype=image_dtype, channels=channels, layout=layout, dtype=dtype,
+                  mean=[0.45, 0.4, 0.5][:channels], std=0.22, align_corners=align_corners)
     size = (200, 300) if image_dtype == np.uint8 else (128, 96)
     want = usbeam.ModelInputPlan(image.shape, size, **kwargs)(image)
     plan = usbeam.ModelInputPlan(image.shape, size, backend="cuda", **kwargs)
@@ -275,7 +277,7 @@ def test_stream_ordering_without_torch(rng):
     first = poisoned(prep.shape, np.float32)
     prep(image, out=first)  # stream=None: the legacy default stream
     second = poisoned(prep.shape, np.float32)
-    prep(image, out=second, stream=other.cuda.stream)
+    prep(image, out=second, stream=SimpleNamespace(ptr=other.cuda.stream))  # a CuPy-like stream object
     mask = poisoned(prep.shape, np.bool_)
     usbeam.segment_threshold(second, 0.0, out=mask, stream=2)
     np.testing.assert_array_equal(mask_bytes(mask), want_input > 0)
@@ -291,12 +293,13 @@ def test_stream_ordering_without_torch(rng):
 
 
 class Alias:
-    """The memory of a device array without its pending stream (CUDA array interface, no
-    stream): reading it orders nothing, so it shows what has run so far."""
+    """The memory of a device array through the CUDA array interface with some of its fields
+    changed; by default without its pending stream: reading it orders nothing, so it shows what
+    has run so far."""
 
-    def __init__(self, array):
+    def __init__(self, array, **changes):
         self.owner = array
-        self.__cuda_array_interface__ = dict(array.__cuda_array_interface__, stream=None)
+        self.__cuda_array_interface__ = dict(array.__cuda_array_interface__, stream=None, **changes)
 
 
 def test_plan_reused_on_another_stream_waits_for_its_previous_execute(rng):
@@ -391,13 +394,23 @@ def test_cuda_plans_reject_bad_device_arguments():
         components.label(dev(np.zeros((8, 8), bool)), out=device.empty((8, 8), np.int32))
     with pytest.raises(TypeError, match="logits"):
         usbeam.segment_threshold(dev(np.zeros((4, 4), np.int32)), out=device.empty((4, 4), bool))
-    with pytest.raises(ValueError, match="read-only"):
-        usbeam.float16_to_float32(dev(np.zeros(4, np.float16)), out=ReadOnly(4))
+    read_only = device.empty((4,), np.float32)
+    with pytest.raises(ValueError, match="out is read-only"):
+        usbeam.float16_to_float32(dev(np.zeros(4, np.float16)), out=Alias(read_only, data=(read_only.ptr, True)))
 
 
-class ReadOnly:
-    """A read-only float32 device array exported through the CUDA array interface."""
-
-    def __init__(self, n):
-        self.owner = device.empty((n,), np.float32)
-        self.__cuda_array_interface__ = dict(self.owner.__cuda_array_interface__, data=(self.owner.ptr, True))
+def test_outputs_sharing_memory_with_another_argument_are_refused():
+    """The kernels read their inputs while other threads write the outputs: no aliasing."""
+    logits = dev(np.zeros((4, 8), np.float32))
+    with pytest.raises(ValueError, match="out must not share memory with logits"):
+        usbeam.segment_threshold(logits, out=Alias(logits, typestr="|b1"))
+    plan = usbeam.ComponentsPlan((2, 8, 8), backend="cuda")
+    labels = device.empty((2, 8, 8), np.int32)
+    with pytest.raises(ValueError, match="counts must not share memory with out"):
+        plan.label(dev(np.ones((2, 8, 8), bool)), out=labels, counts=Alias(labels, shape=(2,)))
+    mask = dev(np.ones((2, 8, 8), np.uint8))
+    with pytest.raises(ValueError, match="out must not share memory with mask"):
+        plan.fill_holes(mask, out=Alias(mask, typestr="|b1"))
+    halves = dev(np.zeros(16, np.float16))
+    with pytest.raises(ValueError, match="out must not share memory with x"):
+        usbeam.float16_to_float32(halves[:8], out=Alias(halves, typestr="<f4", shape=(8,)))

@@ -9,7 +9,10 @@ device (PyTorch, CuPy, JAX, a ``usbeam.DeviceArray``) or anything with
 caller-provided outputs, queued on ``stream`` (an integer ``cudaStream_t``, or an object with
 ``cuda_stream`` or ``ptr``) and never synchronising the host.  The import orders the
 producer's pending writes before ``stream`` (DLPack's stream argument, the CUDA array
-interface's v3 stream), with an event, not a host wait.
+interface's v3 stream, a ``DeviceArray``'s pending stream), with an event, not a host wait;
+the ``DeviceArray`` arguments then carry ``stream`` as a plan's outputs carry the plan's, so
+``to_numpy()`` and later consumers wait for the queued work.  Device masks are bool
+(``torch.bool``) or uint8; no output may share memory with another argument.
 
 Conventions (the C file headers give the detail and the references):
 
