@@ -135,6 +135,25 @@ def test_detect_max_candidates_and_max_det_on_device(rng):
         np.testing.assert_array_equal(out[0].to_numpy(), want_det)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("agnostic", [False, True])
+def test_detect_non_finite_heads_match_cpu_bit_exact(rng, dtype, agnostic):
+    """NaN / inf coordinates and scores (a diverged model): the same rows as the CPU backend,
+    bit for bit (NaN boxes and the NaN-propagating class offset included)."""
+    raw = random_head(rng, 2, 700, 3)
+    raw[0, ::37, 0] = np.nan
+    raw[1, ::41, 6] = np.nan
+    raw[1, ::43, 2] = np.inf
+    raw[0, ::51, 4] = np.nan
+    raw = raw.astype(dtype)
+    kwargs = dict(dtype=dtype, conf=0.1, iou=0.5, max_det=100, class_agnostic=agnostic)
+    want_det, want_counts = usbeam.DetectPlan(raw.shape, **kwargs)(raw)
+    out = (dev(np.full((2, 100, 6), 0x7FBADBAD, np.uint32).view(np.float32)), poisoned((2,), np.int32))
+    usbeam.DetectPlan(raw.shape, backend="cuda", **kwargs)(dev(raw), out=out)
+    np.testing.assert_array_equal(out[1].to_numpy(), want_counts)
+    np.testing.assert_array_equal(out[0].to_numpy().view(np.uint32), want_det.view(np.uint32))
+
+
 def test_detect_all_below_threshold_on_device(rng):
     raw = random_head(rng, 2, 500, 3)
     plan = usbeam.DetectPlan(raw.shape, conf=1.0, max_det=10, backend="cuda")
@@ -214,6 +233,26 @@ def test_components_single_image_and_empty_mask(rng):
         plan.fill_holes(dev(mask), out=filled)
         np.testing.assert_array_equal(mask_bytes(largest), usbeam.largest_component(mask, 8))
         np.testing.assert_array_equal(mask_bytes(filled), ndimage.binary_fill_holes(mask, np.ones((3, 3), bool)))
+
+
+@pytest.mark.parametrize("shape", [(1, 50), (50, 1), (1, 1), (3, 1, 7), (2, 2, 2)])
+@pytest.mark.parametrize("connectivity", [4, 8])
+def test_components_of_thin_images_on_device(rng, shape, connectivity):
+    """Images one pixel high or wide (every pixel on the border) and batches of them."""
+    masks = rng.random(shape) < 0.5
+    n_images = shape[0] if len(shape) == 3 else 1
+    plan = usbeam.ComponentsPlan(shape, connectivity, backend="cuda")
+    cpu = usbeam.ComponentsPlan(shape, connectivity)
+    d_masks = dev(masks)
+    labels, counts = poisoned(shape, np.int32), poisoned((n_images,), np.int32)
+    plan.label(d_masks, out=labels, counts=counts)
+    want_labels, want_counts = cpu.label(masks)
+    np.testing.assert_array_equal(labels.to_numpy(), want_labels)
+    np.testing.assert_array_equal(counts.to_numpy(), want_counts)
+    for operation, args in (("fill_holes", ()), ("largest_component", ()), ("remove_small", (2,))):
+        out = poisoned(shape, np.bool_)
+        getattr(plan, operation)(d_masks, *args, out=out)
+        np.testing.assert_array_equal(mask_bytes(out), getattr(cpu, operation)(masks, *args), err_msg=operation)
 
 
 def test_regionprops_on_device(rng):
