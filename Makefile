@@ -15,7 +15,7 @@ CFLAGS_C += -Werror
 endif
 CORE_C := $(filter-out csrc/module.c csrc/py_%.c,$(wildcard csrc/*.c))
 
-.PHONY: all venv build test ctest pytest demo asan bench clean client emu-build test-emu test-emu-if-headers
+.PHONY: all venv build test ctest pytest demo asan bench clean client emu-build test-emu test-emu-if-headers bench-emu
 
 all: build
 
@@ -74,10 +74,23 @@ emu-build: $(STAMP)
 	@mkdir -p $(EMU_PKG)/usbeam
 	rm -rf $(EMU_PKG)/usbeam/*.py $(EMU_PKG)/usbeam/live
 	cp -r usbeam/*.py usbeam/live $(EMU_PKG)/usbeam/
+	ln -sfn $(abspath datasets) $(EMU_PKG)/datasets
 	USBEAM_CUDA=emu $(PY) setup.py --quiet build_ext --build-lib $(EMU_PKG) --build-temp build/emu/temp
 
 test-emu: emu-build
 	cd $(EMU_PKG) && USBEAM_EMU_QUIET=1 $(abspath $(PY)) -m pytest -q -p no:cacheprovider -m cuda $(abspath tests)
+
+# The GPU benchmark scripts on the emulator, at small sizes: they validate their results and
+# run end to end (their times mean nothing and are not recorded), so a GPU day is not spent
+# debugging a script.
+EMU_BENCH = cd $(EMU_PKG) && USBEAM_EMU_QUIET=1 USBEAM_IMPORT_ROOT=$(abspath $(EMU_PKG)) \
+    USBEAM_DATA=$(abspath ../shared/datasets) $(abspath $(PY)) $(abspath benchmarks)
+bench-emu: emu-build
+	$(EMU_BENCH)/gpu_twins.py --repeat 2 --no-record
+	$(EMU_BENCH)/gpu_hadamard.py --order 16 --samples 256 --channels 8 --repeat 2 --no-record
+	$(EMU_BENCH)/gpu_rca.py --bscan 32 --volume 12 --check 12 --repeat 2 --no-record
+	$(EMU_BENCH)/gpu_pipelines.py --repeat 2 --frames 8 --elements 32 --samples 256 --grid 32 --no-record
+	$(EMU_BENCH)/gpu_das.py --repeat 2 --no-record
 
 # make test runs the emulated CUDA tests wherever the CUDA headers are (as setup.py finds them).
 NVCC_PATH := $(shell command -v nvcc 2>/dev/null)
@@ -86,6 +99,7 @@ CUDA_RUNTIME_H := $(firstword $(wildcard $(if $(CUDA_HOME),$(CUDA_HOME)/include/
 test-emu-if-headers:
 ifneq ($(CUDA_RUNTIME_H),)
 	$(MAKE) --no-print-directory test-emu
+	$(MAKE) --no-print-directory bench-emu
 else
 	@echo "CUDA emulator tests skipped: no CUDA headers (cuda_runtime.h) on this machine"
 endif

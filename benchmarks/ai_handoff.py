@@ -19,13 +19,14 @@ Every result is validated before it is timed.  Run:
   .venv/bin/python benchmarks/ai_handoff.py [--no-record] [--repeat N]
 """
 import argparse
+import os
 import sys
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "benchmarks")]
+sys.path[:0] = [os.environ.get("USBEAM_IMPORT_ROOT", str(ROOT)), str(ROOT / "tests"), str(ROOT / "benchmarks")]
 
 import usbeam  # noqa: E402
 from harness import measure, record, validated  # noqa: E402

@@ -9,6 +9,7 @@ with M as dasmtx returns it (COO) and converted to CSR; the faster of the two is
 reference).  Run: .venv/bin/python benchmarks/bench_das.py [--no-record]
 """
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -16,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+sys.path[:0] = [os.environ.get("USBEAM_IMPORT_ROOT", str(ROOT)), str(ROOT / "benchmarks")]
 
 import usbeam  # noqa: E402
 from harness import machine, measure, record, validated  # noqa: E402

@@ -6,6 +6,7 @@ filter kind and with decimation.  Every case is validated against PyMUST or the 
 reference before it is timed.  Run: .venv/bin/python benchmarks/bench_rf2iq.py [--no-record]
 """
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import numpy as np
 import scipy.signal
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "benchmarks")]
+sys.path[:0] = [os.environ.get("USBEAM_IMPORT_ROOT", str(ROOT)), str(ROOT / "tests"), str(ROOT / "benchmarks")]
 
 import usbeam  # noqa: E402
 from harness import machine, measure, record, validated  # noqa: E402

@@ -21,6 +21,7 @@ timed.  Without a GPU it prints why and exits 0; without NVML the energy column 
 """
 import argparse
 import ctypes
+import os
 import sys
 import time
 from pathlib import Path
@@ -28,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks"), str(ROOT / "tests")]
+sys.path[:0] = [os.environ.get("USBEAM_IMPORT_ROOT", str(ROOT)), str(ROOT / "benchmarks"), str(ROOT / "tests")]
 
 import harness  # noqa: E402
 import usbeam  # noqa: E402

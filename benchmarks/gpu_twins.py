@@ -10,6 +10,7 @@ Without a GPU it prints why and exits 0.
 Run: .venv/bin/python benchmarks/gpu_twins.py [--no-record] [--repeat N]
 """
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -17,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+sys.path[:0] = [os.environ.get("USBEAM_IMPORT_ROOT", str(ROOT)), str(ROOT / "benchmarks")]
 
 import usbeam  # noqa: E402
 from harness import Timing, machine, measure, record, validated  # noqa: E402

@@ -21,8 +21,9 @@ from pathlib import Path
 import numpy as np
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
-# Benchmarks run from a source checkout: import this checkout's usbeam (built in place).
-_ROOT = str(Path(__file__).resolve().parent.parent)
+# Benchmarks run from a source checkout: import this checkout's usbeam (built in place), or
+# the one in USBEAM_IMPORT_ROOT (make bench-emu: the CUDA emulator build in build/emu/pkg).
+_ROOT = os.environ.get("USBEAM_IMPORT_ROOT", str(Path(__file__).resolve().parent.parent))
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
@@ -124,6 +125,11 @@ def markdown_table(header, rows):
 
 def record(title, header, rows, *, command=None, notes=None, path=RESULTS):
     """Append a dated section with a table to RESULTS.md (never rewrites older sections)."""
+    import usbeam
+
+    if usbeam.build_info().get("cuda_emulated"):
+        print("not recorded: this usbeam runs CUDA on the CPU emulator (a smoke run; its times mean nothing)")
+        return
     command = command or "python " + " ".join(sys.argv)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     text = [f"\n### {title} ({stamp}, commit {git_revision()})\n",

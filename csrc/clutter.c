@@ -301,9 +301,10 @@ usbeam_status usbeam_clutter_plan_create(const usbeam_clutter_params *params, us
     p->params = *params;
     p->n_threads = max_threads() > 0 ? max_threads() : 1;
     const size_t n = params->n_frames, nt = (size_t)p->n_threads;
+    const int cpu = backend == USBEAM_BACKEND_CPU; /* a CUDA plan keeps only what its twin uploads */
     int failed = 0;
-    p->basis = checked_alloc(n, n, sizeof(zdouble), &failed);
-    p->coef = checked_alloc(nt * n, PIXEL_BLOCK, sizeof(zdouble), &failed);
+    if (cpu || params->method != USBEAM_CLUTTER_IIR) p->basis = checked_alloc(n, n, sizeof(zdouble), &failed);
+    if (cpu) p->coef = checked_alloc(nt * n, PIXEL_BLOCK, sizeof(zdouble), &failed);
     switch (params->method) {
     case USBEAM_CLUTTER_MEAN:
     case USBEAM_CLUTTER_POLY:
@@ -329,8 +330,10 @@ usbeam_status usbeam_clutter_plan_create(const usbeam_clutter_params *params, us
     case USBEAM_CLUTTER_IIR:
         p->n_state = params->iir_order;
         p->init_frames = params->iir_init_frames ? params->iir_init_frames : n;
-        p->state = checked_alloc((size_t)p->n_state * 2, params->n_pixels, sizeof(double), &failed);
-        p->y0 = checked_alloc(nt * 2 * p->init_frames, PIXEL_BLOCK, sizeof(double), &failed);
+        if (cpu) { /* on CUDA the state lives on the device (cuda/clutter.cu) */
+            p->state = checked_alloc((size_t)p->n_state * 2, params->n_pixels, sizeof(double), &failed);
+            p->y0 = checked_alloc(nt * 2 * p->init_frames, PIXEL_BLOCK, sizeof(double), &failed);
+        }
         p->natural_q = checked_alloc(p->init_frames, (size_t)p->n_state, sizeof(double), &failed);
         p->state_gain = checked_alloc(p->init_frames, (size_t)p->n_state, sizeof(double), &failed);
         if (failed) break;

@@ -47,7 +47,7 @@ struct usbeam_clutter_plan {
     zdouble *basis;
     int n_basis;
     int subtract;
-    zdouble *coef;            /* per thread: n_frames * PIXEL_BLOCK */
+    zdouble *coef;            /* per thread: n_frames * PIXEL_BLOCK (CPU plans only) */
     /* SVD */
     zdouble *gram;            /* n_frames^2 */
     zdouble *gram_partial;    /* per thread: (n_frames rounded up to even)^2 */
@@ -62,11 +62,11 @@ struct usbeam_clutter_plan {
     int section_order[IIR_MAX_ORDER];   /* 1 or 2 */
     double sos_b[IIR_MAX_ORDER][3], sos_a[IIR_MAX_ORDER][3];
     int n_state;              /* = iir_order */
-    double *state;            /* [n_state][2 (re, im)][n_pixels] */
+    double *state;            /* [n_state][2 (re, im)][n_pixels] (CPU plans only: on CUDA, on the device) */
     size_t init_frames;       /* L */
     double *natural_q;        /* L x n_state: orthonormal basis of the natural responses */
     double *state_gain;       /* n_state x L: state correction per unit of zero-state output */
-    double *y0;               /* per thread: [2][L][PIXEL_BLOCK] */
+    double *y0;               /* per thread: [2][L][PIXEL_BLOCK] (CPU plans only) */
     int started;              /* 0 until the first execute after create/reset */
     usbeam_clutter_cuda *cuda; /* backend CUDA ('mean', 'poly', 'iir'): the twin in cuda/clutter.cu */
     usbeam_clutter_svd_cuda *svd_cuda; /* backend CUDA, 'svd': the twin in cuda/clutter_svd.cu */

@@ -117,6 +117,11 @@ size_t usbeam_cuda_exec_device_bytes(const usbeam_cuda_exec *exec)
     (void)exec;
     return 0;
 }
+unsigned usbeam_cuda_exec_take_input_faults(usbeam_cuda_exec *exec)
+{
+    (void)exec;
+    return 0u;
+}
 
 usbeam_status usbeam_bmode_cuda_create(const usbeam_bmode_params *params, usbeam_bmode_cuda **plan)
 {

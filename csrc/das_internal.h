@@ -9,6 +9,11 @@
  * `taps` real weights (RF) or `taps` (re, im) pairs (IQ) in which the window and the IQ
  * phase rotation are already folded.  Out-of-range samples have zero weights and tap 0.
  * Entries of point p are ordered (transmit, element) and start at entry_offset[p].
+ *
+ * A CUDA plan (cuda != NULL) allocates only the geometry, transmit models and apertures its
+ * twin uploads, and frees them once the twin is created: after plan creation every pointer
+ * below is NULL (nothing marked "CPU only" is ever allocated: no staging buffer, no transmit
+ * times, no entries, no table or scratch).
  */
 #ifndef USBEAM_DAS_INTERNAL_H
 #define USBEAM_DAS_INTERNAL_H
@@ -25,17 +30,17 @@ struct usbeam_das_plan {
     usbeam_tx_model *tx;        /* (n_transmits) */
     double *tx_sources;         /* virtual sources of all SOURCES transmits, concatenated (3, n)
                                    blocks, each sorted by x */
-    float *tx_sources_f;        /* the same in float, for the fast first pass of the min */
-    double *tx_source_bounds;   /* (n_transmits, 3): min offset, min z, max z of its sources */
+    float *tx_sources_f;        /* the same in float, for the fast first pass of the min (CPU only) */
+    double *tx_source_bounds;   /* (n_transmits, 3): min offset, min z, max z of its sources (CPU only) */
     int is_iq;
     int taps;                   /* interpolation taps per entry */
     int weight_stride;          /* floats per entry: taps (RF) or 2 taps (IQ) */
     double window_center, window_half_width; /* full aperture (f_number = 0) window mapping, m */
 
-    double *tx_time;            /* (n_points, n_transmits) transmit times, s */
+    double *tx_time;            /* (n_points, n_transmits) transmit times, s (CPU only) */
     int32_t *aperture_first;    /* (n_points) */
     int32_t *aperture_count;    /* (n_points) */
-    size_t *entry_offset;       /* (n_points + 1) */
+    size_t *entry_offset;       /* (n_points + 1) (CPU only) */
     size_t n_entries;
 
     int has_table;              /* 1: entries precomputed; 0: computed per point in execute */
@@ -50,8 +55,8 @@ struct usbeam_das_plan {
 
     size_t stage_plane;         /* floats in one staged plane: n_tx * n_el * n_samples * capacity */
     float *stage;               /* (re plane, im plane if IQ): (transmit, element, sample, frame),
-                                   frame the fastest, for the n_frames of the current call */
-    usbeam_das_cuda *cuda;      /* USBEAM_BACKEND_CUDA: the twin in cuda/das.cu (geometry above kept) */
+                                   frame the fastest, for the n_frames of the current call (CPU only) */
+    usbeam_das_cuda *cuda;      /* USBEAM_BACKEND_CUDA: the twin in cuda/das.cu (owns the device geometry) */
 };
 
 /* Entries of point p into tap[] / weight[] (the layouts above); das_delays.c. */

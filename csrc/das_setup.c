@@ -312,15 +312,17 @@ static void build_transmit_models(usbeam_das_plan *plan, const usbeam_transmit *
             const size_t n_src = tx->n_sources;
             memcpy(sources, tx->sources, 3 * n_src * sizeof(double));
             sort_sources_by_x(sources, n_src);
-            double *bounds = plan->tx_source_bounds + 3 * k;
-            bounds[0] = INFINITY, bounds[1] = INFINITY, bounds[2] = -INFINITY;
-            for (size_t i = 0; i < n_src; ++i) {
-                bounds[0] = fmin(bounds[0], sources[2 * n_src + i]);
-                bounds[1] = fmin(bounds[1], sources[n_src + i]);
-                bounds[2] = fmax(bounds[2], sources[n_src + i]);
+            if (plan->tx_source_bounds) { /* the CPU's transmit times only (das_delays.c) */
+                double *bounds = plan->tx_source_bounds + 3 * k;
+                bounds[0] = INFINITY, bounds[1] = INFINITY, bounds[2] = -INFINITY;
+                for (size_t i = 0; i < n_src; ++i) {
+                    bounds[0] = fmin(bounds[0], sources[2 * n_src + i]);
+                    bounds[1] = fmin(bounds[1], sources[n_src + i]);
+                    bounds[2] = fmax(bounds[2], sources[n_src + i]);
+                }
+                for (size_t i = 0; i < 3 * n_src; ++i)
+                    plan->tx_sources_f[(size_t)(sources - plan->tx_sources) + i] = (float)sources[i];
             }
-            for (size_t i = 0; i < 3 * n_src; ++i)
-                plan->tx_sources_f[(size_t)(sources - plan->tx_sources) + i] = (float)sources[i];
             plan->tx[k] = usbeam_tx_model_sources(sources, (int)n_src);
             sources += 3 * n_src;
             break;
@@ -343,6 +345,7 @@ static void build_apertures(usbeam_das_plan *plan)
         plan->aperture_first[p] = first;
         plan->aperture_count[p] = count;
     }
+    if (!plan->entry_offset) return; /* a CUDA plan: no entries on the host */
     size_t offset = 0, widest = 0;
     for (ptrdiff_t p = 0; p < n_points; ++p) {
         plan->entry_offset[p] = offset;
@@ -394,20 +397,25 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
     size_t n_sources = 0;
     for (size_t k = 0; k < prm->n_transmits; ++k)
         if (prm->transmits[k].kind == USBEAM_TRANSMIT_SOURCES) n_sources += prm->transmits[k].n_sources;
+    /* What both backends read: geometry, transmit models, apertures. */
     if ((st = alloc_array((void **)&plan->element_x, n_el, sizeof(double), "element_positions")) ||
         (st = alloc_array((void **)&plan->element_y, n_el, sizeof(double), "element_positions")) ||
         (st = alloc_array((void **)&plan->element_z, n_el, sizeof(double), "element_positions")) ||
         (st = alloc_array((void **)&plan->points, 3 * n_pts, sizeof(double), "points")) ||
         (st = alloc_array((void **)&plan->tx, prm->n_transmits, sizeof(usbeam_tx_model), "transmits")) ||
         (st = alloc_array((void **)&plan->tx_sources, 3 * n_sources, sizeof(double), "transmits sources")) ||
-        (st = alloc_array((void **)&plan->tx_sources_f, 3 * n_sources, sizeof(float), "transmits sources")) ||
-        (st = alloc_array((void **)&plan->tx_source_bounds, 3 * prm->n_transmits, sizeof(double), "transmits sources")) ||
-        (st = alloc_array((void **)&plan->tx_time, n_pts, prm->n_transmits * sizeof(double), "transmit times")) ||
         (st = alloc_array((void **)&plan->aperture_first, n_pts, sizeof(int32_t), "points")) ||
-        (st = alloc_array((void **)&plan->aperture_count, n_pts, sizeof(int32_t), "points")) ||
-        (st = alloc_array((void **)&plan->entry_offset, n_pts + 1, sizeof(size_t), "points")) ||
-        /* + 8 floats: the last frame block may read 7 lanes past the end (das.c) */
-        (st = alloc_array((void **)&plan->stage, stage_plane * (is_iq ? 2 : 1) + 8, sizeof(float), "data staging buffer")))
+        (st = alloc_array((void **)&plan->aperture_count, n_pts, sizeof(int32_t), "points")))
+        goto fail;
+    /* The CPU's alone (a CUDA plan computes its delays on the device and reads the data in
+     * place): transmit times, entry offsets, and the staging buffer, the largest of all. */
+    if (backend == USBEAM_BACKEND_CPU &&
+        ((st = alloc_array((void **)&plan->tx_sources_f, 3 * n_sources, sizeof(float), "transmits sources")) ||
+         (st = alloc_array((void **)&plan->tx_source_bounds, 3 * prm->n_transmits, sizeof(double), "transmits sources")) ||
+         (st = alloc_array((void **)&plan->tx_time, n_pts, prm->n_transmits * sizeof(double), "transmit times")) ||
+         (st = alloc_array((void **)&plan->entry_offset, n_pts + 1, sizeof(size_t), "points")) ||
+         /* + 8 floats: the last frame block may read 7 lanes past the end (das.c) */
+         (st = alloc_array((void **)&plan->stage, stage_plane * (is_iq ? 2 : 1) + 8, sizeof(float), "data staging buffer"))))
         goto fail;
     memcpy(plan->points, prm->points, 3 * n_pts * sizeof(double));
     for (size_t e = 0; e < n_el; ++e) {
@@ -419,6 +427,22 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
     plan->window_half_width = 0.5 * (plan->element_x[n_el - 1] - plan->element_x[0]);
     build_transmit_models(plan, prm->transmits);
     build_apertures(plan);
+    if (backend == USBEAM_BACKEND_CUDA) { /* the twin computes delays on the device: no table */
+        if ((st = usbeam_das_cuda_create(plan, &plan->cuda)) != USBEAM_OK) goto fail;
+        /* the twin has its device copies: the host geometry served plan creation only */
+        double **geometry[] = {&plan->element_x, &plan->element_y, &plan->element_z, &plan->points, &plan->tx_sources};
+        for (size_t k = 0; k < sizeof geometry / sizeof geometry[0]; ++k) {
+            usbeam_free(*geometry[k]);
+            *geometry[k] = NULL;
+        }
+        usbeam_free(plan->tx);
+        usbeam_free(plan->aperture_first);
+        usbeam_free(plan->aperture_count);
+        plan->tx = NULL;
+        plan->aperture_first = plan->aperture_count = NULL;
+        *plan_out = plan;
+        return USBEAM_OK;
+    }
     {   /* transmit times: what execute would otherwise recompute per call without a table */
         const ptrdiff_t n_points = (ptrdiff_t)n_pts;
         const size_t n_tx = prm->n_transmits;
@@ -426,11 +450,6 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
         for (ptrdiff_t p = 0; p < n_points; ++p)
             for (size_t t = 0; t < n_tx; ++t)
                 plan->tx_time[(size_t)p * n_tx + t] = usbeam_das_transmit_time(plan, t, plan->points + 3 * (size_t)p);
-    }
-    if (backend == USBEAM_BACKEND_CUDA) { /* the twin computes delays on the device: no table */
-        if ((st = usbeam_das_cuda_create(plan, &plan->cuda)) != USBEAM_OK) goto fail;
-        *plan_out = plan;
-        return USBEAM_OK;
     }
 
     if ((st = alloc_array((void **)&plan->tile, (size_t)plan->n_threads * 2 * USBEAM_DAS_POINT_TILE, prm->n_frames * sizeof(float),

@@ -138,7 +138,12 @@ usbeam_status usbeam_live_cuda_ring_upload_seconds(usbeam_live_cuda_ring *ring, 
 {
     return LIVE_NO_CUDA;
 }
+usbeam_status usbeam_live_cuda_ring_compute_seconds(usbeam_live_cuda_ring *ring, int slot, double *seconds)
+{
+    return LIVE_NO_CUDA;
+}
 usbeam_status usbeam_live_cuda_ring_synchronize(usbeam_live_cuda_ring *ring) { return LIVE_NO_CUDA; }
+int usbeam_live_cuda_ring_count(void) { return 0; }
 void usbeam_live_cuda_ring_destroy(usbeam_live_cuda_ring *ring) { (void)ring; }
 usbeam_status usbeam_live_cuda_h2d_bandwidth(int device, size_t bytes, int repeats, double *gbps) { return LIVE_NO_CUDA; }
 #endif

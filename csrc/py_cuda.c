@@ -118,6 +118,15 @@ static PyObject *py_cuda_exec_timings(PyObject *self, PyObject *capsule)
     return d;
 }
 
+/* Read and clear the plan's input-fault bits (no CUDA call: valid for finished work). */
+static PyObject *py_cuda_exec_take_input_faults(PyObject *self, PyObject *capsule)
+{
+    (void)self;
+    usbeam_cuda_exec *e = exec_from(capsule);
+    if (!e) return NULL;
+    return PyLong_FromUnsignedLong(usbeam_cuda_exec_take_input_faults(e));
+}
+
 static PyObject *py_cuda_d2d_bandwidth(PyObject *self, PyObject *args)
 {
     (void)self;
@@ -236,5 +245,7 @@ PyMethodDef usbeam_py_cuda_methods[] = {
     {"cuda_exec_set_stream", py_cuda_exec_set_stream, METH_VARARGS,
      "Run a CUDA plan on a caller's stream (None: its own)."},
     {"cuda_exec_timings", py_cuda_exec_timings, METH_O, "{stage: seconds} of a CUDA plan's last execute."},
+    {"cuda_exec_take_input_faults", py_cuda_exec_take_input_faults, METH_O,
+     "Input-fault bits (1: non-finite data read) of a CUDA plan's finished executes since the last call; clears them."},
     {NULL, NULL, 0, NULL},
 };

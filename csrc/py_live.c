@@ -12,13 +12,21 @@
  *   shm_server_params(server, generation) -> None | (generation, text)
  *   shm_server_counters(server) -> dict; shm_server_stop(server); shm_now_ns()
  *   live_cuda_h2d_bandwidth(bytes, repeats=20, device=0) -> GB/s (pinned cudaMemcpy; CUDA builds)
- * Frame views returned by next_frame keep the server capsule (and the mapping) alive.
+ * The CUDA slot ring of a live session (cuda/live.cu; usbeam.live.cuda_session):
+ *   live_cuda_ring_create(device, slots, slot_bytes) -> ring
+ *   live_cuda_ring_host_slot(ring, k) -> uint8 view of pinned slot k (waits for its last upload)
+ *   live_cuda_ring_upload(ring, k, bytes); live_cuda_ring_acquire(ring, k) -> (device_ptr, stream)
+ *   live_cuda_ring_release(ring, k); live_cuda_ring_seconds(ring, k) -> (upload_s, compute_s)
+ *   live_cuda_ring_synchronize(ring); live_cuda_ring_count() -> rings alive in the process
+ * Frame views returned by next_frame keep the server capsule (and the mapping) alive; so do
+ * the pinned views of a ring's slots.
  */
 #include "py_common.h"
 #include "shm_server.h"
 
 #define GATHER_CAPSULE "usbeam.live_gather_plan"
 #define SERVER_CAPSULE "usbeam.shm_server"
+#define RING_CAPSULE "usbeam.live_cuda_ring"
 
 typedef struct {
     usbeam_live_gather_plan *plan;
@@ -348,6 +356,170 @@ static PyObject *py_live_cuda_h2d_bandwidth(PyObject *self, PyObject *args)
     return PyFloat_FromDouble(gbps);
 }
 
+/* ---- CUDA slot ring ----------------------------------------------------------------- */
+
+typedef struct {
+    usbeam_live_cuda_ring *ring;
+    size_t slot_bytes;
+} ring_handle;
+
+static void ring_capsule_destroy(PyObject *capsule)
+{
+    ring_handle *h = PyCapsule_GetPointer(capsule, RING_CAPSULE);
+    if (h) {
+        usbeam_live_cuda_ring_destroy(h->ring);
+        PyMem_Free(h);
+    }
+}
+
+static ring_handle *ring_from(PyObject *capsule) { return usbeam_py_plan_from_capsule(capsule, RING_CAPSULE, "ring"); }
+
+static PyObject *py_live_cuda_ring_create(PyObject *self, PyObject *args)
+{
+    (void)self;
+    int device = 0, slots = 3;
+    Py_ssize_t slot_bytes = 0;
+    if (!PyArg_ParseTuple(args, "iin", &device, &slots, &slot_bytes)) return NULL;
+    if (slot_bytes <= 0) {
+        PyErr_SetString(PyExc_ValueError, "slot_bytes must be > 0");
+        return NULL;
+    }
+    ring_handle *h = PyMem_Calloc(1, sizeof *h);
+    if (!h) return PyErr_NoMemory();
+    h->slot_bytes = (size_t)slot_bytes;
+    usbeam_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = usbeam_live_cuda_ring_create(device, slots, (size_t)slot_bytes, &h->ring);
+    Py_END_ALLOW_THREADS
+    if (st != USBEAM_OK) {
+        PyMem_Free(h);
+        return usbeam_py_raise(st);
+    }
+    PyObject *capsule = PyCapsule_New(h, RING_CAPSULE, ring_capsule_destroy);
+    if (!capsule) {
+        usbeam_live_cuda_ring_destroy(h->ring);
+        PyMem_Free(h);
+    }
+    return capsule;
+}
+
+static PyObject *py_live_cuda_ring_host_slot(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *capsule;
+    int slot;
+    if (!PyArg_ParseTuple(args, "Oi", &capsule, &slot)) return NULL;
+    ring_handle *h = ring_from(capsule);
+    if (!h) return NULL;
+    void *host = NULL;
+    usbeam_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = usbeam_live_cuda_ring_host_slot(h->ring, slot, &host);
+    Py_END_ALLOW_THREADS
+    if (st != USBEAM_OK) return usbeam_py_raise(st);
+    npy_intp n = (npy_intp)h->slot_bytes;
+    PyObject *view = PyArray_New(&PyArray_Type, 1, &n, NPY_UINT8, NULL, host, 0, NPY_ARRAY_CARRAY, NULL);
+    if (!view) return NULL;
+    Py_INCREF(capsule);
+    if (PyArray_SetBaseObject((PyArrayObject *)view, capsule) < 0) {
+        Py_DECREF(view);
+        return NULL;
+    }
+    return view;
+}
+
+static PyObject *py_live_cuda_ring_upload(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *capsule;
+    int slot;
+    Py_ssize_t bytes;
+    if (!PyArg_ParseTuple(args, "Oin", &capsule, &slot, &bytes)) return NULL;
+    ring_handle *h = ring_from(capsule);
+    if (!h) return NULL;
+    if (bytes <= 0) {
+        PyErr_SetString(PyExc_ValueError, "bytes must be > 0");
+        return NULL;
+    }
+    usbeam_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = usbeam_live_cuda_ring_upload(h->ring, slot, (size_t)bytes);
+    Py_END_ALLOW_THREADS
+    if (st != USBEAM_OK) return usbeam_py_raise(st);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_live_cuda_ring_acquire(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *capsule;
+    int slot;
+    if (!PyArg_ParseTuple(args, "Oi", &capsule, &slot)) return NULL;
+    ring_handle *h = ring_from(capsule);
+    if (!h) return NULL;
+    void *device = NULL, *stream = NULL;
+    usbeam_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = usbeam_live_cuda_ring_acquire(h->ring, slot, &device, &stream);
+    Py_END_ALLOW_THREADS
+    if (st != USBEAM_OK) return usbeam_py_raise(st);
+    return Py_BuildValue("(KK)", (unsigned long long)(uintptr_t)device, (unsigned long long)(uintptr_t)stream);
+}
+
+static PyObject *py_live_cuda_ring_release(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *capsule;
+    int slot;
+    if (!PyArg_ParseTuple(args, "Oi", &capsule, &slot)) return NULL;
+    ring_handle *h = ring_from(capsule);
+    if (!h) return NULL;
+    usbeam_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = usbeam_live_cuda_ring_release(h->ring, slot);
+    Py_END_ALLOW_THREADS
+    if (st != USBEAM_OK) return usbeam_py_raise(st);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_live_cuda_ring_seconds(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *capsule;
+    int slot;
+    if (!PyArg_ParseTuple(args, "Oi", &capsule, &slot)) return NULL;
+    ring_handle *h = ring_from(capsule);
+    if (!h) return NULL;
+    double upload_s = 0, compute_s = 0;
+    usbeam_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = usbeam_live_cuda_ring_compute_seconds(h->ring, slot, &compute_s);
+    if (st == USBEAM_OK) st = usbeam_live_cuda_ring_upload_seconds(h->ring, slot, &upload_s);
+    Py_END_ALLOW_THREADS
+    if (st != USBEAM_OK) return usbeam_py_raise(st);
+    return Py_BuildValue("(dd)", upload_s, compute_s);
+}
+
+static PyObject *py_live_cuda_ring_synchronize(PyObject *self, PyObject *capsule)
+{
+    (void)self;
+    ring_handle *h = ring_from(capsule);
+    if (!h) return NULL;
+    usbeam_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = usbeam_live_cuda_ring_synchronize(h->ring);
+    Py_END_ALLOW_THREADS
+    if (st != USBEAM_OK) return usbeam_py_raise(st);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_live_cuda_ring_count(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    return PyLong_FromLong(usbeam_live_cuda_ring_count());
+}
+
 static PyObject *py_shm_now_ns(PyObject *self, PyObject *noargs)
 {
     (void)self;
@@ -370,5 +542,18 @@ PyMethodDef usbeam_py_live_methods[] = {
     {"shm_now_ns", py_shm_now_ns, METH_NOARGS, "CLOCK_MONOTONIC in ns (the region's clock)."},
     {"live_cuda_h2d_bandwidth", py_live_cuda_h2d_bandwidth, METH_VARARGS,
      "Pinned host-to-device copy bandwidth in GB/s: (bytes, repeats=20, device=0)."},
+    {"live_cuda_ring_create", py_live_cuda_ring_create, METH_VARARGS,
+     "Pinned/device slot ring of a CUDA live session: (device, slots, slot_bytes)."},
+    {"live_cuda_ring_host_slot", py_live_cuda_ring_host_slot, METH_VARARGS,
+     "(ring, k) -> uint8 view of pinned slot k, once its last upload has finished."},
+    {"live_cuda_ring_upload", py_live_cuda_ring_upload, METH_VARARGS, "(ring, k, bytes): queue slot k's upload."},
+    {"live_cuda_ring_acquire", py_live_cuda_ring_acquire, METH_VARARGS,
+     "(ring, k) -> (device_ptr, compute_stream), the compute stream ordered after k's upload."},
+    {"live_cuda_ring_release", py_live_cuda_ring_release, METH_VARARGS,
+     "(ring, k): record that the compute stream's work on slot k is queued."},
+    {"live_cuda_ring_seconds", py_live_cuda_ring_seconds, METH_VARARGS,
+     "(ring, k) -> (upload_s, compute_s) of slot k's last frame (waits for its compute)."},
+    {"live_cuda_ring_synchronize", py_live_cuda_ring_synchronize, METH_O, "Wait for both streams of a ring."},
+    {"live_cuda_ring_count", py_live_cuda_ring_count, METH_NOARGS, "CUDA slot rings alive in this process."},
     {NULL, NULL, 0, NULL},
 };

@@ -12,6 +12,7 @@
  *          out [n_frames or 1][n_k][n_j][n_i], voxel (i, j, k) at world V (i, j, k, 1),
  *          array coordinates W V (i, j, k, 1) (V = voxel_to_world, W = world_to_array).
  * Units: m, s, Hz.
+ * Data holding NaN or inf is refused (one pass over it before beamforming), as das does.
  *
  * Receive apodization: window(kind, lateral / (z / (2 F#))), the lateral distance to the
  * receive element along the strip axis (line elements) or in the array plane (HERCULES);
@@ -50,7 +51,7 @@ struct usbeam_rca_plan {
     usbeam_tx_model *waves;      /* [n_acq] (VLS/TPW/Flash) or [1] (HERCULES) */
     int n_threads;
     size_t scratch_doubles;      /* per thread */
-    double *scratch;
+    double *scratch;             /* CPU plans only */
     usbeam_rca_cuda *cuda;       /* USBEAM_BACKEND_CUDA: the twin in cuda/rca.cu */
 };
 
@@ -256,8 +257,9 @@ usbeam_status usbeam_rca_plan_create(const usbeam_rca_params *params, usbeam_bac
     /* per thread: one voxel_block per voxel of a tile */
     pl->scratch_doubles = VOXEL_TILE * block_doubles(p);
     if (!pl->rx_u || !pl->tx_u || !pl->acq_position || !pl->waves ||
-        usbeam_mul_size3(pl->scratch_doubles, (size_t)pl->n_threads, sizeof(double), &tmp) != 0 ||
-        !(pl->scratch = usbeam_alloc(tmp))) {
+        (backend == USBEAM_BACKEND_CPU && /* a CUDA plan has no host scratch */
+         (usbeam_mul_size3(pl->scratch_doubles, (size_t)pl->n_threads, sizeof(double), &tmp) != 0 ||
+          !(pl->scratch = usbeam_alloc(tmp))))) {
         usbeam_rca_plan_destroy(pl);
         return usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "rca plan tables");
     }
@@ -526,6 +528,18 @@ usbeam_status usbeam_rca_execute(usbeam_rca_plan *plan, const void *in, void *ou
     if (!plan || !in || !out) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "plan, in and out must not be NULL");
     if (plan->cuda) return usbeam_rca_cuda_execute(plan->cuda, in, out); /* device pointers, queued */
     const usbeam_rca_params *p = &plan->params;
+    {   /* NaN or inf would reach every voxel that reads it: refuse it, as das does (the CUDA
+         * twin flags what it reads instead).  x - x is 0 only for finite x. */
+        const ptrdiff_t n_values = (ptrdiff_t)(p->n_frames * p->n_acquisitions * p->n_channels * p->n_samples *
+                                               (p->data_complex ? 2 : 1));
+        const float *x = in;
+        size_t bad = 0;
+#pragma omp parallel for schedule(static) reduction(+ : bad) num_threads(plan->n_threads)
+        for (ptrdiff_t i = 0; i < n_values; ++i) bad += !(x[i] - x[i] == 0.0f);
+        if (bad)
+            return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "data contains NaN or infinite values (%zu of %zu values)",
+                               bad, (size_t)n_values);
+    }
     const size_t n_voxels = p->n_i * p->n_j * p->n_k, stride = block_doubles(p);
     const ptrdiff_t n_tiles = (ptrdiff_t)((n_voxels + VOXEL_TILE - 1) / VOXEL_TILE);
     const int strips_real = !p->data_complex && !is_hercules(p->method);

@@ -55,7 +55,7 @@ struct usbeam_rf2iq_plan {
      * BUTTER_CHANNELS interleaved channels; FIR: the zero-padded real RF line */
     int n_threads;
     size_t scratch_len, scratch_per_thread;
-    double *scratch;
+    double *scratch;   /* CPU plans only */
     usbeam_rf2iq_cuda *cuda; /* USBEAM_BACKEND_CUDA: the twin in cuda/rf2iq.cu */
 };
 
@@ -256,7 +256,8 @@ usbeam_status usbeam_rf2iq_plan_create(const usbeam_rf2iq_params *params, usbeam
         st = usbeam_fail(USBEAM_ERR_SIZE_OVERFLOW, "rf: scratch line of %zu samples is too large", line_len);
         goto fail;
     }
-    if ((st = alloc_doubles(scratch_count, "scratch", &p->scratch)) != USBEAM_OK) goto fail;
+    if (backend == USBEAM_BACKEND_CPU && (st = alloc_doubles(scratch_count, "scratch", &p->scratch)) != USBEAM_OK)
+        goto fail; /* a CUDA plan's work space is on the device */
     if (backend == USBEAM_BACKEND_CUDA) {
         const usbeam_rf2iq_tables tables = {p->phasor_re, p->phasor_im, p->n_out, p->b, p->a, p->step_state,
                                             p->padlen, p->modulated_re, p->modulated_im, p->n_taps,

@@ -172,6 +172,13 @@ usbeam_status usbeam_cuda_exec_timings(usbeam_cuda_exec *exec, size_t capacity, 
                                        float *ms, size_t *n_stages);
 /* Device memory the plan holds, bytes. */
 size_t usbeam_cuda_exec_device_bytes(const usbeam_cuda_exec *exec);
+/* Input faults the plan's kernels met since the last call, as bits (0: none); read and
+ * cleared without any CUDA call, so it covers the executes that have finished (call it after
+ * synchronising with the plan's stream).  The beamformers (das, rca) set
+ * USBEAM_INPUT_FAULT_NONFINITE when a sum they formed is NaN or infinite, i.e. when a sample
+ * they read is. */
+#define USBEAM_INPUT_FAULT_NONFINITE 1u
+unsigned usbeam_cuda_exec_take_input_faults(usbeam_cuda_exec *exec);
 /* The CUDA execution state of a family's plan; NULL for a CPU plan. */
 struct usbeam_bmode_plan;
 struct usbeam_rf2iq_plan;
@@ -777,7 +784,7 @@ void usbeam_live_gather_plan_destroy(usbeam_live_gather_plan *plan);
  * makes the compute stream wait for "uploaded" and returns the device buffer and the
  * compute stream (cudaStream_t as void *) to enqueue the pipeline on; release(k) records
  * "consumed".  So a device slot is never overwritten while in use nor read while partly
- * written, and copies overlap compute.  NOT RUN YET: compiled, no device was available. */
+ * written, and copies overlap compute.  Tested under the CUDA emulator, not yet on a GPU. */
 typedef struct usbeam_live_cuda_ring usbeam_live_cuda_ring;
 usbeam_status usbeam_live_cuda_ring_create(int device, int n_slots, size_t slot_bytes,
                                            usbeam_live_cuda_ring **ring);
@@ -788,8 +795,13 @@ usbeam_status usbeam_live_cuda_ring_acquire(usbeam_live_cuda_ring *ring, int slo
 usbeam_status usbeam_live_cuda_ring_release(usbeam_live_cuda_ring *ring, int slot);
 /* Seconds the last upload of slot took (event timing; waits for it to finish). */
 usbeam_status usbeam_live_cuda_ring_upload_seconds(usbeam_live_cuda_ring *ring, int slot, double *seconds);
+/* GPU seconds from acquire(slot) to release(slot) on the compute stream; waits for release's
+ * event, i.e. for the work queued on the compute stream in between. */
+usbeam_status usbeam_live_cuda_ring_compute_seconds(usbeam_live_cuda_ring *ring, int slot, double *seconds);
 usbeam_status usbeam_live_cuda_ring_synchronize(usbeam_live_cuda_ring *ring);
 void usbeam_live_cuda_ring_destroy(usbeam_live_cuda_ring *ring);
+/* Rings created and not yet destroyed in this process (leak checks). */
+int usbeam_live_cuda_ring_count(void);
 /* Pinned host-to-device cudaMemcpy bandwidth (GB/s, median of repeats) of a bytes-sized copy:
  * the reference the live upload rate is compared with. */
 usbeam_status usbeam_live_cuda_h2d_bandwidth(int device, size_t bytes, int repeats, double *gbps);

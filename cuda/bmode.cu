@@ -8,8 +8,14 @@
  * |IQ|^2 over the whole array (or per image, or the square of a fixed reference); the uint8
  * level is 255 (dB - 10 log10(ref^2) + DR) / DR clipped to [0, 255] and truncated; the dB
  * output is floored at -DR; an all-zero image has reference +inf, so every pixel is at the
- * bottom.  As on the CPU, powers and logarithms are double, so grey-level edges agree up to
- * the last-ulp difference of the two libm's log10 (tests/tolerances.py, bmode_cuda_*).
+ * bottom.  uint8, as on the CPU, is the threshold definition: level k iff
+ * |IQ|^2 >= ref^2 10^((k - 255) DR / 2550), with the 255 factors 10^(...) computed once on
+ * the host by the CPU's expression (uploaded at plan creation) and multiplied by the same
+ * double reference power; |IQ|^2 of float parts is exact in double (no rounding to differ
+ * by, FMA or not), so the levels are the CPU's bit for bit (NaN -> 0, inf -> 255, as there).
+ * A double log10 gives the first guess, which the exact thresholds settle.  The dB output
+ * takes 10 log10 in double on both sides (last-ulp differences of two libm's: tolerances.py,
+ * bmode_cuda_db_abs).
  *
  * Stages: "bmode.max" (grid-stride max of |IQ|^2 per reference block: warp shuffles, one
  * atomicMax per warp on the IEEE bits, which order like the values for non-negative
@@ -51,36 +57,45 @@ __global__ void max_power_kernel(const float2 *__restrict__ iq, size_t block_siz
     if ((threadIdx.x & 31) == 0) atomicMax(&best_bits[block], (unsigned long long)__double_as_longlong(best));
 }
 
-/* ref_db[r] = 10 log10(max |IQ|^2 of reference block r), +inf for an all-zero block (so that
- * every pixel of it lands at the bottom of the range, as on the CPU). */
-__global__ void reference_db_kernel(const unsigned long long *__restrict__ best_bits, size_t n_references,
-                                    double *__restrict__ ref_db)
+/* ref_power[r] = max |IQ|^2 of reference block r, +inf for an all-zero block (so that every
+ * pixel of it lands at the bottom of the range, as on the CPU), and ref_db[r] its 10 log10. */
+__global__ void reference_kernel(const unsigned long long *__restrict__ best_bits, size_t n_references,
+                                 double *__restrict__ ref_power, double *__restrict__ ref_db)
 {
     for (size_t r = (size_t)blockIdx.x * blockDim.x + threadIdx.x; r < n_references; r += (size_t)gridDim.x * blockDim.x) {
         double power = __longlong_as_double((long long)best_bits[r]);
         if (!(power > 0.0)) power = INFINITY;
+        ref_power[r] = power;
         ref_db[r] = 10.0 * log10(power);
     }
 }
 
-/* The reference level of pixel i: a fixed one (computed on the host, as the CPU does), the
- * global max, or its image's max. */
-__device__ __forceinline__ double pixel_reference_db(const double *ref_db, double fixed_ref_db, int use_fixed,
-                                                     int per_image, size_t i, size_t image_size)
+/* The reference of pixel i: a fixed one (computed on the host, as the CPU does), the global
+ * max, or its image's max. */
+__device__ __forceinline__ double pixel_reference(const double *table, double fixed, int use_fixed, int per_image,
+                                                  size_t i, size_t image_size)
 {
-    return use_fixed ? fixed_ref_db : ref_db[per_image ? i / image_size : 0];
+    return use_fixed ? fixed : table[per_image ? i / image_size : 0];
 }
 
+/* factor[k] = 10^((k - 255) DR / 2550), k = 1..255, from the host (factor[0] unused). */
 __global__ void compress_uint8_kernel(const float2 *__restrict__ iq, size_t n, size_t image_size,
-                                      const double *__restrict__ ref_db, double fixed_ref_db, int use_fixed,
-                                      int per_image, double range_db, unsigned char *__restrict__ out)
+                                      const double *__restrict__ ref_power, const double *__restrict__ ref_db,
+                                      double fixed_power, double fixed_ref_db, int use_fixed, int per_image,
+                                      double range_db, const double *__restrict__ factor,
+                                      unsigned char *__restrict__ out)
 {
     const double scale = 255.0 / range_db;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        const double reference = pixel_reference_db(ref_db, fixed_ref_db, use_fixed, per_image, i, image_size);
-        const double level = (10.0 * log10(sample_power(iq, i)) - reference + range_db) * scale;
-        /* log10(0) = -inf and NaN both land on 0, as on the CPU */
-        out[i] = level >= 255.0 ? 255 : (level > 0.0 ? (unsigned char)level : 0);
+        const double power = sample_power(iq, i);
+        const double reference = pixel_reference(ref_power, fixed_power, use_fixed, per_image, i, image_size);
+        const double guess = (10.0 * log10(power) - pixel_reference(ref_db, fixed_ref_db, use_fixed, per_image, i,
+                                                                      image_size) + range_db) * scale;
+        int level = guess >= 255.0 ? 255 : (guess > 0.0 ? (int)guess : 0); /* -inf and NaN: 0 */
+        /* the CPU's thresholds, reference x factor (one double product, as there) */
+        while (level < 255 && power >= reference * factor[level + 1]) ++level;
+        while (level > 0 && !(power >= reference * factor[level])) --level;
+        out[i] = (unsigned char)level;
     }
 }
 
@@ -89,7 +104,7 @@ __global__ void compress_db_kernel(const float2 *__restrict__ iq, size_t n, size
                                    int per_image, double range_db, float *__restrict__ out)
 {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        const double reference = pixel_reference_db(ref_db, fixed_ref_db, use_fixed, per_image, i, image_size);
+        const double reference = pixel_reference(ref_db, fixed_ref_db, use_fixed, per_image, i, image_size);
         const double db = 10.0 * log10(sample_power(iq, i)) - reference;
         out[i] = (float)(db > -range_db ? db : -range_db);
     }
@@ -110,7 +125,9 @@ struct usbeam_bmode_cuda {
     size_t image_size;
     size_t n_references;              /* blocks with their own max: n_images or 1 */
     unsigned long long *best_bits;    /* [n_references] device, max |IQ|^2 as IEEE bits */
+    double *ref_power;                /* [n_references] device, that max (+inf for 0) */
     double *ref_db;                   /* [n_references] device, 10 log10 of it */
+    double *factor;                   /* [256] device, uint8 threshold factors (host pow) */
     unsigned grid_cap;                /* grid-stride launches: a few waves of the device */
 };
 
@@ -134,6 +151,14 @@ extern "C" usbeam_status usbeam_bmode_cuda_create(const usbeam_bmode_params *par
         st = usbeam_fail(USBEAM_ERR_SIZE_OVERFLOW, "n_images: %zu is too large", p->n_references);
     if (st == USBEAM_OK) st = usbeam_cuda_exec_alloc(p->exec, bytes, "bmode reference", (void **)&p->best_bits);
     if (st == USBEAM_OK) st = usbeam_cuda_exec_alloc(p->exec, bytes, "bmode reference", (void **)&p->ref_db);
+    if (st == USBEAM_OK) st = usbeam_cuda_exec_alloc(p->exec, bytes, "bmode reference", (void **)&p->ref_power);
+    if (st == USBEAM_OK && params->output == USBEAM_BMODE_UINT8) {
+        double factor[256];
+        factor[0] = 0.0; /* level 0 needs nothing: never read */
+        for (int k = 1; k < 256; ++k) factor[k] = pow(10.0, (double)(k - 255) * params->dynamic_range_db / 2550.0);
+        st = usbeam_cuda_exec_alloc(p->exec, sizeof factor, "bmode thresholds", (void **)&p->factor);
+        if (st == USBEAM_OK) st = usbeam_cuda_exec_upload(p->exec, p->factor, factor, sizeof factor);
+    }
     if (st == USBEAM_OK) {
         int sms = 0;
         st = usbeam_cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount,
@@ -178,8 +203,8 @@ static usbeam_status bmode_cuda_run(usbeam_bmode_cuda *p, const float2 *iq, void
         dim3 grid(per_block, (unsigned)p->n_references);
         max_power_kernel<<<grid, THREADS, 0, stream>>>(iq, block_size, p->best_bits);
         USBEAM_CUDA_TRY(cudaGetLastError());
-        reference_db_kernel<<<grid_for(p->n_references, p->grid_cap), THREADS, 0, stream>>>(
-            p->best_bits, p->n_references, p->ref_db);
+        reference_kernel<<<grid_for(p->n_references, p->grid_cap), THREADS, 0, stream>>>(
+            p->best_bits, p->n_references, p->ref_power, p->ref_db);
         USBEAM_CUDA_TRY(cudaGetLastError());
         if ((st = usbeam_cuda_stage_end(e, STAGE_MAX)) != USBEAM_OK) return st;
     }
@@ -189,9 +214,9 @@ static usbeam_status bmode_cuda_run(usbeam_bmode_cuda *p, const float2 *iq, void
     const int use_fixed = fixed_power > 0.0;
     const double fixed_ref_db = use_fixed ? 10.0 * log10(fixed_power) : 0.0; /* host libm, as the CPU */
     if (prm->output == USBEAM_BMODE_UINT8)
-        compress_uint8_kernel<<<grid, THREADS, 0, stream>>>(iq, prm->n_values, p->image_size, p->ref_db,
-                                                            fixed_ref_db, use_fixed, prm->per_image,
-                                                            prm->dynamic_range_db, (unsigned char *)out);
+        compress_uint8_kernel<<<grid, THREADS, 0, stream>>>(iq, prm->n_values, p->image_size, p->ref_power, p->ref_db,
+                                                            fixed_power, fixed_ref_db, use_fixed, prm->per_image,
+                                                            prm->dynamic_range_db, p->factor, (unsigned char *)out);
     else
         compress_db_kernel<<<grid, THREADS, 0, stream>>>(iq, prm->n_values, p->image_size, p->ref_db, fixed_ref_db,
                                                          use_fixed, prm->per_image, prm->dynamic_range_db,

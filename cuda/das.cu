@@ -13,18 +13,35 @@
  * path, distance, window, interpolation weights, IQ phase rotation), one delay and one set
  * of weights per (transmit, element of its aperture), then applies them to every frame of
  * the batch before moving on, so the delays are computed once per call however many frames
- * there are.  Elements outside the aperture are never visited, and a sample outside the
- * record (interpolation range of usbeam_math.h) is skipped before any data is loaded.
+ * there are.
+ *
+ * Threads: when the points are a lattice in Grid order ((nz, nx) or (ny, nz, nx), x
+ * fastest; detected from the coordinates at plan creation), a block is a 2-D tile of
+ * 32 points down a column (depth: one warp) x up to 8 columns, and a y slice per grid z;
+ * tiles at the grid's edges are partial.  The lanes of a warp then share x, so their
+ * apertures are nested ranges around the same centre: the warp walks the union of its
+ * lanes' ranges element by element, a lane skipping (before any delay or load) an element
+ * outside its own aperture, so that at each step the lanes read one channel at samples a
+ * few apart (coalesced).  Any other point list runs in 1-D blocks of consecutive points.
+ * A sample outside the record (interpolation range of usbeam_math.h) or of zero window
+ * weight is skipped before any data is loaded.
  * Per-frame sums live in shared memory, (n_frames x block) floats (twice for IQ), so the
- * number of points per block is chosen at plan creation to fit the device; the output is
- * written once per point and frame, coalesced along the points.
+ * tile width is chosen at plan creation to fit the device (opt-in shared memory beyond
+ * 48 KiB); the output is written once per point and frame.
+ *
+ * Non-finite input: the CPU refuses data holding NaN or inf while it stages it.  Here a
+ * NaN or inf a point reads makes its sums non-finite (x * 0 is NaN too), so a thread whose
+ * output is non-finite sets the plan's input-fault word (cuda/exec.cu: mapped page-locked
+ * host memory, a plain store).  Execute queues nothing more and never waits; the host reads
+ * and clears the word once the work has finished (usbeam_cuda_exec_take_input_faults), which
+ * usbeam.device does after a host copy of the result, on plan.cuda.synchronize() and at the
+ * plan's next call, raising ValueError naming the input.  Only samples the beamformer reads
+ * count (the CPU checks every sample), and a finite sum that overflows float32 counts too.
  *
  * Differences from the CPU backend, all within float32 rounding: the CPU folds window,
  * interpolation weight and phase rotation in double and rounds once to float; here the
  * interpolation weights and the rotation are float (usbeam_math.h's contract) and the
- * window uses cos() rather than the CPU's polynomial (|difference| < 1e-11).  The CPU
- * refuses data holding NaN or inf while it stages it; here it propagates to the outputs of
- * the points that read it (checking would need a host round trip on every call).
+ * window uses cos() rather than the CPU's polynomial (|difference| < 1e-11).
  * Reference: Perrot et al., "So you think you can DAS?", Ultrasonics 111 (2021) 106309.
  */
 #include "exec.cuh"
@@ -41,8 +58,14 @@ struct DasGeometry {
     const double *points;                             /* (n_points, 3) */
     const usbeam_tx_model *tx;                        /* (n_transmits), sources on the device */
     const int32_t *aperture_first, *aperture_count;   /* (n_points) */
+    unsigned *input_fault;                            /* mapped host word (exec.cuh) */
     int n_elements, n_transmits, n_samples, n_frames;
     size_t n_points;
+    /* thread -> point: p = a * stride_a + b * stride_b + blockIdx.z * stride_c, with
+     * a = blockIdx.x * blockDim.x + threadIdx.x < extent_a (down a column of the grid) and
+     * b = blockIdx.y * blockDim.y + threadIdx.y < extent_b (along a row) */
+    size_t stride_a, stride_b, stride_c;
+    unsigned extent_a, extent_b;
     double fs, fc, c, inv_c, t0, f_number, tukey_alpha;
     double window_center, window_half_width;
     int window, interpolation;
@@ -54,24 +77,43 @@ __device__ __forceinline__ float load_real(const In *x, int k)
     return (float)x[k];
 }
 
+/* [lo, hi) -> the union over the 32 lanes of the warp (every lane must call it). */
+__device__ __forceinline__ void warp_range_union(int &lo, int &hi)
+{
+    for (int lane_mask = 16; lane_mask > 0; lane_mask >>= 1) {
+        lo = min(lo, __shfl_xor_sync(0xffffffffu, lo, lane_mask));
+        hi = max(hi, __shfl_xor_sync(0xffffffffu, hi, lane_mask));
+    }
+}
+
 /* One thread per point: out[f][p] = sum over (transmit, aperture element) of the
  * interpolated, windowed (and for IQ phase-rotated) sample of frame f. */
 template <typename In, bool IQ>
 __global__ void das_kernel(DasGeometry g, const In *__restrict__ data, float *__restrict__ out)
 {
-    extern __shared__ float acc_shared[]; /* [IQ ? 2 : 1][n_frames][blockDim.x] */
-    const size_t p = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    extern __shared__ float acc_shared[]; /* [IQ ? 2 : 1][n_frames][threads] */
+    const unsigned threads = blockDim.x * blockDim.y, tid = threadIdx.y * blockDim.x + threadIdx.x;
+    const unsigned a = blockIdx.x * blockDim.x + threadIdx.x, b = blockIdx.y * blockDim.y + threadIdx.y;
+    const bool inside = a < g.extent_a && b < g.extent_b;
+    const size_t p = inside ? a * g.stride_a + b * g.stride_b + blockIdx.z * g.stride_c : 0;
     const int n_frames = g.n_frames;
-    float *acc_re = acc_shared + threadIdx.x;
-    float *acc_im = acc_re + (size_t)n_frames * blockDim.x;
+    float *acc_re = acc_shared + tid;
+    float *acc_im = acc_re + (size_t)n_frames * threads;
     for (int f = 0; f < n_frames; ++f) {
-        acc_re[f * blockDim.x] = 0.0f;
-        if (IQ) acc_im[f * blockDim.x] = 0.0f;
+        acc_re[f * threads] = 0.0f;
+        if (IQ) acc_im[f * threads] = 0.0f;
     }
-    if (p >= g.n_points) return; /* no barrier below: idle threads may leave */
+
+    /* The warp walks the union of its points' apertures, one element at a time: the lanes of
+     * a column of the grid share an element (their apertures are nested), so their loads
+     * are from one channel at nearby samples.  A lane skips an element outside its own
+     * aperture before computing or loading anything. */
+    const int first = inside ? g.aperture_first[p] : 0, last = inside ? first + g.aperture_count[p] : 0;
+    int union_first = inside ? first : INT_MAX, union_last = inside ? last : INT_MIN;
+    warp_range_union(union_first, union_last);
+    if (!inside) return; /* no barrier below: idle threads may leave */
 
     const double x = g.points[3 * p], y = g.points[3 * p + 1], z = g.points[3 * p + 2];
-    const int first = g.aperture_first[p], count = g.aperture_count[p];
     double centre = g.window_center, half_width = g.window_half_width;
     if (g.f_number > 0.0) {
         centre = x;
@@ -83,7 +125,8 @@ __global__ void das_kernel(DasGeometry g, const In *__restrict__ data, float *__
 
     for (int t = 0; t < g.n_transmits; ++t) {
         const double tx_time = usbeam_tx_path(&g.tx[t], x, y, z) / g.c; /* as the CPU: path / c, then */
-        for (int e = first; e < first + count; ++e) {
+        for (int e = union_first; e < union_last; ++e) {
+            if (e < first || e >= last) continue; /* outside this point's aperture */
             const double ex = g.element_x[e];
             const double tau = tx_time + usbeam_distance(x, y, z, ex, g.element_y[e], g.element_z[e]) * g.inv_c; /* + r / c */
             const float apod = (float)usbeam_window(g.window, (ex - centre) * inv_half, g.tukey_alpha);
@@ -104,8 +147,8 @@ __global__ void das_kernel(DasGeometry g, const In *__restrict__ data, float *__
                         re += w[k] * v.x;
                         im += w[k] * v.y;
                     }
-                    acc_re[f * blockDim.x] += re * rot.re - im * rot.im;
-                    acc_im[f * blockDim.x] += re * rot.im + im * rot.re;
+                    acc_re[f * threads] += re * rot.re - im * rot.im;
+                    acc_im[f * threads] += re * rot.im + im * rot.re;
                 }
             } else {
                 const In *x0 = data + channel;
@@ -113,26 +156,34 @@ __global__ void das_kernel(DasGeometry g, const In *__restrict__ data, float *__
                     const In *xf = x0 + (size_t)f * frame_stride;
                     float v = 0.0f;
                     for (int k = 0; k < taps; ++k) v += w[k] * load_real(xf, k);
-                    acc_re[f * blockDim.x] += v;
+                    acc_re[f * threads] += v;
                 }
             }
         }
     }
+    /* A NaN or inf read from data stays NaN or inf through every later sum (x * 0 included),
+     * so a non-finite output is the test for non-finite input the point read (int16 cannot
+     * be).  The flag is a plain store to mapped host memory, once per such thread. */
+    bool non_finite = false;
     for (int f = 0; f < n_frames; ++f) {
         const size_t o = (size_t)f * g.n_points + p;
-        if (IQ)
-            ((float2 *)out)[o] = make_float2(acc_re[f * blockDim.x], acc_im[f * blockDim.x]);
-        else
-            out[o] = acc_re[f * blockDim.x];
+        const float re = acc_re[f * threads];
+        if (IQ) {
+            const float im = acc_im[f * threads];
+            ((float2 *)out)[o] = make_float2(re, im);
+            non_finite |= !isfinite(re) || !isfinite(im);
+        } else {
+            out[o] = re;
+            if (sizeof(In) == sizeof(float)) non_finite |= !isfinite(re);
+        }
     }
+    if (non_finite) *(volatile unsigned *)g.input_fault = USBEAM_INPUT_FAULT_NONFINITE;
 }
 
 template <typename In, bool IQ>
 usbeam_status allow_shared(size_t bytes)
 {
-    if (bytes > 48 * 1024)
-        USBEAM_CUDA_TRY(cudaFuncSetAttribute(das_kernel<In, IQ>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-    return USBEAM_OK;
+    return usbeam_cuda_allow_dynamic_shared((const void *)das_kernel<In, IQ>, bytes);
 }
 
 } // namespace
@@ -141,9 +192,30 @@ struct usbeam_das_cuda {
     usbeam_cuda_exec *exec;
     DasGeometry geometry;  /* device pointers */
     usbeam_dtype input_dtype;
-    unsigned threads;      /* points per block */
+    dim3 block, grid;
     size_t shared_bytes;
 };
+
+/* Length of the rows of points (the run from point 0 sharing its y and z) when the points
+ * are a lattice (n_slices, n_rows, row_length), row fastest, as Grid's (nz, nx) and
+ * (ny, nz, nx) orders make them: every row of one y and one z, every slice of one y.
+ * 0 when they are not.  Only the speed depends on this (neighbouring threads, neighbouring
+ * delays): any point list is beamformed correctly either way. */
+static size_t lattice_row_length(const double *pts, size_t n_points, size_t *rows_per_slice)
+{
+    size_t row = 1;
+    while (row < n_points && pts[3 * row + 1] == pts[1] && pts[3 * row + 2] == pts[2]) ++row;
+    if (row < 2 || n_points % row != 0 || n_points == row) return 0;
+    size_t rows = 1; /* rows of the first slice: those starting with its y */
+    while (rows < n_points / row && pts[3 * rows * row + 1] == pts[1]) ++rows;
+    if ((n_points / row) % rows != 0) return 0;
+    for (size_t q = 0; q < n_points; ++q) {
+        const double *row_start = pts + 3 * (q - q % row), *slice_start = pts + 3 * (q - q % (row * rows));
+        if (pts[3 * q + 1] != slice_start[1] || pts[3 * q + 2] != row_start[2]) return 0;
+    }
+    *rows_per_slice = rows;
+    return row;
+}
 
 /* cudaMalloc + upload of bytes from host. */
 static usbeam_status upload(usbeam_cuda_exec *e, const void *host, size_t bytes, const char *what, void **device)
@@ -163,6 +235,7 @@ extern "C" usbeam_status usbeam_das_cuda_create(const usbeam_das_plan *plan, usb
         return usbeam_fail(USBEAM_ERR_UNSUPPORTED, "das on CUDA: elements, transmits, samples and frames must each be < 2^31");
     usbeam_das_cuda *p = (usbeam_das_cuda *)usbeam_alloc(sizeof *p);
     if (!p) return usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "das CUDA plan");
+    *p = usbeam_das_cuda{}; /* zeroed */
     p->input_dtype = prm->input_dtype;
     DasGeometry *g = &p->geometry;
     const size_t n_el = prm->n_elements, n_tx = prm->n_transmits, n_pts = prm->n_points;
@@ -213,19 +286,50 @@ extern "C" usbeam_status usbeam_das_cuda_create(const usbeam_das_plan *plan, usb
     g->window = (int)prm->window;           /* USBEAM_DAS_* = USBEAM_WINDOW_* */
     g->interpolation = (int)prm->interpolation; /* USBEAM_DAS_* = USBEAM_INTERP_* */
 
+    if (st == USBEAM_OK) st = usbeam_cuda_exec_input_fault_flag(p->exec, &g->input_fault);
+    unsigned lanes = 0;
     if (st == USBEAM_OK) {
-        /* the widest block whose per-frame sums fit in the shared memory a block may have */
+        /* Blocks of 32 points down a column of the grid (one warp) x `lanes` columns, the
+         * most columns whose per-frame sums fit: 8 within the default 48 KiB, else with the
+         * opt-in shared memory the device allows. */
         const size_t per_point = prm->n_frames * sizeof(float) * (plan->is_iq ? 2 : 1);
         const size_t limit = (size_t)usbeam_cuda_exec_max_shared_optin(p->exec);
-        p->threads = 0;
-        for (unsigned threads = 128; threads >= 32 && !p->threads; threads /= 2)
-            if (per_point * threads <= limit) p->threads = threads;
-        if (!p->threads)
+        lanes = per_point * 32 * 8 <= 48 * 1024 ? 8 : 0;
+        for (unsigned l = 4; l >= 1 && !lanes; l /= 2)
+            if (per_point * 32 * l <= limit) lanes = l;
+        if (!lanes)
             st = usbeam_fail(USBEAM_ERR_UNSUPPORTED,
                              "n_frames: %zu frames per call do not fit the CUDA beamformer's shared memory "
                              "(at most %zu); beamform fewer frames per call",
                              prm->n_frames, limit / (32 * sizeof(float) * (plan->is_iq ? 2 : 1)));
-        p->shared_bytes = per_point * p->threads;
+    }
+    if (st == USBEAM_OK) {
+        const size_t per_point = prm->n_frames * sizeof(float) * (plan->is_iq ? 2 : 1);
+        size_t rows = 0;
+        const size_t row = lanes > 1 ? lattice_row_length(plan->points, n_pts, &rows) : 0;
+        const size_t slices = row ? n_pts / (row * rows) : 0;
+        while (row && lanes > 1 && lanes / 2 >= row) lanes /= 2; /* no idle columns in a narrow grid */
+        p->shared_bytes = per_point * 32 * lanes;
+        if (row && rows <= UINT32_MAX && (row + lanes - 1) / lanes <= 65535u && slices <= 65535u) {
+            g->stride_a = row;          /* a: down the column (depth in a Grid) */
+            g->stride_b = 1;            /* b: along the row (x) */
+            g->stride_c = row * rows;   /* one y slice per grid z */
+            g->extent_a = (unsigned)rows;
+            g->extent_b = (unsigned)row;
+            p->block = dim3(32, lanes, 1);
+            p->grid = dim3((unsigned)((rows + 31) / 32), (unsigned)((row + lanes - 1) / lanes), (unsigned)slices);
+        } else { /* a list of points: runs of consecutive points */
+            const size_t threads = 32 * (size_t)lanes, blocks = (n_pts + threads - 1) / threads;
+            if (n_pts > UINT32_MAX || blocks > (size_t)INT32_MAX)
+                st = usbeam_fail(USBEAM_ERR_UNSUPPORTED, "points: too many points for one CUDA launch");
+            g->stride_a = 1;
+            g->stride_b = 0;
+            g->stride_c = 0;
+            g->extent_a = (unsigned)n_pts;
+            g->extent_b = 1;
+            p->block = dim3((unsigned)threads, 1, 1);
+            p->grid = dim3((unsigned)blocks, 1, 1);
+        }
     }
     if (st == USBEAM_OK) {
         switch (prm->input_dtype) {
@@ -258,21 +362,20 @@ extern "C" usbeam_status usbeam_das_cuda_execute(usbeam_das_cuda *p, const void 
     usbeam_status st = usbeam_cuda_exec_begin(e);
     if (st != USBEAM_OK) return st;
     cudaStream_t stream = usbeam_cuda_exec_cuda_stream(e);
-    const unsigned blocks = (unsigned)((p->geometry.n_points + p->threads - 1) / p->threads);
     st = usbeam_cuda_stage_begin(e, STAGE_BEAMFORM);
     if (st == USBEAM_OK) {
         switch (p->input_dtype) {
         case USBEAM_DTYPE_INT16:
-            das_kernel<short, false><<<blocks, p->threads, p->shared_bytes, stream>>>(p->geometry, (const short *)in,
-                                                                                      (float *)out);
+            das_kernel<short, false><<<p->grid, p->block, p->shared_bytes, stream>>>(p->geometry, (const short *)in,
+                                                                                     (float *)out);
             break;
         case USBEAM_DTYPE_FLOAT32:
-            das_kernel<float, false><<<blocks, p->threads, p->shared_bytes, stream>>>(p->geometry, (const float *)in,
-                                                                                      (float *)out);
+            das_kernel<float, false><<<p->grid, p->block, p->shared_bytes, stream>>>(p->geometry, (const float *)in,
+                                                                                     (float *)out);
             break;
         default:
-            das_kernel<float, true><<<blocks, p->threads, p->shared_bytes, stream>>>(p->geometry, (const float *)in,
-                                                                                     (float *)out);
+            das_kernel<float, true><<<p->grid, p->block, p->shared_bytes, stream>>>(p->geometry, (const float *)in,
+                                                                                    (float *)out);
             break;
         }
         st = usbeam_cuda_check(cudaGetLastError(), "das_kernel launch", __FILE__, __LINE__);

@@ -31,6 +31,8 @@ struct usbeam_cuda_exec {
     void *buffers[USBEAM_CUDA_MAX_BUFFERS];
     int n_buffers;
     size_t device_bytes;
+    unsigned *input_fault;      /* mapped page-locked word the kernels set (NULL until asked for) */
+    unsigned *input_fault_device; /* its device address */
 };
 
 usbeam_status usbeam_cuda_exec_create(const char *const *stage_names, int n_stages, usbeam_cuda_exec **out)
@@ -83,6 +85,7 @@ void usbeam_cuda_exec_destroy(usbeam_cuda_exec *e)
         if (e->stop[s]) (void)cudaEventDestroy(e->stop[s]);
     }
     if (e->own_stream) (void)cudaStreamDestroy(e->own_stream);
+    if (e->input_fault) (void)cudaFreeHost(e->input_fault);
     if (previous >= 0 && previous != e->device) (void)cudaSetDevice(previous);
     (void)cudaGetLastError(); /* nothing above may leave a sticky error for the next call */
     usbeam_free(e);
@@ -189,4 +192,44 @@ extern "C" usbeam_status usbeam_cuda_exec_timings(usbeam_cuda_exec *e, size_t ca
         ++*n_stages;
     }
     return USBEAM_OK;
+}
+
+usbeam_status usbeam_cuda_allow_dynamic_shared(const void *kernel, size_t bytes)
+{
+    if (bytes <= 48 * 1024) return USBEAM_OK; /* every device allows this much without opting in */
+    int device = 0, optin = 0;
+    USBEAM_CUDA_TRY(cudaGetDevice(&device));
+    USBEAM_CUDA_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    if (bytes > (size_t)optin)
+        return usbeam_fail(USBEAM_ERR_UNSUPPORTED, "a launch needs %zu bytes of shared memory; device %d allows %d",
+                           bytes, device, optin);
+    USBEAM_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+    return USBEAM_OK;
+}
+/* Input faults: a word of mapped page-locked host memory, written by the kernels with a plain
+ * store (every writer stores the same bits, so no atomic is needed) and read by the host with
+ * no CUDA call.  Execute therefore adds nothing to the stream (no copy, no memset, nothing in
+ * a captured graph), and a clean run never touches PCIe.  The word is valid on the host for
+ * the work that has finished, i.e. after the caller synchronised with the plan's stream. */
+usbeam_status usbeam_cuda_exec_input_fault_flag(usbeam_cuda_exec *e, unsigned **device_flag)
+{
+    *device_flag = nullptr;
+    if (!e->input_fault) {
+        void *host = nullptr;
+        USBEAM_CUDA_TRY(cudaHostAlloc(&host, sizeof(unsigned), cudaHostAllocMapped | cudaHostAllocPortable));
+        e->input_fault = (unsigned *)host;
+        *e->input_fault = 0u;
+        /* Under unified virtual addressing (every platform CUDA 12+ supports) the pointer
+         * cudaHostAlloc returns is valid in kernels as it is (CUDA C++ Programming Guide,
+         * "Unified Virtual Address Space"): no cudaHostGetDevicePointer needed. */
+        e->input_fault_device = e->input_fault;
+    }
+    *device_flag = e->input_fault_device;
+    return USBEAM_OK;
+}
+
+extern "C" unsigned usbeam_cuda_exec_take_input_faults(usbeam_cuda_exec *e)
+{
+    if (!e || !e->input_fault) return 0u;
+    return __atomic_exchange_n(e->input_fault, 0u, __ATOMIC_ACQ_REL);
 }

@@ -28,6 +28,15 @@ usbeam_status usbeam_cuda_exec_begin(usbeam_cuda_exec *exec);
 void usbeam_cuda_exec_end(usbeam_cuda_exec *exec);
 usbeam_status usbeam_cuda_stage_begin(usbeam_cuda_exec *exec, int stage);
 usbeam_status usbeam_cuda_stage_end(usbeam_cuda_exec *exec, int stage);
+/* Lets `kernel` launch with `bytes` of dynamic shared memory on the current device.  The
+ * limit belongs to the kernel, not to a plan: it is raised to the device's opt-in maximum,
+ * never set to one plan's size (which would lower it under a plan created earlier). */
+usbeam_status usbeam_cuda_allow_dynamic_shared(const void *kernel, size_t bytes);
+/* A word the plan's kernels set (a plain store of a USBEAM_INPUT_FAULT_* bit) when they read
+ * input that is not finite, in mapped page-locked host memory: *device_flag is its device
+ * address, allocated on the first call and freed with the state.  The host reads and clears
+ * it with usbeam_cuda_exec_take_input_faults (usbeam.h), once the work has finished. */
+usbeam_status usbeam_cuda_exec_input_fault_flag(usbeam_cuda_exec *exec, unsigned **device_flag);
 /* Device properties the twins size their launches with. */
 int usbeam_cuda_exec_max_shared_optin(const usbeam_cuda_exec *exec);
 

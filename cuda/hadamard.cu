@@ -209,13 +209,8 @@ __global__ void scale_gemm_output(Layout L, const float *__restrict__ y, void *_
 template <typename In>
 usbeam_status allow_tile_shared(size_t bytes)
 {
-    if (bytes > 48 * 1024) {
-        USBEAM_CUDA_TRY(cudaFuncSetAttribute(decode_tile<In, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             (int)bytes));
-        USBEAM_CUDA_TRY(cudaFuncSetAttribute(decode_tile<In, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             (int)bytes));
-    }
-    return USBEAM_OK;
+    usbeam_status st = usbeam_cuda_allow_dynamic_shared((const void *)decode_tile<In, false>, bytes);
+    return st == USBEAM_OK ? usbeam_cuda_allow_dynamic_shared((const void *)decode_tile<In, true>, bytes) : st;
 }
 
 unsigned grid_stride_blocks(size_t count)

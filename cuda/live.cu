@@ -11,17 +11,27 @@
  * so dev[k] is never overwritten while compute reads it and never read while partly
  * written, host[k] is never rewritten while the DMA reads it, and uploads of one slot
  * overlap compute on another.  Layout: slot_bytes of raw bytes per slot (the mapped frame).
+ * compute_start[k] (recorded once the compute stream has waited for the upload) and
+ * consumed[k] time the compute of a frame on the GPU; upload_start[k] and uploaded[k] its
+ * copy.  The bookkeeping flags of slot k are only touched by the thread that owns the slot
+ * at that step of usbeam.live's state machine (FREE -> WRITING -> READY -> UPLOADING ->
+ * UPLOADED -> COMPUTING), whose transitions happen under the session's lock.
  *
- * STATUS: compiled with nvcc (sm_90); NOT RUN: no GPU was available when it was written.
+ * STATUS: compiled with nvcc (sm_90) and tested under the CPU emulator of the CUDA runtime
+ * (tests/cuda_emu: stream/event order); not yet run on a GPU.
  */
 #include "../csrc/usbeam_internal.h"
 #include "cuda_common.cuh"
 
 #include <algorithm>
+#include <atomic>
 #include <cuda_runtime.h>
 #include <vector>
 
 #define LIVE_MAX_SLOTS 64
+
+/* Rings alive in this process (a leak check for sessions stopped and restarted). */
+static std::atomic<int> live_ring_count{0};
 
 struct usbeam_live_cuda_ring {
     int device = 0;
@@ -31,9 +41,11 @@ struct usbeam_live_cuda_ring {
     void *dev[LIVE_MAX_SLOTS] = {};
     cudaEvent_t upload_start[LIVE_MAX_SLOTS] = {};
     cudaEvent_t uploaded[LIVE_MAX_SLOTS] = {};
+    cudaEvent_t compute_start[LIVE_MAX_SLOTS] = {};
     cudaEvent_t consumed[LIVE_MAX_SLOTS] = {};
     bool upload_recorded[LIVE_MAX_SLOTS] = {};
     bool consume_recorded[LIVE_MAX_SLOTS] = {};
+    bool compute_started[LIVE_MAX_SLOTS] = {};
     cudaStream_t upload = nullptr;
     cudaStream_t compute = nullptr;
 };
@@ -57,13 +69,17 @@ extern "C" void usbeam_live_cuda_ring_destroy(usbeam_live_cuda_ring *ring)
         if (ring->dev[k]) (void)cudaFree(ring->dev[k]);
         if (ring->upload_start[k]) (void)cudaEventDestroy(ring->upload_start[k]);
         if (ring->uploaded[k]) (void)cudaEventDestroy(ring->uploaded[k]);
+        if (ring->compute_start[k]) (void)cudaEventDestroy(ring->compute_start[k]);
         if (ring->consumed[k]) (void)cudaEventDestroy(ring->consumed[k]);
     }
     if (ring->upload) (void)cudaStreamDestroy(ring->upload);
     if (ring->compute) (void)cudaStreamDestroy(ring->compute);
     (void)cudaGetLastError();
     delete ring;
+    live_ring_count.fetch_sub(1);
 }
+
+extern "C" int usbeam_live_cuda_ring_count(void) { return live_ring_count.load(); }
 
 static usbeam_status ring_init(usbeam_live_cuda_ring *r)
 {
@@ -75,7 +91,8 @@ static usbeam_status ring_init(usbeam_live_cuda_ring *r)
         USBEAM_CUDA_TRY(cudaMalloc(&r->dev[k], r->slot_bytes));
         USBEAM_CUDA_TRY(cudaEventCreate(&r->upload_start[k]));
         USBEAM_CUDA_TRY(cudaEventCreate(&r->uploaded[k]));
-        USBEAM_CUDA_TRY(cudaEventCreateWithFlags(&r->consumed[k], cudaEventDisableTiming));
+        USBEAM_CUDA_TRY(cudaEventCreate(&r->compute_start[k]));
+        USBEAM_CUDA_TRY(cudaEventCreate(&r->consumed[k])); /* timed: compute_start -> consumed */
     }
     return USBEAM_OK;
 }
@@ -99,6 +116,7 @@ extern "C" usbeam_status usbeam_live_cuda_ring_create(int device, int n_slots, s
     r->device = device;
     r->n_slots = n_slots;
     r->slot_bytes = slot_bytes;
+    live_ring_count.fetch_add(1);
     usbeam_status st = ring_init(r);
     if (st != USBEAM_OK) {
         usbeam_live_cuda_ring_destroy(r);
@@ -145,6 +163,8 @@ extern "C" usbeam_status usbeam_live_cuda_ring_acquire(usbeam_live_cuda_ring *ri
         return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "slot %d has not been uploaded", slot);
     USBEAM_CUDA_TRY(cudaSetDevice(ring->device));
     USBEAM_CUDA_TRY(cudaStreamWaitEvent(ring->compute, ring->uploaded[slot], 0));
+    USBEAM_CUDA_TRY(cudaEventRecord(ring->compute_start[slot], ring->compute));
+    ring->compute_started[slot] = true;
     *device = ring->dev[slot];
     *stream = (void *)ring->compute;
     return USBEAM_OK;
@@ -157,6 +177,21 @@ extern "C" usbeam_status usbeam_live_cuda_ring_release(usbeam_live_cuda_ring *ri
     USBEAM_CUDA_TRY(cudaSetDevice(ring->device));
     USBEAM_CUDA_TRY(cudaEventRecord(ring->consumed[slot], ring->compute));
     ring->consume_recorded[slot] = true;
+    return USBEAM_OK;
+}
+
+extern "C" usbeam_status usbeam_live_cuda_ring_compute_seconds(usbeam_live_cuda_ring *ring, int slot,
+                                                               double *seconds)
+{
+    usbeam_status st = check_slot(ring, slot);
+    if (st != USBEAM_OK) return st;
+    if (!seconds) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "seconds must not be NULL");
+    if (!ring->compute_started[slot] || !ring->consume_recorded[slot])
+        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "slot %d has not been acquired and released", slot);
+    USBEAM_CUDA_TRY(cudaEventSynchronize(ring->consumed[slot]));
+    float ms = 0.0f;
+    USBEAM_CUDA_TRY(cudaEventElapsedTime(&ms, ring->compute_start[slot], ring->consumed[slot]));
+    *seconds = ms * 1e-3;
     return USBEAM_OK;
 }
 

@@ -12,9 +12,14 @@
  * and the CPU plan's tables (voxel -> array transform, strip positions, wave models,
  * HERCULES radial window table).
  *
- * Threads: one per voxel over a 2-D tile of voxels (the two longest axes of the grid; the
- * third is the grid's z), so neighbouring threads have close delays and their sample loads
- * fall in the same cache lines of a record.
+ * Threads: one per voxel over a 2-D tile of voxels: 32 down the depth axis (the voxel axis
+ * most along the array's z; one warp) x up to 8 along the longest other axis, the third
+ * axis over the grid's z (a lateral slice thinner than 16 voxels tiles its two longest
+ * axes instead); tiles at the grid's edges are partial.  The lanes of a warp share their
+ * lateral position, so their delays are close and their receive apertures are nested
+ * ranges around one centre: the warp walks the union of its lanes' channel ranges and a
+ * lane skips a channel outside its own before any delay or load, so at each step the lanes
+ * read one record at nearby samples (coalesced).
  * Delays: each thread computes its transmit delay of every acquisition once, and for strip
  * receive (every method but HERCULES) its receive delay and weight of every channel once,
  * then reuses each pair delay for every frame of the batch.  Transmit delays are kept in
@@ -27,6 +32,11 @@
  * HERCULES receives on a 2-D aperture (one receive path per pair), read from the radial
  * window table of the CPU plan as the CPU does.
  * Sums are float32 (the CPU sums in double): see tests/tolerances.py, das_cuda / rca_cuda.
+ * Non-finite input (the CPU refuses it while it reads the data): a NaN or inf sample a voxel
+ * reads leaves its sums non-finite, and such a thread sets the plan's input-fault word
+ * (mapped host memory, cuda/exec.cu) with one plain store; the host reads it once the work
+ * has finished, without a round trip per call (usbeam.device raises ValueError naming the
+ * input: see cuda/das.cu).
  *
  * Reference: csrc/rca.c and the papers cited in csrc/usbeam_math.h (row-column section).
  */
@@ -45,6 +55,7 @@ struct RcaGeometry {
     const double *acq_position;     /* [n_acquisitions]: FORCES u_k, HERCULES v_r */
     const usbeam_tx_model *waves;   /* [n_waves] */
     const float *radial_window;     /* HERCULES [radial_steps + 2] */
+    unsigned *input_fault;          /* mapped host word (exec.cuh) */
     int radial_steps;
     int method, rx_rows, tx_rows, forces, hercules;
     int n_acq, n_ch, n_samples, n_frames, out_frames;
@@ -113,21 +124,22 @@ __global__ void rca_kernel(RcaGeometry g, const float *__restrict__ data, float 
             own_largest = fmaxf(own_largest, (float)fabs((tx_path(g, p, a) * g.inv_c - g.t0) * g.fs - tx_ref[a]));
         atomicMax(largest_offset, __float_as_uint(own_largest)); /* non-negative floats order as their bits */
     }
-    __syncthreads(); /* the last barrier: threads outside the grid may leave below */
-    if (!inside) return;
+    __syncthreads(); /* the last barrier: threads outside the grid may leave after the warp's union below */
     int exponent = 0;
     const double largest = (double)__uint_as_float(*largest_offset);
     (void)frexp(largest > 1e-6 ? largest : 1e-6, &exponent); /* largest < 2^exponent */
     const double to_fixed = isfinite(largest) ? ldexp(1.0, 30 - exponent) : 1.0; /* |offset| < 2^30 */
     const double from_fixed = 1.0 / to_fixed;
-    for (int f = 0; f < g.out_frames; ++f) {
-        sum_re[f * threads] = 0.0f;
-        if (IQ) sum_im[f * threads] = 0.0f;
-        if (g.coherence) sum_power[f * threads] = 0.0f;
-    }
-    for (int a = 0; a < g.n_acq; ++a) {
-        const double offset = ((tx_path(g, p, a) * g.inv_c - g.t0) * g.fs - tx_ref[a]) * to_fixed;
-        tx_offset[a * threads + tid] = (int32_t)fmax(fmin(rint(offset), 2147483647.0), -2147483647.0);
+    if (inside) {
+        for (int f = 0; f < g.out_frames; ++f) {
+            sum_re[f * threads] = 0.0f;
+            if (IQ) sum_im[f * threads] = 0.0f;
+            if (g.coherence) sum_power[f * threads] = 0.0f;
+        }
+        for (int a = 0; a < g.n_acq; ++a) {
+            const double offset = ((tx_path(g, p, a) * g.inv_c - g.t0) * g.fs - tx_ref[a]) * to_fixed;
+            tx_offset[a * threads + tid] = (int32_t)fmax(fmin(rint(offset), 2147483647.0), -2147483647.0);
+        }
     }
 
     const double u_rx = g.rx_rows ? p.y : p.x, v_rx = g.rx_rows ? p.x : p.y, z = p.z;
@@ -147,8 +159,18 @@ __global__ void rca_kernel(RcaGeometry g, const float *__restrict__ data, float 
             c_last = half_width >= 0.0 && lo <= hi ? (int)hi : -1;
         }
     }
+    /* The warp walks the union of its lanes' channel ranges (lanes down the depth axis share
+     * u, so the ranges are nested) and each lane skips a channel outside its own before any
+     * delay or load: at each step the lanes read one record at nearby samples. */
+    int union_first = inside ? c_first : INT_MAX, union_last = inside ? c_last : INT_MIN;
+    for (int lane_mask = 16; lane_mask > 0; lane_mask >>= 1) {
+        union_first = min(union_first, __shfl_xor_sync(0xffffffffu, union_first, lane_mask));
+        union_last = max(union_last, __shfl_xor_sync(0xffffffffu, union_last, lane_mask));
+    }
+    if (!inside) return;
     int count = 0;
-    for (int c = c_first; c <= c_last; ++c) {
+    for (int c = union_first; c <= union_last; ++c) {
+        if (c < c_first || c > c_last) continue; /* outside this voxel's aperture */
         const double du = u_rx - g.rx_u[c];
         double s_rx = 0.0;
         float weight = 1.0f;
@@ -211,12 +233,15 @@ __global__ void rca_kernel(RcaGeometry g, const float *__restrict__ data, float 
     }
     const size_t voxel = ((size_t)idx[2] * g.dims[1] + idx[1]) * g.dims[0] + idx[0];
     const double n_terms = (double)count * (g.sum_frames ? g.n_frames : 1);
+    bool non_finite = false; /* NaN or inf read from data stays so through every later sum */
     for (int f = 0; f < g.out_frames; ++f) {
         const double re = sum_re[f * threads], im = IQ ? sum_im[f * threads] : 0.0;
         double scale = 1.0;
+        non_finite |= !isfinite(re) || !isfinite(im);
         if (g.coherence) {
             const double power = sum_power[f * threads];
             scale = power > 0.0 ? (re * re + im * im) / (n_terms * power) : 0.0;
+            non_finite |= !isfinite(power);
         }
         const size_t at = (size_t)f * g.n_voxels + voxel;
         if (IQ)
@@ -224,14 +249,13 @@ __global__ void rca_kernel(RcaGeometry g, const float *__restrict__ data, float 
         else
             out[at] = (float)(scale * re);
     }
+    if (non_finite) *(volatile unsigned *)g.input_fault = USBEAM_INPUT_FAULT_NONFINITE; /* mapped host word */
 }
 
 template <bool IQ>
 usbeam_status allow_shared(size_t bytes)
 {
-    if (bytes > 48 * 1024)
-        USBEAM_CUDA_TRY(cudaFuncSetAttribute(rca_kernel<IQ>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-    return USBEAM_OK;
+    return usbeam_cuda_allow_dynamic_shared((const void *)rca_kernel<IQ>, bytes);
 }
 
 } // namespace
@@ -303,18 +327,19 @@ extern "C" usbeam_status usbeam_rca_cuda_create(const usbeam_rca_tables *t, usbe
     g->radial_steps = t->radial_steps;
     p->iq = prm->data_complex != 0;
 
-    /* tile the two longest axes (the lower-numbered one along x, so i stays coalesced) */
-    int order[3] = {0, 1, 2};
-    for (int a = 0; a < 3; ++a)
-        for (int b = a + 1; b < 3; ++b)
-            if (g->dims[order[b]] > g->dims[order[a]]) {
-                const int swap = order[a];
-                order[a] = order[b];
-                order[b] = swap;
-            }
-    g->axis_x = order[0] < order[1] ? order[0] : order[1];
-    g->axis_y = order[0] < order[1] ? order[1] : order[0];
-    g->axis_z = order[2];
+    /* Tiles of 32 voxels down the depth axis (the voxel axis most along the array's z; one
+     * warp) x up to 8 along the longest other axis; the third runs over the grid's z.  A
+     * depth axis of fewer than 16 voxels (a lateral slice) gives way to the longest axis. */
+    int depth = -1;
+    for (int d = 0; d < 3; ++d)
+        if (g->dims[d] >= 16 && (depth < 0 || fabs(g->m[8 + d]) > fabs(g->m[8 + depth]))) depth = d;
+    if (depth < 0)
+        for (int d = 0; d < 3; ++d)
+            if (depth < 0 || g->dims[d] > g->dims[depth]) depth = d;
+    const int other1 = depth == 0 ? 1 : 0, other2 = depth == 2 ? 1 : 2;
+    g->axis_x = depth;
+    g->axis_y = g->dims[other2] > g->dims[other1] ? other2 : other1;
+    g->axis_z = g->axis_y == other1 ? other2 : other1;
 
     usbeam_status st = usbeam_cuda_exec_create(STAGE_NAMES, 1, &p->exec);
     if (st == USBEAM_OK)
@@ -327,14 +352,17 @@ extern "C" usbeam_status usbeam_rca_cuda_create(const usbeam_rca_tables *t, usbe
     if (st == USBEAM_OK && t->radial_window)
         st = upload(p->exec, t->radial_window, ((size_t)t->radial_steps + 2) * sizeof(float), "radial window",
                     (void **)&g->radial_window);
+    if (st == USBEAM_OK) st = usbeam_cuda_exec_input_fault_flag(p->exec, &g->input_fault);
     if (st == USBEAM_OK) {
         /* the widest tile whose delays and sums fit the shared memory a block may have */
         const size_t per_thread = (prm->n_acquisitions + 3 * (size_t)g->out_frames) * sizeof(float);
         const size_t fixed = (prm->n_acquisitions + 1) * sizeof(double);
         const size_t limit = (size_t)usbeam_cuda_exec_max_shared_optin(p->exec);
-        static const unsigned tiles[][2] = {{16, 8}, {8, 8}, {8, 4}};
-        for (int k = 0; k < 3 && !p->block.x; ++k)
-            if (fixed + per_thread * tiles[k][0] * tiles[k][1] <= limit) p->block = dim3(tiles[k][0], tiles[k][1], 1);
+        unsigned lanes = fixed + per_thread * 32 * 8 <= 48 * 1024 ? 8 : 0;
+        for (unsigned l = 4; l >= 1 && !lanes; l /= 2)
+            if (fixed + per_thread * 32 * l <= limit) lanes = l;
+        while (lanes > 1 && (int)lanes / 2 >= g->dims[g->axis_y]) lanes /= 2; /* no idle columns */
+        if (lanes) p->block = dim3(32, lanes, 1);
         if (!p->block.x)
             st = usbeam_fail(USBEAM_ERR_UNSUPPORTED,
                              "n_acquisitions and n_frames: %zu acquisitions and %d output frames do not fit the "

@@ -218,10 +218,7 @@ struct usbeam_rf2iq_cuda {
 template <typename T>
 static usbeam_status fir_prepare(size_t shared_bytes)
 {
-    if (shared_bytes > 48 * 1024)
-        USBEAM_CUDA_TRY(cudaFuncSetAttribute(fir_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             (int)shared_bytes));
-    return USBEAM_OK;
+    return usbeam_cuda_allow_dynamic_shared((const void *)fir_kernel<T>, shared_bytes);
 }
 
 extern "C" usbeam_status usbeam_rf2iq_cuda_create(const usbeam_rf2iq_params *params, const usbeam_rf2iq_tables *t,

@@ -4,6 +4,8 @@ CompoundBMode: mapped RF (acquisitions, elements, samples) int16 -> sum over acq
 (float32, element-wise, so the result cannot depend on memory alignment) -> pairs of
 samples as IQ -> usbeam.BModePlan with a fixed reference -> uint8 (elements, samples/2).
 Deterministic: the same frame gives the same bytes in a session and offline.
+Stamp / DeviceStamp: [first, min, max, checksum] of a frame, for torn-slot checks on the CPU
+and CUDA sessions.
 """
 import time
 
@@ -69,3 +71,31 @@ def make_pipeline(params):
     cmap = params["channel_map"]
     shape = (len(cmap["acquisition_row"]), len(cmap["element_channel"]), int(cmap["n_samples"]))
     return CompoundBMode(shape, gain=params.get("gain", 1.0), delay_s=params.get("delay_s", 0.0))
+
+
+class DeviceStamp:
+    """Stamp for a backend='cuda' session: takes the slot as a usbeam DeviceArray and writes
+    a DeviceArray out= (int32 [first, min, max, sum mod 2^31]).  It reads the frame back with
+    an explicit copy ordered on the array's pending stream, so a frame computed before its
+    upload completed, or torn by a later one, shows here."""
+
+    backend = "cuda"
+
+    def __init__(self, input_shape, delay_s=0.0):
+        self.input_shape = tuple(input_shape)
+        self.input_dtype = np.dtype(np.int32)
+        self.output_shape = (4,)
+        self.output_dtype = np.dtype(np.int32)
+        self.delay_s = delay_s
+        self.timings = {}
+
+    def __call__(self, frame, out):
+        t0 = time.perf_counter()
+        host = frame.to_numpy()
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        result = np.array([host.flat[0], host.min(), host.max(), int(host.sum(dtype=np.int64)) % (2 ** 31)],
+                          np.int32)
+        out.copy_from_host(result)
+        self.timings = {"stamp": time.perf_counter() - t0}
+        return out

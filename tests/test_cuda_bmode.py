@@ -43,9 +43,25 @@ def test_uint8_matches_cpu(rng, dynamic_range, normalize):
     # two different poisons give the same image only if every pixel was written
     first, second = run_on_device(cuda, iq, 0xAB), run_on_device(cuda, iq, 0x54)
     np.testing.assert_array_equal(first, second)
-    assert_uint8_close(first, cpu(iq))
+    np.testing.assert_array_equal(first, cpu(iq))  # the same thresholds: equal, not close
     if normalize == "global":
         assert_uint8_close(first, ref.bmode_uint8(iq, dynamic_range), "bmode")
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("normalize", ["global", 0.5])
+def test_uint8_edge_values_match_cpu(rng, normalize):
+    """Zeros, denormals, NaN, inf and pixels exactly at a grey-level threshold land where the
+    CPU puts them (threshold definition: NaN -> 0, inf -> 255, a threshold power -> its level)."""
+    iq = random_iq(rng, (2, 31, 37))
+    peak = np.abs(iq).max() if normalize == "global" else 0.5
+    for k in (1, 17, 128, 254):  # |IQ|^2 = ref^2 10^((k - 255) DR / 2550), rounded to float
+        iq[0, k % 31, k % 37] = np.float32(peak * 10 ** ((k - 255) * 45.0 / 5100.0))
+    iq[0, 0, :4] = [0, 1e-44, np.nan, complex(np.nan, 1)]
+    iq[1, 0, :2] = [np.inf, complex(1, -np.inf)]
+    cuda = usbeam.BModePlan(iq.shape, 45.0, normalize=normalize, backend="cuda")
+    cpu = usbeam.BModePlan(iq.shape, 45.0, normalize=normalize)
+    np.testing.assert_array_equal(run_on_device(cuda, iq, 0xAB), cpu(iq))
 
 
 @pytest.mark.cuda

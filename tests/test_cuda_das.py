@@ -1,6 +1,8 @@
 """DAS CUDA twin (cuda/das.cu) against the CPU backend: every transmit kind, interpolation,
 window and input dtype, several frame counts (the per-frame sums live in shared memory),
-full aperture, and PWI_disk through the whole GPU chain (rf2iq -> DAS -> B-mode).
+full aperture, grids whose sizes are not multiples of the 2-D thread tile and point lists
+(1-D fallback), non-finite input reported as ValueError (flagged on the device), and
+PWI_disk through the whole GPU chain (rf2iq -> DAS -> B-mode).
 Needs a GPU (marked cuda: skipped without one), except the last test."""
 import numpy as np
 import pytest
@@ -40,10 +42,11 @@ def assert_close_to_cpu(got, want, interpolation):
     assert np.linalg.norm(got - want) <= TOLERANCES["das_cuda_rel_l2"] * np.linalg.norm(want)
 
 
-def pair(rng, dtype, n_frames, **kwargs):
+def pair(rng, dtype, n_frames, grid=None, **kwargs):
     probe = usbeam.LinearArray(16, 3e-4, width=2.5e-4)
     seq = sequence(rng, probe)
-    grid = usbeam.Grid(x=np.sort(rng.uniform(-3e-3, 3e-3, 37)), z=np.sort(rng.uniform(1e-3, 1.1e-2, 29)))
+    if grid is None:
+        grid = usbeam.Grid(x=np.sort(rng.uniform(-3e-3, 3e-3, 37)), z=np.sort(rng.uniform(1e-3, 1.1e-2, 29)))
     common = dict(fs=FS, fc=FC, c=C, t0=T0, n_samples=N_SAMPLES, dtype=dtype, n_frames=n_frames, **kwargs)
     gpu = usbeam.Beamformer(probe, seq, grid, backend="cuda", **common)
     cpu = usbeam.Beamformer(probe, seq, grid, **common)
@@ -70,6 +73,139 @@ def test_matches_cpu(rng, interpolation, window, dtype):
 def test_frame_counts_and_full_aperture(rng, n_frames):
     got, want, _, _ = pair(rng, np.complex64, n_frames, f_number=0.0, window="hann")
     assert_close_to_cpu(got, want, "linear")
+
+
+@pytest.mark.cuda
+def test_a_later_plan_does_not_lower_an_earlier_plans_shared_memory(rng):
+    """The dynamic shared memory limit belongs to the kernel: a second plan that needs less
+    (but more than 48 KiB) must not lower it under the first (found by the CUDA emulator,
+    which enforces the limit as a GPU does)."""
+    probe = usbeam.LinearArray(n_elements=32, pitch=3e-4)
+    seq = [usbeam.PlaneWave(0.0)]
+    grid = usbeam.Grid(x=np.linspace(-4e-3, 4e-3, 19), z=np.linspace(6e-3, 12e-3, 41))
+    common = dict(fs=FS, fc=FC, c=C, t0=T0, n_samples=N_SAMPLES, dtype=np.complex64)
+    big = usbeam.Beamformer(probe, seq, grid, n_frames=70, backend="cuda", **common)
+    usbeam.Beamformer(probe, seq, grid, n_frames=50, backend="cuda", **common)
+    data = random_data(rng, (70, 1, 32, N_SAMPLES), np.complex64)
+    got = big(device.from_numpy(data)).to_numpy()
+    want = usbeam.Beamformer(probe, seq, grid, n_frames=70, **common)(data)
+    assert_close_to_cpu(got, want, "linear")
+
+
+def grid_of_shape(rng, nz, nx, ny=None):
+    """A Grid whose sizes are not multiples of the 32 x 8 tile (cuda/das.cu)."""
+    x = np.sort(rng.uniform(-3e-3, 3e-3, nx))
+    z = np.sort(rng.uniform(1e-3, 1.1e-2, nz))
+    y = None if ny is None else np.sort(rng.uniform(-1e-3, 1e-3, ny))
+    return usbeam.Grid(x=x, z=z, y=y)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("nz, nx, ny", [(33, 9, None), (31, 17, None), (65, 1, None), (1, 70, None),
+                                        (1, 1, None), (37, 5, 3), (2, 3, 2)])
+@pytest.mark.parametrize("dtype", [np.complex64, np.float32])
+def test_tiles_at_grid_edges(rng, nz, nx, ny, dtype):
+    """Lattices (2-D tiles, partial at every edge; a y slice per grid z) and degenerate grids
+    (a row, a column, one point: the 1-D fallback): every pixel written (NaN poison), as the
+    CPU."""
+    got, want, _, _ = pair(rng, dtype, 2, grid=grid_of_shape(rng, nz, nx, ny), f_number=1.5, window="tukey",
+                           tukey_alpha=0.5, interpolation="cubic")
+    assert got.shape == want.shape == (2,) + ((nz, nx) if ny is None else (ny, nz, nx))
+    assert_close_to_cpu(got, want, "cubic")
+
+
+@pytest.mark.cuda
+def test_frames_beyond_shared_memory_refused_cleanly(rng):
+    """Per-frame sums of 32 points must fit a block's shared memory (at most 227 KiB on sm_90):
+    4000 IQ frames need 1 MB, a clean error naming n_frames at plan creation."""
+    probe = usbeam.LinearArray(4, 3e-4)
+    with pytest.raises(NotImplementedError, match="n_frames"):
+        usbeam.Beamformer(probe, [usbeam.PlaneWave(0.0)], usbeam.Grid(x=[0.0], z=[1e-3]), fs=FS, fc=FC, c=C, t0=T0,
+                          n_samples=8, dtype=np.complex64, n_frames=4000, backend="cuda")(
+            device.from_numpy(np.zeros((4000, 1, 4, 8), np.complex64)))
+
+
+@pytest.mark.cuda
+def test_point_lists_run_in_one_dimension(rng):
+    """Arbitrary points (not a lattice: shuffled, or a lattice whose rows do not share a
+    depth) take the 1-D blocks; the result must not depend on the order of the points."""
+    lattice = grid_of_shape(rng, 29, 23).coordinates()
+    order = rng.permutation(len(lattice))
+    got, want, data, _ = pair(rng, np.complex64, 3, grid=usbeam.Grid.points(lattice[order]), f_number=1.0)
+    assert_close_to_cpu(got, want, "linear")
+    skewed = lattice.copy()
+    skewed[:, 2] += 1e-6 * np.arange(len(skewed))  # no two points at one depth
+    got, want, _, _ = pair(rng, np.float32, 1, grid=usbeam.Grid.points(skewed), f_number=1.0)
+    assert_close_to_cpu(got, want, "linear")
+
+
+def nan_in_a_record(data, value):
+    """Every sample of element 3's record in transmit 0 of the last frame set to value: with a
+    full aperture every point reads that record somewhere."""
+    bad = data.copy()
+    bad[-1, 0, 3, :] = value
+    return bad
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("value", [np.nan, np.inf, complex(0, -np.inf)])
+def test_non_finite_input_is_a_value_error(rng, value):
+    """The kernel flags NaN / inf it reads (cuda/das.cu); the host learns it without a round trip
+    per call: after the copy of a host result, on synchronize(), or at the next call."""
+    got, want, data, gpu = pair(rng, np.complex64, 2, f_number=0.0)
+    assert_close_to_cpu(got, want, "linear")
+    bad = nan_in_a_record(data, value)
+    with pytest.raises(ValueError, match="data contains NaN or infinite"):
+        gpu(bad)  # NumPy in and out: the copy waits, then the flag is read
+    with pytest.raises(ValueError, match="data"):  # the CPU refuses it too
+        usbeam.Beamformer(gpu.probe, gpu.sequence, gpu.grid, fs=FS, fc=FC, c=C, t0=T0, n_samples=N_SAMPLES,
+                          dtype=np.complex64, n_frames=2)(bad)
+    result = gpu(device.from_numpy(bad))  # device in and out: queued, nothing raised yet
+    with pytest.raises(ValueError, match="data contains NaN"):
+        gpu.cuda.synchronize()
+    assert not np.all(np.isfinite(result.to_numpy()))
+    gpu.cuda.synchronize()  # read and cleared: a later check is clean
+    np.testing.assert_array_equal(gpu(data), got)  # and a clean call runs as before
+    gpu(device.from_numpy(bad))
+    usbeam._core.stream_synchronize(gpu.cuda.stream)  # finished, not checked
+    with pytest.raises(ValueError, match="an earlier call's data"):
+        gpu(device.from_numpy(data))
+    gpu.cuda.synchronize()
+
+
+@pytest.mark.cuda
+def test_non_finite_outside_every_aperture_is_not_read(rng):
+    """Only samples the beamformer reads count: NaN in the last 100 samples, which no delay of
+    this shallow grid reaches (every path < 2 cm, i.e. < 13 us + the 0.2 us delay law: sample
+    < 230 of 320), is not flagged; the CPU, which checks the whole record, refuses it."""
+    grid = usbeam.Grid(x=np.linspace(-2e-3, 2e-3, 21), z=np.linspace(1e-3, 3e-3, 35))
+    got, want, data, gpu = pair(rng, np.float32, 1, grid=grid, f_number=1.0)
+    assert_close_to_cpu(got, want, "linear")
+    late = data.copy()
+    late[..., -100:] = np.nan
+    np.testing.assert_array_equal(gpu(late), got)
+    with pytest.raises(ValueError, match="NaN"):
+        usbeam.Beamformer(gpu.probe, gpu.sequence, grid, fs=FS, fc=FC, c=C, t0=T0, n_samples=N_SAMPLES,
+                          dtype=np.float32, n_frames=1)(late)
+
+
+@pytest.mark.cuda
+def test_pipeline_reports_non_finite_rf(rng):
+    """Pipeline: NaN RF goes through rf2iq into the beamformer, which flags it; the pipeline
+    names its own input."""
+    probe = usbeam.LinearArray(16, 3e-4, width=2.5e-4, fc=FC, bandwidth=0.6)
+    grid = grid_of_shape(rng, 40, 12)
+    kwargs = dict(fs=FS, fc=FC, c=C, n_samples=N_SAMPLES, rf_dtype=np.float32, f_number=0.0)
+    for capture_graph in (False, True):
+        pipe = usbeam.Pipeline(probe, [usbeam.PlaneWave(0.0)], grid, backend="cuda", capture_graph=capture_graph,
+                               **kwargs)
+        rf = rng.standard_normal(pipe.input_shape).astype(np.float32)
+        clean = pipe(rf)
+        rf[0, 0, 5, :] = np.nan
+        with pytest.raises(ValueError, match="rf contains NaN"):
+            pipe(rf)
+        rf[0, 0, 5, :] = 0.0
+        assert pipe(rf).shape == clean.shape
 
 
 @pytest.mark.cuda

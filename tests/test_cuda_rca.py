@@ -1,8 +1,9 @@
 """Row-column / TOBE DAS CUDA twin (cuda/rca.cu) against the CPU backend: every method
 (FORCES, uFORCES, HERCULES, uHERCULES, VLS, TPW, Flash), both receive orientations, every
 interpolation and window, RF and IQ, coherence factor, frame sums and several frame counts,
-on volumes, B-scans and grids at random affine transforms.  Outputs are poisoned (NaN)
-before each run and must be fully written.  Needs a GPU (marked cuda: skipped without one),
+on volumes, B-scans and grids at random affine transforms, grids whose sizes are not
+multiples of the thread tile, and non-finite input (a ValueError, flagged on the device).
+Outputs are poisoned (NaN) before each run and must be fully written.  Needs a GPU (marked cuda: skipped without one),
 except the last test."""
 import math
 
@@ -51,7 +52,7 @@ def assert_close_to_cpu(got, want, interpolation):
     assert np.linalg.norm(got - want) <= TOLERANCES["rca_cuda_rel_l2"] * np.linalg.norm(want)
 
 
-def pair(rng, method, *, rx="columns", shape=(9, 5, 13), n_frames=2, iq=False, **kwargs):
+def pair(rng, method, *, rx="columns", shape=(9, 5, 13), n_frames=2, iq=False, grid=None, **kwargs):
     kw = dict(METHODS[method], rx=rx)
     if method in ("uforces", "uhercules"):
         limit = {"uforces": N_ROWS if rx == "rows" else N_COLUMNS,
@@ -59,7 +60,7 @@ def pair(rng, method, *, rx="columns", shape=(9, 5, 13), n_frames=2, iq=False, *
         kw["sparse_elements"] = [e % limit for e in kw["sparse_elements"]]
     kw.update(kwargs)
     array = usbeam.RowColumnArray(N_COLUMNS, N_ROWS, PITCH_X, PITCH_Y)
-    grid = random_grid(rng, shape)
+    grid = random_grid(rng, shape) if grid is None else grid
     common = dict(n_samples=N_SAMPLES, fs=FS, fc=FC, c=C, t0=T0, n_frames=n_frames, data="iq" if iq else "rf", **kw)
     gpu = usbeam.RCABeamformer(array, method, grid, backend="cuda", **common)
     cpu = usbeam.RCABeamformer(array, method, grid, **common)
@@ -106,6 +107,54 @@ def test_coherence_factor_frame_sum_and_full_aperture(rng, method, iq):
 def test_bscans_and_frame_counts(rng, shape, n_frames):
     got, want, _, _ = pair(rng, "forces", shape=shape, n_frames=n_frames, interpolation="linear")
     assert_close_to_cpu(got, want, "linear")
+
+
+def grid_with_depth_along(rng, shape, depth_axis):
+    """Voxel axis depth_axis (0: i, 1: j, 2: k) steps mostly in z, the others laterally: the
+    kernel puts its 32-voxel warps down that axis (cuda/rca.cu)."""
+    m = np.eye(4)
+    step = rng.normal(0, 0.03e-3, (3, 3))
+    lateral = [a for a in range(3) if a != depth_axis]
+    step[2, depth_axis] = 0.15e-3
+    step[0, lateral[0]] += 0.25e-3
+    step[1, lateral[1]] += 0.25e-3
+    m[:3, :3] = step
+    m[2, :3] = np.abs(m[2, :3])
+    m[:3, 3] = (-1.2e-3, -1e-3, 3e-3)
+    return usbeam.RCAGrid(m, shape)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("shape, depth_axis", [((3, 11, 37), 0), ((5, 33, 7), 1), ((45, 2, 9), 2),
+                                               ((1, 7, 70), 0), ((20, 1, 1), 2), ((2, 9, 10), 1)])
+@pytest.mark.parametrize("method", ["forces", "hercules", "tpw"])
+def test_tiles_at_grid_edges(rng, shape, depth_axis, method):
+    """Depth axes longer than a warp and not a multiple of 32, lateral sizes not multiples of
+    the tile width, thin depth axes (< 16: the longest axes are tiled instead): every voxel
+    written (NaN poison), as the CPU, with an aperture that varies along the warp."""
+    grid = grid_with_depth_along(rng, shape, depth_axis)
+    got, want, _, _ = pair(rng, method, grid=grid, iq=True, interpolation="linear", f_number=1.0, window="hann")
+    assert_close_to_cpu(got, want, "linear")
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("iq", [False, True])
+def test_non_finite_input_is_a_value_error(rng, iq):
+    """NaN / inf the kernel reads is flagged on the device and raised when the host next meets
+    the result (cuda/rca.cu, usbeam.device.CudaExecution.check_input); the CPU refuses it."""
+    got, want, data, gpu = pair(rng, "forces", iq=iq, n_frames=2, f_number=0.0, interpolation="linear")
+    bad = data.copy()
+    bad[1, 2, 4, :] = np.nan if iq else np.inf  # a whole record: every voxel reads it
+    with pytest.raises(ValueError, match="data contains NaN or infinite"):
+        gpu(bad)
+    cpu = usbeam.RCABeamformer(gpu.array, "forces", gpu.grid, n_samples=N_SAMPLES, fs=FS, fc=FC, c=C, t0=T0,
+                               n_frames=2, data="iq" if iq else "rf", f_number=0.0)
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        cpu(bad)
+    gpu(device.from_numpy(bad))
+    with pytest.raises(ValueError, match="data contains NaN"):
+        gpu.cuda.synchronize()
+    np.testing.assert_array_equal(gpu(data), got)  # cleared: clean calls run as before
 
 
 @pytest.mark.cuda

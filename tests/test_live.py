@@ -280,7 +280,11 @@ def test_parameters_validated():
         Session(CompoundBMode((1, 4, 8)), input_shape=(2, 4, 8))
     with pytest.raises(ValueError, match="channel_map maps to"):
         Session(CompoundBMode((1, 4, 8)), channel_map=ChannelMap((10, 4), [0, 1, 2, 3], [0], 9))
-    with pytest.raises(usbeam.UsbeamError, match="cuda"):
+    with pytest.raises(ValueError, match="backend"):
+        Session(lambda x: x, backend="gpu", **shapes)
+    # backend='cuda' (tests/test_live_cuda.py): without a GPU a clean error; with one, a plain
+    # callable is refused (the CUDA session hands the pipeline DeviceArrays)
+    with pytest.raises(usbeam.UsbeamError if not usbeam.cuda_available() else TypeError, match="cuda"):
         Session(lambda x: x, backend="cuda", **shapes)
 
 

@@ -270,6 +270,18 @@ def test_bad_data(rng):
     read_only.flags.writeable = False
     with pytest.raises(ValueError, match="read-only"):
         plan(np.zeros((8, 8, 300), np.float32), out=read_only)
+    for bad_value in (np.nan, np.inf, -np.inf):  # refused whole, as das does, input untouched
+        data = rng.standard_normal((8, 8, 300)).astype(np.float32)
+        data[int(rng.integers(8)), int(rng.integers(8)), int(rng.integers(300))] = bad_value
+        keep = data.copy()
+        with pytest.raises(ValueError, match="NaN or infinite"):
+            plan(data)
+        np.testing.assert_array_equal(data, keep)
+    iq_plan = usbeam.RCABeamformer(array, "forces", grid, n_samples=300, fs=FS, fc=5e6, data="iq")
+    iq = np.zeros((8, 8, 300), np.complex64)
+    iq[3, 2, 100] = complex(0, np.nan)
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        iq_plan(iq)
     # rca_decode: order without a Hadamard matrix, transmit count not matching the order
     with pytest.raises(ValueError, match="order"):
         usbeam.rca_decode(np.zeros((6, 8, 10), np.int16), array, "forces")

@@ -167,8 +167,9 @@ class Beamformer:
             return self._plan
         n_points = self.grid.n_points
         _validate.check_allocation("grid", (n_points, 3), 8 * 3)  # points, their copy and apertures
-        _validate.check_allocation("data (staged as float32)",
-                                   (n_frames, self.n_transmits, self.probe.n_elements, self.n_samples), 8)
+        if self.backend != "cuda":  # a CUDA plan stages nothing on the host
+            _validate.check_allocation("data (staged as float32)",
+                                       (n_frames, self.n_transmits, self.probe.n_elements, self.n_samples), 8)
         _validate.check_allocation("beamformed output", (n_frames, n_points), self.out_dtype.itemsize)
         if self._points is None:
             self._points = np.ascontiguousarray(self.grid.coordinates(), dtype=np.float64)
@@ -237,15 +238,20 @@ class Beamformer:
 
     def _call_cuda(self, data, out):
         """backend='cuda': data on the device is used in place (any DLPack / CUDA-array-interface
-        array); host data is copied in unless strict.  NaN / inf are not checked on the GPU.
-        The CUDA twin runs whole batches of its plan's capacity: another frame count
-        rebuilds the plan (cheap: the twin tabulates nothing)."""
+        array); host data is copied in unless strict.  NaN / inf samples the kernel reads are
+        flagged on the device and raise ValueError when the host next meets the result: after
+        the copy of a host result, on ``self.cuda.synchronize()``, or at the next call
+        (usbeam.device.CudaExecution.check_input).  The CUDA twin runs whole batches of its
+        plan's capacity: another frame count rebuilds the plan (cheap: the twin tabulates
+        nothing)."""
         from .device import PlanRunner
 
         if not hasattr(data, "shape"):
             data = _validate.ndarray("data", data)
         n_frames, framed = self._layout(data)
         if n_frames != self._capacity:
+            if self._runner is not None:  # the old plan's finished calls, before it goes
+                self._runner.execution.check_input("data", earlier=True)
             self._capacity = 0
         plan = self._ensure_capacity(n_frames)
         if self._runner is None:

@@ -175,7 +175,26 @@ class CudaExecution:
         return _core.cuda_exec_timings(self._capsule)
 
     def synchronize(self):
+        """Wait for the plan's queued work; raises ValueError if it read non-finite input
+        (see :meth:`check_input`)."""
         _core.stream_synchronize(self.stream)
+        self.check_input()
+
+    input_name = "data"  # named by the errors of check_input; PlanRunner sets it per call
+
+    def check_input(self, name=None, *, earlier=False):
+        """Raise ValueError if the plan's finished executes read NaN or infinite input since the
+        last check (the kernels flag it in mapped host memory: no CUDA call, no wait here).
+
+        The CPU backend refuses such data before it runs; a CUDA plan runs asynchronously, so it
+        reports it at the next point the host meets the result: a host copy of the output, this
+        ``synchronize()``, or the plan's next call (``earlier=True``, which names the earlier call).
+        Only the beamformers (das, rca) flag their input; for others this never raises."""
+        if _core.cuda_exec_take_input_faults(self._capsule):
+            name = name or self.input_name
+            when = "an earlier call's " if earlier else ""
+            raise ValueError(f"{when}{name} contains NaN or infinite values: the CUDA plan read non-finite "
+                             f"samples (the outputs that used them are NaN or inf)")
 
 
 def _in_host_memory(obj):
@@ -207,6 +226,17 @@ class PlanRunner:
 
     def __call__(self, execute, name, x, shape, dtype, host_prepare, out, out_shape, out_dtype,
                  no_overlap=False):
+        """Run the plan; input faults (NaN / inf the kernels read, see CudaExecution.check_input)
+        of finished earlier calls raise first, and those of this call once a host result is
+        copied out (the copy waited for the kernels)."""
+        self.execution.check_input(earlier=True)
+        self.execution.input_name = name
+        result = self._run(execute, name, x, shape, dtype, host_prepare, out, out_shape, out_dtype, no_overlap)
+        if isinstance(result, np.ndarray):
+            self.execution.check_input(name)
+        return result
+
+    def _run(self, execute, name, x, shape, dtype, host_prepare, out, out_shape, out_dtype, no_overlap):
         stream = self.execution.stream
         device = ("cuda", self.execution.device)
         device_name = f"cuda:{device[1]}"

@@ -149,10 +149,20 @@ class DopplerPipeline:
         """Bytes of one RF ensemble."""
         return int(np.prod(self.rf_shape)) * self.rf_dtype.itemsize
 
+    def _check_rf(self):
+        """backend='cuda': ValueError if the beamformer read NaN or inf (from rf, through rf2iq) in
+        the runs finished since the last check (a flag the device sets in mapped host memory;
+        reading it costs no CUDA call).  The maps stay on the device, so this is checked at the
+        next call, and by ``self.beamformer.cuda.synchronize()``."""
+        if self.backend == "cuda" and self.beamformer.cuda is not None:
+            self.beamformer.cuda.check_input("rf", earlier=True)
+
     def beamform(self, rf):
         """RF -> beamformed IQ ensemble ``(n_frames, nz, nx)`` (the pipeline's buffer)."""
         if self.backend == "cuda":
             from . import device
+
+            self._check_rf()
 
             if not device._in_host_memory(rf):  # already on the device: read in place
                 self.rf2iq(rf, out=self._iq)
@@ -237,6 +247,7 @@ class DopplerPipeline:
     def __call__(self, rf):
         """Run the chain on one RF ensemble; returns DopplerMaps (the pipeline's buffers)."""
         if self.capture_graph:
+            self._check_rf()
             return self._call_graph(rf)
         beamformed = self.beamform(rf)
         t0 = time.perf_counter()

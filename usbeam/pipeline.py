@@ -108,6 +108,13 @@ class Pipeline:
         return {stage: (sum(plan.cuda.stage_times().values()) if plan.cuda is not None else 0.0)
                 for stage, plan in plans.items()}
 
+    def _check_rf(self, earlier=False):
+        """backend='cuda': ValueError if the beamformer read NaN or inf (from rf, through rf2iq) in
+        the runs finished since the last check: the device flags it, the host reads the flag
+        with no CUDA call (usbeam.device.CudaExecution.check_input)."""
+        if self.beamformer.cuda is not None:
+            self.beamformer.cuda.check_input("rf", earlier=earlier)
+
     def _chain_cuda(self, rf, out):
         self.rf2iq(rf, out=self.iq)
         self.beamformer(self.iq, out=self.image)
@@ -195,7 +202,11 @@ class Pipeline:
     def __call__(self, rf, out=None):
         """Run RF -> IQ -> DAS -> B-mode on `rf` (input_shape, input_dtype); returns the B-mode."""
         if self.backend == "cuda":
-            return self._call_cuda(rf, out)
+            self._check_rf(earlier=True)  # runs finished since the last check
+            result = self._call_cuda(rf, out)
+            if isinstance(result, np.ndarray):  # copied to the host: the chain has finished
+                self._check_rf()
+            return result
         rf = _validate.ndarray("rf", rf)
         if rf.dtype != self.input_dtype:
             raise TypeError(f"rf must have dtype {self.input_dtype} (got {rf.dtype})")

@@ -348,7 +348,9 @@ class RCABeamformer:
     def __call__(self, data, out=None):
         """Beamform ``data`` (n_frames, n_acquisitions, n_channels, n_samples), or without the
         frame axis when n_frames == 1.  Returns (n_frames,) + image_shape, or image_shape when
-        the input had no frame axis or sum_frames."""
+        the input had no frame axis or sum_frames.  NaN or infinite samples: ValueError (on CUDA,
+        for the samples the kernel reads, once the host meets the result: see
+        usbeam.device.CudaExecution.check_input)."""
         if self.cuda is not None:
             framed = getattr(data, "ndim", 4) == 4
             shape = self.data_shape if framed or self.n_frames != 1 else self.data_shape[1:]

@@ -18,6 +18,11 @@ parameters change; the new pipeline is built aside and swapped in between frames
 carry the parameter generation current when they were pushed; a change is applied when
 the first frame of the new generation is taken.
 
+``--backend cuda`` runs the session on the GPU (usbeam.live.Session(backend='cuda'): pinned
+slots, upload and compute streams); the factory then receives ``params["backend"] ==
+"cuda"`` and must return a pipeline taking DeviceArrays (e.g. ``usbeam.Pipeline(...,
+backend=params["backend"])``); each image is copied back to the host for the region.
+
 Outcome of each frame (result entry): OK with the image, DROPPED (overload), REJECTED
 (wrong size, no or invalid parameters: the message says which) or FAILED (the pipeline
 raised).  A client that dies mid-push loses its slot to the reaper (write timeout or
@@ -35,12 +40,33 @@ import time
 import numpy as np
 
 from . import _core
+from ._backend import cuda_available
 from .live.channel_map import ChannelMap
 from .live.pipeline import CallablePipeline
 from .live.session import Session, SessionStopped
 
 STATUS_OK, STATUS_DROPPED, STATUS_REJECTED, STATUS_FAILED = range(4)
 _POLICIES = {"drop_oldest": 0, "block": 1}
+
+
+class DevicePassthrough:
+    """The passthrough of a backend='cuda' session: out = frame, DeviceArray to DeviceArray
+    (an asynchronous device copy on the stream the frame is pending on)."""
+
+    backend = "cuda"
+
+    def __init__(self, shape, dtype):
+        self.input_shape = self.output_shape = tuple(shape)
+        self.input_dtype = self.output_dtype = np.dtype(dtype)
+
+    def __call__(self, frame, out):
+        if frame.device == "cpu" or out.device == "cpu":   # host DeviceArrays: a plain copy
+            np.copyto(np.from_dlpack(out), np.from_dlpack(frame))
+            return out
+        stream = frame.stream or 1
+        _core.device_copy(out.ptr, frame.ptr, frame.nbytes, stream)
+        out._mark_used(stream)
+        return out
 
 
 def passthrough(params):
@@ -50,6 +76,8 @@ def passthrough(params):
     shape = (tuple(frame["shape"]) if cmap is None else
              (len(cmap["acquisition_row"]), len(cmap["element_channel"]), int(cmap["n_samples"])))
     dtype = np.dtype(frame.get("dtype", "int16"))
+    if params.get("backend") == "cuda":
+        return DevicePassthrough(shape, dtype)
     return CallablePipeline(lambda x: x, shape, dtype, shape, dtype)
 
 
@@ -105,9 +133,16 @@ class Server:
 
     def __init__(self, name="/usbeam", *, slots=3, results=8, slot_bytes=64 << 20, result_bytes=16 << 20,
                  policy="drop_oldest", pipeline="usbeam.serve:passthrough", write_timeout_ms=1000,
-                 replace_stale=False, session_slots=3, log=None):
+                 replace_stale=False, session_slots=3, log=None, backend="cpu"):
         if policy not in _POLICIES:
             raise ValueError(f"policy must be 'drop_oldest' or 'block' (got {policy!r})")
+        if backend not in ("cpu", "cuda"):
+            raise ValueError(f"backend must be 'cpu' or 'cuda' (got {backend!r})")
+        if backend == "cuda" and not cuda_available():
+            reason = ("usbeam was built without CUDA" if not _core.build_info()["cuda"]
+                      else "no CUDA device is visible")
+            raise _core.UsbeamError(f"backend='cuda' needs a CUDA device: {reason}")
+        self.backend = backend
         self.factory = load_factory(pipeline)
         self.name = name
         self.session_slots = int(session_slots)
@@ -130,7 +165,10 @@ class Server:
 
     def _on_result(self, result):
         frame_id, push_ns = result.meta
-        self._post(frame_id, STATUS_OK, result.image, push_ns)
+        image = result.image
+        if not isinstance(image, np.ndarray):      # a CUDA session's DeviceArray: to the host
+            image = image.to_numpy()
+        self._post(frame_id, STATUS_OK, image, push_ns)
 
     def _on_drop(self, frame_id, meta):
         self._post(meta[0], STATUS_DROPPED, None, meta[1], "dropped")
@@ -145,6 +183,8 @@ class Server:
         self._generation, text = update
         try:
             params = json.loads(text)
+            if isinstance(params, dict):
+                params["backend"] = self.backend
             spec = _FrameSpec(params)
             pipeline = self.factory(params)
             same_slots = (self._session is not None and self._spec is not None and
@@ -157,7 +197,7 @@ class Server:
                     self._session.stop(drain=True)
                 self._session = Session(pipeline, slots=self.session_slots, policy="block",
                                         channel_map=spec.channel_map, results=4, callback=self._on_result,
-                                        on_drop=self._on_drop, on_error=self._on_error)
+                                        on_drop=self._on_drop, on_error=self._on_error, backend=self.backend)
             self._spec = spec
             self._param_error = None
             self._log(f"parameters generation {self._generation} applied")
@@ -242,11 +282,14 @@ def main(argv=None):
     parser.add_argument("--replace-stale", action="store_true",
                         help="replace a region left by a server that is no longer running")
     parser.add_argument("--max-frames", type=int, default=None, help="exit after this many frames")
+    parser.add_argument("--backend", choices=("cpu", "cuda"), default="cpu",
+                        help="run the session on the CPU or on the GPU (pipeline factories get params['backend'])")
     args = parser.parse_args(argv)
     try:
         server = Server(args.name, slots=args.slots, results=args.results, slot_bytes=args.slot_bytes,
                         result_bytes=args.result_bytes, policy=args.policy, pipeline=args.pipeline,
-                        write_timeout_ms=args.write_timeout_ms, replace_stale=args.replace_stale)
+                        write_timeout_ms=args.write_timeout_ms, replace_stale=args.replace_stale,
+                        backend=args.backend)
     except (ValueError, TypeError, MemoryError, ImportError, _core.UsbeamError) as exc:
         print(f"usbeam serve: error: {exc}", file=sys.stderr)
         return 2

@@ -68,9 +68,30 @@ static void test_bad_tables(void)
     CHECK(usbeam_live_gather_plan_create(NULL, &plan) == USBEAM_ERR_NULL_POINTER);
 }
 
+/* The C tests link without CUDA: every ring entry point answers USBEAM_ERR_NO_BACKEND
+ * (cuda/live.cu is tested from Python on a GPU), never crashes on NULL, counts no ring. */
+static void test_ring_without_cuda(void)
+{
+    usbeam_live_cuda_ring *ring = (usbeam_live_cuda_ring *)1;
+    void *ptr = NULL, *stream = NULL;
+    double seconds = 0;
+    CHECK(usbeam_live_cuda_ring_create(0, 3, 1024, &ring) == USBEAM_ERR_NO_BACKEND);
+    CHECK(ring == NULL);
+    CHECK(usbeam_live_cuda_ring_host_slot(NULL, 0, &ptr) == USBEAM_ERR_NO_BACKEND);
+    CHECK(usbeam_live_cuda_ring_upload(NULL, 0, 1) == USBEAM_ERR_NO_BACKEND);
+    CHECK(usbeam_live_cuda_ring_acquire(NULL, 0, &ptr, &stream) == USBEAM_ERR_NO_BACKEND);
+    CHECK(usbeam_live_cuda_ring_release(NULL, 0) == USBEAM_ERR_NO_BACKEND);
+    CHECK(usbeam_live_cuda_ring_upload_seconds(NULL, 0, &seconds) == USBEAM_ERR_NO_BACKEND);
+    CHECK(usbeam_live_cuda_ring_compute_seconds(NULL, 0, &seconds) == USBEAM_ERR_NO_BACKEND);
+    CHECK(usbeam_live_cuda_ring_synchronize(NULL) == USBEAM_ERR_NO_BACKEND);
+    CHECK(usbeam_live_cuda_ring_count() == 0);
+    usbeam_live_cuda_ring_destroy(NULL);
+}
+
 int main(void)
 {
     test_gather_both_layouts();
     test_bad_tables();
+    test_ring_without_cuda();
     return check_summary();
 }

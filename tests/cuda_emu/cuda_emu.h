@@ -58,6 +58,7 @@ struct LaunchConfig {
     cudaStream_t stream;
     const char *name, *file;
     int line;
+    int max_threads; /* the kernel's __launch_bounds__, or 1024 */
 };
 
 /* Checks a pointer argument (null, device memory or pinned host memory) and records a
@@ -100,8 +101,8 @@ struct BoundKernel {
 struct Launch {
     LaunchConfig cfg;
     Launch(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream, const char *name, const char *file,
-           int line)
-        : cfg{grid, block, shared_bytes, stream, name, file, line}
+           int line, int max_threads = 1024)
+        : cfg{grid, block, shared_bytes, stream, name, file, line, max_threads}
     {
     }
     template <class... P>

@@ -544,6 +544,10 @@ void submit_kernel(const LaunchConfig &cfg, const void *kernel, std::function<vo
     snprintf(where, sizeof where, "%s:%d: kernel %s", cfg.file, cfg.line, cfg.name);
     const dim3 g = cfg.grid, bl = cfg.block;
     size_t threads = (size_t)bl.x * bl.y * bl.z;
+    if (threads > (size_t)cfg.max_threads) {
+        fail(cudaErrorLaunchOutOfResources, "%s: more threads than its __launch_bounds__%s", where);
+        return;
+    }
     if (!g.x || !g.y || !g.z || !threads || threads > 1024 || bl.z > 64 || g.y > 65535 || g.z > 65535 ||
         g.x > 2147483647u) {
         fail(cudaErrorInvalidConfiguration, "%s: invalid launch configuration%s", where);

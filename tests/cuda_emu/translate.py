@@ -5,7 +5,8 @@ CUDA source unchanged (the emulator header supplies the CUDA keywords, built-ins
 intrinsics):
 
   kernel<T, B><<<grid, block, shared, stream>>>(args)
-      -> ::usbeam_emu::Launch(grid, block, shared, stream, "kernel").with(kernel<T, B>)(args)
+      -> ::usbeam_emu::Launch(grid, block, shared, stream, "kernel", __FILE__, __LINE__
+                              [, max threads from the kernel's __launch_bounds__]).with(kernel<T, B>)(args)
   extern __shared__ [__align__(n)] T name[];
       -> T *const name = (T *)::usbeam_emu::dynamic_shared();
 
@@ -15,6 +16,7 @@ point at the CUDA source.  Usage: python translate.py in.cu out.cpp
 import re
 import sys
 
+_LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\s*\(\s*([^,()]+?)\s*(?:,[^()]*)?\)\s*([A-Za-z_]\w*)\s*\(")
 _DYNAMIC_SHARED = re.compile(
     r"extern\s+__shared__\s+(?:__align__\s*\(\s*\d+\s*\)\s+)?([A-Za-z_][\w\s]*?)\s+([A-Za-z_]\w*)\s*\[\s*\]\s*;")
 
@@ -59,6 +61,9 @@ def _split_top_level(config):
 
 
 def translate(text):
+    # A launch with more threads than the kernel's __launch_bounds__ fails on a GPU: the
+    # launch passes the bound (an expression visible at the launch site) to the emulator.
+    bounds = {m.group(2): m.group(1) for m in _LAUNCH_BOUNDS.finditer(text)}
     text = _DYNAMIC_SHARED.sub(lambda m: f"{m.group(1)} *const {m.group(2)} = "
                                f"({m.group(1)} *)::usbeam_emu::dynamic_shared();", text)
     out, pos = [], 0
@@ -80,7 +85,8 @@ def translate(text):
         # Keep the newlines of a multi-line configuration so line numbers stay put.
         newlines = "\n" * text[start:close].count("\n")
         out.append(text[pos:k0])
-        out.append(f"::usbeam_emu::Launch({', '.join(config)}, \"{name}\", __FILE__, __LINE__)"
+        bound = f", (int)({bounds[name]})" if name in bounds else ""
+        out.append(f"::usbeam_emu::Launch({', '.join(config)}, \"{name}\", __FILE__, __LINE__{bound})"
                    f".with({kernel}){newlines}")
         pos = close + 3
 

@@ -2,7 +2,9 @@
 memory), images out, at the scanner's rate.
 
 - :class:`Session`: in-process ring of slots, channel mapping during the copy, compute
-  thread, output ring, drop/block policies, plan swap without stopping, stats.
+  thread, output ring, drop/block policies, plan swap without stopping, stats;
+  ``backend='cuda'`` gives a CudaSession (cuda_session.py: pinned slots, upload and
+  compute streams ordered by events, device output ring).
 - :class:`ChannelMap`: the raw (rows, channels) -> (acquisitions, elements, samples) copy.
 - :class:`SimulatedScanner`: frames at a set rate on a thread (simulator or dataset).
 - :func:`from_vantage`: a session from a Verasonics Vantage workspace.

@@ -1,7 +1,9 @@
 """The pieces of a live session's rings (see session.py): slot and output-buffer records,
 the pipeline generation swapped in by update(), results and the session's exceptions.
 
-Slot states: FREE -> WRITING (a push() copies into it) -> READY -> COMPUTING -> FREE.
+Slot states: FREE -> WRITING (a push() copies into it) -> READY -> COMPUTING -> FREE; the
+CUDA session (cuda_session.py) adds READY -> UPLOADING (its upload thread queues the
+host-to-device copy) -> UPLOADED -> COMPUTING.
 Buffers are page aligned (the CPU stand-in for pinned host memory).
 """
 import numpy as np
@@ -9,7 +11,7 @@ import numpy as np
 from .._core import UsbeamError
 from .pipeline import describe
 
-FREE, WRITING, READY, COMPUTING = range(4)
+FREE, WRITING, READY, COMPUTING, UPLOADING, UPLOADED = range(6)
 _PAGE = 4096
 
 
@@ -40,7 +42,8 @@ class Result:
 
     ``image`` is a host copy, or (``copy=False``, callbacks) a read-only zero-copy view of
     the output ring, valid until :meth:`release` (or the end of a ``with`` block); numpy
-    arrays export DLPack, so ``np.from_dlpack(result)`` or any DLPack consumer works.
+    arrays export DLPack, so ``np.from_dlpack(result)`` or any DLPack consumer works.  In a
+    CUDA session the view is a usbeam DeviceArray (DLPack and the CUDA array interface).
     """
 
     __slots__ = ("frame_id", "image", "meta", "latency_s", "timings", "generation", "_lease")
@@ -72,6 +75,12 @@ class Result:
     def __dlpack_device__(self):
         return self.image.__dlpack_device__()
 
+    @property
+    def __cuda_array_interface__(self):
+        """The image's CUDA array interface (a CUDA session's DeviceArray; AttributeError
+        for a host image, so hasattr() tells)."""
+        return self.image.__cuda_array_interface__
+
     def __del__(self):
         try:
             self.release()
@@ -86,9 +95,9 @@ class Result:
 class _Slot:
     __slots__ = ("index", "buffer", "state", "frame_id", "meta", "push_ns", "generation")
 
-    def __init__(self, index, shape, dtype):
+    def __init__(self, index, shape, dtype, allocate=_aligned_empty):
         self.index = index
-        self.buffer = _aligned_empty(shape, dtype)
+        self.buffer = allocate(shape, dtype) if allocate is not None else None
         self.state = FREE
         self.frame_id = 0
         self.meta = None
@@ -99,8 +108,8 @@ class _Slot:
 class _OutputEntry:
     __slots__ = ("array", "frame_id", "readers", "written_at", "meta", "latency_s", "timings")
 
-    def __init__(self, shape, dtype):
-        self.array = _aligned_empty(shape, dtype)
+    def __init__(self, shape, dtype, allocate=_aligned_empty):
+        self.array = allocate(shape, dtype)
         self.frame_id = 0
         self.readers = 0
         self.written_at = 0
@@ -112,9 +121,13 @@ class _OutputEntry:
 class _Generation:
     """A pipeline with its channel map and output ring: swapped in whole by update()."""
 
-    def __init__(self, number, pipeline, channel_map, n_results):
+    def __init__(self, number, pipeline, channel_map, n_results, allocate=_aligned_empty):
         self.number = number
         self.pipeline = pipeline
         self.channel_map = channel_map
+        self.allocate = allocate  # output buffers: page-aligned host arrays, or DeviceArrays
         self.input_shape, self.input_dtype, self.output_shape, self.output_dtype = describe(pipeline)
-        self.ring = [_OutputEntry(self.output_shape, self.output_dtype) for _ in range(n_results)]
+        self.ring = [self.new_entry() for _ in range(n_results)]
+
+    def new_entry(self):
+        return _OutputEntry(self.output_shape, self.output_dtype, self.allocate)

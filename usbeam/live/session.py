@@ -29,7 +29,7 @@ from .._core import UsbeamError
 from .channel_map import ChannelMap
 from .pipeline import as_pipeline, describe
 from .ring import (COMPUTING, FREE, READY, WRITING, FrameDropped, FrameFailed, Result,  # noqa: F401
-                   SessionStopped, _Generation, _OutputEntry, _Slot)
+                   SessionStopped, _aligned_empty, _Generation, _Slot)
 
 _POLICIES = ("drop_oldest", "block")
 
@@ -63,18 +63,30 @@ class Session:
     callback : callable(Result), optional
         Called on the compute thread with a zero-copy Result valid during the call.
     on_drop : callable(frame_id, meta), optional;  on_error : callable(frame_id, meta, exc)
-    backend : 'cpu' ('cuda' is refused: the stream-based session is not built yet)
+    backend : 'cpu' or 'cuda' (usbeam.live.cuda_session.CudaSession: pinned slots, an upload
+        stream and a compute stream; the pipeline takes and writes usbeam DeviceArrays)
     history : int
         Recent frames whose latency, drop and failure records are kept (bounded memory).
     """
 
+    # what the backends differ in (cuda_session.CudaSession overrides them)
+    _BACKEND = "cpu"
+    _TAKE_STATE = READY            # the state in which the compute thread takes a slot
+    _DISPLACEABLE = (READY,)       # states drop_oldest may displace (not started yet)
+
+    def __new__(cls, *args, backend="cpu", **kwargs):
+        if cls is Session and backend == "cuda":
+            from .cuda_session import CudaSession
+
+            return super().__new__(CudaSession)
+        return super().__new__(cls)
+
     def __init__(self, pipeline, slots=3, policy="drop_oldest", *, channel_map=None, input_shape=None,
                  input_dtype=None, output_shape=None, output_dtype=None, results=8, callback=None,
                  on_drop=None, on_error=None, backend="cpu", history=4096, start=True):
-        if backend != "cpu":
-            _validate.choice("backend", backend, ("cpu", "cuda"))
-            raise UsbeamError("backend='cuda': the stream-based live session is not part of this build; "
-                              "use backend='cpu'")
+        _validate.choice("backend", backend, ("cpu", "cuda"))
+        if backend != self._BACKEND:
+            raise ValueError(f"backend={backend!r}: this is a {self._BACKEND} session")
         self.backend = backend
         self.policy = _validate.choice("policy", policy, _POLICIES)
         self.n_slots = _validate.integer("slots", slots, minimum=2, maximum=64)
@@ -83,13 +95,16 @@ class Session:
             if fn is not None and not callable(fn):
                 raise TypeError(f"{name} must be callable (got {type(fn).__name__})")
         self._callback, self._on_drop, self._on_error = callback, on_drop, on_error
-        pipeline = as_pipeline(pipeline, input_shape, input_dtype, output_shape, output_dtype)
+        pipeline = self._check_pipeline(as_pipeline(pipeline, input_shape, input_dtype, output_shape, output_dtype))
         self._check_map(pipeline, channel_map)
-        gen = _Generation(1, pipeline, channel_map, self.n_results)
-        _validate.check_allocation("slots", (self.n_slots,) + gen.input_shape, gen.input_dtype.itemsize)
+        self._slot_shape, self._slot_dtype = describe(pipeline)[:2]
+        _validate.check_allocation("slots", (self.n_slots,) + self._slot_shape, self._slot_dtype.itemsize)
+        self._slot_nbytes = int(np.prod(self._slot_shape)) * self._slot_dtype.itemsize
+        self._prepare_backend()
+        gen = _Generation(1, pipeline, channel_map, self.n_results, self._allocate_output)
         self._generation = gen
-        self._slot_shape, self._slot_dtype = gen.input_shape, gen.input_dtype
-        self._slots = [_Slot(i, gen.input_shape, gen.input_dtype) for i in range(self.n_slots)]
+        self._slots = [_Slot(i, gen.input_shape, gen.input_dtype, self._allocate_slot)
+                       for i in range(self.n_slots)]
 
         self._lock = threading.Lock()
         self._slot_freed = threading.Condition(self._lock)
@@ -118,6 +133,40 @@ class Session:
         self.last_callback_error = None
         if start:
             self.start()
+
+    # ---- backend hooks (CPU: threads and page-aligned host buffers) ---------------------
+
+    _allocate_slot = staticmethod(_aligned_empty)
+    _allocate_output = staticmethod(_aligned_empty)
+
+    def _prepare_backend(self):
+        pass
+
+    def _check_pipeline(self, pipeline):
+        return pipeline
+
+    def _fill_slot(self, slot, frame, gen):
+        """Copy (and map) frame into the slot; the copy's own seconds, or None (then the
+        caller's wall time is used).  Runs without the session lock."""
+        if gen.channel_map is not None:
+            return _core.live_gather(gen.channel_map._plan, frame, slot.buffer.reshape(gen.channel_map.output_shape))
+        np.copyto(slot.buffer, frame, casting="no")
+        return None
+
+    def _compute(self, slot, gen, entry):
+        """Run the pipeline on the slot into entry.array; extra stage seconds or None."""
+        gen.pipeline(slot.buffer, out=entry.array)
+        return None
+
+    def _result_view(self, entry):
+        """A read-only zero-copy view of an output buffer."""
+        view = entry.array.view()
+        view.flags.writeable = False
+        return view
+
+    def _has_work_locked(self, slot):
+        """While draining at stop: whether the compute thread still has frames to wait for."""
+        return slot is not None
 
     # ---- configuration ---------------------------------------------------------------
 
@@ -159,13 +208,13 @@ class Session:
         same (the input slots are kept); output shape and dtype may change.  Returns the
         new generation number.
         """
-        pipeline = as_pipeline(pipeline, **shapes)
+        pipeline = self._check_pipeline(as_pipeline(pipeline, **shapes))
         self._check_map(pipeline, channel_map)
         in_shape, in_dtype, _, _ = describe(pipeline)
         if in_shape != self._slot_shape or in_dtype != self._slot_dtype:
             raise ValueError(f"update: the new pipeline's input {in_dtype} {in_shape} differs from the "
                              f"session's slots {self._slot_dtype} {self._slot_shape}; start a new Session")
-        new = _Generation(self._generation.number + 1, pipeline, channel_map, self.n_results)
+        new = _Generation(self._generation.number + 1, pipeline, channel_map, self.n_results, self._allocate_output)
         with self._lock:
             new.number = self._generation.number + 1
             self._generation = new
@@ -280,7 +329,7 @@ class Session:
                 if left is not None and left <= 0:
                     raise TimeoutError(f"push: no free slot within {timeout} s (policy 'block')")
                 self._slot_freed.wait(left)
-            if slot.state == READY:  # displaced under drop_oldest
+            if slot.state != FREE:  # displaced under drop_oldest
                 dropped = (slot.frame_id, slot.meta)
                 self._record_drop_locked(slot.frame_id)
             frame_id = self._next_id
@@ -295,11 +344,7 @@ class Session:
         copied = discarded = False
         copy_s = None
         try:
-            if gen.channel_map is not None:
-                copy_s = _core.live_gather(gen.channel_map._plan, frame,
-                                           slot.buffer.reshape(gen.channel_map.output_shape))
-            else:
-                np.copyto(slot.buffer, frame, casting="no")
+            copy_s = self._fill_slot(slot, frame, gen)
             copied = True
         finally:
             seconds = time.perf_counter() - t0
@@ -307,10 +352,10 @@ class Session:
                 self._writers -= 1
                 self._copy_seconds += seconds if copy_s is None else copy_s
                 self._push_seconds += seconds
-                self._copy_bytes += slot.buffer.nbytes
+                self._copy_bytes += self._slot_nbytes
                 if copied and not self._stopping:
                     slot.state = READY
-                    self._work.notify()
+                    self._work.notify_all()
                 else:  # copy failed, or stop() began meanwhile: the frame is discarded
                     slot.state, slot.meta, slot.generation = FREE, None, None
                     self._record_drop_locked(frame_id)
@@ -328,7 +373,7 @@ class Session:
             if slot.state == FREE:
                 return slot
         if self.policy == "drop_oldest":
-            ready = [s for s in self._slots if s.state == READY]
+            ready = [s for s in self._slots if s.state in self._DISPLACEABLE]
             if ready:
                 return min(ready, key=lambda s: s.frame_id)
         return None
@@ -343,12 +388,13 @@ class Session:
     # ---- compute side ------------------------------------------------------------------
 
     def _next_slot_locked(self):
-        """The oldest pending slot if it is READY; None while it is still being written."""
-        pending = [s for s in self._slots if s.state in (READY, WRITING)]
+        """The oldest pending slot if it is ready to compute; None while it is still being
+        written (or uploaded)."""
+        pending = [s for s in self._slots if s.state not in (FREE, COMPUTING)]
         if not pending:
             return None
         oldest = min(pending, key=lambda s: s.frame_id)
-        return oldest if oldest.state == READY else None
+        return oldest if oldest.state == self._TAKE_STATE else None
 
     def _output_entry_locked(self, gen):
         """Least recently written output buffer that no reader holds.  When readers hold
@@ -356,7 +402,7 @@ class Session:
         them (it is bounded by the number of leases held)."""
         free = [e for e in gen.ring if e.readers == 0]
         if not free:
-            gen.ring.append(_OutputEntry(gen.output_shape, gen.output_dtype))
+            gen.ring.append(gen.new_entry())
             return gen.ring[-1]
         entry = min(free, key=lambda e: e.written_at)
         if entry.frame_id in self._done:
@@ -369,7 +415,7 @@ class Session:
             with self._lock:
                 while True:
                     slot = self._next_slot_locked()
-                    if self._stopping and (not self._drain or slot is None):
+                    if self._stopping and (not self._drain or not self._has_work_locked(slot)):
                         slot = None  # frames still being copied are discarded by their push()
                         break
                     if slot is not None:
@@ -384,14 +430,17 @@ class Session:
                 entry.readers += 1   # the compute thread's own lease while it writes
             error = None
             t0 = time.perf_counter()
+            extra = None
             try:
-                gen.pipeline(slot.buffer, out=entry.array)
+                extra = self._compute(slot, gen, entry)
             except Exception as exc:  # reported per frame; the session keeps running
                 error = exc
             compute_s = time.perf_counter() - t0
             done_ns = time.perf_counter_ns()
-            timings = getattr(gen.pipeline, "timings", None)
+            timings = getattr(gen.pipeline, "timings", None) if error is None else None
             timings = dict(timings) if isinstance(timings, dict) else None
+            if extra:
+                timings = dict(timings or {}, **extra)
             with self._lock:
                 frame_id, meta, push_ns = slot.frame_id, slot.meta, slot.push_ns
                 slot.state, slot.meta, slot.generation = FREE, None, None
@@ -434,9 +483,7 @@ class Session:
                             self._slot_freed.notify_all()
                 continue
             if self._callback is not None:
-                view = entry.array.view()
-                view.flags.writeable = False
-                result = Result(frame_id, view, meta, entry.latency_s, timings, gen.number)
+                result = Result(frame_id, self._result_view(entry), meta, entry.latency_s, timings, gen.number)
                 try:
                     self._callback(result)
                 except Exception as exc:
@@ -465,7 +512,7 @@ class Session:
     def _discard_pending_locked(self):
         discarded = []
         for slot in self._slots:
-            if slot.state == READY:
+            if slot.state in self._DISPLACEABLE:
                 discarded.append((slot.frame_id, slot.meta))
                 slot.state, slot.meta, slot.generation = FREE, None, None
                 self._record_drop_locked(slot.frame_id)
@@ -494,8 +541,7 @@ class Session:
             image = entry.array.copy()
             return Result(frame_id, image, entry.meta, entry.latency_s, entry.timings, gen.number)
         entry.readers += 1
-        view = entry.array.view()
-        view.flags.writeable = False
+        view = self._result_view(entry)
 
         def release():
             with self._lock:

@@ -1,0 +1,127 @@
+"""A host-memory stand-in for the CUDA slot ring of cuda/live.cu, so that the CUDA live
+session's host side (usbeam/live/cuda_session.py: states, upload thread, ordering, drops,
+stop, restart, results) runs and is checked on machines without a GPU.
+
+It keeps the ring's protocol, with the asynchrony that makes it matter: upload(k) queues
+the copy of pinned slot k on an "upload stream" worker thread, which first waits for
+consumed[k] and copies slowly (in chunks with pauses), so a session that rewrote a pinned
+slot before its upload finished, or computed a slot before its upload completed, would
+produce torn frames.  host_slot(k) waits for uploaded[k] (as cudaEventSynchronize);
+acquire(k) waits for it too (a host wait standing in for cudaStreamWaitEvent); release(k)
+sets consumed[k].  "Device" buffers are host DeviceArrays, so the pipeline and the result
+paths (DLPack, to_numpy) run unchanged.  The real ring is tested by test_live_cuda.py's
+GPU parametrisation.
+"""
+import queue
+import threading
+import time
+import weakref
+
+import numpy as np
+
+import usbeam
+from usbeam import device
+
+_alive = [0]
+_alive_lock = threading.Lock()
+
+
+class StandInRing:
+    def __init__(self, n_slots, slot_bytes, copy_pause_s):
+        self.n_slots, self.slot_bytes = n_slots, slot_bytes
+        self.host = [np.zeros(slot_bytes, np.uint8) for _ in range(n_slots)]
+        self.dev = [device.empty((slot_bytes,), np.uint8, device="cpu") for _ in range(n_slots)]
+        self.dev_np = [np.from_dlpack(d) for d in self.dev]
+        self.uploaded = [threading.Event() for _ in range(n_slots)]
+        self.consumed = [threading.Event() for _ in range(n_slots)]
+        for e in self.uploaded + self.consumed:
+            e.set()
+        self.upload_s = [0.0] * n_slots
+        self.acquired = [False] * n_slots
+        self.protocol_errors = []
+        self.queue = queue.Queue()
+        args = (self.queue, self.host, self.dev_np, self.uploaded, self.consumed, self.upload_s, copy_pause_s)
+        threading.Thread(target=_upload_stream, args=args, daemon=True, name="standin-upload").start()
+        with _alive_lock:
+            _alive[0] += 1
+        weakref.finalize(self, _finalize, self.queue)
+
+
+def _finalize(q):
+    q.put(None)
+    with _alive_lock:
+        _alive[0] -= 1
+
+
+def _upload_stream(q, host, dev, uploaded, consumed, upload_s, pause_s):
+    while True:
+        item = q.get()
+        if item is None:
+            return
+        k, nbytes = item
+        consumed[k].wait()
+        t0 = time.perf_counter()
+        step = max(1, nbytes // 4)
+        for start in range(0, nbytes, step):   # a slow DMA: a rewrite meanwhile would tear it
+            dev[k][start:start + step] = host[k][start:start + step]
+            if pause_s:
+                time.sleep(pause_s)
+        upload_s[k] = max(time.perf_counter() - t0, 1e-9)
+        uploaded[k].set()
+        q.task_done()
+
+
+def install(monkeypatch, copy_pause_s=0.0005):
+    """Replace the ring bindings (and the GPU checks) by the stand-in for one test."""
+    from usbeam import _core
+    from usbeam.live import cuda_session
+
+    def create(dev, n_slots, slot_bytes):
+        return StandInRing(n_slots, slot_bytes, copy_pause_s)
+
+    def host_slot(ring, k):
+        ring.uploaded[k].wait()
+        return ring.host[k]
+
+    def upload(ring, k, nbytes):
+        if ring.acquired[k]:
+            ring.protocol_errors.append(f"upload of slot {k} while acquired")
+        ring.uploaded[k].clear()
+        ring.queue.put((k, nbytes))
+
+    def acquire(ring, k):
+        ring.uploaded[k].wait()
+        ring.consumed[k].clear()
+        ring.acquired[k] = True
+        return ring.dev[k].ptr, 7
+
+    def release(ring, k):
+        if not ring.acquired[k]:
+            ring.protocol_errors.append(f"release of slot {k} not acquired")
+        ring.acquired[k] = False
+        ring.consumed[k].set()
+
+    def seconds(ring, k):
+        ring.uploaded[k].wait()
+        return ring.upload_s[k], 1e-6
+
+    def synchronize(ring):
+        ring.queue.join()
+
+    def device_wrap(ptr, shape, dtype, readonly, owner, name):
+        if isinstance(owner, StandInRing):
+            k = [d.ptr for d in owner.dev].index(ptr)
+            nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+            return device.asarray(owner.dev_np[k][:nbytes].view(dtype).reshape(shape))
+        return owner  # an output buffer: the stand-in does not make a read-only alias
+
+    for name, fn in dict(live_cuda_ring_create=create, live_cuda_ring_host_slot=host_slot,
+                         live_cuda_ring_upload=upload, live_cuda_ring_acquire=acquire,
+                         live_cuda_ring_release=release, live_cuda_ring_seconds=seconds,
+                         live_cuda_ring_synchronize=synchronize, live_cuda_ring_count=lambda: _alive[0],
+                         device_wrap=device_wrap, cuda_device_count=lambda: 1).items():
+        monkeypatch.setattr(_core, name, fn)
+    monkeypatch.setattr(cuda_session, "cuda_available", lambda: True)
+    monkeypatch.setattr(cuda_session.CudaSession, "_allocate_output",
+                        staticmethod(lambda shape, dtype: device.empty(shape, dtype, device="cpu")))
+    return usbeam

@@ -1,0 +1,282 @@
+"""CUDA live session: ``usbeam.live.Session(pipeline, backend='cuda')`` returns one of these.
+
+Same API, policies and accounting as the CPU session (session.py); what travels differs:
+
+  push() thread(s)              upload thread              compute thread
+  wait uploaded[k] (pinned k    oldest READY slot ->       oldest UPLOADED slot ->
+  free again), copy + map  -->  upload stream: wait   -->  compute stream: wait uploaded[k],
+  channels into pinned k        consumed[k], H2D copy,     pipeline(DeviceArray slot k,
+  READY                         record uploaded[k]         out=device output buffer),
+                                UPLOADED                   record consumed[k], wait for it,
+                                                           publish, callback, slot FREE
+
+Ring (cuda/live.cu): ``slots`` pinned host buffers and as many device buffers, each holding
+one mapped frame (``pipeline.input_shape``, ``input_dtype``); only the channels the map
+uses travel.  Events give the three guarantees: a device slot is never overwritten while
+compute still reads it (upload waits for consumed[k]); compute never reads a slot before
+its upload completed (compute waits for uploaded[k]); a pinned slot is not rewritten before
+its upload finished (push waits for uploaded[k] on the host).  Slot states: FREE -> WRITING
+-> READY -> UPLOADING -> UPLOADED -> COMPUTING -> FREE; drop_oldest displaces the oldest
+READY or UPLOADED frame (never one whose copy is being queued or computed).
+
+The pipeline takes a usbeam DeviceArray (read-only, in the slot's device memory) and writes
+a DeviceArray ``out=`` (``usbeam.Pipeline(..., backend='cuda')`` does, its plans on their own
+streams: the session orders them after the upload and the release after them by events
+through the arrays' pending-write streams, never the host).  The compute thread waits for a
+frame's GPU work (GIL released) before publishing it and taking the next, so the pipeline's
+CUDA event timings read afterwards belong to that frame; the upload of later frames and the
+host copies of later pushes overlap it.
+
+Results: the output ring holds device buffers.  ``get()``/``latest()`` return a host NumPy
+copy (``copy=True``) or a leased, read-only DeviceArray (``copy=False``; DLPack and the CUDA
+array interface, no copy; finish using it, on any stream, before ``release()``); callbacks
+receive the leased DeviceArray, valid during the call.  ``stats()`` adds the GPU seconds of
+the upload and of the compute per frame (events), the pipeline's own stage times, and
+``upload_gbps``: bytes uploaded over the GPU time of the copies (the host copy into pinned
+memory is ``copy_gbps``).
+
+STATUS: written on a machine without a GPU; tests/test_live_cuda.py passes on the ring
+stand-in and, GPU tests included, under the CUDA emulator (make test-emu); not yet run on
+a real device.
+"""
+import threading
+
+import numpy as np
+
+from .. import _core, device as _device
+from .._backend import cuda_available
+from .._core import UsbeamError
+from .pipeline import CallablePipeline
+from .ring import FREE, READY, UPLOADED, UPLOADING, WRITING, Result
+from .session import Session
+
+
+def _device_empty(shape, dtype):
+    return _device.empty(shape, dtype)
+
+
+class CudaSession(Session):
+    """A live session on a CUDA device (see the module docstring and Session).
+
+    Extra parameter: ``device`` (int, default 0), the CUDA device of the ring and the
+    pipeline.  ``close()`` stops and frees the pinned and device buffers (``start()``
+    allocates them again); ``stop()`` keeps them for a quick restart.
+    """
+
+    _BACKEND = "cuda"
+    _TAKE_STATE = UPLOADED
+    _DISPLACEABLE = (READY, UPLOADED)
+    _allocate_slot = None                     # pinned and device memory live in the ring
+    _allocate_output = staticmethod(_device_empty)
+
+    def __init__(self, pipeline, slots=3, policy="drop_oldest", *, device=0, backend="cuda", **kwargs):
+        if not cuda_available():
+            reason = ("usbeam was built without CUDA" if not _core.build_info()["cuda"]
+                      else "no CUDA device is visible")
+            raise UsbeamError(f"backend='cuda': a CUDA live session needs a CUDA device: {reason}")
+        if isinstance(device, bool) or not isinstance(device, (int, np.integer)):
+            raise TypeError(f"device must be an integer CUDA device index (got {type(device).__name__})")
+        self.device = int(device)
+        if not 0 <= self.device < _core.cuda_device_count():
+            raise ValueError(f"device must be in 0..{_core.cuda_device_count() - 1} (got {self.device})")
+        self._ring = None
+        self._uploader = None
+        self._device_slots = []
+        self._h2d_bytes = 0
+        self._h2d_seconds = 0.0
+        super().__init__(pipeline, slots, policy, backend=backend, **kwargs)
+
+    # ---- backend hooks -----------------------------------------------------------------
+
+    def _check_pipeline(self, pipeline):
+        if isinstance(pipeline, CallablePipeline):
+            raise TypeError("pipeline: backend='cuda' needs a pipeline object that takes usbeam DeviceArrays "
+                            "and writes out= (e.g. usbeam.Pipeline(..., backend='cuda')); plain callables "
+                            "run on backend='cpu'")
+        backend = getattr(pipeline, "backend", "cuda")
+        if backend != "cuda":
+            raise ValueError(f"pipeline: a backend='cuda' session needs a pipeline built with backend='cuda' "
+                             f"(got backend={backend!r})")
+        return pipeline
+
+    def _prepare_backend(self):
+        self._open_ring()
+
+    def _open_ring(self):
+        self._ring = _core.live_cuda_ring_create(self.device, self.n_slots, self._slot_nbytes)
+        self._device_slots = [None] * self.n_slots
+
+    def _device_slot(self, index, ptr):
+        """Slot index's device buffer as a read-only DeviceArray of the pipeline's input shape
+        (made once per ring; it keeps the ring alive)."""
+        array = self._device_slots[index]
+        if array is None:
+            array = _core.device_wrap(ptr, self._slot_shape, self._slot_dtype, True, self._ring, "frame")
+            self._device_slots[index] = array
+        return array
+
+    def _fill_slot(self, slot, frame, gen):
+        # waits (GIL released) until the previous upload out of this pinned buffer is done
+        host = _core.live_cuda_ring_host_slot(self._ring, slot.index)
+        view = host[:self._slot_nbytes].view(self._slot_dtype)
+        if gen.channel_map is not None:
+            return _core.live_gather(gen.channel_map._plan, frame, view.reshape(gen.channel_map.output_shape))
+        np.copyto(view.reshape(self._slot_shape), frame, casting="no")
+        return None
+
+    def _compute(self, slot, gen, entry):
+        ring, k = self._ring, slot.index
+        ptr, stream = _core.live_cuda_ring_acquire(ring, k)    # compute stream waits for uploaded[k]
+        frame = self._device_slot(k, ptr)
+        frame._mark_used(stream)   # a plan on another stream orders itself after the compute stream
+        out = entry.array
+        try:
+            gen.pipeline(frame, out=out)
+        finally:
+            # the release (consumed[k]) comes after every stream that read the slot or
+            # wrote the output; then wait on the host for the frame's GPU work
+            for array in (frame, out):
+                producer = array.stream
+                if producer is not None and producer != stream:
+                    _core.stream_wait(stream, producer)
+            _core.live_cuda_ring_release(ring, k)
+            upload_s, compute_s = _core.live_cuda_ring_seconds(ring, k)
+        with self._lock:
+            self._h2d_bytes += self._slot_nbytes
+            self._h2d_seconds += upload_s
+        return {"upload": upload_s, "gpu_compute": compute_s}
+
+    def _result_view(self, entry):
+        array = entry.array
+        return _core.device_wrap(array.ptr, array.shape, array.dtype, True, array, "result")
+
+    def _has_work_locked(self, slot):
+        return slot is not None or any(s.state in (READY, UPLOADING, UPLOADED) for s in self._slots)
+
+    # ---- upload thread -------------------------------------------------------------------
+
+    def _next_upload_locked(self):
+        """The oldest slot not yet uploaded if its copy is complete (uploads keep push order).
+        Once stopping, frames still being copied are discarded by their push(), so they no
+        longer hold the others back."""
+        states = (READY,) if self._stopping else (WRITING, READY)
+        pending = [s for s in self._slots if s.state in states]
+        if not pending:
+            return None
+        oldest = min(pending, key=lambda s: s.frame_id)
+        return oldest if oldest.state == READY else None
+
+    def _upload_loop(self):
+        while True:
+            with self._lock:
+                while True:
+                    slot = self._next_upload_locked()
+                    if self._stopping and (not self._drain or slot is None):
+                        return
+                    if slot is not None:
+                        break
+                    self._work.wait(0.1)
+                slot.state = UPLOADING
+                frame_id, meta = slot.frame_id, slot.meta
+            error = None
+            try:
+                _core.live_cuda_ring_upload(self._ring, slot.index, self._slot_nbytes)
+            except Exception as exc:
+                error = exc
+            discarded = False
+            with self._lock:
+                if error is not None:
+                    slot.state, slot.meta, slot.generation = FREE, None, None
+                    self._counts["failed"] += 1
+                    self._failed_ids[frame_id] = f"upload: {type(error).__name__}: {error}"
+                    while len(self._failed_ids) > self._history:
+                        self._failed_ids.popitem(last=False)
+                elif self._stopping and not self._drain:
+                    slot.state, slot.meta, slot.generation = FREE, None, None
+                    self._record_drop_locked(frame_id)
+                    discarded = True
+                else:
+                    slot.state = UPLOADED
+                self._work.notify_all()
+                self._slot_freed.notify_all()
+                self._results_cv.notify_all()
+            if error is not None and self._on_error is not None:
+                self._safe_call(self._on_error, frame_id, meta, error)
+            if discarded and self._on_drop is not None:
+                self._safe_call(self._on_drop, frame_id, meta)
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    def start(self):
+        """Start (or restart after stop/close) the upload and compute threads."""
+        with self._lock:
+            if self._running:
+                return self
+        if self._ring is None:
+            self._open_ring()
+        super().start()
+        with self._lock:
+            if self._uploader is None:
+                self._uploader = threading.Thread(target=self._upload_loop, name="usbeam-live-upload",
+                                                  daemon=True)
+                self._uploader.start()
+        return self
+
+    def stop(self, drain=True, timeout=10.0):
+        """As Session.stop; also joins the upload thread and waits for both CUDA streams."""
+        super().stop(drain, timeout)
+        with self._lock:
+            uploader, self._uploader = self._uploader, None
+        if uploader is not None and uploader is not threading.current_thread():
+            uploader.join(timeout)
+            if uploader.is_alive():
+                raise UsbeamError(f"stop: the upload thread did not finish within {timeout} s")
+        with self._lock:
+            self._discard_pending_locked()   # uploaded but not computed when not draining
+        if self._ring is not None:
+            _core.live_cuda_ring_synchronize(self._ring)
+
+    def close(self):
+        """Stop without draining and free the pinned and device buffers (the output ring's
+        device buffers go when no result holds them)."""
+        self.stop(drain=False)
+        with self._lock:
+            self._device_slots = []
+            self._ring = None
+
+    # ---- results ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _to_host(result):
+        try:
+            image = result.image.to_numpy()
+        finally:
+            result.release()
+        return Result(result.frame_id, image, result.meta, result.latency_s, result.timings, result.generation)
+
+    def get(self, frame_id, timeout=None, copy=True):
+        """As Session.get: copy=True gives a host NumPy copy (made outside the session's lock),
+        copy=False a leased read-only DeviceArray (release it when done)."""
+        result = super().get(frame_id, timeout, copy=False)
+        return self._to_host(result) if copy else result
+
+    def latest(self, copy=True):
+        result = super().latest(copy=False)
+        if result is None or not copy:
+            return result
+        return self._to_host(result)
+
+    def stats(self):
+        """As Session.stats; upload_gbps is the host-to-device rate (bytes of processed
+        frames over their copies' GPU time), copy_gbps the host copy into pinned memory;
+        stage_s adds 'upload' and 'gpu_compute' (GPU seconds from events) to the
+        pipeline's stages."""
+        stats = super().stats()
+        with self._lock:
+            h2d_bytes, h2d_s = self._h2d_bytes, self._h2d_seconds
+        stats["copy_gbps"] = stats["upload_gbps"]
+        stats["copy_bytes"] = stats["upload_bytes"]
+        stats["upload_gbps"] = h2d_bytes / h2d_s / 1e9 if h2d_s > 0 else 0.0
+        stats["upload_bytes"] = h2d_bytes
+        stats["device"] = self.device
+        return stats
