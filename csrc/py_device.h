@@ -17,7 +17,7 @@
 #include "dlpack.h"
 
 #define DEVICE_MAX_NDIM 32
-#define SUPPORTED_DTYPES "int16, float32, complex64, uint8, float16, int32 or float64"
+#define SUPPORTED_DTYPES "int16, float32, complex64, uint8, float16, int32, float64 or bool"
 
 typedef struct {
     usbeam_dtype dtype;

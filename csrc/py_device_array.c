@@ -24,6 +24,8 @@ static const dtype_entry DTYPES[] = {
     {USBEAM_DTYPE_FLOAT16, NPY_FLOAT16, kDLFloat, 16, "<f2"},
     {USBEAM_DTYPE_INT32, NPY_INT32, kDLInt, 32, "<i4"},
     {USBEAM_DTYPE_FLOAT64, NPY_FLOAT64, kDLFloat, 64, "<f8"},
+    /* masks (PyTorch's torch.bool, DLPack kDLBool): one byte, 0 or 1, the bytes of a uint8 mask */
+    {USBEAM_DTYPE_UINT8, NPY_BOOL, kDLBool, 8, "|b1"},
 };
 #define N_DTYPES (sizeof DTYPES / sizeof DTYPES[0])
 

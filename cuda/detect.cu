@@ -17,6 +17,8 @@
  * All float arithmetic uses _rn intrinsics in the C code's order (no FMA contraction), so
  * results are bit-identical to the CPU backend.  K is limited to 65536 on this backend (the
  * removed-bit set of a walk lives in shared memory).
+ * The plan's scratch (keys, boxes, mask) serves one execute at a time: an execute on another
+ * stream than the previous one waits for it (an event), as usbeam_cuda_exec_set_stream does.
  * Reference: torchvision csrc/ops/cuda/nms_kernel.cu (the bit-matrix layout; BSD-3).
  */
 #include "../csrc/ai_internal.h"
@@ -43,6 +45,9 @@ struct usbeam_cuda_detect {
     int *kept;                    /* (n_images, max_detections) sorted positions */
     void *sort_storage;
     size_t sort_storage_bytes;
+    cudaEvent_t done;          /* recorded after each execute */
+    cudaStream_t last_stream;  /* the stream of the previous execute */
+    int executed;
 };
 
 struct raw_view {
@@ -197,6 +202,10 @@ __global__ void walk_kernel(raw_view r, size_t n_anchors, int k_max, size_t word
         const int valid = (int)min((size_t)WORD_BITS, (size_t)k - w * WORD_BITS);
         const unsigned long long valid_bits = valid == WORD_BITS ? ~0ull : ((1ull << valid) - 1ull);
         unsigned long long candidates = ~removed[w] & valid_bits;
+        /* Every lane reads removed[] before any lane ORs the next row into it: without these
+         * barriers a lagging lane would read bits of a row the others already added (which
+         * cannot change its next pick, but is a shared-memory race all the same). */
+        __syncwarp();
         while (candidates && n_kept < max_det) {
             const int bit = __ffsll((long long)candidates) - 1;
             const int i = (int)(w * WORD_BITS) + bit;
@@ -207,6 +216,7 @@ __global__ void walk_kernel(raw_view r, size_t n_anchors, int k_max, size_t word
             __syncwarp();
             const unsigned long long above = bit == 63 ? 0ull : (~0ull << (bit + 1));
             candidates = ~removed[w] & valid_bits & above;
+            __syncwarp();
         }
     }
     __syncwarp();
@@ -242,6 +252,7 @@ extern "C" void usbeam_cuda_detect_destroy(usbeam_cuda_detect *s)
     cudaFree(s->iou_mask);
     cudaFree(s->kept);
     cudaFree(s->sort_storage);
+    if (s->done) cudaEventDestroy(s->done);
     usbeam_free(s);
 }
 
@@ -298,6 +309,7 @@ extern "C" usbeam_status usbeam_cuda_detect_create(const usbeam_detect_params *p
     TRY(cub::DeviceSegmentedRadixSort::SortKeys(NULL, s->sort_storage_bytes, s->keys, s->keys_sorted, (int)total,
                                                 (int)n_images, s->segment_offsets, s->segment_offsets + 1));
     TRY(cudaMalloc(&s->sort_storage, s->sort_storage_bytes ? s->sort_storage_bytes : 1));
+    TRY(cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming));
 #undef TRY
     *state = s;
     return USBEAM_OK;
@@ -312,6 +324,8 @@ extern "C" usbeam_status usbeam_cuda_detect_run(usbeam_cuda_detect *s, const voi
     const int k_max = (int)p->max_candidates;
     raw_view r = {raw, p->in_dtype == USBEAM_DTYPE_FLOAT16, 5 + p->n_classes, (int)p->n_classes};
 
+    /* the previous execute, on another stream, may still be using the scratch */
+    if (s->executed && stream != s->last_stream) USBEAM_CUDA_TRY(cudaStreamWaitEvent(stream, s->done, 0));
     USBEAM_CUDA_TRY(cudaMemsetAsync(s->candidate_counts, 0, p->n_images * sizeof(int), stream));
     unsigned blocks = (unsigned)((total + 255) / 256);
     decode_kernel<<<blocks < 4096 ? blocks : 4096, 256, 0, stream>>>(r, p->n_anchors, total, s->score_threshold,
@@ -336,5 +350,8 @@ extern "C" usbeam_status usbeam_cuda_detect_run(usbeam_cuda_detect *s, const voi
         r, p->n_anchors, k_max, s->words, (int)p->max_detections, s->candidate_counts, s->keys_sorted, s->iou_mask,
         s->kept, (float *)detections, (int *)counts);
     USBEAM_CUDA_TRY(cudaGetLastError());
+    USBEAM_CUDA_TRY(cudaEventRecord(s->done, stream));
+    s->last_stream = stream;
+    s->executed = 1;
     return USBEAM_OK;
 }

@@ -15,7 +15,9 @@
  *   order the threads ran in.  Batched images are independent (no link crosses an image).
  * Holes: the background is labelled the same way; its components with a border pixel are the
  *   outside (scipy.ndimage.binary_fill_holes with the plan's connectivity).
- * All work is queued on the plan's stream; nothing synchronises the host.
+ * All work is queued on the plan's stream; nothing synchronises the host.  The plan's scratch
+ * serves one execute at a time: an execute on another stream than the previous one waits for
+ * it (an event), as usbeam_cuda_exec_set_stream does.
  */
 #include "../csrc/ai_internal.h"
 #include "../csrc/ai_math.h"
@@ -35,6 +37,9 @@ struct usbeam_cuda_components {
     unsigned long long *best; /* (n_images) packed (area, ~root) of the largest component */
     void *scan_storage;
     size_t scan_storage_bytes;
+    cudaEvent_t done;          /* recorded after each execute */
+    cudaStream_t last_stream;  /* the stream of the previous execute */
+    int executed;
 };
 
 struct grid_view {
@@ -220,6 +225,7 @@ extern "C" void usbeam_cuda_components_destroy(usbeam_cuda_components *s)
     cudaFree(s->rank);
     cudaFree(s->best);
     cudaFree(s->scan_storage);
+    if (s->done) cudaEventDestroy(s->done);
     usbeam_free(s);
 }
 
@@ -251,6 +257,7 @@ extern "C" usbeam_status usbeam_cuda_components_create(const usbeam_components_p
     TRY(cudaMalloc((void **)&s->best, params->n_images * sizeof(unsigned long long)));
     TRY(cub::DeviceScan::ExclusiveSum(NULL, s->scan_storage_bytes, s->flags, s->rank, (int)total));
     TRY(cudaMalloc(&s->scan_storage, s->scan_storage_bytes ? s->scan_storage_bytes : 1));
+    TRY(cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming));
 #undef TRY
     *state = s;
     return USBEAM_OK;
@@ -265,6 +272,8 @@ extern "C" usbeam_status usbeam_cuda_components_run(usbeam_cuda_components *s, i
                    s->image_size, s->total};
     int *parent = operation == 0 ? (int *)out : s->parent;
     const unsigned grid = grid_for(s->total);
+    /* the previous execute, on another stream, may still be using the scratch */
+    if (s->executed && stream != s->last_stream) USBEAM_CUDA_TRY(cudaStreamWaitEvent(stream, s->done, 0));
     init_kernel<<<grid, 256, 0, stream>>>(v, mask, parent);
     merge_kernel<<<grid, 256, 0, stream>>>(v, mask, parent);
     compress_kernel<<<grid, 256, 0, stream>>>(v, parent, s->flags);
@@ -288,6 +297,9 @@ extern "C" usbeam_status usbeam_cuda_components_run(usbeam_cuda_components *s, i
         select_kernel<<<grid, 256, 0, stream>>>(v, parent, s->flags, s->best, min_area, operation == 2, (uint8_t *)out);
     }
     USBEAM_CUDA_TRY(cudaGetLastError());
+    USBEAM_CUDA_TRY(cudaEventRecord(s->done, stream));
+    s->last_stream = stream;
+    s->executed = 1;
     return USBEAM_OK;
 }
 

@@ -1,57 +1,95 @@
-"""CUDA half of the AI hand-off family: every GPU kernel against the CPU backend (bit-exact:
-both use the same float32 operation order, see csrc/ai_math.h) and against the peers, with
-PyTorch tensors as device arrays (__cuda_array_interface__), and stream handling.
+"""CUDA half of the AI hand-off family: every GPU kernel (cuda/preprocess.cu, detect.cu,
+segment.cu) against the CPU backend (bit-exact: both use the same float32 operation order,
+see csrc/ai_math.h) and against independent peers (scipy.ndimage, tests/reference/ai_detect.py,
+NumPy casts), with usbeam's own device arrays (usbeam.device), so no PyTorch is needed: the
+tests run on a GPU and on the CUDA emulator (make test-emu).
 
-All tests need a CUDA device and PyTorch; they are skipped otherwise."""
+Outputs are poisoned before each run (NaN, out-of-range integers, mask bytes that are neither
+0 nor 1) and every element is checked.  Stream ordering: device arrays produced on one stream
+and consumed on another, with no host synchronisation in between.  The tests that exchange
+with PyTorch / torchvision skip without them."""
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 from scipy import ndimage
 
 import usbeam
+from usbeam import device
 from reference import ai_detect as ref_detect
 
 pytestmark = pytest.mark.cuda
-torch = pytest.importorskip("torch")
+
+MASK_POISON = 0xA5  # a mask byte no kernel writes: an unwritten element shows
 
 
 def dev(array):
-    return torch.from_numpy(np.ascontiguousarray(array)).cuda()
+    return device.from_numpy(np.ascontiguousarray(array))
 
 
-def host(tensor):
-    torch.cuda.synchronize()
-    return tensor.cpu().numpy()
+def poisoned(shape, dtype):
+    """A device array whose every element is a value the kernel under test never writes."""
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return dev(np.full(shape, MASK_POISON, np.uint8).view(np.bool_))
+    if dtype.kind == "f":
+        return dev(np.full(shape, np.nan, dtype))
+    return dev(np.full(shape, np.iinfo(dtype).min, dtype))
 
 
-def empty(shape, dtype):
-    return torch.empty(shape, dtype=dtype, device="cuda")
+def mask_bytes(array):
+    """A bool device array's bytes on the host: 0/1 where written, MASK_POISON where not."""
+    return array.to_numpy().view(np.uint8)
 
 
-@pytest.mark.parametrize("dtype, layout, channels", [("float32", "nchw", 1), ("float16", "nhwc", 3),
-                                                     ("float32", "nhwc", 3)])
+def torch_cuda():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch without CUDA")
+    return torch
+
+
+# ---------------------------------------------------------------- pre-processing
+
+
+@pytest.mark.parametrize("image_dtype, image_shape, dtype, layout, channels", [
+    (np.uint8, (2, 251, 251), "float32", "nchw", 1), (np.uint8, (2, 251, 251), "float16", "nhwc", 3),
+    (np.uint8, (2, 251, 251), "float32", "nhwc", 3), (np.float32, (97, 130), "float16", "nchw", 3),
+    (np.float16, (2, 61, 83, 3), "float32", "nhwc", 3)])
 @pytest.mark.parametrize("align_corners", [False, True])
-def test_model_input_matches_cpu_bit_exact(rng, dtype, layout, channels, align_corners):
-    image = rng.integers(0, 256, (2, 251, 251), dtype=np.uint8)
-    kwargs = dict(image_dtype=np.uint8, channels=channels, layout=layout, dtype=dtype, mean=0.45, std=0.22,
-                  align_corners=align_corners)
-    want = usbeam.ModelInputPlan(image.shape, 512, **kwargs)(image)
-    plan = usbeam.ModelInputPlan(image.shape, 512, backend="cuda", **kwargs)
-    out = empty(plan.shape, getattr(torch, dtype))
-    plan(dev(image), out=out)
-    np.testing.assert_array_equal(host(out).view(np.uint8), want.view(np.uint8))
+def test_model_input_matches_cpu_bit_exact(rng, image_dtype, image_shape, dtype, layout, channels, align_corners):
+    if image_dtype == np.uint8:
+        image = rng.integers(0, 256, image_shape, dtype=np.uint8)
+    else:
+        image = rng.standard_normal(image_shape).astype(image_dtype)
+    kwargs = dict(image_dtype=image_dtype, channels=channels, layout=layout, dtype=dtype,
+                  mean=[0.45, 0.4, 0.5][:channels], std=0.22, align_corners=align_corners)
+    size = (200, 300) if image_dtype == np.uint8 else (128, 96)
+    want = usbeam.ModelInputPlan(image.shape, size, **kwargs)(image)
+    plan = usbeam.ModelInputPlan(image.shape, size, backend="cuda", **kwargs)
+    out = poisoned(plan.shape, dtype)
+    assert plan(dev(image), out=out) is out
+    got = out.to_numpy()
+    assert np.isfinite(got).all()  # every element written (the poison is NaN)
+    np.testing.assert_array_equal(got.view(np.uint16 if dtype == "float16" else np.uint32),
+                                  want.view(np.uint16 if dtype == "float16" else np.uint32))
 
 
 def test_fp16_conversion_on_device_bit_exact(rng):
-    halves = np.arange(65536, dtype=np.uint32).astype(np.uint16).view(np.float16)
-    out = empty(halves.shape, torch.float32)
-    usbeam.float16_to_float32(dev(halves), out=out)
-    np.testing.assert_array_equal(host(out).view(np.uint32), halves.astype(np.float32).view(np.uint32))
-    values = rng.integers(0, 2**32, 1_000_000, dtype=np.uint64).astype(np.uint32).view(np.float32)
-    out16 = empty(values.shape, torch.float16)
+    halves = np.arange(65536, dtype=np.uint32).astype(np.uint16).view(np.float16)  # every half, NaNs too
+    out = dev(np.full(halves.shape, 0x7FBADBAD, np.uint32).view(np.float32))  # a NaN no conversion makes
+    assert usbeam.float16_to_float32(dev(halves), out=out) is out
+    np.testing.assert_array_equal(out.to_numpy().view(np.uint32), halves.astype(np.float32).view(np.uint32))
+    values = rng.integers(0, 2**32, 200_003, dtype=np.uint64).astype(np.uint32).view(np.float32)  # any bits
+    values[:4] = [65504.0, 65520.0, 2.0**-25, -(2.0**-24) * 1.5]  # largest half, overflow, ties to even
+    out16 = dev(np.full(values.shape, 0x7DAD, np.uint16).view(np.float16))
     usbeam.float32_to_float16(dev(values), out=out16)
     with np.errstate(over="ignore", invalid="ignore"):
         want = values.astype(np.float16)
-    np.testing.assert_array_equal(host(out16).view(np.uint16), want.view(np.uint16))
+    np.testing.assert_array_equal(out16.to_numpy().view(np.uint16), want.view(np.uint16))
+
+
+# ---------------------------------------------------------------- detection
 
 
 def random_head(rng, batch, anchors, classes, quantize=None):
@@ -59,44 +97,82 @@ def random_head(rng, batch, anchors, classes, quantize=None):
     raw[..., 0:2] = rng.uniform(0, 512, (batch, anchors, 2))
     raw[..., 2:4] = rng.uniform(2, 100, (batch, anchors, 2))
     raw[..., 4:] = rng.random((batch, anchors, 1 + classes))
-    if quantize:
+    if quantize:  # many equal scores: the tie order (lower anchor first) is exercised
         raw = np.round(raw * quantize) / quantize
     return raw.astype(np.float32)
 
 
-@pytest.mark.parametrize("batch, anchors, classes, quantize, dtype", [
-    (1, 16128, 2, None, np.float32), (4, 16128, 2, None, np.float16), (3, 2000, 5, 4, np.float32),
-    (2, 100, 80, None, np.float32)])
-def test_detect_matches_cpu_exact(rng, batch, anchors, classes, quantize, dtype):
+@pytest.mark.parametrize("batch, anchors, classes, quantize, dtype, agnostic", [
+    (1, 16128, 2, None, np.float32, False), (4, 6000, 2, None, np.float16, False),
+    (3, 2000, 5, 4, np.float32, False), (2, 100, 80, None, np.float32, False), (2, 3000, 3, 8, np.float32, True)])
+def test_detect_matches_cpu_exact(rng, batch, anchors, classes, quantize, dtype, agnostic):
     raw = random_head(rng, batch, anchors, classes, quantize).astype(dtype)
-    kwargs = dict(dtype=dtype, conf=0.2, iou=0.45, max_det=300)
+    kwargs = dict(dtype=dtype, conf=0.2, iou=0.45, max_det=300, class_agnostic=agnostic)
     want_det, want_counts = usbeam.DetectPlan(raw.shape, **kwargs)(raw)
     plan = usbeam.DetectPlan(raw.shape, backend="cuda", **kwargs)
-    out = (torch.full((batch, 300, 6), float("nan"), device="cuda"), torch.full((batch,), -1, dtype=torch.int32,
-                                                                                  device="cuda"))
-    plan(dev(raw), out=out)
-    np.testing.assert_array_equal(host(out[1]), want_counts)
-    np.testing.assert_array_equal(host(out[0]), want_det)
+    out = (poisoned((batch, 300, 6), np.float32), poisoned((batch,), np.int32))
+    assert plan(dev(raw), out=out) is out
+    det, counts = out[0].to_numpy(), out[1].to_numpy()
+    np.testing.assert_array_equal(counts, want_counts)
+    np.testing.assert_array_equal(det, want_det)  # NaN poison left anywhere fails here
+    if agnostic:
+        return  # the reference below is torchvision's batched_nms, i.e. class-aware
     for b, rows in enumerate(ref_detect.detect(raw, 0.2, 0.45, 300)):
-        np.testing.assert_array_equal(host(out[0])[b, : len(rows)], rows)
+        assert counts[b] == len(rows)
+        np.testing.assert_array_equal(det[b, : len(rows)], rows)
+        assert not det[b, len(rows):].any()
+
+
+def test_detect_max_candidates_and_max_det_on_device(rng):
+    """The top-K cut (K not a multiple of 64) and an early stop of the walk at max_det."""
+    raw = random_head(rng, 2, 4000, 3)
+    for max_candidates, max_det in [(1000, 300), (4000, 7), (65, 65)]:
+        kwargs = dict(conf=0.1, iou=0.3, max_det=max_det, max_candidates=max_candidates)
+        want_det, want_counts = usbeam.DetectPlan(raw.shape, **kwargs)(raw)
+        out = (poisoned((2, max_det, 6), np.float32), poisoned((2,), np.int32))
+        usbeam.DetectPlan(raw.shape, backend="cuda", **kwargs)(dev(raw), out=out)
+        np.testing.assert_array_equal(out[1].to_numpy(), want_counts)
+        np.testing.assert_array_equal(out[0].to_numpy(), want_det)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("agnostic", [False, True])
+def test_detect_non_finite_heads_match_cpu_bit_exact(rng, dtype, agnostic):
+    """NaN / inf coordinates and scores (a diverged model): the same rows as the CPU backend,
+    bit for bit (NaN boxes and the NaN-propagating class offset included)."""
+    raw = random_head(rng, 2, 700, 3)
+    raw[0, ::37, 0] = np.nan
+    raw[1, ::41, 6] = np.nan
+    raw[1, ::43, 2] = np.inf
+    raw[0, ::51, 4] = np.nan
+    raw = raw.astype(dtype)
+    kwargs = dict(dtype=dtype, conf=0.1, iou=0.5, max_det=100, class_agnostic=agnostic)
+    want_det, want_counts = usbeam.DetectPlan(raw.shape, **kwargs)(raw)
+    out = (dev(np.full((2, 100, 6), 0x7FBADBAD, np.uint32).view(np.float32)), poisoned((2,), np.int32))
+    usbeam.DetectPlan(raw.shape, backend="cuda", **kwargs)(dev(raw), out=out)
+    np.testing.assert_array_equal(out[1].to_numpy(), want_counts)
+    np.testing.assert_array_equal(out[0].to_numpy().view(np.uint32), want_det.view(np.uint32))
 
 
 def test_detect_all_below_threshold_on_device(rng):
     raw = random_head(rng, 2, 500, 3)
     plan = usbeam.DetectPlan(raw.shape, conf=1.0, max_det=10, backend="cuda")
-    out = (torch.full((2, 10, 6), 5.0, device="cuda"), torch.full((2,), 9, dtype=torch.int32, device="cuda"))
+    out = (dev(np.full((2, 10, 6), 5.0, np.float32)), dev(np.full((2,), 9, np.int32)))
     plan(dev(raw), out=out)
-    assert not host(out[0]).any() and not host(out[1]).any()
+    assert not out[0].to_numpy().any() and not out[1].to_numpy().any()
 
 
 def test_detect_against_torchvision_on_device(rng):
+    torch = torch_cuda()
     torchvision = pytest.importorskip("torchvision")
     raw = random_head(rng, 1, 16128, 1)
     raw[..., 5] = 1.0  # score = objectness: the boxes and scores torchvision sees
     plan = usbeam.DetectPlan(raw.shape, conf=-1.0, iou=0.5, max_det=16128, backend="cuda")
-    out = (empty((1, 16128, 6), torch.float32), empty((1,), torch.int32))
-    plan(dev(raw), out=out)
-    det, count = host(out[0]), int(host(out[1])[0])
+    out = (torch.empty((1, 16128, 6), dtype=torch.float32, device="cuda"),
+           torch.empty((1,), dtype=torch.int32, device="cuda"))
+    plan(torch.from_numpy(raw).cuda(), out=out)
+    torch.cuda.synchronize()
+    det, count = out[0].cpu().numpy(), int(out[1].cpu().numpy()[0])
     cx, cy, w, h = (torch.from_numpy(raw[0, :, k]).cuda() for k in range(4))
     boxes = torch.stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], dim=1)
     keep = torchvision.ops.nms(boxes, torch.from_numpy(raw[0, :, 4]).cuda(), 0.5).cpu().numpy()
@@ -104,57 +180,207 @@ def test_detect_against_torchvision_on_device(rng):
     np.testing.assert_array_equal(det[0, :count, 4], raw[0, keep, 4])
 
 
+# ---------------------------------------------------------------- segmentation
+
+
+def random_masks(rng, n=512):
+    return np.stack([rng.random((n, n)) < 0.45,  # percolation-like: many components, long chains
+                     ndimage.gaussian_filter(rng.standard_normal((n, n)), 4) > 0.02,  # blobs with holes
+                     (np.add.outer(np.arange(n), np.arange(n)) % 2).astype(bool)])  # checkerboard
+
+
+@pytest.mark.parametrize("mask_dtype", [np.bool_, np.uint8])
 @pytest.mark.parametrize("connectivity", [4, 8])
-def test_components_match_scipy_on_device(rng, connectivity):
+def test_components_match_scipy_on_device(rng, connectivity, mask_dtype):
     structure = ndimage.generate_binary_structure(2, 1) if connectivity == 4 else np.ones((3, 3), bool)
-    masks = np.stack([rng.random((512, 512)) < 0.45,
-                      ndimage.gaussian_filter(rng.standard_normal((512, 512)), 4) > 0.02,
-                      (np.add.outer(np.arange(512), np.arange(512)) % 2).astype(bool)])
+    masks = random_masks(rng)
     plan = usbeam.ComponentsPlan(masks.shape, connectivity, backend="cuda")
-    d_masks = dev(masks)
-    labels, counts = empty(masks.shape, torch.int32), empty((3,), torch.int32)
-    plan.label(d_masks, out=labels, counts=counts)
-    filled, largest, kept = (empty(masks.shape, torch.bool) for _ in range(3))
+    host_masks = masks if mask_dtype == np.bool_ else masks.astype(np.uint8) * 7  # any non-zero byte is set
+    d_masks = dev(host_masks)
+    labels, counts = poisoned(masks.shape, np.int32), poisoned((3,), np.int32)
+    assert plan.label(d_masks, out=labels, counts=counts) == (labels, counts)
+    filled, largest, kept = (poisoned(masks.shape, np.bool_) for _ in range(3))
     plan.fill_holes(d_masks, out=filled)
     plan.largest_component(d_masks, out=largest)
     plan.remove_small(d_masks, 5, out=kept)
-    labels, counts = host(labels), host(counts)
+    labels, counts = labels.to_numpy(), counts.to_numpy()
+    filled, largest, kept = mask_bytes(filled), mask_bytes(largest), mask_bytes(kept)
     for k in range(3):
         want, n = ndimage.label(masks[k], structure)
         assert counts[k] == n
         np.testing.assert_array_equal(labels[k], want)
-        np.testing.assert_array_equal(host(filled)[k], ndimage.binary_fill_holes(masks[k], structure))
-        np.testing.assert_array_equal(host(largest)[k], usbeam.largest_component(masks[k], connectivity))
-        np.testing.assert_array_equal(host(kept)[k], usbeam.remove_small_components(masks[k], 5, connectivity))
+        np.testing.assert_array_equal(filled[k], ndimage.binary_fill_holes(masks[k], structure))
+        sizes = np.bincount(want.ravel())
+        sizes[0] = 0
+        np.testing.assert_array_equal(largest[k], want == np.argmax(sizes))  # ties: the lower label
+        np.testing.assert_array_equal(kept[k], (sizes >= 5)[want])
+        np.testing.assert_array_equal(largest[k], usbeam.largest_component(masks[k], connectivity))
+    np.testing.assert_array_equal(d_masks.to_numpy(), host_masks)  # the input is not modified
 
 
-def test_regionprops_threshold_argmax_on_device(rng):
+def test_components_single_image_and_empty_mask(rng):
+    """(H, W) plans; an all-background image (no component: count 0, nothing largest) and an
+    all-foreground one (one component touching every border)."""
+    for mask in (np.zeros((37, 53), bool), np.ones((37, 53), bool), rng.random((37, 53)) < 0.6):
+        plan = usbeam.ComponentsPlan(mask.shape, 8, backend="cuda")
+        labels, counts = poisoned(mask.shape, np.int32), poisoned((1,), np.int32)
+        plan.label(dev(mask), out=labels, counts=counts)
+        want, n = ndimage.label(mask, np.ones((3, 3), bool))
+        np.testing.assert_array_equal(labels.to_numpy(), want)
+        assert counts.to_numpy()[0] == n
+        largest, filled = poisoned(mask.shape, np.bool_), poisoned(mask.shape, np.bool_)
+        plan.largest_component(dev(mask), out=largest)
+        plan.fill_holes(dev(mask), out=filled)
+        np.testing.assert_array_equal(mask_bytes(largest), usbeam.largest_component(mask, 8))
+        np.testing.assert_array_equal(mask_bytes(filled), ndimage.binary_fill_holes(mask, np.ones((3, 3), bool)))
+
+
+@pytest.mark.parametrize("shape", [(1, 50), (50, 1), (1, 1), (3, 1, 7), (2, 2, 2)])
+@pytest.mark.parametrize("connectivity", [4, 8])
+def test_components_of_thin_images_on_device(rng, shape, connectivity):
+    """Images one pixel high or wide (every pixel on the border) and batches of them."""
+    masks = rng.random(shape) < 0.5
+    n_images = shape[0] if len(shape) == 3 else 1
+    plan = usbeam.ComponentsPlan(shape, connectivity, backend="cuda")
+    cpu = usbeam.ComponentsPlan(shape, connectivity)
+    d_masks = dev(masks)
+    labels, counts = poisoned(shape, np.int32), poisoned((n_images,), np.int32)
+    plan.label(d_masks, out=labels, counts=counts)
+    want_labels, want_counts = cpu.label(masks)
+    np.testing.assert_array_equal(labels.to_numpy(), want_labels)
+    np.testing.assert_array_equal(counts.to_numpy(), want_counts)
+    for operation, args in (("fill_holes", ()), ("largest_component", ()), ("remove_small", (2,))):
+        out = poisoned(shape, np.bool_)
+        getattr(plan, operation)(d_masks, *args, out=out)
+        np.testing.assert_array_equal(mask_bytes(out), getattr(cpu, operation)(masks, *args), err_msg=operation)
+
+
+def test_regionprops_on_device(rng):
     mask = ndimage.gaussian_filter(rng.standard_normal((300, 200)), 3) > 0.05
     labels, n = usbeam.label(mask, 8)
-    want = usbeam.regionprops_basic(labels, n)
-    out = (empty((n,), torch.int32), empty((n, 4), torch.int32), empty((n, 2), torch.float64))
-    usbeam.regionprops_basic_device(dev(labels), n, out)
-    np.testing.assert_array_equal(host(out[0]), want["area"])
-    np.testing.assert_array_equal(host(out[1]), want["bbox"])
-    np.testing.assert_array_equal(host(out[2]), want["centroid"])
-    logits = rng.standard_normal((2, 3, 64, 80)).astype(np.float32)
-    binary = empty(logits.shape, torch.bool)
-    usbeam.segment_threshold(dev(logits), 0.25, out=binary)
-    np.testing.assert_array_equal(host(binary), logits > 0.25)
-    classes = empty((2, 64, 80), torch.int32)
-    usbeam.segment_argmax(dev(np.round(logits)), out=classes)
-    np.testing.assert_array_equal(host(classes), np.argmax(np.round(logits), axis=1))
+    n_labels = n + 2  # two absent labels: area 0, bbox 0, NaN centroid
+    want = usbeam.regionprops_basic(labels, n_labels)
+    out = (poisoned((n_labels,), np.int32), poisoned((n_labels, 4), np.int32), poisoned((n_labels, 2), np.float64))
+    assert usbeam.regionprops_basic_device(dev(labels), n_labels, out) is out
+    area, bbox, centroid = (a.to_numpy() for a in out)
+    np.testing.assert_array_equal(area, want["area"])
+    np.testing.assert_array_equal(bbox, want["bbox"])
+    np.testing.assert_array_equal(centroid, want["centroid"])
+    assert np.isnan(centroid[n:]).all() and not area[n:].any() and not bbox[n:].any()
+    for k in range(n):  # independent of usbeam's CPU code
+        rows, cols = np.nonzero(labels == k + 1)
+        assert area[k] == rows.size
+        np.testing.assert_array_equal(bbox[k], [rows.min(), cols.min(), rows.max() + 1, cols.max() + 1])
+        np.testing.assert_allclose(centroid[k], [rows.mean(), cols.mean()], rtol=1e-13)
 
 
-def test_stream_handling():
-    """usbeam work queued on a caller's stream is ordered after the producer on that stream and
-    before the consumer; on a second stream it is ordered by an event, with no host sync."""
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_threshold_and_argmax_on_device(rng, dtype):
+    logits = rng.standard_normal((2, 3, 64, 80)).astype(dtype)
+    logits.flat[::97] = 0.25  # exactly at the threshold: not set (strictly greater)
+    binary = poisoned(logits.shape, np.bool_)
+    assert usbeam.segment_threshold(dev(logits), 0.25, out=binary) is binary
+    np.testing.assert_array_equal(mask_bytes(binary), logits.astype(np.float64) > 0.25)
+    scores = np.round(logits * 2)  # ties: the lower class wins
+    scores[0, 1, 5, :7] = np.nan  # numpy.argmax: the first NaN
+    scores[1, :, 9, 3] = np.nan
+    classes = poisoned((2, 64, 80), np.int32)
+    assert usbeam.segment_argmax(dev(scores), out=classes) is classes
+    np.testing.assert_array_equal(classes.to_numpy(), np.argmax(scores, axis=1))
+    single = poisoned((64, 80), np.int32)
+    usbeam.segment_argmax(dev(scores[1]), out=single)
+    np.testing.assert_array_equal(single.to_numpy(), np.argmax(scores[1], axis=0))
+
+
+# ---------------------------------------------------------------- streams
+
+
+def test_stream_ordering_without_torch(rng):
+    """Device arrays handed between streams with no host synchronisation: a B-mode plan's
+    output (pending on the plan's own non-blocking stream) is pre-processed on the legacy
+    default stream, then on a third stream (another plan's) into a model input that is
+    thresholded on the per-thread default stream and read back.  Each hand-over must be
+    ordered by the library (events), or a stale / unwritten buffer shows."""
+    iq = (rng.standard_normal((1, 160, 128)) + 1j * rng.standard_normal((1, 160, 128))).astype(np.complex64)
+    bmode = usbeam.BModePlan(iq.shape, 40.0, output="db", backend="cuda")
+    other = usbeam.BModePlan((8, 8), 40.0, backend="cuda")  # only for its own stream
+    assert bmode.cuda.stream != other.cuda.stream
+    d_iq = dev(iq)  # kept alive: freeing it would wait for the plan (a host synchronisation)
+    image = bmode(d_iq)
+    assert image.stream == bmode.cuda.stream  # its writes are still pending there
+    prep_kwargs = dict(image_dtype=np.float32, mean=-20.0, std=10.0)
+    prep = usbeam.ModelInputPlan(image.shape, (96, 64), backend="cuda", **prep_kwargs)
+    want_image = usbeam.BModePlan(iq.shape, 40.0, output="db")(iq)
+    want_input = usbeam.ModelInputPlan(image.shape, (96, 64), **prep_kwargs)(want_image)
+
+    first = poisoned(prep.shape, np.float32)
+    prep(image, out=first)  # stream=None: the legacy default stream
+    second = poisoned(prep.shape, np.float32)
+    prep(image, out=second, stream=SimpleNamespace(ptr=other.cuda.stream))  # a CuPy-like stream object
+    mask = poisoned(prep.shape, np.bool_)
+    usbeam.segment_threshold(second, 0.0, out=mask, stream=2)
+    np.testing.assert_array_equal(mask_bytes(mask), want_input > 0)
+    np.testing.assert_array_equal(first.to_numpy(), want_input)
+    np.testing.assert_array_equal(second.to_numpy(), want_input)
+
+    # a device array rewritten on one stream and read on another: the reader waits for the write
+    halves = dev(np.zeros(prep.shape, np.float16))
+    usbeam.float32_to_float16(second, out=halves, stream=other.cuda.stream)
+    back = poisoned(prep.shape, np.float32)
+    usbeam.float16_to_float32(halves, out=back, stream=bmode.cuda.stream)
+    np.testing.assert_array_equal(back.to_numpy(), want_input.astype(np.float16).astype(np.float32))
+
+
+class Alias:
+    """The memory of a device array through the CUDA array interface with some of its fields
+    changed; by default without its pending stream: reading it orders nothing, so it shows what
+    has run so far."""
+
+    def __init__(self, array, **changes):
+        self.owner = array
+        self.__cuda_array_interface__ = dict(array.__cuda_array_interface__, stream=None, **changes)
+
+
+def test_plan_reused_on_another_stream_waits_for_its_previous_execute(rng):
+    """A components or detection plan's device scratch serves one execute at a time: executing it
+    on a second stream orders that execute after the first one (an event), so once the second
+    stream has finished, the first execute has too."""
+    keep_alive = [usbeam.BModePlan((8, 8), 40.0, backend="cuda") for _ in range(2)]
+    first_stream, second_stream = (p.cuda.stream for p in keep_alive)
+    masks = rng.random((2, 2, 64, 48)) < 0.5
+    plan = usbeam.ComponentsPlan(masks.shape[1:], 8, backend="cuda")
+    outs = [(poisoned(masks.shape[1:], np.int32), poisoned((2,), np.int32)) for _ in range(2)]
+    d_masks = [dev(m) for m in masks]
+    plan.label(d_masks[0], out=outs[0][0], counts=outs[0][1], stream=first_stream)
+    plan.label(d_masks[1], out=outs[1][0], counts=outs[1][1], stream=second_stream)
+    usbeam._core.stream_synchronize(second_stream)
+    for mask, (labels, counts) in zip(masks, outs):
+        got = device.asarray(Alias(labels)).to_numpy()
+        for k in range(2):
+            np.testing.assert_array_equal(got[k], ndimage.label(mask[k], np.ones((3, 3), bool))[0])
+
+    raw = random_head(rng, 2, 3000, 2)
+    detect = usbeam.DetectPlan(raw.shape, conf=0.3, max_det=50, backend="cuda")
+    want = usbeam.DetectPlan(raw.shape, conf=0.3, max_det=50)(raw)[0]
+    d_raw = dev(raw)
+    outs = [(poisoned((2, 50, 6), np.float32), poisoned((2,), np.int32)) for _ in range(2)]
+    detect(d_raw, out=outs[0], stream=first_stream)
+    detect(d_raw, out=outs[1], stream=second_stream)
+    usbeam._core.stream_synchronize(second_stream)
+    for detections, _ in outs:
+        np.testing.assert_array_equal(device.asarray(Alias(detections)).to_numpy(), want)
+
+
+def test_stream_handling_with_torch():
+    """usbeam work queued on a caller's torch stream is ordered after the producer on that stream
+    and before the consumer; on a second stream it is ordered by an event, with no host sync."""
+    torch = torch_cuda()
     producer = torch.cuda.Stream()
     other = torch.cuda.Stream()
     plan = usbeam.ModelInputPlan((1, 2048, 2048), 512, image_dtype=np.float32, backend="cuda")
     image = torch.zeros((1, 2048, 2048), device="cuda")
     torch.cuda.synchronize()
-    out = empty(plan.shape, torch.float32)
+    out = torch.empty(plan.shape, dtype=torch.float32, device="cuda")
     with torch.cuda.stream(producer):
         torch.cuda._sleep(50_000_000)  # keep the stream busy so a missing dependency would show
         image.fill_(3.0)
@@ -162,8 +388,7 @@ def test_stream_handling():
         total = out.sum()
     producer.synchronize()
     assert float(total) == pytest.approx(3.0 * 512 * 512)
-    # another stream: wait on an event recorded after the producer's write
-    out2 = empty(plan.shape, torch.float32)
+    out2 = torch.empty(plan.shape, dtype=torch.float32, device="cuda")
     with torch.cuda.stream(producer):
         torch.cuda._sleep(50_000_000)
         image.fill_(5.0)
@@ -175,11 +400,56 @@ def test_stream_handling():
     assert float(out2.min()) == 5.0 and float(out2.max()) == 5.0
 
 
-def test_cuda_plans_reject_host_arrays():
+def test_torch_bool_masks_on_device(rng):
+    """torch.bool masks in and out (DLPack kDLBool), as a segmentation model's output is."""
+    torch = torch_cuda()
+    mask = rng.random((2, 64, 64)) < 0.5
+    plan = usbeam.ComponentsPlan(mask.shape, 4, backend="cuda")
+    out = torch.empty(mask.shape, dtype=torch.bool, device="cuda")
+    plan.fill_holes(torch.from_numpy(mask).cuda(), out=out)
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(out.cpu().numpy(), np.stack([ndimage.binary_fill_holes(m) for m in mask]))
+
+
+# ---------------------------------------------------------------- bad input
+
+
+def test_cuda_plans_reject_bad_device_arguments():
     plan = usbeam.ModelInputPlan((8, 8), 4, backend="cuda")
     with pytest.raises(TypeError, match="image"):
-        plan(np.zeros((8, 8), np.uint8), out=empty(plan.shape, torch.float32))
+        plan(np.zeros((8, 8), np.uint8), out=device.empty(plan.shape, np.float32))
     with pytest.raises(ValueError, match="out"):
         plan(dev(np.zeros((8, 8), np.uint8)))
     with pytest.raises(TypeError, match="out"):
-        plan(dev(np.zeros((8, 8), np.uint8)), out=empty(plan.shape, torch.float16))
+        plan(dev(np.zeros((8, 8), np.uint8)), out=device.empty(plan.shape, np.float16))
+    with pytest.raises(ValueError, match="image"):
+        plan(dev(np.zeros((8, 9), np.uint8)), out=device.empty(plan.shape, np.float32))
+    components = usbeam.ComponentsPlan((8, 8), backend="cuda")
+    with pytest.raises(TypeError, match="out"):
+        components.fill_holes(dev(np.zeros((8, 8), bool)), out=device.empty((8, 8), np.int32))
+    with pytest.raises(TypeError, match="mask"):
+        components.fill_holes(dev(np.zeros((8, 8), np.float32)), out=device.empty((8, 8), bool))
+    with pytest.raises(ValueError, match="counts"):
+        components.label(dev(np.zeros((8, 8), bool)), out=device.empty((8, 8), np.int32))
+    with pytest.raises(TypeError, match="logits"):
+        usbeam.segment_threshold(dev(np.zeros((4, 4), np.int32)), out=device.empty((4, 4), bool))
+    read_only = device.empty((4,), np.float32)
+    with pytest.raises(ValueError, match="out is read-only"):
+        usbeam.float16_to_float32(dev(np.zeros(4, np.float16)), out=Alias(read_only, data=(read_only.ptr, True)))
+
+
+def test_outputs_sharing_memory_with_another_argument_are_refused():
+    """The kernels read their inputs while other threads write the outputs: no aliasing."""
+    logits = dev(np.zeros((4, 8), np.float32))
+    with pytest.raises(ValueError, match="out must not share memory with logits"):
+        usbeam.segment_threshold(logits, out=Alias(logits, typestr="|b1"))
+    plan = usbeam.ComponentsPlan((2, 8, 8), backend="cuda")
+    labels = device.empty((2, 8, 8), np.int32)
+    with pytest.raises(ValueError, match="counts must not share memory with out"):
+        plan.label(dev(np.ones((2, 8, 8), bool)), out=labels, counts=Alias(labels, shape=(2,)))
+    mask = dev(np.ones((2, 8, 8), np.uint8))
+    with pytest.raises(ValueError, match="out must not share memory with mask"):
+        plan.fill_holes(mask, out=Alias(mask, typestr="|b1"))
+    halves = dev(np.zeros(16, np.float16))
+    with pytest.raises(ValueError, match="out must not share memory with x"):
+        usbeam.float16_to_float32(halves[:8], out=Alias(halves, typestr="<f4", shape=(8,)))

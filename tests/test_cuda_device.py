@@ -18,6 +18,8 @@ def random_array(rng, shape, dtype):
     dtype = np.dtype(dtype)
     if dtype.kind == "c":
         return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
+    if dtype.kind == "b":
+        return rng.random(shape) < 0.5
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
         return rng.integers(info.min, info.max, shape, endpoint=True).astype(dtype)
@@ -25,7 +27,7 @@ def random_array(rng, shape, dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.int16, np.float32, np.complex64, np.uint8, np.float16, np.int32,
-                                   np.float64])
+                                   np.float64, np.bool_])
 def test_copies_round_trip(rng, dtype):
     host = random_array(rng, (5, 7, 11), dtype)
     d = device.from_numpy(host)

@@ -56,7 +56,7 @@ DLManagedTensorVersioned._fields_ = [("version", DLPackVersion), ("manager_ctx",
 
 READ_ONLY, IS_COPIED = 1, 2
 KDLCPU, KDLCUDA, KDLOPENCL = 1, 2, 4
-CODES = {"i": 0, "u": 1, "f": 2, "c": 5}
+CODES = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 6}
 
 _api = ctypes.pythonapi
 _api.PyCapsule_GetName.restype = ctypes.c_char_p
@@ -84,13 +84,15 @@ def data_pointer(array):
     return array.__array_interface__["data"][0]
 
 
-DTYPES = [np.int16, np.float32, np.complex64, np.uint8, np.float16, np.int32, np.float64]
+DTYPES = [np.int16, np.float32, np.complex64, np.uint8, np.float16, np.int32, np.float64, np.bool_]
 
 
 def random_array(rng, shape, dtype):
     dtype = np.dtype(dtype)
     if dtype.kind == "c":
         return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
+    if dtype.kind == "b":  # masks (torch.bool): DLPack kDLBool
+        return rng.random(shape) < 0.5
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
         return rng.integers(info.min, info.max, shape, endpoint=True).astype(dtype)
@@ -398,7 +400,7 @@ def test_refuses_non_contiguous(rng):
     del producer.capsule  # refused, so not consumed: the capsule's owner still frees it
 
 
-@pytest.mark.parametrize("dtype", [np.int64, np.uint16, np.complex128, np.bool_])
+@pytest.mark.parametrize("dtype", [np.int64, np.uint16, np.complex128, np.int8])
 def test_refuses_unsupported_dtypes(rng, dtype):
     a = np.zeros((3, 3), dtype)
     with pytest.raises(TypeError, match=r"image: DLPack dtype .* not supported"):

@@ -9,7 +9,10 @@ device (PyTorch, CuPy, JAX, a ``usbeam.DeviceArray``) or anything with
 caller-provided outputs, queued on ``stream`` (an integer ``cudaStream_t``, or an object with
 ``cuda_stream`` or ``ptr``) and never synchronising the host.  The import orders the
 producer's pending writes before ``stream`` (DLPack's stream argument, the CUDA array
-interface's v3 stream), with an event, not a host wait.
+interface's v3 stream, a ``DeviceArray``'s pending stream), with an event, not a host wait;
+the ``DeviceArray`` arguments then carry ``stream`` as a plan's outputs carry the plan's, so
+``to_numpy()`` and later consumers wait for the queued work.  Device masks are bool
+(``torch.bool``) or uint8; no output may share memory with another argument.
 
 Conventions (the C file headers give the detail and the references):
 
@@ -88,10 +91,7 @@ def _device_view(name, obj, stream=None):
     return _device.asarray(obj, stream=None if handle == 0 else handle, name=name)
 
 
-def _device_pointer(name, obj, shape, dtype, writable=False, stream=None):
-    """Data pointer of a device array, after checking its shape, dtype and C-contiguity (a
-    non-contiguous array is refused by the import)."""
-    view = obj if isinstance(obj, DeviceArray) and obj.device != "cpu" else _device_view(name, obj, stream)
+def _check_view(name, view, shape, dtype, writable=False):
     if view.dtype != np.dtype(dtype):
         raise TypeError(f"{name} must have dtype {np.dtype(dtype)} (got {view.dtype})")
     if tuple(view.shape) != tuple(shape):
@@ -99,6 +99,59 @@ def _device_pointer(name, obj, shape, dtype, writable=False, stream=None):
     if writable and view.readonly:
         raise ValueError(f"{name} is read-only")
     return int(view.ptr)
+
+
+def _device_pointer(name, obj, shape, dtype, writable=False, stream=None):
+    """Data pointer of a device array, after checking its shape, dtype and C-contiguity (a
+    non-contiguous array is refused by the import) and ordering its producer's pending writes
+    before ``stream`` (a usbeam DeviceArray too: it may still be written by a plan's stream)."""
+    return _check_view(name, _device_view(name, obj, stream), shape, dtype, writable)
+
+
+class _DeviceCall:
+    """The device arguments of one queued call, on one stream.
+
+    Each argument is imported once (:func:`_device_view`: the producer's pending writes are
+    ordered before the stream, with an event) and checked.  Once the work is queued,
+    :meth:`queued` records the stream on the caller's own usbeam DeviceArrays, as a plan does:
+    a later copy (``to_numpy``) or consumer on another stream then waits for this work, and
+    their memory is not released before it ran.  Views of foreign arrays (PyTorch, CuPy) are
+    not marked: the caller orders its own streams, and a marked temporary view would make its
+    release wait on the host."""
+
+    def __init__(self, stream):
+        self.stream = _stream_handle(stream)
+        self._views = []
+        self._own = []
+        self._ranges = []  # (name, first byte, end, written)
+
+    def view(self, name, obj):
+        for seen in self._views:
+            if seen is obj:
+                return seen
+        view = _device_view(name, obj, self.stream)
+        self._views.append(view)
+        if view is obj:
+            self._own.append(view)
+        return view
+
+    def pointer(self, name, obj, shape, dtype, writable=False):
+        """Checked data pointer; an output (``writable``) shares no memory with another argument
+        (the kernels read their inputs while they write, from many threads)."""
+        view = self.view(name, obj)
+        pointer = _check_view(name, view, shape, dtype, writable)
+        end = pointer + view.nbytes
+        for other, start, stop, written in self._ranges:
+            if (writable or written) and pointer < stop and start < end:
+                raise ValueError(f"{name if writable else other} must not share memory with "
+                                 f"{other if writable else name}")
+        self._ranges.append((name, pointer, end, writable))
+        return pointer
+
+    def queued(self):
+        stream = None if self.stream == 0 else self.stream  # DeviceArray: None = the legacy default stream
+        for array in self._own:
+            array._mark_used(stream)
 
 
 def _device_shape_dtype(name, view):
@@ -211,11 +264,11 @@ class ModelInputPlan:
         if self.backend == "cuda":
             if out is None:
                 raise ValueError("out is required on a CUDA plan (a device array, e.g. the model's bound input)")
+            call = _DeviceCall(stream)
             _core.preprocess_execute_device(self._plan,
-                                            _device_pointer("image", image, self.image_shape, self.image_dtype,
-                                                            stream=stream),
-                                            _device_pointer("out", out, self.shape, self.dtype, True, stream),
-                                            _stream_handle(stream))
+                                            call.pointer("image", image, self.image_shape, self.image_dtype),
+                                            call.pointer("out", out, self.shape, self.dtype, True), call.stream)
+            call.queued()
             return out
         image = _host_array("image", image)
         if image.dtype != self.image_dtype:
@@ -249,12 +302,12 @@ def _convert_device(x, out, to_dtype, stream):
     if out is None:
         raise ValueError("out is required for a device array x (a device array of the same shape)")
     check_backend("cuda")
-    x = _device_view("x", x, stream)
-    shape = tuple(x.shape)
+    call = _DeviceCall(stream)
+    shape = tuple(call.view("x", x).shape)
     from_dtype = np.float32 if to_dtype == np.float16 else np.float16
-    _core.convert_device(np.dtype(to_dtype).name, _device_pointer("x", x, shape, from_dtype),
-                         _device_pointer("out", out, shape, to_dtype, writable=True, stream=stream),
-                         int(np.prod(shape)), _stream_handle(stream))
+    _core.convert_device(np.dtype(to_dtype).name, call.pointer("x", x, shape, from_dtype),
+                         call.pointer("out", out, shape, to_dtype, writable=True), int(np.prod(shape)), call.stream)
+    call.queued()
     return out
 
 
@@ -341,10 +394,12 @@ class DetectPlan:
         if self.backend == "cuda":
             if out is None:
                 raise ValueError("out=(detections, counts) device arrays are required on a CUDA plan")
-            _core.detect_execute_device(self._plan, _device_pointer("raw", raw, self.raw_shape, self.dtype, stream=stream),
-                                        _device_pointer("detections", out[0], self.shape, np.float32, True, stream),
-                                        _device_pointer("counts", out[1], self.shape[:1], np.int32, True, stream),
-                                        _stream_handle(stream))
+            call = _DeviceCall(stream)
+            raw_ptr = call.pointer("raw", raw, self.raw_shape, self.dtype)
+            detections_ptr = call.pointer("detections", out[0], self.shape, np.float32, True)
+            counts_ptr = call.pointer("counts", out[1], self.shape[:1], np.int32, True)
+            _core.detect_execute_device(self._plan, raw_ptr, detections_ptr, counts_ptr, call.stream)
+            call.queued()
             return out
         raw = _host_array("raw", raw)
         if raw.shape != self.raw_shape:
@@ -429,12 +484,11 @@ def segment_threshold(logits, threshold=0.0, *, out=None, stream=None):
         if out is None:
             raise ValueError("out is required for a device array (a bool device array)")
         check_backend("cuda")
-        logits = _device_view("logits", logits, stream)
-        shape, dtype = _device_shape_dtype("logits", logits)
-        _core.mask_device("threshold", _device_pointer("logits", logits, shape, dtype), dtype.name, 1, 1,
-                          int(np.prod(shape)), threshold,
-                          _device_pointer("out", out, shape, np.bool_, True, stream=stream),
-                          _stream_handle(stream))
+        call = _DeviceCall(stream)
+        shape, dtype = _device_shape_dtype("logits", call.view("logits", logits))
+        _core.mask_device("threshold", call.pointer("logits", logits, shape, dtype), dtype.name, 1, 1,
+                          int(np.prod(shape)), threshold, call.pointer("out", out, shape, np.bool_, True), call.stream)
+        call.queued()
         return out
     logits = _host_array("logits", logits)
     if logits.dtype not in (np.dtype(np.float32), np.dtype(np.float16)):
@@ -455,16 +509,15 @@ def segment_argmax(scores, *, out=None, stream=None):
         if out is None:
             raise ValueError("out is required for a device array (an int32 device array)")
         check_backend("cuda")
-        scores = _device_view("scores", scores, stream)
-        shape, dtype = _device_shape_dtype("scores", scores)
+        call = _DeviceCall(stream)
+        shape, dtype = _device_shape_dtype("scores", call.view("scores", scores))
         if len(shape) not in (3, 4):
             raise ValueError(f"scores must be (C, H, W) or (N, C, H, W) (got shape {shape})")
         n, c = (1, shape[0]) if len(shape) == 3 else shape[:2]
         out_shape = shape[1:] if len(shape) == 3 else (shape[0],) + shape[2:]
-        _core.mask_device("argmax", _device_pointer("scores", scores, shape, dtype), dtype.name, n, c,
-                          shape[-1] * shape[-2], 0.0,
-                          _device_pointer("out", out, out_shape, np.int32, True, stream=stream),
-                          _stream_handle(stream))
+        _core.mask_device("argmax", call.pointer("scores", scores, shape, dtype), dtype.name, n, c,
+                          shape[-1] * shape[-2], 0.0, call.pointer("out", out, out_shape, np.int32, True), call.stream)
+        call.queued()
         return out
     scores = _host_array("scores", scores)
     if scores.ndim not in (3, 4):
@@ -523,14 +576,15 @@ class ComponentsPlan:
     def _device(self, operation, mask, out, out_dtype, counts=None, min_area=0, stream=None):
         if out is None:
             raise ValueError("out is required on a CUDA plan (a device array)")
-        mask = _device_view("mask", mask, stream)
-        mask_ptr = _device_pointer("mask", mask, self.shape, np.bool_ if mask.dtype == np.bool_ else np.uint8)
-        counts_ptr = 0 if counts is None else _device_pointer("counts", counts, (self._n_images,), np.int32, True,
-                                                              stream=stream)
-        _core.components_execute_device(self._plan, operation, mask_ptr,
-                                        _device_pointer("out", out, self.shape, out_dtype, True, stream=stream),
-                                        counts_ptr,
-                                        min_area, _stream_handle(stream))
+        call = _DeviceCall(stream)
+        mask_dtype = np.bool_ if call.view("mask", mask).dtype == np.bool_ else np.uint8
+        mask_ptr = call.pointer("mask", mask, self.shape, mask_dtype)
+        out_ptr = call.pointer("out", out, self.shape, out_dtype, True)
+        counts_ptr = 0
+        if counts is not None:
+            counts_ptr = call.pointer("counts", counts, (self._n_images,), np.int32, True)
+        _core.components_execute_device(self._plan, operation, mask_ptr, out_ptr, counts_ptr, min_area, call.stream)
+        call.queued()
 
     def label(self, mask, out=None, *, counts=None, stream=None):
         """(labels int32, counts int32 per image) - as scipy.ndimage.label per image."""
@@ -605,18 +659,18 @@ def regionprops_basic_device(labels, n_labels, out, *, stream=None):
     device arrays (int32 (n,), int32 (n, 4), float64 (n, 2)), queued on ``stream``.  Labels
     outside 1..n_labels are ignored (checking them would synchronise the host)."""
     check_backend("cuda")
-    labels = _device_view("labels", labels, stream)
-    shape = tuple(labels.shape)
+    call = _DeviceCall(stream)
+    shape = tuple(call.view("labels", labels).shape)
     if len(shape) != 2:
         raise ValueError(f"labels must be 2-D (got shape {shape})")
     n_labels = _validate.integer("n_labels", n_labels, minimum=0)
     if not isinstance(out, tuple) or len(out) != 3:
         raise TypeError("out must be a tuple (area, bbox, centroid) of device arrays")
-    _core.regionprops_basic_device(_device_pointer("labels", labels, shape, np.int32), shape[0], shape[1], n_labels,
-                                   _device_pointer("area", out[0], (n_labels,), np.int32, True, stream),
-                                   _device_pointer("bbox", out[1], (n_labels, 4), np.int32, True, stream),
-                                   _device_pointer("centroid", out[2], (n_labels, 2), np.float64, True, stream),
-                                   _stream_handle(stream))
+    _core.regionprops_basic_device(call.pointer("labels", labels, shape, np.int32), shape[0], shape[1], n_labels,
+                                   call.pointer("area", out[0], (n_labels,), np.int32, True),
+                                   call.pointer("bbox", out[1], (n_labels, 4), np.int32, True),
+                                   call.pointer("centroid", out[2], (n_labels, 2), np.float64, True), call.stream)
+    call.queued()
     return out
 
 

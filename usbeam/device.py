@@ -32,7 +32,7 @@ KDLCUDA = 2
 KDLCUDAMANAGED = 13
 
 SUPPORTED_DTYPES = tuple(np.dtype(t) for t in
-                         ("int16", "float32", "complex64", "uint8", "float16", "int32", "float64"))
+                         ("int16", "float32", "complex64", "uint8", "float16", "int32", "float64", "bool"))
 
 __all__ = ["DeviceArray", "CudaExecution", "asarray", "empty", "from_numpy", "to_numpy"]
 

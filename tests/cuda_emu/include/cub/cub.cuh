@@ -3,13 +3,17 @@
  * ../../cuda_emu.h).  The two-phase temp-storage protocol is kept (a null d_temp_storage asks
  * for the size; the storage must then be device memory of at least that size); the work goes
  * on the stream like any other.  SortKeys sorts ascending on bits [begin_bit, end_bit) of the
- * unsigned key, stably; ExclusiveSum is a plain prefix sum.
+ * unsigned key, stably (a segment with end <= begin is empty, as CUB documents; one outside
+ * the key arrays aborts, as the fault it would be); ExclusiveSum is a plain prefix sum whose
+ * pointer operands must lie in device memory.
  */
 #ifndef USBEAM_EMU_CUB_CUH
 #define USBEAM_EMU_CUB_CUH
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdio>
+#include <cstdlib>
 #include <cuda_runtime.h>
 #include <type_traits>
 
@@ -48,6 +52,15 @@ struct DeviceSegmentedRadixSort {
             };
             for (int s = 0; s < num_segments; ++s) {
                 long long b = d_begin_offsets[s], e = d_end_offsets[s];
+                /* CUB: a segment whose end is not past its begin is empty (std::copy on a
+                 * reversed range would be undefined here) */
+                if (e <= b) continue;
+                if (b < 0 || e > num_items) {
+                    /* CUB would read and write outside the key arrays: a fault on a GPU */
+                    fprintf(stderr, "[usbeam cuda emulator] SortKeys: segment %d [%lld, %lld) outside 0 .. %d\n", s, b,
+                            e, num_items);
+                    std::abort();
+                }
                 std::copy(d_keys_in + b, d_keys_in + e, d_keys_out + b);
                 std::stable_sort(d_keys_out + b, d_keys_out + e, [&](Key x, Key y) { return bits(x) < bits(y); });
             }
@@ -65,6 +78,10 @@ struct DeviceScan {
             return cudaSuccess;
         }
         if (cudaError_t e = detail::temp_check(d_temp_storage, temp_storage_bytes)) return e;
+        if constexpr (std::is_pointer_v<In>)
+            if (!::usbeam_emu::is_device_range(d_in, sizeof(*d_in) * (size_t)num_items)) return cudaErrorInvalidValue;
+        if constexpr (std::is_pointer_v<Out>)
+            if (!::usbeam_emu::is_device_range(d_out, sizeof(*d_out) * (size_t)num_items)) return cudaErrorInvalidValue;
         return ::usbeam_emu::enqueue_work(stream, [=]() {
             using T = std::decay_t<decltype(*d_out)>;
             T running = T(0);
