@@ -123,15 +123,17 @@ def sustained_upload(pipeline, cmap, frames, seconds):
             "dropped": stats["dropped"], "stage_s": stats["stage_s"]}
 
 
-def latency_at_load(pipeline, cmap, frames, load, t_compute, n_frames):
-    rate = load / t_compute
-    session = Session(pipeline, slots=3, policy="drop_oldest", channel_map=cmap, results=4)
+def latency_at_load(pipeline, cmap, frames, load, period, n_frames, backend="cpu"):
+    """Push-to-image latency of a session on `backend` (policy drop_oldest) fed by the
+    simulated scanner at `load` times the rate the pipeline sustains (1 / period)."""
+    rate = load / period
+    session = Session(pipeline, slots=3, policy="drop_oldest", channel_map=cmap, results=4, backend=backend)
     scanner = SimulatedScanner(session, rate, source=frames, n_frames=n_frames)
     scanner.start()
     scanner.join()
-    session.wait_idle(10)
+    session.wait_idle(30)
     stats = session.stats()
-    session.stop()
+    session.close()                          # the CUDA ring's buffers too (CPU: stop)
     lat = stats["latency_s"]
     return {"load": load, "frame_rate": rate, "frames": stats["pushed"], "processed": stats["processed"],
             "dropped": stats["dropped"], "scanner_late": scanner.late, "p50_ms": lat["p50"] * 1e3,
@@ -272,23 +274,6 @@ def gpu_sustained_upload(make, cmap, frames, seconds, producers):
             "stage_ms": {k: v * 1e3 for k, v in stats["stage_s"].items()}}
 
 
-def gpu_latency_at_load(make, cmap, frames, load, period, n_frames):
-    rate = load / period
-    pipeline = make()
-    pipeline(cmap(frames[0])[None])          # warm-up outside the session: its latency record stays clean
-    session = Session(pipeline, slots=3, policy="drop_oldest", channel_map=cmap, results=4, backend="cuda")
-    scanner = SimulatedScanner(session, rate, source=frames, n_frames=n_frames)
-    scanner.start()
-    scanner.join()
-    session.wait_idle(30)
-    stats = session.stats()
-    session.close()
-    lat = stats["latency_s"]
-    return {"load": load, "frame_rate": rate, "frames": stats["pushed"], "processed": stats["processed"],
-            "dropped": stats["dropped"], "scanner_late": scanner.late, "p50_ms": lat["p50"] * 1e3,
-            "p99_ms": lat["p99"] * 1e3, "max_ms": lat["max"] * 1e3}
-
-
 def gpu_part(args, report):
     seconds = 2.0 if args.quick else 5.0
     n_frames = 200 if args.quick else 1000
@@ -303,8 +288,11 @@ def gpu_part(args, report):
         reference = usbeam._core.live_cuda_h2d_bandwidth(cmap.nbytes, 50)
         runs = [gpu_sustained_upload(make, cmap, frames, seconds, p) for p in (1, 2, 4)]
         best = max(runs, key=lambda r: r["wall_mapped_gbps"])
-        loads = [gpu_latency_at_load(make, cmap, frames, load, best["frame_period_s"], n_frames)
-                 for load in (0.5, 0.8, 1.0)]
+        loads = []
+        for load in (0.5, 0.8, 1.0):
+            pipeline = make()
+            pipeline(cmap(frames[0])[None])  # warm-up outside the session: its latency record stays clean
+            loads.append(latency_at_load(pipeline, cmap, frames, load, best["frame_period_s"], n_frames, "cuda"))
         entry = {"raw_frame": list(frames[0].shape), "mapped": list(cmap.output_shape), "mapped_bytes": cmap.nbytes,
                  "pinned_h2d_gbps": reference, "sustained": runs, "loads": loads}
         for key in ("upload_gbps", "wall_mapped_gbps"):

@@ -28,19 +28,64 @@
 #define SERVER_CAPSULE "usbeam.shm_server"
 #define RING_CAPSULE "usbeam.live_cuda_ring"
 
+/* ---- helpers shared by the handles below ------------------------------------------ */
+
+/* The capsule that owns a handle just set up by a create call returning st.  When that
+ * failed, or the capsule cannot be made, the handle is freed here: free_handle must accept
+ * a handle whose create failed (its library object still NULL). */
+static PyObject *owning_capsule(usbeam_status st, void *handle, const char *capsule_name,
+                                PyCapsule_Destructor on_destroy, void (*free_handle)(void *))
+{
+    if (st != USBEAM_OK) {
+        free_handle(handle);
+        return usbeam_py_raise(st);
+    }
+    PyObject *capsule = usbeam_py_plan_capsule(handle, capsule_name, on_destroy);
+    if (!capsule) free_handle(handle);
+    return capsule;
+}
+
+/* A 1-D uint8 view of bytes owned by `owner` (a capsule), which the view keeps alive. */
+static PyObject *bytes_view(void *data, size_t bytes, int writable, PyObject *owner)
+{
+    npy_intp n = (npy_intp)bytes;
+    PyObject *view = PyArray_New(&PyArray_Type, 1, &n, NPY_UINT8, NULL, data, 0, writable ? NPY_ARRAY_CARRAY : 0,
+                                 NULL);
+    if (!view) return NULL;
+    Py_INCREF(owner);
+    if (PyArray_SetBaseObject((PyArrayObject *)view, owner) < 0) {
+        Py_DECREF(view);
+        return NULL;
+    }
+    return view;
+}
+
+/* None, or the exception for a failed call. */
+static PyObject *none_or_raise(usbeam_status st)
+{
+    if (st != USBEAM_OK) return usbeam_py_raise(st);
+    Py_RETURN_NONE;
+}
+
+/* ---- channel-mapping copy --------------------------------------------------------- */
+
 typedef struct {
     usbeam_live_gather_plan *plan;
     usbeam_live_gather_params params;
     int npy_type;
 } gather_handle;
 
+static void gather_handle_free(void *handle)
+{
+    gather_handle *h = handle;
+    usbeam_live_gather_plan_destroy(h->plan);
+    PyMem_Free(h);
+}
+
 static void gather_capsule_destroy(PyObject *capsule)
 {
     gather_handle *h = PyCapsule_GetPointer(capsule, GATHER_CAPSULE);
-    if (h) {
-        usbeam_live_gather_plan_destroy(h->plan);
-        PyMem_Free(h);
-    }
+    if (h) gather_handle_free(h);
 }
 
 static int dtype_from_name(const char *name, usbeam_dtype *dtype, int *npy_type)
@@ -102,16 +147,7 @@ static PyObject *py_live_gather_plan(PyObject *self, PyObject *args, PyObject *k
     usbeam_status st = usbeam_live_gather_plan_create(&h->params, &h->plan);
     h->params.element_channel = NULL; /* the plan keeps its own copies */
     h->params.acquisition_row = NULL;
-    if (st != USBEAM_OK) {
-        PyMem_Free(h);
-        return usbeam_py_raise(st);
-    }
-    PyObject *capsule = usbeam_py_plan_capsule(h, GATHER_CAPSULE, gather_capsule_destroy);
-    if (!capsule) {
-        usbeam_live_gather_plan_destroy(h->plan);
-        PyMem_Free(h);
-    }
-    return capsule;
+    return owning_capsule(st, h, GATHER_CAPSULE, gather_capsule_destroy, gather_handle_free);
 }
 
 static PyObject *py_live_gather(PyObject *self, PyObject *args)
@@ -161,6 +197,8 @@ static PyObject *py_live_gather(PyObject *self, PyObject *args)
 
 /* ---- shared-memory server ------------------------------------------------------- */
 
+static void server_free(void *server) { usbeam_shm_server_destroy(server); }
+
 static void server_capsule_destroy(PyObject *capsule)
 {
     usbeam_shm_server *s = PyCapsule_GetPointer(capsule, SERVER_CAPSULE);
@@ -183,10 +221,7 @@ static PyObject *py_shm_server_create(PyObject *self, PyObject *args, PyObject *
                                     replace_stale};
     usbeam_shm_server *s = NULL;
     usbeam_status st = usbeam_shm_server_create(&cfg, &s);
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    PyObject *capsule = PyCapsule_New(s, SERVER_CAPSULE, server_capsule_destroy);
-    if (!capsule) usbeam_shm_server_destroy(s);
-    return capsule;
+    return owning_capsule(st, s, SERVER_CAPSULE, server_capsule_destroy, server_free);
 }
 
 static PyObject *py_shm_server_next_frame(PyObject *self, PyObject *args)
@@ -204,14 +239,8 @@ static PyObject *py_shm_server_next_frame(PyObject *self, PyObject *args)
     Py_END_ALLOW_THREADS
     if (st != USBEAM_OK) return usbeam_py_raise(st);
     if (!frame.data) Py_RETURN_NONE;
-    npy_intp n = (npy_intp)frame.bytes;
-    PyObject *view = PyArray_New(&PyArray_Type, 1, &n, NPY_UINT8, NULL, (void *)frame.data, 0, 0, NULL);
+    PyObject *view = bytes_view((void *)frame.data, frame.bytes, 0, capsule);
     if (!view) return NULL;
-    Py_INCREF(capsule);
-    if (PyArray_SetBaseObject((PyArrayObject *)view, capsule) < 0) {
-        Py_DECREF(view);
-        return NULL;
-    }
     return Py_BuildValue("(IKKLN)", frame.slot, (unsigned long long)frame.frame_id,
                          (unsigned long long)frame.param_generation, (long long)frame.push_ns, view);
 }
@@ -224,9 +253,7 @@ static PyObject *py_shm_server_release(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OI", &capsule, &slot)) return NULL;
     usbeam_shm_server *s = usbeam_py_plan_from_capsule(capsule, SERVER_CAPSULE, "server");
     if (!s) return NULL;
-    usbeam_status st = usbeam_shm_server_release(s, slot);
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
+    return none_or_raise(usbeam_shm_server_release(s, slot));
 }
 
 static int usbeam_dtype_of(int npy_type, uint32_t *dtype)
@@ -282,8 +309,7 @@ static PyObject *py_shm_server_post(PyObject *self, PyObject *args)
     Py_BEGIN_ALLOW_THREADS
     st = usbeam_shm_server_post(s, frame_id, status, data, bytes, dtype, ndim, shape, push_ns, message);
     Py_END_ALLOW_THREADS
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
+    return none_or_raise(st);
 }
 
 static PyObject *py_shm_server_params(PyObject *self, PyObject *args)
@@ -363,16 +389,27 @@ typedef struct {
     size_t slot_bytes;
 } ring_handle;
 
+static void ring_handle_free(void *handle)
+{
+    ring_handle *h = handle;
+    usbeam_live_cuda_ring_destroy(h->ring);
+    PyMem_Free(h);
+}
+
 static void ring_capsule_destroy(PyObject *capsule)
 {
     ring_handle *h = PyCapsule_GetPointer(capsule, RING_CAPSULE);
-    if (h) {
-        usbeam_live_cuda_ring_destroy(h->ring);
-        PyMem_Free(h);
-    }
+    if (h) ring_handle_free(h);
 }
 
 static ring_handle *ring_from(PyObject *capsule) { return usbeam_py_plan_from_capsule(capsule, RING_CAPSULE, "ring"); }
+
+/* The (ring, k) arguments of the per-slot calls; the slot index itself is checked by the ring. */
+static ring_handle *ring_slot_args(PyObject *args, PyObject **capsule, int *slot)
+{
+    if (!PyArg_ParseTuple(args, "Oi", capsule, slot)) return NULL;
+    return ring_from(*capsule);
+}
 
 static PyObject *py_live_cuda_ring_create(PyObject *self, PyObject *args)
 {
@@ -391,16 +428,7 @@ static PyObject *py_live_cuda_ring_create(PyObject *self, PyObject *args)
     Py_BEGIN_ALLOW_THREADS
     st = usbeam_live_cuda_ring_create(device, slots, (size_t)slot_bytes, &h->ring);
     Py_END_ALLOW_THREADS
-    if (st != USBEAM_OK) {
-        PyMem_Free(h);
-        return usbeam_py_raise(st);
-    }
-    PyObject *capsule = PyCapsule_New(h, RING_CAPSULE, ring_capsule_destroy);
-    if (!capsule) {
-        usbeam_live_cuda_ring_destroy(h->ring);
-        PyMem_Free(h);
-    }
-    return capsule;
+    return owning_capsule(st, h, RING_CAPSULE, ring_capsule_destroy, ring_handle_free);
 }
 
 static PyObject *py_live_cuda_ring_host_slot(PyObject *self, PyObject *args)
@@ -408,8 +436,7 @@ static PyObject *py_live_cuda_ring_host_slot(PyObject *self, PyObject *args)
     (void)self;
     PyObject *capsule;
     int slot;
-    if (!PyArg_ParseTuple(args, "Oi", &capsule, &slot)) return NULL;
-    ring_handle *h = ring_from(capsule);
+    ring_handle *h = ring_slot_args(args, &capsule, &slot);
     if (!h) return NULL;
     void *host = NULL;
     usbeam_status st;
@@ -417,15 +444,7 @@ static PyObject *py_live_cuda_ring_host_slot(PyObject *self, PyObject *args)
     st = usbeam_live_cuda_ring_host_slot(h->ring, slot, &host);
     Py_END_ALLOW_THREADS
     if (st != USBEAM_OK) return usbeam_py_raise(st);
-    npy_intp n = (npy_intp)h->slot_bytes;
-    PyObject *view = PyArray_New(&PyArray_Type, 1, &n, NPY_UINT8, NULL, host, 0, NPY_ARRAY_CARRAY, NULL);
-    if (!view) return NULL;
-    Py_INCREF(capsule);
-    if (PyArray_SetBaseObject((PyArrayObject *)view, capsule) < 0) {
-        Py_DECREF(view);
-        return NULL;
-    }
-    return view;
+    return bytes_view(host, h->slot_bytes, 1, capsule);
 }
 
 static PyObject *py_live_cuda_ring_upload(PyObject *self, PyObject *args)
@@ -445,8 +464,7 @@ static PyObject *py_live_cuda_ring_upload(PyObject *self, PyObject *args)
     Py_BEGIN_ALLOW_THREADS
     st = usbeam_live_cuda_ring_upload(h->ring, slot, (size_t)bytes);
     Py_END_ALLOW_THREADS
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
+    return none_or_raise(st);
 }
 
 static PyObject *py_live_cuda_ring_acquire(PyObject *self, PyObject *args)
@@ -454,8 +472,7 @@ static PyObject *py_live_cuda_ring_acquire(PyObject *self, PyObject *args)
     (void)self;
     PyObject *capsule;
     int slot;
-    if (!PyArg_ParseTuple(args, "Oi", &capsule, &slot)) return NULL;
-    ring_handle *h = ring_from(capsule);
+    ring_handle *h = ring_slot_args(args, &capsule, &slot);
     if (!h) return NULL;
     void *device = NULL, *stream = NULL;
     usbeam_status st;
@@ -471,15 +488,13 @@ static PyObject *py_live_cuda_ring_release(PyObject *self, PyObject *args)
     (void)self;
     PyObject *capsule;
     int slot;
-    if (!PyArg_ParseTuple(args, "Oi", &capsule, &slot)) return NULL;
-    ring_handle *h = ring_from(capsule);
+    ring_handle *h = ring_slot_args(args, &capsule, &slot);
     if (!h) return NULL;
     usbeam_status st;
     Py_BEGIN_ALLOW_THREADS
     st = usbeam_live_cuda_ring_release(h->ring, slot);
     Py_END_ALLOW_THREADS
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
+    return none_or_raise(st);
 }
 
 static PyObject *py_live_cuda_ring_seconds(PyObject *self, PyObject *args)
@@ -487,8 +502,7 @@ static PyObject *py_live_cuda_ring_seconds(PyObject *self, PyObject *args)
     (void)self;
     PyObject *capsule;
     int slot;
-    if (!PyArg_ParseTuple(args, "Oi", &capsule, &slot)) return NULL;
-    ring_handle *h = ring_from(capsule);
+    ring_handle *h = ring_slot_args(args, &capsule, &slot);
     if (!h) return NULL;
     double upload_s = 0, compute_s = 0;
     usbeam_status st;
@@ -509,8 +523,7 @@ static PyObject *py_live_cuda_ring_synchronize(PyObject *self, PyObject *capsule
     Py_BEGIN_ALLOW_THREADS
     st = usbeam_live_cuda_ring_synchronize(h->ring);
     Py_END_ALLOW_THREADS
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
+    return none_or_raise(st);
 }
 
 static PyObject *py_live_cuda_ring_count(PyObject *self, PyObject *noargs)

@@ -9,8 +9,8 @@ slot before its upload finished, or computed a slot before its upload completed,
 produce torn frames.  host_slot(k) waits for uploaded[k] (as cudaEventSynchronize);
 acquire(k) waits for it too (a host wait standing in for cudaStreamWaitEvent); release(k)
 sets consumed[k].  "Device" buffers are host DeviceArrays, so the pipeline and the result
-paths (DLPack, to_numpy) run unchanged.  The real ring is tested by test_live_cuda.py's
-GPU parametrisation.
+paths (DLPack, to_numpy) run unchanged.  The real ring is tested by the 'cuda' cases of
+test_live.py and by test_live_cuda.py's GPU parametrisation.
 """
 import queue
 import threading

@@ -4,8 +4,9 @@ CompoundBMode: mapped RF (acquisitions, elements, samples) int16 -> sum over acq
 (float32, element-wise, so the result cannot depend on memory alignment) -> pairs of
 samples as IQ -> usbeam.BModePlan with a fixed reference -> uint8 (elements, samples/2).
 Deterministic: the same frame gives the same bytes in a session and offline.
-Stamp / DeviceStamp: [first, min, max, checksum] of a frame, for torn-slot checks on the CPU
-and CUDA sessions.
+Stamp: [first, min, max, checksum] of a frame, for torn-slot checks.
+OnDevice: any of these (or a CallablePipeline) as a backend='cuda' pipeline, so one test body
+runs on every session backend (tests/live_backends.py).
 """
 import time
 
@@ -51,15 +52,18 @@ class Stamp:
         self.input_shape = tuple(input_shape)
         self.input_dtype = np.dtype(np.int32)
         self.output_shape = (4,)
-        self.output_dtype = np.dtype(np.int64)
+        self.output_dtype = np.dtype(np.int32)      # a dtype DeviceArrays hold too (OnDevice)
         self.delay_s = delay_s
+        self.timings = {}
 
     def __call__(self, frame, out=None):
+        t0 = time.perf_counter()
         first = int(frame.flat[0])
         if self.delay_s:
             time.sleep(self.delay_s)
         lo, hi = int(frame.min()), int(frame.max())
-        result = np.array([first, lo, hi, int(frame.sum(dtype=np.int64)) % (2 ** 31)], np.int64)
+        result = np.array([first, lo, hi, int(frame.sum(dtype=np.int64)) % (2 ** 31)], np.int32)
+        self.timings = {"stamp": time.perf_counter() - t0}
         if out is None:
             return result
         out[...] = result
@@ -73,29 +77,27 @@ def make_pipeline(params):
     return CompoundBMode(shape, gain=params.get("gain", 1.0), delay_s=params.get("delay_s", 0.0))
 
 
-class DeviceStamp:
-    """Stamp for a backend='cuda' session: takes the slot as a usbeam DeviceArray and writes
-    a DeviceArray out= (int32 [first, min, max, sum mod 2^31]).  It reads the frame back with
-    an explicit copy ordered on the array's pending stream, so a frame computed before its
-    upload completed, or torn by a later one, shows here."""
+class OnDevice:
+    """A host pipeline as a backend='cuda' pipeline: takes the slot as a usbeam DeviceArray,
+    reads it back with an explicit copy ordered on the array's pending stream (so a frame
+    computed before its upload completed, or torn by a later one, shows in the host
+    pipeline's output), runs the host pipeline and copies its image into the DeviceArray
+    out=.  The same test pipeline then gives the same bytes on every session backend."""
 
     backend = "cuda"
 
-    def __init__(self, input_shape, delay_s=0.0):
-        self.input_shape = tuple(input_shape)
-        self.input_dtype = np.dtype(np.int32)
-        self.output_shape = (4,)
-        self.output_dtype = np.dtype(np.int32)
-        self.delay_s = delay_s
-        self.timings = {}
+    def __init__(self, host_pipeline):
+        self.host_pipeline = host_pipeline
+        self.input_shape = tuple(host_pipeline.input_shape)
+        self.input_dtype = np.dtype(host_pipeline.input_dtype)
+        self.output_shape = tuple(host_pipeline.output_shape)
+        self.output_dtype = np.dtype(host_pipeline.output_dtype)
+
+    @property
+    def timings(self):
+        return getattr(self.host_pipeline, "timings", None)
 
     def __call__(self, frame, out):
-        t0 = time.perf_counter()
-        host = frame.to_numpy()
-        if self.delay_s:
-            time.sleep(self.delay_s)
-        result = np.array([host.flat[0], host.min(), host.max(), int(host.sum(dtype=np.int64)) % (2 ** 31)],
-                          np.int32)
-        out.copy_from_host(result)
-        self.timings = {"stamp": time.perf_counter() - t0}
+        image = self.host_pipeline(frame.to_numpy())
+        out.copy_from_host(np.ascontiguousarray(image, self.output_dtype))
         return out
