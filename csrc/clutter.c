@@ -166,7 +166,7 @@ void clutter_apply_projection(usbeam_clutter_plan *p, const float *in, float *ou
 {
     const size_t n_frames = p->params.n_frames, n_pixels = p->params.n_pixels;
     const ptrdiff_t n_blocks = (ptrdiff_t)((n_pixels + PIXEL_BLOCK - 1) / PIXEL_BLOCK);
-#pragma omp parallel num_threads(p->n_threads)
+#pragma omp parallel num_threads(usbeam_team_size(p->n_threads))
     {
         double *coef = (double *)(p->coef + (size_t)clutter_thread_id() * n_frames * PIXEL_BLOCK);
 #pragma omp for schedule(static)

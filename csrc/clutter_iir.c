@@ -153,7 +153,7 @@ void clutter_iir_filter(usbeam_clutter_plan *p, const float *in, float *out)
     const int project = !p->started && p->params.iir_init == USBEAM_IIR_INIT_PROJECTION;
     const size_t L = project ? p->init_frames : 0;
     const int m = p->n_state;
-#pragma omp parallel num_threads(p->n_threads)
+#pragma omp parallel num_threads(usbeam_team_size(p->n_threads))
     {
         double *y0 = p->y0 + (size_t)clutter_thread_id() * 2 * p->init_frames * PIXEL_BLOCK;
 #pragma omp for schedule(static)

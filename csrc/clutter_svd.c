@@ -65,7 +65,7 @@ static void compute_gram(usbeam_clutter_plan *p, const float *in)
     const ptrdiff_t n_blocks = (ptrdiff_t)((n_pixels + PIXEL_BLOCK - 1) / PIXEL_BLOCK);
     const int n_threads = p->n_threads;
     memset(p->gram_partial, 0, (size_t)n_threads * n2 * n2 * sizeof(zdouble));
-#pragma omp parallel num_threads(n_threads)
+#pragma omp parallel num_threads(usbeam_team_size(n_threads))
     {
         int tid = clutter_thread_id();
         double *g = (double *)(p->gram_partial + (size_t)tid * n2 * n2);

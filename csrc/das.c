@@ -292,7 +292,7 @@ usbeam_status usbeam_das_execute_frames(usbeam_das_plan *plan, size_t n_frames, 
      * (instead of n_frames scattered stores per point). */
     const size_t tile = USBEAM_DAS_POINT_TILE;
     const ptrdiff_t n_tiles = (ptrdiff_t)((n_points + tile - 1) / tile);
-#pragma omp parallel num_threads(plan->n_threads)
+#pragma omp parallel num_threads(usbeam_team_size(plan->n_threads))
     {
 #ifdef _OPENMP
         const int thread = omp_get_thread_num();

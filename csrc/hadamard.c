@@ -403,7 +403,7 @@ usbeam_status usbeam_hadamard_execute(usbeam_hadamard_plan *plan, const void *in
     const size_t samples = plan->params.n_outer * plan->params.n_inner;
     const ptrdiff_t n_tiles = (ptrdiff_t)((samples + TILE - 1) / TILE);
     const usbeam_dtype dtype = plan->params.in_dtype;
-#pragma omp parallel for schedule(static) num_threads(plan->n_threads)
+#pragma omp parallel for schedule(static) num_threads(usbeam_team_size(plan->n_threads))
     for (ptrdiff_t tile = 0; tile < n_tiles; ++tile) {
         int thread = 0;
 #ifdef _OPENMP

@@ -166,8 +166,23 @@ static PyObject *py_status_table(PyObject *self, PyObject *noargs)
     return table;
 }
 
+static PyObject *py_set_thread_limit(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    long n = PyLong_AsLong(arg);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    if (n < 1 || n > 4096) {
+        PyErr_Format(PyExc_ValueError, "threads must be an integer in [1, 4096] (got %ld)", n);
+        return NULL;
+    }
+    usbeam_status st = usbeam_set_thread_limit((int)n);
+    if (st != USBEAM_OK) return usbeam_py_raise(st);
+    Py_RETURN_NONE;
+}
+
 PyMethodDef usbeam_py_core_methods[] = {
     {"build_info", py_build_info, METH_NOARGS, "Build configuration: CUDA compiled in, OpenMP threads, version."},
+    {"set_thread_limit", py_set_thread_limit, METH_O, "Cap the CPU threads of executes called from this OS thread."},
     {"cuda_device_count", py_cuda_device_count, METH_NOARGS, "Number of usable CUDA devices (0 without CUDA)."},
     {"cuda_device_info", py_cuda_device_info, METH_VARARGS, "Properties of one CUDA device."},
     {"status_table", py_status_table, METH_NOARGS, "The status code table: {code: (name, message)}."},

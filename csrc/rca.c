@@ -534,7 +534,7 @@ usbeam_status usbeam_rca_execute(usbeam_rca_plan *plan, const void *in, void *ou
                                                (p->data_complex ? 2 : 1));
         const float *x = in;
         size_t bad = 0;
-#pragma omp parallel for schedule(static) reduction(+ : bad) num_threads(plan->n_threads)
+#pragma omp parallel for schedule(static) reduction(+ : bad) num_threads(usbeam_team_size(plan->n_threads))
         for (ptrdiff_t i = 0; i < n_values; ++i) bad += !(x[i] - x[i] == 0.0f);
         if (bad)
             return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "data contains NaN or infinite values (%zu of %zu values)",
@@ -543,7 +543,7 @@ usbeam_status usbeam_rca_execute(usbeam_rca_plan *plan, const void *in, void *ou
     const size_t n_voxels = p->n_i * p->n_j * p->n_k, stride = block_doubles(p);
     const ptrdiff_t n_tiles = (ptrdiff_t)((n_voxels + VOXEL_TILE - 1) / VOXEL_TILE);
     const int strips_real = !p->data_complex && !is_hercules(p->method);
-#pragma omp parallel for schedule(dynamic, 4) num_threads(plan->n_threads)
+#pragma omp parallel for schedule(dynamic, 4) num_threads(usbeam_team_size(plan->n_threads))
     for (ptrdiff_t t = 0; t < n_tiles; ++t) {
         int thread = 0;
 #ifdef _OPENMP

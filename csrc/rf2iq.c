@@ -433,7 +433,7 @@ usbeam_status usbeam_rf2iq_execute(usbeam_rf2iq_plan *plan, const void *in, void
     const size_t n_lines = plan->params.n_lines;
     const int butter = plan->params.filter == USBEAM_RF2IQ_BUTTER;
     const ptrdiff_t n_items = (ptrdiff_t)(butter ? (n_lines + BUTTER_LINES - 1) / BUTTER_LINES : n_lines);
-#pragma omp parallel num_threads(plan->n_threads)
+#pragma omp parallel num_threads(usbeam_team_size(plan->n_threads))
     {
         int tid = 0;
 #ifdef _OPENMP

@@ -115,6 +115,15 @@ int usbeam_cpu_threads(void)
 #endif
 }
 
+usbeam_status usbeam_set_thread_limit(int n)
+{
+    if (n < 1) return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "threads must be >= 1 (got %d)", n);
+#ifdef _OPENMP
+    omp_set_num_threads(n);
+#endif
+    return USBEAM_OK;
+}
+
 int usbeam_built_with_cuda(void)
 {
 #ifdef USBEAM_HAVE_CUDA

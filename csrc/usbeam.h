@@ -99,6 +99,11 @@ size_t usbeam_dtype_size(usbeam_dtype dtype);
 
 /* Number of OpenMP threads the CPU backend uses (1 without OpenMP). */
 int usbeam_cpu_threads(void);
+/* Caps at n (>= 1) the CPU threads of every execute called from the calling OS thread, plans
+ * created with more included (a live session's compute thread leaves a core to the thread
+ * that copies frames in; an OpenMP team sharing a core with it waits for its slowest thread
+ * at every barrier).  No effect without OpenMP. */
+usbeam_status usbeam_set_thread_limit(int n);
 /* 1 when this build contains the CUDA backend. */
 int usbeam_built_with_cuda(void);
 

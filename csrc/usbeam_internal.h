@@ -10,6 +10,24 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* Threads for a parallel region of a plan created with plan_threads: at most the calling
+ * thread's limit (usbeam_set_thread_limit), so a plan honours a limit set after it was made.
+ * The regions use worksharing loops and per-thread scratch indexed below plan_threads, so a
+ * smaller team is always correct. */
+static inline int usbeam_team_size(int plan_threads)
+{
+#ifdef _OPENMP
+    int limit = omp_get_max_threads();
+    return limit < plan_threads ? limit : plan_threads;
+#else
+    (void)plan_threads;
+    return 1;
+#endif
+}
 
 #ifdef __cplusplus
 extern "C" {

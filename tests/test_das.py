@@ -311,3 +311,31 @@ def test_virtual_sources_search_is_exact(rng):
     want = ref.das(data, probe.x, [("sources", sources)], pts, fs=FS, fc=FC, c=C, t0=T0, f_number=0,
                    interpolation="linear")
     assert_matches_reference(out, want, "linear")
+
+
+def test_thread_limit_of_the_calling_thread_caps_a_plan_made_before(rng):
+    """usbeam_set_thread_limit (a live session's compute thread uses it) caps the team of a plan
+    created with more threads; per-point sums do not depend on the team, so the images agree
+    bit for bit, and the limit stays on the thread that set it."""
+    import threading
+
+    probe = usbeam.LinearArray(24, 3e-4)
+    grid = usbeam.Grid(x=np.linspace(-3e-3, 3e-3, 33), z=np.linspace(2e-3, 9e-3, 41))
+    bf = usbeam.Beamformer(probe, [usbeam.PlaneWave(0.0), usbeam.PlaneWave(0.1)], grid, fs=20e6, fc=5e6,
+                           c=1540.0, n_samples=400, n_frames=3, dtype=np.complex64)
+    iq = (rng.standard_normal((3, 2, 24, 400)) + 1j * rng.standard_normal((3, 2, 24, 400))).astype(np.complex64)
+    want = bf(iq)
+    before = usbeam.build_info()["cpu_threads"]
+    got = {}
+
+    def limited():
+        usbeam._core.set_thread_limit(1)
+        got["image"] = bf(iq)
+
+    t = threading.Thread(target=limited)
+    t.start()
+    t.join()
+    np.testing.assert_array_equal(got["image"], want)
+    assert usbeam.build_info()["cpu_threads"] == before  # this thread's limit is untouched
+    with pytest.raises(ValueError, match="threads"):
+        usbeam._core.set_thread_limit(0)

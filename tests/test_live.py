@@ -356,6 +356,11 @@ def test_parameters_validated():
     # callable is refused (the CUDA session hands the pipeline DeviceArrays)
     with pytest.raises(usbeam.UsbeamError if not usbeam.cuda_available() else TypeError, match="cuda"):
         Session(lambda x: x, backend="cuda", **shapes)
+    with pytest.raises(ValueError, match="compute_threads"):
+        Session(lambda x: x, compute_threads=0, start=False, **shapes)
+    cores = usbeam.build_info()["cpu_threads"]
+    assert Session(lambda x: x, start=False, **shapes).compute_threads == max(1, cores - 1)
+    assert Session(lambda x: x, start=False, compute_threads=3, **shapes).compute_threads == 3
 
 
 # ---- plan swap, lifecycle ---------------------------------------------------------------

@@ -67,6 +67,14 @@ class Session:
         stream and a compute stream; the pipeline takes and writes usbeam DeviceArrays)
     history : int
         Recent frames whose latency, drop and failure records are kept (bounded memory).
+    compute_threads : int, optional
+        CPU threads of the pipeline's work on the compute thread (CPU backend).  Default: all
+        cores but one, which is left to the threads that copy frames in: an OpenMP team that
+        shares a core with them waits for its slowest thread at every barrier, the latency
+        jitter a live session must not have.  Measured on 2 cores (benchmarks/RESULTS.md, live
+        sessions, 2026-11-21): no drops at 50 and 80 % load in 9 of 9 cases (2 of 6 dropped
+        frames at 80 % with the full team), p99/p50 at 80 % load 1.2-2.9, median 1.5 (full
+        team: 1.4-2.9, median 2.1).
     """
 
     # what the backends differ in (cuda_session.CudaSession overrides them)
@@ -83,8 +91,11 @@ class Session:
 
     def __init__(self, pipeline, slots=3, policy="drop_oldest", *, channel_map=None, input_shape=None,
                  input_dtype=None, output_shape=None, output_dtype=None, results=8, callback=None,
-                 on_drop=None, on_error=None, backend="cpu", history=4096, start=True):
+                 on_drop=None, on_error=None, backend="cpu", history=4096, start=True, compute_threads=None):
         _validate.choice("backend", backend, ("cpu", "cuda"))
+        cores = _core.build_info()["cpu_threads"]
+        self.compute_threads = (max(1, cores - 1) if compute_threads is None
+                                else _validate.integer("compute_threads", compute_threads, minimum=1, maximum=4096))
         if backend != self._BACKEND:
             raise ValueError(f"backend={backend!r}: this is a {self._BACKEND} session")
         self.backend = backend
@@ -411,6 +422,7 @@ class Session:
         return entry
 
     def _compute_loop(self):
+        _core.set_thread_limit(self.compute_threads)  # this OS thread's executes (see compute_threads)
         while True:
             with self._lock:
                 while True:
