@@ -4,6 +4,7 @@
 #   make asan    C tests and the pytest suite under AddressSanitizer + UBSan
 #   make bench   benchmarks (see benchmarks/README.md)
 #   make test-emu  the CUDA tests on the CPU emulator (tests/cuda_emu; needs the CUDA headers only)
+#   make asan-emu  the same under AddressSanitizer + UBSan
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -15,7 +16,7 @@ CFLAGS_C += -Werror
 endif
 CORE_C := $(filter-out csrc/module.c csrc/py_%.c,$(wildcard csrc/*.c))
 
-.PHONY: all venv build test ctest pytest demo asan bench clean client emu-build test-emu test-emu-if-headers bench-emu
+.PHONY: all venv build test ctest pytest demo asan asan-emu bench clean client emu-build test-emu test-emu-if-headers bench-emu
 
 all: build
 
@@ -69,13 +70,27 @@ asan: $(STAMP)
 
 # The CUDA backend compiled by g++ against the CPU emulator, in its own copy of the package
 # (build/emu/pkg) so the real build in usbeam/ is untouched; runs every test marked cuda.
-EMU_PKG := build/emu/pkg
+EMU_DIR ?= build/emu
+EMU_SANITIZE ?= 0
+EMU_PKG = $(EMU_DIR)/pkg
 emu-build: $(STAMP)
 	@mkdir -p $(EMU_PKG)/usbeam
 	rm -rf $(EMU_PKG)/usbeam/*.py $(EMU_PKG)/usbeam/live
 	cp -r usbeam/*.py usbeam/live $(EMU_PKG)/usbeam/
 	ln -sfn $(abspath datasets) $(EMU_PKG)/datasets
-	USBEAM_CUDA=emu $(PY) setup.py --quiet build_ext --build-lib $(EMU_PKG) --build-temp build/emu/temp
+	USBEAM_CUDA=emu USBEAM_SANITIZE=$(EMU_SANITIZE) $(PY) setup.py --quiet build_ext --build-lib $(EMU_PKG) \
+	    --build-temp $(EMU_DIR)/temp
+
+# The emulated CUDA tests with the extension, the CUDA host code and the kernels under
+# AddressSanitizer + UBSan (fibers annotated for ASan): memory errors and undefined
+# behaviour in code that otherwise only runs on a GPU.
+asan-emu:
+	$(MAKE) --no-print-directory emu-build EMU_DIR=build/emu-asan EMU_SANITIZE=1
+	cd build/emu-asan/pkg && USBEAM_EMU_QUIET=1 \
+	    LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
+	    ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 \
+	    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	    $(abspath $(PY)) -m pytest -q -p no:cacheprovider -m cuda $(abspath tests)
 
 test-emu: emu-build
 	cd $(EMU_PKG) && USBEAM_EMU_QUIET=1 $(abspath $(PY)) -m pytest -q -p no:cacheprovider -m cuda $(abspath tests)

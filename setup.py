@@ -174,6 +174,8 @@ class UsbeamBuildExt(build_ext):
                  "-Wno-unused-function", "-Wno-unused-variable", "-Wno-unused-but-set-variable", "-Wno-subobject-linkage", "-Wno-unknown-pragmas",
                  "-include", str(emu / "cuda_emu.h"), "-I", str(emu / "include"), "-I", str(ROOT / "cuda"),
                  "-I", str(ROOT / "csrc"), "-I", str(cuda_include), "-DUSBEAM_HAVE_CUDA", "-DUSBEAM_CUDA_EMULATED"]
+        if os.environ.get("USBEAM_SANITIZE") == "1":  # kernels and host code under ASan + UBSan
+            flags += ["-fsanitize=address,undefined", "-fno-omit-frame-pointer"]
         sources = [(src, True) for src in sorted(glob(str(ROOT / "cuda" / "*.cu")))]
         sources += [(str(emu / "runtime.cpp"), False), (str(emu / "cublas.cpp"), False)]
         objects = []

@@ -296,6 +296,11 @@ bool event_complete(const EventState *e) { return !e->queue || e->queue->execute
  * and restores them from the new one.  On x86-64 it is done here in a few instructions:
  * glibc's swapcontext also saves the signal mask with a system call on every switch, which
  * made it most of the emulator's time in barrier-heavy kernels. */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#define USBEAM_EMU_ASAN 1
+#endif
+
 #if defined(__x86_64__)
 extern "C" void usbeam_emu_switch(void **save_sp, void *load_sp);
 asm(R"(
@@ -329,6 +334,9 @@ usbeam_emu_switch:
 )");
 struct FiberContext {
     void *sp = nullptr;
+    void *fake_stack = nullptr;          /* AddressSanitizer's bookkeeping across switches */
+    const void *stack_bottom = nullptr;  /* the stack this context runs on (for ASan) */
+    size_t stack_size = 0;
 };
 void fiber_main();
 /* A fresh stack laid out as usbeam_emu_switch leaves one: control, six registers, then the
@@ -344,11 +352,16 @@ void fiber_prepare(FiberContext &c, char *stack, size_t bytes)
     *--sp = nullptr;
     memcpy(sp, control, sizeof control);
     c.sp = sp;
+    c.stack_bottom = stack;
+    c.stack_size = bytes;
 }
-void fiber_switch(FiberContext &save, FiberContext &load) { usbeam_emu_switch(&save.sp, load.sp); }
+void raw_switch(FiberContext &save, FiberContext &load) { usbeam_emu_switch(&save.sp, load.sp); }
 #else
 struct FiberContext {
     ucontext_t context;
+    void *fake_stack = nullptr;
+    const void *stack_bottom = nullptr;
+    size_t stack_size = 0;
 };
 void fiber_main();
 void fiber_prepare(FiberContext &c, char *stack, size_t bytes)
@@ -358,9 +371,26 @@ void fiber_prepare(FiberContext &c, char *stack, size_t bytes)
     c.context.uc_stack.ss_size = bytes;
     c.context.uc_link = nullptr;
     makecontext(&c.context, fiber_main, 0);
+    c.stack_bottom = stack;
+    c.stack_size = bytes;
 }
-void fiber_switch(FiberContext &save, FiberContext &load) { swapcontext(&save.context, &load.context); }
+void raw_switch(FiberContext &save, FiberContext &load) { swapcontext(&save.context, &load.context); }
 #endif
+
+/* A switch AddressSanitizer is told about (otherwise it sees one stack jump to another and
+ * reports false stack errors); `dying`: the saving context never runs again. */
+void fiber_switch(FiberContext &save, FiberContext &load, bool dying = false)
+{
+#ifdef USBEAM_EMU_ASAN
+    __sanitizer_start_switch_fiber(dying ? nullptr : &save.fake_stack, load.stack_bottom, load.stack_size);
+#else
+    (void)dying;
+#endif
+    raw_switch(save, load);
+#ifdef USBEAM_EMU_ASAN
+    __sanitizer_finish_switch_fiber(save.fake_stack, nullptr, nullptr);
+#endif
+}
 
 enum FiberState { RUNNABLE, WAIT_BLOCK, WAIT_WARP, DONE };
 struct Fiber {
@@ -404,9 +434,13 @@ void set_thread_index(int linear)
 void fiber_main()
 {
     BlockRun *b = g_block;
+#ifdef USBEAM_EMU_ASAN
+    /* entered by a switch, not a call: finish it, and learn the scheduler's stack */
+    __sanitizer_finish_switch_fiber(nullptr, &b->scheduler.stack_bottom, &b->scheduler.stack_size);
+#endif
     (*b->body)();
     b->fibers[b->current].state = DONE;
-    fiber_switch(b->fibers[b->current].context, b->scheduler); /* never resumed */
+    fiber_switch(b->fibers[b->current].context, b->scheduler, true); /* never resumed */
 }
 
 void yield_with(FiberState state)
