@@ -1,0 +1,180 @@
+/*
+ * selftest.cu - what the CUDA emulator promises, checked (tests/test_cuda_emulator.py builds this
+ * with translate.py + g++ against runtime.cpp and runs one scenario per process).  Each
+ * scenario is valid or deliberately wrong CUDA; a wrong one must fail the way the emulator
+ * documents (an error code, a fault, stale or poisoned data), or the emulator would let that
+ * class of bug through to a GPU.  Prints one line "<scenario>: <result>"; exit 0 unless a
+ * check inside the scenario itself fails (exit 1) or the process is killed by a fault.
+ */
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace {
+
+__global__ void block_sum(const float *in, float *out, int n)
+{
+    __shared__ float partial[256];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    partial[threadIdx.x] = i < n ? in[i] : 0.0f;
+    __syncthreads();
+    for (int stride = blockDim.x / 2; stride >= 32; stride /= 2) {
+        if ((int)threadIdx.x < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
+        __syncthreads();
+    }
+    if (threadIdx.x < 32) {
+        float v = partial[threadIdx.x];
+        for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);
+        if (threadIdx.x == 0) atomicAdd(out, v);
+    }
+}
+
+__global__ void fill(float *out, int n, float value)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = value;
+}
+
+__global__ void write_at(float *out, int index) { out[index] = 1.0f; }
+
+__global__ void uses_shared(float *out)
+{
+    extern __shared__ float scratch[];
+    scratch[threadIdx.x] = (float)threadIdx.x;
+    __syncthreads();
+    out[threadIdx.x] = scratch[blockDim.x - 1 - threadIdx.x];
+}
+
+__global__ void __launch_bounds__(128) bounded(float *out) { out[threadIdx.x] = 0.0f; }
+
+__global__ void divergent_barrier(float *out)
+{
+    if (threadIdx.x < 16) __syncthreads(); /* the other half of the warp never arrives ... */
+    else __syncwarp();                     /* ... and this half waits for the first: a hang */
+    out[threadIdx.x] = 0.0f;
+}
+
+int fail(const char *scenario, const char *what)
+{
+    printf("%s: FAILED %s\n", scenario, what);
+    return 1;
+}
+
+float *device_floats(int n)
+{
+    void *p = nullptr;
+    if (cudaMalloc(&p, (size_t)n * sizeof(float)) != cudaSuccess) return nullptr;
+    return (float *)p;
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) return 2;
+    const char *s = argv[1];
+    const int n = 1000;
+    float *d = device_floats(n);
+    float *pinned = nullptr;
+    cudaMallocHost((void **)&pinned, n * sizeof(float));
+
+    if (!strcmp(s, "reduction")) { /* barriers, shared memory, shuffles and atomics work */
+        float host[n], *sum = device_floats(1), zero = 0.0f, got = 0.0f, want = 0.0f;
+        for (int i = 0; i < n; ++i) want += host[i] = (float)(i % 7);
+        cudaMemcpy(d, host, sizeof host, cudaMemcpyHostToDevice);
+        cudaMemcpy(sum, &zero, sizeof zero, cudaMemcpyHostToDevice);
+        block_sum<<<(n + 255) / 256, 256>>>(d, sum, n);
+        cudaMemcpy(&got, sum, sizeof got, cudaMemcpyDeviceToHost);
+        if (cudaGetLastError() != cudaSuccess || got != want) return fail(s, "wrong sum");
+        printf("%s: %g\n", s, got);
+    } else if (!strcmp(s, "poison")) { /* never-written device memory reads as 0xFF (NaN) */
+        cudaMemcpy(pinned, d, n * sizeof(float), cudaMemcpyDeviceToHost);
+        unsigned bits;
+        memcpy(&bits, &pinned[n / 2], 4);
+        printf("%s: %08x\n", s, bits);
+    } else if (!strcmp(s, "out_of_bounds")) { /* a write past the allocation faults */
+        float *exact = device_floats(1024); /* 4 KiB: ends at the guard page */
+        write_at<<<1, 1>>>(exact, 1024 + 16);
+        cudaDeviceSynchronize();
+        printf("%s: not caught\n", s);
+    } else if (!strcmp(s, "host_dereference")) { /* host code reading device memory faults */
+        fill<<<4, 256>>>(d, n, 2.0f);
+        cudaDeviceSynchronize();
+        printf("%s: read %g, not caught\n", s, (double)d[3]);
+    } else if (!strcmp(s, "missing_sync")) { /* reading a pinned result before the stream ran */
+        cudaStream_t stream;
+        cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+        pinned[0] = -1.0f;
+        fill<<<4, 256, 0, stream>>>(d, n, 3.0f);
+        cudaMemcpyAsync(pinned, d, n * sizeof(float), cudaMemcpyDeviceToHost, stream);
+        float early = pinned[0];
+        cudaStreamSynchronize(stream);
+        printf("%s: before %g after %g\n", s, early, pinned[0]);
+    } else if (!strcmp(s, "cross_stream")) { /* another stream's work is ordered only by an event */
+        cudaStream_t a, b;
+        cudaEvent_t done;
+        cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking);
+        cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking);
+        cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
+        fill<<<4, 256, 0, a>>>(d, n, 4.0f);
+        cudaMemcpyAsync(pinned, d, n * sizeof(float), cudaMemcpyDeviceToHost, b); /* no wait */
+        cudaStreamSynchronize(b);
+        float unordered = pinned[0];
+        cudaEventRecord(done, a);
+        cudaStreamWaitEvent(b, done, 0);
+        cudaMemcpyAsync(pinned, d, n * sizeof(float), cudaMemcpyDeviceToHost, b);
+        cudaStreamSynchronize(b);
+        printf("%s: without event %g, with event %g\n", s, unordered, pinned[0]);
+    } else if (!strcmp(s, "shared_limit")) { /* > 48 KiB of dynamic shared memory needs the opt-in */
+        const size_t bytes = 64 * 1024;
+        uses_shared<<<1, 32, bytes>>>(d);
+        cudaError_t before = cudaGetLastError();
+        cudaFuncSetAttribute(uses_shared, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+        uses_shared<<<1, 32, bytes>>>(d);
+        cudaError_t after = cudaGetLastError();
+        printf("%s: %s then %s\n", s, cudaGetErrorName(before), cudaGetErrorName(after));
+    } else if (!strcmp(s, "launch_bounds")) {
+        bounded<<<1, 256>>>(d);
+        printf("%s: %s\n", s, cudaGetErrorName(cudaGetLastError()));
+    } else if (!strcmp(s, "host_pointer_argument")) { /* pageable host memory passed to a kernel */
+        float *host = (float *)malloc(n * sizeof(float));
+        fill<<<4, 256>>>(host, n, 1.0f);
+        printf("%s: %s\n", s, cudaGetErrorName(cudaGetLastError()));
+    } else if (!strcmp(s, "copy_overrun")) { /* a copy longer than the allocation */
+        static float host[2 * n];
+        cudaError_t e = cudaMemcpy(d, host, sizeof host, cudaMemcpyHostToDevice);
+        printf("%s: %s\n", s, cudaGetErrorName(e));
+    } else if (!strcmp(s, "capture_allocation")) { /* no allocation inside a thread-local capture */
+        cudaStream_t stream;
+        cudaGraph_t graph = nullptr;
+        cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+        cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
+        void *p = nullptr;
+        cudaError_t e = cudaMalloc(&p, 64);
+        cudaError_t end = cudaStreamEndCapture(stream, &graph);
+        printf("%s: %s, end %s\n", s, cudaGetErrorName(e), cudaGetErrorName(end));
+    } else if (!strcmp(s, "graph_replay")) { /* a captured chain replays with its frozen arguments */
+        cudaStream_t stream;
+        cudaGraph_t graph;
+        cudaGraphExec_t exec;
+        cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+        cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
+        fill<<<4, 256, 0, stream>>>(d, n, 5.0f);
+        cudaMemcpyAsync(pinned, d, n * sizeof(float), cudaMemcpyDeviceToHost, stream);
+        cudaStreamEndCapture(stream, &graph);
+        cudaGraphInstantiate(&exec, graph, 0);
+        pinned[n - 1] = 0.0f;
+        cudaGraphLaunch(exec, stream);
+        cudaStreamSynchronize(stream);
+        printf("%s: %g\n", s, pinned[n - 1]);
+    } else if (!strcmp(s, "divergent_barrier")) {
+        divergent_barrier<<<1, 32>>>(d);
+        cudaDeviceSynchronize();
+        printf("%s: not caught\n", s);
+    } else {
+        return 2;
+    }
+    return 0;
+}
