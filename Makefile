@@ -16,7 +16,7 @@ CFLAGS_C += -Werror
 endif
 CORE_C := $(filter-out csrc/module.c csrc/py_%.c,$(wildcard csrc/*.c))
 
-.PHONY: all venv build test ctest pytest demo asan asan-emu bench clean client emu-build test-emu test-emu-if-headers bench-emu
+.PHONY: all venv build test ctest pytest demo asan asan-emu bench clean client emu-build test-emu test-emu-if-headers bench-emu gpu-prep
 
 all: build
 
@@ -109,6 +109,15 @@ bench-emu: emu-build
 	    echo "gpu_das.py (PWI_disk)"; $(EMU_BENCH)/gpu_das.py --repeat 2 --no-record; \
 	else echo "gpu_das.py skipped: ../shared/datasets/PWI_disk.mat not found"; fi
 
+# Everything a session lent a GPU carries to it (benchmarks/gpu_session.sh): wheels for the
+# device image's Python 3.12 and the recordings, in .gpu/ (git-ignored).
+gpu-prep: $(STAMP)
+	@mkdir -p .gpu/wheels .gpu/datasets
+	$(PY) -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 \
+	    --platform manylinux_2_34_x86_64 -d .gpu/wheels mach-beamform==0.2.1 array-api-compat==1.16.0 pymust==0.1.9
+	cp ../shared/datasets/*.mat ../shared/datasets/README.md .gpu/datasets/
+	du -sh .gpu
+
 # make test runs the emulated CUDA tests wherever the CUDA headers are (as setup.py finds them).
 NVCC_PATH := $(shell command -v nvcc 2>/dev/null)
 CUDA_RUNTIME_H := $(firstword $(wildcard $(if $(CUDA_HOME),$(CUDA_HOME)/include/cuda_runtime.h) \
@@ -121,8 +130,13 @@ else
 	@echo "CUDA emulator tests skipped: no CUDA headers (cuda_runtime.h) on this machine"
 endif
 
+CPU_BENCHMARKS := pwi_disk bench_rf2iq bench_das doppler_pipelines rca live ai_handoff
+GPU_BENCHMARKS := gpu_das gpu_rca gpu_hadamard gpu_pipelines gpu_twins
 bench: build
-	$(PY) benchmarks/run.py
+	@set -e; for b in $(CPU_BENCHMARKS); do echo "== benchmarks/$$b.py"; $(PY) benchmarks/$$b.py; done
+	@if $(PY) -c "import usbeam, sys; sys.exit(not usbeam.cuda_available())"; then \
+	    for b in $(GPU_BENCHMARKS); do echo "== benchmarks/$$b.py"; $(PY) benchmarks/$$b.py; done; \
+	else echo "GPU benchmarks skipped: no CUDA device visible (make bench-emu smoke-runs them)"; fi
 
 # family live: the standalone client of `usbeam serve` (MATLAB loadlibrary, ctypes, C).
 # Needs only libc; csrc/usbeam_client.h is its header.
