@@ -122,10 +122,11 @@ def install(monkeypatch, copy_pause_s=0.0005):
                          device_wrap=device_wrap, cuda_device_count=lambda: 1).items():
         monkeypatch.setattr(_core, name, fn)
     monkeypatch.setattr(cuda_session, "cuda_available", lambda: True)
-    # usbeam serve checks too; a CPU-only build (USBEAM_CUDA=0, make asan) has no device to count
-    from usbeam import serve
+    # usbeam serve checks too (check_backend); a CPU-only build (USBEAM_CUDA=0, make asan) has
+    # no device to count
+    from usbeam import _backend
 
-    monkeypatch.setattr(serve, "cuda_available", lambda: True)
+    monkeypatch.setattr(_backend, "cuda_available", lambda: True)
     monkeypatch.setattr(cuda_session.CudaSession, "_allocate_output",
                         staticmethod(lambda shape, dtype: device.empty(shape, dtype, device="cpu")))
     return usbeam

@@ -33,5 +33,5 @@ def check_backend(backend):
     if backend == "cuda" and not cuda_available():
         reason = ("usbeam was built without CUDA" if not _core.build_info()["cuda"]
                   else "no CUDA device is visible")
-        raise _core.UsbeamError(f"backend='cuda' is not available: {reason}")
+        raise _core.UsbeamError(f"backend='cuda' needs a CUDA device: {reason}")
     return backend

@@ -40,7 +40,7 @@ import time
 import numpy as np
 
 from . import _core
-from ._backend import cuda_available
+from . import _backend
 from .live.channel_map import ChannelMap
 from .live.pipeline import CallablePipeline
 from .live.session import Session, SessionStopped
@@ -136,13 +136,7 @@ class Server:
                  replace_stale=False, session_slots=3, log=None, backend="cpu"):
         if policy not in _POLICIES:
             raise ValueError(f"policy must be 'drop_oldest' or 'block' (got {policy!r})")
-        if backend not in ("cpu", "cuda"):
-            raise ValueError(f"backend must be 'cpu' or 'cuda' (got {backend!r})")
-        if backend == "cuda" and not cuda_available():
-            reason = ("usbeam was built without CUDA" if not _core.build_info()["cuda"]
-                      else "no CUDA device is visible")
-            raise _core.UsbeamError(f"backend='cuda' needs a CUDA device: {reason}")
-        self.backend = backend
+        self.backend = _backend.check_backend(backend)
         self.factory = load_factory(pipeline)
         self.name = name
         self.session_slots = int(session_slots)
