@@ -38,11 +38,12 @@ class _CompoundBMode:
         return self._bmode(iq, out=out)
 
 
-def start(workspace_path, slots=3, policy="drop_oldest", make_pipeline=None):
-    """Open a session for the workspace's frames (call again to restart with new settings)."""
+def start(workspace_path, slots=3, policy="drop_oldest", make_pipeline=None, buffer=1):
+    """Open a session for the frames of RcvBuffer ``buffer`` (1-based, as the Process's
+    srcbufnum); call again to restart with new settings."""
     global _session
     stop()
-    workspace = load_vantage(str(workspace_path), load_data=False)
+    workspace = load_vantage(str(workspace_path), load_data=False, buffer=int(buffer))
     _session = from_vantage(workspace, make_pipeline=make_pipeline or _CompoundBMode, slots=int(slots),
                             policy=str(policy))
     return _session.frame_shape

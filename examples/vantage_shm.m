@@ -26,10 +26,19 @@ if ischar(RData) && strcmp(RData, 'start')
     if isNull(client)
         error('usbeam: %s', calllib('libusbeam_client', 'usbeam_client_last_error'));
     end
-    rx = Receive([Receive.framenum] == 1);
+    % the acquisitions of frame 1 of buffer 1 (srcbufnum above), in acqNum order, as
+    % usbeam.io.load_vantage reads them (it also refuses HVMux apertures, not checked here)
+    rx = Receive([Receive.bufnum] == 1 & [Receive.framenum] == 1);
+    [~, order] = sort([rx.acqNum]);
+    rx = rx(order);
+    if isfield(Trans, 'Connector') && ~isempty(Trans.Connector)
+        wiring = Trans.Connector;
+    else
+        wiring = Trans.ConnectorES;     % the name in newer Vantage software
+    end
     params.frame = struct('shape', [Resource.RcvBuffer(1).rowsPerFrame, Resource.RcvBuffer(1).colsPerFrame], ...
                           'dtype', 'int16', 'order', 'F');
-    params.channel_map = struct('element_channel', Trans.Connector(:)' - 1, ...
+    params.channel_map = struct('element_channel', wiring(:)' - 1, ...
                                 'acquisition_row', [rx.startSample] - 1, ...
                                 'n_samples', rx(1).endSample - rx(1).startSample + 1);
     params.c = Resource.Parameters.speedOfSound;

@@ -6,23 +6,38 @@ Maps the Vantage structures to SI units:
   lambda = c / (Trans.frequency * 1e6), the spatial unit of TX, Receive and (when
   ``Trans.units == 'wavelengths'``) of Trans.
 - ``Trans``: frequency (MHz -> Hz), ElementPos (N x >=3, 'mm' or wavelengths -> m),
-  elementWidth, spacingMm, lensCorrection (one-way wavelengths -> round-trip s),
-  Connector (1-based channel of each element -> 0-based ``element_channel``).
+  elementWidth, spacingMm, lensCorrection, Connector (1-based channel of each element ->
+  0-based ``element_channel``; the newer name ConnectorES is read when Connector is absent).
+- Lens correction convention: Trans.lensCorrection is the one-way extra path through lens
+  and matching layers, expressed as a distance at the medium's speed of sound, in
+  Trans.units.  Verasonics' computeTrans sets it in mm for every known probe (e.g. 1.4785
+  for L11-4v) and multiplies it by frequency / speedOfSound only when Trans.units is
+  'wavelengths', so it is converted with the same scale as ElementPos, and
+  ``lens_correction_s = 2 * lensCorrection * scale / c`` (round trip, s): L11-4v at
+  6.25 MHz and 1540 m/s gives 1.92 us.
 - ``TX(i)``: Delay (wavelengths -> s, i.e. / fc), Apod, Steer (rad), Origin and focus
   (wavelengths -> m).  ``TW(i)``: Parameters [MHz, duty, half cycles, polarity].
-- ``Receive(i)`` of frame 1, by acqNum: startSample/endSample (1-based RcvBuffer rows ->
-  0-based start row and sample count), decimSampleRate (MHz -> fs in Hz; else 4 samples
-  per wavelength for NS200BW), startDepth (wavelengths -> t0 = 2 startDepth / fc, the
-  round-trip time of the first sample, lens correction not included), demodFrequency.
-- ``Resource.RcvBuffer``: rowsPerFrame x colsPerFrame int16 per frame; ``RcvData{1}``
-  (rows x channels x frames, column-major) becomes a zero-copy NumPy view
-  (n_frames, n_rows, n_channels) whose frames are Fortran-ordered, as MATLAB holds them.
+- ``Receive(i)`` of RcvBuffer ``buffer`` (Receive.bufnum, default 1) and frame 1, by
+  acqNum: startSample/endSample (1-based RcvBuffer rows -> 0-based start row and sample
+  count), decimSampleRate (MHz -> fs in Hz; without it, from sampleMode, see
+  _SAMPLES_PER_WAVE), startDepth (wavelengths -> t0 = 2 startDepth / fc, the round-trip
+  time of the first sample, lens correction not included), demodFrequency.
+- Receive -> TX: ``Event(j).rcv`` / ``Event(j).tx`` (1-based, the sequence's own pairing)
+  when the workspace has Event; without it, only a single TX, or one TX per acquisition
+  numbered like acqNum, is accepted; anything else is refused as ambiguous.
+- ``Resource.RcvBuffer(buffer)``: rowsPerFrame x colsPerFrame int16 per frame;
+  ``RcvData{buffer}`` (rows x channels x frames, column-major) becomes a zero-copy NumPy
+  view (n_frames, n_rows, n_channels) whose frames are Fortran-ordered, as MATLAB holds them.
+- Not supported (refused with a ValueError): HVMux / switched apertures (Trans.HVMux,
+  Receive.aperture other than 1), whose element -> channel wiring changes per acquisition;
+  receive-only events (Event.tx = 0).
 
 MATLAB v7.3 (HDF5) workspaces, which large RcvData needs, are read through h5py with the
 same result (structs, struct arrays, cells, char, numeric arrays in MATLAB order).  That
 path is tested against files written in the v7.3 layout by the tests, not yet against a
 file saved by MATLAB itself.
-Reference: Verasonics Vantage Sequence Programming Manual (structure fields and units);
+Reference: Verasonics Vantage Sequence Programming Manual (structure fields and units;
+Receive.sampleMode); Verasonics computeTrans.m (Trans.units and lensCorrection);
 MATLAB MAT-file v7.3 = HDF5 with MATLAB_class attributes and object references.
 """
 from dataclasses import dataclass, field
@@ -61,6 +76,8 @@ class VantageAcquisition:
     t0: float                         # s, time of the first sample
     demod_frequency: float            # Hz
     acq_num: int
+    receive: int = -1                 # 0-based index into the Receive struct array
+    sample_mode: str = "NS200BW"      # Receive.sampleMode; BS* modes hold quadrature sample pairs
 
 
 @dataclass
@@ -75,6 +92,7 @@ class VantageWorkspace:
     n_frames: int
     rcvdata: np.ndarray = None        # (n_frames, n_rows, n_channels) int16 view, or None
     raw: dict = field(default_factory=dict, repr=False)
+    buffer: int = 1                   # the RcvBuffer read (1-based, as Receive.bufnum)
 
     @property
     def element_channel(self):
@@ -231,13 +249,91 @@ def _load_mat(path):
 
 # ---- the loader ---------------------------------------------------------------------
 
-def load_vantage(path, load_data=True):
+# Receive.sampleMode -> mean samples per wavelength of Receive.demodFrequency, used only when
+# the workspace does not carry decimSampleRate.  The manual names each mode by the bandwidth
+# it keeps around demodFrequency (NS200BW: Nyquist sampling of a 200 % band; BS100BW,
+# BS67BW, BS50BW: 100 %, 67 %, 50 % band sampling); a band of B * f needs 2 B f samples
+# per second, hence 4, 2, 4/3 and 1 per wavelength.  The BS modes store quadrature pairs
+# (2 samples a quarter period apart, one pair per 1, 1.5 or 2 wavelengths), so their rows
+# are not uniformly spaced in time: ``fs`` is then the mean rate.  'NS200BWI' (interleaved
+# over 2 acquisitions) and 'custom' have no fixed rate here: they need decimSampleRate.
+_SAMPLES_PER_WAVE = {"NS200BW": 4.0, "BS100BW": 2.0, "BS67BW": 4.0 / 3.0, "BS50BW": 1.0}
+
+
+def _rcv_buffer_data(rcvdata, buffer):
+    """RcvData{buffer} from what the loaders give for the RcvData cell (None when absent)."""
+    if isinstance(rcvdata, np.ndarray) and rcvdata.dtype == object:
+        cells = rcvdata.ravel()
+        if buffer > cells.size:
+            raise ValueError(f"buffer={buffer}: RcvData holds {cells.size} buffer(s)")
+        return _unwrap_cell(cells[buffer - 1])
+    if buffer != 1:  # a 1x1 cell squeezed to its content: buffer 1 only
+        raise ValueError(f"buffer={buffer}: RcvData holds 1 buffer")
+    return rcvdata
+
+
+def _empty(value):
+    return value is None or (isinstance(value, np.ndarray) and value.size == 0)
+
+
+def _transmit_of_receives(mat, receives, n_transmits):
+    """0-based TX index of each selected Receive (list of (index, acq_num)).
+
+    Event(j).rcv / Event(j).tx are the sequence's own pairing.  Without Event the pairing
+    is read from the acqNum only where no other reading is possible (one TX, or as many TX
+    as acquisitions with acqNum 1..n); otherwise it is ambiguous and refused."""
+    events = _struct_list(mat["Event"]) if "Event" in mat and not _empty(mat["Event"]) else []
+    if events:
+        pairs = {}
+        for j, ev in enumerate(events):
+            where = f"Event({j + 1})"
+            rcv = _field(ev, "rcv", 0, required=False)
+            rcv = 0 if _empty(rcv) else int(_scalar(rcv, f"{where}.rcv"))
+            tx = _field(ev, "tx", 0, required=False)
+            tx = 0 if _empty(tx) else int(_scalar(tx, f"{where}.tx"))
+            if rcv > 0:
+                pairs.setdefault(rcv, {}).setdefault(tx, j + 1)
+        out = []
+        for index, _ in receives:
+            txs = pairs.get(index + 1)
+            if not txs:
+                raise ValueError(f"Receive({index + 1}) is used by no Event (Event.rcv): its transmit is unknown")
+            if len(txs) > 1:
+                detail = ", ".join(f"Event({j}).tx = {t}" for t, j in sorted(txs.items()))
+                raise ValueError(f"Receive({index + 1}) is paired with several transmits ({detail}): "
+                                 f"the Receive -> TX pairing is ambiguous")
+            (tx, j), = txs.items()
+            if tx == 0:
+                raise ValueError(f"Event({j}).tx = 0: Receive({index + 1}) is a receive-only acquisition, "
+                                 f"which load_vantage does not support")
+            if tx > n_transmits:
+                raise ValueError(f"Event({j}).tx = {tx} but the workspace has {n_transmits} TX")
+            out.append(tx - 1)
+        return out
+    acq_nums = sorted(a for _, a in receives)
+    if n_transmits == 1:
+        return [0] * len(receives)
+    if acq_nums == list(range(1, n_transmits + 1)):
+        return [a - 1 for _, a in receives]
+    raise ValueError(f"the Receive -> TX pairing is ambiguous: {n_transmits} TX for acquisitions with acqNum "
+                     f"{acq_nums} and no Event structure (Event(j).tx / Event(j).rcv) in the workspace; "
+                     f"save Event with the workspace")
+
+
+def load_vantage(path, load_data=True, buffer=1):
     """Read a saved Vantage workspace: probe, transmits, receives, channel map, RF layout.
 
-    Returns a :class:`VantageWorkspace`; ``ws.channel_map()`` builds the live channel
-    map and ``ws.rcvdata[k]`` is frame k as MATLAB holds it (rows x channels,
-    column-major).  Raises ValueError naming the missing or inconsistent field.
+    ``buffer`` is the receive buffer to read (1-based, as Receive.bufnum and RcvData{buffer});
+    its frame-1 receives are the acquisitions.  Returns a :class:`VantageWorkspace`;
+    ``ws.channel_map()`` builds the live channel map and ``ws.rcvdata[k]`` is frame k as
+    MATLAB holds it (rows x channels, column-major).  Raises ValueError naming the missing
+    or inconsistent field.
     """
+    if isinstance(buffer, (bool, np.bool_)) or not isinstance(buffer, (int, np.integer)):
+        raise TypeError(f"buffer must be an integer (got {type(buffer).__name__})")
+    if buffer < 1:
+        raise ValueError(f"buffer must be >= 1, a 1-based RcvBuffer number (got {buffer})")
+    buffer = int(buffer)
     mat = _load_mat(path)
     for name in ("Trans", "Resource", "TX", "Receive"):
         if name not in mat:
@@ -267,13 +363,30 @@ def load_vantage(path, load_data=True):
              else float(np.median(np.diff(positions[:, 0]))) if n_elements > 1 else float("nan"))
     width = _field(trans, "elementWidth", None, required=False)
     width = _scalar(width, "Trans.elementWidth") * trans_scale if width is not None else float("nan")
-    lens = _field(trans, "lensCorrection", 0.0, required=False)
-    connector = np.asarray(_field(trans, "Connector", np.arange(1, n_elements + 1), required=False)).ravel()
-    connector = connector.astype(np.int64)
+    # one-way distance in Trans.units at speed c (see the header) -> round-trip time
+    lens = _field(trans, "lensCorrection", None, required=False)
+    lens_s = 0.0 if _empty(lens) else 2 * _scalar(lens, "Trans.lensCorrection") * trans_scale / c
+    if not _empty(_field(trans, "HVMux", None, required=False)):
+        raise ValueError("Trans.HVMux: probes with a high-voltage multiplexer (switched apertures) are not "
+                         "supported: their element -> channel wiring depends on Receive.aperture")
+    connector = _field(trans, "Connector", None, required=False)
+    connector_es = _field(trans, "ConnectorES", None, required=False)
+    connector_name = "Trans.Connector"
+    if _empty(connector) and not _empty(connector_es):
+        connector, connector_name = connector_es, "Trans.ConnectorES"
+    elif not _empty(connector) and not _empty(connector_es) and \
+            not np.array_equal(np.ravel(connector), np.ravel(connector_es)):
+        raise ValueError("Trans.Connector and Trans.ConnectorES differ: which wiring to use is ambiguous")
+    if _empty(connector):
+        connector = np.arange(1, n_elements + 1)
+    connector = np.asarray(connector, dtype=np.float64).ravel()
     if connector.size != n_elements:
-        raise ValueError(f"Trans.Connector must have {n_elements} entries (got {connector.size})")
+        raise ValueError(f"{connector_name} must have {n_elements} entries (got {connector.size})")
+    if not np.all(connector == np.round(connector)):
+        raise ValueError(f"{connector_name} must hold integer channel numbers")
+    connector = connector.astype(np.int64)
     probe = VantageProbe(_string(_field(trans, "name", "unknown", required=False)), n_elements, positions, pitch,
-                         width, fc, 2 * _scalar(lens, "Trans.lensCorrection") / fc, connector)
+                         width, fc, lens_s, connector)
 
     waveforms = []
     for i, tw in enumerate(_struct_list(mat.get("TW", []))):
@@ -293,53 +406,77 @@ def load_vantage(path, load_data=True):
         transmits.append(VantageTransmit(delay / fc, apod, np.resize(steer, 2), np.resize(origin, 3) * wavelength,
                                          focus * wavelength, waveform))
 
-    rcv_buffer = _struct_list(_field(resource, "RcvBuffer", where="Resource"))[0]
-    n_rows = int(_scalar(_field(rcv_buffer, "rowsPerFrame", where="Resource.RcvBuffer"), "RcvBuffer.rowsPerFrame"))
-    n_channels = int(_scalar(_field(rcv_buffer, "colsPerFrame", where="Resource.RcvBuffer"),
-                             "RcvBuffer.colsPerFrame"))
-    n_frames = int(_scalar(_field(rcv_buffer, "numFrames", 1, required=False), "RcvBuffer.numFrames"))
+    rcv_buffers = _struct_list(_field(resource, "RcvBuffer", where="Resource"))
+    if buffer > len(rcv_buffers):
+        raise ValueError(f"buffer={buffer}: Resource.RcvBuffer has {len(rcv_buffers)} buffer(s)")
+    rcv_buffer = rcv_buffers[buffer - 1]
+    where_buf = f"Resource.RcvBuffer({buffer})"
+    n_rows = int(_scalar(_field(rcv_buffer, "rowsPerFrame", where=where_buf), f"{where_buf}.rowsPerFrame"))
+    n_channels = int(_scalar(_field(rcv_buffer, "colsPerFrame", where=where_buf), f"{where_buf}.colsPerFrame"))
+    n_frames = int(_scalar(_field(rcv_buffer, "numFrames", 1, required=False), f"{where_buf}.numFrames"))
     datatype = _string(_field(rcv_buffer, "datatype", "int16", required=False))
     if datatype != "int16":
-        raise ValueError(f"Resource.RcvBuffer.datatype must be 'int16' (got {datatype!r})")
+        raise ValueError(f"{where_buf}.datatype must be 'int16' (got {datatype!r})")
     if connector.max() > n_channels or connector.min() < 1:
-        raise ValueError(f"Trans.Connector values must be in 1..{n_channels} (RcvBuffer.colsPerFrame)")
+        raise ValueError(f"{connector_name} values must be in 1..{n_channels} ({where_buf}.colsPerFrame)")
 
-    acquisitions = []
+    acquisitions, bufnums = [], set()
     for i, rx in enumerate(_struct_list(mat["Receive"])):
         where = f"Receive({i + 1})"
-        if int(_scalar(_field(rx, "framenum", 1, required=False), f"{where}.framenum")) != 1:
+        bufnum = int(_scalar(_field(rx, "bufnum", 1, required=False), f"{where}.bufnum"))
+        bufnums.add(bufnum)
+        if bufnum != buffer or int(_scalar(_field(rx, "framenum", 1, required=False), f"{where}.framenum")) != 1:
             continue
+        aperture = _field(rx, "aperture", None, required=False)
+        if not _empty(aperture) and _scalar(aperture, f"{where}.aperture") != 1:
+            raise ValueError(f"{where}.aperture = {_scalar(aperture, f'{where}.aperture'):g}: switched (HVMux) "
+                             f"apertures are not supported; the element -> channel wiring depends on it")
         start = int(_scalar(_field(rx, "startSample", where=where), f"{where}.startSample"))
         end = int(_scalar(_field(rx, "endSample", where=where), f"{where}.endSample"))
         if not 1 <= start <= end <= n_rows:
             raise ValueError(f"{where}: startSample {start} .. endSample {end} must lie in 1..{n_rows}")
-        decim = _field(rx, "decimSampleRate", None, required=False)
-        fs = _scalar(decim, f"{where}.decimSampleRate") * 1e6 if decim is not None else 4 * fc
-        start_depth = _scalar(_field(rx, "startDepth", 0.0, required=False), f"{where}.startDepth")
         demod = _field(rx, "demodFrequency", None, required=False)
+        demod = _scalar(demod, f"{where}.demodFrequency") * 1e6 if not _empty(demod) else fc
+        mode = _field(rx, "sampleMode", None, required=False)
+        mode = "NS200BW" if _empty(mode) else _string(mode).strip()
+        decim = _field(rx, "decimSampleRate", None, required=False)
+        if not _empty(decim):
+            fs = _scalar(decim, f"{where}.decimSampleRate") * 1e6
+        elif mode in _SAMPLES_PER_WAVE:
+            fs = _SAMPLES_PER_WAVE[mode] * demod
+        else:
+            raise ValueError(f"{where}.sampleMode = {mode!r} has no sample rate known to usbeam and "
+                             f"{where}.decimSampleRate is absent: save the workspace with decimSampleRate")
+        start_depth = _scalar(_field(rx, "startDepth", 0.0, required=False), f"{where}.startDepth")
         acq_num = int(_scalar(_field(rx, "acqNum", i + 1, required=False), f"{where}.acqNum"))
         acquisitions.append(VantageAcquisition(
-            transmit=acq_num - 1 if acq_num - 1 < len(transmits) else 0, start_row=start - 1,
-            n_samples=end - start + 1, fs=fs, t0=2 * start_depth / fc,
-            demod_frequency=_scalar(demod, f"{where}.demodFrequency") * 1e6 if demod is not None else fc,
-            acq_num=acq_num))
+            transmit=-1, start_row=start - 1, n_samples=end - start + 1, fs=fs, t0=2 * start_depth / fc,
+            demod_frequency=demod, acq_num=acq_num, receive=i, sample_mode=mode))
     if not acquisitions:
-        raise ValueError("Receive: no acquisition belongs to frame 1")
+        raise ValueError(f"Receive: no acquisition of frame 1 writes to RcvBuffer {buffer} "
+                         f"(Receive.bufnum values present: {sorted(bufnums)})")
     acquisitions.sort(key=lambda a: a.acq_num)
+    acq_nums = [a.acq_num for a in acquisitions]
+    if len(set(acq_nums)) != len(acq_nums):
+        raise ValueError(f"Receive: frame 1 of RcvBuffer {buffer} has repeated acqNum {acq_nums}")
+    for a, tx in zip(acquisitions, _transmit_of_receives(mat, [(a.receive, a.acq_num) for a in acquisitions],
+                                                         len(transmits))):
+        a.transmit = tx
 
     rcvdata = None
     if load_data and "RcvData" in mat:
-        data = _unwrap_cell(mat["RcvData"])
+        data = _rcv_buffer_data(mat["RcvData"], buffer)
         if data is not None:
             data = np.asarray(data)
             if data.dtype != np.int16:
-                raise ValueError(f"RcvData{{1}} must be int16 (got {data.dtype})")
+                raise ValueError(f"RcvData{{{buffer}}} must be int16 (got {data.dtype})")
             if data.ndim == 2:
                 data = data[:, :, None]
             if data.shape[:2] != (n_rows, n_channels):
-                raise ValueError(f"RcvData{{1}} has shape {data.shape[:2]} per frame, RcvBuffer says "
+                raise ValueError(f"RcvData{{{buffer}}} has shape {data.shape[:2]} per frame, {where_buf} says "
                                  f"({n_rows}, {n_channels})")
             rcvdata = np.moveaxis(data, 2, 0)  # (frames, rows, channels), frames column-major
             n_frames = rcvdata.shape[0]
     return VantageWorkspace(c, probe, transmits, acquisitions, waveforms, n_rows, n_channels, n_frames, rcvdata,
-                            raw={k: v for k, v in mat.items() if not k.startswith("__") and k != "RcvData"})
+                            raw={k: v for k, v in mat.items() if not k.startswith("__") and k != "RcvData"},
+                            buffer=buffer)

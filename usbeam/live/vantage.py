@@ -6,7 +6,7 @@ structures), so that each RcvData frame pushed as MATLAB holds it (int16, rows x
 channels, column-major) is mapped to (acquisitions, elements, samples) during the copy.
 
 ``save_simulated_workspace`` writes a .mat laid out as the Vantage saves its workspace
-(Trans, TX, TW, Receive, Resource, RcvData), with RF from this package's plane-wave
+(Trans, TX, TW, Receive, Event, Resource, RcvData), with RF from this package's plane-wave
 simulator.  It is SIMULATED data for tests and demos, not a hardware recording.
 """
 import numpy as np
@@ -16,17 +16,19 @@ from .scanner import simulate_plane_wave_rf, to_rcvdata
 from .session import Session
 
 
-def channel_map_from_vantage(workspace):
-    """The ChannelMap of a VantageWorkspace (or a path to a saved workspace)."""
+def channel_map_from_vantage(workspace, buffer=1):
+    """The ChannelMap of a VantageWorkspace (or a path to a saved workspace, whose RcvBuffer
+    ``buffer`` is read)."""
     if not isinstance(workspace, VantageWorkspace):
-        workspace = load_vantage(workspace, load_data=False)
+        workspace = load_vantage(workspace, load_data=False, buffer=buffer)
     return workspace.channel_map()
 
 
-def from_vantage(workspace, pipeline=None, *, make_pipeline=None, **session_kwargs):
+def from_vantage(workspace, pipeline=None, *, make_pipeline=None, buffer=1, **session_kwargs):
     """A Session that takes Vantage RcvData frames.
 
-    workspace : VantageWorkspace or path of a saved workspace.
+    workspace : VantageWorkspace or path of a saved workspace (then ``buffer`` picks the
+        RcvBuffer whose frames are pushed, 1-based as Receive.bufnum).
     pipeline : a pipeline whose input is (n_acquisitions, n_elements, n_samples) int16, or
         a plain callable (then give output_shape and output_dtype).
     make_pipeline : alternatively, ``make_pipeline(workspace) -> pipeline`` (it receives the
@@ -34,7 +36,7 @@ def from_vantage(workspace, pipeline=None, *, make_pipeline=None, **session_kwar
     Other keywords go to Session (slots, policy, results, callback, ...).
     """
     if not isinstance(workspace, VantageWorkspace):
-        workspace = load_vantage(workspace, load_data=False)
+        workspace = load_vantage(workspace, load_data=False, buffer=buffer)
     if (pipeline is None) == (make_pipeline is None):
         raise TypeError("give exactly one of pipeline and make_pipeline")
     if make_pipeline is not None:
@@ -95,7 +97,7 @@ def simulated_workspace(*, n_elements=32, n_channels=64, n_acquisitions=3, n_sam
 
     trans = {"name": "SimLinear", "units": "mm", "frequency": fc_mhz, "numelements": float(n_elements),
              "ElementPos": np.column_stack([x_mm, np.zeros((n_elements, 4))]), "spacingMm": pitch_mm,
-             "elementWidth": 0.9 * pitch_mm, "lensCorrection": 0.5,
+             "elementWidth": 0.9 * pitch_mm, "lensCorrection": 0.5,        # mm (Trans.units), one way
              "Connector": (element_channel + 1).astype(np.float64).reshape(-1, 1)}
     tx = [{"waveform": 1.0, "Origin": np.zeros(3), "focus": 0.0, "Steer": np.array([a, 0.0]),
            "Apod": np.ones(n_elements),
@@ -111,8 +113,12 @@ def simulated_workspace(*, n_elements=32, n_channels=64, n_acquisitions=3, n_sam
                 "RcvBuffer": {"datatype": "int16", "rowsPerFrame": float(n_rows), "colsPerFrame": float(n_channels),
                               "numFrames": float(n_frames)}}
     tw = {"type": "parametric", "Parameters": np.array([fc_mhz, 0.67, 2.0, 1.0]), "peak": 1.5}
+    # one acquisition event per Receive (TX(a) for acquisition a), as a frame loop of a sequence
+    event = [{"info": f"frame {f + 1} acq {a + 1}", "tx": float(a + 1), "rcv": float(f * n_acquisitions + a + 1),
+              "recon": 0.0, "process": 0.0, "seqControl": 0.0}
+             for f in range(n_frames) for a in range(n_acquisitions)]
     variables = {"Trans": trans, "TX": _struct_array(tx), "TW": tw, "Receive": _struct_array(receive),
-                 "Resource": resource, "RcvData": rcvdata}
+                 "Resource": resource, "RcvData": rcvdata, "Event": _struct_array(event)}
     return variables, dict(mapped=mapped, element_channel=element_channel, start_rows=np.arange(n_acquisitions) * rows_per_acq,
                 rows_per_acq=rows_per_acq, n_rows=n_rows, c=c, fc=fc, fs=fs, t0=2 * start_depth_wl / fc,
-                angles=angles, x_m=x_mm * 1e-3, wavelength=wavelength, lens_s=2 * 0.5 / fc)
+                angles=angles, x_m=x_mm * 1e-3, wavelength=wavelength, lens_s=2 * 0.5e-3 / c)
