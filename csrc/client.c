@@ -60,7 +60,7 @@ const char *usbeam_client_status_string(int status)
     case USBEAM_CLIENT_ERR_EVICTED: return "result overwritten by a newer frame";
     case USBEAM_CLIENT_ERR_SERVER_GONE: return "server is not running";
     case USBEAM_CLIENT_ERR_TOO_LARGE: return "larger than the region allows";
-    case USBEAM_CLIENT_ERR_ABANDONED: return "frame abandoned: its writer died or passed the write timeout";
+    case USBEAM_CLIENT_ERR_ABANDONED: return "frame abandoned mid-push";
     }
     return "unknown status";
 }

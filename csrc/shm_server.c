@@ -255,10 +255,10 @@ static void post_abandoned(usbeam_shm_server *s, const abandoned_frame *frames, 
         char message[USBEAM_SHM_MESSAGE_CAPACITY];
         if (frames[k].stalled)
             snprintf(message, sizeof message,
-                     "abandoned: its writer (pid %d) was still writing after the write timeout of %u ms; "
-                     "its late commit will be refused", (int)frames[k].owner_pid, s->header->write_timeout_ms);
+                     "writer pid %d was still writing after the write timeout of %u ms; its late commit "
+                     "will be refused", (int)frames[k].owner_pid, s->header->write_timeout_ms);
         else
-            snprintf(message, sizeof message, "abandoned: its writer (pid %d) died mid-push",
+            snprintf(message, sizeof message, "writer pid %d died before its commit",
                      (int)frames[k].owner_pid);
         /* cannot fail for a status without data; a failed post only delays the waiter */
         if (usbeam_shm_server_post(s, frames[k].frame_id, USBEAM_SHM_STATUS_ABANDONED, NULL, 0, 0, 0, NULL,

@@ -76,7 +76,9 @@ const char *usbeam_client_status_string(int status);
 int usbeam_client_info_get(usbeam_client *client, usbeam_client_info *info);
 
 /* Publish a new parameter set (JSON object text).  Frames pushed after this call are
- * processed with it; the server builds the new plan aside and swaps it in. */
+ * processed with it; the server builds the new plan aside and swaps it in.  Frames
+ * pushed before keep theirs (the region keeps the last 8 sets; a frame whose set was
+ * overwritten before the server took it is REJECTED). */
 int usbeam_client_set_params(usbeam_client *client, const char *json);
 
 /* Copy one frame of `bytes` bytes into a free slot and hand it to the server. */

@@ -313,7 +313,8 @@ def main(argv=None):
     parser.add_argument("--pipeline", default="usbeam.serve:passthrough",
                         help="factory module:function or file.py:function, called with the parameters dict")
     parser.add_argument("--write-timeout-ms", type=int, default=1000,
-                        help="a slot being written longer than this is reclaimed")
+                        help="a frame still being written after this long is abandoned (its slot is freed "
+                             "once the writer commits, aborts or dies)")
     parser.add_argument("--replace-stale", action="store_true",
                         help="replace a region left by a server that is no longer running")
     parser.add_argument("--max-frames", type=int, default=None, help="exit after this many frames")
