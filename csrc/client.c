@@ -60,6 +60,7 @@ const char *usbeam_client_status_string(int status)
     case USBEAM_CLIENT_ERR_EVICTED: return "result overwritten by a newer frame";
     case USBEAM_CLIENT_ERR_SERVER_GONE: return "server is not running";
     case USBEAM_CLIENT_ERR_TOO_LARGE: return "larger than the region allows";
+    case USBEAM_CLIENT_ERR_ABANDONED: return "frame abandoned mid-push";
     }
     return "unknown status";
 }
@@ -222,6 +223,8 @@ int usbeam_client_info_get(usbeam_client *c, usbeam_client_info *info)
     info->abandoned = h->counters.abandoned;
     info->processed = h->counters.processed;
     info->failed = h->counters.failed;
+    info->stalled = h->counters.stalled;
+    info->discarded = h->counters.discarded;
     usbeam_shm_unlock(h);
     info->server_running = h->server_state == USBEAM_SHM_SERVER_RUNNING && usbeam_shm_pid_alive(h->server_pid);
     return USBEAM_CLIENT_OK;
@@ -238,13 +241,16 @@ int usbeam_client_set_params(usbeam_client *c, const char *json)
     if (server_gone(c)) return gone_error();
     int rc = lock_or_fail(c);
     if (rc) return rc;
-    /* Write the inactive block, then switch: a death mid-copy leaves the old set active. */
-    uint32_t next = 1u - (h->params_active & 1u);
-    memcpy(h->params[next].text, json, bytes + 1);
-    h->params[next].bytes = bytes;
-    h->params[next].generation = h->params_generation + 1;
-    h->params_generation += 1;
-    h->params_active = next;
+    /* Generation g lives in block g % RING, so frames pushed under the last RING - 1
+     * generations keep theirs.  Block generation, then the latest generation, last: a
+     * death mid-copy leaves a block no generation points to and the old set current. */
+    uint64_t generation = h->params_generation + 1;
+    usbeam_shm_params *p = &h->params[generation % USBEAM_SHM_PARAM_RING];
+    p->generation = 0;
+    memcpy(p->text, json, bytes + 1);
+    p->bytes = bytes;
+    p->generation = generation;
+    h->params_generation = generation;
     usbeam_shm_unlock(h);
     return USBEAM_CLIENT_OK;
 }
@@ -306,13 +312,14 @@ int usbeam_client_push_begin(usbeam_client *c, int timeout_ms, void **data,
     }
 }
 
-/* The WRITING slot this process reserved for frame_id, or -1. */
+/* The slot this process reserved for frame_id (WRITING, or STALLED once the server
+ * quarantined it after the write timeout), or -1. */
 static int find_my_slot(usbeam_client *c, unsigned long long frame_id)
 {
     usbeam_shm_header *h = c->header;
     for (uint32_t i = 0; i < h->n_slots; ++i)
-        if (h->slots[i].state == USBEAM_SHM_SLOT_WRITING && h->slots[i].frame_id == frame_id &&
-            h->slots[i].owner_pid == c->pid)
+        if ((h->slots[i].state == USBEAM_SHM_SLOT_WRITING || h->slots[i].state == USBEAM_SHM_SLOT_STALLED) &&
+            h->slots[i].frame_id == frame_id && h->slots[i].owner_pid == c->pid)
             return (int)i;
     return -1;
 }
@@ -334,6 +341,21 @@ static int finish_push(usbeam_client *c, unsigned long long frame_id, unsigned l
                            "write timeout of %u ms?)", frame_id, h->write_timeout_ms);
     }
     usbeam_shm_slot *s = &h->slots[slot];
+    if (s->state == USBEAM_SHM_SLOT_STALLED) {
+        /* The server gave this frame up (counted abandoned, result posted): the data may be
+         * whole now but the frame's outcome is already final.  The slot is reusable from
+         * here on, since its writer has stopped writing. */
+        if (commit) h->counters.discarded += 1;
+        s->since_ns = usbeam_shm_clock_ns();
+        s->owner_pid = 0;
+        s->state = USBEAM_SHM_SLOT_FREE;
+        unsigned timeout = h->write_timeout_ms;
+        usbeam_shm_unlock(h);
+        if (!commit) return USBEAM_CLIENT_OK;
+        return client_fail(USBEAM_CLIENT_ERR_ABANDONED,
+                           "frame %llu was abandoned: it was still being written after the write timeout "
+                           "of %u ms, so the server gave it up; the frame is discarded", frame_id, timeout);
+    }
     s->bytes = bytes;
     s->since_ns = usbeam_shm_clock_ns();
     s->owner_pid = 0;
@@ -385,6 +407,7 @@ static int status_of_result(int32_t status)
     case USBEAM_SHM_STATUS_OK: return USBEAM_CLIENT_OK;
     case USBEAM_SHM_STATUS_DROPPED: return USBEAM_CLIENT_ERR_DROPPED;
     case USBEAM_SHM_STATUS_REJECTED: return USBEAM_CLIENT_ERR_REJECTED;
+    case USBEAM_SHM_STATUS_ABANDONED: return USBEAM_CLIENT_ERR_ABANDONED;
     default: return USBEAM_CLIENT_ERR_FAILED;
     }
 }

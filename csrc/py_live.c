@@ -9,7 +9,8 @@
  *                     replace_stale) -> server
  *   shm_server_next_frame(server, timeout_ms) -> None | (slot, frame_id, generation, push_ns, bytes view)
  *   shm_server_release(server, slot); shm_server_post(server, frame_id, status, image, push_ns, message)
- *   shm_server_params(server, generation) -> None | (generation, text)
+ *   shm_server_params(server, generation) -> (latest generation, text of `generation` | None)
+ *                     None for generation 0; ValueError when that generation is gone from the ring
  *   shm_server_counters(server) -> dict; shm_server_stop(server); shm_now_ns()
  *   live_cuda_h2d_bandwidth(bytes, repeats=20, device=0) -> GB/s (pinned cudaMemcpy; CUDA builds)
  * The CUDA slot ring of a live session (cuda/live.cu; usbeam.live.cuda_session):
@@ -322,16 +323,16 @@ static PyObject *py_shm_server_params(PyObject *self, PyObject *args)
     if (!s) return NULL;
     char *text = PyMem_Malloc(USBEAM_SHM_PARAM_CAPACITY);
     if (!text) return PyErr_NoMemory();
-    uint64_t gen = generation;
+    uint64_t latest = 0;
     size_t bytes = 0;
-    usbeam_status st = usbeam_shm_server_params(s, &gen, text, USBEAM_SHM_PARAM_CAPACITY, &bytes);
+    usbeam_status st = usbeam_shm_server_params(s, generation, text, USBEAM_SHM_PARAM_CAPACITY, &bytes, &latest);
     PyObject *result = NULL;
     if (st != USBEAM_OK)
         usbeam_py_raise(st);
-    else if (gen == generation)
-        result = Py_NewRef(Py_None);
+    else if (generation == 0)
+        result = Py_BuildValue("(KO)", (unsigned long long)latest, Py_None);
     else
-        result = Py_BuildValue("(Ks#)", (unsigned long long)gen, text, (Py_ssize_t)bytes);
+        result = Py_BuildValue("(Ks#)", (unsigned long long)latest, text, (Py_ssize_t)bytes);
     PyMem_Free(text);
     return result;
 }
@@ -346,10 +347,11 @@ static PyObject *py_shm_server_counters(PyObject *self, PyObject *args)
     usbeam_shm_counters c;
     usbeam_status st = usbeam_shm_server_counters(s, &c);
     if (st != USBEAM_OK) return usbeam_py_raise(st);
-    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K}", "pushed", (unsigned long long)c.pushed, "dropped",
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "pushed", (unsigned long long)c.pushed, "dropped",
                          (unsigned long long)c.dropped, "rejected", (unsigned long long)c.rejected, "abandoned",
                          (unsigned long long)c.abandoned, "processed", (unsigned long long)c.processed, "failed",
-                         (unsigned long long)c.failed);
+                         (unsigned long long)c.failed, "stalled", (unsigned long long)c.stalled, "discarded",
+                         (unsigned long long)c.discarded);
 }
 
 static PyObject *py_shm_server_stop(PyObject *self, PyObject *args)
@@ -549,7 +551,7 @@ PyMethodDef usbeam_py_live_methods[] = {
     {"shm_server_next_frame", py_shm_server_next_frame, METH_VARARGS, "Take the oldest READY frame."},
     {"shm_server_release", py_shm_server_release, METH_VARARGS, "Free a slot taken by next_frame."},
     {"shm_server_post", py_shm_server_post, METH_VARARGS, "Post the outcome of a frame."},
-    {"shm_server_params", py_shm_server_params, METH_VARARGS, "New parameters, if any."},
+    {"shm_server_params", py_shm_server_params, METH_VARARGS, "Parameters of one generation."},
     {"shm_server_counters", py_shm_server_counters, METH_VARARGS, "Region counters."},
     {"shm_server_stop", py_shm_server_stop, METH_VARARGS, "Mark stopped and unlink the name."},
     {"shm_now_ns", py_shm_now_ns, METH_NOARGS, "CLOCK_MONOTONIC in ns (the region's clock)."},

@@ -2,8 +2,10 @@
  * shm_server.c - server side of the usbeam shared-memory region (layout and protocol in
  * shm_layout.h; the client side is client.c).  The server creates the region with
  * O_EXCL, so a second server on the same name is refused with the pid of the first;
- * it takes READY frames oldest first, posts results under the seqlock stamp, and
- * reclaims slots whose writer died or stalled (a client killed mid-push).
+ * it takes READY frames oldest first, posts results under the seqlock stamp (one post at
+ * a time: post_lock), reclaims slots whose writer died (a client killed mid-push) and
+ * quarantines those whose live writer passed the write timeout, posting ABANDONED for
+ * their frames.
  */
 #define _GNU_SOURCE
 #include "shm_server.h"
@@ -11,6 +13,7 @@
 #include "usbeam_internal.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +27,20 @@ struct usbeam_shm_server {
     char name[256];
     int32_t pid;
     int stopped;
+    /* Serialises posts (result entries) between the server's threads: a post is two
+     * locked steps around an unlocked copy, and two posts to one entry must not
+     * interleave.  Only this process posts, so a process-local mutex suffices; it is
+     * always taken before the region lock, never inside it. */
+    pthread_mutex_t post_lock;
 };
+
+/* A frame the reaper took from its writer, to be posted ABANDONED after the region lock. */
+typedef struct abandoned_frame {
+    uint64_t frame_id;
+    int64_t push_ns;
+    int32_t owner_pid;
+    int stalled;
+} abandoned_frame;
 
 int64_t usbeam_shm_now_ns(void) { return usbeam_shm_clock_ns(); }
 
@@ -150,7 +166,8 @@ usbeam_status usbeam_shm_server_create(const usbeam_shm_server_config *cfg, usbe
                            strerror(errno));
     }
     usbeam_shm_server *s = calloc(1, sizeof *s);
-    if (!s) {
+    if (!s || pthread_mutex_init(&s->post_lock, NULL) != 0) {
+        free(s);
         munmap(map, region_bytes);
         shm_unlink(cfg->name);
         return usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "server handle");
@@ -161,6 +178,7 @@ usbeam_status usbeam_shm_server_create(const usbeam_shm_server_config *cfg, usbe
     if (st != USBEAM_OK) {
         munmap(map, region_bytes);
         shm_unlink(cfg->name);
+        pthread_mutex_destroy(&s->post_lock);
         free(s);
         return st;
     }
@@ -190,30 +208,74 @@ usbeam_status usbeam_shm_server_create(const usbeam_shm_server_config *cfg, usbe
     return USBEAM_OK;
 }
 
-static uint64_t reap_locked(usbeam_shm_header *h, int64_t now)
+/* Under the region lock: take WRITING slots away from dead writers (FREE) and from live
+ * ones past the write timeout (STALLED: a live writer may still store into the slot, so
+ * it must not be handed to anyone else); free STALLED slots whose writer has died since.
+ * Frames taken away are listed in out[] (at most n_slots) to be posted ABANDONED once
+ * the lock is released. */
+static uint32_t reap_locked(usbeam_shm_header *h, int64_t now, abandoned_frame *out)
 {
-    uint64_t reclaimed = 0;
+    uint32_t n = 0;
     int64_t timeout_ns = (int64_t)h->write_timeout_ms * 1000000ll;
     for (uint32_t i = 0; i < h->n_slots; ++i) {
         usbeam_shm_slot *slot = &h->slots[i];
+        if (slot->state == USBEAM_SHM_SLOT_STALLED) {
+            /* already counted and posted; its memory is reusable once the writer is gone */
+            if (!usbeam_shm_pid_alive(slot->owner_pid)) {
+                slot->owner_pid = 0;
+                slot->since_ns = now;
+                slot->state = USBEAM_SHM_SLOT_FREE;
+            }
+            continue;
+        }
         if (slot->state != USBEAM_SHM_SLOT_WRITING) continue;
-        if (usbeam_shm_pid_alive(slot->owner_pid) && now - slot->since_ns <= timeout_ns) continue;
-        slot->owner_pid = 0;
-        slot->since_ns = now;
-        slot->state = USBEAM_SHM_SLOT_FREE;
+        int alive = usbeam_shm_pid_alive(slot->owner_pid);
+        if (alive && now - slot->since_ns <= timeout_ns) continue;
+        out[n].frame_id = slot->frame_id;
+        out[n].push_ns = slot->push_ns;
+        out[n].owner_pid = slot->owner_pid;
+        out[n].stalled = alive;
+        ++n;
         h->counters.abandoned += 1;
-        ++reclaimed;
+        slot->since_ns = now;
+        if (alive) {
+            h->counters.stalled += 1;
+            slot->state = USBEAM_SHM_SLOT_STALLED; /* owner_pid kept: its commit finds the slot */
+        } else {
+            slot->owner_pid = 0;
+            slot->state = USBEAM_SHM_SLOT_FREE;
+        }
     }
-    return reclaimed;
+    return n;
+}
+
+static void post_abandoned(usbeam_shm_server *s, const abandoned_frame *frames, uint32_t n)
+{
+    for (uint32_t k = 0; k < n; ++k) {
+        char message[USBEAM_SHM_MESSAGE_CAPACITY];
+        if (frames[k].stalled)
+            snprintf(message, sizeof message,
+                     "writer pid %d was still writing after the write timeout of %u ms; its late commit "
+                     "will be refused", (int)frames[k].owner_pid, s->header->write_timeout_ms);
+        else
+            snprintf(message, sizeof message, "writer pid %d died before its commit",
+                     (int)frames[k].owner_pid);
+        /* cannot fail for a status without data; a failed post only delays the waiter */
+        if (usbeam_shm_server_post(s, frames[k].frame_id, USBEAM_SHM_STATUS_ABANDONED, NULL, 0, 0, 0, NULL,
+                                   frames[k].push_ns, message) != USBEAM_OK)
+            usbeam_clear_error();
+    }
 }
 
 usbeam_status usbeam_shm_server_reap(usbeam_shm_server *s, uint64_t *reclaimed)
 {
     if (!s) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "server must not be NULL");
+    abandoned_frame frames[USBEAM_SHM_MAX_SLOTS];
     usbeam_status st = lock_region(s->header);
     if (st != USBEAM_OK) return st;
-    uint64_t n = reap_locked(s->header, usbeam_shm_clock_ns());
+    uint32_t n = reap_locked(s->header, usbeam_shm_clock_ns(), frames);
     usbeam_shm_unlock(s->header);
+    post_abandoned(s, frames, n);
     if (reclaimed) *reclaimed = n;
     return USBEAM_OK;
 }
@@ -229,7 +291,8 @@ usbeam_status usbeam_shm_server_next_frame(usbeam_shm_server *s, int timeout_ms,
         if (st != USBEAM_OK) return st;
         int64_t now = usbeam_shm_clock_ns();
         h->server_heartbeat_ns = now;
-        reap_locked(h, now);
+        abandoned_frame abandoned[USBEAM_SHM_MAX_SLOTS];
+        uint32_t n_abandoned = reap_locked(h, now, abandoned);
         int best = -1;
         for (uint32_t i = 0; i < h->n_slots; ++i)
             if (h->slots[i].state == USBEAM_SHM_SLOT_READY &&
@@ -248,6 +311,7 @@ usbeam_status usbeam_shm_server_next_frame(usbeam_shm_server *s, int timeout_ms,
             frame->data = usbeam_shm_slot_data(h, (uint32_t)best);
         }
         usbeam_shm_unlock(h);
+        post_abandoned(s, abandoned, n_abandoned);
         if (best >= 0) return USBEAM_OK;
         int64_t left = deadline - usbeam_shm_clock_ns();
         if (left <= 0) return USBEAM_OK;
@@ -275,20 +339,12 @@ usbeam_status usbeam_shm_server_release(usbeam_shm_server *s, uint32_t slot)
     return USBEAM_OK;
 }
 
-usbeam_status usbeam_shm_server_post(usbeam_shm_server *s, uint64_t frame_id, int status, const void *data,
+/* The post itself, with post_lock held. */
+static usbeam_status post_serialised(usbeam_shm_server *s, uint64_t frame_id, int status, const void *data,
                                      uint64_t bytes, uint32_t dtype, uint32_t ndim, const uint64_t *shape,
                                      int64_t push_ns, const char *message)
 {
-    if (!s) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "server must not be NULL");
     usbeam_shm_header *h = s->header;
-    if (status == USBEAM_SHM_STATUS_OK && bytes > h->result_capacity)
-        return usbeam_fail(USBEAM_ERR_SIZE_OVERFLOW, "result of %llu bytes exceeds result_bytes %llu",
-                           (unsigned long long)bytes, (unsigned long long)h->result_capacity);
-    if (status == USBEAM_SHM_STATUS_OK && bytes && !data)
-        return usbeam_fail(USBEAM_ERR_NULL_POINTER, "result data must not be NULL");
-    if (ndim > USBEAM_SHM_MAX_DIMS)
-        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "result has %u dimensions, at most %u", ndim,
-                           USBEAM_SHM_MAX_DIMS);
     uint32_t e = (uint32_t)(frame_id % h->n_results);
     usbeam_shm_result *r = &h->results[e];
     usbeam_status st = lock_region(h);
@@ -298,26 +354,20 @@ usbeam_status usbeam_shm_server_post(usbeam_shm_server *s, uint64_t frame_id, in
         h->counters.dropped += 1;
     } else if (status == USBEAM_SHM_STATUS_REJECTED) {
         h->counters.rejected += 1;
-    } else if (status != USBEAM_SHM_STATUS_OK) {
+    } else if (status == USBEAM_SHM_STATUS_FAILED) {
         h->counters.failed += 1;
-    }
+    } /* ABANDONED frames were counted by the reaper; OK ones are counted when complete */
     /* an older frame's outcome never replaces a newer result in the same entry */
     int skip = r->state != USBEAM_SHM_RESULT_EMPTY && r->frame_id > frame_id;
     if (!skip) {
         __atomic_store_n(&r->seq, 2 * frame_id + 1, __ATOMIC_RELEASE);
         r->frame_id = frame_id;
         r->state = USBEAM_SHM_RESULT_WRITING;
+    } else if (status == USBEAM_SHM_STATUS_OK) {
+        h->counters.processed += 1;
     }
     usbeam_shm_unlock(h);
-    if (skip) {
-        if (status == USBEAM_SHM_STATUS_OK) {
-            st = lock_region(h);
-            if (st != USBEAM_OK) return st;
-            h->counters.processed += 1;
-            usbeam_shm_unlock(h);
-        }
-        return USBEAM_OK;
-    }
+    if (skip) return USBEAM_OK;
 
     if (status == USBEAM_SHM_STATUS_OK && bytes) memcpy(usbeam_shm_result_data(h, e), data, (size_t)bytes);
 
@@ -339,27 +389,66 @@ usbeam_status usbeam_shm_server_post(usbeam_shm_server *s, uint64_t frame_id, in
     return USBEAM_OK;
 }
 
-usbeam_status usbeam_shm_server_params(usbeam_shm_server *s, uint64_t *generation, char *text, size_t capacity,
-                                       size_t *bytes)
+usbeam_status usbeam_shm_server_post(usbeam_shm_server *s, uint64_t frame_id, int status, const void *data,
+                                     uint64_t bytes, uint32_t dtype, uint32_t ndim, const uint64_t *shape,
+                                     int64_t push_ns, const char *message)
 {
-    if (!s || !generation || !text || !bytes)
-        return usbeam_fail(USBEAM_ERR_NULL_POINTER, "server, generation, text and bytes must not be NULL");
+    if (!s) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "server must not be NULL");
+    usbeam_shm_header *h = s->header;
+    if (status < USBEAM_SHM_STATUS_OK || status > USBEAM_SHM_STATUS_ABANDONED)
+        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "status %d is not a usbeam_shm_result_status", status);
+    if (frame_id == 0) return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "frame_id must be > 0");
+    if (status == USBEAM_SHM_STATUS_OK && bytes > h->result_capacity)
+        return usbeam_fail(USBEAM_ERR_SIZE_OVERFLOW, "result of %llu bytes exceeds result_bytes %llu",
+                           (unsigned long long)bytes, (unsigned long long)h->result_capacity);
+    if (status == USBEAM_SHM_STATUS_OK && bytes && !data)
+        return usbeam_fail(USBEAM_ERR_NULL_POINTER, "result data must not be NULL");
+    if (ndim > USBEAM_SHM_MAX_DIMS)
+        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "result has %u dimensions, at most %u", ndim,
+                           USBEAM_SHM_MAX_DIMS);
+    int rc = pthread_mutex_lock(&s->post_lock);
+    if (rc != 0) return usbeam_fail(USBEAM_ERR_INTERNAL, "post lock failed: %s", strerror(rc));
+    usbeam_status st = post_serialised(s, frame_id, status, data, bytes, dtype, ndim, shape, push_ns, message);
+    pthread_mutex_unlock(&s->post_lock);
+    return st;
+}
+
+usbeam_status usbeam_shm_server_params(usbeam_shm_server *s, uint64_t generation, char *text, size_t capacity,
+                                       size_t *bytes, uint64_t *latest)
+{
+    if (!s || !text || !bytes)
+        return usbeam_fail(USBEAM_ERR_NULL_POINTER, "server, text and bytes must not be NULL");
     usbeam_shm_header *h = s->header;
     *bytes = 0;
+    if (capacity) text[0] = '\0';
     usbeam_status st = lock_region(h);
     if (st != USBEAM_OK) return st;
-    if (h->params_generation != *generation) {
-        const usbeam_shm_params *p = &h->params[h->params_active & 1u];
-        if (p->bytes + 1 > capacity) {
-            usbeam_shm_unlock(h);
-            return usbeam_fail(USBEAM_ERR_SIZE_OVERFLOW, "parameters of %llu bytes exceed the buffer",
-                               (unsigned long long)p->bytes);
-        }
-        memcpy(text, p->text, (size_t)p->bytes);
-        text[p->bytes] = '\0';
-        *bytes = (size_t)p->bytes;
-        *generation = h->params_generation;
+    uint64_t newest = h->params_generation;
+    if (latest) *latest = newest;
+    if (generation == 0) { /* the frame was pushed before any parameters */
+        usbeam_shm_unlock(h);
+        return USBEAM_OK;
     }
+    const usbeam_shm_params *p = &h->params[generation % USBEAM_SHM_PARAM_RING];
+    if (generation > newest || p->generation != generation) {
+        usbeam_shm_unlock(h);
+        if (generation > newest)
+            return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "generation: parameters generation %llu were never set "
+                               "(latest is %llu)", (unsigned long long)generation, (unsigned long long)newest);
+        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT,
+                           "generation: parameters generation %llu are no longer available: %llu newer sets "
+                           "replaced them before the frame was taken (the region keeps the last %u)",
+                           (unsigned long long)generation, (unsigned long long)(newest - generation),
+                           USBEAM_SHM_PARAM_RING);
+    }
+    if (p->bytes + 1 > capacity) {
+        usbeam_shm_unlock(h);
+        return usbeam_fail(USBEAM_ERR_SIZE_OVERFLOW, "parameters of %llu bytes exceed the buffer",
+                           (unsigned long long)p->bytes);
+    }
+    memcpy(text, p->text, (size_t)p->bytes);
+    text[p->bytes] = '\0';
+    *bytes = (size_t)p->bytes;
     usbeam_shm_unlock(h);
     return USBEAM_OK;
 }
@@ -389,5 +478,6 @@ void usbeam_shm_server_destroy(usbeam_shm_server *s)
     if (!s) return;
     usbeam_shm_server_stop(s);
     munmap(s->header, s->region_bytes);
+    pthread_mutex_destroy(&s->post_lock);
     free(s);
 }

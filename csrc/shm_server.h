@@ -42,18 +42,24 @@ typedef struct usbeam_shm_server usbeam_shm_server;
 /* Create the region; fails cleanly (USBEAM_ERR_INVALID_ARGUMENT, message naming the pid)
  * when the name exists, whether its server is alive or (without replace_stale) dead. */
 usbeam_status usbeam_shm_server_create(const usbeam_shm_server_config *config, usbeam_shm_server **server);
-/* Wait up to timeout_ms for a READY frame (oldest first); reclaims abandoned slots first. */
+/* Wait up to timeout_ms for a READY frame (oldest first); reaps first (see _reap). */
 usbeam_status usbeam_shm_server_next_frame(usbeam_shm_server *server, int timeout_ms, usbeam_shm_frame *frame);
 usbeam_status usbeam_shm_server_release(usbeam_shm_server *server, uint32_t slot);
-/* Reclaim WRITING slots of dead writers or past the write timeout; *reclaimed counts them. */
+/* Take WRITING slots from dead writers (FREE) and from live ones past the write timeout
+ * (STALLED until they commit, abort or die), posting ABANDONED for their frames;
+ * *reclaimed counts the frames abandoned by this call. */
 usbeam_status usbeam_shm_server_reap(usbeam_shm_server *server, uint64_t *reclaimed);
-/* Post the outcome of frame_id: status usbeam_shm_result_status, data (bytes) for OK. */
+/* Post the outcome of frame_id: status usbeam_shm_result_status, data (bytes) for OK.
+ * Thread-safe; posts are serialised (a post never interleaves with another). */
 usbeam_status usbeam_shm_server_post(usbeam_shm_server *server, uint64_t frame_id, int status, const void *data,
                                      uint64_t bytes, uint32_t dtype, uint32_t ndim, const uint64_t *shape,
                                      int64_t push_ns, const char *message);
-/* Current parameters if their generation differs from *generation (updated); *bytes = 0 otherwise. */
-usbeam_status usbeam_shm_server_params(usbeam_shm_server *server, uint64_t *generation, char *text,
-                                       size_t capacity, size_t *bytes);
+/* The parameters of `generation` (a frame's param_generation) into text, NUL-terminated;
+ * *bytes = 0 for generation 0 (pushed before any parameters).  USBEAM_ERR_INVALID_ARGUMENT
+ * (message says which) when that generation was never set or has been overwritten in the
+ * ring of USBEAM_SHM_PARAM_RING.  *latest (may be NULL) gets the newest generation. */
+usbeam_status usbeam_shm_server_params(usbeam_shm_server *server, uint64_t generation, char *text,
+                                       size_t capacity, size_t *bytes, uint64_t *latest);
 usbeam_status usbeam_shm_server_counters(usbeam_shm_server *server, usbeam_shm_counters *counters);
 /* Mark the region stopped and unlink its name (clients see "server gone"); memory stays
  * mapped until destroy, so views handed out remain valid. */

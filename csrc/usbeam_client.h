@@ -34,7 +34,8 @@ enum usbeam_client_status {
     USBEAM_CLIENT_ERR_FAILED = 7,       /* the server's pipeline failed on the frame */
     USBEAM_CLIENT_ERR_EVICTED = 8,      /* the result was overwritten by a newer one */
     USBEAM_CLIENT_ERR_SERVER_GONE = 9,  /* no server process serves the region any more */
-    USBEAM_CLIENT_ERR_TOO_LARGE = 10    /* frame or parameters larger than the region allows */
+    USBEAM_CLIENT_ERR_TOO_LARGE = 10,   /* frame or parameters larger than the region allows */
+    USBEAM_CLIENT_ERR_ABANDONED = 11    /* the frame's writer died or passed the write timeout */
 };
 
 typedef struct usbeam_client usbeam_client;
@@ -60,6 +61,8 @@ typedef struct usbeam_client_info {
     int server_pid;
     int server_running;
     unsigned long long pushed, dropped, rejected, abandoned, processed, failed;
+    unsigned long long stalled;    /* abandoned frames whose writer was alive (slot quarantined) */
+    unsigned long long discarded;  /* late commits of those, refused */
 } usbeam_client_info;
 
 /* Attach to the region `name` (e.g. "/usbeam"), waiting up to timeout_ms for a server
@@ -73,7 +76,9 @@ const char *usbeam_client_status_string(int status);
 int usbeam_client_info_get(usbeam_client *client, usbeam_client_info *info);
 
 /* Publish a new parameter set (JSON object text).  Frames pushed after this call are
- * processed with it; the server builds the new plan aside and swaps it in. */
+ * processed with it; the server builds the new plan aside and swaps it in.  Frames
+ * pushed before keep theirs (the region keeps the last 8 sets; a frame whose set was
+ * overwritten before the server took it is REJECTED). */
 int usbeam_client_set_params(usbeam_client *client, const char *json);
 
 /* Copy one frame of `bytes` bytes into a free slot and hand it to the server. */
@@ -82,7 +87,10 @@ int usbeam_client_push(usbeam_client *client, const void *frame, unsigned long l
 
 /* Zero-copy push for C callers: reserve a slot and write into *data yourself (up to
  * *capacity bytes), then commit (or abort).  A client that dies between begin and
- * commit loses the slot to the server's reaper, never the server. */
+ * commit loses the slot to the server's reaper, never the server.  One that takes
+ * longer than the server's write timeout loses the frame: the server posts it
+ * ABANDONED and quarantines the slot until this commit (which then returns
+ * USBEAM_CLIENT_ERR_ABANDONED and frees the slot) or abort. */
 int usbeam_client_push_begin(usbeam_client *client, int timeout_ms, void **data,
                              unsigned long long *capacity, unsigned long long *frame_id);
 int usbeam_client_push_commit(usbeam_client *client, unsigned long long frame_id,
@@ -90,7 +98,7 @@ int usbeam_client_push_commit(usbeam_client *client, unsigned long long frame_id
 int usbeam_client_push_abort(usbeam_client *client, unsigned long long frame_id);
 
 /* Wait for frame_id's result and copy its image into out (capacity bytes).  The status
- * of the frame is returned (OK, DROPPED, REJECTED, FAILED, EVICTED, TIMEOUT, ...). */
+ * of the frame is returned (OK, DROPPED, REJECTED, FAILED, ABANDONED, EVICTED, TIMEOUT, ...). */
 int usbeam_client_get_result(usbeam_client *client, unsigned long long frame_id, void *out,
                              unsigned long long capacity, int timeout_ms,
                              usbeam_client_result *result);

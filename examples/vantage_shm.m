@@ -14,8 +14,9 @@ function vantage_shm(RData, Trans, Receive, Resource)
 %   Process(1).classname = 'External'; Process(1).method = 'vantage_shm';
 %   Process(1).Parameters = {'srcbuffer','receive', 'srcbufnum',1, 'srcframenum',-1, ...
 %                            'dstbuffer','none'};
-% Not run against hardware here: tests/test_live_shm.py drives the same library entry
-% points with Vantage-laid-out frames, and examples/shm_client.c is the same in C.
+% Not run against hardware (nor in MATLAB) here: tests/test_live_shm.py drives the same
+% library entry points with Vantage-laid-out frames, including the one-acquisition
+% parameters jsonencode produces, and examples/shm_client.c is the same in C.
 
 persistent client image hImage
 if ischar(RData) && strcmp(RData, 'start')
@@ -38,9 +39,14 @@ if ischar(RData) && strcmp(RData, 'start')
     end
     params.frame = struct('shape', [Resource.RcvBuffer(1).rowsPerFrame, Resource.RcvBuffer(1).colsPerFrame], ...
                           'dtype', 'int16', 'order', 'F');
-    params.channel_map = struct('element_channel', wiring(:)' - 1, ...
-                                'acquisition_row', [rx.startSample] - 1, ...
-                                'n_samples', rx(1).endSample - rx(1).startSample + 1);
+    % Index lists go as cell arrays: jsonencode writes a cell as a JSON array even with one
+    % element, where a 1x1 numeric array would become a bare number (the server accepts
+    % both, but other readers of the parameters may not).  Fields are assigned one by one:
+    % struct('name', c) with a cell c would make a struct array.
+    cmap.element_channel = num2cell(double(wiring(:)') - 1);
+    cmap.acquisition_row = num2cell(double([rx.startSample]) - 1);
+    cmap.n_samples = rx(1).endSample - rx(1).startSample + 1;
+    params.channel_map = cmap;
     params.c = Resource.Parameters.speedOfSound;
     params.fc = Trans.frequency * 1e6;
     check(calllib('libusbeam_client', 'usbeam_client_set_params', client, jsonencode(params)));

@@ -3,8 +3,13 @@
 frames.  Checks: frames round-trip in order and bit-identical to the offline pipeline;
 parameter changes between frames; wrong-size frames rejected with a message while serving
 goes on; drop_oldest overload accounting with intact outputs; a client killed mid-push
-leaves the server serving the next client; a second server refuses the region; a stale
-region needs --replace-stale; a layout-version mismatch is refused with a message."""
+leaves the server serving the next client and its frame's waiter learns ABANDONED at once;
+a live client slower than --write-timeout-ms keeps its slot quarantined, so its late
+write never reaches another client's frame; each frame is processed with the parameters
+of its own generation (older or newer than the server's current ones) and refused when
+that generation left the ring; scalar index lists (MATLAB's jsonencode of one element)
+are one-element lists; a second server refuses the region; a stale region needs
+--replace-stale; a layout-version mismatch is refused with a message."""
 import ctypes
 import mmap
 import os
@@ -20,7 +25,8 @@ import pytest
 import usbeam
 from live_pipelines import CompoundBMode
 from usbeam.live import FrameDropped, to_rcvdata
-from usbeam.live.shm_client import ServerGone, ShmClient
+from usbeam.live.shm_client import FrameAbandoned, ServerGone, ShmClient, load_library
+from usbeam.serve import normalize_params
 
 ROOT = Path(__file__).resolve().parent.parent
 PIPELINE = str(ROOT / "tests" / "live_pipelines.py") + ":make_pipeline"
@@ -160,16 +166,23 @@ client = lib.usbeam_client_open(sys.argv[2].encode(), 5000)
 data, cap, fid = ctypes.c_void_p(), ctypes.c_ulonglong(), ctypes.c_ulonglong()
 assert lib.usbeam_client_push_begin(client, 1000, ctypes.byref(data), ctypes.byref(cap), ctypes.byref(fid)) == 0
 ctypes.memset(data, 0x7f, 1000)        # half a frame...
+print(fid.value, flush=True)
 os.kill(os.getpid(), signal.SIGKILL)   # ...and the client dies mid-push
 """
 
 
 def test_client_killed_mid_push_leaves_server_serving(server, client_library, rng):
     name, proc = server
-    killer = subprocess.run([sys.executable, "-c", KILLER, str(client_library), name], capture_output=True)
+    killer = subprocess.run([sys.executable, "-c", KILLER, str(client_library), name], capture_output=True,
+                            text=True)
     assert killer.returncode == -signal.SIGKILL
+    dead_id = int(killer.stdout)
     mapped, raw, params = vantage_frames(rng, n_frames=2)
     client = ShmClient(name, timeout=10)
+    t0 = time.monotonic()
+    with pytest.raises(FrameAbandoned, match="abandoned mid-push: writer pid [0-9]+ died"):      # at once, not after the timeout
+        client.get(dead_id, timeout=20)
+    assert time.monotonic() - t0 < 5
     client.set_params(params)
     for k in range(2):
         frame_id = client.push(np.asfortranarray(raw[k]), timeout=5)
@@ -215,7 +228,7 @@ def test_layout_version_mismatch_refused(server):
         version = header[8:12]
         header[8:12] = (99).to_bytes(4, "little")
         try:
-            with pytest.raises(usbeam.UsbeamError, match="layout version 99 but this client speaks version 1"):
+            with pytest.raises(usbeam.UsbeamError, match="layout version 99 but this client speaks version 2"):
                 ShmClient(name, timeout=0)
         finally:
             header[8:12] = version
@@ -245,3 +258,105 @@ def test_region_too_large_for_shared_memory_is_refused(client_library):
     with pytest.raises(MemoryError, match="does not fit in shared memory"):
         usbeam._core.shm_server_create(name, 1, 1, too_big, 4096)
     assert not Path("/dev/shm" + name).exists()
+
+
+def _push_begin(lib, client):
+    """Reserve a slot (zero-copy push): (data pointer, frame id)."""
+    data, cap, fid = ctypes.c_void_p(), ctypes.c_ulonglong(), ctypes.c_ulonglong()
+    assert lib.usbeam_client_push_begin(client._handle, 1000, ctypes.byref(data), ctypes.byref(cap),
+                                        ctypes.byref(fid)) == 0
+    return data, fid.value
+
+
+def test_slow_live_writer_never_corrupts_the_next_clients_frame(client_library, rng):
+    name, proc = start_server("--policy", "block", "--slots", "1", "--write-timeout-ms", "200",
+                              pipeline="usbeam.serve:passthrough")
+    try:
+        lib = load_library(client_library)
+        a, b = ShmClient(name, timeout=10), ShmClient(name, timeout=10)
+        b.set_params({"frame": {"shape": [1024], "dtype": "int16", "order": "C"}})
+        data_a, fid_a = _push_begin(lib, a)                   # A is alive but slow
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        with pytest.raises(FrameAbandoned, match="write timeout"):
+            a.get(fid_a, timeout=20)                          # the waiter learns at once
+        assert time.monotonic() - t0 < 5
+        frame_b = rng.integers(-30000, 30000, 1024).astype(np.int16)
+        with pytest.raises(TimeoutError):                     # the quarantined slot is not handed out
+            b.push(frame_b, timeout=0.3)
+        ctypes.memset(data_a, 0x55, 2048)                     # A's late write: into its own slot only
+        assert lib.usbeam_client_push_commit(a._handle, fid_a, 2048) == 11      # ABANDONED, refused
+        assert b"write timeout" in lib.usbeam_client_last_error()
+        fid_b = b.push(frame_b, timeout=5)                    # now B gets the slot
+        image, _ = b.get(fid_b, timeout=10)
+        np.testing.assert_array_equal(image, frame_b)
+        info = b.info()
+        assert (info["abandoned"], info["stalled"], info["discarded"], info["processed"]) == (1, 1, 1, 1)
+        a.close()
+        b.close()
+    finally:
+        stop_server(proc, name)
+
+
+def test_frames_use_their_own_parameter_generation(client_library, rng):
+    name, proc = start_server("--policy", "block", pipeline="usbeam.serve:passthrough")
+    try:
+        lib = load_library(client_library)
+        c = ShmClient(name, timeout=10)
+
+        def spec(rows):
+            return {"frame": {"shape": [rows, 8], "dtype": "int16", "order": "F"}}
+
+        def frame(rows):
+            return np.asfortranarray(rng.integers(-2000, 2000, (rows, 8)).astype(np.int16))
+
+        c.set_params(spec(64))                                            # generation 1
+        f1 = frame(64)
+        np.testing.assert_array_equal(c.get(c.push(f1), timeout=10)[0], f1)
+        c.set_params(spec(128))                                           # generation 2
+        data, fid_a = _push_begin(lib, c)                                 # A belongs to generation 2
+        c.set_params(spec(32))                                            # generation 3, before A is taken
+        fb = frame(32)
+        fid_b = c.push(fb)
+        np.testing.assert_array_equal(c.get(fid_b, timeout=10)[0], fb)    # server now at generation 3
+        fa = frame(128)
+        ctypes.memmove(data, fa.ctypes.data, fa.nbytes)
+        assert lib.usbeam_client_push_commit(c._handle, fid_a, fa.nbytes) == 0
+        image, _ = c.get(fid_a, timeout=10)                               # judged by generation 2
+        assert image.shape == (128, 8)
+        np.testing.assert_array_equal(image, fa)
+        # a generation overwritten in the ring (8 kept) is refused, not replaced by a newer one
+        data, fid_old = _push_begin(lib, c)                               # generation 3
+        for rows in range(40, 48):                                        # generations 4..11
+            c.set_params(spec(rows))
+        ctypes.memmove(data, fb.ctypes.data, fb.nbytes)
+        assert lib.usbeam_client_push_commit(c._handle, fid_old, fb.nbytes) == 0
+        with pytest.raises(ValueError, match="generation 3 are no longer available"):
+            c.get(fid_old, timeout=10)
+        f11 = frame(47)
+        np.testing.assert_array_equal(c.get(c.push(f11), timeout=10)[0], f11)   # serving goes on
+        c.close()
+    finally:
+        stop_server(proc, name)
+
+
+def test_scalar_index_lists_are_one_element_lists(client_library, rng):
+    raw = np.asfortranarray(rng.integers(-2000, 2000, (256, 8)).astype(np.int16))
+    params = {"frame": {"shape": [256, 8], "dtype": "int16", "order": "F"},
+              "channel_map": {"element_channel": [3, 1, 2], "acquisition_row": 0, "n_samples": 100}}
+    normalized = normalize_params(params)
+    assert normalized["channel_map"]["acquisition_row"] == [0]
+    assert params["channel_map"]["acquisition_row"] == 0                 # the caller's dict is untouched
+    name, proc = start_server("--policy", "block", pipeline="usbeam.serve:passthrough")
+    try:
+        c = ShmClient(name, timeout=10)
+        c.set_params(params)                                             # what jsonencode([0]) sends
+        image, _ = c.get(c.push(raw), timeout=10)
+        np.testing.assert_array_equal(image, raw[0:100, [3, 1, 2]].T[None])
+        c.set_params({"frame": {"shape": [256, 8], "dtype": "int16", "order": "F"},
+                      "channel_map": {"element_channel": 4, "acquisition_row": [0, 128], "n_samples": 100}})
+        image, _ = c.get(c.push(raw), timeout=10)
+        np.testing.assert_array_equal(image, np.stack([raw[a:a + 100, [4]].T for a in (0, 128)]))
+        c.close()
+    finally:
+        stop_server(proc, name)

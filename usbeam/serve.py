@@ -14,9 +14,13 @@ Parameters (JSON, ``usbeam_client_set_params``) describe the frames and the pipe
 ``channel_map`` is optional (without it frames reach the pipeline as they are, in C
 order of ``frame.shape``).  The pipeline comes from ``--pipeline module:function`` (or
 ``path/to/file.py:function``), called as ``function(params) -> pipeline`` each time the
-parameters change; the new pipeline is built aside and swapped in between frames.  Frames
-carry the parameter generation current when they were pushed; a change is applied when
-the first frame of the new generation is taken.
+parameters change; the new pipeline is built aside and swapped in between frames.  Each
+frame carries the parameter generation current when it was pushed and is processed with
+that generation's parameters: the region keeps the last 8 generations
+(USBEAM_SHM_PARAM_RING), and a frame whose generation has been overwritten since is
+REJECTED with a message saying so, never judged against newer parameters.  Index lists
+may be scalars (MATLAB's jsonencode writes a one-element array as a number): they are
+read as one-element lists.
 
 ``--backend cuda`` runs the session on the GPU (usbeam.live.Session(backend='cuda'): pinned
 slots, upload and compute streams); the factory then receives ``params["backend"] ==
@@ -24,9 +28,11 @@ slots, upload and compute streams); the factory then receives ``params["backend"
 backend=params["backend"])``); each image is copied back to the host for the region.
 
 Outcome of each frame (result entry): OK with the image, DROPPED (overload), REJECTED
-(wrong size, no or invalid parameters: the message says which) or FAILED (the pipeline
-raised).  A client that dies mid-push loses its slot to the reaper (write timeout or
-dead pid); the server keeps serving.
+(wrong size, no or invalid parameters: the message says which), FAILED (the pipeline
+raised) or ABANDONED (its writer died mid-push, or was still writing after
+--write-timeout-ms).  A dead writer's slot is reclaimed at once; a live but slow
+writer's slot is quarantined until it commits (refused) or aborts, so its late stores
+never land in another client's frame.  The server keeps serving either way.
 """
 import argparse
 import importlib
@@ -45,7 +51,7 @@ from .live.channel_map import ChannelMap
 from .live.pipeline import CallablePipeline
 from .live.session import Session, SessionStopped
 
-STATUS_OK, STATUS_DROPPED, STATUS_REJECTED, STATUS_FAILED = range(4)
+STATUS_OK, STATUS_DROPPED, STATUS_REJECTED, STATUS_FAILED, STATUS_ABANDONED = range(5)
 _POLICIES = {"drop_oldest": 0, "block": 1}
 
 
@@ -69,8 +75,34 @@ class DevicePassthrough:
         return out
 
 
+def _as_list(value):
+    """A JSON index list, or a scalar standing for a one-element list, as a 1-D list."""
+    return np.atleast_1d(np.asarray(value)).tolist()
+
+
+def normalize_params(params):
+    """The parameters with scalar ``frame.shape`` / ``channel_map`` index lists read as
+    one-element lists (MATLAB's jsonencode turns ``[x]`` into ``x``); a copy, never the
+    caller's dict."""
+    if not isinstance(params, dict):
+        raise ValueError(f"parameters must be a JSON object (got {type(params).__name__})")
+    params = dict(params)
+    frame = params.get("frame")
+    if isinstance(frame, dict) and "shape" in frame:
+        params["frame"] = dict(frame, shape=_as_list(frame["shape"]))
+    cmap = params.get("channel_map")
+    if isinstance(cmap, dict):
+        cmap = dict(cmap)
+        for key in ("element_channel", "acquisition_row"):
+            if key in cmap:
+                cmap[key] = _as_list(cmap[key])
+        params["channel_map"] = cmap
+    return params
+
+
 def passthrough(params):
     """Default pipeline factory: returns the (channel-mapped) frame unchanged."""
+    params = normalize_params(params)
     frame = params["frame"]
     cmap = params.get("channel_map")
     shape = (tuple(frame["shape"]) if cmap is None else
@@ -104,6 +136,7 @@ def load_factory(spec):
 
 class _FrameSpec:
     def __init__(self, params):
+        params = normalize_params(params)
         frame = params.get("frame")
         if not isinstance(frame, dict) or "shape" not in frame:
             raise ValueError('parameters need "frame": {"shape": [...], "dtype": ..., "order": "F" or "C"}')
@@ -170,15 +203,18 @@ class Server:
     def _on_error(self, frame_id, meta, exc):
         self._post(meta[0], STATUS_FAILED, None, meta[1], f"{type(exc).__name__}: {exc}")
 
-    def _apply_params(self):
-        update = _core.shm_server_params(self._srv, self._generation)
-        if update is None:
-            return
-        self._generation, text = update
+    def _apply_params(self, generation):
+        """Make `generation` (a frame's own) the current parameters; None or a reason to
+        reject the frame when they cannot be had."""
         try:
-            params = json.loads(text)
-            if isinstance(params, dict):
-                params["backend"] = self.backend
+            _, text = _core.shm_server_params(self._srv, generation)
+        except ValueError as exc:            # overwritten in the ring, or never set
+            return str(exc)
+        self._generation = generation
+        self._param_error = None
+        try:
+            params = normalize_params(json.loads(text))
+            params["backend"] = self.backend
             spec = _FrameSpec(params)
             pipeline = self.factory(params)
             same_slots = (self._session is not None and self._spec is not None and
@@ -193,15 +229,20 @@ class Server:
                                         channel_map=spec.channel_map, results=4, callback=self._on_result,
                                         on_drop=self._on_drop, on_error=self._on_error, backend=self.backend)
             self._spec = spec
-            self._param_error = None
-            self._log(f"parameters generation {self._generation} applied")
+            self._log(f"parameters generation {generation} applied")
         except Exception as exc:
-            self._param_error = f"parameters (generation {self._generation}) are invalid: {type(exc).__name__}: {exc}"
+            self._param_error = f"parameters (generation {generation}) are invalid: {type(exc).__name__}: {exc}"
             self._log(self._param_error)
+        return None
 
     def _handle(self, frame_id, generation, push_ns, raw):
-        if generation > self._generation or self._session is None:
-            self._apply_params()
+        if generation == 0:
+            return self._post(frame_id, STATUS_REJECTED, None, push_ns,
+                              "no parameters set: call usbeam_client_set_params first")
+        if generation != self._generation:   # the frame's own parameters, older or newer
+            refused = self._apply_params(generation)
+            if refused:
+                return self._post(frame_id, STATUS_REJECTED, None, push_ns, refused)
         if self._param_error:
             return self._post(frame_id, STATUS_REJECTED, None, push_ns, self._param_error)
         if self._session is None:
@@ -210,8 +251,8 @@ class Server:
         spec = self._spec
         if raw.nbytes != spec.nbytes:
             return self._post(frame_id, STATUS_REJECTED, None, push_ns,
-                              f"frame has {raw.nbytes} bytes; the parameters say {spec.dtype} {spec.shape} = "
-                              f"{spec.nbytes} bytes")
+                              f"frame has {raw.nbytes} bytes; the parameters (generation {generation}) say "
+                              f"{spec.dtype} {spec.shape} = {spec.nbytes} bytes")
         try:
             self._session.push(spec.view(raw), meta=(frame_id, push_ns))
         except (TypeError, ValueError) as exc:
@@ -272,7 +313,8 @@ def main(argv=None):
     parser.add_argument("--pipeline", default="usbeam.serve:passthrough",
                         help="factory module:function or file.py:function, called with the parameters dict")
     parser.add_argument("--write-timeout-ms", type=int, default=1000,
-                        help="a slot being written longer than this is reclaimed")
+                        help="a frame still being written after this long is abandoned (its slot is freed "
+                             "once the writer commits, aborts or dies)")
     parser.add_argument("--replace-stale", action="store_true",
                         help="replace a region left by a server that is no longer running")
     parser.add_argument("--max-frames", type=int, default=None, help="exit after this many frames")

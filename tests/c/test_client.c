@@ -2,8 +2,12 @@
  * test_client.c - the shared-memory server (shm_server.c) and the usbeam_client_ library
  * (client.c) across real processes (fork): frames round-trip in order with intact content,
  * a client killed mid-push (and one killed while holding the region lock) leaves the server
- * serving the next client, a second server is refused, a layout-version mismatch is
- * refused with a message, drop_oldest and block policies, parameters, server gone.
+ * serving the next client and its frame's waiter learns ABANDONED at once, a live writer
+ * slower than the write timeout has its slot quarantined (never handed to another client,
+ * freed by its refused late commit, its abort or its death), a second server is refused, a
+ * layout-version mismatch is refused with a message, drop_oldest and block policies,
+ * parameters kept per generation in a ring, two posts racing for one result entry,
+ * server gone.
  * Prints "N passed, N failed".
  */
 #define _GNU_SOURCE
@@ -13,6 +17,7 @@
 #include "usbeam_client.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -156,7 +161,18 @@ static void test_killed_client_does_not_wedge_server(void)
     CHECK(serve_one(s, 50) == 0);
     usbeam_shm_counters counters;
     CHECK(usbeam_shm_server_counters(s, &counters) == USBEAM_OK);
-    CHECK(counters.abandoned == 1);
+    CHECK(counters.abandoned == 1 && counters.stalled == 0);
+    /* the dead writer's frame (id 1) has a final outcome at once, not after the timeout */
+    usbeam_client *waiter = usbeam_client_open(region, 100);
+    CHECK(waiter != NULL);
+    if (waiter) {
+        usbeam_client_result r;
+        int64_t t0 = usbeam_shm_clock_ns();
+        CHECK(usbeam_client_get_result(waiter, 1, NULL, 0, 5000, &r) == USBEAM_CLIENT_ERR_ABANDONED);
+        CHECK(usbeam_shm_clock_ns() - t0 < 1000000000ll);
+        CHECK(r.status == USBEAM_CLIENT_ERR_ABANDONED && strstr(r.message, "died") != NULL);
+        usbeam_client_close(waiter);
+    }
     /* the next client is served normally */
     child = fork();
     if (child == 0) _exit(client_round_trip(5));
@@ -165,24 +181,221 @@ static void test_killed_client_does_not_wedge_server(void)
     usbeam_shm_server_destroy(s);
 }
 
-static void test_stalled_writer_reclaimed_by_timeout(void)
+/* Child: reserve a slot, report its id, wait for the go, then write late (0x55 over the
+ * whole slot, as a slow client would) and commit (or abort when asked).  Exit status 0
+ * when the late commit was refused as ABANDONED (or the abort accepted). */
+static int slow_writer(int report_fd, int go_fd, int do_abort)
+{
+    usbeam_client *c = usbeam_client_open(region, 2000);
+    void *data = NULL;
+    unsigned long long cap = 0, id = 0;
+    if (!c || usbeam_client_push_begin(c, 1000, &data, &cap, &id) != USBEAM_CLIENT_OK) return 10;
+    if (write(report_fd, &id, sizeof id) != (ssize_t)sizeof id) return 11;
+    char go;
+    if (read(go_fd, &go, 1) != 1) return 12;
+    memset(data, 0x55, (size_t)cap);
+    if (do_abort) return usbeam_client_push_abort(c, id) == USBEAM_CLIENT_OK ? 0 : 13;
+    int rc = usbeam_client_push_commit(c, id, N_SAMPLES * 2);
+    if (rc != USBEAM_CLIENT_ERR_ABANDONED || !strstr(usbeam_client_last_error(), "write timeout")) return 14;
+    usbeam_client_close(c);
+    return 0;
+}
+
+static pid_t start_slow_writer(int do_abort, int *go_fd, unsigned long long *id)
+{
+    int report[2], go[2];
+    if (pipe(report) != 0 || pipe(go) != 0) return -1;
+    pid_t child = fork();
+    if (child == 0) {
+        close(report[0]);
+        close(go[1]);
+        _exit(slow_writer(report[1], go[0], do_abort));
+    }
+    close(report[1]);
+    close(go[0]);
+    if (read(report[0], id, sizeof *id) != (ssize_t)sizeof *id) *id = 0;
+    close(report[0]);
+    *go_fd = go[1];
+    return child;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec pause = {ms / 1000, (ms % 1000) * 1000000l};
+    nanosleep(&pause, NULL);
+}
+
+static void test_stalled_writer_quarantined(void)
 {
     usbeam_shm_server *s = make_server(1, USBEAM_SHM_POLICY_BLOCK, 30);
     usbeam_client *c = usbeam_client_open(region, 100);
     CHECK(s && c);
     if (!s || !c) return;
-    void *data;
-    unsigned long long cap, id;
-    CHECK(usbeam_client_push_begin(c, 0, &data, &cap, &id) == USBEAM_CLIENT_OK);
-    CHECK(cap >= N_SAMPLES * 2);
-    struct timespec pause = {0, 60000000};
-    nanosleep(&pause, NULL);
+    int16_t frame[N_SAMPLES];
+    usbeam_client_result r;
+    unsigned long long slow_id = 0, id = 0;
+    int go = -1, status = 0;
+
+    /* a live writer passes the timeout: its slot is quarantined, not handed out */
+    pid_t child = start_slow_writer(0, &go, &slow_id);
+    CHECK(child > 0 && slow_id == 1);
+    sleep_ms(60);
     uint64_t reclaimed = 0;
     CHECK(usbeam_shm_server_reap(s, &reclaimed) == USBEAM_OK && reclaimed == 1);
-    /* the late commit is refused instead of publishing a slot someone else may own */
-    CHECK(usbeam_client_push_commit(c, id, N_SAMPLES * 2) == USBEAM_CLIENT_ERR_ARGUMENT);
-    CHECK(strstr(usbeam_client_last_error(), "write timeout") != NULL);
+    int64_t t0 = usbeam_shm_clock_ns();
+    CHECK(usbeam_client_get_result(c, slow_id, NULL, 0, 5000, &r) == USBEAM_CLIENT_ERR_ABANDONED);
+    CHECK(usbeam_shm_clock_ns() - t0 < 1000000000ll && strstr(r.message, "write timeout") != NULL);
+    fill_frame(frame, 3);
+    CHECK(usbeam_client_push(c, frame, sizeof frame, 50, &id) == USBEAM_CLIENT_ERR_TIMEOUT);
+    CHECK(usbeam_shm_server_reap(s, &reclaimed) == USBEAM_OK && reclaimed == 0); /* counted once */
+    /* its late write and commit: refused, and the slot is free again */
+    CHECK(write(go, "g", 1) == 1);
+    waitpid(child, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    close(go);
+    CHECK(usbeam_client_push(c, frame, sizeof frame, 50, &id) == USBEAM_CLIENT_OK);
+    CHECK(serve_one(s, 100) == 1);
+    int64_t out[2] = {0, 0};
+    CHECK(usbeam_client_get_result(c, id, out, sizeof out, 1000, &r) == USBEAM_CLIENT_OK);
+    CHECK(out[0] == expected_sum(3) && out[1] == (int64_t)id); /* no 0x55 from the late writer */
+
+    /* a stalled writer that aborts frees the slot; one that dies frees it too */
+    child = start_slow_writer(1, &go, &slow_id);
+    sleep_ms(60);
+    CHECK(usbeam_shm_server_reap(s, &reclaimed) == USBEAM_OK && reclaimed == 1);
+    CHECK(write(go, "g", 1) == 1);
+    waitpid(child, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    close(go);
+    CHECK(usbeam_client_push(c, frame, sizeof frame, 50, &id) == USBEAM_CLIENT_OK);
+    CHECK(serve_one(s, 100) == 1);
+    child = start_slow_writer(0, &go, &slow_id);
+    sleep_ms(60);
+    CHECK(usbeam_shm_server_reap(s, &reclaimed) == USBEAM_OK && reclaimed == 1);
+    CHECK(usbeam_client_push(c, frame, sizeof frame, 0, &id) == USBEAM_CLIENT_ERR_TIMEOUT);
+    kill(child, SIGKILL);
+    waitpid(child, &status, 0);
+    close(go);
+    CHECK(usbeam_shm_server_reap(s, &reclaimed) == USBEAM_OK && reclaimed == 0);
+    CHECK(usbeam_client_push(c, frame, sizeof frame, 50, &id) == USBEAM_CLIENT_OK);
+    CHECK(serve_one(s, 100) == 1);
+
+    usbeam_client_info info;
+    CHECK(usbeam_client_info_get(c, &info) == USBEAM_CLIENT_OK);
+    CHECK(info.abandoned == 3 && info.stalled == 3 && info.discarded == 1);
+    CHECK(info.pushed == 6 && info.processed == 3);
     usbeam_client_close(c);
+    usbeam_shm_server_destroy(s);
+}
+
+/* Parameters: each generation stays readable until USBEAM_SHM_PARAM_RING newer ones
+ * replace it; a frame carries the generation of its push. */
+static void test_parameter_generations(void)
+{
+    usbeam_shm_server *s = make_server(2, USBEAM_SHM_POLICY_BLOCK, 1000);
+    usbeam_client *c = usbeam_client_open(region, 100);
+    CHECK(s && c);
+    if (!s || !c) return;
+    char json[64], text[128];
+    size_t bytes = 1;
+    uint64_t latest = 99;
+    CHECK(usbeam_shm_server_params(s, 0, text, sizeof text, &bytes, &latest) == USBEAM_OK);
+    CHECK(bytes == 0 && latest == 0);
+    int16_t frame[N_SAMPLES];
+    fill_frame(frame, 1);
+    unsigned long long ids[2];
+    CHECK(usbeam_client_set_params(c, "{\"g\": 1}") == USBEAM_CLIENT_OK);
+    CHECK(usbeam_client_push(c, frame, sizeof frame, 0, &ids[0]) == USBEAM_CLIENT_OK);
+    const int n = (int)USBEAM_SHM_PARAM_RING + 3;
+    for (int g = 2; g <= n; ++g) {
+        snprintf(json, sizeof json, "{\"g\": %d}", g);
+        CHECK(usbeam_client_set_params(c, json) == USBEAM_CLIENT_OK);
+        if (g == 2) CHECK(usbeam_client_push(c, frame, sizeof frame, 0, &ids[1]) == USBEAM_CLIENT_OK);
+    }
+    usbeam_shm_frame fr;
+    for (int k = 0; k < 2; ++k) {
+        CHECK(usbeam_shm_server_next_frame(s, 10, &fr) == USBEAM_OK && fr.frame_id == ids[k]);
+        CHECK(fr.param_generation == (uint64_t)k + 1);
+        usbeam_shm_server_release(s, fr.slot);
+    }
+    for (int g = n - (int)USBEAM_SHM_PARAM_RING + 1; g <= n; ++g) {
+        snprintf(json, sizeof json, "{\"g\": %d}", g);
+        CHECK(usbeam_shm_server_params(s, (uint64_t)g, text, sizeof text, &bytes, &latest) == USBEAM_OK);
+        CHECK(latest == (uint64_t)n && bytes == strlen(json) && strcmp(text, json) == 0);
+    }
+    CHECK(usbeam_shm_server_params(s, (uint64_t)(n - (int)USBEAM_SHM_PARAM_RING), text, sizeof text, &bytes,
+                                   &latest) == USBEAM_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(usbeam_last_error(), "no longer available") != NULL && bytes == 0);
+    CHECK(usbeam_shm_server_params(s, (uint64_t)n + 1, text, sizeof text, &bytes, NULL) ==
+          USBEAM_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(usbeam_last_error(), "never set") != NULL);
+    usbeam_client_close(c);
+    usbeam_shm_server_destroy(s);
+}
+
+/* Two threads post to one result entry (frame a OK with a large image, frame
+ * b = a + n_results REJECTED), the second one as soon as the first has stamped the entry
+ * (seq odd: in its copy): the entry must end as b's complete rejection, never as a mix
+ * that readers see as evicted. */
+enum { RACE_BYTES = 4 << 20 };
+typedef struct race_arg {
+    usbeam_shm_server *s;
+    const usbeam_shm_result *watch; /* NULL: post at once; else wait for seq >= wait_seq */
+    uint64_t wait_seq;
+    uint64_t frame_id;
+    int status;
+    const void *data;
+} race_arg;
+
+static void *race_post(void *p)
+{
+    race_arg *a = p;
+    uint64_t shape[1] = {RACE_BYTES};
+    if (a->watch)
+        while (__atomic_load_n(&a->watch->seq, __ATOMIC_ACQUIRE) < a->wait_seq) {
+        }
+    usbeam_shm_server_post(a->s, a->frame_id, a->status, a->data, a->data ? RACE_BYTES : 0, USBEAM_DTYPE_UINT8,
+                           a->data ? 1 : 0, a->data ? shape : NULL, 0, a->data ? "" : "rejected: wrong size");
+    return NULL;
+}
+
+static void test_racing_posts_to_one_entry(void)
+{
+    usbeam_shm_server_config cfg = {region, 1, 4, 4096, RACE_BYTES, USBEAM_SHM_POLICY_BLOCK, 1000, 0};
+    usbeam_shm_server *s = NULL;
+    CHECK(usbeam_shm_server_create(&cfg, &s) == USBEAM_OK);
+    unsigned char *image = malloc(RACE_BYTES);
+    CHECK(image != NULL);
+    if (!s || !image) return;
+    memset(image, 0xa5, RACE_BYTES);
+    int fd = shm_open(region, O_RDONLY, 0);
+    const usbeam_shm_header *h = mmap(NULL, sizeof *h, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    CHECK(h != MAP_FAILED);
+    if (h == MAP_FAILED) return;
+    int mixed = 0;
+    const int rounds = 100;
+    for (int k = 0; k < rounds; ++k) {
+        uint64_t a = 8 * (uint64_t)k + 1, b = a + 4; /* same entry: id % 4 == 1 */
+        race_arg ok = {s, NULL, 0, a, USBEAM_SHM_STATUS_OK, image};
+        race_arg rej = {s, &h->results[1], 2 * a + 1, b, USBEAM_SHM_STATUS_REJECTED, NULL};
+        pthread_t t1, t2;
+        pthread_create(&t2, NULL, race_post, &rej);
+        pthread_create(&t1, NULL, race_post, &ok);
+        pthread_join(t1, NULL);
+        pthread_join(t2, NULL);
+        const usbeam_shm_result *r = &h->results[1];
+        if (!(r->state == USBEAM_SHM_RESULT_DONE && r->frame_id == b && r->seq == 2 * b + 2 &&
+              r->status == USBEAM_SHM_STATUS_REJECTED && r->bytes == 0))
+            ++mixed;
+    }
+    CHECK(mixed == 0);
+    if (mixed) fprintf(stderr, "racing posts: %d of %d rounds left a mixed entry\n", mixed, rounds);
+    usbeam_shm_counters counters;
+    CHECK(usbeam_shm_server_counters(s, &counters) == USBEAM_OK);
+    CHECK(counters.processed == (uint64_t)rounds && counters.rejected == (uint64_t)rounds);
+    munmap((void *)h, sizeof *h);
+    free(image);
     usbeam_shm_server_destroy(s);
 }
 
@@ -237,13 +450,12 @@ static void test_policies_params_and_server_gone(void)
     CHECK(usbeam_client_push(c, frame, 1u << 30, 0, &ids[0]) == USBEAM_CLIENT_ERR_TOO_LARGE);
 
     /* parameters: generation advances, text arrives whole */
-    uint64_t generation = 0;
+    uint64_t newest = 0;
     char text[128];
     size_t bytes = 0;
     CHECK(usbeam_client_set_params(c, "{\"c\": 1540}") == USBEAM_CLIENT_OK);
-    CHECK(usbeam_shm_server_params(s, &generation, text, sizeof text, &bytes) == USBEAM_OK);
-    CHECK(generation == 1 && bytes == 11 && strcmp(text, "{\"c\": 1540}") == 0);
-    CHECK(usbeam_shm_server_params(s, &generation, text, sizeof text, &bytes) == USBEAM_OK && bytes == 0);
+    CHECK(usbeam_shm_server_params(s, 1, text, sizeof text, &bytes, &newest) == USBEAM_OK);
+    CHECK(newest == 1 && bytes == 11 && strcmp(text, "{\"c\": 1540}") == 0);
 
     usbeam_shm_server_stop(s);
     fill_frame(frame, 9);
@@ -268,7 +480,9 @@ int main(void)
     test_round_trip_across_processes();
     test_second_server_refused();
     test_killed_client_does_not_wedge_server();
-    test_stalled_writer_reclaimed_by_timeout();
+    test_stalled_writer_quarantined();
+    test_parameter_generations();
+    test_racing_posts_to_one_entry();
     test_layout_version_mismatch_refused();
     test_policies_params_and_server_gone();
     shm_unlink(region);

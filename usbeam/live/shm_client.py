@@ -18,7 +18,7 @@ from .session import FrameDropped, FrameFailed
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 OK, ERR_ARGUMENT, ERR_SYSTEM, ERR_LAYOUT, ERR_TIMEOUT, ERR_DROPPED, ERR_REJECTED, ERR_FAILED, ERR_EVICTED, \
-    ERR_SERVER_GONE, ERR_TOO_LARGE = range(11)
+    ERR_SERVER_GONE, ERR_TOO_LARGE, ERR_ABANDONED = range(12)
 
 # usbeam_dtype codes (csrc/usbeam.h) -> NumPy
 _DTYPES = {0: np.int16, 1: np.float32, 2: np.complex64, 3: np.uint8, 4: np.float16, 5: np.int32, 6: np.float64}
@@ -26,6 +26,11 @@ _DTYPES = {0: np.int16, 1: np.float32, 2: np.complex64, 3: np.uint8, 4: np.float
 
 class ServerGone(UsbeamError):
     """No usbeam server serves the region any more."""
+
+
+class FrameAbandoned(FrameDropped):
+    """The frame's writer died mid-push or was still writing after the server's write
+    timeout: the server gave the frame up (a FrameDropped, so overload handlers see it)."""
 
 
 class _Result(ctypes.Structure):
@@ -39,7 +44,8 @@ class _Info(ctypes.Structure):
                 ("policy", ctypes.c_uint), ("slot_capacity", ctypes.c_ulonglong),
                 ("result_capacity", ctypes.c_ulonglong), ("server_pid", ctypes.c_int),
                 ("server_running", ctypes.c_int)] + [
-        (name, ctypes.c_ulonglong) for name in ("pushed", "dropped", "rejected", "abandoned", "processed", "failed")]
+        (name, ctypes.c_ulonglong) for name in ("pushed", "dropped", "rejected", "abandoned", "processed", "failed",
+                                                "stalled", "discarded")]
 
 
 def find_client_library():
@@ -70,6 +76,7 @@ def load_library(path=None):
         "usbeam_client_push": (ctypes.c_int, [vp, vp, ull, ctypes.c_int, pull]),
         "usbeam_client_push_begin": (ctypes.c_int, [vp, ctypes.c_int, ctypes.POINTER(vp), pull, pull]),
         "usbeam_client_push_commit": (ctypes.c_int, [vp, ull, ull]),
+        "usbeam_client_push_abort": (ctypes.c_int, [vp, ull]),
         "usbeam_client_get_result": (ctypes.c_int, [vp, ull, vp, ull, ctypes.c_int, ctypes.POINTER(_Result)]),
         "usbeam_client_latest": (ctypes.c_int, [vp, ull, vp, ull, ctypes.c_int, ctypes.POINTER(_Result)]),
     }
@@ -105,6 +112,8 @@ class ShmClient:
         message = f"{what}: {self._lib.usbeam_client_last_error().decode(errors='replace')}"
         if status == ERR_TIMEOUT:
             return TimeoutError(message)
+        if status == ERR_ABANDONED:
+            return FrameAbandoned(message)
         if status == ERR_DROPPED:
             return FrameDropped(message)
         if status in (ERR_FAILED,):
@@ -166,8 +175,9 @@ class ShmClient:
         return image
 
     def get(self, frame_id, timeout=1.0):
-        """(image, info) of frame_id; raises FrameDropped, ValueError (rejected),
-        FrameFailed, TimeoutError, KeyError (evicted) or ServerGone."""
+        """(image, info) of frame_id; raises FrameDropped (FrameAbandoned when its writer
+        died or stalled), ValueError (rejected), FrameFailed, TimeoutError, KeyError
+        (evicted) or ServerGone."""
         result = _Result()
         status = self._lib.usbeam_client_get_result(self._handle, frame_id, self._buffer.ctypes.data,
                                                     self._buffer.nbytes, _timeout_ms(timeout), ctypes.byref(result))
