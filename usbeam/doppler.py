@@ -414,10 +414,20 @@ class DopplerDisplay:
         Pixels whose (filtered) power is below it are hidden (same unit as the power given).
     velocity_threshold : float
         Pixels with |v| below it (m/s) are hidden.
+    backend : {'cpu', 'cuda'}
+        'cuda': the plan runs on the GPU (cuda/doppler_display.cu, the same results bit for bit)
+        with its persistence history on the device; it takes device arrays
+        (usbeam.DeviceArray or any CUDA DLPack / CUDA-array-interface array) without a copy and
+        returns DeviceArrays queued on ``plan.cuda.stream``; NumPy input is checked and copied
+        in as on the CPU and the results copied out.  Non-finite device input is reported as
+        ValueError once the work has finished (usbeam.device.CudaExecution.check_input): at
+        the host copy of a result, ``plan.cuda.synchronize()`` or the plan's next call.
+    strict : bool
+        With backend='cuda', refuse NumPy (host) arrays instead of copying them (TypeError).
     """
 
     def __init__(self, shape, *, median=True, persistence=0.0, power_threshold=None, velocity_threshold=0.0,
-                 backend="cpu"):
+                 backend="cpu", strict=False):
         self.shape = _shape("shape", shape, 2)
         if len(self.shape) > 3:
             raise ValueError(f"shape must be (nz, nx) or (n_images, nz, nx) (got {self.shape})")
@@ -433,6 +443,13 @@ class DopplerDisplay:
         self._plan = _core.doppler_display_plan(n_images, self.shape[-2], self.shape[-1], median=bool(median),
                                                 persistence=self.persistence, power_threshold=threshold,
                                                 velocity_threshold=self.velocity_threshold, backend=backend)
+        self.cuda = None
+        self._strict = bool(strict)
+        if self.backend == "cuda":
+            from .device import CudaExecution
+
+            self.cuda = CudaExecution(_core.doppler_display_cuda_exec(self._plan))  # stream, stage_times()
+            self.cuda.input_name = "velocity or power"
 
     def _input(self, name, value):
         if value is None:
@@ -449,7 +466,10 @@ class DopplerDisplay:
 
     def __call__(self, velocity=None, power=None):
         """Returns (velocity, power, mask): velocity 0 where hidden, mask uint8 (1 = shown);
-        an input left as None gives None for its output."""
+        an input left as None gives None for its output.  On CUDA they are DeviceArrays unless
+        an input was a host array."""
+        if self.cuda is not None:
+            return self._call_cuda(velocity, power)
         velocity = self._input("velocity", velocity)
         power = self._input("power", power)
         if velocity is None and power is None:
@@ -459,6 +479,48 @@ class DopplerDisplay:
         mask = np.empty(self.shape, np.uint8)
         _core.doppler_display_execute(self._plan, velocity, power, out_v, out_p, mask)
         return out_v, out_p, mask
+
+    def _call_cuda(self, velocity, power):
+        """The CUDA path: device inputs imported without a copy, host inputs validated as on the
+        CPU and copied in (unless strict); new device outputs; nothing synchronised unless a
+        host input asks for host results."""
+        from . import device as _device
+
+        self.cuda.check_input(earlier=True)
+        stream, device_name = self.cuda.stream, f"cuda:{self.cuda.device}"
+        host_input = False
+        inputs = []
+        for name, value in (("velocity", velocity), ("power", power)):
+            if value is None:
+                inputs.append(None)
+            elif _device._in_host_memory(value):
+                if self._strict:
+                    raise _device._host_refused(name)
+                if not isinstance(value, np.ndarray) and hasattr(value, "__dlpack__"):
+                    value = np.from_dlpack(value)
+                inputs.append(_device.from_numpy(self._input(name, value), device=device_name))
+                host_input = True
+            else:
+                d = _device.asarray(value, stream=stream, name=name)
+                if d.dtype != np.float32:
+                    raise TypeError(f"{name} must have dtype float32 (got {d.dtype}); a CUDA plan converts no "
+                                    f"device data")
+                if d.shape != self.shape:
+                    raise ValueError(f"{name} must have shape {self.shape} (got {d.shape})")
+                inputs.append(d)
+        if inputs[0] is None and inputs[1] is None:
+            raise ValueError("velocity and power: give at least one")
+        outs = [None if d is None else _device.empty(self.shape, np.float32, device=device_name) for d in inputs]
+        mask = _device.empty(self.shape, np.uint8, device=device_name)
+        _core.doppler_display_execute(self._plan, inputs[0], inputs[1], outs[0], outs[1], mask)
+        for d in (*inputs, *outs, mask):
+            if d is not None:
+                d._mark_used(stream, self.cuda)
+        if not host_input:
+            return outs[0], outs[1], mask
+        results = tuple(None if d is None else d.to_numpy() for d in (*outs, mask))
+        self.cuda.check_input()
+        return results
 
     def reset(self):
         """Forget the persistence history."""
