@@ -295,16 +295,14 @@ def display_inputs(rng, shape):
 
 
 def run_display_poisoned(plan, v, p, poison, mask_poison):
-    """One call of a CUDA display plan on device inputs into poisoned device outputs (the
-    binding directly, since the plan's __call__ makes its own outputs); host copies back."""
+    """One call of a CUDA display plan on device inputs into poisoned device outputs given as
+    out_velocity / out_power / mask; host copies back."""
     d_v = None if v is None else device.from_numpy(v)
     d_p = None if p is None else device.from_numpy(p)
     outs = [None if x is None else device.from_numpy(np.full(plan.shape, poison, np.float32)) for x in (v, p)]
     mask = device.from_numpy(np.full(plan.shape, mask_poison, np.uint8))
-    usbeam._core.doppler_display_execute(plan._plan, d_v, d_p, outs[0], outs[1], mask)
-    for d in (d_v, d_p, *outs, mask):  # the host copies below wait for the plan's stream
-        if d is not None:
-            d._mark_used(plan.cuda.stream, plan.cuda)
+    got = plan(d_v, d_p, out_velocity=outs[0], out_power=outs[1], mask=mask)
+    assert all(g is o for g, o in zip(got, (*outs, mask)))  # the caller's buffers, returned
     return tuple(None if o is None else o.to_numpy() for o in (*outs, mask))
 
 
@@ -398,8 +396,37 @@ def test_display_host_input_round_trip(rng):
         assert all(isinstance(g, np.ndarray) for g in got)
         for w, g in zip(cpu(v, p), got):
             np.testing.assert_array_equal(g, w)
-    out_v, out_p, mask = gpu(velocity=v)
-    assert out_p is None and out_v.shape == shape
+    out_v, out_p, mask = gpu(velocity=v)  # velocity only: the power history waits on both backends
+    assert out_p is None
+    want_v, _, want_mask = cpu(velocity=v)
+    np.testing.assert_array_equal(out_v, want_v)
+    np.testing.assert_array_equal(mask, want_mask)
+    # host output buffers: filled by a copy and returned
+    v, p = display_inputs(rng, shape)
+    bufs = (np.full(shape, np.nan, np.float32), np.full(shape, np.nan, np.float32), np.full(shape, 7, np.uint8))
+    got = gpu(v, p, out_velocity=bufs[0], out_power=bufs[1], mask=bufs[2])
+    assert all(g is b for g, b in zip(got, bufs))
+    for w, g in zip(cpu(v, p), got):
+        np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.cuda
+def test_display_output_buffers_are_checked(rng):
+    shape = (9, 11)
+    gpu = usbeam.DopplerDisplay(shape, backend="cuda")
+    v, p = display_inputs(rng, shape)
+    d_v, d_p = device.from_numpy(v), device.from_numpy(p)
+    with pytest.raises(ValueError, match="out_velocity must not share memory"):
+        gpu(d_v, d_p, out_velocity=d_v)  # in place would race: a pixel's output is its neighbours' input
+    with pytest.raises(ValueError, match="out_power is given without power"):
+        gpu(d_v, out_power=device.from_numpy(p))
+    with pytest.raises(TypeError, match="mask must have dtype uint8"):
+        gpu(d_v, mask=device.from_numpy(np.zeros(shape, np.float32)))
+    with pytest.raises(ValueError, match="out_velocity must have shape"):
+        gpu(d_v, out_velocity=device.from_numpy(np.zeros((9, 10), np.float32)))
+    strict = usbeam.DopplerDisplay(shape, backend="cuda", strict=True)
+    with pytest.raises(TypeError, match="mask is in host memory.*strict"):
+        strict(d_v, mask=np.zeros(shape, np.uint8))
 
 
 @pytest.mark.cuda

@@ -464,26 +464,43 @@ class DopplerDisplay:
             raise ValueError(f"{name} must contain only finite values")
         return value
 
-    def __call__(self, velocity=None, power=None):
+    def __call__(self, velocity=None, power=None, *, out_velocity=None, out_power=None, mask=None):
         """Returns (velocity, power, mask): velocity 0 where hidden, mask uint8 (1 = shown);
-        an input left as None gives None for its output.  On CUDA they are DeviceArrays unless
-        an input was a host array."""
+        an input left as None gives None for its output.  ``out_velocity``, ``out_power`` and
+        ``mask`` are optional caller buffers (float32, float32, uint8, the plan's shape; an
+        output must not share memory with an input), returned when given.  On CUDA the new
+        outputs are DeviceArrays unless an input was a host array; caller buffers may be
+        DeviceArrays or (unless strict) host arrays, filled by a copy."""
+        for out_name, out, in_name, value in (("out_velocity", out_velocity, "velocity", velocity),
+                                              ("out_power", out_power, "power", power)):
+            if out is not None and value is None:
+                raise ValueError(f"{out_name} is given without {in_name}")
         if self.cuda is not None:
-            return self._call_cuda(velocity, power)
+            return self._call_cuda(velocity, power, (out_velocity, out_power, mask))
         velocity = self._input("velocity", velocity)
         power = self._input("power", power)
         if velocity is None and power is None:
             raise ValueError("velocity and power: give at least one")
-        out_v = None if velocity is None else np.empty(self.shape, np.float32)
-        out_p = None if power is None else np.empty(self.shape, np.float32)
-        mask = np.empty(self.shape, np.uint8)
-        _core.doppler_display_execute(self._plan, velocity, power, out_v, out_p, mask)
-        return out_v, out_p, mask
+        outs = []
+        for name, out, given, dtype in (("out_velocity", out_velocity, velocity is not None, np.float32),
+                                        ("out_power", out_power, power is not None, np.float32),
+                                        ("mask", mask, True, np.uint8)):
+            if not given:
+                outs.append(None)
+            elif out is None:
+                outs.append(np.empty(self.shape, dtype))
+            else:
+                _validate.out_array(name, out, self.shape, dtype)
+                if any(x is not None and np.shares_memory(out, x) for x in (velocity, power)):
+                    raise ValueError(f"{name} must not share memory with velocity or power")
+                outs.append(out)
+        _core.doppler_display_execute(self._plan, velocity, power, *outs)
+        return tuple(outs)
 
-    def _call_cuda(self, velocity, power):
+    def _call_cuda(self, velocity, power, given):
         """The CUDA path: device inputs imported without a copy, host inputs validated as on the
-        CPU and copied in (unless strict); new device outputs; nothing synchronised unless a
-        host input asks for host results."""
+        CPU and copied in (unless strict); the caller's device outputs or new ones; nothing
+        synchronised unless a host input or a host output asks for host results."""
         from . import device as _device
 
         self.cuda.check_input(earlier=True)
@@ -510,17 +527,52 @@ class DopplerDisplay:
                 inputs.append(d)
         if inputs[0] is None and inputs[1] is None:
             raise ValueError("velocity and power: give at least one")
-        outs = [None if d is None else _device.empty(self.shape, np.float32, device=device_name) for d in inputs]
-        mask = _device.empty(self.shape, np.uint8, device=device_name)
-        _core.doppler_display_execute(self._plan, inputs[0], inputs[1], outs[0], outs[1], mask)
-        for d in (*inputs, *outs, mask):
+        outs, host_targets = [], []
+        for name, out, wanted, dtype in (("out_velocity", given[0], inputs[0] is not None, np.float32),
+                                         ("out_power", given[1], inputs[1] is not None, np.float32),
+                                         ("mask", given[2], True, np.uint8)):
+            target = None
+            if not wanted:
+                d = None
+            elif out is None:
+                d = _device.empty(self.shape, dtype, device=device_name)
+            elif _device._in_host_memory(out):
+                if self._strict:
+                    raise _device._host_refused(name)
+                target = _validate.out_array(name, out, self.shape, dtype)
+                d = _device.empty(self.shape, dtype, device=device_name)
+            else:
+                d = _device.asarray(out, stream=stream, name=name)
+                if d.dtype != np.dtype(dtype):
+                    raise TypeError(f"{name} must have dtype {np.dtype(dtype)} (got {d.dtype})")
+                if d.shape != self.shape:
+                    raise ValueError(f"{name} must have shape {self.shape} (got {d.shape})")
+                if d.readonly:
+                    raise ValueError(f"{name} is read-only")
+                # one thread's output pixel is its neighbours' median input: no aliasing
+                if any(x is not None and x.ptr < d.ptr + d.nbytes and d.ptr < x.ptr + x.nbytes for x in inputs):
+                    raise ValueError(f"{name} must not share memory with velocity or power")
+            outs.append(d)
+            host_targets.append(target)
+        _core.doppler_display_execute(self._plan, inputs[0], inputs[1], *outs)
+        for d in (*inputs, *outs):
             if d is not None:
                 d._mark_used(stream, self.cuda)
-        if not host_input:
-            return outs[0], outs[1], mask
-        results = tuple(None if d is None else d.to_numpy() for d in (*outs, mask))
-        self.cuda.check_input()
-        return results
+        results, copied = [], False
+        for out, d, target in zip(given, outs, host_targets):
+            if d is None:
+                results.append(None)
+            elif target is not None:
+                results.append(d.to_numpy(out=target))
+                copied = True
+            elif out is None and host_input:
+                results.append(d.to_numpy())
+                copied = True
+            else:
+                results.append(d if out is None else out)
+        if copied:  # a host copy waited for the kernel: report its non-finite input now
+            self.cuda.check_input()
+        return tuple(results)
 
     def reset(self):
         """Forget the persistence history."""
