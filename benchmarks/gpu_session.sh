@@ -7,17 +7,30 @@
 #                               # array-api-compat, pymust) and .gpu/datasets (the recordings);
 #                               # .gpu/ is git-ignored
 #   device:  run(command="bash benchmarks/gpu_session.sh tests", carry=[".gpu"], timeout_s=600)
+#            run(command="bash benchmarks/gpu_session.sh sanitize1", carry=[".gpu"], timeout_s=600)
+#            run(command="bash benchmarks/gpu_session.sh sanitize2", carry=[".gpu"], timeout_s=600)
 #            run(command="bash benchmarks/gpu_session.sh bench", carry=[".gpu"], timeout_s=600)
-# (`all` does both in one call when the build is warm.)  Each step has its own time limit, so a
-# slow step costs its share and the rest still runs.  Logs, a summary and benchmarks/RESULTS.md
-# with the new sections come back in $OUT: merge those sections into benchmarks/RESULTS.md,
-# keeping the older rows.
+# One device call each (a call may run 10 minutes; the budgets below add up to <= 570 s per
+# call with a warm build, leaving room for start-up).  The build step runs in every mode but
+# only compiles on the first call of a warm machine (the first, `tests`, gives it 300 s); a
+# sanitize or bench call on a cold machine spends its build time out of its tools' budgets, so
+# run `tests` first.  (`all` does tests + bench in one call when the build is warm.)  Each step
+# has its own time limit, so a slow step costs its share and the rest still runs.  Logs, a
+# summary and benchmarks/RESULTS.md with the new sections come back in $OUT: merge those
+# sections into benchmarks/RESULTS.md, keeping the older rows.
 #
-#   tests: build with nvcc (USBEAM_CUDA=1: no silent CPU-only build), every test marked cuda on
-#          the GPU (PyTorch and CuPy peers included), then compute-sanitizer memcheck, racecheck,
-#          initcheck and synccheck on the fast CUDA tests (issue 5's validation).
-#   bench: gpu_das (PWI_disk, with mach), gpu_rca, gpu_hadamard, gpu_pipelines (NVML energy),
-#          gpu_twins, live.py --gpu-only, ai_handoff: recorded in RESULTS.md.
+#   tests:     build with nvcc (USBEAM_CUDA=1: no silent CPU-only build) (300 s), every test
+#              marked cuda on the GPU, PyTorch and CuPy peers included (240 s).
+#   sanitize1: compute-sanitizer memcheck (280 s) and initcheck (280 s) on every CUDA test file.
+#   sanitize2: compute-sanitizer racecheck (380 s, the slowest tool: shared-memory hazards
+#              are tracked per access) and synccheck (180 s) on every CUDA test file.
+#              "Every CUDA test file" is every tests/test_*.py with a test marked cuda (found
+#              by grep, so a new file is never left out: the pipelines' CUDA graphs in
+#              test_cuda_pipeline.py and the live sessions in test_live_cuda.py included), with
+#              the tests marked slow (big recordings) left out to fit the budget; a tool that
+#              runs out of time says so in its log (rc=124) and the summary.
+#   bench:     gpu_das (PWI_disk, with mach), gpu_rca, gpu_hadamard, gpu_pipelines (NVML energy),
+#              gpu_twins, live.py --gpu-only, ai_handoff: recorded in RESULTS.md.
 set -u
 MODE=${1:-all}
 OUT=${OUT:-/tmp/usbeam-gpu-out}
@@ -49,14 +62,23 @@ if [ -d .gpu/wheels ]; then
 fi
 step build 300 env USBEAM_CUDA=1 "$PY" setup.py --quiet build_ext --inplace
 
-FAST_CUDA_TESTS=(tests/test_cuda_bmode.py tests/test_cuda_rf2iq.py tests/test_cuda_das.py tests/test_cuda_hadamard.py
-                 tests/test_cuda_rca.py tests/test_cuda_doppler.py tests/test_cuda_device.py tests/test_ai_cuda.py)
+mapfile -t CUDA_TEST_FILES < <(grep -l "pytest.mark.cuda" tests/test_*.py)
+log "CUDA test files: ${CUDA_TEST_FILES[*]}"
+# sanitize TOOL SECONDS: one compute-sanitizer tool over every CUDA test file
+sanitize() {
+    step "sanitizer_$1" "$2" compute-sanitizer --tool "$1" --error-exitcode 97 --print-limit 20 \
+        "$PY" -m pytest -q -p no:cacheprovider -m "cuda and not slow" "${CUDA_TEST_FILES[@]}"
+}
 if [ "$MODE" = tests ] || [ "$MODE" = all ]; then
     step pytest_cuda 240 "$PY" -m pytest -q -p no:cacheprovider -m cuda -rs tests
-    for tool in memcheck racecheck initcheck synccheck; do
-        step "sanitizer_$tool" 150 compute-sanitizer --tool "$tool" --error-exitcode 97 --print-limit 20 \
-            "$PY" -m pytest -q -p no:cacheprovider -m "cuda and not slow" -x "${FAST_CUDA_TESTS[@]}"
-    done
+fi
+if [ "$MODE" = sanitize1 ]; then
+    sanitize memcheck 280
+    sanitize initcheck 280
+fi
+if [ "$MODE" = sanitize2 ]; then
+    sanitize racecheck 380
+    sanitize synccheck 180
 fi
 if [ "$MODE" = bench ] || [ "$MODE" = all ]; then
     step bench_das 120 "$PY" benchmarks/gpu_das.py

@@ -177,6 +177,31 @@ usbeam_cuda_exec *usbeam_power_cuda_exec(usbeam_power_cuda *plan)
     (void)plan;
     return NULL;
 }
+usbeam_status usbeam_doppler_display_cuda_create(const usbeam_doppler_display_params *params,
+                                                 usbeam_doppler_display_cuda **plan)
+{
+    (void)params;
+    if (plan) *plan = NULL;
+    return no_cuda("backend: Doppler display on CUDA");
+}
+usbeam_status usbeam_doppler_display_cuda_execute(usbeam_doppler_display_cuda *plan, const float *velocity,
+                                                  const float *power, float *out_velocity, float *out_power,
+                                                  uint8_t *mask)
+{
+    (void)plan, (void)velocity, (void)power, (void)out_velocity, (void)out_power, (void)mask;
+    return no_cuda("Doppler display execute on CUDA");
+}
+usbeam_status usbeam_doppler_display_cuda_reset(usbeam_doppler_display_cuda *plan)
+{
+    (void)plan;
+    return no_cuda("Doppler display reset on CUDA");
+}
+void usbeam_doppler_display_cuda_destroy(usbeam_doppler_display_cuda *plan) { (void)plan; }
+usbeam_cuda_exec *usbeam_doppler_display_cuda_exec(usbeam_doppler_display_cuda *plan)
+{
+    (void)plan;
+    return NULL;
+}
 usbeam_status usbeam_clutter_cuda_create(const usbeam_clutter_params *params, const double *basis, int n_basis,
                                          usbeam_clutter_cuda **plan)
 {

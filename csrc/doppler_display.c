@@ -15,8 +15,12 @@
  *      the usual display compromise; it smears across an aliasing wrap.
  *   3. masks: a pixel is shown when power >= power_threshold and |v| >= velocity_threshold;
  *      a hidden pixel gets velocity 0 and mask 0; the power output is not masked.
+ * Backend CUDA: create validates here as for the CPU, then hands the parameters to the twin in
+ * cuda/doppler_display.cu (which keeps the persistence history on the device; no host
+ * buffers); execute and reset forward.  The median network is shared (usbeam_math.h).
  */
 #include "usbeam_internal.h"
+#include "usbeam_math.h"
 
 #include <math.h>
 #include <string.h>
@@ -27,6 +31,7 @@ struct usbeam_doppler_display_plan {
     float *history[2];   /* velocity, power: the previous persisted image */
     float *median_tmp;   /* one image */
     int started;
+    usbeam_doppler_display_cuda *cuda; /* backend CUDA: the twin, which owns the device history */
 };
 
 usbeam_status usbeam_doppler_display_plan_create(const usbeam_doppler_display_params *params,
@@ -35,8 +40,8 @@ usbeam_status usbeam_doppler_display_plan_create(const usbeam_doppler_display_pa
     usbeam_status st;
     if (!params || !plan) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "params and plan must not be NULL");
     *plan = NULL;
-    if (backend != USBEAM_BACKEND_CPU)
-        return usbeam_fail(USBEAM_ERR_NO_BACKEND, "backend: Doppler display has no CUDA path in this build");
+    if (backend != USBEAM_BACKEND_CPU && backend != USBEAM_BACKEND_CUDA)
+        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "backend: unknown backend %d", (int)backend);
     if (params->n_images == 0 || params->nz == 0 || params->nx == 0)
         return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "image: is empty (%zu images of %zu x %zu)",
                            params->n_images, params->nz, params->nx);
@@ -53,6 +58,14 @@ usbeam_status usbeam_doppler_display_plan_create(const usbeam_doppler_display_pa
     if (!p) return usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "display plan");
     p->params = *params;
     p->image_size = image_size;
+    if (backend == USBEAM_BACKEND_CUDA) {
+        if ((st = usbeam_doppler_display_cuda_create(params, &p->cuda)) != USBEAM_OK) {
+            usbeam_free(p);
+            return st;
+        }
+        *plan = p;
+        return USBEAM_OK;
+    }
     p->history[0] = usbeam_alloc(bytes);
     p->history[1] = usbeam_alloc(bytes);
     p->median_tmp = usbeam_alloc(bytes);
@@ -67,6 +80,7 @@ usbeam_status usbeam_doppler_display_plan_create(const usbeam_doppler_display_pa
 void usbeam_doppler_display_plan_destroy(usbeam_doppler_display_plan *plan)
 {
     if (!plan) return;
+    usbeam_doppler_display_cuda_destroy(plan->cuda);
     usbeam_free(plan->history[0]);
     usbeam_free(plan->history[1]);
     usbeam_free(plan->median_tmp);
@@ -77,27 +91,13 @@ usbeam_status usbeam_doppler_display_reset(usbeam_doppler_display_plan *plan)
 {
     if (!plan) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "plan must not be NULL");
     plan->started = 0;
+    if (plan->cuda) return usbeam_doppler_display_cuda_reset(plan->cuda);
     return USBEAM_OK;
 }
 
-static inline void sort2(float *a, float *b)
+usbeam_cuda_exec *usbeam_doppler_display_plan_cuda(usbeam_doppler_display_plan *plan)
 {
-    float lo = *a < *b ? *a : *b, hi = *a < *b ? *b : *a;
-    *a = lo;
-    *b = hi;
-}
-
-/* Median of 9 values by the classic 19-exchange network (Paeth, Graphics Gems 1990). */
-static inline float median9(float *v)
-{
-    sort2(&v[1], &v[2]); sort2(&v[4], &v[5]); sort2(&v[7], &v[8]);
-    sort2(&v[0], &v[1]); sort2(&v[3], &v[4]); sort2(&v[6], &v[7]);
-    sort2(&v[1], &v[2]); sort2(&v[4], &v[5]); sort2(&v[7], &v[8]);
-    sort2(&v[0], &v[3]); sort2(&v[5], &v[8]); sort2(&v[4], &v[7]);
-    sort2(&v[3], &v[6]); sort2(&v[1], &v[4]); sort2(&v[2], &v[5]);
-    sort2(&v[4], &v[7]); sort2(&v[4], &v[2]); sort2(&v[6], &v[4]);
-    sort2(&v[4], &v[2]);
-    return v[4];
+    return plan && plan->cuda ? usbeam_doppler_display_cuda_exec(plan->cuda) : NULL;
 }
 
 static void median3x3(const float *in, float *out, size_t nz, size_t nx)
@@ -109,13 +109,13 @@ static void median3x3(const float *in, float *out, size_t nz, size_t nx)
             float v[9];
             int k = 0;
             for (ptrdiff_t dz = -1; dz <= 1; ++dz) {
-                ptrdiff_t zz = z + dz < 0 ? 0 : (z + dz >= NZ ? NZ - 1 : z + dz);
+                const ptrdiff_t zz = (ptrdiff_t)usbeam_clamp_index(z + dz, NZ);
                 for (ptrdiff_t dx = -1; dx <= 1; ++dx) {
-                    ptrdiff_t xx = x + dx < 0 ? 0 : (x + dx >= NX ? NX - 1 : x + dx);
+                    const ptrdiff_t xx = (ptrdiff_t)usbeam_clamp_index(x + dx, NX);
                     v[k++] = in[zz * NX + xx];
                 }
             }
-            out[z * NX + x] = median9(v);
+            out[z * NX + x] = usbeam_median9f(v);
         }
     }
 }
@@ -128,6 +128,8 @@ usbeam_status usbeam_doppler_display_execute(usbeam_doppler_display_plan *plan, 
     if (!velocity && !power) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "velocity and power are both NULL");
     if ((velocity && !out_velocity) || (power && !out_power))
         return usbeam_fail(USBEAM_ERR_NULL_POINTER, "each given input needs its output buffer");
+    if (plan->cuda)
+        return usbeam_doppler_display_cuda_execute(plan->cuda, velocity, power, out_velocity, out_power, mask);
     const usbeam_doppler_display_params *prm = &plan->params;
     const size_t n = plan->image_size;
     const ptrdiff_t count = (ptrdiff_t)n;

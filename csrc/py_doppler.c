@@ -7,7 +7,7 @@
  *   color_plan(...) / color_execute(plan, iq, velocity, variance|None, power|None)
  *   power_plan(...) / power_execute(plan, iq, out)
  *   doppler_display_plan(...) / doppler_display_execute(plan, v|None, p|None, out_v|None,
- *       out_p|None, mask|None) / doppler_display_reset(plan)
+ *       out_p|None, mask|None) / doppler_display_reset(plan) / doppler_display_cuda_exec(plan)
  */
 #include "py_common.h"
 
@@ -241,29 +241,13 @@ static PyObject *py_color_plan(PyObject *self, PyObject *args, PyObject *kwargs)
     return wrap(h, st, COLOR_CAPSULE, color_capsule_destroy);
 }
 
-/* Optional float32 output: None gives NULL without error. */
-static int optional_out(PyObject *obj, const char *name, size_t n, int npy_type, void **data)
-{
-    *data = NULL;
-    if (obj == Py_None) return 0;
-    *data = usbeam_py_array_data(obj, name, npy_type, n, 1);
-    return *data ? 0 : -1;
-}
-
-/* The same for a plan that may be on CUDA (exec non-NULL: a DeviceArray on the plan's device). */
+/* Optional float32 output of a plan that may be on CUDA (exec non-NULL: a DeviceArray on the
+ * plan's device); None gives NULL without error. */
 static int optional_plan_out(PyObject *obj, const char *name, size_t n, usbeam_cuda_exec *cuda, void **data)
 {
     *data = NULL;
     if (obj == Py_None) return 0;
     *data = usbeam_py_plan_buffer(obj, name, NPY_FLOAT32, n, 1, cuda);
-    return *data ? 0 : -1;
-}
-
-static int optional_in(PyObject *obj, const char *name, size_t n, const float **data)
-{
-    *data = NULL;
-    if (obj == Py_None) return 0;
-    *data = usbeam_py_array_data(obj, name, NPY_FLOAT32, n, 0);
     return *data ? 0 : -1;
 }
 
@@ -377,6 +361,14 @@ static PyObject *py_power_cuda_exec(PyObject *self, PyObject *capsule)
     return usbeam_py_cuda_exec_capsule(usbeam_power_plan_cuda(h->plan), capsule);
 }
 
+static PyObject *py_display_cuda_exec(PyObject *self, PyObject *capsule)
+{
+    (void)self;
+    handle *h = usbeam_py_plan_from_capsule(capsule, DISPLAY_CAPSULE, "plan");
+    if (!h) return NULL;
+    return usbeam_py_cuda_exec_capsule(usbeam_doppler_display_plan_cuda(h->plan), capsule);
+}
+
 /* ---- display ---------------------------------------------------------------------------- */
 
 static PyObject *py_display_plan(PyObject *self, PyObject *args, PyObject *kwargs)
@@ -409,6 +401,16 @@ static PyObject *py_display_plan(PyObject *self, PyObject *args, PyObject *kwarg
     return wrap(h, st, DISPLAY_CAPSULE, display_capsule_destroy);
 }
 
+/* The same for a plan that may be on CUDA, input or output (None gives NULL). */
+static int optional_plan_buffer(PyObject *obj, const char *name, int npy_type, size_t n, int writable,
+                                usbeam_cuda_exec *cuda, void **data)
+{
+    *data = NULL;
+    if (obj == Py_None) return 0;
+    *data = usbeam_py_plan_buffer(obj, name, npy_type, n, writable, cuda);
+    return *data ? 0 : -1;
+}
+
 static PyObject *py_display_execute(PyObject *self, PyObject *args)
 {
     (void)self;
@@ -416,18 +418,24 @@ static PyObject *py_display_execute(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOOOOO", &capsule, &v_obj, &p_obj, &ov_obj, &op_obj, &m_obj)) return NULL;
     handle *h = usbeam_py_plan_from_capsule(capsule, DISPLAY_CAPSULE, "plan");
     if (!h) return NULL;
-    const float *velocity, *power;
-    void *out_velocity, *out_power, *mask;
-    if (optional_in(v_obj, "velocity", h->n_in, &velocity) < 0) return NULL;
-    if (optional_in(p_obj, "power", h->n_in, &power) < 0) return NULL;
-    if (optional_out(ov_obj, "out_velocity", h->n_out, NPY_FLOAT32, &out_velocity) < 0) return NULL;
-    if (optional_out(op_obj, "out_power", h->n_out, NPY_FLOAT32, &out_power) < 0) return NULL;
-    if (optional_out(m_obj, "mask", h->n_out, NPY_UINT8, &mask) < 0) return NULL;
+    usbeam_cuda_exec *cuda = usbeam_doppler_display_plan_cuda(h->plan); /* NULL: CPU plan, NumPy arrays */
+    void *velocity, *power, *out_velocity, *out_power, *mask;
+    if (optional_plan_buffer(v_obj, "velocity", NPY_FLOAT32, h->n_in, 0, cuda, &velocity) < 0) return NULL;
+    if (optional_plan_buffer(p_obj, "power", NPY_FLOAT32, h->n_in, 0, cuda, &power) < 0) return NULL;
+    if (optional_plan_buffer(ov_obj, "out_velocity", NPY_FLOAT32, h->n_out, 1, cuda, &out_velocity) < 0) return NULL;
+    if (optional_plan_buffer(op_obj, "out_power", NPY_FLOAT32, h->n_out, 1, cuda, &out_power) < 0) return NULL;
+    if (optional_plan_buffer(m_obj, "mask", NPY_UINT8, h->n_out, 1, cuda, &mask) < 0) return NULL;
     if ((velocity && !out_velocity) || (power && !out_power) || (!velocity && !power)) {
         PyErr_SetString(PyExc_ValueError, "velocity/power: give at least one, each with its output buffer");
         return NULL;
     }
     usbeam_status st;
+    if (cuda) {
+        /* only queues a kernel; holding the GIL serialises users of the plan's device history */
+        st = usbeam_doppler_display_execute(h->plan, velocity, power, out_velocity, out_power, mask);
+        if (st != USBEAM_OK) return usbeam_py_raise(st);
+        Py_RETURN_NONE;
+    }
     Py_BEGIN_ALLOW_THREADS
     PyThread_acquire_lock(h->lock, WAIT_LOCK);
     st = usbeam_doppler_display_execute(h->plan, velocity, power, out_velocity, out_power, mask);
@@ -472,5 +480,7 @@ PyMethodDef usbeam_py_doppler_methods[] = {
     {"doppler_display_execute", py_display_execute, METH_VARARGS,
      "(plan, velocity|None, power|None, out_velocity|None, out_power|None, mask|None)."},
     {"doppler_display_reset", py_display_reset, METH_O, "Forget the persistence history."},
+    {"doppler_display_cuda_exec", py_display_cuda_exec, METH_O,
+     "CUDA state of a Doppler display plan (None for the CPU)."},
     {NULL, NULL, 0, NULL},
 };

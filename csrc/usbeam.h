@@ -501,6 +501,10 @@ usbeam_status usbeam_doppler_display_execute(usbeam_doppler_display_plan *plan, 
 /* Forget the persistence history. */
 usbeam_status usbeam_doppler_display_reset(usbeam_doppler_display_plan *plan);
 void usbeam_doppler_display_plan_destroy(usbeam_doppler_display_plan *plan);
+/* The CUDA execution state of a display plan; NULL for a CPU plan.  A CUDA plan's execute takes
+ * device pointers, queues one kernel and returns without waiting; its kernel flags non-finite
+ * input (usbeam_cuda_exec_take_input_faults) where the CPU's caller refuses it. */
+usbeam_cuda_exec *usbeam_doppler_display_plan_cuda(usbeam_doppler_display_plan *plan);
 
 /* ======== family: hadamard ======== */
 /* (declarations of the hadamard family go below this line) */

@@ -83,6 +83,16 @@ usbeam_status usbeam_power_cuda_create(const usbeam_power_params *params, usbeam
 usbeam_status usbeam_power_cuda_execute(usbeam_power_cuda *plan, const void *in, float *out);
 void usbeam_power_cuda_destroy(usbeam_power_cuda *plan);
 usbeam_cuda_exec *usbeam_power_cuda_exec(usbeam_power_cuda *plan);
+/* doppler display (cuda/doppler_display.cu): the CPU plan has checked every parameter and size. */
+typedef struct usbeam_doppler_display_cuda usbeam_doppler_display_cuda;
+usbeam_status usbeam_doppler_display_cuda_create(const usbeam_doppler_display_params *params,
+                                                 usbeam_doppler_display_cuda **plan);
+usbeam_status usbeam_doppler_display_cuda_execute(usbeam_doppler_display_cuda *plan, const float *velocity,
+                                                  const float *power, float *out_velocity, float *out_power,
+                                                  uint8_t *mask);
+usbeam_status usbeam_doppler_display_cuda_reset(usbeam_doppler_display_cuda *plan);
+void usbeam_doppler_display_cuda_destroy(usbeam_doppler_display_cuda *plan);
+usbeam_cuda_exec *usbeam_doppler_display_cuda_exec(usbeam_doppler_display_cuda *plan);
 /* clutter (cuda/clutter.cu): the projection filters only; basis double[n_basis][n_frames]. */
 typedef struct usbeam_clutter_cuda usbeam_clutter_cuda;
 usbeam_status usbeam_clutter_cuda_create(const usbeam_clutter_params *params, const double *basis, int n_basis,

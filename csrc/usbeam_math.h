@@ -400,4 +400,36 @@ static inline USBEAM_HD usbeam_tx_model usbeam_rca_wave_model(double angle, doub
     return usbeam_tx_model_diverging(fu, fz, ue, n);
 }
 
+/* ------------------------------------------------------------------------------------ */
+/* Median of 9 (Doppler display, csrc/doppler_display.c and cuda/doppler_display.cu)    */
+/* ------------------------------------------------------------------------------------ */
+static inline USBEAM_HD void usbeam_sort2f(float *a, float *b)
+{
+    /* a NaN operand makes `<` false: the pair is swapped.  Both backends share this exact
+     * network, so even NaN input gives the same (meaningless) value on both. */
+    const float lo = *a < *b ? *a : *b, hi = *a < *b ? *b : *a;
+    *a = lo;
+    *b = hi;
+}
+
+/* Median of v[0..8] by the classic 19-exchange network (Paeth, Graphics Gems 1990); v is
+ * reordered. */
+static inline USBEAM_HD float usbeam_median9f(float *v)
+{
+    usbeam_sort2f(&v[1], &v[2]); usbeam_sort2f(&v[4], &v[5]); usbeam_sort2f(&v[7], &v[8]);
+    usbeam_sort2f(&v[0], &v[1]); usbeam_sort2f(&v[3], &v[4]); usbeam_sort2f(&v[6], &v[7]);
+    usbeam_sort2f(&v[1], &v[2]); usbeam_sort2f(&v[4], &v[5]); usbeam_sort2f(&v[7], &v[8]);
+    usbeam_sort2f(&v[0], &v[3]); usbeam_sort2f(&v[5], &v[8]); usbeam_sort2f(&v[4], &v[7]);
+    usbeam_sort2f(&v[3], &v[6]); usbeam_sort2f(&v[1], &v[4]); usbeam_sort2f(&v[2], &v[5]);
+    usbeam_sort2f(&v[4], &v[7]); usbeam_sort2f(&v[4], &v[2]); usbeam_sort2f(&v[6], &v[4]);
+    usbeam_sort2f(&v[4], &v[2]);
+    return v[4];
+}
+
+/* Replicated-edge index: i clamped into [0, n-1] (the display median's edge convention). */
+static inline USBEAM_HD long long usbeam_clamp_index(long long i, long long n)
+{
+    return i < 0 ? 0 : (i >= n ? n - 1 : i);
+}
+
 #endif /* USBEAM_MATH_H */

@@ -1,5 +1,6 @@
-"""Color and power Doppler CUDA twins (cuda/doppler.cu) against the CPU backend and the
-float64 reference (tests/reference/doppler.py).
+"""Color and power Doppler CUDA twins (cuda/doppler.cu) and the display twin
+(cuda/doppler_display.cu) against the CPU backend and the float64 reference
+(tests/reference/doppler.py).
 
 Needs a GPU (marked cuda: skipped without one), except the last tests, which check that
 asking for the CUDA backend without a GPU is a clean error.  Outputs are poisoned (NaN)
@@ -281,6 +282,181 @@ def test_clutter_svd_on_cuda_refuses_more_than_128_frames():
         usbeam.ClutterFilter((129, 8, 8), method="svd", backend="cuda")
 
 
+# ---- display (cuda/doppler_display.cu) ------------------------------------------------------
+
+VN = C * PRF / (4 * FC)
+
+
+def display_inputs(rng, shape):
+    """Fresh velocity (about +-VN/3) and power (dB-like, around the threshold) images."""
+    v = (rng.standard_normal(shape) * VN / 3).astype(np.float32)
+    p = (rng.standard_normal(shape) * 3.0).astype(np.float32)
+    return v, p
+
+
+def run_display_poisoned(plan, v, p, poison, mask_poison):
+    """One call of a CUDA display plan on device inputs into poisoned device outputs given as
+    out_velocity / out_power / mask; host copies back."""
+    d_v = None if v is None else device.from_numpy(v)
+    d_p = None if p is None else device.from_numpy(p)
+    outs = [None if x is None else device.from_numpy(np.full(plan.shape, poison, np.float32)) for x in (v, p)]
+    mask = device.from_numpy(np.full(plan.shape, mask_poison, np.uint8))
+    got = plan(d_v, d_p, out_velocity=outs[0], out_power=outs[1], mask=mask)
+    assert all(g is o for g, o in zip(got, (*outs, mask)))  # the caller's buffers, returned
+    return tuple(None if o is None else o.to_numpy() for o in (*outs, mask))
+
+
+DISPLAY_CASES = [(True, 0.0), (False, 0.7), (True, 0.5), (True, 0.9)]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("median, persistence", DISPLAY_CASES)
+@pytest.mark.parametrize("given", ["both", "velocity", "power"])
+def test_display_matches_cpu_bit_exact(rng, median, persistence, given):
+    # Same float32 arithmetic (no FMA contraction on either side), same median network: equal,
+    # not close.  Several calls of several images each: persistence carries across calls.
+    shape = (3, 41, 29)
+    kwargs = dict(median=median, persistence=persistence, power_threshold=0.5, velocity_threshold=0.05 * VN)
+    cpu = usbeam.DopplerDisplay(shape, **kwargs)
+    # two GPU plans fed the same data with different poisons: equal results mean every pixel written
+    gpus = [usbeam.DopplerDisplay(shape, backend="cuda", **kwargs) for _ in range(2)]
+    history_v, history_p = [], []
+    for call in range(4):
+        v, p = display_inputs(rng, shape)
+        v = v if given in ("both", "velocity") else None
+        p = p if given in ("both", "power") else None
+        want = cpu(v, p)
+        first = run_display_poisoned(gpus[0], v, p, np.nan, 0xAB)
+        second = run_display_poisoned(gpus[1], v, p, -7.0, 0x54)
+        for w, a, b in zip(want, first, second):
+            if w is None:
+                assert a is None and b is None
+                continue
+            np.testing.assert_array_equal(a, w)
+            np.testing.assert_array_equal(b, w)
+        assert set(np.unique(first[2])) <= {0, 1}
+        history_v.append(v)
+        history_p.append(p)
+    if given == "both":
+        # and against the float64 reference over the whole sequence (the CPU test's tolerance)
+        rv, rp, _ = ref.display(np.concatenate(history_v), np.concatenate(history_p), median, persistence,
+                                0.5, 0.05 * VN)
+        np.testing.assert_allclose(first[1], rp[-shape[0]:], atol=TOLERANCES["doppler_display_abs"])
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("shape", [(1, 1), (1, 7), (6, 1), (2, 2), (3, 130, 3)])
+def test_display_edges_match_cpu(rng, shape):
+    # replicated edges on degenerate images (one row, one column, one pixel)
+    kwargs = dict(median=True, persistence=0.3, power_threshold=-1.0, velocity_threshold=0.01 * VN)
+    cpu = usbeam.DopplerDisplay(shape, **kwargs)
+    gpu = usbeam.DopplerDisplay(shape, backend="cuda", **kwargs)
+    for _ in range(3):
+        v, p = display_inputs(rng, shape)
+        for w, g in zip(cpu(v, p), run_display_poisoned(gpu, v, p, np.nan, 0xAB)):
+            np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.cuda
+def test_display_device_in_device_out_reset_and_stream(rng):
+    shape = (2, 33, 20)
+    kwargs = dict(median=True, persistence=0.6, power_threshold=0.0, velocity_threshold=0.02 * VN)
+    cpu = usbeam.DopplerDisplay(shape, **kwargs)
+    gpu = usbeam.DopplerDisplay(shape, backend="cuda", strict=True, **kwargs)
+    for call in range(3):
+        if call == 2:  # reset: the next call starts a fresh history on both
+            cpu.reset()
+            gpu.reset()
+        v, p = display_inputs(rng, shape)
+        got = gpu(device.from_numpy(v), device.from_numpy(p))
+        assert all(isinstance(g, device.DeviceArray) for g in got)
+        assert got[2].dtype == np.uint8 and got[0].shape == shape
+        for w, g in zip(cpu(v, p), got):
+            np.testing.assert_array_equal(g.to_numpy(), w)
+    assert set(gpu.cuda.stage_times()) == {"display.filter"}
+    # strict: host arrays refused, naming the parameter
+    with pytest.raises(TypeError, match="velocity.*strict"):
+        gpu(v, device.from_numpy(p))
+    with pytest.raises(TypeError, match="power.*strict"):
+        gpu(None, p)
+    with pytest.raises(TypeError, match="float32"):
+        gpu(device.from_numpy(v.astype(np.float64)))
+    with pytest.raises(ValueError, match="shape"):
+        gpu(device.from_numpy(v[:1]))
+
+
+@pytest.mark.cuda
+def test_display_host_input_round_trip(rng):
+    shape = (17, 23)
+    cpu = usbeam.DopplerDisplay(shape, persistence=0.4, power_threshold=0.2)
+    gpu = usbeam.DopplerDisplay(shape, persistence=0.4, power_threshold=0.2, backend="cuda")
+    for _ in range(3):
+        v, p = display_inputs(rng, shape)
+        got = gpu(v, p)  # host in: validated as on the CPU, copied in, results copied out
+        assert all(isinstance(g, np.ndarray) for g in got)
+        for w, g in zip(cpu(v, p), got):
+            np.testing.assert_array_equal(g, w)
+    out_v, out_p, mask = gpu(velocity=v)  # velocity only: the power history waits on both backends
+    assert out_p is None
+    want_v, _, want_mask = cpu(velocity=v)
+    np.testing.assert_array_equal(out_v, want_v)
+    np.testing.assert_array_equal(mask, want_mask)
+    # host output buffers: filled by a copy and returned
+    v, p = display_inputs(rng, shape)
+    bufs = (np.full(shape, np.nan, np.float32), np.full(shape, np.nan, np.float32), np.full(shape, 7, np.uint8))
+    got = gpu(v, p, out_velocity=bufs[0], out_power=bufs[1], mask=bufs[2])
+    assert all(g is b for g, b in zip(got, bufs))
+    for w, g in zip(cpu(v, p), got):
+        np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.cuda
+def test_display_output_buffers_are_checked(rng):
+    shape = (9, 11)
+    gpu = usbeam.DopplerDisplay(shape, backend="cuda")
+    v, p = display_inputs(rng, shape)
+    d_v, d_p = device.from_numpy(v), device.from_numpy(p)
+    with pytest.raises(ValueError, match="out_velocity must not share memory"):
+        gpu(d_v, d_p, out_velocity=d_v)  # in place would race: a pixel's output is its neighbours' input
+    with pytest.raises(ValueError, match="out_power is given without power"):
+        gpu(d_v, out_power=device.from_numpy(p))
+    with pytest.raises(TypeError, match="mask must have dtype uint8"):
+        gpu(d_v, mask=device.from_numpy(np.zeros(shape, np.float32)))
+    with pytest.raises(ValueError, match="out_velocity must have shape"):
+        gpu(d_v, out_velocity=device.from_numpy(np.zeros((9, 10), np.float32)))
+    strict = usbeam.DopplerDisplay(shape, backend="cuda", strict=True)
+    with pytest.raises(TypeError, match="mask is in host memory.*strict"):
+        strict(d_v, mask=np.zeros(shape, np.uint8))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_display_non_finite_input_is_refused_as_on_cpu(rng, bad):
+    shape = (2, 9, 8)
+    v, p = display_inputs(rng, shape)
+    p[1, 4, 0] = bad
+    cpu = usbeam.DopplerDisplay(shape)
+    gpu = usbeam.DopplerDisplay(shape, backend="cuda")
+    with pytest.raises(ValueError, match="power must contain only finite"):
+        cpu(v, p)
+    # host input: refused before anything runs, with the CPU's message
+    with pytest.raises(ValueError, match="power must contain only finite"):
+        gpu(v, p)
+    # device input: the kernel flags it; reported once the work has finished ...
+    gpu(device.from_numpy(v), device.from_numpy(p))
+    with pytest.raises(ValueError, match="velocity or power contains NaN or infinite"):
+        gpu.cuda.synchronize()
+    # ... or at the plan's next call, naming the earlier one
+    gpu(device.from_numpy(p), None)
+    usbeam._core.stream_synchronize(gpu.cuda.stream)  # finished, not checked
+    with pytest.raises(ValueError, match="earlier call's velocity or power"):
+        gpu(device.from_numpy(v), None)
+    # a finite call afterwards is clean and matches a fresh CPU plan after reset
+    gpu.reset()
+    got = gpu(device.from_numpy(v), None)
+    np.testing.assert_array_equal(got[0].to_numpy(), usbeam.DopplerDisplay(shape)(v)[0])
+
+
 def test_cuda_backend_refused_cleanly_without_gpu():
     if usbeam.cuda_available():
         pytest.skip("a GPU is visible: the tests above run the CUDA twins")
@@ -290,3 +466,5 @@ def test_cuda_backend_refused_cleanly_without_gpu():
         usbeam.PowerDopplerPlan((4, 8, 8), backend="cuda")
     with pytest.raises(usbeam.UsbeamError, match="cuda"):
         usbeam.ClutterFilter((4, 8, 8), backend="cuda")
+    with pytest.raises(usbeam.UsbeamError, match="cuda"):
+        usbeam.DopplerDisplay((8, 8), backend="cuda")

@@ -118,6 +118,105 @@ def test_doppler_pipeline_graph_refuses_iir():
                                clutter="iir", backend="cuda", capture_graph=True)
 
 
+@pytest.mark.cuda
+@pytest.mark.parametrize("capture_graph", [False, True])
+def test_bmode_pipeline_strict_refuses_host_arrays(rng, capture_graph):
+    kwargs = dict(fs=FS, fc=FC, c=C, n_samples=N_SAMPLES, n_frames=2, bmode_output="db", dynamic_range=50.0,
+                  backend="cuda", capture_graph=capture_graph)
+    strict = usbeam.Pipeline(PROBE, SEQUENCE, GRID, strict=True, **kwargs)
+    loose = usbeam.Pipeline(PROBE, SEQUENCE, GRID, **kwargs)
+    assert all(plan._runner.strict for plan in (strict.rf2iq, strict.bmode)) and strict.beamformer.strict
+    rf = random_rf(rng, 2)
+    with pytest.raises(TypeError, match="rf is in host memory.*strict=True"):
+        strict(rf)
+    d_rf = device.from_numpy(rf)
+    with pytest.raises(TypeError, match="out is in host memory.*strict=True"):
+        strict(d_rf, out=np.empty(strict.output_shape, strict.output_dtype))
+    got = strict(d_rf)  # device in, device out: runs, and equals the copying pipeline's result
+    assert isinstance(got, device.DeviceArray)
+    np.testing.assert_array_equal(got.to_numpy(), loose(rf))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("capture_graph", [False, True])
+def test_doppler_pipeline_strict_refuses_host_rf(rng, capture_graph):
+    kwargs = dict(n_frames=8, n_samples=N_SAMPLES, fs=FS, fc=FC, c=C, prf=PRF, clutter="poly",
+                  clutter_options=dict(order=1), average=3, backend="cuda", capture_graph=capture_graph)
+    strict = usbeam.DopplerPipeline(PROBE, SEQUENCE, GRID, strict=True, **kwargs)
+    loose = usbeam.DopplerPipeline(PROBE, SEQUENCE, GRID, **kwargs)
+    assert all(plan._runner.strict for plan in (strict.rf2iq, strict.clutter, strict.power))
+    assert strict.beamformer.strict and strict.color._strict
+    rf = random_rf(rng, 8)
+    with pytest.raises(TypeError, match="rf is in host memory.*strict=True"):
+        strict(rf)
+    if not capture_graph:
+        with pytest.raises(TypeError, match="rf is in host memory.*strict=True"):
+            strict.beamform(rf)
+    got = strict(device.from_numpy(rf))
+    want = loose(rf)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g.to_numpy(), w.to_numpy())
+
+
+def test_pipelines_strict_is_ignored_on_the_cpu(rng):
+    # as by the plans: a CPU pipeline takes host arrays whatever strict says
+    kwargs = dict(fs=FS, fc=FC, c=C, n_samples=N_SAMPLES, n_frames=1, bmode_output="db", dynamic_range=50.0)
+    rf = random_rf(rng, 1)
+    np.testing.assert_array_equal(usbeam.Pipeline(PROBE, SEQUENCE, GRID, strict=True, **kwargs)(rf),
+                                  usbeam.Pipeline(PROBE, SEQUENCE, GRID, **kwargs)(rf))
+    doppler = usbeam.DopplerPipeline(PROBE, SEQUENCE, GRID, n_frames=4, n_samples=N_SAMPLES, fs=FS, fc=FC,
+                                     prf=PRF, clutter="mean", strict=True)
+    assert np.all(np.isfinite(doppler(random_rf(rng, 4)).velocity))
+
+
+# ---- RF -> decode -> IQ -> row-column DAS -> B-mode, device arrays only ---------------------
+
+RCA_N, RCA_SAMPLES = 16, 384
+
+
+@pytest.mark.cuda
+def test_rca_chain_decode_rf2iq_das_bmode_on_device_matches_cpu(rng):
+    """The issue's data flow on the GPU: Hadamard-encoded FORCES RF -> HadamardDecodePlan ->
+    RF2IQPlan -> RCABeamformer -> BModePlan, every plan strict=True (a host copy anywhere
+    would raise), each stage reading the previous stage's DeviceArray directly; compared with
+    the same chain on the CPU at each stage."""
+    array = usbeam.RowColumnArray(RCA_N, RCA_N, 0.3e-3, fc=FC, bandwidth=0.7, tobe=False)
+    points = np.column_stack([rng.uniform(-1.5e-3, 1.5e-3, 3), np.zeros(3), rng.uniform(4e-3, 7e-3, 3)])
+    raw = usbeam.simulate_rca(points, rng.uniform(0.5, 1.0, 3), array, "forces", fs=FS, fc=FC,
+                              n_samples=RCA_SAMPLES, encode=True, n_frames=2)
+    raw += (1e-3 * np.abs(raw).max() * rng.standard_normal(raw.shape)).astype(np.float32)
+    lam = C / FC
+    grid = usbeam.RCAGrid.bscan(np.arange(-2.5e-3, 2.5e-3, lam / 3), np.arange(3.5e-3, 7.5e-3, lam / 3), "xz", 0.0)
+
+    def plans(backend):
+        extra = dict(backend=backend, strict=True) if backend == "cuda" else {}
+        decode = usbeam.HadamardDecodePlan(raw.shape, RCA_N, axis=1, dtype=np.float32, **extra)
+        rf2iq = usbeam.RF2IQPlan(decode.out_shape, np.float32, fs=FS, fc=FC, **extra)
+        das = usbeam.RCABeamformer(array, "forces", grid, n_samples=rf2iq.n_out, fs=rf2iq.fs_out, fc=FC, c=C,
+                                   data="iq", n_frames=2, interpolation="linear", **extra)
+        bmode = usbeam.BModePlan((2,) + grid.image_shape, 40.0, **extra)
+        return decode, rf2iq, das, bmode
+
+    stages_cpu, stages_gpu = [], []
+    x = raw
+    for plan in plans("cpu"):
+        x = plan(x)
+        stages_cpu.append(x)
+    x = device.from_numpy(raw)  # the only host -> device copy
+    for plan in plans("cuda"):
+        x = plan(x)
+        assert isinstance(x, device.DeviceArray)  # strict plans: nothing went through the host
+        stages_gpu.append(x)
+    decoded, iq, image, display = (d.to_numpy() for d in stages_gpu)  # host copies only at the end
+    np.testing.assert_array_equal(decoded, stages_cpu[0])  # 'direct' decode: bit-exact (hadamard family)
+    assert np.max(np.abs(iq - stages_cpu[1])) <= TOLERANCES["rf2iq_cuda_rel"] * np.max(np.abs(stages_cpu[1]))
+    assert rel_l2(image, stages_cpu[2]) <= TOLERANCES["rca_cuda_rel_l2"]
+    diff = np.abs(display.astype(int) - stages_cpu[3].astype(int))
+    assert diff.max() <= TOLERANCES["bmode_uint8_max_levels"]
+    assert np.mean(diff > 0) <= TOLERANCES["bmode_uint8_fraction_off"]
+    assert display.max() == 255 and display.min() < 128  # a real image, not a constant
+
+
 def test_doppler_capture_graph_needs_cuda():
     with pytest.raises(ValueError, match="capture_graph"):
         usbeam.DopplerPipeline(PROBE, SEQUENCE, GRID, n_frames=4, n_samples=N_SAMPLES, fs=FS, fc=FC, prf=PRF,

@@ -289,6 +289,28 @@ def test_display_matches_reference(rng, median, persistence):
     np.testing.assert_array_equal(batch(v, p)[0], bv)
 
 
+def test_display_output_buffers(rng):
+    shape = (2, 12, 10)
+    v = (rng.standard_normal(shape) * VN / 3).astype(np.float32)
+    p = rng.standard_normal(shape).astype(np.float32)
+    kwargs = dict(median=True, persistence=0.5, power_threshold=0.1, velocity_threshold=0.05 * VN)
+    want = usbeam.DopplerDisplay(shape, **kwargs)(v, p)
+    bufs = (np.full(shape, np.nan, np.float32), np.full(shape, np.nan, np.float32), np.full(shape, 7, np.uint8))
+    got = usbeam.DopplerDisplay(shape, **kwargs)(v, p, out_velocity=bufs[0], out_power=bufs[1], mask=bufs[2])
+    assert all(g is b for g, b in zip(got, bufs))  # the caller's buffers, every element overwritten
+    for w, g in zip(want, got):
+        np.testing.assert_array_equal(g, w)
+    disp = usbeam.DopplerDisplay(shape)
+    with pytest.raises(ValueError, match="out_velocity must not share memory"):
+        disp(v, out_velocity=v)
+    with pytest.raises(ValueError, match="out_power is given without power"):
+        disp(v, out_power=bufs[1])
+    with pytest.raises(TypeError, match="mask must have dtype uint8"):
+        disp(v, mask=bufs[0])
+    with pytest.raises(ValueError, match="out_velocity must have shape"):
+        disp(v, out_velocity=bufs[0][0])
+
+
 def test_display_median_removes_outlier():
     v = np.zeros((5, 5), np.float32)
     v[2, 2] = 1.0

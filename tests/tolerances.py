@@ -56,7 +56,8 @@ TOLERANCES = {
     # bound holds for it block after block (FMA contraction only).
     "doppler_cuda_clutter_rel": 1e-6,
     # CUDA 'svd' clutter filter vs the CPU backend, max|gpu - cpu| / max|input|.  Gram matrix
-    # (double, cublasZherk on exactly widened input) and Jacobi (double; round-robin order on
+    # (double, cublasZgemmStridedBatched over pixel slices on exactly widened input, summed in a
+    # fixed order: cuda/clutter_svd.cu) and Jacobi (double; round-robin order on
     # the GPU, cyclic on the CPU, so eigenvectors differ by ~eps ||G|| / eigenvalue gap, ~1e-11
     # for the tissue/blood/noise gaps of these tests) match the CPU to ~1e-11, but the
     # projection C P runs in float32 (cublasCgemm, pedantic, P rounded to float32) where the CPU

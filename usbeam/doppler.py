@@ -414,10 +414,20 @@ class DopplerDisplay:
         Pixels whose (filtered) power is below it are hidden (same unit as the power given).
     velocity_threshold : float
         Pixels with |v| below it (m/s) are hidden.
+    backend : {'cpu', 'cuda'}
+        'cuda': the plan runs on the GPU (cuda/doppler_display.cu, the same results bit for bit)
+        with its persistence history on the device; it takes device arrays
+        (usbeam.DeviceArray or any CUDA DLPack / CUDA-array-interface array) without a copy and
+        returns DeviceArrays queued on ``plan.cuda.stream``; NumPy input is checked and copied
+        in as on the CPU and the results copied out.  Non-finite device input is reported as
+        ValueError once the work has finished (usbeam.device.CudaExecution.check_input): at
+        the host copy of a result, ``plan.cuda.synchronize()`` or the plan's next call.
+    strict : bool
+        With backend='cuda', refuse NumPy (host) arrays instead of copying them (TypeError).
     """
 
     def __init__(self, shape, *, median=True, persistence=0.0, power_threshold=None, velocity_threshold=0.0,
-                 backend="cpu"):
+                 backend="cpu", strict=False):
         self.shape = _shape("shape", shape, 2)
         if len(self.shape) > 3:
             raise ValueError(f"shape must be (nz, nx) or (n_images, nz, nx) (got {self.shape})")
@@ -433,6 +443,13 @@ class DopplerDisplay:
         self._plan = _core.doppler_display_plan(n_images, self.shape[-2], self.shape[-1], median=bool(median),
                                                 persistence=self.persistence, power_threshold=threshold,
                                                 velocity_threshold=self.velocity_threshold, backend=backend)
+        self.cuda = None
+        self._strict = bool(strict)
+        if self.backend == "cuda":
+            from .device import CudaExecution
+
+            self.cuda = CudaExecution(_core.doppler_display_cuda_exec(self._plan))  # stream, stage_times()
+            self.cuda.input_name = "velocity or power"
 
     def _input(self, name, value):
         if value is None:
@@ -447,18 +464,115 @@ class DopplerDisplay:
             raise ValueError(f"{name} must contain only finite values")
         return value
 
-    def __call__(self, velocity=None, power=None):
+    def __call__(self, velocity=None, power=None, *, out_velocity=None, out_power=None, mask=None):
         """Returns (velocity, power, mask): velocity 0 where hidden, mask uint8 (1 = shown);
-        an input left as None gives None for its output."""
+        an input left as None gives None for its output.  ``out_velocity``, ``out_power`` and
+        ``mask`` are optional caller buffers (float32, float32, uint8, the plan's shape; an
+        output must not share memory with an input), returned when given.  On CUDA the new
+        outputs are DeviceArrays unless an input was a host array; caller buffers may be
+        DeviceArrays or (unless strict) host arrays, filled by a copy."""
+        for out_name, out, in_name, value in (("out_velocity", out_velocity, "velocity", velocity),
+                                              ("out_power", out_power, "power", power)):
+            if out is not None and value is None:
+                raise ValueError(f"{out_name} is given without {in_name}")
+        if self.cuda is not None:
+            return self._call_cuda(velocity, power, (out_velocity, out_power, mask))
         velocity = self._input("velocity", velocity)
         power = self._input("power", power)
         if velocity is None and power is None:
             raise ValueError("velocity and power: give at least one")
-        out_v = None if velocity is None else np.empty(self.shape, np.float32)
-        out_p = None if power is None else np.empty(self.shape, np.float32)
-        mask = np.empty(self.shape, np.uint8)
-        _core.doppler_display_execute(self._plan, velocity, power, out_v, out_p, mask)
-        return out_v, out_p, mask
+        outs = []
+        for name, out, given, dtype in (("out_velocity", out_velocity, velocity is not None, np.float32),
+                                        ("out_power", out_power, power is not None, np.float32),
+                                        ("mask", mask, True, np.uint8)):
+            if not given:
+                outs.append(None)
+            elif out is None:
+                outs.append(np.empty(self.shape, dtype))
+            else:
+                _validate.out_array(name, out, self.shape, dtype)
+                if any(x is not None and np.shares_memory(out, x) for x in (velocity, power)):
+                    raise ValueError(f"{name} must not share memory with velocity or power")
+                outs.append(out)
+        _core.doppler_display_execute(self._plan, velocity, power, *outs)
+        return tuple(outs)
+
+    def _call_cuda(self, velocity, power, given):
+        """The CUDA path: device inputs imported without a copy, host inputs validated as on the
+        CPU and copied in (unless strict); the caller's device outputs or new ones; nothing
+        synchronised unless a host input or a host output asks for host results."""
+        from . import device as _device
+
+        self.cuda.check_input(earlier=True)
+        stream, device_name = self.cuda.stream, f"cuda:{self.cuda.device}"
+        host_input = False
+        inputs = []
+        for name, value in (("velocity", velocity), ("power", power)):
+            if value is None:
+                inputs.append(None)
+            elif _device._in_host_memory(value):
+                if self._strict:
+                    raise _device._host_refused(name)
+                if not isinstance(value, np.ndarray) and hasattr(value, "__dlpack__"):
+                    value = np.from_dlpack(value)
+                inputs.append(_device.from_numpy(self._input(name, value), device=device_name))
+                host_input = True
+            else:
+                d = _device.asarray(value, stream=stream, name=name)
+                if d.dtype != np.float32:
+                    raise TypeError(f"{name} must have dtype float32 (got {d.dtype}); a CUDA plan converts no "
+                                    f"device data")
+                if d.shape != self.shape:
+                    raise ValueError(f"{name} must have shape {self.shape} (got {d.shape})")
+                inputs.append(d)
+        if inputs[0] is None and inputs[1] is None:
+            raise ValueError("velocity and power: give at least one")
+        outs, host_targets = [], []
+        for name, out, wanted, dtype in (("out_velocity", given[0], inputs[0] is not None, np.float32),
+                                         ("out_power", given[1], inputs[1] is not None, np.float32),
+                                         ("mask", given[2], True, np.uint8)):
+            target = None
+            if not wanted:
+                d = None
+            elif out is None:
+                d = _device.empty(self.shape, dtype, device=device_name)
+            elif _device._in_host_memory(out):
+                if self._strict:
+                    raise _device._host_refused(name)
+                target = _validate.out_array(name, out, self.shape, dtype)
+                d = _device.empty(self.shape, dtype, device=device_name)
+            else:
+                d = _device.asarray(out, stream=stream, name=name)
+                if d.dtype != np.dtype(dtype):
+                    raise TypeError(f"{name} must have dtype {np.dtype(dtype)} (got {d.dtype})")
+                if d.shape != self.shape:
+                    raise ValueError(f"{name} must have shape {self.shape} (got {d.shape})")
+                if d.readonly:
+                    raise ValueError(f"{name} is read-only")
+                # one thread's output pixel is its neighbours' median input: no aliasing
+                if any(x is not None and x.ptr < d.ptr + d.nbytes and d.ptr < x.ptr + x.nbytes for x in inputs):
+                    raise ValueError(f"{name} must not share memory with velocity or power")
+            outs.append(d)
+            host_targets.append(target)
+        _core.doppler_display_execute(self._plan, inputs[0], inputs[1], *outs)
+        for d in (*inputs, *outs):
+            if d is not None:
+                d._mark_used(stream, self.cuda)
+        results, copied = [], False
+        for out, d, target in zip(given, outs, host_targets):
+            if d is None:
+                results.append(None)
+            elif target is not None:
+                results.append(d.to_numpy(out=target))
+                copied = True
+            elif out is None and host_input:
+                results.append(d.to_numpy())
+                copied = True
+            else:
+                results.append(d if out is None else out)
+        if copied:  # a host copy waited for the kernel: report its non-finite input now
+            self.cuda.check_input()
+        return tuple(results)
 
     def reset(self):
         """Forget the persistence history."""

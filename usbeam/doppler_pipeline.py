@@ -61,6 +61,9 @@ class DopplerPipeline:
         rf2iq decimation (the beamformer then reads the decimated IQ).
     capture_graph : bool
         backend='cuda': replay the chain as one CUDA graph after the first call (see above).
+    strict : bool
+        backend='cuda': refuse host (NumPy) RF with a TypeError instead of copying it to the
+        device (passed to every plan too); ignored on the CPU, as by the plans.
 
     Calling the pipeline returns ``DopplerMaps(velocity, variance, power)`` (None for an
     output not requested).  The arrays are the pipeline's own buffers, overwritten by the
@@ -73,7 +76,8 @@ class DopplerPipeline:
     def __init__(self, probe, sequence, grid, *, n_frames, n_samples, fs, fc, prf, c=1540.0, t0=0.0,
                  rf_dtype=np.int16, bandwidth=None, f_number=1.0, interpolation="linear", clutter="svd",
                  clutter_options=None, lag=1, average=1, window="hamming", outputs=("color", "power"),
-                 power_db=True, noise_floor=0.0, decimation=1, backend="cpu", capture_graph=False):
+                 power_db=True, noise_floor=0.0, decimation=1, backend="cpu", capture_graph=False,
+                 strict=False):
         from .beamformer import Beamformer
         from .geometry import as_sequence
         from .rf2iq import RF2IQPlan
@@ -90,19 +94,23 @@ class DopplerPipeline:
         self.rf_shape = (self.n_frames, len(sequence), probe.n_elements,
                          _validate.integer("n_samples", n_samples, minimum=1))
         self.rf_dtype = np.dtype(rf_dtype)
+        self.strict = bool(strict)
         self.rf2iq = RF2IQPlan(self.rf_shape, self.rf_dtype, fs=fs, fc=fc, t0=t0, bandwidth=bandwidth,
-                               decimation=decimation, backend=backend)
+                               decimation=decimation, backend=backend, strict=self.strict)
         self.beamformer = Beamformer(probe, sequence, grid, fs=self.rf2iq.fs_out, fc=fc, c=c, t0=t0,
                                      n_samples=self.rf2iq.n_out, f_number=f_number, interpolation=interpolation,
                                      dtype=np.complex64, n_frames=self.n_frames, bandwidth=bandwidth,
-                                     backend=backend)
+                                     backend=backend, strict=self.strict)
         self.image_shape = tuple(grid.shape)
         ensemble_shape = (self.n_frames,) + self.image_shape
-        self.clutter = (ClutterFilter(ensemble_shape, clutter, backend=backend, **(clutter_options or {}))
+        self.clutter = (ClutterFilter(ensemble_shape, clutter, backend=backend, strict=self.strict,
+                                      **(clutter_options or {}))
                         if clutter is not None else None)
         self.color = (ColorDopplerPlan(ensemble_shape, fc=fc, prf=prf, c=c, lag=lag, average=average,
-                                       window=window, backend=backend) if "color" in outputs else None)
-        self.power = (PowerDopplerPlan(ensemble_shape, db=power_db, noise_floor=noise_floor, backend=backend)
+                                       window=window, backend=backend, strict=self.strict)
+                      if "color" in outputs else None)
+        self.power = (PowerDopplerPlan(ensemble_shape, db=power_db, noise_floor=noise_floor, backend=backend,
+                                       strict=self.strict)
                       if "power" in outputs else None)
         _validate.check_allocation("iq", self.rf2iq.out_shape, 8)
         self.backend = self.rf2iq.backend
@@ -168,6 +176,8 @@ class DopplerPipeline:
                 self.rf2iq(rf, out=self._iq)
                 self.beamformer(self._iq, out=self._beamformed)
                 return self._beamformed
+            if self.strict:
+                raise device._host_refused("rf")
         rf = _validate.ndarray("rf", rf)
         if rf.dtype != self.rf_dtype:
             raise TypeError(f"rf must have dtype {self.rf_dtype} (got {rf.dtype})")
@@ -202,6 +212,8 @@ class DopplerPipeline:
 
         stream = self.rf2iq.cuda.stream  # the rf2iq plan's own stream carries the whole graph
         if device._in_host_memory(rf):
+            if self.strict:
+                raise device._host_refused("rf")
             rf = _validate.ndarray("rf", rf)
             if rf.dtype != self.rf_dtype or rf.shape != self.rf_shape:
                 raise (TypeError if rf.dtype != self.rf_dtype else ValueError)(

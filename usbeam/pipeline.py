@@ -55,6 +55,8 @@ class Pipeline:
     bandwidth, filter, decimation, rf2iq_options : passed to usbeam.RF2IQPlan.
     f_number, window, interpolation, das_options : passed to usbeam.Beamformer.
     dynamic_range, normalize, bmode_output : passed to usbeam.BModePlan.
+    strict : backend='cuda': refuse host (NumPy) RF or a host ``out=`` with a TypeError instead
+        of copying them (passed to every plan too); ignored on the CPU, as by the plans.
     """
 
     STAGES = ("rf2iq", "das", "bmode")
@@ -63,24 +65,26 @@ class Pipeline:
                  rf_dtype=np.int16, bandwidth=None, filter="butter", decimation=1, f_number=1.0,
                  window="rect", interpolation="linear", dynamic_range=60.0, normalize="global",
                  bmode_output="uint8", backend="cpu", rf2iq_options=None, das_options=None,
-                 capture_graph=False):
+                 capture_graph=False, strict=False):
         self.sequence = as_sequence(sequence, probe)
         n_frames = _validate.integer("n_frames", n_frames, minimum=1)
         n_samples = _validate.integer("n_samples", n_samples, minimum=1)
         self.input_shape = (n_frames, len(self.sequence), probe.n_elements, n_samples)
         self.input_dtype = np.dtype(rf_dtype)
+        self.strict = bool(strict)
         self.rf2iq = RF2IQPlan(self.input_shape, self.input_dtype, fs=fs, fc=fc, t0=t0,
                                bandwidth=bandwidth, filter=filter, decimation=decimation,
-                               backend=backend, **(rf2iq_options or {}))
+                               backend=backend, strict=self.strict, **(rf2iq_options or {}))
         self.beamformer = Beamformer(probe, self.sequence, grid, fs=self.rf2iq.fs_out, fc=fc, c=c, t0=t0,
                                      n_samples=self.rf2iq.n_out, f_number=f_number, window=window,
                                      interpolation=interpolation, dtype=np.complex64, bandwidth=bandwidth,
-                                     n_frames=n_frames, backend=backend, **(das_options or {}))
+                                     n_frames=n_frames, backend=backend, strict=self.strict,
+                                     **(das_options or {}))
         self.output_shape = (n_frames,) + tuple(grid.shape)
         _validate.check_allocation("pipeline buffers", self.rf2iq.out_shape, 8)
         _validate.check_allocation("pipeline image", self.output_shape, 8)
         self.bmode = BModePlan(self.output_shape, dynamic_range, output=bmode_output, normalize=normalize,
-                               backend=backend)
+                               backend=backend, strict=self.strict)
         self.output_dtype = self.bmode.out_dtype
         self.backend = self.bmode.backend
         self.capture_graph = bool(capture_graph)
@@ -125,6 +129,7 @@ class Pipeline:
         from . import _core, device
 
         host_rf = device._in_host_memory(rf)
+        self._refuse_host(rf, out)
         stream = self.rf2iq.cuda.stream  # the rf2iq plan's own stream carries the whole graph
         if host_rf:
             rf = _validate.ndarray("rf", rf)
@@ -173,11 +178,23 @@ class Pipeline:
         d_out._mark_used(stream, self.rf2iq)
         return out
 
+    def _refuse_host(self, rf, out):
+        """strict=True: host RF or a host out= is a TypeError naming it, before anything runs."""
+        from . import device
+
+        if not self.strict:
+            return
+        if device._in_host_memory(rf):
+            raise device._host_refused("rf")
+        if out is not None and device._in_host_memory(out):
+            raise device._host_refused("out")
+
     def _call_cuda(self, rf, out):
         from . import device
 
         if self.capture_graph:
             return self._call_graph(rf, out)
+        self._refuse_host(rf, out)
         host_rf = device._in_host_memory(rf)
         if host_rf:
             rf = _validate.ndarray("rf", rf)
