@@ -118,7 +118,8 @@ typedef struct usbeam_device_info {
     int driver_version, runtime_version;  /* as cudaDriverGetVersion / cudaRuntimeGetVersion */
 } usbeam_device_info;
 
-/* Number of usable CUDA devices; 0 (and USBEAM_OK) when there is none or no driver. */
+/* Number of usable CUDA devices; 0 (and USBEAM_OK) when there is none or no (recent enough)
+ * driver; USBEAM_ERR_CUDA, naming the driver's error, when the query fails otherwise. */
 usbeam_status usbeam_cuda_device_count(int *count);
 usbeam_status usbeam_cuda_device_info(int device, usbeam_device_info *info);
 

@@ -54,7 +54,8 @@ usbeam_status usbeam_cuda_exec_create(const char *const *stage_names, int n_stag
         return usbeam_fail(USBEAM_ERR_INTERNAL, "CUDA plan with %d stages (1..%d)", n_stages,
                            USBEAM_CUDA_MAX_STAGES);
     int count = 0;
-    usbeam_cuda_device_count(&count);
+    usbeam_status counted = usbeam_cuda_device_count(&count);
+    if (counted != USBEAM_OK) return counted;
     if (count == 0) return usbeam_fail(USBEAM_ERR_NO_DEVICE, "backend: no CUDA device is visible");
     usbeam_cuda_exec *e = (usbeam_cuda_exec *)usbeam_alloc(sizeof *e);
     if (!e) return usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "CUDA plan state");

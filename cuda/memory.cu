@@ -443,7 +443,8 @@ extern "C" usbeam_status usbeam_cuda_d2d_bandwidth(int device, size_t bytes, int
     if (repeats < 1 || repeats > 10000)
         return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "repeats must be in 1..10000 (got %d)", repeats);
     int count = 0;
-    usbeam_cuda_device_count(&count);
+    usbeam_status counted = usbeam_cuda_device_count(&count);
+    if (counted != USBEAM_OK) return counted;
     if (device < 0 || device >= count)
         return usbeam_fail(USBEAM_ERR_NO_DEVICE, "device %d: %d CUDA device(s) available", device, count);
     int previous = 0;

@@ -265,9 +265,10 @@ class Beamformer:
             self._runner = PlanRunner(_core.das_cuda_exec(plan), self.strict)
         self.cuda = self._runner.execution
         shape = ((n_frames,) if framed else ()) + self.grid.shape
+        data_shape = tuple(data.shape)
         if isinstance(data, _DeviceShape):
             data = data.array
-        return self._runner(lambda i, o: _core.das_execute(plan, i, o, n_frames), "data", data, tuple(data.shape),
+        return self._runner(lambda i, o: _core.das_execute(plan, i, o, n_frames), "data", data, data_shape,
                             self.dtype, self._host_data, out, shape, self.out_dtype)
 
     def _host_data(self, data):

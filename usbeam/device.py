@@ -52,12 +52,10 @@ def _parse_device(device):
 
 
 def _require_cuda(what):
-    from ._backend import cuda_available
+    from ._backend import cuda_available, no_cuda_reason
 
     if not cuda_available():
-        reason = ("usbeam was built without CUDA" if not _core.build_info()["cuda"]
-                  else "no CUDA device is visible")
-        raise _core.UsbeamError(f"{what} needs a CUDA device: {reason}")
+        raise _core.UsbeamError(f"{what} needs a CUDA device: {no_cuda_reason()}")
 
 
 def _check_dtype(name, dtype):

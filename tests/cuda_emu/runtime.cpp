@@ -717,6 +717,7 @@ const char *cudaGetErrorName(cudaError_t e)
     case cudaErrorStreamCaptureWrongThread: return "cudaErrorStreamCaptureWrongThread";
     case cudaErrorIllegalState: return "cudaErrorIllegalState";
     case cudaErrorCapturedEvent: return "cudaErrorCapturedEvent";
+    case cudaErrorSystemNotReady: return "cudaErrorSystemNotReady";
     case cudaErrorNotSupported: return "cudaErrorNotSupported";
     default: return "cudaErrorUnknown";
     }
@@ -730,7 +731,14 @@ const char *cudaGetErrorString(cudaError_t e)
 
 cudaError_t cudaDriverGetVersion(int *v) { *v = CUDART_VERSION; return ok(); }
 cudaError_t cudaRuntimeGetVersion(int *v) { *v = CUDART_VERSION; return ok(); }
-cudaError_t cudaGetDeviceCount(int *n) { *n = getenv("USBEAM_EMU_NO_DEVICE") ? 0 : 1; return *n ? ok() : cudaErrorNoDevice; }
+cudaError_t cudaGetDeviceCount(int *n)
+{
+    *n = 0;
+    /* a driver that fails to initialise (e.g. a missing fabric manager), for the tests */
+    if (getenv("USBEAM_EMU_DEVICE_QUERY_FAILS")) return fail(cudaErrorSystemNotReady, "cudaGetDeviceCount: system not ready%s%s");
+    *n = getenv("USBEAM_EMU_NO_DEVICE") ? 0 : 1;
+    return *n ? ok() : cudaErrorNoDevice;
+}
 cudaError_t cudaGetDevice(int *d) { *d = t_device; return ok(); }
 cudaError_t cudaSetDevice(int d)
 {
