@@ -166,9 +166,13 @@ void usbeam_da_buffer_release(usbeam_buffer *b)
         free(b);
         return;
     }
-    if (b->last_use) {
-        /* Not queried here: the work was queued moments ago, and the next release, plan call or
-         * synchronize asks. */
+    int complete = 1;
+    if (b->last_use && usbeam_event_query(b->last_use, &complete) != USBEAM_OK) {
+        usbeam_clear_error(); /* the device cannot answer (a sticky fault): nothing will run */
+        complete = 1;
+    }
+    if (!complete) {
+        /* the next release, plan call or synchronize asks again */
         pthread_mutex_lock(&pending_lock);
         b->next_pending = pending_head;
         __atomic_store_n(&pending_head, b, __ATOMIC_RELEASE);

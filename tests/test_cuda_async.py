@@ -153,3 +153,28 @@ def test_a_failing_device_query_is_reported_not_taken_for_no_gpu():
     assert "cudaErrorSystemNotReady" in error and available is False
     assert "cudaErrorSystemNotReady" in devices  # cuda_devices() raised UsbeamError naming it
     assert run_isolated({"USBEAM_EMU_NO_DEVICE": "1"}) == [None, False, 0]  # no GPU: not an error
+
+
+def test_color_doppler_foreign_input_is_kept_alive_not_waited_for(rng):
+    """ColorDopplerPlan's CUDA path imports its ensemble as PlanRunner does: the same release."""
+    shape, fc, prf, c = (8, 21, 13), 5e6, 4e3, 1540.0
+    iq = (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np.complex64)
+    gpu = usbeam.ColorDopplerPlan(shape, fc=fc, prf=prf, c=c, average=3, backend="cuda")
+    velocity, variance = (device.from_numpy(np.full(shape[1:], np.nan, np.float32)) for _ in range(2))
+    gpu(device.from_numpy(iq), velocity=velocity, variance=variance)  # creates the plan's CUDA state
+    gpu.cuda.synchronize()
+    velocity.copy_from_host(np.full(shape[1:], np.nan, np.float32))
+    _core.device_release_pending(True)
+    producer = CAIProducer(device.from_numpy(iq))
+    alive = weakref.ref(producer)
+    gpu(producer, velocity=velocity, variance=variance)
+    del producer
+    assert alive() is not None
+    if EMULATED:
+        assert not gpu.cuda.idle(), "the call waited for its kernels"
+    gpu.cuda.synchronize()
+    assert alive() is None
+    want_v, _ = usbeam.ColorDopplerPlan(shape, fc=fc, prf=prf, c=c, average=3)(iq)
+    got_v = velocity.to_numpy()
+    assert np.all(np.isfinite(got_v)), "poison left"
+    assert np.max(np.abs(got_v - want_v)) <= TOLERANCES["doppler_cuda_velocity_vn"] * gpu.nyquist_velocity

@@ -3,8 +3,9 @@
  * for what the emulator proves and what it cannot).
  *
  * Streams are queues of closures.  Nothing runs when it is enqueued: work runs when the host
- * synchronises on something that orders it (cudaStreamSynchronize, cudaEventSynchronize or
- * Query, cudaDeviceSynchronize, a blocking copy on the legacy stream, cudaFree), so host code
+ * synchronises on something that orders it (cudaStreamSynchronize, cudaEventSynchronize,
+ * cudaDeviceSynchronize, a blocking copy on the legacy stream, cudaFree; queries answer
+ * cudaErrorNotReady and run nothing), so host code
  * that reads a result without the synchronisation CUDA requires reads stale data, as it could
  * on a GPU.  Cross-stream order comes from cudaStreamWaitEvent only (plus the legacy default
  * stream's implicit order with blocking streams), so a missing event shows up too.
@@ -1073,11 +1074,11 @@ cudaError_t cudaStreamQuery(cudaStream_t s)
     Locked l;
     Queue *q = queue_of(s);
     if (q->capture) return fail(cudaErrorStreamCaptureUnsupported, "cudaStreamQuery on a capturing stream%s%s");
-    /* Pending work answers cudaErrorNotReady, as on a GPU, and the emulated device then makes
-     * progress (it runs the work), so a polling loop ends: the next query answers cudaSuccess. */
-    const bool pending = q->executed < q->enqueued;
-    run_until(q, q->enqueued);
-    return pending ? cudaErrorNotReady : ok();
+    /* Pending work answers cudaErrorNotReady, as on a GPU, and stays pending: queries run
+     * nothing (the emulated device runs work only when the host waits), so code that asks
+     * whether work is done sees "not yet" until something synchronises.  (A loop polling a
+     * query would never end here; usbeam only asks, it never polls.) */
+    return q->executed < q->enqueued ? cudaErrorNotReady : ok();
 }
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t ev, unsigned int)
 {
@@ -1212,11 +1213,9 @@ cudaError_t cudaEventQuery(cudaEvent_t ev)
     EventState *e = ev->state.get();
     if (e->captured_in) return fail(cudaErrorStreamCaptureUnsupported, "cudaEventQuery on a captured event%s%s");
     if (e->captured) return fail(cudaErrorCapturedEvent, "cudaEventQuery on an event last recorded in a capture%s%s");
-    /* cudaErrorNotReady while the work before the record is pending (as on a GPU); the emulated
-     * device then progresses, so the next query answers cudaSuccess */
-    const bool pending = !event_complete(e);
-    if (e->queue) run_until(e->queue.get(), e->count);
-    return pending ? cudaErrorNotReady : ok();
+    /* cudaErrorNotReady while the work before the record is pending (as on a GPU); nothing runs
+     * (see cudaStreamQuery) */
+    return event_complete(e) ? ok() : cudaErrorNotReady;
 }
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start_event, cudaEvent_t end_event)
 {
