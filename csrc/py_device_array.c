@@ -287,8 +287,16 @@ DeviceArrayObject *usbeam_da_array_empty(int ndim, const int64_t *shape, const d
         return (DeviceArrayObject *)PyErr_NoMemory();
     }
     b->device = device_id;
+    if (kind == BUF_DEVICE_POOLED && stream) {
+        /* a free, on another stream, must come after the allocation even if nothing uses it */
+        usbeam_status st = usbeam_event_record(&b->last_use, stream);
+        if (st != USBEAM_OK) {
+            usbeam_da_buffer_release(b);
+            return (DeviceArrayObject *)usbeam_py_raise(st);
+        }
+    }
     DeviceArrayObject *a = usbeam_da_array_new(b, 0, ndim, shape, dtype, device_type, device_id, 0);
-    if (a && device_type == kDLCUDA && stream && kind == BUF_DEVICE_POOLED)
+    if (a && stream && kind == BUF_DEVICE_POOLED)
         a->stream = (uintptr_t)stream; /* the allocation is pending there: consumers order after it */
     return a;
 }

@@ -94,7 +94,10 @@ def from_numpy(array, *, device="cuda"):
     _check_dtype("array", array.dtype)
     if not (array.flags.c_contiguous and array.dtype.isnative):
         array = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("="))
-    out = empty(array.shape, array.dtype, device=device)
+    # allocated in the order of the legacy default stream, where the copy runs: no wait for
+    # the allocation, and the copy (complete on return) completes it for every stream
+    cuda = _parse_device(device)[0] == KDLCUDA
+    out = empty(array.shape, array.dtype, device=device, stream=1 if cuda else None)
     out.copy_from_host(array)
     return out
 
