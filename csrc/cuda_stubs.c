@@ -71,6 +71,36 @@ usbeam_status usbeam_event_record(void **event, void *stream)
     return no_cuda("event_record");
 }
 usbeam_status usbeam_event_wait_destroy(void *event) { return event ? no_cuda("event_wait_destroy") : USBEAM_OK; }
+usbeam_status usbeam_device_alloc(int device, size_t bytes, void *stream, void **ptr, int *pooled)
+{
+    (void)device, (void)bytes, (void)stream;
+    if (ptr) *ptr = NULL;
+    if (pooled) *pooled = 0;
+    return no_cuda("device_alloc");
+}
+usbeam_status usbeam_device_free_after(int device, void *ptr, void *event, int after_legacy)
+{
+    (void)device, (void)event, (void)after_legacy;
+    return ptr ? no_cuda("device_free_after") : USBEAM_OK;
+}
+usbeam_status usbeam_event_query(void *event, int *complete)
+{
+    if (complete) *complete = 1;
+    return event ? no_cuda("event_query") : USBEAM_OK;
+}
+void usbeam_event_destroy(void *event) { (void)event; }
+usbeam_status usbeam_stream_query(void *stream, int *idle)
+{
+    (void)stream;
+    if (idle) *idle = 1;
+    return no_cuda("stream_query");
+}
+usbeam_status usbeam_stream_capturing(void *stream, int *capturing)
+{
+    (void)stream;
+    if (capturing) *capturing = 0;
+    return no_cuda("stream_capturing");
+}
 usbeam_status usbeam_graph_capture_begin(void *stream)
 {
     (void)stream;

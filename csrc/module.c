@@ -108,8 +108,19 @@ static PyObject *py_build_info(PyObject *self, PyObject *noargs)
 #else
     enum { CUDA_EMULATED = 0 };
 #endif
-    return Py_BuildValue("{s:i,s:i,s:i,s:s,s:(iii)}", "cuda", usbeam_built_with_cuda(), "cuda_emulated", CUDA_EMULATED, "cpu_threads",
-                         usbeam_cpu_threads(), "openmp",
+    /* why a CUDA build sees no usable device when the driver's answer is an error (None: it
+     * answered, with or without devices) */
+    int count = 0;
+    PyObject *cuda_error = Py_None;
+    if (usbeam_cuda_device_count(&count) != USBEAM_OK) {
+        cuda_error = PyUnicode_FromString(usbeam_last_error());
+        if (!cuda_error) return NULL;
+        usbeam_clear_error();
+    } else {
+        Py_INCREF(cuda_error);
+    }
+    return Py_BuildValue("{s:i,s:i,s:N,s:i,s:s,s:(iii)}", "cuda", usbeam_built_with_cuda(), "cuda_emulated",
+                         CUDA_EMULATED, "cuda_error", cuda_error, "cpu_threads", usbeam_cpu_threads(), "openmp",
 #ifdef _OPENMP
                          "yes",
 #else

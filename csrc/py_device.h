@@ -27,17 +27,27 @@ typedef struct {
 } dtype_entry;
 
 /* Kinds of memory behind a buffer: usbeam's own host allocation (256-byte aligned, as DLPack
- * recommends) or cudaMalloc, or a foreign tensor imported through DLPack (its deleter is
+ * recommends), stream-ordered device memory (usbeam_device_alloc; BUF_DEVICE: cudaMalloc on a
+ * device without memory pools), or a foreign tensor imported through DLPack (its deleter is
  * called on release) or the CUDA array interface (a reference to the exporting object,
- * dropped under the GIL). */
-typedef enum { BUF_HOST, BUF_DEVICE, BUF_DLPACK_LEGACY, BUF_DLPACK_VERSIONED, BUF_PYOBJECT } buffer_kind;
+ * dropped under the GIL).
+ *
+ * Release never waits on the host for queued work: pooled memory is freed in stream order
+ * after the last-use event (cudaFreeAsync); any other buffer with a last-use event whose work
+ * may still be queued is parked on a pending list and released (deleter, reference, cudaFree)
+ * once cudaEventQuery says the work is done, checked at later releases and plan calls, after
+ * stream_synchronize and at interpreter exit (usbeam_da_release_pending). */
+typedef enum { BUF_HOST, BUF_DEVICE, BUF_DEVICE_POOLED, BUF_DLPACK_LEGACY, BUF_DLPACK_VERSIONED, BUF_PYOBJECT } buffer_kind;
 
-typedef struct {
+typedef struct usbeam_buffer {
     long refs;         /* atomic */
     buffer_kind kind;
     void *base;        /* allocation base (foreign: the tensor's data pointer) */
     void *foreign;     /* DLManagedTensor(Versioned) * or PyObject * */
     void *last_use;    /* CUDA event after the last queued kernel that reads/writes it, or NULL */
+    int device;        /* CUDA device of device memory */
+    int exported;      /* atomic: handed out through DLPack or the CUDA array interface */
+    struct usbeam_buffer *next_pending; /* pending-release list link */
 } usbeam_buffer;
 
 typedef struct {
@@ -78,9 +88,14 @@ void usbeam_da_buffer_release(usbeam_buffer *b);
 /* A new array object taking over one reference to buffer (released on failure). */
 DeviceArrayObject *usbeam_da_array_new(usbeam_buffer *buffer, size_t offset, int ndim, const int64_t *shape,
                                        const dtype_entry *dtype, int device_type, int device_id, int readonly);
-/* A fresh, uninitialised array; device_type kDLCPU or kDLCUDA. */
+/* A fresh, uninitialised array; device_type kDLCPU or kDLCUDA.  stream (CUDA, not NULL): the
+ * memory is allocated in that stream's order and the array names it as pending (the caller
+ * keeps the stream alive: stream_owner); NULL: usable on any stream at once. */
 DeviceArrayObject *usbeam_da_array_empty(int ndim, const int64_t *shape, const dtype_entry *dtype, int device_type,
-                                         int device_id);
+                                         int device_id, void *stream);
+/* Release the parked buffers whose work has finished (wait: wait for all of them); returns
+ * how many stay parked.  Any thread, with or without the GIL. */
+size_t usbeam_da_release_pending(int wait);
 /* Copy src into a new array on (device_type, device_id); the copy is complete on return. */
 DeviceArrayObject *usbeam_da_array_copy_to(DeviceArrayObject *src, int device_type, int device_id);
 /* Parse a shape (sequence of non-negative ints) into shape[]; returns ndim or -1. */

@@ -9,6 +9,7 @@
  */
 #include "py_device.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -66,20 +67,19 @@ static int interpreter_finalizing(void)
 #endif
 }
 
-/* Drop one reference; the last one frees the memory.  Safe on any thread without the GIL. */
-void usbeam_da_buffer_release(usbeam_buffer *b)
+/* Free the memory now: the work that used it has finished (or never existed). */
+static void buffer_finalize(usbeam_buffer *b)
 {
-    if (!b || __atomic_sub_fetch(&b->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
-    /* Kernels queued on the memory must finish before its owner may reuse it (a foreign pool
-     * would otherwise hand it out while we still read it); cudaFree alone would be enough
-     * for our own allocations, but not for foreign ones. */
-    if (b->last_use) (void)usbeam_event_wait_destroy(b->last_use);
+    usbeam_event_destroy(b->last_use);
     switch (b->kind) {
     case BUF_HOST:
         free(b->base);
         break;
     case BUF_DEVICE:
         (void)usbeam_device_free(b->base);
+        break;
+    case BUF_DEVICE_POOLED:
+        (void)usbeam_device_free_after(b->device, b->base, NULL, 0);
         break;
     case BUF_DLPACK_LEGACY: {
         DLManagedTensor *m = b->foreign;
@@ -102,6 +102,84 @@ void usbeam_da_buffer_release(usbeam_buffer *b)
     }
     usbeam_clear_error();
     free(b);
+}
+
+/* Buffers released while work queued on them may still run (py_device.h).  The list is
+ * touched under pending_lock only; deleters and reference drops run outside it (they may
+ * release other buffers). */
+static pthread_mutex_t pending_lock = PTHREAD_MUTEX_INITIALIZER;
+static usbeam_buffer *pending_head;
+
+size_t usbeam_da_release_pending(int wait)
+{
+    usbeam_buffer *done = NULL;
+    size_t left = 0;
+    pthread_mutex_lock(&pending_lock);
+    usbeam_buffer **link = &pending_head;
+    while (*link) {
+        usbeam_buffer *b = *link;
+        int complete = 1;
+        usbeam_status st;
+        if (wait) {
+            st = usbeam_event_wait_destroy(b->last_use);
+            b->last_use = NULL;
+        } else {
+            st = usbeam_event_query(b->last_use, &complete);
+        }
+        /* an event that cannot be asked (a device fault is sticky) never answers: let go */
+        if (st != USBEAM_OK) {
+            complete = 1;
+            usbeam_clear_error();
+        }
+        if (complete) {
+            *link = b->next_pending;
+            b->next_pending = done;
+            done = b;
+        } else {
+            link = &b->next_pending;
+            ++left;
+        }
+    }
+    pthread_mutex_unlock(&pending_lock);
+    while (done) {
+        usbeam_buffer *next = done->next_pending;
+        buffer_finalize(done);
+        done = next;
+    }
+    return left;
+}
+
+/* Drop one reference; the last one frees the memory, without waiting on the host for the
+ * kernels queued on it: a foreign owner must not reuse the memory (its pool would hand it out
+ * while we still read it), so it is kept until they finish.  Any thread, without the GIL. */
+void usbeam_da_buffer_release(usbeam_buffer *b)
+{
+    if (!b || __atomic_sub_fetch(&b->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
+    if (__atomic_load_n(&pending_head, __ATOMIC_ACQUIRE)) (void)usbeam_da_release_pending(0);
+    if (b->kind == BUF_DEVICE_POOLED) {
+        /* cudaFreeAsync after the last-use event; consumers of an export on the legacy stream too */
+        void *event = b->last_use;
+        b->last_use = NULL;
+        if (usbeam_device_free_after(b->device, b->base, event, __atomic_load_n(&b->exported, __ATOMIC_ACQUIRE)) !=
+            USBEAM_OK)
+            usbeam_clear_error(); /* the device failed: leaking beats freeing memory in use */
+        free(b);
+        return;
+    }
+    int complete = 1;
+    if (b->last_use && usbeam_event_query(b->last_use, &complete) != USBEAM_OK) {
+        usbeam_clear_error(); /* the device cannot answer (a sticky fault): nothing will run */
+        complete = 1;
+    }
+    if (!complete) {
+        /* the next release, plan call or synchronize asks again */
+        pthread_mutex_lock(&pending_lock);
+        b->next_pending = pending_head;
+        __atomic_store_n(&pending_head, b, __ATOMIC_RELEASE);
+        pthread_mutex_unlock(&pending_lock);
+        return;
+    }
+    buffer_finalize(b);
 }
 
 /* ---- DeviceArray ------------------------------------------------------------------------ */
@@ -131,8 +209,9 @@ DeviceArrayObject *usbeam_da_array_new(usbeam_buffer *buffer, size_t offset, int
 
 static void array_dealloc(DeviceArrayObject *a)
 {
-    usbeam_da_buffer_release(a->buffer); /* waits for the queued work first ... */
-    Py_XDECREF(a->stream_owner);          /* ... then the producer's stream may go */
+    usbeam_da_buffer_release(a->buffer); /* queues or parks the release first ... */
+    Py_XDECREF(a->stream_owner);          /* ... then the producer's stream may go (a plan's
+                                             destroy finishes the work queued on its stream) */
     PyObject_Free(a);
 }
 
@@ -178,7 +257,7 @@ static void *host_alloc(size_t bytes)
 
 /* A fresh, uninitialised array; device_type kDLCPU or kDLCUDA. */
 DeviceArrayObject *usbeam_da_array_empty(int ndim, const int64_t *shape, const dtype_entry *dtype, int device_type,
-                                      int device_id)
+                                      int device_id, void *stream)
 {
     size_t bytes = (size_t)dtype->dl_bits / 8;
     for (int d = 0; d < ndim; ++d) bytes *= (size_t)shape[d];
@@ -190,21 +269,36 @@ DeviceArrayObject *usbeam_da_array_empty(int ndim, const int64_t *shape, const d
         kind = BUF_HOST;
     } else {
         usbeam_status st;
+        int pooled = 0;
         Py_BEGIN_ALLOW_THREADS
-        st = usbeam_device_malloc(device_id, bytes, &base);
+        st = usbeam_device_alloc(device_id, bytes, stream, &base, &pooled);
         Py_END_ALLOW_THREADS
         if (st != USBEAM_OK) return (DeviceArrayObject *)usbeam_py_raise(st);
-        kind = BUF_DEVICE;
+        kind = pooled ? BUF_DEVICE_POOLED : BUF_DEVICE;
     }
     usbeam_buffer *b = usbeam_da_buffer_new(kind, base, NULL);
     if (!b) {
         if (kind == BUF_HOST)
             free(base);
+        else if (kind == BUF_DEVICE_POOLED)
+            (void)usbeam_device_free_after(device_id, base, NULL, 0);
         else
             (void)usbeam_device_free(base);
         return (DeviceArrayObject *)PyErr_NoMemory();
     }
-    return usbeam_da_array_new(b, 0, ndim, shape, dtype, device_type, device_id, 0);
+    b->device = device_id;
+    if (kind == BUF_DEVICE_POOLED && stream) {
+        /* a free, on another stream, must come after the allocation even if nothing uses it */
+        usbeam_status st = usbeam_event_record(&b->last_use, stream);
+        if (st != USBEAM_OK) {
+            usbeam_da_buffer_release(b);
+            return (DeviceArrayObject *)usbeam_py_raise(st);
+        }
+    }
+    DeviceArrayObject *a = usbeam_da_array_new(b, 0, ndim, shape, dtype, device_type, device_id, 0);
+    if (a && stream && kind == BUF_DEVICE_POOLED)
+        a->stream = (uintptr_t)stream; /* the allocation is pending there: consumers order after it */
+    return a;
 }
 
 /* Stream argument of the array API: None -> legacy default (1); ints as given. */
@@ -232,7 +326,7 @@ int usbeam_da_parse_stream(PyObject *obj, const char *name, intptr_t *stream)
 /* Copy src into a new array on (device_type, device_id); the copy is complete on return. */
 DeviceArrayObject *usbeam_da_array_copy_to(DeviceArrayObject *src, int device_type, int device_id)
 {
-    DeviceArrayObject *dst = usbeam_da_array_empty(src->ndim, src->shape, src->dtype, device_type, device_id);
+    DeviceArrayObject *dst = usbeam_da_array_empty(src->ndim, src->shape, src->dtype, device_type, device_id, NULL);
     if (!dst) return NULL;
     const size_t bytes = array_nbytes(src);
     usbeam_status st = USBEAM_OK;
@@ -291,6 +385,8 @@ static PyObject *array_get_cai(DeviceArrayObject *self, void *closure)
         Py_DECREF(shape);
         return NULL;
     }
+    /* the consumer may read it on any stream: a release must also wait for the legacy stream */
+    __atomic_store_n(&self->buffer->exported, 1, __ATOMIC_RELEASE);
     /* empty arrays: data pointer 0, as the interface asks */
     size_t ptr = array_size(self) ? (size_t)array_data(self) : 0;
     return Py_BuildValue("{s:N,s:s,s:(NO),s:i,s:O,s:N}", "shape", shape, "typestr", self->dtype->typestr, "data",
@@ -511,6 +607,11 @@ static PyObject *array_mark_used(DeviceArrayObject *self, PyObject *args)
     if (st != USBEAM_OK) return usbeam_py_raise(st);
     self->stream = (uintptr_t)stream;
     Py_XSETREF(self->stream_owner, owner == Py_None ? NULL : Py_NewRef(owner));
+    /* every plan call passes here: let go of the parked buffers whose work has finished (not
+     * while capturing a graph, where nothing may be queried) */
+    int capturing = 1;
+    if (usbeam_stream_capturing((void *)stream, &capturing) != USBEAM_OK) usbeam_clear_error();
+    if (!capturing) (void)usbeam_da_release_pending(0);
     Py_RETURN_NONE;
 }
 
@@ -608,15 +709,22 @@ static PyObject *py_device_wrap(PyObject *self, PyObject *args)
     return (PyObject *)usbeam_da_array_new(b, 0, ndim, shape, dt, kDLCUDA, device, readonly);
 }
 
-/* device_empty(shape, dtype, device_type, device_id) */
+/* device_empty(shape, dtype, device_type, device_id, stream=None, owner=None): with a stream,
+ * the memory is allocated in its order (no host wait at all) and owner keeps it alive. */
 static PyObject *py_device_empty(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *shape_obj;
+    PyObject *shape_obj, *stream_obj = Py_None, *owner = Py_None;
     PyArray_Descr *descr;
     int device_type, device_id;
-    if (!PyArg_ParseTuple(args, "OO&ii", &shape_obj, PyArray_DescrConverter, &descr, &device_type, &device_id))
+    if (!PyArg_ParseTuple(args, "OO&ii|OO", &shape_obj, PyArray_DescrConverter, &descr, &device_type, &device_id,
+                          &stream_obj, &owner))
         return NULL;
+    intptr_t stream = 0;
+    if (stream_obj != Py_None && usbeam_da_parse_stream(stream_obj, "stream", &stream) < 0) {
+        Py_DECREF(descr);
+        return NULL;
+    }
     const dtype_entry *dt = usbeam_da_dtype_by_npy(descr->type_num);
     Py_DECREF(descr);
     if (!dt) {
@@ -630,7 +738,11 @@ static PyObject *py_device_empty(PyObject *self, PyObject *args)
     int64_t shape[DEVICE_MAX_NDIM];
     int ndim = usbeam_da_parse_shape(shape_obj, shape, (size_t)dt->dl_bits / 8);
     if (ndim < 0) return NULL;
-    return (PyObject *)usbeam_da_array_empty(ndim, shape, dt, device_type, device_type == kDLCPU ? 0 : device_id);
+    const int cuda = device_type == kDLCUDA;
+    DeviceArrayObject *a = usbeam_da_array_empty(ndim, shape, dt, device_type, cuda ? device_id : 0,
+                                                 cuda ? (void *)stream : NULL);
+    if (a && a->stream && owner != Py_None) a->stream_owner = Py_NewRef(owner);
+    return (PyObject *)a;
 }
 
 static PyObject *py_stream_wait(PyObject *self, PyObject *args)
@@ -654,22 +766,62 @@ static PyObject *py_stream_synchronize(PyObject *self, PyObject *stream_obj)
     usbeam_status st;
     Py_BEGIN_ALLOW_THREADS
     st = usbeam_stream_synchronize((void *)stream);
+    if (st == USBEAM_OK) (void)usbeam_da_release_pending(0); /* what waited on that stream can go */
     Py_END_ALLOW_THREADS
     if (st != USBEAM_OK) return usbeam_py_raise(st);
     Py_RETURN_NONE;
 }
 
+/* stream_query(stream) -> True when everything queued on the stream has finished (no wait). */
+static PyObject *py_stream_query(PyObject *self, PyObject *stream_obj)
+{
+    (void)self;
+    intptr_t stream;
+    if (usbeam_da_parse_stream(stream_obj, "stream", &stream) < 0) return NULL;
+    int idle = 1;
+    usbeam_status st = usbeam_stream_query((void *)stream, &idle);
+    if (st != USBEAM_OK) return usbeam_py_raise(st);
+    return PyBool_FromLong(idle);
+}
+
+/* device_release_pending(wait=False) -> number of released buffers still parked (their
+ * queued work unfinished); wait=True waits for all of them (interpreter exit). */
+static PyObject *py_device_release_pending(PyObject *self, PyObject *args)
+{
+    (void)self;
+    int wait = 0;
+    if (!PyArg_ParseTuple(args, "|p", &wait)) return NULL;
+    size_t left;
+    Py_BEGIN_ALLOW_THREADS
+    left = usbeam_da_release_pending(wait);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromSize_t(left);
+}
+
 PyMethodDef usbeam_py_device_methods[] = {
     {"device_wrap", py_device_wrap, METH_VARARGS,
      "DeviceArray over CUDA memory: (ptr, shape, dtype, readonly, owner, name)."},
-    {"device_empty", py_device_empty, METH_VARARGS, "Uninitialised DeviceArray: (shape, dtype, device_type, device_id)."},
+    {"device_empty", py_device_empty, METH_VARARGS,
+     "Uninitialised DeviceArray: (shape, dtype, device_type, device_id, stream=None, owner=None)."},
     {"stream_wait", py_stream_wait, METH_VARARGS, "Make stream consumer wait for producer's queued work."},
     {"stream_synchronize", py_stream_synchronize, METH_O, "Wait on the host for a stream's queued work."},
+    {"stream_query", py_stream_query, METH_O, "True when a stream's queued work has finished (no host wait)."},
+    {"device_release_pending", py_device_release_pending, METH_VARARGS,
+     "Release the buffers parked until their queued work finished: (wait=False) -> how many stay parked."},
     {NULL, NULL, 0, NULL},
 };
 
 int usbeam_py_device_init(PyObject *module)
 {
     if (PyType_Ready(&usbeam_DeviceArrayType) < 0) return -1;
-    return PyModule_AddObjectRef(module, "DeviceArray", (PyObject *)&usbeam_DeviceArrayType);
+    if (PyModule_AddObjectRef(module, "DeviceArray", (PyObject *)&usbeam_DeviceArrayType) < 0) return -1;
+    /* At exit, wait for the work on parked buffers and release them while Python still runs
+     * (their owners' references and deleters need it). */
+    PyObject *release = PyObject_GetAttrString(module, "device_release_pending");
+    PyObject *atexit = release ? PyImport_ImportModule("atexit") : NULL;
+    PyObject *r = atexit ? PyObject_CallMethod(atexit, "register", "OO", release, Py_True) : NULL;
+    Py_XDECREF(r);
+    Py_XDECREF(atexit);
+    Py_XDECREF(release);
+    return r ? 0 : -1;
 }

@@ -82,6 +82,7 @@ static PyObject *export_capsule(DeviceArrayObject *a, int versioned, int copied)
         m->manager_ctx = a->buffer;
         m->deleter = versioned_deleter;
         buffer_retain(a->buffer);
+        __atomic_store_n(&a->buffer->exported, 1, __ATOMIC_RELEASE); /* read on any stream */
         PyObject *capsule = PyCapsule_New(m, VERSIONED_NAME, versioned_capsule_destructor);
         if (!capsule) versioned_deleter(m);
         return capsule;
@@ -92,6 +93,7 @@ static PyObject *export_capsule(DeviceArrayObject *a, int versioned, int copied)
     m->manager_ctx = a->buffer;
     m->deleter = legacy_deleter;
     buffer_retain(a->buffer);
+    __atomic_store_n(&a->buffer->exported, 1, __ATOMIC_RELEASE); /* read on any stream */
     PyObject *capsule = PyCapsule_New(m, LEGACY_NAME, legacy_capsule_destructor);
     if (!capsule) legacy_deleter(m);
     return capsule;

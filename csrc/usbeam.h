@@ -118,7 +118,8 @@ typedef struct usbeam_device_info {
     int driver_version, runtime_version;  /* as cudaDriverGetVersion / cudaRuntimeGetVersion */
 } usbeam_device_info;
 
-/* Number of usable CUDA devices; 0 (and USBEAM_OK) when there is none or no driver. */
+/* Number of usable CUDA devices; 0 (and USBEAM_OK) when there is none or no (recent enough)
+ * driver; USBEAM_ERR_CUDA, naming the driver's error, when the query fails otherwise. */
 usbeam_status usbeam_cuda_device_count(int *count);
 usbeam_status usbeam_cuda_device_info(int device, usbeam_device_info *info);
 
@@ -147,10 +148,26 @@ usbeam_status usbeam_pointer_device(const void *ptr, int *device);
 /* Make consumer wait (on the device, not the host) for the work queued so far on producer. */
 usbeam_status usbeam_stream_wait(void *consumer, void *producer);
 usbeam_status usbeam_stream_synchronize(void *stream);
-/* Record an event on stream into *event (created on first use, timing disabled) ... */
+/* Record an event on stream into *event (created on first use, timing disabled); inside a
+ * stream capture it becomes an event-record node of the graph (cudaEventRecordExternal) ... */
 usbeam_status usbeam_event_record(void **event, void *stream);
-/* ... and later wait for it on the host and destroy it (NULL event: no-op). */
+/* ... and later wait for it on the host and destroy it (NULL event: no-op), or ask whether the
+ * work before it has finished (*complete; NULL event: 1; no host wait), or just destroy it. */
 usbeam_status usbeam_event_wait_destroy(void *event);
+usbeam_status usbeam_event_query(void *event, int *complete);
+void usbeam_event_destroy(void *event);
+/* *idle = 1 when everything queued on stream has finished (cudaStreamQuery; no host wait). */
+usbeam_status usbeam_stream_query(void *stream, int *idle);
+/* *capturing = 1 while stream is being captured into a CUDA graph. */
+usbeam_status usbeam_stream_capturing(void *stream, int *capturing);
+/* Stream-ordered device memory (CUDA's pool allocator; cudaMalloc on a device without pools,
+ * *pooled = 0, freed with usbeam_device_free).  Work queued on stream after the call may use
+ * it; stream NULL: any stream may once the call returns.  Never waits for queued work. */
+usbeam_status usbeam_device_alloc(int device, size_t bytes, void *stream, void **ptr, int *pooled);
+/* Free a pooled allocation of device once the work recorded in event (NULL: none; destroyed
+ * here) and, with after_legacy, the work queued so far on the legacy default stream have
+ * finished; returns at once (cudaFreeAsync). */
+usbeam_status usbeam_device_free_after(int device, void *ptr, void *event, int after_legacy);
 /* CUDA graphs (cuda/graph.cu): capture the work queued on stream (not the legacy default
  * stream) between begin and end into an executable graph, replayed by launch on any stream;
  * abort ends a capture that failed half-way and drops it. */

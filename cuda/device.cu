@@ -33,14 +33,17 @@ extern "C" usbeam_status usbeam_cuda_device_count(int *count)
     *count = 0;
     int n = 0;
     cudaError_t err = cudaGetDeviceCount(&n);
-    /* No driver or no device is an answer, not an error. */
+    /* No device, or no driver (or one older than the runtime), is an answer, not an error. */
     if (err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver) {
         (void)cudaGetLastError();
         return USBEAM_OK;
     }
+    /* Anything else (a driver that fails to initialise, a device in a bad state, a missing
+     * fabric manager ...) is reported, so the user learns why the GPU is not usable. */
     if (err != cudaSuccess) {
         (void)cudaGetLastError();
-        return USBEAM_OK;
+        return usbeam_fail(USBEAM_ERR_CUDA, "the CUDA device query failed: cudaGetDeviceCount: %s (%s)",
+                           cudaGetErrorName(err), cudaGetErrorString(err));
     }
     *count = n;
     return USBEAM_OK;
@@ -51,7 +54,8 @@ extern "C" usbeam_status usbeam_cuda_device_info(int device, usbeam_device_info 
     if (!info) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "info is NULL");
     memset(info, 0, sizeof *info);
     int n = 0;
-    usbeam_cuda_device_count(&n);
+    usbeam_status st = usbeam_cuda_device_count(&n);
+    if (st != USBEAM_OK) return st;
     if (device < 0 || device >= n)
         return usbeam_fail(USBEAM_ERR_NO_DEVICE, "device %d: %d CUDA device(s) available", device, n);
     cudaDeviceProp prop;

@@ -9,7 +9,16 @@
  * Timing: one (start, stop) event pair per stage, recorded around the stage's launches on
  * the plan's stream; times are read after the fact, so timing adds no host synchronisation
  * to execute.  NVTX ranges carry the same stage names (Nsight Systems shows them on the
- * host timeline, where the launches are issued).
+ * host timeline, where the launches are issued); a range opened by stage_begin is closed by
+ * stage_end or, when a launch failed in between, by usbeam_cuda_exec_end.
+ * Graph capture (cuda/graph.cu): while the plan's stream is being captured, a plain
+ * cudaEventRecord would add no node to the graph and leave the event "captured": querying,
+ * synchronising or timing it then fails with cudaErrorCapturedEvent (driver_types.h), and a
+ * replay would not record it.  The stage events are therefore recorded with
+ * cudaEventRecordWithFlags(cudaEventRecordExternal) while capturing (cuda_runtime_api.h: "Event
+ * is captured in the graph as an external event node when performing stream capture"), which
+ * makes them event-record nodes that every launch of the graph records, so the stage times
+ * read after a replay are the replay's.
  */
 #include "exec.cuh"
 
@@ -27,6 +36,8 @@ struct usbeam_cuda_exec {
     const char *stage_names[USBEAM_CUDA_MAX_STAGES];
     cudaEvent_t start[USBEAM_CUDA_MAX_STAGES], stop[USBEAM_CUDA_MAX_STAGES];
     unsigned recorded;          /* bit s: stage s ran in the last execute */
+    int capturing;              /* the stream is being captured (checked by exec_begin) */
+    int open_range;             /* an NVTX range of a stage is open */
     int max_shared_optin;       /* bytes of shared memory a block may opt in to */
     void *buffers[USBEAM_CUDA_MAX_BUFFERS];
     int n_buffers;
@@ -43,7 +54,8 @@ usbeam_status usbeam_cuda_exec_create(const char *const *stage_names, int n_stag
         return usbeam_fail(USBEAM_ERR_INTERNAL, "CUDA plan with %d stages (1..%d)", n_stages,
                            USBEAM_CUDA_MAX_STAGES);
     int count = 0;
-    usbeam_cuda_device_count(&count);
+    usbeam_status counted = usbeam_cuda_device_count(&count);
+    if (counted != USBEAM_OK) return counted;
     if (count == 0) return usbeam_fail(USBEAM_ERR_NO_DEVICE, "backend: no CUDA device is visible");
     usbeam_cuda_exec *e = (usbeam_cuda_exec *)usbeam_alloc(sizeof *e);
     if (!e) return usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "CUDA plan state");
@@ -133,26 +145,47 @@ usbeam_status usbeam_cuda_exec_begin(usbeam_cuda_exec *e)
         e->previous_device = current;
     }
     e->recorded = 0;
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    USBEAM_CUDA_TRY(cudaStreamIsCapturing(e->stream, &status));
+    e->capturing = status != cudaStreamCaptureStatusNone;
     return USBEAM_OK;
 }
 
 void usbeam_cuda_exec_end(usbeam_cuda_exec *e)
 {
+    if (e->open_range) { /* a stage failed between begin and end */
+        nvtxRangePop();
+        e->open_range = 0;
+    }
     if (e->previous_device >= 0) (void)cudaSetDevice(e->previous_device);
     e->previous_device = -1;
 }
 
+/* Stage events: event-record nodes of the graph while capturing (see the top of the file). */
+static cudaError_t record_stage_event(const usbeam_cuda_exec *e, cudaEvent_t event)
+{
+    return cudaEventRecordWithFlags(event, e->stream, e->capturing ? cudaEventRecordExternal : cudaEventRecordDefault);
+}
+
 usbeam_status usbeam_cuda_stage_begin(usbeam_cuda_exec *e, int stage)
 {
+    if (e->open_range) { /* the previous stage failed before its end: close its range */
+        nvtxRangePop();
+        e->open_range = 0;
+    }
+    USBEAM_CUDA_TRY(record_stage_event(e, e->start[stage]));
     nvtxRangePushA(e->stage_names[stage]);
-    USBEAM_CUDA_TRY(cudaEventRecord(e->start[stage], e->stream));
+    e->open_range = 1;
     return USBEAM_OK;
 }
 
 usbeam_status usbeam_cuda_stage_end(usbeam_cuda_exec *e, int stage)
 {
-    nvtxRangePop();
-    USBEAM_CUDA_TRY(cudaEventRecord(e->stop[stage], e->stream));
+    if (e->open_range) {
+        nvtxRangePop();
+        e->open_range = 0;
+    }
+    USBEAM_CUDA_TRY(record_stage_event(e, e->stop[stage]));
     e->recorded |= 1u << stage;
     return USBEAM_OK;
 }

@@ -4,9 +4,14 @@
  * thread-local mode, so an accidental allocation or host synchronisation during the capture
  * is an error, not a silent hole in the graph), instantiated, and replayed with one launch
  * per call.  The kernels' arguments (device pointers, sizes) are frozen at capture: the
- * chain must read and write the same buffers on every replay.  The plans' stage events are
- * captured as event-record nodes, so per-stage times from CUDA events still work after a
- * replay; NVTX ranges are host-side and mark the capture only.
+ * chain must read and write the same buffers on every replay.  The plans' stage events and
+ * the buffers' last-use events are recorded with cudaEventRecordExternal while capturing
+ * (cuda/exec.cu, cuda/memory.cu), which makes them event-record nodes: every replay records
+ * them, so per-stage times from CUDA events are the last replay's, and a buffer released
+ * after a replay is freed after it.  (A plain cudaEventRecord in a capturing stream adds no
+ * node and leaves the event unusable outside the capture: cudaErrorCapturedEvent.)  NVTX
+ * ranges are host-side and mark the capture only.  Stream-ordered allocation in a capture
+ * would add allocation nodes; usbeam_device_alloc refuses it.
  */
 #include "cuda_common.cuh"
 

@@ -48,6 +48,11 @@ constexpr int REGISTER_MAX_ORDER = 32; /* columns this long stay in registers */
 constexpr int TILE_SAMPLES = 32;       /* samples per shared-memory tile: one warp along them */
 constexpr int TILE_THREADS = 256;
 constexpr int MAX_SIGN_WORDS = USBEAM_HADAMARD_MAX_ORDER * USBEAM_HADAMARD_MAX_ORDER / 32;
+/* GEMM: cuBLAS workspace owned by the plan (NVIDIA's recommendation for Hopper, as in
+ * cuda/clutter_svd.cu): without one cuBLAS takes its own from a pool inside execute, which a
+ * CUDA-graph capture of the chain cannot hold.  cublasSetStream resets the handle's workspace
+ * to the default, so execute sets it again after every cublasSetStream. */
+constexpr size_t CUBLAS_WORKSPACE_BYTES = 32u << 20;
 
 struct Layout {
     int n, base;              /* order, Paley base order m of FAST */
@@ -231,6 +236,7 @@ struct usbeam_hadamard_cuda {
     cublasHandle_t cublas;     /* GEMM */
     float *h_float;            /* device, GEMM: H as a column-major n x n float matrix */
     float *converted, *product; /* device, GEMM: [outer][n][inner] float each */
+    void *cublas_workspace;    /* device, GEMM: CUBLAS_WORKSPACE_BYTES */
     size_t n_outer;
 };
 
@@ -263,6 +269,8 @@ static usbeam_status create_gemm(usbeam_hadamard_cuda *p, const int8_t *matrix, 
         st = usbeam_fail(USBEAM_ERR_SIZE_OVERFLOW, "data: too large for the GEMM scratch");
     if (st == USBEAM_OK) st = usbeam_cuda_exec_alloc(p->exec, bytes, "hadamard converted input", (void **)&p->converted);
     if (st == USBEAM_OK) st = usbeam_cuda_exec_alloc(p->exec, bytes, "hadamard GEMM product", (void **)&p->product);
+    if (st == USBEAM_OK)
+        st = usbeam_cuda_exec_alloc(p->exec, CUBLAS_WORKSPACE_BYTES, "cuBLAS workspace", &p->cublas_workspace);
     if (st != USBEAM_OK) return st;
     USBEAM_CUBLAS_TRY(cublasCreate(&p->cublas));
     USBEAM_CUBLAS_TRY(cublasSetMathMode(p->cublas, CUBLAS_PEDANTIC_MATH));
@@ -379,6 +387,7 @@ static usbeam_status execute_gemm(usbeam_hadamard_cuda *p, const void *in, void 
     const int m = (int)L.inner, n = L.n;
     const long long stride = (long long)n * (long long)L.inner;
     USBEAM_CUBLAS_TRY(cublasSetStream(p->cublas, stream));
+    USBEAM_CUBLAS_TRY(cublasSetWorkspace(p->cublas, p->cublas_workspace, CUBLAS_WORKSPACE_BYTES)); /* reset by SetStream */
     USBEAM_CUBLAS_TRY(cublasSgemmStridedBatched(p->cublas, CUBLAS_OP_N, CUBLAS_OP_N, m, n, n, &one, p->converted, m,
                                                 stride, p->h_float, n, 0, &zero, p->product, m, stride,
                                                 (int)p->n_outer));

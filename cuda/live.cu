@@ -108,7 +108,8 @@ extern "C" usbeam_status usbeam_live_cuda_ring_create(int device, int n_slots, s
         return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "slot_bytes must be in 1..%zu (got %zu)",
                            (size_t)USBEAM_MAX_ALLOCATION, slot_bytes);
     int count = 0;
-    usbeam_cuda_device_count(&count);
+    usbeam_status counted = usbeam_cuda_device_count(&count);
+    if (counted != USBEAM_OK) return counted;
     if (device < 0 || device >= count)
         return usbeam_fail(USBEAM_ERR_NO_DEVICE, "device %d: %d CUDA device(s) available", device, count);
     usbeam_live_cuda_ring *r = new (std::nothrow) usbeam_live_cuda_ring();
@@ -267,7 +268,8 @@ extern "C" usbeam_status usbeam_live_cuda_h2d_bandwidth(int device, size_t bytes
         return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "bytes must be > 0 (got %zu)", bytes);
     if (repeats < 1) return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "repeats must be >= 1 (got %d)", repeats);
     int count = 0;
-    usbeam_cuda_device_count(&count);
+    usbeam_status counted = usbeam_cuda_device_count(&count);
+    if (counted != USBEAM_OK) return counted;
     if (device < 0 || device >= count)
         return usbeam_fail(USBEAM_ERR_NO_DEVICE, "device %d: %d CUDA device(s) available", device, count);
     try {

@@ -10,6 +10,23 @@
  * Staging buffers: per device, STAGING_BUFFERS chunks of STAGING_CHUNK bytes, allocated on
  * first use and kept for the life of the process; one mutex per device serialises copies
  * (they are host-bound, so running two at once would not be faster).
+ * Stream-ordered allocation (usbeam_device_alloc / usbeam_device_free_after): DeviceArray
+ * memory comes from a per-device pool of CUDA's stream-ordered allocator (cudaMallocFromPoolAsync
+ * / cudaFreeAsync, CUDA 11.2+), so that neither an allocation nor a release waits on the host
+ * (cudaMalloc may, cudaFree synchronises the whole device).  What we rely on
+ * (cuda_runtime_api.h, cudaMallocAsync / cudaFreeAsync / cudaMemPoolSetAttribute):
+ *   - an allocation may be used by work queued on its stream after it, and by other streams
+ *     once ordered after it (events, stream synchronize);
+ *   - the memory must not be touched once its stream reaches the free: frees are queued on a
+ *     per-device "free" stream made to wait first (cudaStreamWaitEvent) for the event recorded
+ *     after the buffer's last use, so they need neither the host nor the stream that used the
+ *     buffer last (which its plan may have destroyed by then);
+ *   - with cudaMemPoolReuseAllowInternalDependencies off the pool never makes an allocating
+ *     stream wait for a pending free, so the allocation stream never waits on plan work;
+ *     memory is reused once its free has completed (opportunistic reuse) or in stream order.
+ * The pool keeps freed memory (release threshold: unlimited) so that a result allocated per
+ * call costs no driver mapping; on an out-of-memory answer it is trimmed and asked once more.
+ * A device without memory pools (cudaDevAttrMemoryPoolsSupported = 0) gets cudaMalloc.
  * Units: bytes.  Streams are cudaStream_t passed as void *.
  */
 #include "cuda_common.cuh"
@@ -30,6 +47,16 @@ struct Staging {
 };
 
 Staging staging_per_device[MAX_DEVICES];
+
+/* Per device, created on first use and kept for the life of the process. */
+struct Pool {
+    bool ready = false, supported = false;
+    cudaMemPool_t pool = nullptr;
+    cudaStream_t alloc_stream = nullptr; /* allocations with no consumer stream given */
+    cudaStream_t free_stream = nullptr;  /* frees, each after its buffer's last-use event */
+};
+std::mutex pools_lock;
+Pool pools[MAX_DEVICES];
 
 /* Make device current for the scope of the object, restoring the previous one after. */
 class DeviceScope {
@@ -85,7 +112,151 @@ usbeam_status device_of(const void *device_ptr, const char *what, int *device)
     return USBEAM_OK;
 }
 
+/* The pool of `device` (current), created on first use. */
+usbeam_status pool_for_device(int device, Pool **out)
+{
+    if (device < 0 || device >= MAX_DEVICES)
+        return usbeam_fail(USBEAM_ERR_UNSUPPORTED, "device %d: pools support devices 0..%d", device, MAX_DEVICES - 1);
+    std::lock_guard<std::mutex> hold(pools_lock);
+    Pool *p = &pools[device];
+    *out = p;
+    if (p->ready) return USBEAM_OK;
+    int supported = 0;
+    USBEAM_CUDA_TRY(cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, device));
+    if (supported) {
+        cudaMemPoolProps props;
+        memset(&props, 0, sizeof props);
+        props.allocType = cudaMemAllocationTypePinned;
+        props.handleTypes = cudaMemHandleTypeNone;
+        props.location.type = cudaMemLocationTypeDevice;
+        props.location.id = device;
+        USBEAM_CUDA_TRY(cudaMemPoolCreate(&p->pool, &props));
+        unsigned long long keep = ~0ull;
+        int off = 0;
+        USBEAM_CUDA_TRY(cudaMemPoolSetAttribute(p->pool, cudaMemPoolAttrReleaseThreshold, &keep));
+        USBEAM_CUDA_TRY(cudaMemPoolSetAttribute(p->pool, cudaMemPoolReuseAllowInternalDependencies, &off));
+        USBEAM_CUDA_TRY(cudaStreamCreateWithFlags(&p->alloc_stream, cudaStreamNonBlocking));
+        USBEAM_CUDA_TRY(cudaStreamCreateWithFlags(&p->free_stream, cudaStreamNonBlocking));
+    }
+    p->supported = supported != 0;
+    p->ready = true;
+    return USBEAM_OK;
+}
+
 } // namespace
+
+extern "C" usbeam_status usbeam_device_alloc(int device, size_t bytes, void *stream, void **ptr, int *pooled)
+{
+    if (!ptr || !pooled) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "ptr and pooled must not be NULL");
+    *ptr = nullptr;
+    *pooled = 0;
+    if (bytes > USBEAM_MAX_ALLOCATION)
+        return usbeam_fail(USBEAM_ERR_SIZE_OVERFLOW, "device buffer of %zu bytes is too large", bytes);
+    DeviceScope scope(device);
+    if (scope.status() != USBEAM_OK) return scope.status();
+    Pool *p = nullptr;
+    usbeam_status st = pool_for_device(device, &p);
+    if (st != USBEAM_OK) return st;
+    if (stream) { /* it would become an allocation node of the graph, not a buffer of ours */
+        int capturing = 0;
+        if ((st = usbeam_stream_capturing(stream, &capturing)) != USBEAM_OK) return st;
+        if (capturing)
+            return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT,
+                               "device memory cannot be allocated on a stream being captured into a CUDA graph");
+    }
+    if (!p->supported) return usbeam_device_malloc(device, bytes, ptr);
+    cudaStream_t s = stream ? (cudaStream_t)stream : p->alloc_stream;
+    cudaError_t err = cudaMallocFromPoolAsync(ptr, bytes ? bytes : 1, p->pool, s);
+    if (err == cudaErrorMemoryAllocation) {
+        /* memory the pool keeps from completed frees goes back to the device, then once more */
+        (void)cudaGetLastError();
+        (void)cudaMemPoolTrimTo(p->pool, 0);
+        err = cudaMallocFromPoolAsync(ptr, bytes ? bytes : 1, p->pool, s);
+    }
+    if (err == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError();
+        *ptr = nullptr;
+        return usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "device buffer of %zu bytes on device %d: out of device memory",
+                           bytes, device);
+    }
+    USBEAM_CUDA_TRY(err);
+    /* No consumer stream named: any stream may use the memory once we return, which needs the
+     * allocation complete.  The allocation stream holds nothing but allocations, which wait for
+     * nothing (no internal dependencies), so this wait is for the allocation alone. */
+    if (!stream) {
+        st = usbeam_cuda_check(cudaStreamSynchronize(p->alloc_stream), "cudaStreamSynchronize", __FILE__, __LINE__);
+        if (st != USBEAM_OK) {
+            (void)cudaFreeAsync(*ptr, p->alloc_stream);
+            *ptr = nullptr;
+            return st;
+        }
+    }
+    *pooled = 1;
+    return USBEAM_OK;
+}
+
+extern "C" usbeam_status usbeam_device_free_after(int device, void *ptr, void *event, int after_legacy)
+{
+    if (!ptr) {
+        if (event) (void)cudaEventDestroy((cudaEvent_t)event);
+        return USBEAM_OK;
+    }
+    DeviceScope scope(device);
+    usbeam_status st = scope.status();
+    Pool *p = nullptr;
+    if (st == USBEAM_OK) st = pool_for_device(device, &p);
+    if (st == USBEAM_OK && !p->supported)
+        st = usbeam_fail(USBEAM_ERR_INTERNAL, "usbeam_device_free_after: device %d has no memory pools", device);
+    if (st == USBEAM_OK && event)
+        st = usbeam_cuda_check(cudaStreamWaitEvent(p->free_stream, (cudaEvent_t)event, 0), "cudaStreamWaitEvent",
+                               __FILE__, __LINE__);
+    /* exported memory: consumers on the legacy default stream (or blocking streams, which it
+     * orders) may still read it when their DLPack deleter runs */
+    if (st == USBEAM_OK && after_legacy) st = usbeam_stream_wait((void *)p->free_stream, (void *)cudaStreamLegacy);
+    if (st == USBEAM_OK) st = usbeam_cuda_check(cudaFreeAsync(ptr, p->free_stream), "cudaFreeAsync", __FILE__, __LINE__);
+    /* a pending wait on a destroyed event still happens (cudaEventDestroy) */
+    if (event) (void)cudaEventDestroy((cudaEvent_t)event);
+    return st;
+}
+
+extern "C" usbeam_status usbeam_event_query(void *event, int *complete)
+{
+    if (!complete) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "complete must not be NULL");
+    *complete = 1;
+    if (!event) return USBEAM_OK;
+    cudaError_t err = cudaEventQuery((cudaEvent_t)event);
+    if (err == cudaErrorNotReady) {
+        *complete = 0;
+        return USBEAM_OK;
+    }
+    return usbeam_cuda_check(err, "cudaEventQuery", __FILE__, __LINE__);
+}
+
+extern "C" void usbeam_event_destroy(void *event)
+{
+    if (event) (void)cudaEventDestroy((cudaEvent_t)event);
+}
+
+extern "C" usbeam_status usbeam_stream_query(void *stream, int *idle)
+{
+    if (!idle) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "idle must not be NULL");
+    *idle = 1;
+    cudaError_t err = cudaStreamQuery((cudaStream_t)stream);
+    if (err == cudaErrorNotReady) {
+        *idle = 0;
+        return USBEAM_OK;
+    }
+    return usbeam_cuda_check(err, "cudaStreamQuery", __FILE__, __LINE__);
+}
+
+extern "C" usbeam_status usbeam_stream_capturing(void *stream, int *capturing)
+{
+    if (!capturing) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "capturing must not be NULL");
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    USBEAM_CUDA_TRY(cudaStreamIsCapturing((cudaStream_t)stream, &status));
+    *capturing = status != cudaStreamCaptureStatusNone;
+    return USBEAM_OK;
+}
 
 extern "C" usbeam_status usbeam_device_malloc(int device, size_t bytes, void **ptr)
 {
@@ -242,7 +413,15 @@ extern "C" usbeam_status usbeam_event_record(void **event, void *stream)
         USBEAM_CUDA_TRY(cudaEventCreateWithFlags(&created, cudaEventDisableTiming));
         *event = (void *)created;
     }
-    USBEAM_CUDA_TRY(cudaEventRecord((cudaEvent_t)*event, (cudaStream_t)stream));
+    /* Inside a stream capture a plain record adds no node to the graph and leaves the event
+     * "captured" (query / synchronize / waits outside the capture then fail with
+     * cudaErrorCapturedEvent, driver_types.h); cudaEventRecordExternal makes it an
+     * event-record node, so every replay of the graph records it. */
+    int capturing = 0;
+    usbeam_status st = usbeam_stream_capturing(stream, &capturing);
+    if (st != USBEAM_OK) return st;
+    USBEAM_CUDA_TRY(cudaEventRecordWithFlags((cudaEvent_t)*event, (cudaStream_t)stream,
+                                             capturing ? cudaEventRecordExternal : cudaEventRecordDefault));
     return USBEAM_OK;
 }
 
@@ -264,7 +443,8 @@ extern "C" usbeam_status usbeam_cuda_d2d_bandwidth(int device, size_t bytes, int
     if (repeats < 1 || repeats > 10000)
         return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "repeats must be in 1..10000 (got %d)", repeats);
     int count = 0;
-    usbeam_cuda_device_count(&count);
+    usbeam_status counted = usbeam_cuda_device_count(&count);
+    if (counted != USBEAM_OK) return counted;
     if (device < 0 || device >= count)
         return usbeam_fail(USBEAM_ERR_NO_DEVICE, "device %d: %d CUDA device(s) available", device, count);
     int previous = 0;

@@ -92,6 +92,24 @@ def test_graph_replays_its_captured_work(selftest):
     assert (code, out) == (0, "graph_replay: 5")
 
 
+def test_events_recorded_in_a_capture(selftest):
+    """A plain record inside a capture adds no node and leaves the event unusable outside it
+    (cudaErrorCapturedEvent); a record with cudaEventRecordExternal is a node each launch records."""
+    code, out, err = run(selftest, "captured_event")
+    assert (code, out) == (0, "captured_event: plain cudaErrorCapturedEvent, external cudaSuccess"), err
+
+
+@pytest.mark.parametrize("scenario", ["free_async_early", "alloc_async_unordered"])
+def test_stream_ordered_memory_used_out_of_order_faults(selftest, scenario):
+    code, out, _ = run(selftest, scenario)
+    assert code == -signal.SIGSEGV, f"{scenario} was not caught: {out!r}"
+
+
+def test_stream_ordered_free_after_an_event_is_clean(selftest):
+    code, out, err = run(selftest, "free_async_ordered")
+    assert (code, out) == (0, "free_async_ordered: cudaSuccess 2"), err
+
+
 def test_barriers_that_cannot_all_release_are_reported(selftest):
     """Half a warp at __syncthreads, the other half at __syncwarp: a hang on a GPU, a report
     and an abort here.  (Threads at different __syncthreads calls release each other, as on a

@@ -244,10 +244,17 @@ class Beamformer:
         (usbeam.device.CudaExecution.check_input).  The CUDA twin runs whole batches of its
         plan's capacity: another frame count rebuilds the plan (cheap: the twin tabulates
         nothing)."""
+        from . import device
         from .device import PlanRunner
 
-        if not hasattr(data, "shape"):
-            data = _validate.ndarray("data", data)
+        if device._in_host_memory(data):
+            if not hasattr(data, "shape"):
+                data = _validate.ndarray("data", data)
+        elif not (hasattr(data, "shape") and hasattr(data, "ndim")):
+            # a device array that only speaks DLPack / the CUDA array interface: its shape from
+            # a view taken with no stream order (stream=-1), dropped at once; PlanRunner imports
+            # it again in the plan's stream order
+            data = _DeviceShape(device.asarray(data, stream=-1, name="data").shape, data)
         n_frames, framed = self._layout(data)
         if n_frames != self._capacity:
             if self._runner is not None:  # the old plan's finished calls, before it goes
@@ -258,7 +265,10 @@ class Beamformer:
             self._runner = PlanRunner(_core.das_cuda_exec(plan), self.strict)
         self.cuda = self._runner.execution
         shape = ((n_frames,) if framed else ()) + self.grid.shape
-        return self._runner(lambda i, o: _core.das_execute(plan, i, o, n_frames), "data", data, tuple(data.shape),
+        data_shape = tuple(data.shape)
+        if isinstance(data, _DeviceShape):
+            data = data.array
+        return self._runner(lambda i, o: _core.das_execute(plan, i, o, n_frames), "data", data, data_shape,
                             self.dtype, self._host_data, out, shape, self.out_dtype)
 
     def _host_data(self, data):
@@ -275,6 +285,13 @@ class Beamformer:
         if data.dtype != self.dtype or not data.flags.c_contiguous or not data.flags.aligned:
             data = np.ascontiguousarray(data, dtype=self.dtype)
         return data
+
+
+class _DeviceShape:
+    """The shape of a device array that has no .shape (for Beamformer._layout), and the array."""
+
+    def __init__(self, shape, array):
+        self.shape, self.ndim, self.array = tuple(shape), len(shape), array
 
 
 def das(data, probe, sequence, grid, *, fs, fc, c=1540.0, t0=0.0, f_number=1.0, window="rect",

@@ -52,12 +52,10 @@ def _parse_device(device):
 
 
 def _require_cuda(what):
-    from ._backend import cuda_available
+    from ._backend import cuda_available, no_cuda_reason
 
     if not cuda_available():
-        reason = ("usbeam was built without CUDA" if not _core.build_info()["cuda"]
-                  else "no CUDA device is visible")
-        raise _core.UsbeamError(f"{what} needs a CUDA device: {reason}")
+        raise _core.UsbeamError(f"{what} needs a CUDA device: {no_cuda_reason()}")
 
 
 def _check_dtype(name, dtype):
@@ -68,13 +66,23 @@ def _check_dtype(name, dtype):
     return dtype
 
 
-def empty(shape, dtype, *, device="cuda"):
-    """An uninitialised DeviceArray of ``shape`` and ``dtype`` on ``device``."""
+def empty(shape, dtype, *, device="cuda", stream=None, _owner=None):
+    """An uninitialised DeviceArray of ``shape`` and ``dtype`` on ``device``.
+
+    CUDA memory comes from CUDA's stream-ordered allocator, and is freed in stream order after
+    the last work queued on it, so neither allocating nor dropping an array waits for the
+    device.  ``stream`` (a CUDA stream handle, 1 or 2; CUDA only): allocate in that stream's
+    order, with no host wait at all; the array names the stream as pending, so other streams
+    order after it (``asarray(a, stream=...)``, ``__dlpack__``), and the caller keeps the
+    stream alive as long as the array.  None: any stream may use the array at once.
+    """
     device_type, device_id = _parse_device(device)
     if device_type == KDLCUDA:
         _require_cuda("empty(device='cuda')")
+    elif stream is not None:
+        raise ValueError("stream: a host DeviceArray has no stream")
     shape = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
-    return _core.device_empty(shape, _check_dtype("dtype", dtype), device_type, device_id)
+    return _core.device_empty(shape, _check_dtype("dtype", dtype), device_type, device_id, stream, _owner)
 
 
 def from_numpy(array, *, device="cuda"):
@@ -86,7 +94,10 @@ def from_numpy(array, *, device="cuda"):
     _check_dtype("array", array.dtype)
     if not (array.flags.c_contiguous and array.dtype.isnative):
         array = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("="))
-    out = empty(array.shape, array.dtype, device=device)
+    # allocated in the order of the legacy default stream, where the copy runs: no wait for
+    # the allocation, and the copy (complete on return) completes it for every stream
+    cuda = _parse_device(device)[0] == KDLCUDA
+    out = empty(array.shape, array.dtype, device=device, stream=1 if cuda else None)
     out.copy_from_host(array)
     return out
 
@@ -176,9 +187,14 @@ class CudaExecution:
 
     def synchronize(self):
         """Wait for the plan's queued work; raises ValueError if it read non-finite input
-        (see :meth:`check_input`)."""
+        (see :meth:`check_input`).  Inputs and outputs released while that work was queued
+        (e.g. a PyTorch or CuPy array passed in) are let go here at the latest."""
         _core.stream_synchronize(self.stream)
         self.check_input()
+
+    def idle(self):
+        """True when the plan's queued work has finished (cudaStreamQuery; no host wait)."""
+        return _core.stream_query(self.stream)
 
     input_name = "data"  # named by the errors of check_input; PlanRunner sets it per call
 
@@ -218,7 +234,12 @@ def _host_refused(name):
 class PlanRunner:
     """The CUDA half of a plan's ``__call__``: imports the input without a copy (or copies
     a host input in, unless strict), provides the output, queues the plan and records the
-    stream on both arrays (their memory outlives the queued kernels)."""
+    stream on both arrays (their memory outlives the queued kernels).
+
+    Nothing here waits for the device unless a host result is asked for: a temporary view of
+    a foreign array (DLPack, CUDA array interface) keeps its producer alive after it is dropped
+    until the queued kernels finish (usbeam checks at later calls, ``synchronize()`` and exit),
+    and usbeam's own buffers are freed in stream order (cudaFreeAsync)."""
 
     def __init__(self, exec_capsule, strict):
         self.execution = CudaExecution(exec_capsule)
@@ -255,16 +276,17 @@ class PlanRunner:
             if d_in.shape != tuple(shape):
                 raise ValueError(f"{name} must have shape {tuple(shape)} (got {d_in.shape})")
         host_out = None
-        if out is None:
-            d_out = empty(out_shape, out_dtype, device=device_name)
-        elif _in_host_memory(out):
-            if self.strict:
-                raise _host_refused("out")
-            from . import _validate
+        if out is None or _in_host_memory(out):
+            if out is not None:
+                if self.strict:
+                    raise _host_refused("out")
+                from . import _validate
 
-            _validate.out_array("out", out, out_shape, out_dtype)
-            host_out = out
-            d_out = empty(out_shape, out_dtype, device=device_name)
+                _validate.out_array("out", out, out_shape, out_dtype)
+                host_out = out
+            # allocated in the plan's stream order: no host wait, and freed the same way after
+            # the kernels that use it (the plan, which owns the stream, lives as long)
+            d_out = empty(out_shape, out_dtype, device=device_name, stream=stream, _owner=self.execution)
         else:
             d_out = asarray(out, stream=stream, name="out")
             if d_out.dtype != np.dtype(out_dtype) or d_out.shape != tuple(out_shape):

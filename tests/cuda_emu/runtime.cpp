@@ -3,8 +3,9 @@
  * for what the emulator proves and what it cannot).
  *
  * Streams are queues of closures.  Nothing runs when it is enqueued: work runs when the host
- * synchronises on something that orders it (cudaStreamSynchronize, cudaEventSynchronize or
- * Query, cudaDeviceSynchronize, a blocking copy on the legacy stream, cudaFree), so host code
+ * synchronises on something that orders it (cudaStreamSynchronize, cudaEventSynchronize,
+ * cudaDeviceSynchronize, a blocking copy on the legacy stream, cudaFree; queries answer
+ * cudaErrorNotReady and run nothing), so host code
  * that reads a result without the synchronisation CUDA requires reads stale data, as it could
  * on a GPU.  Cross-stream order comes from cudaStreamWaitEvent only (plus the legacy default
  * stream's implicit order with blocking streams), so a missing event shows up too.
@@ -76,6 +77,8 @@ struct Allocation {
     size_t map_bytes, inner_bytes; /* inner: the pages before the guard */
     char *ptr;
     size_t bytes;
+    bool live = true;     /* false from cudaMallocAsync until its stream reaches the allocation */
+    bool freeing = false; /* cudaFreeAsync queued: the memory goes when its stream reaches the free */
 };
 std::map<uintptr_t, Allocation> g_device; /* by ptr */
 std::map<uintptr_t, size_t> g_pinned;     /* ptr -> bytes */
@@ -102,7 +105,10 @@ bool in_pinned(const void *p, size_t bytes)
 }
 void protect_all(int prot)
 {
-    for (auto &kv : g_device) mprotect(kv.second.map_base, kv.second.inner_bytes, prot);
+    /* stream-ordered allocations stay inaccessible until their stream reaches them: work not
+     * ordered after the cudaMallocAsync faults, as it may on a GPU */
+    for (auto &kv : g_device)
+        if (kv.second.live) mprotect(kv.second.map_base, kv.second.inner_bytes, prot);
 }
 /* Device memory is readable only while device work (or a copy) runs. */
 struct ExecScope {
@@ -123,6 +129,7 @@ struct Op {
     std::function<void()> run;         /* empty for a wait */
     std::shared_ptr<Queue> wait_queue; /* a wait: until wait_queue->executed >= wait_count */
     uint64_t wait_count = 0;
+    bool bookkeeping = false;          /* a stream-ordered free: runs as soon as it is reached */
 };
 struct CaptureState;
 struct Queue {
@@ -202,6 +209,12 @@ struct EventState {
     uint64_t generation = 0, stamped_generation = 0;
     double stamp = 0.0;
     const void *captured_in = nullptr; /* recorded inside a capture still open */
+    /* Last recorded by a plain cudaEventRecord in a capturing stream: as on a GPU, that adds no
+     * node to the graph (the event only orders work inside the capture), and until it is
+     * recorded again outside a capture, query / synchronize / elapsed time / waits outside the
+     * capture fail with cudaErrorCapturedEvent.  A record with cudaEventRecordExternal adds an
+     * event-record node instead and leaves the event's state alone until a launch records it. */
+    bool captured = false;
 };
 }
 }
@@ -223,6 +236,7 @@ namespace usbeam_emu {
 namespace {
 struct CaptureState {
     cudaGraph_t graph = nullptr;
+    std::vector<std::shared_ptr<EventState>> internal_events; /* plain records inside the capture */
     cudaStreamCaptureMode mode = cudaStreamCaptureModeGlobal;
     bool invalid = false;
     std::thread::id thread;
@@ -290,6 +304,21 @@ cudaError_t enqueue(cudaStream_t s, std::function<void()> run)
 }
 
 bool event_complete(const EventState *e) { return !e->queue || e->queue->executed >= e->count; }
+
+/* A GPU frees stream-ordered memory when its stream gets there, without the host asking: run
+ * the frees at the head of q whose waits are already satisfied (never other work, which still
+ * waits for a host synchronisation), so the emulator's memory does not grow without bound. */
+void advance_bookkeeping(Queue *q)
+{
+    while (!q->ops.empty()) {
+        Op &op = q->ops.front();
+        if (op.wait_queue ? op.wait_queue->executed < op.wait_count : !op.bookkeeping) break;
+        Op taken = std::move(op);
+        q->ops.pop_front();
+        if (taken.run) taken.run();
+        ++q->executed;
+    }
+}
 
 /* ---------------------------------------------------------------- fibers */
 /* A fiber switch is a function call that saves the callee-saved registers on the old stack
@@ -688,6 +717,9 @@ const char *cudaGetErrorName(cudaError_t e)
     case cudaErrorStreamCaptureIsolation: return "cudaErrorStreamCaptureIsolation";
     case cudaErrorStreamCaptureWrongThread: return "cudaErrorStreamCaptureWrongThread";
     case cudaErrorIllegalState: return "cudaErrorIllegalState";
+    case cudaErrorCapturedEvent: return "cudaErrorCapturedEvent";
+    case cudaErrorSystemNotReady: return "cudaErrorSystemNotReady";
+    case cudaErrorNotSupported: return "cudaErrorNotSupported";
     default: return "cudaErrorUnknown";
     }
 }
@@ -700,7 +732,14 @@ const char *cudaGetErrorString(cudaError_t e)
 
 cudaError_t cudaDriverGetVersion(int *v) { *v = CUDART_VERSION; return ok(); }
 cudaError_t cudaRuntimeGetVersion(int *v) { *v = CUDART_VERSION; return ok(); }
-cudaError_t cudaGetDeviceCount(int *n) { *n = getenv("USBEAM_EMU_NO_DEVICE") ? 0 : 1; return *n ? ok() : cudaErrorNoDevice; }
+cudaError_t cudaGetDeviceCount(int *n)
+{
+    *n = 0;
+    /* a driver that fails to initialise (e.g. a missing fabric manager), for the tests */
+    if (getenv("USBEAM_EMU_DEVICE_QUERY_FAILS")) return fail(cudaErrorSystemNotReady, "cudaGetDeviceCount: system not ready%s%s");
+    *n = getenv("USBEAM_EMU_NO_DEVICE") ? 0 : 1;
+    return *n ? ok() : cudaErrorNoDevice;
+}
 cudaError_t cudaGetDevice(int *d) { *d = t_device; return ok(); }
 cudaError_t cudaSetDevice(int d)
 {
@@ -724,6 +763,7 @@ cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device)
     case cudaDevAttrMaxGridDimY: case cudaDevAttrMaxGridDimZ: *value = 65535; break;
     case cudaDevAttrL2CacheSize: *value = 50 << 20; break;
     case cudaDevAttrMaxThreadsPerMultiProcessor: *value = 2048; break;
+    case cudaDevAttrMemoryPoolsSupported: *value = 1; break;
     default:
         return fail(cudaErrorInvalidValue, "cudaDeviceGetAttribute: attribute %s not emulated%s",
                     std::to_string((int)attr).c_str());
@@ -767,12 +807,11 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total)
 }
 
 /* ---- memory */
-cudaError_t cudaMalloc(void **ptr, size_t bytes)
+/* A fresh mapping filled with 0xFF, accessible while device work runs once `live`. */
+static cudaError_t map_allocation(void **ptr, size_t bytes, bool live, const char *what)
 {
-    Locked l;
     *ptr = nullptr;
-    if (capture_forbids("cudaMalloc")) return cudaErrorStreamCaptureUnsupported;
-    if (bytes > ((size_t)16 << 30)) return fail(cudaErrorMemoryAllocation, "cudaMalloc: %s bytes exceed the emulated 16 GiB%s",
+    if (bytes > ((size_t)16 << 30)) return fail(cudaErrorMemoryAllocation, "%s: %s bytes exceed the emulated 16 GiB", what,
                                                 std::to_string(bytes).c_str());
     size_t pg = page_size();
     size_t rounded = (bytes + 255) / 256 * 256;
@@ -780,18 +819,115 @@ cudaError_t cudaMalloc(void **ptr, size_t bytes)
     if (!inner) inner = pg;
     size_t total = inner + pg;
     void *base = mmap(nullptr, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (base == MAP_FAILED) return fail(cudaErrorMemoryAllocation, "cudaMalloc: out of memory%s%s");
+    if (base == MAP_FAILED) return fail(cudaErrorMemoryAllocation, "%s: out of memory%s", what);
     Allocation a;
     a.map_base = (char *)base;
     a.map_bytes = total;
     a.inner_bytes = inner;
     a.ptr = a.map_base + inner - rounded;
     a.bytes = bytes;
+    a.live = live;
     mprotect(base, inner, PROT_READ | PROT_WRITE);
     memset(base, 0xFF, inner); /* never-written device memory reads as NaN / -1 */
-    if (g_exec_depth == 0) mprotect(base, inner, PROT_NONE);
+    if (g_exec_depth == 0 || !live) mprotect(base, inner, PROT_NONE);
     g_device[(uintptr_t)a.ptr] = a;
     *ptr = a.ptr;
+    return ok();
+}
+cudaError_t cudaMalloc(void **ptr, size_t bytes)
+{
+    Locked l;
+    *ptr = nullptr;
+    if (capture_forbids("cudaMalloc")) return cudaErrorStreamCaptureUnsupported;
+    return map_allocation(ptr, bytes, true, "cudaMalloc");
+}
+
+/* ---- the stream-ordered allocator: cudaMallocAsync returns the pointer at once, but the
+ * memory becomes accessible only when the stream reaches the allocation (work on another
+ * stream not ordered after it faults); cudaFreeAsync unmaps it when the stream reaches the
+ * free (work still queued elsewhere and not ordered before it faults).  Pools are handles
+ * with no state: every allocation is its own mapping, so reuse is never emulated. */
+struct CUmemPoolHandle_st {
+    int device;
+};
+cudaError_t cudaMemPoolCreate(cudaMemPool_t *pool, const cudaMemPoolProps *props)
+{
+    if (!pool || !props) return fail(cudaErrorInvalidValue, "cudaMemPoolCreate: null argument%s%s");
+    if (props->allocType != cudaMemAllocationTypePinned || props->location.type != cudaMemLocationTypeDevice ||
+        props->location.id != 0)
+        return fail(cudaErrorInvalidValue, "cudaMemPoolCreate: only device-0 pinned pools are emulated%s%s");
+    *pool = new CUmemPoolHandle_st{0};
+    return ok();
+}
+cudaError_t cudaMemPoolDestroy(cudaMemPool_t pool)
+{
+    delete pool;
+    return ok();
+}
+cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr, void *value)
+{
+    if (!pool || !value) return fail(cudaErrorInvalidValue, "cudaMemPoolSetAttribute: null argument%s%s");
+    switch (attr) {
+    case cudaMemPoolAttrReleaseThreshold:
+    case cudaMemPoolReuseFollowEventDependencies:
+    case cudaMemPoolReuseAllowOpportunistic:
+    case cudaMemPoolReuseAllowInternalDependencies: return ok();
+    default: return fail(cudaErrorInvalidValue, "cudaMemPoolSetAttribute: attribute %s not emulated%s",
+                         std::to_string((int)attr).c_str());
+    }
+}
+cudaError_t cudaMemPoolTrimTo(cudaMemPool_t pool, size_t)
+{
+    return pool ? ok() : fail(cudaErrorInvalidValue, "cudaMemPoolTrimTo: null pool%s%s");
+}
+cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t bytes, cudaMemPool_t pool, cudaStream_t stream)
+{
+    Locked l;
+    if (!ptr || !pool) return fail(cudaErrorInvalidValue, "cudaMallocFromPoolAsync: null argument%s%s");
+    *ptr = nullptr;
+    if (queue_of(stream)->capture) return fail(cudaErrorNotSupported, "allocation nodes (cudaMallocAsync in a capture) are not emulated%s%s");
+    cudaError_t err = map_allocation(ptr, bytes, false, "cudaMallocAsync");
+    if (err != cudaSuccess) return err;
+    const uintptr_t key = (uintptr_t)*ptr;
+    err = enqueue(stream, [key]() {
+        auto it = g_device.find(key);
+        if (it == g_device.end()) return;
+        it->second.live = true;
+        if (g_exec_depth > 0) mprotect(it->second.map_base, it->second.inner_bytes, PROT_READ | PROT_WRITE);
+    });
+    if (err != cudaSuccess) {
+        auto it = g_device.find(key);
+        munmap(it->second.map_base, it->second.map_bytes);
+        g_device.erase(it);
+        *ptr = nullptr;
+    }
+    return err;
+}
+cudaError_t cudaMallocAsync(void **ptr, size_t bytes, cudaStream_t stream)
+{
+    static CUmemPoolHandle_st default_pool{0};
+    return cudaMallocFromPoolAsync(ptr, bytes, &default_pool, stream);
+}
+cudaError_t cudaFreeAsync(void *ptr, cudaStream_t stream)
+{
+    Locked l;
+    if (!ptr) return ok();
+    auto it = g_device.find((uintptr_t)ptr);
+    if (it == g_device.end() || it->second.freeing)
+        return fail(cudaErrorInvalidValue, "cudaFreeAsync: not a live device allocation%s%s");
+    if (queue_of(stream)->capture) return fail(cudaErrorNotSupported, "free nodes (cudaFreeAsync in a capture) are not emulated%s%s");
+    const uintptr_t key = (uintptr_t)ptr;
+    cudaError_t err = enqueue(stream, [key]() {
+        auto found = g_device.find(key);
+        if (found == g_device.end()) return;
+        munmap(found->second.map_base, found->second.map_bytes);
+        g_device.erase(found);
+    });
+    if (err != cudaSuccess) return err;
+    it->second.freeing = true;
+    Queue *q = queue_of(stream);
+    q->ops.back().bookkeeping = true;
+    advance_bookkeeping(q);
     return ok();
 }
 cudaError_t cudaFree(void *ptr)
@@ -799,9 +935,11 @@ cudaError_t cudaFree(void *ptr)
     Locked l;
     if (!ptr) return ok();
     auto it = g_device.find((uintptr_t)ptr);
-    if (it == g_device.end()) return fail(cudaErrorInvalidValue, "cudaFree: %p is not a device allocation%s%s");
+    if (it == g_device.end() || it->second.freeing)
+        return fail(cudaErrorInvalidValue, "cudaFree: not a live device allocation%s%s");
     if (capture_forbids("cudaFree")) return cudaErrorStreamCaptureUnsupported;
     drain_all(); /* cudaFree waits for the device, as on a GPU */
+    it = g_device.find((uintptr_t)ptr);
     munmap(it->second.map_base, it->second.map_bytes);
     g_device.erase(it);
     return ok();
@@ -936,8 +1074,11 @@ cudaError_t cudaStreamQuery(cudaStream_t s)
     Locked l;
     Queue *q = queue_of(s);
     if (q->capture) return fail(cudaErrorStreamCaptureUnsupported, "cudaStreamQuery on a capturing stream%s%s");
-    run_until(q, q->enqueued); /* the emulated device makes progress when polled */
-    return ok();
+    /* Pending work answers cudaErrorNotReady, as on a GPU, and stays pending: queries run
+     * nothing (the emulated device runs work only when the host waits), so code that asks
+     * whether work is done sees "not yet" until something synchronises.  (A loop polling a
+     * query would never end here; usbeam only asks, it never polls.) */
+    return q->executed < q->enqueued ? cudaErrorNotReady : ok();
 }
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t ev, unsigned int)
 {
@@ -954,6 +1095,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t ev, unsigned int)
         return ok();
     }
     if (e->captured_in) return fail(cudaErrorStreamCaptureIsolation, "waiting on an event recorded in a capture%s%s");
+    if (e->captured) return fail(cudaErrorCapturedEvent, "cudaStreamWaitEvent on an event last recorded in a capture%s%s");
     if (e->queue) {
         Op w;
         w.wait_queue = e->queue;
@@ -998,8 +1140,8 @@ cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph)
         return fail(cudaErrorStreamCaptureWrongThread, "cudaStreamEndCapture from another thread%s%s");
     q->capture = nullptr;
     g_captures.erase(std::find(g_captures.begin(), g_captures.end(), c));
-    for (auto &node : c->graph->nodes)
-        if (node.record) node.record->captured_in = nullptr;
+    for (auto &internal : c->internal_events)
+        if (internal->captured_in == c) internal->captured_in = nullptr; /* stays `captured` */
     bool invalid = c->invalid;
     cudaGraph_t g = c->graph;
     delete c;
@@ -1027,16 +1169,23 @@ cudaError_t cudaEventDestroy(cudaEvent_t e)
     delete e;
     return ok();
 }
-cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t s)
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t ev, cudaStream_t s, unsigned int flags)
 {
     Locked l;
     if (!ev) return fail(cudaErrorInvalidResourceHandle, "cudaEventRecord: null event%s%s");
+    if (flags & ~(unsigned)cudaEventRecordExternal)
+        return fail(cudaErrorInvalidValue, "cudaEventRecordWithFlags: flags %s%s", std::to_string(flags).c_str());
     std::shared_ptr<EventState> e = ev->state;
     Queue *q = queue_of(s);
     if (q->capture) {
         if (q->capture->invalid) return fail(cudaErrorStreamCaptureInvalidated, "cudaEventRecord on an invalidated capture%s%s");
-        q->capture->graph->nodes.push_back(GraphNode{nullptr, e});
-        e->captured_in = q->capture;
+        if (flags & cudaEventRecordExternal) {
+            q->capture->graph->nodes.push_back(GraphNode{nullptr, e}); /* recorded by each launch */
+        } else {
+            e->captured_in = q->capture; /* orders work inside this capture only: no node */
+            e->captured = true;
+            q->capture->internal_events.push_back(e);
+        }
         return ok();
     }
     uint64_t generation = ++e->generation;
@@ -1044,13 +1193,16 @@ cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t s)
     e->queue = shared_queue_of(s);
     e->count = q->enqueued;
     e->captured_in = nullptr;
+    e->captured = false;
     return err;
 }
+cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t s) { return cudaEventRecordWithFlags(ev, s, 0); }
 cudaError_t cudaEventSynchronize(cudaEvent_t ev)
 {
     Locked l;
     EventState *e = ev->state.get();
     if (e->captured_in) return fail(cudaErrorStreamCaptureUnsupported, "cudaEventSynchronize on a captured event%s%s");
+    if (e->captured) return fail(cudaErrorCapturedEvent, "cudaEventSynchronize on an event last recorded in a capture%s%s");
     if (capture_forbids("cudaEventSynchronize")) return cudaErrorStreamCaptureUnsupported;
     if (e->queue) run_until(e->queue.get(), e->count);
     return ok();
@@ -1060,8 +1212,10 @@ cudaError_t cudaEventQuery(cudaEvent_t ev)
     Locked l;
     EventState *e = ev->state.get();
     if (e->captured_in) return fail(cudaErrorStreamCaptureUnsupported, "cudaEventQuery on a captured event%s%s");
-    if (e->queue) run_until(e->queue.get(), e->count); /* the emulated device progresses when polled */
-    return ok();
+    if (e->captured) return fail(cudaErrorCapturedEvent, "cudaEventQuery on an event last recorded in a capture%s%s");
+    /* cudaErrorNotReady while the work before the record is pending (as on a GPU); nothing runs
+     * (see cudaStreamQuery) */
+    return event_complete(e) ? ok() : cudaErrorNotReady;
 }
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start_event, cudaEvent_t end_event)
 {
@@ -1069,6 +1223,8 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start_event, cudaEvent_t
     const EventState *start = start_event->state.get(), *end = end_event->state.get();
     if (!start->timing || !end->timing)
         return fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime on an event without timing%s%s");
+    if (start->captured || end->captured)
+        return fail(cudaErrorCapturedEvent, "cudaEventElapsedTime on an event last recorded in a capture%s%s");
     if (!start->queue || !end->queue || !event_complete(start) || !event_complete(end) ||
         start->stamped_generation != start->generation || end->stamped_generation != end->generation)
         return fail(cudaErrorNotReady, "cudaEventElapsedTime: an event has not completed%s%s");
@@ -1120,6 +1276,7 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s)
     for (auto &rec : records) {
         rec.first->queue = shared_queue_of(s);
         rec.first->count = q->enqueued;
+        rec.first->captured = false;
     }
     return err;
 }

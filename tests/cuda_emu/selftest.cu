@@ -169,6 +169,59 @@ int main(int argc, char **argv)
         cudaGraphLaunch(exec, stream);
         cudaStreamSynchronize(stream);
         printf("%s: %g\n", s, pinned[n - 1]);
+    } else if (!strcmp(s, "captured_event")) { /* plain vs external records inside a capture */
+        cudaStream_t stream;
+        cudaGraph_t graph;
+        cudaGraphExec_t exec;
+        cudaEvent_t plain, external;
+        cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+        cudaEventCreate(&plain);
+        cudaEventCreate(&external);
+        cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
+        cudaEventRecord(plain, stream);
+        fill<<<4, 256, 0, stream>>>(d, n, 5.0f);
+        cudaEventRecordWithFlags(external, stream, cudaEventRecordExternal);
+        cudaStreamEndCapture(stream, &graph);
+        cudaGraphInstantiate(&exec, graph, 0);
+        cudaGraphLaunch(exec, stream);
+        cudaStreamSynchronize(stream);
+        cudaError_t q_plain = cudaEventQuery(plain), q_external = cudaEventQuery(external);
+        printf("%s: plain %s, external %s\n", s, cudaGetErrorName(q_plain), cudaGetErrorName(q_external));
+    } else if (!strcmp(s, "free_async_early")) { /* a stream-ordered free not ordered after the kernel */
+        cudaStream_t work, other;
+        cudaStreamCreateWithFlags(&work, cudaStreamNonBlocking);
+        cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking);
+        float *buffer = nullptr;
+        cudaMallocAsync((void **)&buffer, n * sizeof(float), work);
+        fill<<<4, 256, 0, work>>>(buffer, n, 1.0f);
+        cudaFreeAsync(buffer, other); /* missing: cudaStreamWaitEvent(other, <event after fill>) */
+        cudaStreamSynchronize(other);
+        cudaStreamSynchronize(work); /* the kernel runs on freed memory */
+        printf("%s: not caught\n", s);
+    } else if (!strcmp(s, "alloc_async_unordered")) { /* stream-ordered memory used on another stream too early */
+        cudaStream_t alloc, work;
+        cudaStreamCreateWithFlags(&alloc, cudaStreamNonBlocking);
+        cudaStreamCreateWithFlags(&work, cudaStreamNonBlocking);
+        float *buffer = nullptr;
+        cudaMallocAsync((void **)&buffer, n * sizeof(float), alloc);
+        fill<<<4, 256, 0, work>>>(buffer, n, 1.0f); /* missing: an event from alloc */
+        cudaStreamSynchronize(work);
+        printf("%s: not caught\n", s);
+    } else if (!strcmp(s, "free_async_ordered")) { /* the same, correctly ordered */
+        cudaStream_t work, other;
+        cudaEvent_t done;
+        cudaStreamCreateWithFlags(&work, cudaStreamNonBlocking);
+        cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking);
+        cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
+        float *buffer = nullptr;
+        cudaMallocAsync((void **)&buffer, n * sizeof(float), work);
+        fill<<<4, 256, 0, work>>>(buffer, n, 2.0f);
+        cudaMemcpyAsync(pinned, buffer, n * sizeof(float), cudaMemcpyDeviceToHost, work);
+        cudaEventRecord(done, work);
+        cudaStreamWaitEvent(other, done, 0);
+        cudaError_t e = cudaFreeAsync(buffer, other);
+        cudaStreamSynchronize(other);
+        printf("%s: %s %g\n", s, cudaGetErrorName(e), pinned[n - 1]);
     } else if (!strcmp(s, "divergent_barrier")) {
         divergent_barrier<<<1, 32>>>(d);
         cudaDeviceSynchronize();
