@@ -139,3 +139,93 @@ def test_doppler_pipeline_threads_match_single_threaded(rng):
     first = pipe(inputs[0])
     pipe(inputs[1])
     np.testing.assert_array_equal(first.velocity, want[0][0])
+
+
+# ---------------------------------------------------------------------------------------
+# out= overlapping an input (or another output)
+# ---------------------------------------------------------------------------------------
+def complex_iq(rng, shape):
+    return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np.complex64)
+
+
+def overlap_cases(rng):
+    """(what, call, input arrays that must stay unchanged, parameter named in the message)."""
+    iq = complex_iq(rng, (10, 12, 8))
+    image = complex_iq(rng, (1000,))
+    y = (rng.standard_normal(4000) * 100).astype(np.float32)
+    shifted = np.zeros(iq.size + 1, np.complex64)
+    shifted[:-1] = iq.ravel()
+    color = usbeam.ColorDopplerPlan(iq.shape, fc=5e6, prf=5e3, c=1540.0)
+    both = np.empty((12, 8), np.float32)
+    raw = rng.integers(-100, 100, (400, 8)).astype(np.int16)
+    channel_map = usbeam.live.ChannelMap((400, 8), [2, 3], [0], 200)
+    head = rng.random((1, 50, 7)).astype(np.float32)
+    detections = np.zeros((1, 300, 6), np.float32)
+    rf = rng.integers(-1000, 1000, (4, 2, 256)).astype(np.int16)
+    rf_bytes = np.zeros(rf.nbytes + 8 * 2 * 256 * 8, np.uint8)
+    rf_in = rf_bytes[: rf.nbytes].view(np.int16).reshape(rf.shape)
+    rf_in[...] = rf
+    rf2iq = usbeam.RF2IQPlan(rf.shape, np.int16, fs=20e6, fc=5e6)
+    power = usbeam.PowerDopplerPlan(iq.shape)
+    power_in = np.zeros(2 * iq.size + 96, np.float32)  # iq, then room for a map
+    logits = rng.standard_normal((16, 16)).astype(np.float32)
+    das_data = complex_iq(rng, (2, 1, 4, 64))
+    beamformer = usbeam.Beamformer(usbeam.LinearArray(4, 3e-4), usbeam.PlaneWave(0),
+                                   usbeam.Grid(x=[0.0, 1e-4], z=[1e-3, 2e-3]), fs=20e6, fc=5e6, n_samples=64,
+                                   n_frames=2)
+    hadamard = usbeam.HadamardDecodePlan((8, 4, 32), 8, dtype=np.float32)
+    coded = rng.standard_normal((8, 4, 32)).astype(np.float32)
+    return [
+        ("bmode", lambda: usbeam.bmode(image, 40, out=image.view(np.uint8)[:1000]), [image], "image"),
+        ("float32_to_float16", lambda: usbeam.float32_to_float16(y, out=y.view(np.float16)[: y.size]), [y], "x"),
+        ("color velocity = variance", lambda: color(iq, velocity=both, variance=both), [iq], "velocity"),
+        ("color velocity in iq", lambda: color(iq, velocity=iq.view(np.float32).ravel()[:96].reshape(12, 8)),
+         [iq], "iq"),
+        ("clutter shifted by one", lambda: usbeam.ClutterFilter(iq.shape, "poly")(
+            shifted[:-1].reshape(iq.shape), out=shifted[1:].reshape(iq.shape)), [], "iq"),
+        ("power", lambda: power(power_in[: iq.size * 2].view(np.complex64).reshape(iq.shape),
+                                out=power_in[iq.size * 2 - 96:iq.size * 2].reshape(12, 8)), [], "iq"),
+        ("channel map", lambda: channel_map(raw, out=raw.ravel()[:400].reshape(1, 2, 200)), [raw], "frame"),
+        ("detect counts in detections", lambda: usbeam.detect_postprocess(
+            head, out=(detections, detections.view(np.int32).ravel()[:1])), [head], "detections"),
+        ("detect out in raw", lambda: usbeam.detect_postprocess(
+            head, out=(np.zeros((1, 300, 6), np.float32), head.view(np.int32).ravel()[:1])), [head], "raw"),
+        ("rf2iq", lambda: rf2iq(rf_in, out=rf_bytes[8:8 + rf2iq.out_shape[0] * 2 * 256 * 8].view(
+            np.complex64).reshape(rf2iq.out_shape)), [], "rf"),
+        ("das", lambda: beamformer(das_data, out=das_data.ravel()[:8].reshape(2, 2, 2)), [das_data], "data"),
+        ("hadamard in place", lambda: hadamard(coded, out=coded), [coded], "data"),
+        ("segment_threshold", lambda: usbeam.segment_threshold(logits, out=logits.view(np.bool_).ravel()[:256].reshape(16, 16)),
+         [logits], "logits"),
+    ]
+
+
+def test_out_overlapping_an_input_is_refused(rng):
+    for what, call, inputs, word in overlap_cases(rng):
+        copies = [a.copy() for a in inputs]
+        with pytest.raises(ValueError, match=f"must not share memory with {word}") as info:
+            call()
+        for a, c in zip(inputs, copies):
+            np.testing.assert_array_equal(a, c, err_msg=what)
+
+
+def test_out_exactly_in_place_and_disjoint_views_still_work(rng):
+    iq = complex_iq(rng, (10, 12, 8))
+    for method in ("mean", "poly", "svd"):
+        f = usbeam.ClutterFilter(iq.shape, method)
+        want = f(iq)
+        inplace = iq.copy()
+        assert f(inplace, out=inplace) is inplace
+        np.testing.assert_array_equal(inplace, want)
+    # outputs side by side in one buffer (adjacent, not overlapping) are accepted
+    color = usbeam.ColorDopplerPlan(iq.shape, fc=5e6, prf=5e3, c=1540.0)
+    v0, s0 = color(iq)
+    maps = np.full((2, 12, 8), np.nan, np.float32)
+    color(iq, velocity=maps[0], variance=maps[1])
+    np.testing.assert_array_equal(maps[0], v0)
+    np.testing.assert_array_equal(maps[1], s0)
+    # bmode into the bytes right after the image in one buffer
+    buf = np.zeros(1000 * 8 + 1000, np.uint8)
+    image = buf[:8000].view(np.complex64)
+    image[...] = complex_iq(rng, (1000,))
+    want = usbeam.bmode(image.copy(), 40)
+    np.testing.assert_array_equal(usbeam.bmode(image, 40, out=buf[8000:]), want)

@@ -82,6 +82,36 @@ def out_array(name, out, shape, dtype):
     return out
 
 
+def _same_elements(a, b):
+    """a and b view exactly the same elements, element for element (in place)."""
+    return (a.__array_interface__["data"][0] == b.__array_interface__["data"][0] and a.shape == b.shape
+            and a.strides == b.strides and a.dtype == b.dtype)
+
+
+def no_overlap(out_name, out, name, *arrays, same_ok=False):
+    """ValueError "<out_name> must not share memory with <name>" when the output buffer `out`
+    overlaps any of `arrays` (the caller's input as given and as converted, or another
+    output): a kernel would read what it already wrote, and the input would change.
+    same_ok: exactly the same elements (in place) is allowed, for kernels that support it.
+    None and non-ndarray arguments are skipped.  Exact (np.shares_memory), not a bounds test,
+    so interleaved views that share no element (e.g. the real and imaginary parts of one
+    complex array) pass; overlap too costly to decide counts as overlap."""
+    if not isinstance(out, np.ndarray):
+        return
+    for arr in arrays:
+        if not isinstance(arr, np.ndarray) or not np.may_share_memory(out, arr):
+            continue
+        if same_ok and _same_elements(out, arr):
+            continue
+        try:
+            shared = np.shares_memory(out, arr, max_work=1 << 16)
+        except np.exceptions.TooHardError:
+            shared = True
+        if shared:
+            raise ValueError(f"{out_name} must not share memory with {name}"
+                             + (" (only exactly the same array, in place, is allowed)" if same_ok else ""))
+
+
 def check_allocation(name, shape, itemsize, limit_bytes=None):
     """Raise MemoryError naming `name` when an array of this shape cannot reasonably be allocated."""
     count = 1

@@ -160,10 +160,15 @@ def _device_shape_dtype(name, view):
     return tuple(int(s) for s in view.shape), view.dtype
 
 
-def _check_out(name, out, shape, dtype):
+def _check_out(name, out, shape, dtype, against=()):
+    """A new output, or the caller's `out` checked, and refused when it shares memory with any
+    (input name, array) of `against` (the input as given and as converted, other outputs)."""
     if out is None:
         return np.empty(shape, dtype)
-    return _validate.out_array(name, out, shape, dtype)
+    _validate.out_array(name, out, shape, dtype)
+    for input_name, arr in against:
+        _validate.no_overlap(name, out, input_name, arr)
+    return out
 
 
 # ---------------------------------------------------------------- pre-processing
@@ -270,13 +275,13 @@ class ModelInputPlan:
                                             call.pointer("out", out, self.shape, self.dtype, True), call.stream)
             call.queued()
             return out
-        image = _host_array("image", image)
+        given = image = _host_array("image", image)
         if image.dtype != self.image_dtype:
             raise TypeError(f"image must have dtype {self.image_dtype} (got {image.dtype})")
         if image.shape != self.image_shape:
             raise ValueError(f"image must have shape {self.image_shape} (got {image.shape})")
         image = np.ascontiguousarray(image)
-        out = _check_out("out", out, self.shape, self.dtype)
+        out = _check_out("out", out, self.shape, self.dtype, (("image", given), ("image", image)))
         _core.preprocess_execute(self._plan, image, out)
         return out
 
@@ -317,11 +322,11 @@ def float32_to_float16(x, out=None, *, stream=None):
     A device array ``x`` (DLPack or ``__cuda_array_interface__``) is converted on the GPU into ``out``."""
     if _is_device_array(x):
         return _convert_device(x, out, np.float16, stream)
-    x = _host_array("x", x)
+    given = x = _host_array("x", x)
     if x.dtype != np.float32:
         raise TypeError(f"x must have dtype float32 (got {x.dtype})")
     x = np.ascontiguousarray(x)
-    out = _check_out("out", out, x.shape, np.float16)
+    out = _check_out("out", out, x.shape, np.float16, (("x", given), ("x", x)))
     _core.float32_to_float16(x, out)
     return out
 
@@ -330,11 +335,11 @@ def float16_to_float32(x, out=None, *, stream=None):
     """float16 -> float32 (exact), bit-exact with ``x.astype(np.float32)``; device arrays as above."""
     if _is_device_array(x):
         return _convert_device(x, out, np.float32, stream)
-    x = _host_array("x", x)
+    given = x = _host_array("x", x)
     if x.dtype != np.float16:
         raise TypeError(f"x must have dtype float16 (got {x.dtype})")
     x = np.ascontiguousarray(x)
-    out = _check_out("out", out, x.shape, np.float32)
+    out = _check_out("out", out, x.shape, np.float32, (("x", given), ("x", x)))
     _core.float16_to_float32(x, out)
     return out
 
@@ -401,14 +406,16 @@ class DetectPlan:
             _core.detect_execute_device(self._plan, raw_ptr, detections_ptr, counts_ptr, call.stream)
             call.queued()
             return out
-        raw = _host_array("raw", raw)
+        given = raw = _host_array("raw", raw)
         if raw.shape != self.raw_shape:
             raise ValueError(f"raw must have shape {self.raw_shape} (got {raw.shape})")
         if raw.dtype != self.dtype:
             raise TypeError(f"raw must have dtype {self.dtype} (got {raw.dtype})")
         raw = np.ascontiguousarray(raw)
-        detections = _check_out("detections", None if out is None else out[0], self.shape, np.float32)
-        counts = _check_out("counts", None if out is None else out[1], self.shape[:1], np.int32)
+        inputs = (("raw", given), ("raw", raw))
+        detections = _check_out("detections", None if out is None else out[0], self.shape, np.float32, inputs)
+        counts = _check_out("counts", None if out is None else out[1], self.shape[:1], np.int32,
+                            inputs + (("detections", detections),))
         _core.detect_execute(self._plan, raw, detections, counts)
         return detections, counts
 
@@ -490,14 +497,14 @@ def segment_threshold(logits, threshold=0.0, *, out=None, stream=None):
                           int(np.prod(shape)), threshold, call.pointer("out", out, shape, np.bool_, True), call.stream)
         call.queued()
         return out
-    logits = _host_array("logits", logits)
+    given = logits = _host_array("logits", logits)
     if logits.dtype not in (np.dtype(np.float32), np.dtype(np.float16)):
         if not np.issubdtype(logits.dtype, np.floating):
             raise TypeError(f"logits must be float32 or float16 (got {logits.dtype})")
         logits = logits.astype(np.float32)
     threshold = _validate.real_scalar("threshold", threshold)
     logits = np.ascontiguousarray(logits)
-    out = _check_out("out", out, logits.shape, np.bool_)
+    out = _check_out("out", out, logits.shape, np.bool_, (("logits", given), ("logits", logits)))
     _core.mask_threshold(logits, threshold, out)
     return out
 
@@ -519,7 +526,7 @@ def segment_argmax(scores, *, out=None, stream=None):
                           shape[-1] * shape[-2], 0.0, call.pointer("out", out, out_shape, np.int32, True), call.stream)
         call.queued()
         return out
-    scores = _host_array("scores", scores)
+    given = scores = _host_array("scores", scores)
     if scores.ndim not in (3, 4):
         raise ValueError(f"scores must be (C, H, W) or (N, C, H, W) (got shape {scores.shape})")
     if scores.dtype not in (np.dtype(np.float32), np.dtype(np.float16)):
@@ -531,7 +538,7 @@ def segment_argmax(scores, *, out=None, stream=None):
     batched = scores.ndim == 4
     s4 = scores if batched else scores[None]
     shape = (s4.shape[0],) + s4.shape[2:]
-    out = _check_out("out", out, shape if batched else shape[1:], np.int32)
+    out = _check_out("out", out, shape if batched else shape[1:], np.int32, (("scores", given), ("scores", scores)))
     _core.mask_argmax(np.ascontiguousarray(s4), s4.shape[0], s4.shape[1], out)
     return out
 
@@ -595,7 +602,7 @@ class ComponentsPlan:
             return out, counts
         mask = self._mask(mask)
         out = _check_out("out", out, self.shape, np.int32)
-        counts = _check_out("counts", counts, (self._n_images,), np.int32)
+        counts = _check_out("counts", counts, (self._n_images,), np.int32, (("out", out),))
         _core.label_execute(self._plan, mask, out, counts)
         return out, counts
 

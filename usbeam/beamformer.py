@@ -225,7 +225,7 @@ class Beamformer:
         """
         if self.backend == "cuda":
             return self._call_cuda(data, out)
-        data = self._host_data(data)
+        given, data = data, self._host_data(data)
         n_frames, framed = self._layout(data)
         plan = self._ensure_capacity(n_frames)
         shape = ((n_frames,) if framed else ()) + self.grid.shape
@@ -233,6 +233,7 @@ class Beamformer:
             out = np.empty(shape, self.out_dtype)
         else:
             _validate.out_array("out", out, shape, self.out_dtype)
+            _validate.no_overlap("out", out, "data", given, data)
         _core.das_execute(plan, data, out, n_frames)  # ValueError for NaN or inf data (checked while staging)
         return out
 

@@ -156,11 +156,13 @@ class ClutterFilter:
             return self._runner(lambda i, o: _core.clutter_execute(self._plan, i, o), "iq", iq, self.shape,
                                 np.complex64, lambda x: _as_complex64("iq", x, self.shape), out, self.shape,
                                 np.complex64)
-        iq = _as_complex64("iq", iq, self.shape)
+        given, iq = iq, _as_complex64("iq", iq, self.shape)
         if out is None:
             out = np.empty(self.shape, np.complex64)
         else:
             _validate.out_array("out", out, self.shape, np.complex64)
+            # every kernel reads a pixel's slow time before writing it: exactly in place is fine
+            _validate.no_overlap("out", out, "iq", given, iq, same_ok=True)
         _core.clutter_execute(self._plan, iq, out)
         return out
 
@@ -255,8 +257,8 @@ class ColorDopplerPlan:
         ``return_power=True`` also the mean power over the ensemble (before averaging)."""
         if self.cuda is not None:
             return self._call_cuda(iq, velocity, variance, power, return_power or power is not None)
-        iq = _as_complex64("iq", iq, self.shape)
-        outs = []
+        given, iq = iq, _as_complex64("iq", iq, self.shape)
+        outs, names = [], []
         for name, arr, wanted in (("velocity", velocity, True), ("variance", variance, True),
                                   ("power", power, return_power or power is not None)):
             if not wanted:
@@ -265,6 +267,10 @@ class ColorDopplerPlan:
                 outs.append(np.empty(self.spatial, np.float32))
             else:
                 outs.append(_validate.out_array(name, arr, self.spatial, np.float32))
+                _validate.no_overlap(name, arr, "iq", given, iq)
+                for other, earlier in zip(names, outs):
+                    _validate.no_overlap(name, arr, other, earlier)
+            names.append(name)
         _core.color_execute(self._plan, iq, outs[0], outs[1], outs[2])
         return tuple(outs) if (return_power or power is not None) else (outs[0], outs[1])
 
@@ -383,11 +389,12 @@ class PowerDopplerPlan:
             return self._runner(lambda i, o: _core.power_execute(self._plan, i, o), "iq", iq, self.shape,
                                 np.complex64, lambda x: _as_complex64("iq", x, self.shape), out, self.spatial,
                                 np.float32)
-        iq = _as_complex64("iq", iq, self.shape)
+        given, iq = iq, _as_complex64("iq", iq, self.shape)
         if out is None:
             out = np.empty(self.spatial, np.float32)
         else:
             _validate.out_array("out", out, self.spatial, np.float32)
+            _validate.no_overlap("out", out, "iq", given, iq)
         _core.power_execute(self._plan, iq, out)
         return out
 

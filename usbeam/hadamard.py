@@ -148,11 +148,12 @@ class HadamardDecodePlan:
         if self.cuda is not None:
             return self._runner(lambda d, o: _core.hadamard_execute(self._plan, d, o), "data", data, self.shape,
                                 self.dtype, self._host_data, out, self.out_shape, self.out_dtype, no_overlap=True)
-        data = self._host_data(data)
+        given, data = data, self._host_data(data)
         if out is None:
             out = np.empty(self.out_shape, self.out_dtype)
         else:
             _validate.out_array("out", out, self.out_shape, self.out_dtype)
+            _validate.no_overlap("out", out, "data", given, data)
         if self.complex:
             _core.hadamard_execute(self._plan, data.view(np.float32).reshape(self._float_shape),
                                    out.view(np.float32).reshape(self._float_shape))

@@ -248,6 +248,7 @@ class Pipeline:
             out = np.empty(self.output_shape, self.output_dtype)
         else:
             _validate.out_array("out", out, self.output_shape, self.output_dtype)
+            _validate.no_overlap("out", out, "rf", rf)
         t = time.perf_counter()
         self.rf2iq(rf, out=self.iq)
         t1 = time.perf_counter()

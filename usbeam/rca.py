@@ -359,7 +359,7 @@ class RCABeamformer:
                 out_shape = (self.n_frames,) + out_shape
             return self._runner(lambda d, o: _core.rca_execute(self._plan, d, o), "data", data, shape, self.dtype,
                                 self._host_data, out, out_shape, self.dtype, no_overlap=True)
-        data = self._host_data(data)
+        given, data = data, self._host_data(data)
         framed = data.ndim == 4
         shape = self.grid.image_shape
         if framed and not self.sum_frames:
@@ -368,6 +368,7 @@ class RCABeamformer:
             out = np.empty(shape, self.dtype)
         else:
             _validate.out_array("out", out, shape, self.dtype)
+            _validate.no_overlap("out", out, "data", given, data)
         _core.rca_execute(self._plan, data, out)
         return out
 

@@ -201,13 +201,12 @@ class RF2IQPlan:
         if self.cuda is not None:
             return self._runner(lambda i, o: _core.rf2iq_execute(self._plan, i, o), "rf", rf, self.shape,
                                 self.dtype, self._host_rf, out, self.out_shape, np.complex64, no_overlap=True)
-        rf = self._host_rf(rf)
+        given, rf = rf, self._host_rf(rf)
         if out is None:
             out = np.empty(self.out_shape, np.complex64)
         else:
             _validate.out_array("out", out, self.out_shape, np.complex64)
-            if np.shares_memory(out, rf):
-                raise ValueError("out must not share memory with rf")
+            _validate.no_overlap("out", out, "rf", given, rf)
         _core.rf2iq_execute(self._plan, rf, out)
         return out
 
