@@ -229,3 +229,49 @@ def test_out_exactly_in_place_and_disjoint_views_still_work(rng):
     image[...] = complex_iq(rng, (1000,))
     want = usbeam.bmode(image.copy(), 40)
     np.testing.assert_array_equal(usbeam.bmode(image, 40, out=buf[8000:]), want)
+
+
+# ---------------------------------------------------------------------------------------
+# TOBE unflip and RCA decode: matrix and axes
+# ---------------------------------------------------------------------------------------
+def test_tobe_unflip_negative_axes_match_the_math(rng):
+    from reference import hadamard as href
+
+    h = href.hadamard(8)
+    data = rng.integers(-32768, 32767, (2, 8, 8, 50)).astype(np.int16)
+    want = data.astype(np.int64) * h[None, :, :, None]  # channel c of transmit t times H[t, c]
+    np.testing.assert_array_equal(usbeam.tobe_unflip(data, h), want)
+    np.testing.assert_array_equal(usbeam.tobe_unflip(data, h, axis=1, channel_axis=2), want)
+    # channels before transmits: the signs transposed
+    swapped = np.ascontiguousarray(np.swapaxes(data, 1, 2))
+    np.testing.assert_array_equal(usbeam.tobe_unflip(swapped, h, axis=-2, channel_axis=-3),
+                                  np.swapaxes(want, 1, 2))
+    # rca_decode of a TOBE FORCES acquisition, transmit axis given negative or positive
+    tobe = usbeam.RowColumnArray(8, 8, 3e-4, tobe=True)
+    expected = href.decode(want, h, axis=1)
+    for axis in (1, -3):
+        got = usbeam.rca_decode(data, tobe, "forces", axis=axis)
+        np.testing.assert_allclose(got, expected, rtol=TOLERANCES["hadamard_float32_rel"],
+                                   atol=TOLERANCES["hadamard_float32_abs"] * np.abs(expected).max())
+
+
+@pytest.mark.parametrize("call, word", [
+    (lambda d, h: usbeam.tobe_unflip(d, h * 0.5), "matrix"),  # would cast to int8 zeros
+    (lambda d, h: usbeam.tobe_unflip(d, np.full(h.shape, np.nan)), "matrix"),
+    (lambda d, h: usbeam.tobe_unflip(d, h[0]), "matrix"),  # 1-D: was IndexError
+    (lambda d, h: usbeam.tobe_unflip(d, np.zeros(h.shape, np.int8)), "matrix"),
+    (lambda d, h: usbeam.tobe_unflip(np.array(3, np.int16), h), "data"),  # 0-d: was ZeroDivisionError
+    (lambda d, h: usbeam.tobe_unflip(d, h, axis=5), "axis"),
+    (lambda d, h: usbeam.tobe_unflip(d, h, channel_axis=-4), "channel_axis"),
+    (lambda d, h: usbeam.tobe_unflip(d, h, axis=1, channel_axis=-2), "channel_axis"),
+    (lambda d, h: usbeam.rca_decode(d, usbeam.RowColumnArray(8, 8, 3e-4), "forces", axis=5), "axis"),
+    (lambda d, h: usbeam.rca_decode(d, usbeam.RowColumnArray(8, 8, 3e-4), "forces", axis=-4), "axis"),
+    # TOBE: the channel axis follows the transmit axis; axis=-1 used to wrap it to axis 0
+    (lambda d, h: usbeam.rca_decode(d, usbeam.RowColumnArray(8, 8, 3e-4, tobe=True), "forces", axis=-1), "axis"),
+])
+def test_tobe_and_rca_decode_bad_arguments(rng, call, word):
+    data = rng.integers(-100, 100, (8, 8, 8)).astype(np.int16)
+    copy = data.copy()
+    with pytest.raises(ValueError, match=word):
+        call(data, usbeam.hadamard(8))
+    np.testing.assert_array_equal(data, copy)
