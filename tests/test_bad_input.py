@@ -275,3 +275,32 @@ def test_tobe_and_rca_decode_bad_arguments(rng, call, word):
     with pytest.raises(ValueError, match=word):
         call(data, usbeam.hadamard(8))
     np.testing.assert_array_equal(data, copy)
+
+
+# ---------------------------------------------------------------------------------------
+# ChannelMap indices: range-checked before the cast to int32 / int64
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("channels, rows, word", [
+    ([2**32 + 3], [0], "element_channel"),  # used to wrap to channel 3
+    ([1e10], [0], "element_channel"),  # used to report -2147483648
+    ([-1], [0], "element_channel"),
+    (np.array([2**31], np.uint64), [0], "element_channel"),
+    ([0], np.array([2**63], np.uint64), "acquisition_row"),
+    ([0], [1e300], "acquisition_row"),
+    ([0.5], [0], "element_channel"),
+    (["a"], [0], "element_channel"),
+])
+def test_channel_map_index_out_of_range(channels, rows, word):
+    with pytest.raises((ValueError, TypeError), match=word) as info:
+        usbeam.live.ChannelMap((400, 8), channels, rows, 200)
+    assert "-2147483648" not in str(info.value)
+
+
+def test_channel_map_valid_indices_gather(rng):
+    raw = rng.integers(-1000, 1000, (400, 8)).astype(np.int16)
+    channels, rows = np.array([7, 0, 3], np.uint64), np.array([0.0, 150.0])
+    m = usbeam.live.ChannelMap((400, 8), channels, rows, 200)
+    out = np.full(m.output_shape, -1, np.int16)
+    m(raw, out=out)
+    want = np.stack([raw[int(r):int(r) + 200][:, channels.astype(int)].T for r in rows])  # out[a, e, k]
+    np.testing.assert_array_equal(out, want)
