@@ -304,3 +304,23 @@ def test_channel_map_valid_indices_gather(rng):
     m(raw, out=out)
     want = np.stack([raw[int(r):int(r) + 200][:, channels.astype(int)].T for r in rows])  # out[a, e, k]
     np.testing.assert_array_equal(out, want)
+
+
+# ---------------------------------------------------------------------------------------
+# regionprops_basic: n_labels bounded
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("n_labels", [2**26, 2**30, 2**62])
+def test_regionprops_n_labels_bounded(n_labels):
+    # a 1 x 1 image: 2**26 labels allocated 2.4 GB of empty rows, 2**30 would be OOM-killed
+    with pytest.raises((ValueError, MemoryError), match="n_labels"):
+        usbeam.regionprops_basic(np.ones((1, 1), np.int32), n_labels=n_labels)
+
+
+def test_regionprops_n_labels_up_to_the_bound():
+    labels = np.zeros((2, 3), np.int32)
+    labels[1, 2] = 1
+    props = usbeam.regionprops_basic(labels, n_labels=6)  # as many labels as pixels: allowed
+    np.testing.assert_array_equal(props["area"], [1, 0, 0, 0, 0, 0])
+    np.testing.assert_array_equal(props["bbox"][0], [1, 2, 2, 3])
+    sparse = np.full((1, 1), 9, np.int32)  # a label id above the pixel count: up to it
+    assert usbeam.regionprops_basic(sparse, n_labels=9)["area"][8] == 1

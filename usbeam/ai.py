@@ -700,8 +700,15 @@ def regionprops_basic(labels, n_labels=None):
     if n_labels is None:
         n_labels = int(labels.max())
     n_labels = _validate.integer("n_labels", n_labels, minimum=0)
-    if labels.max() > n_labels:
-        raise ValueError(f"labels: value {int(labels.max())} is larger than n_labels = {n_labels}")
+    largest = int(labels.max())
+    if largest > n_labels:
+        raise ValueError(f"labels: value {largest} is larger than n_labels = {n_labels}")
+    # Rows past both the pixel count and the largest label are empty by construction; the
+    # bound keeps a 1 x 1 image with n_labels = 2**30 from allocating 36 GiB of them.
+    if n_labels > max(labels.size, largest):
+        raise ValueError(f"n_labels must be <= max(number of pixels, largest label) = {max(labels.size, largest)} "
+                         f"(got {n_labels})")
+    _validate.check_allocation("n_labels", (n_labels,), 4 + 16 + 16)  # area, bbox, centroid per label
     labels = np.ascontiguousarray(labels, dtype=np.int32)
     area = np.empty(n_labels, np.int32)
     bbox = np.empty((n_labels, 4), np.int32)
