@@ -324,3 +324,78 @@ def test_regionprops_n_labels_up_to_the_bound():
     np.testing.assert_array_equal(props["bbox"][0], [1, 2, 2, 3])
     sparse = np.full((1, 1), 9, np.int32)  # a label id above the pixel count: up to it
     assert usbeam.regionprops_basic(sparse, n_labels=9)["area"][8] == 1
+
+
+# ---------------------------------------------------------------------------------------
+# Parameters: the exception names the parameter (no OverflowError, AttributeError, silent
+# truncation of a float shape, or a lost 0-d shape)
+# ---------------------------------------------------------------------------------------
+def small_geometry():
+    return usbeam.LinearArray(4, 3e-4), usbeam.PlaneWave(0), usbeam.Grid(x=[0.0], z=[1e-3])
+
+
+@pytest.mark.parametrize("make, exc, word", [
+    (lambda: usbeam.RF2IQPlan((4, 64), np.int16, fs=20e6, fc=5e6, decimation=2**63), ValueError, "decimation"),
+    (lambda: usbeam.Beamformer(*small_geometry(), fs=20e6, fc=5e6, n_samples=64, max_table_bytes=2**63),
+     ValueError, "max_table_bytes"),
+    (lambda: usbeam.remove_small_components(np.ones((4, 4), bool), 2**63), ValueError, "min_area"),
+    (lambda: usbeam.Grid(x="abc", z=[1e-3]), TypeError, "x"),
+    (lambda: usbeam.Delays("abc"), TypeError, "delays"),
+    (lambda: usbeam.Delays([["a"]]), TypeError, "delays"),
+    (lambda: usbeam.model_input(np.zeros((8, 8), np.uint8), 4, offset="a"), TypeError, "offset"),
+    (lambda: usbeam.Pipeline("p", usbeam.PlaneWave(0), usbeam.Grid(x=[0.0], z=[1e-3]), fs=20e6, fc=5e6,
+                             n_samples=64), TypeError, "probe"),
+    (lambda: usbeam.DopplerPipeline("p", usbeam.PlaneWave(0), usbeam.Grid(x=[0.0], z=[1e-3]), n_frames=4,
+                                    n_samples=64, fs=20e6, fc=5e6, prf=5e3), TypeError, "probe"),
+    (lambda: usbeam.BModePlan("ab"), TypeError, "shape"),
+    (lambda: usbeam.ClutterFilter("ab"), TypeError, "shape"),
+    (lambda: usbeam.BModePlan((3.5, 4)), TypeError, "shape"),  # was truncated to (3, 4)
+    (lambda: usbeam.ClutterFilter((8.5, 4, 4)), TypeError, "shape"),
+    (lambda: usbeam.ColorDopplerPlan((8.5, 4, 4), fc=5e6, prf=5e3, c=1540.0), TypeError, "shape"),
+    (lambda: usbeam.PowerDopplerPlan((8, 4.5, 4)), TypeError, "shape"),
+    (lambda: usbeam.ComponentsPlan((3.5, 4)), TypeError, "shape"),
+    (lambda: usbeam.live.ChannelMap((400.5, 8), [0], [0], 200), TypeError, "raw_shape"),
+    (lambda: usbeam.RF2IQPlan(5.0, np.int16, fs=20e6, fc=5e6), TypeError, "shape"),
+    (lambda: usbeam.HadamardDecodePlan((8, 4.0, 2), 8), TypeError, "shape"),
+    (lambda: usbeam.RCAGrid.plane([0, 0, 0], [1e-4, 0], [0, 0, 1e-4], 4, 4), ValueError, "u_step"),
+    (lambda: usbeam.RCAGrid.plane([0, 0], [1e-4, 0, 0], [0, 0, 1e-4], 4, 4), ValueError, "origin"),
+    (lambda: usbeam.RCAGrid.plane([0, 0, 0], [1e-4, 0, 0], "abc", 4, 4), TypeError, "v_step"),
+])
+def test_bad_parameter_is_named(make, exc, word):
+    with pytest.raises(exc, match=word):
+        make()
+
+
+def test_zero_dimensional_inputs_keep_their_shape():
+    x = np.array(np.float32(2.5))
+    half = usbeam.float32_to_float16(x)
+    assert half.shape == () and half == np.float16(2.5)
+    back = usbeam.float16_to_float32(half)
+    assert back.shape == () and back == np.float32(2.5)
+    mask = usbeam.segment_threshold(np.array(np.float32(0.3)))
+    assert mask.shape == () and bool(mask)
+
+
+def test_big_endian_int16_is_converted_consistently(rng):
+    # '>i2' (e.g. from a big-endian file) is accepted everywhere as int16, and gives exactly
+    # the native int16 result (README "Errors"); Beamformer(dtype=int16) used to refuse it
+    native = rng.integers(-1000, 1000, (2, 1, 4, 64)).astype(np.int16)
+    swapped = native.astype(">i2")
+    probe, tx, grid = small_geometry()
+    bf = usbeam.Beamformer(probe, tx, grid, fs=20e6, fc=5e6, n_samples=64, dtype=np.int16, n_frames=2)
+    np.testing.assert_array_equal(bf(swapped), bf(native))
+    np.testing.assert_array_equal(usbeam.das(swapped, probe, tx, grid, fs=20e6, fc=5e6),
+                                  usbeam.das(native, probe, tx, grid, fs=20e6, fc=5e6))
+    np.testing.assert_array_equal(usbeam.rf2iq(swapped, fs=20e6, fc=5e6), usbeam.rf2iq(native, fs=20e6, fc=5e6))
+    coded = rng.integers(-1000, 1000, (8, 4, 16)).astype(np.int16)
+    np.testing.assert_array_equal(usbeam.hadamard_decode(coded.astype(">i2"), 8), usbeam.hadamard_decode(coded, 8))
+    assert swapped.dtype == np.dtype(">i2")  # the input is untouched
+
+
+def test_timeout_helper():
+    from usbeam import _validate
+
+    assert _validate.timeout("timeout", None) is None and _validate.timeout("timeout", 2) == 2.0
+    for bad, exc in (("x", TypeError), (float("nan"), ValueError), (-1.0, ValueError)):
+        with pytest.raises(exc, match="timeout"):
+            _validate.timeout("timeout", bad)

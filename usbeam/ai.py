@@ -160,6 +160,11 @@ def _device_shape_dtype(name, view):
     return tuple(int(s) for s in view.shape), view.dtype
 
 
+def _contiguous(x):
+    """x as a C-contiguous aligned array, keeping a 0-d shape (np.ascontiguousarray makes it (1,))."""
+    return x if x.flags.c_contiguous and x.flags.aligned else np.array(x, order="C")
+
+
 def _check_out(name, out, shape, dtype, against=()):
     """A new output, or the caller's `out` checked, and refused when it shares memory with any
     (input name, array) of `against` (the input as given and as converted, other outputs)."""
@@ -175,7 +180,7 @@ def _check_out(name, out, shape, dtype, against=()):
 
 def _image_geometry(shape):
     """(n_images, height, width, channels) of an image shape (H, W), (N, H, W) or (N, H, W, C)."""
-    shape = tuple(int(s) for s in shape)
+    shape = _validate.shape("image_shape", shape)
     if len(shape) == 2:
         geometry = (1, shape[0], shape[1], 1)
     elif len(shape) == 3:
@@ -192,11 +197,9 @@ def _image_geometry(shape):
 
 
 def _per_channel(name, value, channels):
-    values = np.atleast_1d(np.asarray(value, dtype=np.float64))
+    values = np.atleast_1d(_validate.finite_array(name, value))
     if values.ndim != 1 or values.size not in (1, channels):
         raise ValueError(f"{name} must be a scalar or {channels} values (got {np.shape(value)})")
-    if not np.all(np.isfinite(values)):
-        raise ValueError(f"{name} must be finite (got {value!r})")
     return np.broadcast_to(values, (channels,)).astype(np.float64)
 
 
@@ -234,7 +237,7 @@ class ModelInputPlan:
                  dtype="float32", scale=None, offset=0.0, mean=0.0, std=1.0, align_corners=False,
                  backend="cpu"):
         n, h, w, c = _image_geometry(image_shape)
-        self.image_shape = tuple(int(s) for s in image_shape)
+        self.image_shape = _validate.shape("image_shape", image_shape)
         self.image_dtype = np.dtype(image_dtype)
         if self.image_dtype not in _IMAGE_DTYPES:
             raise TypeError(f"image must be uint8, float16 or float32 (got {self.image_dtype})")
@@ -325,7 +328,7 @@ def float32_to_float16(x, out=None, *, stream=None):
     given = x = _host_array("x", x)
     if x.dtype != np.float32:
         raise TypeError(f"x must have dtype float32 (got {x.dtype})")
-    x = np.ascontiguousarray(x)
+    x = _contiguous(x)
     out = _check_out("out", out, x.shape, np.float16, (("x", given), ("x", x)))
     _core.float32_to_float16(x, out)
     return out
@@ -338,7 +341,7 @@ def float16_to_float32(x, out=None, *, stream=None):
     given = x = _host_array("x", x)
     if x.dtype != np.float16:
         raise TypeError(f"x must have dtype float16 (got {x.dtype})")
-    x = np.ascontiguousarray(x)
+    x = _contiguous(x)
     out = _check_out("out", out, x.shape, np.float32, (("x", given), ("x", x)))
     _core.float16_to_float32(x, out)
     return out
@@ -367,7 +370,7 @@ class DetectPlan:
 
     def __init__(self, raw_shape, *, dtype=np.float32, conf=0.25, iou=0.45, max_det=300, max_candidates=None,
                  class_agnostic=False, backend="cpu"):
-        raw_shape = tuple(int(s) for s in raw_shape)
+        raw_shape = _validate.shape("raw_shape", raw_shape)
         if len(raw_shape) != 3:
             raise ValueError(f"raw must be 3-D (batch, n_anchors, 5 + n_classes) (got shape {raw_shape})")
         batch, n_anchors, row = raw_shape
@@ -503,7 +506,7 @@ def segment_threshold(logits, threshold=0.0, *, out=None, stream=None):
             raise TypeError(f"logits must be float32 or float16 (got {logits.dtype})")
         logits = logits.astype(np.float32)
     threshold = _validate.real_scalar("threshold", threshold)
-    logits = np.ascontiguousarray(logits)
+    logits = _contiguous(logits)
     out = _check_out("out", out, logits.shape, np.bool_, (("logits", given), ("logits", logits)))
     _core.mask_threshold(logits, threshold, out)
     return out
@@ -563,7 +566,7 @@ class ComponentsPlan:
     """
 
     def __init__(self, shape, connectivity=4, *, backend="cpu"):
-        shape = tuple(int(s) for s in shape)
+        shape = _validate.shape("shape", shape)
         if len(shape) not in (2, 3) or any(s <= 0 for s in shape):
             raise ValueError(f"mask shape must be (H, W) or (N, H, W), non-empty (got {shape})")
         self.shape = shape
@@ -623,7 +626,7 @@ class ComponentsPlan:
         return out
 
     def remove_small(self, mask, min_area, out=None, *, stream=None):
-        min_area = _validate.integer("min_area", min_area, minimum=0)
+        min_area = _validate.integer("min_area", min_area, minimum=0, maximum=_validate.SSIZE_MAX)
         if self.backend == "cuda":
             self._device(3, mask, out, np.bool_, min_area=min_area, stream=stream)
             return out

@@ -35,7 +35,7 @@ class BModePlan:
 
     def __init__(self, shape, dynamic_range=40.0, *, output="uint8", normalize="global", backend="cpu",
                  strict=False):
-        self.shape = tuple(int(s) for s in shape)
+        self.shape = _validate.shape("shape", shape)
         if len(self.shape) == 0 or any(s <= 0 for s in self.shape):
             raise ValueError(f"image shape must be non-empty (got {self.shape})")
         self.dynamic_range = _validate.positive("dynamic_range", dynamic_range)

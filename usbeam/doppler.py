@@ -31,10 +31,7 @@ def _ensemble(name, iq, min_frames=2):
 
 
 def _shape(name, shape, min_ndim):
-    try:
-        shape = tuple(int(s) for s in shape)
-    except TypeError:
-        raise TypeError(f"{name} must be a tuple of ints (got {shape!r})") from None
+    shape = _validate.shape(name, shape)
     if len(shape) < min_ndim or any(s <= 0 for s in shape):
         raise ValueError(f"{name} must have >= {min_ndim} positive dimensions (got {shape})")
     return shape

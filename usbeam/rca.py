@@ -154,7 +154,7 @@ class RCAGrid:
 
     def __post_init__(self):
         object.__setattr__(self, "voxel_transform", _affine("voxel_transform", self.voxel_transform, False))
-        shape = tuple(_validate.integer("shape", s, minimum=1) for s in self.shape)
+        shape = _validate.shape("shape", self.shape, minimum=1)
         if len(shape) != 3:
             raise ValueError(f"shape must be (n_k, n_j, n_i) (got {shape})")
         object.__setattr__(self, "shape", shape)
@@ -199,10 +199,12 @@ class RCAGrid:
     def plane(cls, origin, u_step, v_step, n_u, n_v):
         """B-scan in any plane: voxel (i, j) at origin + i u_step + j v_step (world, m)."""
         m = np.eye(4)
-        m[:3, 0] = _validate.finite_array("u_step", u_step)
-        m[:3, 1] = _validate.finite_array("v_step", v_step)
+        for column, name, value in ((0, "u_step", u_step), (1, "v_step", v_step), (3, "origin", origin)):
+            vector = _validate.finite_array(name, value)
+            if vector.shape != (3,):
+                raise ValueError(f"{name} must be a 3-vector (x, y, z) in m (got shape {vector.shape})")
+            m[:3, column] = vector
         m[:3, 2] = np.cross(m[:3, 0], m[:3, 1])
-        m[:3, 3] = _validate.finite_array("origin", origin)
         return cls(m, (1, _validate.integer("n_v", n_v, minimum=1), _validate.integer("n_u", n_u, minimum=1)))
 
     @classmethod

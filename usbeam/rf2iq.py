@@ -106,7 +106,7 @@ class RF2IQPlan:
     def __init__(self, shape, dtype, *, fs, fc, t0=0.0, bandwidth=None, filter="butter", order=5,
                  cutoff=None, transition_width=None, attenuation=60.0, decimation=1, backend="cpu",
                  strict=False):
-        self.shape = tuple(_validate.integer("shape", s, minimum=0) for s in shape)
+        self.shape = _validate.shape("shape", shape)
         if len(self.shape) == 0:
             raise ValueError("rf must have at least 1 dimension (fast time last)")
         if any(s == 0 for s in self.shape):
@@ -115,7 +115,8 @@ class RF2IQPlan:
         self.fs = _validate.positive("fs", fs)
         self.fc = _validate.positive("fc", fc)
         self.t0 = _validate.real_scalar("t0", t0)
-        self.decimation = _validate.integer("decimation", decimation, minimum=1)
+        self.decimation = _validate.integer("decimation", decimation, minimum=1,
+                                             maximum=_validate.SSIZE_MAX)
         self.backend = check_backend(backend)
         if bandwidth is not None:
             bandwidth = _validate.real_scalar("bandwidth", bandwidth)

@@ -29,7 +29,7 @@ class ChannelMap:
     """
 
     def __init__(self, raw_shape, element_channel, acquisition_row, n_samples, dtype=np.int16):
-        raw_shape = tuple(int(s) for s in raw_shape)
+        raw_shape = _validate.shape("raw_shape", raw_shape)
         if len(raw_shape) != 2 or min(raw_shape) <= 0:
             raise ValueError(f"raw_shape must be (n_rows, n_channels) > 0 (got {raw_shape})")
         self.dtype = np.dtype(dtype)
