@@ -157,6 +157,8 @@ def overlap_cases(rng):
     shifted[:-1] = iq.ravel()
     color = usbeam.ColorDopplerPlan(iq.shape, fc=5e6, prf=5e3, c=1540.0)
     both = np.empty((12, 8), np.float32)
+    both[...] = rng.standard_normal((12, 8))
+    display_out = np.empty((12, 8), np.float32)
     raw = rng.integers(-100, 100, (400, 8)).astype(np.int16)
     channel_map = usbeam.live.ChannelMap((400, 8), [2, 3], [0], 200)
     head = rng.random((1, 50, 7)).astype(np.float32)
@@ -194,6 +196,8 @@ def overlap_cases(rng):
             np.complex64).reshape(rf2iq.out_shape)), [], "rf"),
         ("das", lambda: beamformer(das_data, out=das_data.ravel()[:8].reshape(2, 2, 2)), [das_data], "data"),
         ("hadamard in place", lambda: hadamard(coded, out=coded), [coded], "data"),
+        ("display out_power = out_velocity", lambda: usbeam.DopplerDisplay((12, 8))(
+            both, both + 1, out_velocity=display_out, out_power=display_out), [], "out_velocity"),
         ("segment_threshold", lambda: usbeam.segment_threshold(logits, out=logits.view(np.bool_).ravel()[:256].reshape(16, 16)),
          [logits], "logits"),
     ]

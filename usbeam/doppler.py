@@ -481,11 +481,12 @@ class DopplerDisplay:
                 raise ValueError(f"{out_name} is given without {in_name}")
         if self.cuda is not None:
             return self._call_cuda(velocity, power, (out_velocity, out_power, mask))
+        originals = {"velocity": velocity, "power": power}
         velocity = self._input("velocity", velocity)
         power = self._input("power", power)
         if velocity is None and power is None:
             raise ValueError("velocity and power: give at least one")
-        outs = []
+        outs, names = [], []
         for name, out, given, dtype in (("out_velocity", out_velocity, velocity is not None, np.float32),
                                         ("out_power", out_power, power is not None, np.float32),
                                         ("mask", mask, True, np.uint8)):
@@ -495,9 +496,12 @@ class DopplerDisplay:
                 outs.append(np.empty(self.shape, dtype))
             else:
                 _validate.out_array(name, out, self.shape, dtype)
-                if any(x is not None and np.shares_memory(out, x) for x in (velocity, power)):
-                    raise ValueError(f"{name} must not share memory with velocity or power")
+                _validate.no_overlap(name, out, "velocity", originals["velocity"], velocity)
+                _validate.no_overlap(name, out, "power", originals["power"], power)
+                for other, earlier in zip(names, outs):
+                    _validate.no_overlap(name, out, other, earlier)
                 outs.append(out)
+            names.append(name)
         _core.doppler_display_execute(self._plan, velocity, power, *outs)
         return tuple(outs)
 
