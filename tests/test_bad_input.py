@@ -403,3 +403,16 @@ def test_timeout_helper():
     for bad, exc in (("x", TypeError), (float("nan"), ValueError), (-1.0, ValueError)):
         with pytest.raises(exc, match="timeout"):
             _validate.timeout("timeout", bad)
+
+
+@pytest.mark.parametrize("interpolation, n_samples", [("linear", 1), ("cubic", 1), ("cubic", 3)])
+def test_das_short_record_without_table(rng, interpolation, n_samples):
+    # max_table_bytes=1: no precomputed table, the taps are formed per point in execute
+    probe = usbeam.LinearArray(3, 3e-4)
+    grid = usbeam.Grid(x=[-3e-4, 0.0, 2e-4], z=[1e-2, 2e-2])
+    n_frames = 20001
+    bf = usbeam.Beamformer(probe, usbeam.PlaneWave(0), grid, fs=FS, fc=FC, c=C, n_samples=n_samples,
+                           interpolation=interpolation, n_frames=n_frames, max_table_bytes=1)
+    out = np.full((n_frames,) + grid.shape, np.nan, np.complex64)
+    bf(random_channels(rng, (n_frames, 1, 3, n_samples), np.complex64), out=out)
+    assert not out.any()
