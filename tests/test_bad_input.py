@@ -198,7 +198,8 @@ def overlap_cases(rng):
         ("hadamard in place", lambda: hadamard(coded, out=coded), [coded], "data"),
         ("display out_power = out_velocity", lambda: usbeam.DopplerDisplay((12, 8))(
             both, both + 1, out_velocity=display_out, out_power=display_out), [], "out_velocity"),
-        ("segment_threshold", lambda: usbeam.segment_threshold(logits, out=logits.view(np.bool_).ravel()[:256].reshape(16, 16)),
+        ("segment_threshold", lambda: usbeam.segment_threshold(
+            logits, out=logits.view(np.bool_).ravel()[:256].reshape(16, 16)),
          [logits], "logits"),
     ]
 

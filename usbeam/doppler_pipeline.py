@@ -70,8 +70,8 @@ class DopplerPipeline:
     output not requested): on the CPU new arrays each call (image-sized, so the copy out of
     the pipeline's buffers is cheap, and calls from several threads each get their own); with
     backend='cuda' the pipeline's own device buffers, overwritten by the next call: copy them
-    to keep them.  Calls from several threads run one at a time.  ``timings`` holds the seconds each stage took in the
-    last call (rf2iq, das, clutter, doppler).
+    to keep them.  Calls from several threads run one at a time.  ``timings`` holds the
+    seconds each stage took in the last call (rf2iq, das, clutter, doppler).
     """
 
     STAGES = ("rf2iq", "das", "clutter", "doppler")
