@@ -369,7 +369,11 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
     const usbeam_das_params *prm = params;
     size_t max_entries, stage_plane, weight_floats;
     const int is_iq = prm->input_dtype == USBEAM_DTYPE_COMPLEX64;
-    const int taps = usbeam_interp_taps((int)prm->interpolation);
+    /* A record shorter than the interpolation's taps has no sample in range (linear needs
+     * 2 samples, cubic 4): every weight is zero, and one tap at sample 0 keeps every read
+     * inside its row (the full tap count would read past the staging buffer). */
+    const int kind_taps = usbeam_interp_taps((int)prm->interpolation);
+    const int taps = prm->n_samples < (size_t)kind_taps ? 1 : kind_taps;
     const int weight_stride = taps * (is_iq ? 2 : 1);
     if (usbeam_mul_size3(prm->n_points, prm->n_elements, prm->n_transmits, &max_entries) != 0 ||
         usbeam_mul_size(max_entries, (size_t)weight_stride, &weight_floats) != 0)

@@ -54,6 +54,15 @@ def test_load_must_single_frame_and_iq(tmp_path, rng):
     (dict(pitch=None), "pitch"),
     (dict(fs=float("nan")), "fs"),
     (dict(Nelements=9.0), "Nelements"),
+    (dict(Nelements=15.5), "Nelements"),  # was truncated to 15 (or 16.5 to 16, accepted)
+    (dict(Nelements=16.5), "Nelements"),
+    (dict(fs=0.0), "fs"),
+    (dict(fs=-1.0), "fs"),
+    (dict(fc=0.0), "fc"),
+    (dict(c=0.0), "param.c"),
+    (dict(c=-1540.0), "param.c"),
+    (dict(PRF=-4000.0), "PRF"),
+    (dict(pitch=-3e-4), "pitch"),
     (dict(radius=0.04), "convex"),
     (dict(TXdelay=np.zeros((1, 5))), "TXdelay"),
 ])
@@ -67,6 +76,16 @@ def test_load_must_bad_files(tmp_path, rng, change, word):
     write_must(tmp_path / "bad.mat", rng.integers(-9, 9, (50, 16, 2)).astype(np.int16), **param)
     with pytest.raises(ValueError, match=word):
         usbeam.load_must(tmp_path / "bad.mat")
+
+
+@pytest.mark.parametrize("pitch, c, word", [(0.0, 1540.0, "pitch"), (-3e-4, 1540.0, "pitch"), (3e-4, 0.0, "c"),
+                                            (3e-4, -1540.0, "c"), (3e-4, float("nan"), "c"), ("a", 1540.0, "pitch")])
+def test_plane_wave_angle_bad_pitch_or_c(pitch, c, word):
+    # pitch 0 used to reach a LAPACK error (LinAlgError + stderr), c < 0 a wrong-sign angle
+    delays = np.arange(16) * 3e-4 * math.sin(0.1) / 1540.0
+    with pytest.raises((ValueError, TypeError), match=word):
+        usbeam.io.plane_wave_angle(delays, pitch, c)
+    assert usbeam.io.plane_wave_angle(delays, 3e-4, 1540.0) == pytest.approx(0.1, rel=1e-9)
 
 
 def test_load_must_missing_variables(tmp_path):

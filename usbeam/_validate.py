@@ -44,6 +44,29 @@ def integer(name, value, minimum=None, maximum=None):
     return value
 
 
+def shape(name, value, minimum=0):
+    """An array shape: a sequence of integers >= minimum (or one integer), as a tuple of int.
+    TypeError naming `name` for anything else: a string, or a float entry, which int() would
+    silently truncate (3.5 -> 3)."""
+    if isinstance(value, (numbers.Integral, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        value = (value,)
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise TypeError(f"{name} must be a tuple of integers (got {type(value).__name__})")
+    return tuple(integer(f"{name} entry", s, minimum=minimum) for s in value)
+
+
+# The largest integer the C binding takes (Py_ssize_t): larger ones raise ValueError naming
+# the parameter here instead of OverflowError("Python int too large to convert to C ssize_t").
+SSIZE_MAX = np.iinfo(np.intp).max
+
+
+def timeout(name, value):
+    """None (wait forever) or a finite number of seconds >= 0, as float."""
+    if value is None:
+        return None
+    return nonnegative(name, value)
+
+
 def choice(name, value, options):
     if value not in options:
         raise ValueError(f"{name} must be one of {', '.join(repr(o) for o in options)} (got {value!r})")
@@ -61,7 +84,12 @@ def ndarray(name, value):
 
 def finite_array(name, value):
     """A float64 array of finite values (for geometry such as positions and angles)."""
-    arr = np.asarray(value, dtype=np.float64)
+    if isinstance(value, (str, bytes)):
+        raise TypeError(f"{name} must be numbers (got {type(value).__name__})")
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be real numbers ({exc})") from None
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} must contain only finite values")
     return arr
@@ -80,6 +108,36 @@ def out_array(name, out, shape, dtype):
     if not out.flags.writeable:
         raise ValueError(f"{name} is read-only")
     return out
+
+
+def _same_elements(a, b):
+    """a and b view exactly the same elements, element for element (in place)."""
+    return (a.__array_interface__["data"][0] == b.__array_interface__["data"][0] and a.shape == b.shape
+            and a.strides == b.strides and a.dtype == b.dtype)
+
+
+def no_overlap(out_name, out, name, *arrays, same_ok=False):
+    """ValueError "<out_name> must not share memory with <name>" when the output buffer `out`
+    overlaps any of `arrays` (the caller's input as given and as converted, or another
+    output): a kernel would read what it already wrote, and the input would change.
+    same_ok: exactly the same elements (in place) is allowed, for kernels that support it.
+    None and non-ndarray arguments are skipped.  Exact (np.shares_memory), not a bounds test,
+    so interleaved views that share no element (e.g. the real and imaginary parts of one
+    complex array) pass; overlap too costly to decide counts as overlap."""
+    if not isinstance(out, np.ndarray):
+        return
+    for arr in arrays:
+        if not isinstance(arr, np.ndarray) or not np.may_share_memory(out, arr):
+            continue
+        if same_ok and _same_elements(out, arr):
+            continue
+        try:
+            shared = np.shares_memory(out, arr, max_work=1 << 16)
+        except np.exceptions.TooHardError:
+            shared = True
+        if shared:
+            raise ValueError(f"{out_name} must not share memory with {name}"
+                             + (" (only exactly the same array, in place, is allowed)" if same_ok else ""))
 
 
 def check_allocation(name, shape, itemsize, limit_bytes=None):

@@ -160,17 +160,27 @@ def _device_shape_dtype(name, view):
     return tuple(int(s) for s in view.shape), view.dtype
 
 
-def _check_out(name, out, shape, dtype):
+def _contiguous(x):
+    """x as a C-contiguous aligned array, keeping a 0-d shape (np.ascontiguousarray makes it (1,))."""
+    return x if x.flags.c_contiguous and x.flags.aligned else np.array(x, order="C")
+
+
+def _check_out(name, out, shape, dtype, against=()):
+    """A new output, or the caller's `out` checked, and refused when it shares memory with any
+    (input name, array) of `against` (the input as given and as converted, other outputs)."""
     if out is None:
         return np.empty(shape, dtype)
-    return _validate.out_array(name, out, shape, dtype)
+    _validate.out_array(name, out, shape, dtype)
+    for input_name, arr in against:
+        _validate.no_overlap(name, out, input_name, arr)
+    return out
 
 
 # ---------------------------------------------------------------- pre-processing
 
 def _image_geometry(shape):
     """(n_images, height, width, channels) of an image shape (H, W), (N, H, W) or (N, H, W, C)."""
-    shape = tuple(int(s) for s in shape)
+    shape = _validate.shape("image_shape", shape)
     if len(shape) == 2:
         geometry = (1, shape[0], shape[1], 1)
     elif len(shape) == 3:
@@ -187,11 +197,9 @@ def _image_geometry(shape):
 
 
 def _per_channel(name, value, channels):
-    values = np.atleast_1d(np.asarray(value, dtype=np.float64))
+    values = np.atleast_1d(_validate.finite_array(name, value))
     if values.ndim != 1 or values.size not in (1, channels):
         raise ValueError(f"{name} must be a scalar or {channels} values (got {np.shape(value)})")
-    if not np.all(np.isfinite(values)):
-        raise ValueError(f"{name} must be finite (got {value!r})")
     return np.broadcast_to(values, (channels,)).astype(np.float64)
 
 
@@ -229,7 +237,7 @@ class ModelInputPlan:
                  dtype="float32", scale=None, offset=0.0, mean=0.0, std=1.0, align_corners=False,
                  backend="cpu"):
         n, h, w, c = _image_geometry(image_shape)
-        self.image_shape = tuple(int(s) for s in image_shape)
+        self.image_shape = _validate.shape("image_shape", image_shape)
         self.image_dtype = np.dtype(image_dtype)
         if self.image_dtype not in _IMAGE_DTYPES:
             raise TypeError(f"image must be uint8, float16 or float32 (got {self.image_dtype})")
@@ -270,13 +278,13 @@ class ModelInputPlan:
                                             call.pointer("out", out, self.shape, self.dtype, True), call.stream)
             call.queued()
             return out
-        image = _host_array("image", image)
+        given = image = _host_array("image", image)
         if image.dtype != self.image_dtype:
             raise TypeError(f"image must have dtype {self.image_dtype} (got {image.dtype})")
         if image.shape != self.image_shape:
             raise ValueError(f"image must have shape {self.image_shape} (got {image.shape})")
         image = np.ascontiguousarray(image)
-        out = _check_out("out", out, self.shape, self.dtype)
+        out = _check_out("out", out, self.shape, self.dtype, (("image", given), ("image", image)))
         _core.preprocess_execute(self._plan, image, out)
         return out
 
@@ -317,11 +325,11 @@ def float32_to_float16(x, out=None, *, stream=None):
     A device array ``x`` (DLPack or ``__cuda_array_interface__``) is converted on the GPU into ``out``."""
     if _is_device_array(x):
         return _convert_device(x, out, np.float16, stream)
-    x = _host_array("x", x)
+    given = x = _host_array("x", x)
     if x.dtype != np.float32:
         raise TypeError(f"x must have dtype float32 (got {x.dtype})")
-    x = np.ascontiguousarray(x)
-    out = _check_out("out", out, x.shape, np.float16)
+    x = _contiguous(x)
+    out = _check_out("out", out, x.shape, np.float16, (("x", given), ("x", x)))
     _core.float32_to_float16(x, out)
     return out
 
@@ -330,11 +338,11 @@ def float16_to_float32(x, out=None, *, stream=None):
     """float16 -> float32 (exact), bit-exact with ``x.astype(np.float32)``; device arrays as above."""
     if _is_device_array(x):
         return _convert_device(x, out, np.float32, stream)
-    x = _host_array("x", x)
+    given = x = _host_array("x", x)
     if x.dtype != np.float16:
         raise TypeError(f"x must have dtype float16 (got {x.dtype})")
-    x = np.ascontiguousarray(x)
-    out = _check_out("out", out, x.shape, np.float32)
+    x = _contiguous(x)
+    out = _check_out("out", out, x.shape, np.float32, (("x", given), ("x", x)))
     _core.float16_to_float32(x, out)
     return out
 
@@ -362,7 +370,7 @@ class DetectPlan:
 
     def __init__(self, raw_shape, *, dtype=np.float32, conf=0.25, iou=0.45, max_det=300, max_candidates=None,
                  class_agnostic=False, backend="cpu"):
-        raw_shape = tuple(int(s) for s in raw_shape)
+        raw_shape = _validate.shape("raw_shape", raw_shape)
         if len(raw_shape) != 3:
             raise ValueError(f"raw must be 3-D (batch, n_anchors, 5 + n_classes) (got shape {raw_shape})")
         batch, n_anchors, row = raw_shape
@@ -401,14 +409,16 @@ class DetectPlan:
             _core.detect_execute_device(self._plan, raw_ptr, detections_ptr, counts_ptr, call.stream)
             call.queued()
             return out
-        raw = _host_array("raw", raw)
+        given = raw = _host_array("raw", raw)
         if raw.shape != self.raw_shape:
             raise ValueError(f"raw must have shape {self.raw_shape} (got {raw.shape})")
         if raw.dtype != self.dtype:
             raise TypeError(f"raw must have dtype {self.dtype} (got {raw.dtype})")
         raw = np.ascontiguousarray(raw)
-        detections = _check_out("detections", None if out is None else out[0], self.shape, np.float32)
-        counts = _check_out("counts", None if out is None else out[1], self.shape[:1], np.int32)
+        inputs = (("raw", given), ("raw", raw))
+        detections = _check_out("detections", None if out is None else out[0], self.shape, np.float32, inputs)
+        counts = _check_out("counts", None if out is None else out[1], self.shape[:1], np.int32,
+                            inputs + (("detections", detections),))
         _core.detect_execute(self._plan, raw, detections, counts)
         return detections, counts
 
@@ -490,14 +500,14 @@ def segment_threshold(logits, threshold=0.0, *, out=None, stream=None):
                           int(np.prod(shape)), threshold, call.pointer("out", out, shape, np.bool_, True), call.stream)
         call.queued()
         return out
-    logits = _host_array("logits", logits)
+    given = logits = _host_array("logits", logits)
     if logits.dtype not in (np.dtype(np.float32), np.dtype(np.float16)):
         if not np.issubdtype(logits.dtype, np.floating):
             raise TypeError(f"logits must be float32 or float16 (got {logits.dtype})")
         logits = logits.astype(np.float32)
     threshold = _validate.real_scalar("threshold", threshold)
-    logits = np.ascontiguousarray(logits)
-    out = _check_out("out", out, logits.shape, np.bool_)
+    logits = _contiguous(logits)
+    out = _check_out("out", out, logits.shape, np.bool_, (("logits", given), ("logits", logits)))
     _core.mask_threshold(logits, threshold, out)
     return out
 
@@ -519,7 +529,7 @@ def segment_argmax(scores, *, out=None, stream=None):
                           shape[-1] * shape[-2], 0.0, call.pointer("out", out, out_shape, np.int32, True), call.stream)
         call.queued()
         return out
-    scores = _host_array("scores", scores)
+    given = scores = _host_array("scores", scores)
     if scores.ndim not in (3, 4):
         raise ValueError(f"scores must be (C, H, W) or (N, C, H, W) (got shape {scores.shape})")
     if scores.dtype not in (np.dtype(np.float32), np.dtype(np.float16)):
@@ -531,7 +541,7 @@ def segment_argmax(scores, *, out=None, stream=None):
     batched = scores.ndim == 4
     s4 = scores if batched else scores[None]
     shape = (s4.shape[0],) + s4.shape[2:]
-    out = _check_out("out", out, shape if batched else shape[1:], np.int32)
+    out = _check_out("out", out, shape if batched else shape[1:], np.int32, (("scores", given), ("scores", scores)))
     _core.mask_argmax(np.ascontiguousarray(s4), s4.shape[0], s4.shape[1], out)
     return out
 
@@ -556,7 +566,7 @@ class ComponentsPlan:
     """
 
     def __init__(self, shape, connectivity=4, *, backend="cpu"):
-        shape = tuple(int(s) for s in shape)
+        shape = _validate.shape("shape", shape)
         if len(shape) not in (2, 3) or any(s <= 0 for s in shape):
             raise ValueError(f"mask shape must be (H, W) or (N, H, W), non-empty (got {shape})")
         self.shape = shape
@@ -595,7 +605,7 @@ class ComponentsPlan:
             return out, counts
         mask = self._mask(mask)
         out = _check_out("out", out, self.shape, np.int32)
-        counts = _check_out("counts", counts, (self._n_images,), np.int32)
+        counts = _check_out("counts", counts, (self._n_images,), np.int32, (("out", out),))
         _core.label_execute(self._plan, mask, out, counts)
         return out, counts
 
@@ -616,7 +626,7 @@ class ComponentsPlan:
         return out
 
     def remove_small(self, mask, min_area, out=None, *, stream=None):
-        min_area = _validate.integer("min_area", min_area, minimum=0)
+        min_area = _validate.integer("min_area", min_area, minimum=0, maximum=_validate.SSIZE_MAX)
         if self.backend == "cuda":
             self._device(3, mask, out, np.bool_, min_area=min_area, stream=stream)
             return out
@@ -693,8 +703,15 @@ def regionprops_basic(labels, n_labels=None):
     if n_labels is None:
         n_labels = int(labels.max())
     n_labels = _validate.integer("n_labels", n_labels, minimum=0)
-    if labels.max() > n_labels:
-        raise ValueError(f"labels: value {int(labels.max())} is larger than n_labels = {n_labels}")
+    largest = int(labels.max())
+    if largest > n_labels:
+        raise ValueError(f"labels: value {largest} is larger than n_labels = {n_labels}")
+    # Rows past both the pixel count and the largest label are empty by construction; the
+    # bound keeps a 1 x 1 image with n_labels = 2**30 from allocating 36 GiB of them.
+    if n_labels > max(labels.size, largest):
+        raise ValueError(f"n_labels must be <= max(number of pixels, largest label) = {max(labels.size, largest)} "
+                         f"(got {n_labels})")
+    _validate.check_allocation("n_labels", (n_labels,), 4 + 16 + 16)  # area, bbox, centroid per label
     labels = np.ascontiguousarray(labels, dtype=np.int32)
     area = np.empty(n_labels, np.int32)
     bbox = np.empty((n_labels, 4), np.int32)

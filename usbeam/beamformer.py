@@ -143,7 +143,8 @@ class Beamformer:
         self.out_dtype = np.dtype(np.complex64 if self.dtype == np.complex64 else np.float32)
         if max_table_bytes is None:
             max_table_bytes = min(1 << 30, _validate._memory_limit() // _DEFAULT_TABLE_FRACTION)
-        self.max_table_bytes = _validate.integer("max_table_bytes", max_table_bytes, minimum=0)
+        self.max_table_bytes = _validate.integer("max_table_bytes", max_table_bytes, minimum=0,
+                                                   maximum=_validate.SSIZE_MAX)
         self._points = None
         self._plan = None
         self._capacity = 0
@@ -225,7 +226,7 @@ class Beamformer:
         """
         if self.backend == "cuda":
             return self._call_cuda(data, out)
-        data = self._host_data(data)
+        given, data = data, self._host_data(data)
         n_frames, framed = self._layout(data)
         plan = self._ensure_capacity(n_frames)
         shape = ((n_frames,) if framed else ()) + self.grid.shape
@@ -233,6 +234,7 @@ class Beamformer:
             out = np.empty(shape, self.out_dtype)
         else:
             _validate.out_array("out", out, shape, self.out_dtype)
+            _validate.no_overlap("out", out, "data", given, data)
         _core.das_execute(plan, data, out, n_frames)  # ValueError for NaN or inf data (checked while staging)
         return out
 
@@ -280,7 +282,7 @@ class Beamformer:
         elif self.dtype == np.float32:
             if data.dtype.kind not in "fiu":
                 raise TypeError(f"data must be real RF for this plan (dtype float32), got {data.dtype}")
-        elif data.dtype != np.int16:
+        elif data.dtype.newbyteorder("=") != np.int16:  # big-endian int16 is converted (README Errors)
             raise TypeError(f"data must have dtype int16 for this plan, got {data.dtype}")
         if data.dtype != self.dtype or not data.flags.c_contiguous or not data.flags.aligned:
             data = np.ascontiguousarray(data, dtype=self.dtype)
@@ -308,7 +310,7 @@ def das(data, probe, sequence, grid, *, fs, fc, c=1540.0, t0=0.0, f_number=1.0, 
         raise ValueError(f"data is empty (shape {data.shape})")
     if np.iscomplexobj(data):
         dtype = np.complex64
-    elif data.dtype == np.int16:
+    elif data.dtype.newbyteorder("=") == np.int16:  # either byte order: an int16 plan, exact
         dtype = np.int16
     elif data.dtype.kind in "fiu":
         dtype = np.float32

@@ -35,7 +35,7 @@ class BModePlan:
 
     def __init__(self, shape, dynamic_range=40.0, *, output="uint8", normalize="global", backend="cpu",
                  strict=False):
-        self.shape = tuple(int(s) for s in shape)
+        self.shape = _validate.shape("shape", shape)
         if len(self.shape) == 0 or any(s <= 0 for s in self.shape):
             raise ValueError(f"image shape must be non-empty (got {self.shape})")
         self.dynamic_range = _validate.positive("dynamic_range", dynamic_range)
@@ -65,11 +65,12 @@ class BModePlan:
         if self.cuda is not None:
             return self._runner(lambda i, o: _core.bmode_execute(self._plan, i, o), "image", image, self.shape,
                                 np.complex64, self._host_image, out, self.shape, self.out_dtype)
-        image = self._host_image(image)
+        given, image = image, self._host_image(image)
         if out is None:
             out = np.empty(self.shape, self.out_dtype)
         else:
             _validate.out_array("out", out, self.shape, self.out_dtype)
+            _validate.no_overlap("out", out, "image", given, image)
         _core.bmode_execute(self._plan, image, out)
         return out
 

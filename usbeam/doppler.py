@@ -31,10 +31,7 @@ def _ensemble(name, iq, min_frames=2):
 
 
 def _shape(name, shape, min_ndim):
-    try:
-        shape = tuple(int(s) for s in shape)
-    except TypeError:
-        raise TypeError(f"{name} must be a tuple of ints (got {shape!r})") from None
+    shape = _validate.shape(name, shape)
     if len(shape) < min_ndim or any(s <= 0 for s in shape):
         raise ValueError(f"{name} must have >= {min_ndim} positive dimensions (got {shape})")
     return shape
@@ -156,11 +153,13 @@ class ClutterFilter:
             return self._runner(lambda i, o: _core.clutter_execute(self._plan, i, o), "iq", iq, self.shape,
                                 np.complex64, lambda x: _as_complex64("iq", x, self.shape), out, self.shape,
                                 np.complex64)
-        iq = _as_complex64("iq", iq, self.shape)
+        given, iq = iq, _as_complex64("iq", iq, self.shape)
         if out is None:
             out = np.empty(self.shape, np.complex64)
         else:
             _validate.out_array("out", out, self.shape, np.complex64)
+            # every kernel reads a pixel's slow time before writing it: exactly in place is fine
+            _validate.no_overlap("out", out, "iq", given, iq, same_ok=True)
         _core.clutter_execute(self._plan, iq, out)
         return out
 
@@ -255,8 +254,8 @@ class ColorDopplerPlan:
         ``return_power=True`` also the mean power over the ensemble (before averaging)."""
         if self.cuda is not None:
             return self._call_cuda(iq, velocity, variance, power, return_power or power is not None)
-        iq = _as_complex64("iq", iq, self.shape)
-        outs = []
+        given, iq = iq, _as_complex64("iq", iq, self.shape)
+        outs, names = [], []
         for name, arr, wanted in (("velocity", velocity, True), ("variance", variance, True),
                                   ("power", power, return_power or power is not None)):
             if not wanted:
@@ -265,6 +264,10 @@ class ColorDopplerPlan:
                 outs.append(np.empty(self.spatial, np.float32))
             else:
                 outs.append(_validate.out_array(name, arr, self.spatial, np.float32))
+                _validate.no_overlap(name, arr, "iq", given, iq)
+                for other, earlier in zip(names, outs):
+                    _validate.no_overlap(name, arr, other, earlier)
+            names.append(name)
         _core.color_execute(self._plan, iq, outs[0], outs[1], outs[2])
         return tuple(outs) if (return_power or power is not None) else (outs[0], outs[1])
 
@@ -383,11 +386,12 @@ class PowerDopplerPlan:
             return self._runner(lambda i, o: _core.power_execute(self._plan, i, o), "iq", iq, self.shape,
                                 np.complex64, lambda x: _as_complex64("iq", x, self.shape), out, self.spatial,
                                 np.float32)
-        iq = _as_complex64("iq", iq, self.shape)
+        given, iq = iq, _as_complex64("iq", iq, self.shape)
         if out is None:
             out = np.empty(self.spatial, np.float32)
         else:
             _validate.out_array("out", out, self.spatial, np.float32)
+            _validate.no_overlap("out", out, "iq", given, iq)
         _core.power_execute(self._plan, iq, out)
         return out
 
@@ -477,11 +481,12 @@ class DopplerDisplay:
                 raise ValueError(f"{out_name} is given without {in_name}")
         if self.cuda is not None:
             return self._call_cuda(velocity, power, (out_velocity, out_power, mask))
+        originals = {"velocity": velocity, "power": power}
         velocity = self._input("velocity", velocity)
         power = self._input("power", power)
         if velocity is None and power is None:
             raise ValueError("velocity and power: give at least one")
-        outs = []
+        outs, names = [], []
         for name, out, given, dtype in (("out_velocity", out_velocity, velocity is not None, np.float32),
                                         ("out_power", out_power, power is not None, np.float32),
                                         ("mask", mask, True, np.uint8)):
@@ -491,9 +496,12 @@ class DopplerDisplay:
                 outs.append(np.empty(self.shape, dtype))
             else:
                 _validate.out_array(name, out, self.shape, dtype)
-                if any(x is not None and np.shares_memory(out, x) for x in (velocity, power)):
-                    raise ValueError(f"{name} must not share memory with velocity or power")
+                _validate.no_overlap(name, out, "velocity", originals["velocity"], velocity)
+                _validate.no_overlap(name, out, "power", originals["power"], power)
+                for other, earlier in zip(names, outs):
+                    _validate.no_overlap(name, out, other, earlier)
                 outs.append(out)
+            names.append(name)
         _core.doppler_display_execute(self._plan, velocity, power, *outs)
         return tuple(outs)
 

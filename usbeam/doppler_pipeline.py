@@ -26,6 +26,7 @@ import numpy as np
 
 from . import _validate
 from .doppler import ClutterFilter, ColorDopplerPlan, PowerDopplerPlan
+from .pipeline import _call_lock
 
 DopplerMaps = namedtuple("DopplerMaps", ["velocity", "variance", "power"])
 
@@ -66,9 +67,11 @@ class DopplerPipeline:
         device (passed to every plan too); ignored on the CPU, as by the plans.
 
     Calling the pipeline returns ``DopplerMaps(velocity, variance, power)`` (None for an
-    output not requested).  The arrays are the pipeline's own buffers, overwritten by the
-    next call: copy them to keep them.  ``timings`` holds the seconds each stage took in the
-    last call (rf2iq, das, clutter, doppler).
+    output not requested): on the CPU new arrays each call (image-sized, so the copy out of
+    the pipeline's buffers is cheap, and calls from several threads each get their own); with
+    backend='cuda' the pipeline's own device buffers, overwritten by the next call: copy them
+    to keep them.  Calls from several threads run one at a time.  ``timings`` holds the
+    seconds each stage took in the last call (rf2iq, das, clutter, doppler).
     """
 
     STAGES = ("rf2iq", "das", "clutter", "doppler")
@@ -166,7 +169,12 @@ class DopplerPipeline:
             self.beamformer.cuda.check_input("rf", earlier=True)
 
     def beamform(self, rf):
-        """RF -> beamformed IQ ensemble ``(n_frames, nz, nx)`` (the pipeline's buffer)."""
+        """RF -> beamformed IQ ensemble ``(n_frames, nz, nx)`` (the pipeline's buffer, which the
+        next call overwrites)."""
+        with _call_lock(self):
+            return self._beamform(rf)
+
+    def _beamform(self, rf):
         if self.backend == "cuda":
             from . import device
 
@@ -257,11 +265,21 @@ class DopplerPipeline:
         return DopplerMaps(self._velocity, self._variance, self._power)
 
     def __call__(self, rf):
-        """Run the chain on one RF ensemble; returns DopplerMaps (the pipeline's buffers)."""
+        """Run the chain on one RF ensemble; returns DopplerMaps.  backend='cuda': the pipeline's
+        device buffers, which the next call overwrites; CPU: new arrays each call.  Safe to
+        call from several threads: calls run one at a time (the stages share the buffers)."""
+        with _call_lock(self):
+            if self.backend == "cuda":
+                return self._call(rf)
+            maps = self._call(rf)
+            # copied while the lock is held: the next call overwrites the buffers
+            return DopplerMaps(*(None if m is None else m.copy() for m in maps))
+
+    def _call(self, rf):
         if self.capture_graph:
             self._check_rf()
             return self._call_graph(rf)
-        beamformed = self.beamform(rf)
+        beamformed = self._beamform(rf)
         t0 = time.perf_counter()
         if self.clutter is not None:
             self.clutter(beamformed, out=self._filtered)

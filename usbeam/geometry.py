@@ -248,7 +248,12 @@ class Delays:
     delays: np.ndarray = None
 
     def __post_init__(self):
-        d = np.array(self.delays, dtype=np.float64).reshape(-1)
+        if isinstance(self.delays, (str, bytes)):
+            raise TypeError(f"delays must be numbers in s (got {type(self.delays).__name__})")
+        try:
+            d = np.array(self.delays, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"delays must be numbers in s ({exc})") from None
         if d.size == 0:
             raise ValueError("delays is empty")
         active = ~np.isnan(d)
@@ -306,6 +311,8 @@ def plane_wave_sequence(angles):
 
 def as_sequence(sequence, probe=None):
     """A tuple of transmits from one transmit or a list of them (checked against probe)."""
+    if probe is not None and not isinstance(probe, LinearArray):
+        raise TypeError(f"probe must be a usbeam.LinearArray (got {type(probe).__name__})")
     if isinstance(sequence, TRANSMIT_TYPES):
         sequence = (sequence,)
     if not isinstance(sequence, (list, tuple)):

@@ -97,7 +97,7 @@ class HadamardDecodePlan:
 
     def __init__(self, shape, order_or_matrix, *, axis=0, dtype=np.int16, output="float32",
                  algorithm="direct", transmit_last=False, backend="cpu", strict=False):
-        self.shape = tuple(_validate.integer("shape", s, minimum=1) for s in shape)
+        self.shape = _validate.shape("shape", shape, minimum=1)
         if not self.shape:
             raise ValueError("data must have at least one dimension")
         self.axis = _validate.integer("axis", axis, minimum=-len(self.shape), maximum=len(self.shape) - 1)
@@ -148,11 +148,12 @@ class HadamardDecodePlan:
         if self.cuda is not None:
             return self._runner(lambda d, o: _core.hadamard_execute(self._plan, d, o), "data", data, self.shape,
                                 self.dtype, self._host_data, out, self.out_shape, self.out_dtype, no_overlap=True)
-        data = self._host_data(data)
+        given, data = data, self._host_data(data)
         if out is None:
             out = np.empty(self.out_shape, self.out_dtype)
         else:
             _validate.out_array("out", out, self.out_shape, self.out_dtype)
+            _validate.no_overlap("out", out, "data", given, data)
         if self.complex:
             _core.hadamard_execute(self._plan, data.view(np.float32).reshape(self._float_shape),
                                    out.view(np.float32).reshape(self._float_shape))
@@ -162,11 +163,11 @@ class HadamardDecodePlan:
 
     def _host_data(self, data):
         data = _validate.ndarray("data", data)
-        if data.dtype != self.dtype:
+        if data.dtype.newbyteorder("=") != self.dtype:  # the other byte order is converted (README Errors)
             raise TypeError(f"data must have dtype {self.dtype} (got {data.dtype})")
         if data.shape != self.shape:
             raise ValueError(f"data must have shape {self.shape} (got {data.shape})")
-        return np.ascontiguousarray(data)
+        return np.ascontiguousarray(data, dtype=self.dtype)
 
 
 def hadamard_decode(data, order_or_matrix, axis=0, *, output="float32", algorithm="direct",
@@ -180,8 +181,9 @@ def hadamard_decode(data, order_or_matrix, axis=0, *, output="float32", algorith
     data = _validate.ndarray("data", data)
     if data.ndim == 0 or data.size == 0:
         raise ValueError(f"data must be a non-empty array (got shape {data.shape})")
-    if data.dtype not in _IN_DTYPES:
+    if data.dtype.newbyteorder("=") not in _IN_DTYPES:
         raise TypeError(f"data dtype must be int16, int32, float32 or complex64 (got {data.dtype})")
-    plan = HadamardDecodePlan(data.shape, order_or_matrix, axis=axis, dtype=data.dtype, output=output,
+    native = data.dtype.newbyteorder("=")
+    plan = HadamardDecodePlan(data.shape, order_or_matrix, axis=axis, dtype=native, output=output,
                               algorithm=algorithm, transmit_last=transmit_last)
     return plan(data, out=out)

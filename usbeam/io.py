@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 
+from . import _validate
 from .geometry import Delays, LinearArray, PlaneWave
 
 __all__ = ["MustRecording", "load_must", "plane_wave_angle"]
@@ -48,6 +49,14 @@ def _scalar(param, name, required=True, default=math.nan):
     return float(value[0])
 
 
+def _positive(param, name, required=True, default=math.nan):
+    """A field that is a rate, a speed or a frequency: > 0 when present."""
+    value = _scalar(param, name, required, default)
+    if name in param and not value > 0:
+        raise ValueError(f"param.{name} must be > 0 (got {value!r})")
+    return value
+
+
 def _param_dict(raw):
     """scipy.io.loadmat's (1, 1) struct array -> {field: value}."""
     if isinstance(raw, dict):
@@ -61,6 +70,8 @@ def _param_dict(raw):
 def plane_wave_angle(delays, pitch, c):
     """Steering angle (rad) of a plane-wave delay law (s per element at ``pitch``), fitted
     by least squares; ValueError when the delays are not linear in x."""
+    pitch = _validate.positive("pitch", pitch)
+    c = _validate.positive("c", c)
     d = np.asarray(delays, dtype=np.float64).ravel()
     if d.size < 1 or not np.all(np.isfinite(d)):
         raise ValueError("delays must be finite (no NaN) for a plane-wave fit")
@@ -94,12 +105,15 @@ def load_must(path, variable=None):
         raise ValueError(f"{path}: {names[0]} must be (n_samples, n_elements[, n_frames]) (got {raw.shape})")
     data = raw.T  # column-major (samples, elements, frames) -> C-order (frames, elements, samples), a view
 
-    fs = _scalar(param, "fs")
-    fc = _scalar(param, "fc")
-    c = _scalar(param, "c", required=False, default=1540.0)
+    fs = _positive(param, "fs")
+    fc = _positive(param, "fc")
+    c = _positive(param, "c", required=False, default=1540.0)
     t0 = _scalar(param, "t0", required=False, default=0.0)
-    pitch = _scalar(param, "pitch")
-    n_elements = int(_scalar(param, "Nelements", required=False, default=data.shape[1]))
+    pitch = _positive(param, "pitch")
+    n_elements = _scalar(param, "Nelements", required=False, default=data.shape[1])
+    if n_elements != round(n_elements):  # int() would truncate 8.5 to 8
+        raise ValueError(f"param.Nelements must be an integer (got {n_elements!r})")
+    n_elements = int(n_elements)
     if n_elements != data.shape[1]:
         raise ValueError(f"param.Nelements ({n_elements}) disagrees with the data ({data.shape[1]} elements)")
     radius = np.asarray(param.get("radius", math.inf), dtype=np.float64).ravel()
@@ -120,7 +134,7 @@ def load_must(path, variable=None):
     else:
         transmit, first = PlaneWave(0.0), 0.0
     return MustRecording(data=data, probe=probe, sequence=(transmit,), fs=fs, fc=fc, c=c, t0=t0 - first,
-                         prf=_scalar(param, "PRF", required=False), bandwidth=bandwidth, param=param)
+                         prf=_positive(param, "PRF", required=False), bandwidth=bandwidth, param=param)
 
 
 # ---- family live: Verasonics Vantage workspaces (implementation in usbeam/io_vantage.py) ----

@@ -30,6 +30,7 @@ Layouts:
 Live sessions (usbeam.live) and the demo use this object; its contract is input_shape,
 input_dtype, output_shape, output_dtype, __call__(frame, out=None) and timings.
 """
+import threading
 import time
 
 import numpy as np
@@ -39,6 +40,15 @@ from .beamformer import Beamformer
 from .bmode import BModePlan
 from .geometry import as_sequence
 from .rf2iq import RF2IQPlan
+
+
+def _call_lock(pipeline):
+    """The lock one pipeline holds for a whole call: the stages share the intermediate
+    buffers, so two calls must not interleave (each plan's own lock covers one stage only).
+    Made on first use (dict.setdefault is atomic, so racing threads get the same lock);
+    `with` blocks with the GIL released, and the plans' locks are only taken inside it,
+    always in the same order, so it cannot deadlock with them."""
+    return pipeline.__dict__.get("_call_lock") or pipeline.__dict__.setdefault("_call_lock", threading.Lock())
 
 
 class Pipeline:
@@ -217,7 +227,12 @@ class Pipeline:
         return self.bmode(self.image, out=out)
 
     def __call__(self, rf, out=None):
-        """Run RF -> IQ -> DAS -> B-mode on `rf` (input_shape, input_dtype); returns the B-mode."""
+        """Run RF -> IQ -> DAS -> B-mode on `rf` (input_shape, input_dtype); returns the B-mode.
+        Safe to call from several threads: calls run one at a time."""
+        with _call_lock(self):
+            return self._call(rf, out)
+
+    def _call(self, rf, out):
         if self.backend == "cuda":
             self._check_rf(earlier=True)  # runs finished since the last check
             result = self._call_cuda(rf, out)
@@ -233,6 +248,7 @@ class Pipeline:
             out = np.empty(self.output_shape, self.output_dtype)
         else:
             _validate.out_array("out", out, self.output_shape, self.output_dtype)
+            _validate.no_overlap("out", out, "rf", rf)
         t = time.perf_counter()
         self.rf2iq(rf, out=self.iq)
         t1 = time.perf_counter()

@@ -154,7 +154,7 @@ class RCAGrid:
 
     def __post_init__(self):
         object.__setattr__(self, "voxel_transform", _affine("voxel_transform", self.voxel_transform, False))
-        shape = tuple(_validate.integer("shape", s, minimum=1) for s in self.shape)
+        shape = _validate.shape("shape", self.shape, minimum=1)
         if len(shape) != 3:
             raise ValueError(f"shape must be (n_k, n_j, n_i) (got {shape})")
         object.__setattr__(self, "shape", shape)
@@ -199,10 +199,12 @@ class RCAGrid:
     def plane(cls, origin, u_step, v_step, n_u, n_v):
         """B-scan in any plane: voxel (i, j) at origin + i u_step + j v_step (world, m)."""
         m = np.eye(4)
-        m[:3, 0] = _validate.finite_array("u_step", u_step)
-        m[:3, 1] = _validate.finite_array("v_step", v_step)
+        for column, name, value in ((0, "u_step", u_step), (1, "v_step", v_step), (3, "origin", origin)):
+            vector = _validate.finite_array(name, value)
+            if vector.shape != (3,):
+                raise ValueError(f"{name} must be a 3-vector (x, y, z) in m (got shape {vector.shape})")
+            m[:3, column] = vector
         m[:3, 2] = np.cross(m[:3, 0], m[:3, 1])
-        m[:3, 3] = _validate.finite_array("origin", origin)
         return cls(m, (1, _validate.integer("n_v", n_v, minimum=1), _validate.integer("n_u", n_u, minimum=1)))
 
     @classmethod
@@ -359,7 +361,7 @@ class RCABeamformer:
                 out_shape = (self.n_frames,) + out_shape
             return self._runner(lambda d, o: _core.rca_execute(self._plan, d, o), "data", data, shape, self.dtype,
                                 self._host_data, out, out_shape, self.dtype, no_overlap=True)
-        data = self._host_data(data)
+        given, data = data, self._host_data(data)
         framed = data.ndim == 4
         shape = self.grid.image_shape
         if framed and not self.sum_frames:
@@ -368,6 +370,7 @@ class RCABeamformer:
             out = np.empty(shape, self.dtype)
         else:
             _validate.out_array("out", out, shape, self.dtype)
+            _validate.no_overlap("out", out, "data", given, data)
         _core.rca_execute(self._plan, data, out)
         return out
 
@@ -403,6 +406,12 @@ def rca_cross_planes(data, array, method, x, y, z, *, x0=0.0, y0=0.0, **kwargs):
     return rca_beamform(data, array, method, xz, **kwargs), rca_beamform(data, array, method, yz, **kwargs)
 
 
+def _axis(name, axis, ndim):
+    """An axis index in [-ndim, ndim - 1], as its non-negative value (out of range: ValueError,
+    not a silent wrap-around)."""
+    return _validate.integer(name, axis, minimum=-ndim, maximum=ndim - 1) % ndim
+
+
 def tobe_unflip(data, matrix, axis=-3, channel_axis=-2):
     """Undo the receive bias polarity of a TOBE FORCES acquisition.
 
@@ -413,13 +422,23 @@ def tobe_unflip(data, matrix, axis=-3, channel_axis=-2):
     Integer data is widened to int32 so that -32768 * -1 stays exact.
     """
     data = _validate.ndarray("data", data)
-    h = np.asarray(matrix)
-    axis %= data.ndim
-    channel_axis %= data.ndim
+    if data.ndim < 2:
+        raise ValueError(f"data must have a transmit and a channel axis (got shape {data.shape})")
+    axis = _axis("axis", axis, data.ndim)
+    channel_axis = _axis("channel_axis", channel_axis, data.ndim)
+    if axis == channel_axis:
+        raise ValueError(f"axis and channel_axis must be different axes (both are {axis})")
+    h = _validate.ndarray("matrix", matrix)
+    if h.ndim != 2:
+        raise ValueError(f"matrix must be 2-D (transmits, channels) (got shape {h.shape})")
     n, n_ch = data.shape[axis], data.shape[channel_axis]
     if h.shape[0] != n or h.shape[1] < n_ch:
         raise ValueError(f"matrix {h.shape} does not fit {n} transmits x {n_ch} channels")
-    signs = h[:, :n_ch].astype(np.int8)
+    h = h[:, :n_ch]
+    # the signs are cast to int8: anything but +-1 (0.5, NaN) would silently become 0
+    if not (h.dtype.kind in "iuf" and np.all((h == 1) | (h == -1))):
+        raise ValueError("matrix entries must be +1 or -1 (bias polarities)")
+    signs = h.astype(np.int8)
     shape = [1] * data.ndim
     shape[axis], shape[channel_axis] = n, n_ch
     if axis > channel_axis:
@@ -441,7 +460,10 @@ def rca_decode(raw, array, method, order_or_matrix=None, *, algorithm="direct", 
     raw = _validate.ndarray("raw", raw)
     if raw.ndim < 3:
         raise ValueError(f"raw must be (..., n_transmits, n_channels, n_samples) (got shape {raw.shape})")
-    axis %= raw.ndim
+    axis = _axis("axis", axis, raw.ndim)
+    if method == "forces" and array.tobe and axis == raw.ndim - 1:
+        raise ValueError(f"axis: a TOBE FORCES acquisition needs the channel axis right after the transmit axis "
+                         f"(got axis {axis} of {raw.ndim}-D raw)")
     n = raw.shape[axis]
     matrix = hadamard(n) if order_or_matrix is None else order_or_matrix
     if isinstance(matrix, (int, np.integer)):

@@ -106,7 +106,7 @@ class RF2IQPlan:
     def __init__(self, shape, dtype, *, fs, fc, t0=0.0, bandwidth=None, filter="butter", order=5,
                  cutoff=None, transition_width=None, attenuation=60.0, decimation=1, backend="cpu",
                  strict=False):
-        self.shape = tuple(_validate.integer("shape", s, minimum=0) for s in shape)
+        self.shape = _validate.shape("shape", shape)
         if len(self.shape) == 0:
             raise ValueError("rf must have at least 1 dimension (fast time last)")
         if any(s == 0 for s in self.shape):
@@ -115,7 +115,8 @@ class RF2IQPlan:
         self.fs = _validate.positive("fs", fs)
         self.fc = _validate.positive("fc", fc)
         self.t0 = _validate.real_scalar("t0", t0)
-        self.decimation = _validate.integer("decimation", decimation, minimum=1)
+        self.decimation = _validate.integer("decimation", decimation, minimum=1,
+                                             maximum=_validate.SSIZE_MAX)
         self.backend = check_backend(backend)
         if bandwidth is not None:
             bandwidth = _validate.real_scalar("bandwidth", bandwidth)
@@ -201,13 +202,12 @@ class RF2IQPlan:
         if self.cuda is not None:
             return self._runner(lambda i, o: _core.rf2iq_execute(self._plan, i, o), "rf", rf, self.shape,
                                 self.dtype, self._host_rf, out, self.out_shape, np.complex64, no_overlap=True)
-        rf = self._host_rf(rf)
+        given, rf = rf, self._host_rf(rf)
         if out is None:
             out = np.empty(self.out_shape, np.complex64)
         else:
             _validate.out_array("out", out, self.out_shape, np.complex64)
-            if np.shares_memory(out, rf):
-                raise ValueError("out must not share memory with rf")
+            _validate.no_overlap("out", out, "rf", given, rf)
         _core.rf2iq_execute(self._plan, rf, out)
         return out
 

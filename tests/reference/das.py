@@ -85,6 +85,10 @@ def interpolate(signal, s, method):
     """signal (n_frames, n_samples) at fractional indices s (n_points,) ->
     (n_frames, n_points), zero where s is outside the method's valid range."""
     n = signal.shape[-1]
+
+    def at(i):  # taps of an invalid s are masked below; clipping keeps a short record indexable
+        return signal[:, np.clip(i, 0, n - 1)]
+
     if method == "nearest":
         valid = (s >= 0) & (s <= n - 1)
         idx = np.where(valid, np.round(np.where(valid, s, 0)), 0).astype(int)  # half to even
@@ -94,14 +98,14 @@ def interpolate(signal, s, method):
         s0 = np.where(valid, s, 0)
         i = np.floor(s0).astype(int)
         t = s0 - i
-        return np.where(valid, (1 - t) * signal[:, i] + t * signal[:, i + 1], 0)
+        return np.where(valid, (1 - t) * at(i) + t * at(i + 1), 0)
     if method == "cubic":
         valid = (s >= 1) & (s <= n - 3)
         s0 = np.where(valid, s, 1)
         i = np.floor(s0).astype(int)
         t = s0 - i
         # Catmull-Rom: p(t) through x[i] and x[i+1] with slopes (x[i+1]-x[i-1])/2, (x[i+2]-x[i])/2
-        xm, x0, x1, x2 = signal[:, i - 1], signal[:, i], signal[:, i + 1], signal[:, i + 2]
+        xm, x0, x1, x2 = at(i - 1), at(i), at(i + 1), at(i + 2)
         m0, m1 = (x1 - xm) / 2, (x2 - x0) / 2
         h00, h10, h01, h11 = 2 * t**3 - 3 * t**2 + 1, t**3 - 2 * t**2 + t, -2 * t**3 + 3 * t**2, t**3 - t**2
         return np.where(valid, h00 * x0 + h10 * m0 + h01 * x1 + h11 * m1, 0)

@@ -29,7 +29,7 @@ class ChannelMap:
     """
 
     def __init__(self, raw_shape, element_channel, acquisition_row, n_samples, dtype=np.int16):
-        raw_shape = tuple(int(s) for s in raw_shape)
+        raw_shape = _validate.shape("raw_shape", raw_shape)
         if len(raw_shape) != 2 or min(raw_shape) <= 0:
             raise ValueError(f"raw_shape must be (n_rows, n_channels) > 0 (got {raw_shape})")
         self.dtype = np.dtype(dtype)
@@ -50,8 +50,18 @@ class ChannelMap:
         if arr.ndim != 1 or arr.size == 0:
             raise ValueError(f"{name} must be a non-empty 1-D sequence (got shape {arr.shape})")
         if not np.issubdtype(arr.dtype, np.integer):
+            if not np.issubdtype(arr.dtype, np.number) or np.iscomplexobj(arr):
+                raise TypeError(f"{name} must hold integers (got dtype {arr.dtype})")
             if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
                 raise ValueError(f"{name} must hold integers")
+        # range-checked before the cast, which would wrap (2**32 + 3 -> 3) or saturate silently
+        top = np.iinfo(dtype).max
+        low, high = arr.min(), arr.max()
+        if low < 0 or high > top:
+            bad = low if low < 0 else high
+            raise ValueError(f"{name} must hold 0-based indices in [0, {top}] (got {bad:.17g})"
+                             if np.issubdtype(arr.dtype, np.floating) else
+                             f"{name} must hold 0-based indices in [0, {top}] (got {int(bad)})")
         return np.ascontiguousarray(arr, dtype=dtype)
 
     @property
@@ -78,6 +88,7 @@ class ChannelMap:
             out = np.empty(self.output_shape, self.dtype)
         else:
             _validate.out_array("out", out, self.output_shape, self.dtype)
+            _validate.no_overlap("out", out, "frame", frame)
         self.last_copy_s = _core.live_gather(self._plan, frame, out)
         return out
 
