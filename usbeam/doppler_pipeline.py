@@ -19,6 +19,7 @@ pipeline's own buffer and replay the graph with one launch.  'iir' is refused: i
 initialisation on the first block after ``reset()`` is chosen at launch time, which a graph
 would freeze.
 """
+import threading
 import time
 from collections import namedtuple
 
@@ -26,7 +27,6 @@ import numpy as np
 
 from . import _validate
 from .doppler import ClutterFilter, ColorDopplerPlan, PowerDopplerPlan
-from .pipeline import _call_lock
 
 DopplerMaps = namedtuple("DopplerMaps", ["velocity", "variance", "power"])
 
@@ -117,6 +117,7 @@ class DopplerPipeline:
                       if "power" in outputs else None)
         _validate.check_allocation("iq", self.rf2iq.out_shape, 8)
         self.backend = self.rf2iq.backend
+        self._call_lock = threading.Lock()  # one call at a time: the stages share buffers (as Pipeline)
         if self.backend == "cuda":
             from . import device
 
@@ -171,7 +172,7 @@ class DopplerPipeline:
     def beamform(self, rf):
         """RF -> beamformed IQ ensemble ``(n_frames, nz, nx)`` (the pipeline's buffer, which the
         next call overwrites)."""
-        with _call_lock(self):
+        with self._call_lock:
             return self._beamform(rf)
 
     def _beamform(self, rf):
@@ -268,7 +269,7 @@ class DopplerPipeline:
         """Run the chain on one RF ensemble; returns DopplerMaps.  backend='cuda': the pipeline's
         device buffers, which the next call overwrites; CPU: new arrays each call.  Safe to
         call from several threads: calls run one at a time (the stages share the buffers)."""
-        with _call_lock(self):
+        with self._call_lock:
             if self.backend == "cuda":
                 return self._call(rf)
             maps = self._call(rf)

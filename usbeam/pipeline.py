@@ -42,15 +42,6 @@ from .geometry import as_sequence
 from .rf2iq import RF2IQPlan
 
 
-def _call_lock(pipeline):
-    """The lock one pipeline holds for a whole call: the stages share the intermediate
-    buffers, so two calls must not interleave (each plan's own lock covers one stage only).
-    Made on first use (dict.setdefault is atomic, so racing threads get the same lock);
-    `with` blocks with the GIL released, and the plans' locks are only taken inside it,
-    always in the same order, so it cannot deadlock with them."""
-    return pipeline.__dict__.get("_call_lock") or pipeline.__dict__.setdefault("_call_lock", threading.Lock())
-
-
 class Pipeline:
     """RF to B-mode with plans and buffers built once.
 
@@ -97,6 +88,10 @@ class Pipeline:
                                backend=backend, strict=self.strict)
         self.output_dtype = self.bmode.out_dtype
         self.backend = self.bmode.backend
+        # held for a whole call: the stages share the iq/image buffers, so two calls must not
+        # interleave (each plan's own lock covers one stage only); the plans' locks are taken
+        # inside it, always in the same order, so it cannot deadlock with them
+        self._call_lock = threading.Lock()
         self.capture_graph = bool(capture_graph)
         if self.capture_graph and self.backend != "cuda":
             raise ValueError("capture_graph: CUDA graphs need backend='cuda'")
@@ -229,7 +224,7 @@ class Pipeline:
     def __call__(self, rf, out=None):
         """Run RF -> IQ -> DAS -> B-mode on `rf` (input_shape, input_dtype); returns the B-mode.
         Safe to call from several threads: calls run one at a time."""
-        with _call_lock(self):
+        with self._call_lock:
             return self._call(rf, out)
 
     def _call(self, rf, out):
