@@ -411,8 +411,22 @@ def test_update_under_load_each_frame_uses_one_whole_plan(live, rng):
         np.testing.assert_array_equal(image, offline[generation - 1][index % 4])
 
 
-def test_clean_start_stop_restart_close_without_leaks(live):
+def _worker_threads():
+    return [t for t in threading.enumerate() if t.name.startswith(("usbeam-live-", "standin-upload"))]
+
+
+def _settle_sessions(keep=()):
+    """Collect the sessions earlier tests left unreferenced (a session is collected while
+    running: its threads hold it weakly) and wait for their threads to end, so that thread
+    counts taken now do not change under a later collection."""
     gc.collect()
+    deadline = time.monotonic() + 3
+    while set(_worker_threads()) - set(keep) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def test_clean_start_stop_restart_close_without_leaks(live):
+    _settle_sessions()
     threads_before = threading.active_count()
     rings_before = usbeam._core.live_cuda_ring_count()
     session = live.session(lambda x: x, input_shape=(8,), input_dtype=np.int32, output_shape=(8,),
@@ -477,14 +491,11 @@ def test_stop_during_push_neither_hangs_nor_crashes(live):
     assert stats["pending"] == 0
 
 
-def _worker_threads():
-    return [t for t in threading.enumerate() if t.name.startswith("usbeam-live-")]
-
-
 def test_stop_from_callback_then_restart_keeps_one_worker_and_exact_accounting(live):
     """stop() inside the callback (on the compute thread) only signals: the old loop drains and
     ends after the callback returns; start() from outside waits for it.  Never two compute
     threads, no frame lost: every id gives its image or FrameDropped."""
+    _settle_sessions()
     shape = (16, 16)
     session = None
     restart_errors = []
@@ -599,7 +610,7 @@ def test_unreferenced_running_sessions_are_collected(live):
     references is collected, its threads end and its buffers (CUDA: its ring) are freed."""
     import weakref
 
-    gc.collect()
+    _settle_sessions()
     threads_before = threading.active_count()
     rings_before = usbeam._core.live_cuda_ring_count()
     refs = []
@@ -757,7 +768,7 @@ def test_soak_10000_frames_no_growth_in_memory_or_threads(rng):
     session.wait_idle(timeout=5)
     session.update(session.pipeline, channel_map=cmap)
     session.stats()                    # first calls import modules lazily (numpy.ma for percentiles)
-    gc.collect()
+    _settle_sessions(keep=[session._thread])
     rss_before, threads_before = _rss_bytes(), threading.active_count()
     traced_before = tracemalloc.get_traced_memory()[0]
     t0 = time.perf_counter()
