@@ -505,21 +505,23 @@ class Session:
     def _next_slot_locked(self):
         """The oldest pending slot if it is ready to compute; None while it is still being
         written (or uploaded)."""
-        pending = [s for s in self._slots if s.state not in (FREE, COMPUTING)]
-        if not pending:
-            return None
-        oldest = min(pending, key=lambda s: s.frame_id)
-        return oldest if oldest.state == self._TAKE_STATE else None
+        oldest = None   # a plain loop: this runs under the lock for every frame
+        for slot in self._slots:
+            if slot.state != FREE and slot.state != COMPUTING and (oldest is None or slot.frame_id < oldest.frame_id):
+                oldest = slot
+        return oldest if oldest is not None and oldest.state == self._TAKE_STATE else None
 
     def _output_entry_locked(self, gen):
         """Least recently written output buffer that no reader holds.  When readers hold
         every buffer, the ring grows by one rather than making the compute thread wait on
         them (it is bounded by the number of leases held)."""
-        free = [e for e in gen.ring if e.readers == 0]
-        if not free:
+        entry = None
+        for e in gen.ring:
+            if e.readers == 0 and (entry is None or e.written_at < entry.written_at):
+                entry = e
+        if entry is None:
             gen.ring.append(gen.new_entry())
             return gen.ring[-1]
-        entry = min(free, key=lambda e: e.written_at)
         if entry.frame_id in self._done:
             del self._done[entry.frame_id]
         entry.frame_id = 0
@@ -636,6 +638,8 @@ class Session:
     def _evict_locked(self):
         """Keep the newest n_results unleased results, plus any a reader holds (older
         generations' rings are freed once none of their results is kept)."""
+        if len(self._done) <= self.n_results:
+            return
         leased = sum(1 for _, entry in self._done.values() if entry.readers)
         while len(self._done) > self.n_results + leased:
             for frame_id, (_, entry) in self._done.items():
