@@ -170,7 +170,8 @@ def latency_at_load(pipeline, cmap, frames, load, period, n_frames, backend="cpu
     max(n_frames, min_seconds x rate) frames."""
     rate = load / period
     n_frames = max(int(n_frames), int(np.ceil(min_seconds * rate)))
-    session = Session(pipeline, slots=3, policy="drop_oldest", channel_map=cmap, results=4, backend=backend,
+    timed = Timed(pipeline) if backend == "cpu" else pipeline
+    session = Session(timed, slots=3, policy="drop_oldest", channel_map=cmap, results=4, backend=backend,
                       history=max(4096, n_frames))
     scanner = SimulatedScanner(session, rate, source=frames, n_frames=n_frames)
     scanner.start()
@@ -179,10 +180,37 @@ def latency_at_load(pipeline, cmap, frames, load, period, n_frames, backend="cpu
     stats = session.stats()
     session.close()                          # the CUDA ring's buffers too (CPU: stop)
     lat = stats["latency_s"]
-    return {"load": load, "frame_rate": rate, "frames": stats["pushed"], "processed": stats["processed"],
-            "dropped": stats["dropped"], "scanner_late": scanner.late, "p50_ms": lat["p50"] * 1e3,
-            "p99_ms": lat["p99"] * 1e3, "max_ms": lat["max"] * 1e3, "p99_over_p50": lat["p99"] / lat["p50"],
-            "seconds": scanner.elapsed_s}
+    result = {"load": load, "frame_rate": rate, "frames": stats["pushed"], "processed": stats["processed"],
+              "dropped": stats["dropped"], "scanner_late": scanner.late, "p50_ms": lat["p50"] * 1e3,
+              "p99_ms": lat["p99"] * 1e3, "max_ms": lat["max"] * 1e3, "p99_over_p50": lat["p99"] / lat["p50"],
+              "seconds": scanner.elapsed_s}
+    if backend == "cpu":
+        compute = np.array(timed.seconds)
+        result.update(compute_p50_ms=float(np.percentile(compute, 50)) * 1e3,
+                      compute_p99_ms=float(np.percentile(compute, 99)) * 1e3)
+        result["compute_p99_over_p50"] = result["compute_p99_ms"] / result["compute_p50_ms"]
+    return result
+
+
+class Timed:
+    """The pipeline, its call durations recorded (CPU): the spread of the computation itself
+    inside the session, beside the spread of the latency (what the session adds: waits for a
+    slot, the compute thread's wake-up, queueing behind a slow frame)."""
+
+    def __init__(self, pipeline):
+        self.pipeline, self.seconds = pipeline, []
+        for name in ("input_shape", "input_dtype", "output_shape", "output_dtype"):
+            setattr(self, name, getattr(pipeline, name))
+
+    @property
+    def timings(self):
+        return getattr(self.pipeline, "timings", None)
+
+    def __call__(self, frame, out=None):
+        t0 = time.perf_counter()
+        out = self.pipeline(frame, out=out)
+        self.seconds.append(time.perf_counter() - t0)
+        return out
 
 
 def make_pipeline(params):
@@ -436,11 +464,13 @@ def main():
               f"({upload['copy_gbps'] / ref * 100:.0f} % of memcpy), {push_wall * 1e3:.3f} ms per push with GIL waits; "
               f"sustained {upload['frames_per_s']:.0f} frames/s = {upload['mapped_gbps']:.2f} GB/s mapped data, "
               f"dropped {upload['dropped']}")
-        print("  load  rate/s  frames  seconds  dropped  late  p50 ms  p99 ms  max ms  p99/p50  target")
+        print("  load  rate/s  frames  seconds  dropped  late  p50 ms  p99 ms  max ms  p99/p50  "
+              "compute p50/p99 ms (p99/p50)  target")
         for r in loads:
             print(f"  {r['load']:4.0%}  {r['frame_rate']:6.0f}  {r['frames']:6d}  {r['seconds']:7.1f}  {r['dropped']:7d}"
                   f"  {r['scanner_late']:4d}  {r['p50_ms']:6.2f}  {r['p99_ms']:6.2f}  {r['max_ms']:6.2f}"
-                  f"  {r['p99_over_p50']:7.2f}  {r['verdict']}")
+                  f"  {r['p99_over_p50']:7.2f}  {r['compute_p50_ms']:8.2f} / {r['compute_p99_ms']:6.2f} "
+                  f"({r['compute_p99_over_p50']:.2f})  {r['verdict']}")
         if "error" in shm:
             print(f"  shared memory: {shm['error']}")
         else:
@@ -466,17 +496,19 @@ def main():
                              f"{c['memcpy_gbps']:.1f}", f"{up['copy_gbps']:.1f}", f"{up['frames_per_s']:.0f}",
                              f"{r['load']:.0%}", f"{r['frame_rate']:.0f}", r["frames"], r["dropped"],
                              f"{r['p50_ms']:.2f}", f"{r['p99_ms']:.2f}", f"{r['max_ms']:.2f}",
-                             f"{r['p99_over_p50']:.2f}", r["verdict"],
+                             f"{r['p99_over_p50']:.2f}", f"{r['compute_p99_over_p50']:.2f}", r["verdict"],
                              "-" if "error" in shm else f"{shm['round_trip_p50_ms']:.2f} / {shm['round_trip_p99_ms']:.2f}"])
         record("Live session, CPU backend (benchmarks/live.py)",
                ["pipeline", "raw -> mapped int16", "compute ms", "memcpy GB/s", "copy+map GB/s", "max frames/s", "load",
-                "frames/s", "frames", "dropped", "p50 ms", "p99 ms", "max ms", "p99/p50", "target",
+                "frames/s", "frames", "dropped", "p50 ms", "p99 ms", "max ms", "p99/p50", "compute p99/p50", "target",
                 "shm round trip p50/p99 ms"], rows,
                notes=f"Load average {machine['loadavg'][0]:.1f} at start (2-core machine shared with other jobs); "
                      f"OMP_WAIT_POLICY={machine['OMP_WAIT_POLICY']}. Latency = push() entry to result ready. "
                      f"Each load point max({n_frames} frames, {min_seconds:g} s)"
                      + (" (--quick: short, p99 rough)" if args.quick else "") + ". "
                      f"Target: no drop at 50 and 80 % load, p99 <= {P99_OVER_P50} x p50 at 80 % load. "
+                     "compute p99/p50: the spread of the pipeline call itself inside the session (the machine's "
+                     "share of the jitter). "
                      "Pipelines: stand-in = CompoundBMode (acquisition sum + B-mode); usbeam.Pipeline = RF -> IQ -> "
                      "DAS -> B-mode, 3 plane waves, 96 x 96 grid. "
                      + ("GPU part: see the CUDA backend table." if machine["cuda_available"]

@@ -419,19 +419,6 @@ class Session:
             while True:
                 if self._stopping or not self._running:
                     raise SessionStopped("push: the session is stopped")
-                if self._handoff:
-                    # Fair hand-off.  threading.Lock is not fair and the GIL favours the
-                    # running thread: a producer pushing again at once re-takes the lock before
-                    # the worker it woke can, and holds the GIL while the worker, back from its
-                    # kernel, waits up to the switch interval for it (measured: 36 of 196,394
-                    # frames computed in 2 s at 1 ms per frame, drop_oldest).  So after a push
-                    # that woke a waiting worker, or displaced a frame (overload), the next
-                    # push waits (GIL released, at most _HANDOFF_S) until the worker has taken
-                    # the lock once.  A paced producer below capacity finds the flag cleared
-                    # long before its next push: it costs it nothing.
-                    if not self._handed.wait(_HANDOFF_S):
-                        self._handoff = False
-                    continue
                 if self._generation is not gen:  # update() swapped plans while we waited
                     gen = self._generation
                     try:
@@ -440,6 +427,19 @@ class Session:
                         self._counts["rejected"] += 1
                         raise
                 slot = self._claim_locked()
+                if slot is not None and slot.state != FREE and self._handoff:
+                    # Fair hand-off.  threading.Lock is not fair and the GIL favours the
+                    # running thread: a producer pushing again at once re-takes the lock before
+                    # the worker it woke can, and holds the GIL while the worker, back from its
+                    # kernel, waits up to the switch interval for it (measured: 36 of 196,394
+                    # frames computed in 2 s at 1 ms per frame, drop_oldest).  So a push that
+                    # would displace a frame while the worker has not had the lock since the
+                    # last push woke it, or since the last displacement, first waits (GIL
+                    # released, at most _HANDOFF_S) for the worker's turn.  Only under
+                    # overload: a push that finds a free slot never waits here.
+                    if not self._handed.wait(_HANDOFF_S):
+                        self._handoff = False
+                    continue
                 if slot is not None:
                     break
                 left = None if deadline is None else deadline - time.monotonic()
