@@ -39,7 +39,7 @@ from .ring import (COMPUTING, FREE, READY, WRITING, FrameDropped, FrameFailed, R
 
 _POLICIES = ("drop_oldest", "block")
 _EXIT = object()      # a worker's take: the loop ends
-_HANDOFF_S = 0.02     # longest a producer yields its next push to a woken worker (see push)
+_HANDOFF_S = 0.02     # longest a displacing push waits for the worker's turn (see push)
 
 
 def _run_weakly(ref, cv, name):
@@ -73,7 +73,8 @@ def _run_weakly(ref, cv, name):
                 if item is not None:
                     break
                 # no strong reference while waiting (if this was the last one, __del__ runs
-                # here, with the lock held: it then only marks the session stopping)
+                # here, with the lock held: it cannot take it and does nothing, and the next
+                # look finds the reference gone)
                 del session
                 cv.wait(0.1)
         getattr(session, run)(item)
@@ -325,9 +326,9 @@ class Session:
         """Stop the session.  drain=True processes frames already pushed first; pushes
         waiting for a slot, or finishing their copy, raise SessionStopped.  Idempotent.
 
-        Called from a callback (on the compute thread) it only signals: the compute thread
-        finishes (draining, with drain=True) after the callback returns, and a later start()
-        waits for it."""
+        Called from a callback (on the compute thread; CUDA: or the upload thread) it only
+        signals: the worker finishes (draining, with drain=True) after the callback returns,
+        and a later start() waits for it."""
         with self._lock:
             thread = self._thread
             if not self._running and thread is None:
@@ -338,7 +339,7 @@ class Session:
             self._work.notify_all()
             self._results_cv.notify_all()
             self._handed.notify_all()
-        if thread is threading.current_thread():
+        if self._on_worker_thread():   # a callback on a worker: joining it would deadlock
             return
         if thread is not None:
             thread.join(timeout)
@@ -564,7 +565,6 @@ class Session:
         if self._thread is threading.current_thread():
             self._thread = None
             self._running = False
-        self._taker_waiting = False
         self._worker_turn_locked(False)
         self._results_cv.notify_all()
         self._slot_freed.notify_all()
