@@ -500,6 +500,8 @@ def test_stop_from_callback_then_restart_keeps_one_worker_and_exact_accounting(l
     session = None
     restart_errors = []
 
+    stopped = threading.Event()
+
     def callback(result):
         if result.frame_id == 1:
             session.stop()
@@ -507,13 +509,14 @@ def test_stop_from_callback_then_restart_keeps_one_worker_and_exact_accounting(l
                 session.start()             # on the stopping compute thread: refused
             except usbeam.UsbeamError as exc:
                 restart_errors.append(str(exc))
+            stopped.set()
             time.sleep(0.2)                 # the old loop is still inside the callback
 
     session = live.session(Stamp(shape, delay_s=0.01), policy="block", results=64, callback=callback)
     frames = stamped_frames(22, shape)
     threads_before = len(_worker_threads())
     ids = [session.push(frames[0]), session.push(frames[1])]
-    time.sleep(0.05)
+    assert stopped.wait(10)
     assert not session.running                       # stopping (the loop itself still finishing)
     with pytest.raises(SessionStopped):
         session.push(frames[2])
@@ -539,12 +542,13 @@ def test_stop_without_drain_from_callback_then_restart_counts_the_waiting_frames
     get() says FrameDropped), not silently reset by the start() that follows."""
     session = None
     drops = []
-    all_pushed = threading.Event()
+    all_pushed, stopped = threading.Event(), threading.Event()
 
     def callback(result):
         if result.frame_id == 1:
             all_pushed.wait(5)
             session.stop(drain=False)
+            stopped.set()
             time.sleep(0.1)
 
     session = Session(lambda x: x + 1, input_shape=(4,), input_dtype=np.float32, output_shape=(4,),
@@ -552,8 +556,8 @@ def test_stop_without_drain_from_callback_then_restart_counts_the_waiting_frames
                       on_drop=lambda frame_id, meta: drops.append(frame_id))
     ids = [session.push(np.full(4, k, np.float32)) for k in range(3)]
     all_pushed.set()
-    time.sleep(0.02)
-    session.start()
+    assert stopped.wait(10)
+    session.start()                      # waits for the old loop, which drops frames 2 and 3
     ids += [session.push(np.full(4, k, np.float32)) for k in range(3, 10)]
     assert session.wait_idle(timeout=10)
     stats = session.stats()
