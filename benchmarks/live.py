@@ -6,7 +6,13 @@ Measures, in one run (CPU part):
   - sustained copy+channel-map ("upload") bandwidth into the session's slots while the
     compute thread beamforms, with the producer pushing as fast as policy 'block' allows;
   - push-to-image latency p50 / p99 / max and drops at 50 %, 80 % and 100 % load
-    (frame period = compute time / load), policy 'drop_oldest', from a SimulatedScanner.
+    (frame period = compute time / load), policy 'drop_oldest', from a SimulatedScanner;
+    each load point lasts max(1000 frames, 3 s) (--quick: max(300 frames, 1 s), too short
+    for a p99 worth quoting), and is judged against the targets: no drop at 50 % and 80 %
+    load (compute time < frame period), p99 <= 1.5 x p50 at 80 % load.
+Pipelines: CompoundBMode (a stand-in: acquisition sum + B-mode, three frame sizes) and the
+real usbeam.Pipeline (RF -> IQ -> DAS -> B-mode, int16, n_frames=1) on a 128-element
+plane-wave geometry (3 angles, 1024 samples, 96 x 96 grid).
 Frames: Vantage layout, int16 (rows = acquisitions x samples, channels), column-major.
 
 GPU part (when usbeam.cuda_available(); --gpu-only skips the CPU part), with the real
@@ -16,9 +22,10 @@ usbeam.Pipeline(backend='cuda') (RF -> IQ -> DAS -> B-mode) in Session(backend='
     in the same run (usbeam._core.live_cuda_h2d_bandwidth, CUDA events, median);
   - sustained upload while beamforming: producers push as fast as policy 'block' allows
     (several threads: the copy + channel map into pinned memory runs with the GIL released);
-    the achieved host-to-device rate from the upload events (stats()['upload_gbps']) and
-    the wall-clock rate of mapped data through the session, against the reference
-    (target: >= 80 % of it and > 18 GB/s);
+    the wall-clock rate of mapped data through the session (what a scanner sustains) against
+    the reference (target: >= 80 % of it and > 18 GB/s); the rate from the upload events
+    (stats()['upload_gbps'], bytes over DMA time) is printed beside it but not judged: it
+    sits near the pinned bandwidth whatever the session does between copies;
   - push-to-image latency p50 / p99 / max and drops at 50 / 80 / 100 % load, the period
     taken from the sustained run (the slowest stage sets it), policy 'drop_oldest'.
 
@@ -71,6 +78,48 @@ class CompoundBMode:
         return out
 
 
+# the latency targets (the issue's): p99 <= P99_OVER_P50 x p50 at 80 % load, and no drop at
+# 50 and 80 % load (whenever the compute time is below the frame period)
+P99_OVER_P50, LOADS, NO_DROP_LOADS, JITTER_LOAD = 1.5, (0.5, 0.8, 1.0), (0.5, 0.8), 0.8
+
+
+def make_usbeam_pipeline(n_acq, n_el, n_s, backend="cpu", grid_points=96):
+    """usbeam.Pipeline taking one mapped frame (1, n_acq, n_el, n_s) int16: a 128-element
+    plane-wave (PWI-like) geometry, angles within +-0.2 rad, 5-40 mm depth."""
+    fc, fs = 5e6, 20e6
+    probe = usbeam.LinearArray(n_elements=n_el, pitch=3e-4, width=2.7e-4, fc=fc, bandwidth=0.6)
+    half = probe.pitch * (n_el - 1) / 2
+    grid = usbeam.Grid(x=np.linspace(-half, half, grid_points), z=np.linspace(5e-3, 40e-3, grid_points))
+    angles = np.linspace(-0.2, 0.2, n_acq) if n_acq > 1 else [0.0]
+    return usbeam.Pipeline(probe, [usbeam.PlaneWave(a) for a in angles], grid, fs=fs, fc=fc, c=1540.0,
+                           n_samples=n_s, n_frames=1, rf_dtype=np.int16, backend=backend)
+
+
+def offline(pipeline, mapped):
+    """The pipeline run outside a session on a mapped frame (a batch of one where it takes one)."""
+    return pipeline(mapped.reshape(pipeline.input_shape))
+
+
+def verdict(load, r):
+    """'ok' / 'MISS (...)' against the targets at this load ('-' where there is none).  The
+    drop target holds while the compute time is below the frame period: drops at an effective
+    load >= 100 % (the machine slowed the pipeline after the period was set) are noted, not
+    judged."""
+    if load not in NO_DROP_LOADS and load != JITTER_LOAD:
+        return "-"
+    misses, notes = [], []
+    if load in NO_DROP_LOADS and r["dropped"]:
+        effective = r.get("effective_load", load)
+        if effective < 1.0:
+            misses.append("drops")
+        else:
+            notes.append(f"drops not judged: effective load {effective:.0%}")
+    if load == JITTER_LOAD and not r["p99_over_p50"] <= P99_OVER_P50:
+        misses.append(f"p99/p50 > {P99_OVER_P50}")
+    text = "MISS (" + ", ".join(misses) + ")" if misses else "ok"
+    return text + (" (" + "; ".join(notes) + ")" if notes else "")
+
+
 def make_frames(n_acq, n_el, n_ch, n_s, n_frames=4):
     rng = np.random.default_rng(0)
     mapped = rng.integers(-2000, 2000, (n_frames, n_acq, n_el, n_s)).astype(np.int16)
@@ -96,13 +145,13 @@ def validate_session(pipeline, cmap, frames):
     try:
         for frame in frames:
             got = session.get(session.push(frame), timeout=10).image
-            validated("live session", got, lambda g: np.array_equal(g, pipeline(cmap(frame))))
+            validated("live session", got, lambda g: np.array_equal(g, offline(pipeline, cmap(frame))))
     finally:
         session.stop()
 
 
 def compute_time(pipeline, cmap, frames, repeats=30):
-    mapped = [(cmap(f),) for f in frames]
+    mapped = [(cmap(f).reshape(pipeline.input_shape),) for f in frames]
     out = np.empty(pipeline.output_shape, pipeline.output_dtype)
     return measure(lambda m: pipeline(m, out=out), warmup=5, repeat=repeats, rotate=mapped).median
 
@@ -123,11 +172,15 @@ def sustained_upload(pipeline, cmap, frames, seconds):
             "dropped": stats["dropped"], "stage_s": stats["stage_s"]}
 
 
-def latency_at_load(pipeline, cmap, frames, load, period, n_frames, backend="cpu"):
+def latency_at_load(pipeline, cmap, frames, load, period, n_frames, backend="cpu", min_seconds=0.0):
     """Push-to-image latency of a session on `backend` (policy drop_oldest) fed by the
-    simulated scanner at `load` times the rate the pipeline sustains (1 / period)."""
+    simulated scanner at `load` times the rate the pipeline sustains (1 / period), for
+    max(n_frames, min_seconds x rate) frames."""
     rate = load / period
-    session = Session(pipeline, slots=3, policy="drop_oldest", channel_map=cmap, results=4, backend=backend)
+    n_frames = max(int(n_frames), int(np.ceil(min_seconds * rate)))
+    timed = Timed(pipeline) if backend == "cpu" else pipeline
+    session = Session(timed, slots=3, policy="drop_oldest", channel_map=cmap, results=4, backend=backend,
+                      history=max(4096, n_frames))
     scanner = SimulatedScanner(session, rate, source=frames, n_frames=n_frames)
     scanner.start()
     scanner.join()
@@ -135,9 +188,40 @@ def latency_at_load(pipeline, cmap, frames, load, period, n_frames, backend="cpu
     stats = session.stats()
     session.close()                          # the CUDA ring's buffers too (CPU: stop)
     lat = stats["latency_s"]
-    return {"load": load, "frame_rate": rate, "frames": stats["pushed"], "processed": stats["processed"],
-            "dropped": stats["dropped"], "scanner_late": scanner.late, "p50_ms": lat["p50"] * 1e3,
-            "p99_ms": lat["p99"] * 1e3, "max_ms": lat["max"] * 1e3, "p99_over_p50": lat["p99"] / lat["p50"]}
+    result = {"load": load, "frame_rate": rate, "frames": stats["pushed"], "processed": stats["processed"],
+              "dropped": stats["dropped"], "scanner_late": scanner.late, "p50_ms": lat["p50"] * 1e3,
+              "p99_ms": lat["p99"] * 1e3, "max_ms": lat["max"] * 1e3, "p99_over_p50": lat["p99"] / lat["p50"],
+              "seconds": scanner.elapsed_s}
+    if backend == "cpu":
+        compute = np.array(timed.seconds)
+        result.update(compute_p50_ms=float(np.percentile(compute, 50)) * 1e3,
+                      compute_p99_ms=float(np.percentile(compute, 99)) * 1e3)
+        result["compute_p99_over_p50"] = result["compute_p99_ms"] / result["compute_p50_ms"]
+        # the load the session actually saw: the pipeline's mean time during this run over the
+        # frame period (a shared machine slows it between the measurement of the period and here)
+        result["effective_load"] = float(compute.mean()) * rate
+    return result
+
+
+class Timed:
+    """The pipeline, its call durations recorded (CPU): the spread of the computation itself
+    inside the session, beside the spread of the latency (what the session adds: waits for a
+    slot, the compute thread's wake-up, queueing behind a slow frame)."""
+
+    def __init__(self, pipeline):
+        self.pipeline, self.seconds = pipeline, []
+        for name in ("input_shape", "input_dtype", "output_shape", "output_dtype"):
+            setattr(self, name, getattr(pipeline, name))
+
+    @property
+    def timings(self):
+        return getattr(self.pipeline, "timings", None)
+
+    def __call__(self, frame, out=None):
+        t0 = time.perf_counter()
+        out = self.pipeline(frame, out=out)
+        self.seconds.append(time.perf_counter() - t0)
+        return out
 
 
 def make_pipeline(params):
@@ -213,13 +297,7 @@ GPU_QUICK_CONFIGS = GPU_CONFIGS[:1]
 
 def make_gpu_pipeline(n_acq, n_el, n_s):
     """usbeam.Pipeline(backend='cuda') taking one mapped frame (1, n_acq, n_el, n_s) int16."""
-    fc, fs = 5e6, 20e6
-    probe = usbeam.LinearArray(n_elements=n_el, pitch=3e-4, width=2.7e-4, fc=fc, bandwidth=0.6)
-    half = probe.pitch * (n_el - 1) / 2
-    grid = usbeam.Grid(x=np.linspace(-half, half, 128), z=np.linspace(5e-3, 40e-3, 128))
-    angles = np.linspace(-0.2, 0.2, n_acq) if n_acq > 1 else [0.0]
-    return usbeam.Pipeline(probe, [usbeam.PlaneWave(a) for a in angles], grid, fs=fs, fc=fc, c=1540.0,
-                           n_samples=n_s, n_frames=1, rf_dtype=np.int16, backend="cuda")
+    return make_usbeam_pipeline(n_acq, n_el, n_s, backend="cuda", grid_points=128)
 
 
 def gpu_validate(make, cmap, frames):
@@ -276,7 +354,7 @@ def gpu_sustained_upload(make, cmap, frames, seconds, producers):
 
 def gpu_part(args, report):
     seconds = 2.0 if args.quick else 5.0
-    n_frames = 200 if args.quick else 1000
+    n_frames, min_seconds = (300, 1.0) if args.quick else (1000, 3.0)
     report["gpu"] = []
     for n_acq, n_el, n_ch, n_s in (GPU_QUICK_CONFIGS if args.quick else GPU_CONFIGS):
         frames, cmap = make_frames(n_acq, n_el, n_ch, n_s)
@@ -289,16 +367,21 @@ def gpu_part(args, report):
         runs = [gpu_sustained_upload(make, cmap, frames, seconds, p) for p in (1, 2, 4)]
         best = max(runs, key=lambda r: r["wall_mapped_gbps"])
         loads = []
-        for load in (0.5, 0.8, 1.0):
+        for load in LOADS:
             pipeline = make()
             pipeline(cmap(frames[0])[None])  # warm-up outside the session: its latency record stays clean
-            loads.append(latency_at_load(pipeline, cmap, frames, load, best["frame_period_s"], n_frames, "cuda"))
+            loads.append(latency_at_load(pipeline, cmap, frames, load, best["frame_period_s"], n_frames, "cuda",
+                                         min_seconds=min_seconds))
+            loads[-1]["verdict"] = verdict(load, loads[-1])
         entry = {"raw_frame": list(frames[0].shape), "mapped": list(cmap.output_shape), "mapped_bytes": cmap.nbytes,
                  "pinned_h2d_gbps": reference, "sustained": runs, "loads": loads}
-        for key in ("upload_gbps", "wall_mapped_gbps"):
-            entry[f"{key}_fraction"] = best[key] / reference
-            entry[f"{key}_meets_target"] = bool(best[key] >= GPU_TARGET_FRACTION * reference
-                                                and best[key] > GPU_TARGET_GBPS)
+        # the verdict is on the wall-clock rate (mapped bytes through the session over elapsed
+        # time): the event-timed rate is bytes over DMA time, near the pinned bandwidth whatever
+        # the session does between copies, so it would pass a session that idles
+        entry["upload_gbps_fraction"] = best["upload_gbps"] / reference
+        entry["wall_mapped_gbps_fraction"] = best["wall_mapped_gbps"] / reference
+        entry["meets_target"] = bool(best["wall_mapped_gbps"] >= GPU_TARGET_FRACTION * reference
+                                     and best["wall_mapped_gbps"] > GPU_TARGET_GBPS)
         report["gpu"].append(entry)
         print(f"\nGPU: raw {frames[0].shape} int16 -> mapped {cmap.output_shape} ({cmap.nbytes / 1e6:.1f} MB "
               f"uploaded per frame); pinned cudaMemcpy of one frame: {reference:.1f} GB/s")
@@ -307,30 +390,36 @@ def gpu_part(args, report):
             stages = ", ".join(f"{k} {v:.3f}" for k, v in sorted(r["stage_ms"].items()))
             print(f"  {r['producers']:9d}  {r['frames_per_s']:8.0f}  {r['upload_gbps']:20.1f}  "
                   f"{r['wall_mapped_gbps']:18.1f}  {r['copy_gbps']:13.1f}  {r['dropped']:7d}  {stages}")
-        print(f"  best: upload {best['upload_gbps']:.1f} GB/s = {entry['upload_gbps_fraction']:.0%} of pinned "
-              f"({'meets' if entry['upload_gbps_meets_target'] else 'MISSES'} the >= 80 % and > 18 GB/s target); "
-              f"wall {best['wall_mapped_gbps']:.1f} GB/s = {entry['wall_mapped_gbps_fraction']:.0%} "
-              f"({'meets' if entry['wall_mapped_gbps_meets_target'] else 'misses'} it)")
-        print("  load  rate/s  frames  dropped  late  p50 ms  p99 ms  max ms")
+        print(f"  best: wall {best['wall_mapped_gbps']:.1f} GB/s = {entry['wall_mapped_gbps_fraction']:.0%} of pinned "
+              f"({'meets' if entry['meets_target'] else 'MISSES'} the >= 80 % and > {GPU_TARGET_GBPS:g} GB/s target); "
+              f"upload events {best['upload_gbps']:.1f} GB/s = {entry['upload_gbps_fraction']:.0%} (DMA time only, "
+              f"not judged)")
+        print("  load  rate/s  frames  dropped  late  p50 ms  p99 ms  max ms  p99/p50  target")
         for r in loads:
             print(f"  {r['load']:4.0%}  {r['frame_rate']:6.0f}  {r['frames']:6d}  {r['dropped']:7d}  "
-                  f"{r['scanner_late']:4d}  {r['p50_ms']:6.2f}  {r['p99_ms']:6.2f}  {r['max_ms']:6.2f}")
+                  f"{r['scanner_late']:4d}  {r['p50_ms']:6.2f}  {r['p99_ms']:6.2f}  {r['max_ms']:6.2f}"
+                  f"  {r['p99_over_p50']:7.2f}  {r['verdict']}")
     if not args.no_record:
         rows = []
         for e in report["gpu"]:
             best = max(e["sustained"], key=lambda r: r["wall_mapped_gbps"])
             for r in e["loads"]:
                 rows.append([f"{tuple(e['raw_frame'])} -> {tuple(e['mapped'])}", f"{e['pinned_h2d_gbps']:.1f}",
-                             f"{best['upload_gbps']:.1f} ({e['upload_gbps_fraction']:.0%})",
-                             f"{best['wall_mapped_gbps']:.1f}", f"{best['frames_per_s']:.0f}", f"{r['load']:.0%}",
-                             f"{r['frame_rate']:.0f}", r["dropped"], f"{r['p50_ms']:.2f}", f"{r['p99_ms']:.2f}",
-                             f"{r['max_ms']:.2f}"])
+                             f"{best['wall_mapped_gbps']:.1f} ({e['wall_mapped_gbps_fraction']:.0%})",
+                             "ok" if e["meets_target"] else "MISS", f"{best['upload_gbps']:.1f}",
+                             f"{best['frames_per_s']:.0f}", f"{r['load']:.0%}", f"{r['frame_rate']:.0f}", r["frames"],
+                             r["dropped"], f"{r['p50_ms']:.2f}", f"{r['p99_ms']:.2f}", f"{r['max_ms']:.2f}",
+                             f"{r['p99_over_p50']:.2f}", r["verdict"]])
         record("Live session, CUDA backend (benchmarks/live.py)",
-               ["raw -> mapped int16", "pinned H2D GB/s", "upload GB/s (events)", "wall GB/s", "max frames/s",
-                "load", "frames/s", "dropped", "p50 ms", "p99 ms", "max ms"], rows,
-               notes="usbeam.Pipeline(backend='cuda') 128 x 128 grid in Session(backend='cuda'); upload = "
-                     "bytes over the GPU time of the session's copies while beamforming; target >= 80 % of the "
-                     "pinned cudaMemcpy and > 18 GB/s. Latency = push() entry to result ready on the host.")
+               ["raw -> mapped int16", "pinned H2D GB/s", "wall GB/s (of pinned)", "upload target",
+                "upload GB/s (events)", "max frames/s", "load", "frames/s", "frames", "dropped", "p50 ms", "p99 ms",
+                "max ms", "p99/p50", "latency target"], rows,
+               notes="usbeam.Pipeline(backend='cuda') 128 x 128 grid in Session(backend='cuda'). Upload target: "
+                     "the wall-clock rate of mapped data through the session >= 80 % of the pinned cudaMemcpy "
+                     f"measured in the same run and > {GPU_TARGET_GBPS:g} GB/s (the event-timed rate, bytes over DMA "
+                     "time, is shown but not judged). Latency target: no drop at 50 and 80 % load, p99 <= "
+                     f"{P99_OVER_P50} x p50 at 80 %. Each load point max({n_frames} frames, {min_seconds:g} s). "
+                     "Latency = push() entry to result ready on the host.")
 
 
 def main():
@@ -340,33 +429,45 @@ def main():
     parser.add_argument("--no-record", action="store_true", help="do not append to benchmarks/RESULTS.md")
     parser.add_argument("--gpu-only", action="store_true", help="skip the CPU part")
     args = parser.parse_args()
-    n_frames = 150 if args.quick else 400
+    # each load point: at least 1000 frames and 3 s, so that p99 is not the second-largest sample
+    n_frames, min_seconds = (300, 1.0) if args.quick else (1000, 3.0)
     seconds = 1.5 if args.quick else 4.0
     machine = {"platform": platform.platform(), "cpu_count": os.cpu_count(), "python": platform.python_version(),
                "numpy": np.__version__, "usbeam": usbeam.build_info(), "cuda_available": usbeam.cuda_available(),
                "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY"), "loadavg": os.getloadavg()}
-    report = {"machine": machine, "configs": []}
+    report = {"machine": machine, "configs": [], "load_point": {"min_frames": n_frames, "min_seconds": min_seconds}}
     machine["description"] = describe_machine()
     print(f"machine: {machine['description']}; load average {machine['loadavg'][0]:.1f}, "
           f"OMP_WAIT_POLICY={machine['OMP_WAIT_POLICY']}")
-    cpu_configs = [] if args.gpu_only else [(3, 128, 256, 1024), (2, 64, 128, 1024), (3, 128, 256, 4096)]
-    for n_acq, n_el, n_ch, n_s in cpu_configs:
+    print(f"each load point: max({n_frames} frames, {min_seconds:g} s)"
+          + (" (--quick: too short for a p99 worth quoting)" if args.quick else ""))
+    cpu_configs = [] if args.gpu_only else [("stand-in", 3, 128, 256, 1024), ("stand-in", 2, 64, 128, 1024),
+                                            ("stand-in", 3, 128, 256, 4096), ("usbeam.Pipeline", 3, 128, 256, 1024)]
+    for kind, n_acq, n_el, n_ch, n_s in cpu_configs:
         frames, cmap = make_frames(n_acq, n_el, n_ch, n_s)
-        pipeline = CompoundBMode(cmap.output_shape)
+        if kind == "stand-in":
+            pipeline = CompoundBMode(cmap.output_shape)
+        else:
+            pipeline = make_usbeam_pipeline(n_acq, n_el, n_s)
         validate_session(pipeline, cmap, frames)
         t_alone = compute_time(pipeline, cmap, frames)
         ref = memcpy_gbps(frames[0].nbytes)
         upload = sustained_upload(pipeline, cmap, frames, seconds)
         # load is relative to the compute time measured inside the session (with copies running)
         t_compute = upload["stage_s"]["compute"]
-        loads = [latency_at_load(pipeline, cmap, frames, load, t_compute, n_frames) for load in (0.5, 0.8, 1.0)]
-        config = {"raw_frame": list(frames[0].shape), "raw_bytes": frames[0].nbytes, "mapped": list(cmap.output_shape),
-                  "mapped_bytes": cmap.nbytes, "compute_ms": t_compute * 1e3, "compute_alone_ms": t_alone * 1e3, "memcpy_gbps": ref,
-                  "upload": upload, "loads": loads}
-        config["shared_memory"] = shm = shared_memory_round_trip(frames, cmap, n_frames)
+        loads = [latency_at_load(pipeline, cmap, frames, load, t_compute, n_frames, min_seconds=min_seconds)
+                 for load in LOADS]
+        for r in loads:
+            r["verdict"] = verdict(r["load"], r)
+        config = {"pipeline": kind, "raw_frame": list(frames[0].shape), "raw_bytes": frames[0].nbytes,
+                  "mapped": list(cmap.output_shape), "mapped_bytes": cmap.nbytes, "compute_ms": t_compute * 1e3,
+                  "compute_alone_ms": t_alone * 1e3, "memcpy_gbps": ref, "upload": upload, "loads": loads}
+        # `usbeam serve` runs the stand-in (make_pipeline below)
+        config["shared_memory"] = shm = (shared_memory_round_trip(frames, cmap, 400 if args.quick else 1000)
+                                         if kind == "stand-in" else {"error": "not run (stand-in only)"})
         report["configs"].append(config)
-        print(f"\nraw frame {frames[0].shape} int16 ({frames[0].nbytes / 1e6:.2f} MB) -> mapped {cmap.output_shape} "
-              f"({cmap.nbytes / 1e6:.2f} MB); compute {t_compute * 1e3:.2f} ms in the session "
+        print(f"\n{kind}: raw frame {frames[0].shape} int16 ({frames[0].nbytes / 1e6:.2f} MB) -> mapped "
+              f"{cmap.output_shape} ({cmap.nbytes / 1e6:.2f} MB); compute {t_compute * 1e3:.2f} ms in the session "
               f"({t_alone * 1e3:.2f} ms alone)")
         print(f"  reference memcpy (1 thread): {ref:.2f} GB/s")
         push_wall = upload["stage_s"].get("push_copy_wall", float("nan"))
@@ -374,10 +475,14 @@ def main():
               f"({upload['copy_gbps'] / ref * 100:.0f} % of memcpy), {push_wall * 1e3:.3f} ms per push with GIL waits; "
               f"sustained {upload['frames_per_s']:.0f} frames/s = {upload['mapped_gbps']:.2f} GB/s mapped data, "
               f"dropped {upload['dropped']}")
-        print("  load  rate/s  frames  dropped  late  p50 ms  p99 ms  max ms  p99/p50")
+        print("  load (effective)  rate/s  frames  seconds  dropped  late  p50 ms  p99 ms  max ms  p99/p50  "
+              "compute p50/p99 ms (p99/p50)  target")
         for r in loads:
-            print(f"  {r['load']:4.0%}  {r['frame_rate']:6.0f}  {r['frames']:6d}  {r['dropped']:7d}  {r['scanner_late']:4d}"
-                  f"  {r['p50_ms']:6.2f}  {r['p99_ms']:6.2f}  {r['max_ms']:6.2f}  {r['p99_over_p50']:7.2f}")
+            print(f"  {r['load']:4.0%} ({r['effective_load']:4.0%})     {r['frame_rate']:6.0f}  {r['frames']:6d}"
+                  f"  {r['seconds']:7.1f}  {r['dropped']:7d}"
+                  f"  {r['scanner_late']:4d}  {r['p50_ms']:6.2f}  {r['p99_ms']:6.2f}  {r['max_ms']:6.2f}"
+                  f"  {r['p99_over_p50']:7.2f}  {r['compute_p50_ms']:8.2f} / {r['compute_p99_ms']:6.2f} "
+                  f"({r['compute_p99_over_p50']:.2f})  {r['verdict']}")
         if "error" in shm:
             print(f"  shared memory: {shm['error']}")
         else:
@@ -385,6 +490,11 @@ def main():
                   f"p99 {shm['round_trip_p99_ms']:.2f} ms; pipelined {shm['pipelined_frames_per_s']:.0f} frames/s = "
                   f"{shm['pipelined_raw_gbps']:.2f} GB/s raw, push-to-result p50 {shm['pipelined_latency_p50_ms']:.2f} ms "
                   f"p99 {shm['pipelined_latency_p99_ms']:.2f} ms, dropped {shm['dropped']}")
+    if report["configs"]:
+        judged = [r for c in report["configs"] for r in c["loads"] if r["verdict"] != "-"]
+        met = sum(r["verdict"] == "ok" for r in judged)
+        print(f"\ntargets (no drop at 50/80 % load, p99 <= {P99_OVER_P50} x p50 at 80 %): {met} of {len(judged)} "
+              f"load points meet them")
     if machine["cuda_available"]:
         gpu_part(args, report)
     else:
@@ -394,16 +504,27 @@ def main():
         for c in report["configs"]:
             up, shm = c["upload"], c["shared_memory"]
             for r in c["loads"]:
-                rows.append([f"{tuple(c['raw_frame'])} -> {tuple(c['mapped'])}", f"{c['compute_ms']:.2f}",
+                rows.append([c["pipeline"], f"{tuple(c['raw_frame'])} -> {tuple(c['mapped'])}", f"{c['compute_ms']:.2f}",
                              f"{c['memcpy_gbps']:.1f}", f"{up['copy_gbps']:.1f}", f"{up['frames_per_s']:.0f}",
-                             f"{r['load']:.0%}", f"{r['frame_rate']:.0f}", r["dropped"], f"{r['p50_ms']:.2f}",
-                             f"{r['p99_ms']:.2f}", f"{r['max_ms']:.2f}",
+                             f"{r['load']:.0%} ({r['effective_load']:.0%})", f"{r['frame_rate']:.0f}", r["frames"],
+                             r["dropped"],
+                             f"{r['p50_ms']:.2f}", f"{r['p99_ms']:.2f}", f"{r['max_ms']:.2f}",
+                             f"{r['p99_over_p50']:.2f}", f"{r['compute_p99_over_p50']:.2f}", r["verdict"],
                              "-" if "error" in shm else f"{shm['round_trip_p50_ms']:.2f} / {shm['round_trip_p99_ms']:.2f}"])
         record("Live session, CPU backend (benchmarks/live.py)",
-               ["raw -> mapped int16", "compute ms", "memcpy GB/s", "copy+map GB/s", "max frames/s", "load",
-                "frames/s", "dropped", "p50 ms", "p99 ms", "max ms", "shm round trip p50/p99 ms"], rows,
+               ["pipeline", "raw -> mapped int16", "compute ms", "memcpy GB/s", "copy+map GB/s", "max frames/s",
+                "load (effective)",
+                "frames/s", "frames", "dropped", "p50 ms", "p99 ms", "max ms", "p99/p50", "compute p99/p50", "target",
+                "shm round trip p50/p99 ms"], rows,
                notes=f"Load average {machine['loadavg'][0]:.1f} at start (2-core machine shared with other jobs); "
                      f"OMP_WAIT_POLICY={machine['OMP_WAIT_POLICY']}. Latency = push() entry to result ready. "
+                     f"Each load point max({n_frames} frames, {min_seconds:g} s)"
+                     + (" (--quick: short, p99 rough)" if args.quick else "") + ". "
+                     f"Target: no drop at 50 and 80 % load, p99 <= {P99_OVER_P50} x p50 at 80 % load. "
+                     "compute p99/p50: the spread of the pipeline call itself inside the session (the machine's "
+                     "share of the jitter); effective load: its mean time in that run over the frame period. "
+                     "Pipelines: stand-in = CompoundBMode (acquisition sum + B-mode); usbeam.Pipeline = RF -> IQ -> "
+                     "DAS -> B-mode, 3 plane waves, 96 x 96 grid. "
                      + ("GPU part: see the CUDA backend table." if machine["cuda_available"]
                         else "GPU figures not measured (no GPU visible)."))
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)

@@ -411,8 +411,22 @@ def test_update_under_load_each_frame_uses_one_whole_plan(live, rng):
         np.testing.assert_array_equal(image, offline[generation - 1][index % 4])
 
 
-def test_clean_start_stop_restart_close_without_leaks(live):
+def _worker_threads():
+    return [t for t in threading.enumerate() if t.name.startswith(("usbeam-live-", "standin-upload"))]
+
+
+def _settle_sessions(keep=()):
+    """Collect the sessions earlier tests left unreferenced (a session is collected while
+    running: its threads hold it weakly) and wait for their threads to end, so that thread
+    counts taken now do not change under a later collection."""
     gc.collect()
+    deadline = time.monotonic() + 3
+    while set(_worker_threads()) - set(keep) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def test_clean_start_stop_restart_close_without_leaks(live):
+    _settle_sessions()
     threads_before = threading.active_count()
     rings_before = usbeam._core.live_cuda_ring_count()
     session = live.session(lambda x: x, input_shape=(8,), input_dtype=np.int32, output_shape=(8,),
@@ -477,6 +491,191 @@ def test_stop_during_push_neither_hangs_nor_crashes(live):
     assert stats["pending"] == 0
 
 
+def test_stop_from_callback_then_restart_keeps_one_worker_and_exact_accounting(live):
+    """stop() inside the callback (on the compute thread) only signals: the old loop drains and
+    ends after the callback returns; start() from outside waits for it.  Never two compute
+    threads, no frame lost: every id gives its image or FrameDropped."""
+    _settle_sessions()
+    shape = (16, 16)
+    session = None
+    restart_errors = []
+
+    stopped = threading.Event()
+
+    def callback(result):
+        if result.frame_id == 1:
+            session.stop()
+            try:
+                session.start()             # on the stopping compute thread: refused
+            except usbeam.UsbeamError as exc:
+                restart_errors.append(str(exc))
+            stopped.set()
+            time.sleep(0.2)                 # the old loop is still inside the callback
+
+    session = live.session(Stamp(shape, delay_s=0.01), policy="block", results=64, callback=callback)
+    frames = stamped_frames(22, shape)
+    threads_before = len(_worker_threads())
+    ids = [session.push(frames[0]), session.push(frames[1])]
+    assert stopped.wait(10)
+    assert not session.running                       # stopping (the loop itself still finishing)
+    with pytest.raises(SessionStopped):
+        session.push(frames[2])
+    session.start()                                  # joins the old compute thread first
+    assert len(_worker_threads()) == threads_before
+    assert [t.name for t in _worker_threads()].count("usbeam-live-compute") == 1
+    ids += [session.push(f) for f in frames[2:]]
+    assert session.wait_idle(timeout=10)
+    time.sleep(0.2)
+    assert [t.name for t in _worker_threads()].count("usbeam-live-compute") == 1
+    stats = session.stats()
+    session.stop()
+    assert len(restart_errors) == 1 and "compute thread" in restart_errors[0]
+    assert stats["pushed"] == 22 == stats["processed"] + stats["dropped"] + stats["failed"]
+    assert stats["dropped"] == 0 and stats["pending"] == 0
+    for k, frame_id in enumerate(ids):               # drained before the restart: all processed
+        np.testing.assert_array_equal(session.get(frame_id).image[:3], [k + 1] * 3)
+    assert not _worker_threads()[threads_before:]
+
+
+def test_stop_without_drain_from_callback_then_restart_counts_the_waiting_frames_as_drops():
+    """A stop(drain=False) from the callback while frames wait: they are dropped (counted, and
+    get() says FrameDropped), not silently reset by the start() that follows."""
+    session = None
+    drops = []
+    all_pushed, stopped = threading.Event(), threading.Event()
+
+    def callback(result):
+        if result.frame_id == 1:
+            all_pushed.wait(5)
+            session.stop(drain=False)
+            stopped.set()
+            time.sleep(0.1)
+
+    session = Session(lambda x: x + 1, input_shape=(4,), input_dtype=np.float32, output_shape=(4,),
+                      output_dtype=np.float32, policy="block", slots=4, results=64, callback=callback,
+                      on_drop=lambda frame_id, meta: drops.append(frame_id))
+    ids = [session.push(np.full(4, k, np.float32)) for k in range(3)]
+    all_pushed.set()
+    assert stopped.wait(10)
+    session.start()                      # waits for the old loop, which drops frames 2 and 3
+    ids += [session.push(np.full(4, k, np.float32)) for k in range(3, 10)]
+    assert session.wait_idle(timeout=10)
+    stats = session.stats()
+    session.stop()
+    assert stats["pushed"] == 10 == stats["processed"] + stats["dropped"] + stats["failed"]
+    for k, frame_id in enumerate(ids):
+        try:
+            np.testing.assert_array_equal(session.get(frame_id).image, np.full(4, k + 1))
+        except FrameDropped:
+            assert frame_id in drops
+    assert stats["dropped"] == len(drops) == 2 and drops == ids[1:3]
+
+
+def test_drop_oldest_overload_keeps_the_compute_thread_fed():
+    """Unpaced producers under drop_oldest must not starve the compute thread (an unfair lock
+    plus the GIL let them re-take the lock before it: 36 of 196,394 frames in 2 s at 1 ms per
+    frame).  The capacity is measured in the same test, just before, with policy 'block' (a
+    producer that waits for free slots cannot starve the compute thread), so that a loaded
+    machine lowers both."""
+    def pipe(frame):
+        time.sleep(0.001)                   # a kernel with the GIL released
+        return frame
+
+    def run(policy, producers, seconds):
+        session = Session(pipe, slots=3, policy=policy, input_shape=(1024,), input_dtype=np.float32,
+                          output_shape=(1024,), output_dtype=np.float32)
+        stop_at = time.perf_counter() + seconds
+        frame = np.ones(1024, np.float32)
+
+        def produce():
+            while time.perf_counter() < stop_at:
+                session.push(frame)
+
+        threads = [threading.Thread(target=produce) for _ in range(producers)]
+        t0 = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert session.wait_idle(timeout=10)
+        elapsed = time.perf_counter() - t0
+        stats = session.stats()
+        session.stop()
+        assert stats["pushed"] == stats["processed"] + stats["dropped"]
+        return stats["processed"] / elapsed, stats
+
+    for producers in (1, 3):
+        capacity, stats = run("block", 1, 0.5)
+        assert stats["dropped"] == 0
+        rate, stats = run("drop_oldest", producers, 0.6)
+        assert stats["dropped"] > 0                                  # it was overloaded
+        assert rate >= 0.5 * capacity, (producers, rate, capacity)
+
+
+def test_unreferenced_running_sessions_are_collected(live):
+    """Worker threads hold the session weakly between frames: a running session nobody
+    references is collected, its threads end and its buffers (CUDA: its ring) are freed."""
+    import weakref
+
+    _settle_sessions()
+    threads_before = threading.active_count()
+    rings_before = usbeam._core.live_cuda_ring_count()
+    refs = []
+    for k in range(5):
+        session = live.session(lambda x: x + 1, input_shape=(8,), input_dtype=np.int32, output_shape=(8,),
+                               output_dtype=np.int32, policy="block")
+        assert session.get(session.push(np.full(8, k, np.int32)), timeout=5).image[0] == k + 1
+        refs.append(weakref.ref(session))
+    assert threading.active_count() > threads_before
+    del session
+    gc.collect()
+    deadline = time.monotonic() + 5
+    while threading.active_count() > threads_before and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert all(r() is None for r in refs)
+    assert threading.active_count() == threads_before
+    assert usbeam._core.live_cuda_ring_count() == rings_before
+
+
+def test_callback_and_on_drop_exceptions_are_counted_and_the_session_keeps_running(live):
+    shape = (8, 8)
+    seen, drops = [], []
+
+    def callback(result):
+        seen.append(result.frame_id)
+        if result.frame_id % 3 == 0:
+            raise RuntimeError(f"callback {result.frame_id}")
+
+    def on_drop(frame_id, meta):
+        drops.append(frame_id)
+        raise ValueError(f"on_drop {frame_id}")
+
+    session = live.session(Stamp(shape), policy="block", results=64, callback=callback, on_drop=on_drop)
+    frames = stamped_frames(10, shape)
+    ids = [session.push(f) for f in frames]
+    assert session.wait_idle(timeout=10)
+    stats = session.stats()
+    assert seen == ids and stats["processed"] == 10
+    assert stats["callback_errors"] == 3                             # frames 3, 6, 9
+    assert isinstance(session.last_callback_error, RuntimeError) and str(session.last_callback_error) == "callback 9"
+    for k, frame_id in enumerate(ids):                               # results intact despite the raises
+        assert session.get(frame_id).image[0] == k + 1
+    # on_drop raising: frames discarded by stop(drain=False) behind a slow frame
+    slow = live.session(Stamp(shape, delay_s=0.2), slots=3, policy="block", on_drop=on_drop)
+    slow_ids = [slow.push(f) for f in frames[:3]]
+    time.sleep(0.05)                                                 # the first is computing
+    slow.stop(drain=False)
+    slow_stats = slow.stats()
+    assert drops == slow_ids[1:]
+    assert slow_stats["dropped"] == 2 and slow_stats["callback_errors"] == 2
+    assert slow_stats["pushed"] == slow_stats["processed"] + slow_stats["dropped"]
+    assert isinstance(slow.last_callback_error, ValueError) and str(slow.last_callback_error) == f"on_drop {slow_ids[2]}"
+    frame_id = session.push(frames[0])                               # the first session still runs
+    assert session.get(frame_id, timeout=5).image[0] == 1
+    assert session.stats()["callback_errors"] == 3
+    session.stop()
+
+
 # ---- simulated scanner and soak -----------------------------------------------------------
 
 def test_simulated_scanner_keeps_its_rate():
@@ -492,6 +691,71 @@ def test_simulated_scanner_keeps_its_rate():
     assert 150 < rate < 250
     with pytest.raises(ValueError, match="frame_rate"):
         SimulatedScanner(lambda f: 0, frame_rate=0)
+
+
+def test_simulated_scanner_simulator_source_through_a_session():
+    """source='simulator' end to end: every simulated frame reaches the pipeline intact, in order
+    (the scanner's own simulation is checked against a direct call with the same options)."""
+    want = simulate_plane_wave_rf(n_elements=16, n_samples=256, seed=3)          # 8 frames, cycled
+    results = []
+    session = Session(lambda x: x.sum(axis=1, dtype=np.int32), input_shape=(16, 256), input_dtype=np.int16,
+                      output_shape=(16,), output_dtype=np.int32, policy="block", results=32,
+                      callback=lambda r: results.append((r.frame_id, r.meta["index"], np.array(r.image))))
+    scanner = SimulatedScanner(session, frame_rate=200, source="simulator", n_frames=12, meta=True,
+                               n_elements=16, n_samples=256, seed=3)
+    scanner.start()
+    assert scanner.join(timeout=10) and session.wait_idle(timeout=10)
+    session.stop()
+    assert not scanner.errors and scanner.sent == 12
+    assert [r[0] for r in results] == scanner.frame_ids == list(range(1, 13))
+    assert [r[1] for r in results] == list(range(12))
+    for _, index, image in results:
+        np.testing.assert_array_equal(image, want[index % 8].astype(np.int64).sum(axis=1))
+
+
+@pytest.mark.parametrize("n_acq", [1, 3])
+def test_simulated_scanner_vantage_layout(rng, n_acq):
+    """layout='vantage': frames pushed as RcvData (column-major (rows, channels), rows padded to
+    128 per acquisition, elements on the connector's channels); scanner.channel_map undoes it,
+    so the session's pipeline sees the source frames exactly (checked against the reference
+    gather of the raw frame too)."""
+    source = rng.integers(-2000, 2000, (3, n_acq, 8, 100)).astype(np.int16)
+    source_frames = source[:, 0] if n_acq == 1 else source
+    seen = []
+    scanner = SimulatedScanner(lambda f: seen.append(f) or len(seen), frame_rate=500, source=source_frames,
+                               layout="vantage", n_frames=3)
+    cmap = scanner.channel_map
+    assert cmap.raw_shape == (128 * n_acq, 64) and cmap.output_shape == (n_acq, 8, 100)
+    scanner.start()
+    assert scanner.join(timeout=5) and len(seen) == 3
+    for k, raw in enumerate(seen):
+        assert raw.shape == (128 * n_acq, 64) and raw.flags.f_contiguous and raw.dtype == np.int16
+        np.testing.assert_array_equal(ref.gather(raw, cmap.element_channel, cmap.acquisition_row, 100), source[k])
+    # explicit layout, through a session with the scanner's map
+    got = []
+    element_channel = rng.permutation(80)[:8]
+    scanner = SimulatedScanner(lambda f: 0, frame_rate=1, source=source_frames, layout="vantage",
+                               n_channels=80, element_channel=element_channel, rows_per_acquisition=100)
+    assert scanner.channel_map.raw_shape == (100 * n_acq, 80)
+    np.testing.assert_array_equal(scanner.channel_map.element_channel, element_channel)
+    session = Session(lambda x: x.copy(), channel_map=scanner.channel_map, input_shape=(n_acq, 8, 100),
+                      input_dtype=np.int16, output_shape=(n_acq, 8, 100), output_dtype=np.int16, policy="block",
+                      callback=lambda r: got.append(np.array(r.image)))
+    scanner = SimulatedScanner(session, frame_rate=500, source=source_frames, layout="vantage", n_channels=80,
+                               element_channel=element_channel, rows_per_acquisition=100, n_frames=6)
+    scanner.start()
+    assert scanner.join(timeout=5) and session.wait_idle(timeout=5)
+    session.stop()
+    assert len(got) == 6
+    for k, image in enumerate(got):
+        np.testing.assert_array_equal(image, source[k % 3])
+    with pytest.raises(ValueError, match="layout"):
+        SimulatedScanner(lambda f: 0, frame_rate=1, source=source_frames, layout="rcv")
+    with pytest.raises(ValueError, match="element_channel"):
+        SimulatedScanner(lambda f: 0, frame_rate=1, source=source_frames, layout="vantage",
+                         element_channel=[0] * 8)
+    with pytest.raises(TypeError, match="layout='vantage'"):
+        SimulatedScanner(lambda f: 0, frame_rate=1, source=source_frames, n_channels=80)
 
 
 def _rss_bytes():
@@ -511,7 +775,7 @@ def test_soak_10000_frames_no_growth_in_memory_or_threads(rng):
     session.wait_idle(timeout=5)
     session.update(session.pipeline, channel_map=cmap)
     session.stats()                    # first calls import modules lazily (numpy.ma for percentiles)
-    gc.collect()
+    _settle_sessions(keep=[session._thread])
     rss_before, threads_before = _rss_bytes(), threading.active_count()
     traced_before = tracemalloc.get_traced_memory()[0]
     t0 = time.perf_counter()

@@ -40,6 +40,7 @@ tests/test_live_cuda.py) pass on the ring stand-in and, GPU tests included, unde
 emulator (make test-emu); not yet run on a real device.
 """
 import threading
+import weakref
 
 import numpy as np
 
@@ -48,7 +49,7 @@ from .._backend import cuda_available
 from .._core import UsbeamError
 from .pipeline import CallablePipeline
 from .ring import FREE, READY, UPLOADED, UPLOADING, WRITING, Result
-from .session import Session
+from .session import _EXIT, Session, _run_weakly
 
 
 def _device_empty(shape, dtype):
@@ -166,79 +167,109 @@ class CudaSession(Session):
         oldest = min(pending, key=lambda s: s.frame_id)
         return oldest if oldest.state == READY else None
 
-    def _upload_loop(self):
-        while True:
-            with self._lock:
-                while True:
-                    slot = self._next_upload_locked()
-                    if self._stopping and (not self._drain or slot is None):
-                        return
-                    if slot is not None:
-                        break
-                    self._work.wait(0.1)
-                slot.state = UPLOADING
-                frame_id, meta = slot.frame_id, slot.meta
-            error = None
-            try:
-                _core.live_cuda_ring_upload(self._ring, slot.index, self._slot_nbytes)
-            except Exception as exc:
-                error = exc
-            discarded = False
-            with self._lock:
-                if error is not None:
-                    slot.state, slot.meta, slot.generation = FREE, None, None
-                    self._counts["failed"] += 1
-                    self._failed_ids[frame_id] = f"upload: {type(error).__name__}: {error}"
-                    while len(self._failed_ids) > self._history:
-                        self._failed_ids.popitem(last=False)
-                elif self._stopping and not self._drain:
-                    slot.state, slot.meta, slot.generation = FREE, None, None
-                    self._record_drop_locked(frame_id)
-                    discarded = True
-                else:
-                    slot.state = UPLOADED
-                self._work.notify_all()
-                self._slot_freed.notify_all()
-                self._results_cv.notify_all()
-            if error is not None and self._on_error is not None:
-                self._safe_call(self._on_error, frame_id, meta, error)
-            if discarded and self._on_drop is not None:
-                self._safe_call(self._on_drop, frame_id, meta)
+    def _upload_begin(self):
+        pass
+
+    def _upload_take_locked(self):
+        """The next slot to upload, None to wait, or _EXIT (see session._run_weakly)."""
+        slot = self._next_upload_locked()
+        self._worker_turn_locked(slot is None)      # this thread takes the READY slots
+        if self._stopping and (not self._drain or slot is None):
+            return _EXIT
+        if slot is None:
+            return None
+        slot.state = UPLOADING
+        return slot
+
+    def _upload_exit_locked(self):
+        if self._uploader is threading.current_thread():
+            self._uploader = None
+        self._worker_turn_locked(False)
+        self._slot_freed.notify_all()
+
+    def _upload_run(self, slot):
+        with self._lock:
+            frame_id, meta = slot.frame_id, slot.meta
+        error = None
+        try:
+            _core.live_cuda_ring_upload(self._ring, slot.index, self._slot_nbytes)
+        except Exception as exc:
+            error = exc
+        discarded = False
+        with self._lock:
+            if error is not None:
+                slot.state, slot.meta, slot.generation = FREE, None, None
+                self._counts["failed"] += 1
+                self._failed_ids[frame_id] = f"upload: {type(error).__name__}: {error}"
+                while len(self._failed_ids) > self._history:
+                    self._failed_ids.popitem(last=False)
+            elif self._stopping and not self._drain:
+                slot.state, slot.meta, slot.generation = FREE, None, None
+                self._record_drop_locked(frame_id)
+                discarded = True
+            else:
+                slot.state = UPLOADED
+            self._work.notify_all()
+            self._slot_freed.notify_all()
+            self._results_cv.notify_all()
+        if error is not None and self._on_error is not None:
+            self._safe_call(self._on_error, frame_id, meta, error)
+        if discarded and self._on_drop is not None:
+            self._safe_call(self._on_drop, frame_id, meta)
 
     # ---- lifecycle -------------------------------------------------------------------------
 
     def start(self):
-        """Start (or restart after stop/close) the upload and compute threads."""
+        """Start (or restart after stop/close) the upload and compute threads (an upload
+        thread still finishing after a stop() from a callback is joined first)."""
         with self._lock:
-            if self._running:
+            if self._running and not self._stopping:
                 return self
+            uploader = self._uploader
+        if uploader is not None and uploader is not threading.current_thread():
+            uploader.join(10.0)
+            if uploader.is_alive():
+                raise UsbeamError("start: the previous upload thread did not finish within 10 s")
         if self._ring is None:
             self._open_ring()
         super().start()
         with self._lock:
             if self._uploader is None:
-                self._uploader = threading.Thread(target=self._upload_loop, name="usbeam-live-upload",
-                                                  daemon=True)
+                self._uploader = threading.Thread(target=_run_weakly, args=(weakref.ref(self), self._work, "upload"),
+                                                  name="usbeam-live-upload", daemon=True)
                 self._uploader.start()
         return self
 
+    def _on_worker_thread(self):
+        return threading.current_thread() in (self._thread, self._uploader)
+
     def stop(self, drain=True, timeout=10.0):
-        """As Session.stop; also joins the upload thread and waits for both CUDA streams."""
+        """As Session.stop; also joins the upload thread and waits for both CUDA streams.
+        From a callback (on a worker thread) it only signals, as Session.stop."""
+        if self._on_worker_thread():
+            super().stop(drain, timeout)
+            return
         super().stop(drain, timeout)
         with self._lock:
-            uploader, self._uploader = self._uploader, None
-        if uploader is not None and uploader is not threading.current_thread():
+            uploader = self._uploader
+        if uploader is not None:
             uploader.join(timeout)
             if uploader.is_alive():
                 raise UsbeamError(f"stop: the upload thread did not finish within {timeout} s")
         with self._lock:
+            if self._uploader is uploader:
+                self._uploader = None
             self._discard_pending_locked()   # uploaded but not computed when not draining
         if self._ring is not None:
             _core.live_cuda_ring_synchronize(self._ring)
 
     def close(self):
         """Stop without draining and free the pinned and device buffers (the output ring's
-        device buffers go when no result holds them)."""
+        device buffers go when no result holds them).  Not from a callback (UsbeamError):
+        the session's threads still use the ring there; stop() may be called there."""
+        if self._on_worker_thread():
+            raise UsbeamError("close: called from a callback on the session's own thread; call stop() there "
+                              "and close() from another thread")
         self.stop(drain=False)
         with self._lock:
             self._device_slots = []

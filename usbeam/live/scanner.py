@@ -4,10 +4,11 @@ Sources: ``'simulator'`` (plane-wave RF of moving point scatterers, computed her
 the pulse-echo time of flight; see :func:`simulate_plane_wave_rf`), an array of frames
 ``(n_frames, ...)`` cycled in order, or a MATLAB file holding ``RF`` (MATLAB
 ``samples x elements x frames``), by path or by dataset name (``'PWI_disk.mat'``,
-located by usbeam.datasets).  ``layout='vantage'``
-hands frames on as Vantage RcvData frames (int16, (rows, channels), column-major, the
-elements scattered over channels by a connector map), so the channel mapping path is
-exercised exactly as with the hardware.
+located by usbeam.datasets).  ``layout='vantage'`` hands frames on as Vantage RcvData
+frames (:func:`to_rcvdata`: (rows, channels), column-major, the elements scattered over
+channels by a connector map, acquisitions at rows padded to a multiple of 128, unused
+channels holding noise), with ``scanner.channel_map`` the ChannelMap that undoes it, so the
+channel mapping path is exercised exactly as with the hardware.
 
 The scanner keeps its own clock (an absolute schedule, as hardware does): frame k is due
 at start + k / frame_rate.  A push that blocks (policy 'block') makes later frames late;
@@ -86,15 +87,30 @@ class SimulatedScanner:
         a .mat path with variable ``RF``, or a dataset name (usbeam.datasets, e.g. 'PWI_disk.mat').
     n_frames : stop after this many pushes (None: until stop()).
     meta : True to pass ``{'index': k, 'due': t}`` as each frame's meta.
+    layout : 'mapped' (frames as the source holds them) or 'vantage': the source's frames,
+        (n_frames, n_elements, n_samples) or (n_frames, n_acquisitions, n_elements,
+        n_samples), are pushed as Vantage RcvData frames (see to_rcvdata); then
+        ``self.channel_map`` maps them back (give it to the Session) and ``n_channels``
+        (default: n_elements rounded up to 64), ``element_channel`` (default: a fixed
+        shuffled connector) and ``rows_per_acquisition`` (default: n_samples rounded up to
+        128, as the Vantage pads) set the layout.
     """
 
-    def __init__(self, target, frame_rate, source="simulator", *, n_frames=None, meta=False, **simulator):
+    def __init__(self, target, frame_rate, source="simulator", *, n_frames=None, meta=False, layout="mapped",
+                 n_channels=None, element_channel=None, rows_per_acquisition=None, **simulator):
         self._push = target.push if hasattr(target, "push") else target
         if not callable(self._push):
             raise TypeError("target must be a Session or a callable push(frame[, meta])")
         self.frame_rate = _validate.positive("frame_rate", frame_rate)
         self.n_frames = None if n_frames is None else _validate.integer("n_frames", n_frames, minimum=1)
+        self.layout = _validate.choice("layout", layout, ("mapped", "vantage"))
+        if layout == "mapped" and not (n_channels is None and element_channel is None and rows_per_acquisition is None):
+            raise TypeError("n_channels, element_channel and rows_per_acquisition apply to layout='vantage' only")
         self.frames = self._load(source, simulator)
+        self.channel_map = None
+        if layout == "vantage":
+            self.frames, self.channel_map = self._vantage(self.frames, n_channels, element_channel,
+                                                          rows_per_acquisition)
         self.meta = bool(meta)
         self._stop = threading.Event()
         self._thread = None
@@ -121,6 +137,32 @@ class SimulatedScanner:
         if frames.ndim < 2 or frames.shape[0] == 0:
             raise ValueError(f"source must be an array of frames (n_frames, ...) (got shape {frames.shape})")
         return frames
+
+    @staticmethod
+    def _vantage(frames, n_channels, element_channel, rows_per_acquisition):
+        from .channel_map import ChannelMap
+        mapped = np.stack(frames) if isinstance(frames, list) else frames
+        if mapped.ndim == 3:
+            mapped = mapped[:, None]
+        if mapped.ndim != 4:
+            raise ValueError("layout='vantage' needs source frames (n_frames, [n_acquisitions,] n_elements, "
+                             f"n_samples) (got shape {mapped.shape})")
+        _, n_acq, n_el, n_s = mapped.shape
+        n_channels = (-(-n_el // 64) * 64 if n_channels is None
+                      else _validate.integer("n_channels", n_channels, minimum=n_el))
+        rows = (-(-n_s // 128) * 128 if rows_per_acquisition is None
+                else _validate.integer("rows_per_acquisition", rows_per_acquisition, minimum=n_s))
+        if element_channel is None:
+            element_channel = np.random.default_rng(0).permutation(n_channels)[:n_el]
+        element_channel = np.asarray(element_channel)
+        if (element_channel.shape != (n_el,) or element_channel.dtype.kind not in "iu"
+                or len(set(element_channel.tolist())) != n_el
+                or element_channel.min() < 0 or element_channel.max() >= n_channels):
+            raise ValueError(f"element_channel must hold {n_el} distinct channels in 0..{n_channels - 1}")
+        raw = to_rcvdata(mapped, element_channel, n_channels, rows)
+        frames = [np.asfortranarray(f) for f in raw]   # column-major, as MATLAB holds RcvData
+        cmap = ChannelMap(frames[0].shape, element_channel, np.arange(n_acq) * rows, n_s, mapped.dtype)
+        return frames, cmap
 
     def start(self):
         if self._thread is not None and self._thread.is_alive():

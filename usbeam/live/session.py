@@ -17,10 +17,16 @@ a reader holding a zero-copy view leases its buffer, which is then not reused.
 
 Accounting at rest: pushed == processed + dropped + failed (frames discarded by
 stop(drain=False) or by a push that finished its copy after stop() count as dropped).
+
+Threads: the worker threads (compute; CUDA: upload) hold the session weakly between frames
+(_run_weakly), so an unreferenced running session is collected; a worker's state is ended
+by its own loop, so stop() from a callback only signals and start() joins the old worker.
+Under overload a push yields to a woken worker (fair hand-off, see push()).
 """
 import collections
 import threading
 import time
+import weakref
 
 import numpy as np
 
@@ -32,6 +38,47 @@ from .ring import (COMPUTING, FREE, READY, WRITING, FrameDropped, FrameFailed, R
                    SessionStopped, _aligned_empty, _Generation, _Slot)
 
 _POLICIES = ("drop_oldest", "block")
+_EXIT = object()      # a worker's take: the loop ends
+_HANDOFF_S = 0.02     # longest a displacing push waits for the worker's turn (see push)
+
+
+def _run_weakly(ref, cv, name):
+    """Body of a session's worker thread (the compute thread; the CUDA upload thread).
+
+    It holds the session only through the weak reference ``ref`` between work items (as
+    concurrent.futures.ThreadPoolExecutor's workers hold their executor), so that a running
+    session nobody references any more is collected: its buffers are freed and the thread
+    ends at its next look (at most 0.1 s later; the session's __del__ wakes it at once).
+    The session's ``_<name>_take_locked()`` returns a work item, None (nothing yet: wait)
+    or _EXIT; ``_<name>_run(item)`` runs one item without the lock;
+    ``_<name>_exit_locked()`` is the loop's last act (the loop, not stop(), ends a worker's
+    state, so that stop() called on the worker itself, from a callback, only signals).
+    """
+    take, run, leave = f"_{name}_take_locked", f"_{name}_run", f"_{name}_exit_locked"
+    session = ref()
+    if session is None:
+        return
+    getattr(session, f"_{name}_begin")()
+    del session
+    while True:
+        with cv:
+            while True:
+                session = ref()
+                if session is None:
+                    return
+                item = getattr(session, take)()
+                if item is _EXIT:
+                    getattr(session, leave)()
+                    return
+                if item is not None:
+                    break
+                # no strong reference while waiting (if this was the last one, __del__ runs
+                # here, with the lock held: it cannot take it and does nothing, and the next
+                # look finds the reference gone)
+                del session
+                cv.wait(0.1)
+        getattr(session, run)(item)
+        del session, item
 
 
 def _strip_ones(shape):
@@ -121,6 +168,9 @@ class Session:
         self._slot_freed = threading.Condition(self._lock)
         self._work = threading.Condition(self._lock)
         self._results_cv = threading.Condition(self._lock)
+        self._handed = threading.Condition(self._lock)   # a woken worker had its turn (push)
+        self._handoff = False        # a push made a frame READY for a waiting worker
+        self._taker_waiting = False  # the worker taking READY slots is waiting for one
         self._thread = None
         self._running = False
         self._stopping = False
@@ -208,7 +258,9 @@ class Session:
 
     @property
     def running(self):
-        return self._running
+        """True from start() until stop() (even while a compute thread stopped from a
+        callback still finishes its frames)."""
+        return self._running and not self._stopping
 
     def update(self, pipeline, channel_map=None, **shapes):
         """Swap in a new pipeline (and channel map) between frames, without stopping.
@@ -234,22 +286,49 @@ class Session:
     # ---- lifecycle ---------------------------------------------------------------------
 
     def start(self):
-        """Start (or restart after stop) the compute thread."""
+        """Start (or restart after stop) the compute thread.  A compute thread still
+        finishing (stop() was called from a callback, on that thread) is joined first;
+        start() on the compute thread itself while it stops raises UsbeamError."""
         with self._lock:
-            if self._running:
+            if self._running and not self._stopping:
                 return self
+            old = self._thread
+        if old is not None:
+            if old is threading.current_thread():
+                raise UsbeamError("start: called on the session's compute thread (from a callback) while the "
+                                  "session stops; restart it from another thread")
+            old.join(10.0)
+            if old.is_alive():
+                raise UsbeamError("start: the previous compute thread did not finish within 10 s "
+                                  "(a pipeline call or a callback is still running)")
+        with self._lock:
+            if self._running and not self._stopping:
+                return self                         # another thread's start() won
+            if self._thread is not None and self._thread.is_alive():
+                raise UsbeamError("start: the session is being started or stopped by another thread")
             self._wait_for_writers_locked(5.0)
             for slot in self._slots:
+                if slot.state != FREE:              # pushed but never computed: a drop, so that
+                    self._record_drop_locked(slot.frame_id)   # pushed == processed + dropped + failed
                 slot.state, slot.meta, slot.generation = FREE, None, None
             self._stopping = False
+            self._handoff = self._taker_waiting = False
             self._running = True
-            self._thread = threading.Thread(target=self._compute_loop, name="usbeam-live-compute", daemon=True)
+            self._thread = threading.Thread(target=_run_weakly, args=(weakref.ref(self), self._work, "compute"),
+                                            name="usbeam-live-compute", daemon=True)
             self._thread.start()
         return self
 
+    def _on_worker_thread(self):
+        return threading.current_thread() is self._thread
+
     def stop(self, drain=True, timeout=10.0):
         """Stop the session.  drain=True processes frames already pushed first; pushes
-        waiting for a slot, or finishing their copy, raise SessionStopped.  Idempotent."""
+        waiting for a slot, or finishing their copy, raise SessionStopped.  Idempotent.
+
+        Called from a callback (on the compute thread; CUDA: or the upload thread) it only
+        signals: the worker finishes (draining, with drain=True) after the callback returns,
+        and a later start() waits for it."""
         with self._lock:
             thread = self._thread
             if not self._running and thread is None:
@@ -259,15 +338,20 @@ class Session:
             self._slot_freed.notify_all()
             self._work.notify_all()
             self._results_cv.notify_all()
-        if thread is not None and thread is not threading.current_thread():
+            self._handed.notify_all()
+        if self._on_worker_thread():   # a callback on a worker: joining it would deadlock
+            return
+        if thread is not None:
             thread.join(timeout)
             if thread.is_alive():
                 raise UsbeamError(f"stop: the compute thread did not finish within {timeout} s "
                                   f"(a pipeline call is still running)")
         with self._lock:
             self._wait_for_writers_locked(timeout)
-            self._thread = None
-            self._running = False
+            if self._thread is thread:
+                self._thread = None
+            if self._thread is None:
+                self._running = False
             self._results_cv.notify_all()
 
     close = stop
@@ -279,10 +363,20 @@ class Session:
         self.stop(drain=exc[0] is None)
 
     def __del__(self):
+        # Nobody references the session: its worker threads hold it only weakly (see
+        # _run_weakly) and end by themselves; wake them.  Never block here: this may run on
+        # a worker that holds the lock (then it sees the reference gone at its next look).
         try:
-            self.stop(drain=False, timeout=1.0)
-        except Exception:
-            pass
+            lock = self._lock
+        except AttributeError:          # __init__ failed before the lock existed
+            return
+        if lock.acquire(blocking=False):
+            try:
+                self._stopping, self._drain = True, False
+                for cv in (self._work, self._slot_freed, self._results_cv, self._handed):
+                    cv.notify_all()
+            finally:
+                lock.release()
 
     def _wait_for_writers_locked(self, timeout):
         deadline = time.monotonic() + timeout
@@ -334,6 +428,19 @@ class Session:
                         self._counts["rejected"] += 1
                         raise
                 slot = self._claim_locked()
+                if slot is not None and slot.state != FREE and self._handoff:
+                    # Fair hand-off.  threading.Lock is not fair and the GIL favours the
+                    # running thread: a producer pushing again at once re-takes the lock before
+                    # the worker it woke can, and holds the GIL while the worker, back from its
+                    # kernel, waits up to the switch interval for it (measured: 36 of 196,394
+                    # frames computed in 2 s at 1 ms per frame, drop_oldest).  So a push that
+                    # would displace a frame while the worker has not had the lock since the
+                    # last push woke it, or since the last displacement, first waits (GIL
+                    # released, at most _HANDOFF_S) for the worker's turn.  Only under
+                    # overload: a push that finds a free slot never waits here.
+                    if not self._handed.wait(_HANDOFF_S):
+                        self._handoff = False
+                    continue
                 if slot is not None:
                     break
                 left = None if deadline is None else deadline - time.monotonic()
@@ -343,6 +450,7 @@ class Session:
             if slot.state != FREE:  # displaced under drop_oldest
                 dropped = (slot.frame_id, slot.meta)
                 self._record_drop_locked(slot.frame_id)
+                self._handoff = True   # overload: the next push yields to the worker's next take
             frame_id = self._next_id
             self._next_id += 1
             slot.state, slot.frame_id, slot.meta, slot.push_ns, slot.generation = (
@@ -366,6 +474,8 @@ class Session:
                 self._copy_bytes += self._slot_nbytes
                 if copied and not self._stopping:
                     slot.state = READY
+                    if self._taker_waiting:
+                        self._handoff = True
                     self._work.notify_all()
                 else:  # copy failed, or stop() began meanwhile: the frame is discarded
                     slot.state, slot.meta, slot.generation = FREE, None, None
@@ -401,117 +511,140 @@ class Session:
     def _next_slot_locked(self):
         """The oldest pending slot if it is ready to compute; None while it is still being
         written (or uploaded)."""
-        pending = [s for s in self._slots if s.state not in (FREE, COMPUTING)]
-        if not pending:
-            return None
-        oldest = min(pending, key=lambda s: s.frame_id)
-        return oldest if oldest.state == self._TAKE_STATE else None
+        oldest = None   # a plain loop: this runs under the lock for every frame
+        for slot in self._slots:
+            if slot.state != FREE and slot.state != COMPUTING and (oldest is None or slot.frame_id < oldest.frame_id):
+                oldest = slot
+        return oldest if oldest is not None and oldest.state == self._TAKE_STATE else None
 
     def _output_entry_locked(self, gen):
         """Least recently written output buffer that no reader holds.  When readers hold
         every buffer, the ring grows by one rather than making the compute thread wait on
         them (it is bounded by the number of leases held)."""
-        free = [e for e in gen.ring if e.readers == 0]
-        if not free:
+        entry = None
+        for e in gen.ring:
+            if e.readers == 0 and (entry is None or e.written_at < entry.written_at):
+                entry = e
+        if entry is None:
             gen.ring.append(gen.new_entry())
             return gen.ring[-1]
-        entry = min(free, key=lambda e: e.written_at)
         if entry.frame_id in self._done:
             del self._done[entry.frame_id]
         entry.frame_id = 0
         return entry
 
-    def _compute_loop(self):
+    def _worker_turn_locked(self, waiting):
+        """The worker that takes READY slots has the lock: a push yielding to it (the fair
+        hand-off in push) may go on; ``waiting``: it found nothing and waits."""
+        if self._handoff:
+            self._handoff = False
+            self._handed.notify_all()
+        self._taker_waiting = waiting
+
+    def _compute_begin(self):
         _core.set_thread_limit(self.compute_threads)  # this OS thread's executes (see compute_threads)
-        while True:
-            with self._lock:
-                while True:
-                    slot = self._next_slot_locked()
-                    if self._stopping and (not self._drain or not self._has_work_locked(slot)):
-                        slot = None  # frames still being copied are discarded by their push()
-                        break
-                    if slot is not None:
-                        break
-                    self._work.wait(0.1)
-                if slot is None:
-                    self._discard_pending_locked()
-                    return
-                slot.state = COMPUTING
-                gen = slot.generation
-                entry = self._output_entry_locked(gen)
-                entry.readers += 1   # the compute thread's own lease while it writes
-            error = None
-            t0 = time.perf_counter()
-            extra = None
-            try:
-                extra = self._compute(slot, gen, entry)
-            except Exception as exc:  # reported per frame; the session keeps running
-                error = exc
-            compute_s = time.perf_counter() - t0
-            done_ns = time.perf_counter_ns()
-            timings = getattr(gen.pipeline, "timings", None) if error is None else None
-            timings = dict(timings) if isinstance(timings, dict) else None
-            if extra:
-                timings = dict(timings or {}, **extra)
-            with self._lock:
-                frame_id, meta, push_ns = slot.frame_id, slot.meta, slot.push_ns
-                slot.state, slot.meta, slot.generation = FREE, None, None
-                self._slot_freed.notify_all()
-                entry.readers -= 1
-                if error is None:
-                    self._write_counter += 1
-                    entry.frame_id, entry.meta = frame_id, meta
-                    entry.written_at = self._write_counter
-                    entry.latency_s = (done_ns - push_ns) * 1e-9
-                    entry.timings = timings
-                    self._done[frame_id] = (gen, entry)
-                    self._evict_locked()
-                    self._latest_id = max(self._latest_id, frame_id)
-                    self._counts["processed"] += 1
-                    self._latencies.append(entry.latency_s)
-                    self._stage_sums["compute"] += compute_s
-                    self._stage_counts["compute"] += 1
-                    for stage, seconds in (timings or {}).items():
-                        self._stage_sums[stage] += float(seconds)
-                        self._stage_counts[stage] += 1
-                    if self._callback is not None:
-                        entry.readers += 1  # lease for the callback
-                        self._delivering += 1
-                else:
-                    self._counts["failed"] += 1
-                    self._failed_ids[frame_id] = f"{type(error).__name__}: {error}"
-                    if self._on_error is not None:
-                        self._delivering += 1
-                    while len(self._failed_ids) > self._history:
-                        self._failed_ids.popitem(last=False)
-                self._results_cv.notify_all()
-            if error is not None:
+
+    def _compute_take_locked(self):
+        """The next frame to compute as (slot, generation, output entry), None to wait, or
+        _EXIT when stopping (frames still being copied are discarded by their push())."""
+        slot = self._next_slot_locked()
+        if self._TAKE_STATE == READY:
+            self._worker_turn_locked(slot is None)
+        if self._stopping and (not self._drain or not self._has_work_locked(slot)):
+            return _EXIT
+        if slot is None:
+            return None
+        slot.state = COMPUTING
+        gen = slot.generation
+        entry = self._output_entry_locked(gen)
+        entry.readers += 1   # the compute thread's own lease while it writes
+        return slot, gen, entry
+
+    def _compute_exit_locked(self):
+        self._discard_pending_locked()
+        if self._thread is threading.current_thread():
+            self._thread = None
+            self._running = False
+        self._worker_turn_locked(False)
+        self._results_cv.notify_all()
+        self._slot_freed.notify_all()
+
+    def _compute_run(self, item):
+        slot, gen, entry = item
+        error = None
+        t0 = time.perf_counter()
+        extra = None
+        try:
+            extra = self._compute(slot, gen, entry)
+        except Exception as exc:  # reported per frame; the session keeps running
+            error = exc
+        compute_s = time.perf_counter() - t0
+        done_ns = time.perf_counter_ns()
+        timings = getattr(gen.pipeline, "timings", None) if error is None else None
+        timings = dict(timings) if isinstance(timings, dict) else None
+        if extra:
+            timings = dict(timings or {}, **extra)
+        with self._lock:
+            frame_id, meta, push_ns = slot.frame_id, slot.meta, slot.push_ns
+            slot.state, slot.meta, slot.generation = FREE, None, None
+            self._slot_freed.notify_all()
+            entry.readers -= 1
+            if error is None:
+                self._write_counter += 1
+                entry.frame_id, entry.meta = frame_id, meta
+                entry.written_at = self._write_counter
+                entry.latency_s = (done_ns - push_ns) * 1e-9
+                entry.timings = timings
+                self._done[frame_id] = (gen, entry)
+                self._evict_locked()
+                self._latest_id = max(self._latest_id, frame_id)
+                self._counts["processed"] += 1
+                self._latencies.append(entry.latency_s)
+                self._stage_sums["compute"] += compute_s
+                self._stage_counts["compute"] += 1
+                for stage, seconds in (timings or {}).items():
+                    self._stage_sums[stage] += float(seconds)
+                    self._stage_counts[stage] += 1
+                if self._callback is not None:
+                    entry.readers += 1  # lease for the callback
+                    self._delivering += 1
+            else:
+                self._counts["failed"] += 1
+                self._failed_ids[frame_id] = f"{type(error).__name__}: {error}"
                 if self._on_error is not None:
-                    try:
-                        self._safe_call(self._on_error, frame_id, meta, error)
-                    finally:
-                        with self._lock:
-                            self._delivering -= 1
-                            self._slot_freed.notify_all()
-                continue
-            if self._callback is not None:
-                result = Result(frame_id, self._result_view(entry), meta, entry.latency_s, timings, gen.number)
+                    self._delivering += 1
+                while len(self._failed_ids) > self._history:
+                    self._failed_ids.popitem(last=False)
+            self._results_cv.notify_all()
+        if error is not None:
+            if self._on_error is not None:
                 try:
-                    self._callback(result)
-                except Exception as exc:
-                    with self._lock:
-                        self._counts["callback_errors"] += 1
-                    self.last_callback_error = exc
+                    self._safe_call(self._on_error, frame_id, meta, error)
                 finally:
                     with self._lock:
-                        entry.readers -= 1
                         self._delivering -= 1
-                        self._results_cv.notify_all()
                         self._slot_freed.notify_all()
+            return
+        if self._callback is not None:
+            result = Result(frame_id, self._result_view(entry), meta, entry.latency_s, timings, gen.number)
+            try:
+                self._callback(result)
+            except Exception as exc:
+                with self._lock:
+                    self._counts["callback_errors"] += 1
+                self.last_callback_error = exc
+            finally:
+                with self._lock:
+                    entry.readers -= 1
+                    self._delivering -= 1
+                    self._results_cv.notify_all()
+                    self._slot_freed.notify_all()
 
     def _evict_locked(self):
         """Keep the newest n_results unleased results, plus any a reader holds (older
         generations' rings are freed once none of their results is kept)."""
+        if len(self._done) <= self.n_results:
+            return
         leased = sum(1 for _, entry in self._done.values() if entry.readers)
         while len(self._done) > self.n_results + leased:
             for frame_id, (_, entry) in self._done.items():
