@@ -159,13 +159,7 @@ extern "C" usbeam_status usbeam_bmode_cuda_create(const usbeam_bmode_params *par
         st = usbeam_cuda_exec_alloc(p->exec, sizeof factor, "bmode thresholds", (void **)&p->factor);
         if (st == USBEAM_OK) st = usbeam_cuda_exec_upload(p->exec, p->factor, factor, sizeof factor);
     }
-    if (st == USBEAM_OK) {
-        int sms = 0;
-        st = usbeam_cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount,
-                                                      usbeam_cuda_exec_device(p->exec)),
-                               "cudaDeviceGetAttribute", __FILE__, __LINE__);
-        p->grid_cap = (unsigned)(sms > 0 ? sms : 1) * 8u;
-    }
+    if (st == USBEAM_OK) st = usbeam_cuda_exec_grid_cap(p->exec, &p->grid_cap);
     if (st != USBEAM_OK) {
         usbeam_bmode_cuda_destroy(p);
         return st;

@@ -138,11 +138,9 @@ struct usbeam_clutter_cuda {
 
 static usbeam_status clutter_cuda_grid(usbeam_clutter_cuda *p, size_t n_threads)
 {
-    int sms = 0;
-    usbeam_status st = usbeam_cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount,
-                                                                usbeam_cuda_exec_device(p->exec)),
-                                         "cudaDeviceGetAttribute", __FILE__, __LINE__);
-    size_t blocks = (n_threads + THREADS - 1) / THREADS, cap = (size_t)(sms > 0 ? sms : 1) * 8u;
+    unsigned cap = 1;
+    usbeam_status st = usbeam_cuda_exec_grid_cap(p->exec, &cap);
+    size_t blocks = (n_threads + THREADS - 1) / THREADS;
     p->grid = (unsigned)(blocks < cap ? blocks : cap);
     return st;
 }

@@ -48,16 +48,6 @@ unsigned grid_for(size_t n, unsigned cap)
     return (unsigned)(blocks < cap ? blocks : cap);
 }
 
-usbeam_status grid_cap_of(usbeam_cuda_exec *exec, unsigned *cap)
-{
-    int sms = 0;
-    usbeam_status st = usbeam_cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount,
-                                                                usbeam_cuda_exec_device(exec)),
-                                         "cudaDeviceGetAttribute", __FILE__, __LINE__);
-    *cap = (unsigned)(sms > 0 ? sms : 1) * 8u;
-    return st;
-}
-
 /* Index mirrored into [0, n), the edge sample repeated (scipy boundary='symmetric'). */
 __device__ __forceinline__ long long mirror(long long i, long long n)
 {
@@ -236,7 +226,7 @@ extern "C" usbeam_status usbeam_color_cuda_create(const usbeam_color_params *par
         if (st == USBEAM_OK) st = usbeam_cuda_exec_upload(p->exec, p->window_z, window_z, wz);
         if (st == USBEAM_OK) st = usbeam_cuda_exec_upload(p->exec, p->window_x, window_x, wx);
     }
-    if (st == USBEAM_OK) st = grid_cap_of(p->exec, &p->grid_cap);
+    if (st == USBEAM_OK) st = usbeam_cuda_exec_grid_cap(p->exec, &p->grid_cap);
     if (st != USBEAM_OK) {
         usbeam_color_cuda_destroy(p);
         return st;
@@ -323,7 +313,7 @@ extern "C" usbeam_status usbeam_power_cuda_create(const usbeam_power_params *par
     usbeam_status st = usbeam_cuda_exec_create(POWER_STAGES, 2, &p->exec);
     if (st == USBEAM_OK)
         st = usbeam_cuda_exec_alloc(p->exec, sizeof(unsigned long long), "power reference", (void **)&p->max_bits);
-    if (st == USBEAM_OK) st = grid_cap_of(p->exec, &p->grid_cap);
+    if (st == USBEAM_OK) st = usbeam_cuda_exec_grid_cap(p->exec, &p->grid_cap);
     if (st != USBEAM_OK) {
         usbeam_power_cuda_destroy(p);
         return st;

@@ -120,13 +120,7 @@ extern "C" usbeam_status usbeam_doppler_display_cuda_create(const usbeam_doppler
     if (st == USBEAM_OK) st = usbeam_cuda_exec_alloc(p->exec, bytes, "display history", (void **)&p->history[0]);
     if (st == USBEAM_OK) st = usbeam_cuda_exec_alloc(p->exec, bytes, "display history", (void **)&p->history[1]);
     if (st == USBEAM_OK) st = usbeam_cuda_exec_input_fault_flag(p->exec, &p->input_fault);
-    if (st == USBEAM_OK) {
-        int sms = 0;
-        st = usbeam_cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount,
-                                                      usbeam_cuda_exec_device(p->exec)),
-                               "cudaDeviceGetAttribute", __FILE__, __LINE__);
-        p->grid_cap = (unsigned)(sms > 0 ? sms : 1) * 8u;
-    }
+    if (st == USBEAM_OK) st = usbeam_cuda_exec_grid_cap(p->exec, &p->grid_cap);
     if (st != USBEAM_OK) {
         usbeam_doppler_display_cuda_destroy(p);
         return st;

@@ -135,6 +135,15 @@ cudaStream_t usbeam_cuda_exec_cuda_stream(const usbeam_cuda_exec *e) { return e-
 
 int usbeam_cuda_exec_max_shared_optin(const usbeam_cuda_exec *e) { return e->max_shared_optin; }
 
+usbeam_status usbeam_cuda_exec_grid_cap(const usbeam_cuda_exec *e, unsigned *cap)
+{
+    int sms = 0;
+    usbeam_status st = usbeam_cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, e->device),
+                                         "cudaDeviceGetAttribute", __FILE__, __LINE__);
+    *cap = (unsigned)(sms > 0 ? sms : 1) * 8u;
+    return st;
+}
+
 usbeam_status usbeam_cuda_exec_begin(usbeam_cuda_exec *e)
 {
     int current = 0;

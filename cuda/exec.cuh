@@ -39,5 +39,8 @@ usbeam_status usbeam_cuda_allow_dynamic_shared(const void *kernel, size_t bytes)
 usbeam_status usbeam_cuda_exec_input_fault_flag(usbeam_cuda_exec *exec, unsigned **device_flag);
 /* Device properties the twins size their launches with. */
 int usbeam_cuda_exec_max_shared_optin(const usbeam_cuda_exec *exec);
+/* The grid of a grid-stride launch: 8 blocks per multiprocessor of the plan's device, a few
+ * waves, which hides latency without more blocks than the device runs at once. */
+usbeam_status usbeam_cuda_exec_grid_cap(const usbeam_cuda_exec *exec, unsigned *cap);
 
 #endif
