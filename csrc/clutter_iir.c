@@ -10,6 +10,10 @@
  * initial state that minimises the output energy over the first L frames, applied as
  * y = y0 - Q Q^T y0 with Q an orthonormal basis of the natural (zero-input) responses, and the
  * state after frame L moved by -T R^{-1} Q^T y0 so the stream continues from that optimum.
+ * NaN or inf: one such sample would poison its pixel's state for every later block, so the
+ * filter runs from p->state into p->state_next (each pixel block copies its state over first,
+ * as it would have read it anyway) and flags non-finite samples as it loads them; the caller
+ * swaps the buffers only when no block was flagged.
  */
 #include "clutter_internal.h"
 
@@ -146,32 +150,40 @@ usbeam_status clutter_iir_prepare_projection(usbeam_clutter_plan *p)
     return USBEAM_OK;
 }
 
-void clutter_iir_filter(usbeam_clutter_plan *p, const float *in, float *out)
+int clutter_iir_filter(usbeam_clutter_plan *p, const float *in, float *out)
 {
     const size_t n_frames = p->params.n_frames, n_pixels = p->params.n_pixels;
     const ptrdiff_t n_blocks = (ptrdiff_t)((n_pixels + PIXEL_BLOCK - 1) / PIXEL_BLOCK);
     const int project = !p->started && p->params.iir_init == USBEAM_IIR_INIT_PROJECTION;
     const size_t L = project ? p->init_frames : 0;
     const int m = p->n_state;
-#pragma omp parallel num_threads(usbeam_team_size(p->n_threads))
+    double *const state = p->state_next;
+    int bad = 0;
+#pragma omp parallel num_threads(usbeam_team_size(p->n_threads)) reduction(| : bad)
     {
         double *y0 = p->y0 + (size_t)clutter_thread_id() * 2 * p->init_frames * PIXEL_BLOCK;
 #pragma omp for schedule(static)
         for (ptrdiff_t blk = 0; blk < n_blocks; ++blk) {
             size_t first = (size_t)blk * PIXEL_BLOCK;
             size_t count = n_pixels - first < PIXEL_BLOCK ? n_pixels - first : PIXEL_BLOCK;
+            for (size_t row = 0; row < (size_t)m * 2; ++row)
+                memcpy(state + row * n_pixels + first, p->state + row * n_pixels + first, count * sizeof(double));
+            int nonfinite = 0;
             for (size_t t = 0; t < n_frames; ++t) {
                 const float *x = in + 2 * (t * n_pixels + first);
                 float *y = out + 2 * (t * n_pixels + first);
                 for (int part = 0; part < 2; ++part) {
                     double buf[PIXEL_BLOCK];
-                    for (size_t i = 0; i < count; ++i) buf[i] = x[2 * i + part];
+                    for (size_t i = 0; i < count; ++i) {
+                        buf[i] = x[2 * i + part];
+                        nonfinite |= !(buf[i] - buf[i] == 0.0);
+                    }
                     int slot = 0;
                     for (int s = 0; s < p->n_sections; ++s) {
                         const double *b = p->sos_b[s], *a = p->sos_a[s];
-                        double *z1 = p->state + ((size_t)(slot * 2 + part)) * n_pixels + first;
+                        double *z1 = state + ((size_t)(slot * 2 + part)) * n_pixels + first;
                         if (p->section_order[s] == 2) {
-                            double *z2 = p->state + ((size_t)((slot + 1) * 2 + part)) * n_pixels + first;
+                            double *z2 = state + ((size_t)((slot + 1) * 2 + part)) * n_pixels + first;
 #pragma omp simd
                             for (size_t i = 0; i < count; ++i) {
                                 double v = buf[i], w = b[0] * v + z1[i];
@@ -204,7 +216,7 @@ void clutter_iir_filter(usbeam_clutter_plan *p, const float *in, float *out)
                         double *y0p = y0 + (size_t)part * L * PIXEL_BLOCK;
                         for (int j = 0; j < m; ++j) {
                             const double *g = p->state_gain + (size_t)j * L;
-                            double *z = p->state + ((size_t)(j * 2 + part)) * n_pixels + first;
+                            double *z = state + ((size_t)(j * 2 + part)) * n_pixels + first;
                             for (size_t u = 0; u < L; ++u)
                                 for (size_t i = 0; i < count; ++i) z[i] += g[u] * y0p[u * PIXEL_BLOCK + i];
                         }
@@ -224,7 +236,9 @@ void clutter_iir_filter(usbeam_clutter_plan *p, const float *in, float *out)
                     }
                 }
             }
+            bad |= nonfinite;
         }
     }
+    return bad;
 }
 

@@ -16,6 +16,10 @@
  *          Source coordinates and weights are computed once, in double, in plan create; the
  *          per-pixel blend runs in float32.
  * FP16:    see ai_math.h (bit-exact with numpy's astype).
+ * NaN or inf float input is refused before anything is written (out untouched): a shrinking
+ *          resize reads only some pixels, so the check is usbeam_count_nonfinite over the
+ *          whole input, not the blend.  The FP16 <-> FP32 conversions keep NaN and inf
+ *          (they are numpy's astype, where NaN in is NaN out).
  */
 #include "ai_internal.h"
 #include "ai_math.h"
@@ -208,6 +212,9 @@ usbeam_status usbeam_preprocess_execute_async(usbeam_preprocess_plan *plan, cons
         plan->params.in_dtype == USBEAM_DTYPE_UINT8     ? resize_row_u8
         : plan->params.in_dtype == USBEAM_DTYPE_FLOAT16 ? resize_row_f16
                                                         : resize_row_f32;
+    const usbeam_preprocess_params *prm = &plan->params;
+    if (usbeam_count_nonfinite(in, prm->in_dtype, prm->n_images * prm->in_height * prm->in_width * prm->in_channels))
+        return usbeam_fail_nonfinite("image", "model_input refuses them; out is untouched");
     const ptrdiff_t n_rows = (ptrdiff_t)(plan->params.n_images * plan->params.out_height);
 #pragma omp parallel for schedule(static)
     for (ptrdiff_t r = 0; r < n_rows; ++r)

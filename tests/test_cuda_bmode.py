@@ -51,14 +51,14 @@ def test_uint8_matches_cpu(rng, dynamic_range, normalize):
 @pytest.mark.cuda
 @pytest.mark.parametrize("normalize", ["global", 0.5])
 def test_uint8_edge_values_match_cpu(rng, normalize):
-    """Zeros, denormals, NaN, inf and pixels exactly at a grey-level threshold land where the
-    CPU puts them (threshold definition: NaN -> 0, inf -> 255, a threshold power -> its level)."""
+    """Zeros, denormals and pixels exactly at a grey-level threshold land where the CPU puts
+    them (threshold definition: a threshold power -> its level).  NaN / inf: see
+    test_non_finite_image_is_flagged (the CPU refuses them)."""
     iq = random_iq(rng, (2, 31, 37))
     peak = np.abs(iq).max() if normalize == "global" else 0.5
     for k in (1, 17, 128, 254):  # |IQ|^2 = ref^2 10^((k - 255) DR / 2550), rounded to float
         iq[0, k % 31, k % 37] = np.float32(peak * 10 ** ((k - 255) * 45.0 / 5100.0))
-    iq[0, 0, :4] = [0, 1e-44, np.nan, complex(np.nan, 1)]
-    iq[1, 0, :2] = [np.inf, complex(1, -np.inf)]
+    iq[0, 0, :2] = [0, 1e-44]
     cuda = usbeam.BModePlan(iq.shape, 45.0, normalize=normalize, backend="cuda")
     cpu = usbeam.BModePlan(iq.shape, 45.0, normalize=normalize)
     np.testing.assert_array_equal(run_on_device(cuda, iq, 0xAB), cpu(iq))
