@@ -15,7 +15,6 @@
  */
 #include "usbeam_internal.h"
 
-#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -83,16 +82,15 @@ static inline double sample_power(const float *iq, ptrdiff_t i)
  * when a power is NaN or inf (a non-finite sample). */
 static double max_power(const float *iq, size_t n, int *bad)
 {
-    double best = 0.0;
-    int nonfinite = 0;
+    double best = 0.0, poison = 0.0; /* poison: sum of (power - power), 0 or NaN */
     ptrdiff_t count = (ptrdiff_t)n;
-#pragma omp parallel for reduction(max : best) reduction(| : nonfinite) schedule(static)
+#pragma omp parallel for reduction(max : best) reduction(+ : poison) schedule(static)
     for (ptrdiff_t i = 0; i < count; ++i) {
         double power = sample_power(iq, i);
         best = power > best ? power : best;
-        nonfinite |= !(power <= DBL_MAX);
+        poison += power - power;
     }
-    *bad |= nonfinite;
+    *bad |= !(poison == 0.0);
     return best;
 }
 
@@ -116,7 +114,30 @@ static inline float approx_log2(float x)
     return exponent + ((0.15824871f * m - 1.05187502f) * m + 3.04788335f) * m - 2.15418557f;
 }
 
-static int compress_uint8(const float *iq, size_t n, double reference_power, double range_db, uint8_t *dst)
+/* Grey level of one pixel of power |z|^2 (see above). */
+static inline uint8_t grey_level(double power, const double *threshold, float slope, double inverse_reference)
+{
+    float ratio = (float)(power * inverse_reference);
+    ratio = ratio > 1e-30f ? ratio : 1e-30f; /* 0 and denormals: far below level 0 */
+    float estimate = 255.0f + slope * approx_log2(ratio);
+    estimate = estimate < 0.0f ? 0.0f : (estimate > 255.0f ? 255.0f : estimate);
+    int level = (int)estimate;
+    /* settle on the exact thresholds (one step at most unless DR is below ~1 dB) */
+    while (level < 255 && power >= threshold[level + 1]) ++level;
+    while (level > 0 && !(power >= threshold[level])) --level;
+    return (uint8_t)level;
+}
+
+static inline float db_value(double power, double ref_db, double range_db)
+{
+    double db = 10.0 * log10(power) - ref_db;
+    return (float)(db > -range_db ? db : -range_db);
+}
+
+/* check: also test each power for NaN / inf (a fixed reference: no max pass has looked at
+ * them; the loop is written twice so the usual case pays nothing); returns 1 when one was. */
+static int compress_uint8(const float *iq, size_t n, double reference_power, double range_db, int check,
+                          uint8_t *dst)
 {
     double threshold[256];
     threshold[0] = -INFINITY; /* level 0 needs nothing */
@@ -125,37 +146,40 @@ static int compress_uint8(const float *iq, size_t n, double reference_power, dou
     const float slope = (float)(2550.0 * log10(2.0) / range_db);
     const double inverse_reference = 1.0 / reference_power;
     const ptrdiff_t count = (ptrdiff_t)n;
-    int nonfinite = 0;
-#pragma omp parallel for schedule(static) reduction(| : nonfinite)
-    for (ptrdiff_t i = 0; i < count; ++i) {
-        const double power = sample_power(iq, i);
-        nonfinite |= !(power <= DBL_MAX);
-        float ratio = (float)(power * inverse_reference);
-        ratio = ratio > 1e-30f ? ratio : 1e-30f; /* 0 and denormals: far below level 0 */
-        float estimate = 255.0f + slope * approx_log2(ratio);
-        estimate = estimate < 0.0f ? 0.0f : (estimate > 255.0f ? 255.0f : estimate);
-        int level = (int)estimate;
-        /* settle on the exact thresholds (one step at most unless DR is below ~1 dB) */
-        while (level < 255 && power >= threshold[level + 1]) ++level;
-        while (level > 0 && !(power >= threshold[level])) --level;
-        dst[i] = (uint8_t)level;
+    double poison = 0.0; /* sum of (power - power): 0, or NaN once a power is NaN or inf */
+    if (check) {
+#pragma omp parallel for schedule(static) reduction(+ : poison)
+        for (ptrdiff_t i = 0; i < count; ++i) {
+            const double power = sample_power(iq, i);
+            poison += power - power;
+            dst[i] = grey_level(power, threshold, slope, inverse_reference);
+        }
+    } else {
+#pragma omp parallel for schedule(static)
+        for (ptrdiff_t i = 0; i < count; ++i)
+            dst[i] = grey_level(sample_power(iq, i), threshold, slope, inverse_reference);
     }
-    return nonfinite;
+    return !(poison == 0.0);
 }
 
-static int compress_db(const float *iq, size_t n, double reference_power, double range_db, float *dst)
+static int compress_db(const float *iq, size_t n, double reference_power, double range_db, int check,
+                       float *dst)
 {
     const double ref_db = 10.0 * log10(reference_power);
     const ptrdiff_t count = (ptrdiff_t)n;
-    int nonfinite = 0;
-#pragma omp parallel for schedule(static) reduction(| : nonfinite)
-    for (ptrdiff_t i = 0; i < count; ++i) {
-        const double power = sample_power(iq, i);
-        nonfinite |= !(power <= DBL_MAX);
-        double db = 10.0 * log10(power) - ref_db;
-        dst[i] = (float)(db > -range_db ? db : -range_db);
+    double poison = 0.0;
+    if (check) {
+#pragma omp parallel for schedule(static) reduction(+ : poison)
+        for (ptrdiff_t i = 0; i < count; ++i) {
+            const double power = sample_power(iq, i);
+            poison += power - power;
+            dst[i] = db_value(power, ref_db, range_db);
+        }
+    } else {
+#pragma omp parallel for schedule(static)
+        for (ptrdiff_t i = 0; i < count; ++i) dst[i] = db_value(sample_power(iq, i), ref_db, range_db);
     }
-    return nonfinite;
+    return !(poison == 0.0);
 }
 
 usbeam_status usbeam_bmode_execute(usbeam_bmode_plan *plan, const void *in, void *out)
@@ -175,13 +199,14 @@ usbeam_status usbeam_bmode_execute(usbeam_bmode_plan *plan, const void *in, void
         double reference = global_power;
         if (reference == 0.0 && prm->per_image) reference = max_power(block, plan->image_size, &bad);
         if (bad) break;
+        const int check = prm->reference > 0.0; /* no max pass has tested these samples */
         /* An all-zero image has no scale: every pixel is at the bottom of the range. */
         if (!(reference > 0.0)) reference = INFINITY;
         void *dst = (char *)out + img * plan->image_size * out_elem;
         if (prm->output == USBEAM_BMODE_UINT8)
-            bad = compress_uint8(block, plan->image_size, reference, prm->dynamic_range_db, dst);
+            bad = compress_uint8(block, plan->image_size, reference, prm->dynamic_range_db, check, dst);
         else
-            bad = compress_db(block, plan->image_size, reference, prm->dynamic_range_db, dst);
+            bad = compress_db(block, plan->image_size, reference, prm->dynamic_range_db, check, dst);
     }
     if (bad) {
         if (prm->output == USBEAM_BMODE_UINT8)

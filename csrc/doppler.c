@@ -360,9 +360,8 @@ usbeam_status usbeam_power_execute(usbeam_power_plan *plan, const void *in, floa
             for (size_t i = 0; i < count; ++i) sp[i] += (double)a[2 * i] * a[2 * i] + (double)a[2 * i + 1] * a[2 * i + 1];
         }
         int nonfinite = 0;
-        for (size_t i = 0; i < count; ++i) nonfinite |= !(sp[i] <= DBL_MAX);
-        bad |= nonfinite;
         for (size_t i = 0; i < count; ++i) {
+            nonfinite |= !(sp[i] <= DBL_MAX);
             double pw = sp[i] / (double)n_frames;
             if (pw < floor_power) pw = floor_power;
             /* the max is taken over the stored float32 values, so the brightest pixel is exactly 0 dB */
@@ -370,6 +369,7 @@ usbeam_status usbeam_power_execute(usbeam_power_plan *plan, const void *in, floa
             if (stored > max_power) max_power = stored;
             out[first + i] = stored;
         }
+        bad |= nonfinite;
     }
     if (bad) {
         usbeam_fill_nan(out, n_pixels);

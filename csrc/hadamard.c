@@ -380,7 +380,9 @@ DEFINE_ADD_SIGNED(add_signed_f64, double)
             result = x;                                                                                \
         }                                                                                              \
         const int last = p->params.transmit_last;                                                      \
-        int nonfinite = 0;                                                                             \
+        int nonfinite = 0; /* element 0 of each sample: finite exactly when all its inputs are */      \
+        for (size_t j = 0; j < TILE; ++j)                                                              \
+            nonfinite |= !((double)result[j] - (double)result[j] == 0.0);                              \
         if (p->params.out_dtype == USBEAM_DTYPE_FLOAT32) {                                             \
             float *dst = out;                                                                          \
             const double inv = 1.0 / (double)n;                                                        \
@@ -389,8 +391,6 @@ DEFINE_ADD_SIGNED(add_signed_f64, double)
                     size_t at = last ? (first + j) * n + e : base[j] + e * inner;                      \
                     dst[at] = (float)((double)result[e * TILE + j] * inv);                             \
                 }                                                                                      \
-            for (size_t j = 0; j < count; ++j)                                                         \
-                nonfinite |= !((double)result[j] - (double)result[j] == 0.0);                          \
         } else {                                                                                       \
             int32_t *dst = out;                                                                        \
             for (size_t e = 0; e < n; ++e)                                                             \

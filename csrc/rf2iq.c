@@ -385,17 +385,21 @@ static int load_line(const usbeam_rf2iq_plan *plan, const void *in, size_t line,
     }
     case USBEAM_DTYPE_FLOAT32: {
         const float *src = (const float *)in + line * n;
+#pragma omp simd reduction(| : nonfinite)
         for (size_t m = 0; m < n; ++m) {
-            rf[m] = src[m];
-            nonfinite |= !(rf[m] - rf[m] == 0.0);
+            const float v = src[m];
+            rf[m] = v;
+            nonfinite |= !(v - v == 0.0f);
         }
         break;
     }
     default: {
         const double *src = (const double *)in + line * n;
+#pragma omp simd reduction(| : nonfinite)
         for (size_t m = 0; m < n; ++m) {
-            rf[m] = src[m];
-            nonfinite |= !(rf[m] - rf[m] == 0.0);
+            const double v = src[m];
+            rf[m] = v;
+            nonfinite |= !(v - v == 0.0);
         }
         break;
     }

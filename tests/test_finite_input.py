@@ -1,7 +1,8 @@
 """NaN and infinite input data, CPU backend: every entry point that takes floating-point data
 refuses it with a ValueError naming the parameter (README 'Errors'), leaves its input as it
 was, leaves a caller's out= in the documented state (filled with NaN, 0 for uint8 B-mode, by
-the kernels that check in the pass that writes; untouched by those that check first), and
+the kernels that check in the pass that writes; untouched by those that check first: the SVD
+clutter filter, detect_postprocess), and
 the streaming IIR clutter filter keeps the state it had before the refused block (checked
 against the float64 reference tests/reference/doppler.py).
 
@@ -188,14 +189,15 @@ def test_hadamard_decode_refuses(rng, value, dtype, order, algorithm, axis):
 
 @pytest.mark.parametrize("value", BAD_VALUES)
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
-@pytest.mark.parametrize("size", [(16, 16), (7, 5)])  # shrinking: most pixels are never read
-def test_model_input_refuses(rng, value, dtype, size):
-    image = rng.random((2, 40, 30, 1)).astype(dtype)
+@pytest.mark.parametrize("size", [(16, 16), (7, 5), (55, 41)])  # (7, 5): most pixels are never blended
+@pytest.mark.parametrize("out_dtype", ["float32", "float16"])
+def test_model_input_refuses(rng, value, dtype, size, out_dtype):
+    image = rng.random((2, 40, 30, 3)).astype(dtype)
     bad = plant(rng, image, value)
-    plan = usbeam.ModelInputPlan(image.shape, size, image_dtype=dtype)
-    out = np.full(plan.shape, 6.0, np.float32)
+    plan = usbeam.ModelInputPlan(image.shape, size, image_dtype=dtype, dtype=out_dtype)
+    out = np.full(plan.shape, 6.0, out_dtype)
     assert_refused(lambda x: plan(x, out=out), bad, "image")
-    assert np.all(out == 6.0)  # checked before anything is written
+    assert np.all(np.isnan(out))
     with pytest.raises(ValueError, match="image"):
         usbeam.model_input(bad, size)
 
