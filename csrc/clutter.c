@@ -41,9 +41,10 @@
  * NaN or inf input is refused (USBEAM_ERR_INVALID_ARGUMENT), found in a pass the filter makes
  * anyway: 'mean'/'poly' test the degree-0 coefficient of each pixel (its basis column is the
  * constant 1/sqrt(N), so the coefficient, a double sum of every frame's sample, is finite
- * exactly when they all are); 'iir' tests the samples as it loads them and writes the new
- * state to a second buffer, swapped in only when the whole block was finite (a refused
- * block leaves the state as it was); 'svd' tests the Gram diagonal before it writes anything.
+ * exactly when they all are); 'iir' tests each pixel's state after the block (clutter_iir.c
+ * says why that suffices) and writes the new state to a second buffer, swapped in only when
+ * the whole block was finite (a refused block leaves the state as it was); 'svd' tests the
+ * Gram diagonal before it writes anything.
  * A refused 'mean'/'poly'/'iir' call fills out with NaN (no partial result; with out = in
  * that is the caller's buffer); 'svd' leaves out untouched.
  *

@@ -19,8 +19,8 @@
  * NaN or inf float input is refused: a resize that shrinks by more than 2 skips pixels, so
  *          the blend cannot be the check; instead each output row, in the same parallel loop,
  *          checks the input rows it owns ([r in_h / out_h, (r+1) in_h / out_h), a partition of
- *          the image) just before it blends (for a shrink its taps lie in those rows, which
- *          are then in cache).  A refused call fills out with NaN (no partial tensor).  The
+ *          the image) just before it blends (for a shrink its taps lie in or next to those
+ *          rows, then in cache).  A refused call fills out with NaN (no partial tensor).  The
  *          FP16 <-> FP32 conversions keep NaN and inf (numpy's astype: NaN in is NaN out).
  */
 #include "ai_internal.h"
