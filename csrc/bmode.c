@@ -8,6 +8,10 @@
  *         then 255*I/DR clipped to [0, 255] and cast to uint8 (truncation), with the max
  *         taken over the whole array.  per_image and a fixed reference are extensions
  *         for live display, where each frame must not depend on later frames.
+ * NaN or inf: refused (USBEAM_ERR_INVALID_ARGUMENT).  |z|^2 in double is finite exactly when
+ *         re and im are (a float32 squared cannot overflow a double), so the pass that already
+ *         forms it (the max, or the compression with a fixed reference) ORs a per-thread flag;
+ *         a refused call fills out with 0 (uint8) or NaN (dB): no partial image survives.
  */
 #include "usbeam_internal.h"
 
@@ -74,16 +78,19 @@ static inline double sample_power(const float *iq, ptrdiff_t i)
     return re * re + im * im;
 }
 
-/* Largest |z|^2 over a block; squared magnitudes avoid a sqrt per sample. */
-static double max_power(const float *iq, size_t n)
+/* Largest |z|^2 over a block; squared magnitudes avoid a sqrt per sample.  *bad is set
+ * when a power is NaN or inf (a non-finite sample). */
+static double max_power(const float *iq, size_t n, int *bad)
 {
-    double best = 0.0;
+    double best = 0.0, poison = 0.0; /* poison: sum of (power - power), 0 or NaN */
     ptrdiff_t count = (ptrdiff_t)n;
-#pragma omp parallel for reduction(max : best) schedule(static)
+#pragma omp parallel for reduction(max : best) reduction(+ : poison) schedule(static)
     for (ptrdiff_t i = 0; i < count; ++i) {
         double power = sample_power(iq, i);
         best = power > best ? power : best;
+        poison += power - power;
     }
+    *bad |= !(poison == 0.0);
     return best;
 }
 
@@ -94,7 +101,7 @@ static double max_power(const float *iq, size_t n)
  * error ~1e-3 in log2, a few hundredths of a grey level for DR >= 10 dB); comparisons
  * against the exact thresholds then settle the level (one step, more only for a range of
  * about 1 dB or less), so the result is the threshold definition itself.  The brightest pixel meets threshold 255 exactly (10^0 = 1), as PyMUST's
- * 255; NaN passes no threshold and lands on 0, as PyMUST's clip does for -inf. */
+ * 255; a zero pixel passes no threshold and lands on 0, as PyMUST's clip does for -inf. */
 static inline float approx_log2(float x)
 {
     uint32_t bits;
@@ -107,7 +114,30 @@ static inline float approx_log2(float x)
     return exponent + ((0.15824871f * m - 1.05187502f) * m + 3.04788335f) * m - 2.15418557f;
 }
 
-static void compress_uint8(const float *iq, size_t n, double reference_power, double range_db, uint8_t *dst)
+/* Grey level of one pixel of power |z|^2 (see above). */
+static inline uint8_t grey_level(double power, const double *threshold, float slope, double inverse_reference)
+{
+    float ratio = (float)(power * inverse_reference);
+    ratio = ratio > 1e-30f ? ratio : 1e-30f; /* 0 and denormals: far below level 0 */
+    float estimate = 255.0f + slope * approx_log2(ratio);
+    estimate = estimate < 0.0f ? 0.0f : (estimate > 255.0f ? 255.0f : estimate);
+    int level = (int)estimate;
+    /* settle on the exact thresholds (one step at most unless DR is below ~1 dB) */
+    while (level < 255 && power >= threshold[level + 1]) ++level;
+    while (level > 0 && !(power >= threshold[level])) --level;
+    return (uint8_t)level;
+}
+
+static inline float db_value(double power, double ref_db, double range_db)
+{
+    double db = 10.0 * log10(power) - ref_db;
+    return (float)(db > -range_db ? db : -range_db);
+}
+
+/* check: also test each power for NaN / inf (a fixed reference: no max pass has looked at
+ * them; the loop is written twice so the usual case pays nothing); returns 1 when one was. */
+static int compress_uint8(const float *iq, size_t n, double reference_power, double range_db, int check,
+                          uint8_t *dst)
 {
     double threshold[256];
     threshold[0] = -INFINITY; /* level 0 needs nothing */
@@ -116,30 +146,40 @@ static void compress_uint8(const float *iq, size_t n, double reference_power, do
     const float slope = (float)(2550.0 * log10(2.0) / range_db);
     const double inverse_reference = 1.0 / reference_power;
     const ptrdiff_t count = (ptrdiff_t)n;
+    double poison = 0.0; /* sum of (power - power): 0, or NaN once a power is NaN or inf */
+    if (check) {
+#pragma omp parallel for schedule(static) reduction(+ : poison)
+        for (ptrdiff_t i = 0; i < count; ++i) {
+            const double power = sample_power(iq, i);
+            poison += power - power;
+            dst[i] = grey_level(power, threshold, slope, inverse_reference);
+        }
+    } else {
 #pragma omp parallel for schedule(static)
-    for (ptrdiff_t i = 0; i < count; ++i) {
-        const double power = sample_power(iq, i);
-        float ratio = (float)(power * inverse_reference);
-        ratio = ratio > 1e-30f ? ratio : 1e-30f; /* 0, denormals and NaN: far below level 0 */
-        float estimate = 255.0f + slope * approx_log2(ratio);
-        estimate = estimate < 0.0f ? 0.0f : (estimate > 255.0f ? 255.0f : estimate);
-        int level = (int)estimate;
-        /* settle on the exact thresholds (one step at most unless DR is below ~1 dB) */
-        while (level < 255 && power >= threshold[level + 1]) ++level;
-        while (level > 0 && !(power >= threshold[level])) --level;
-        dst[i] = (uint8_t)level;
+        for (ptrdiff_t i = 0; i < count; ++i)
+            dst[i] = grey_level(sample_power(iq, i), threshold, slope, inverse_reference);
     }
+    return !(poison == 0.0);
 }
 
-static void compress_db(const float *iq, size_t n, double reference_power, double range_db, float *dst)
+static int compress_db(const float *iq, size_t n, double reference_power, double range_db, int check,
+                       float *dst)
 {
     const double ref_db = 10.0 * log10(reference_power);
     const ptrdiff_t count = (ptrdiff_t)n;
+    double poison = 0.0;
+    if (check) {
+#pragma omp parallel for schedule(static) reduction(+ : poison)
+        for (ptrdiff_t i = 0; i < count; ++i) {
+            const double power = sample_power(iq, i);
+            poison += power - power;
+            dst[i] = db_value(power, ref_db, range_db);
+        }
+    } else {
 #pragma omp parallel for schedule(static)
-    for (ptrdiff_t i = 0; i < count; ++i) {
-        double db = 10.0 * log10(sample_power(iq, i)) - ref_db;
-        dst[i] = (float)(db > -range_db ? db : -range_db);
+        for (ptrdiff_t i = 0; i < count; ++i) dst[i] = db_value(sample_power(iq, i), ref_db, range_db);
     }
+    return !(poison == 0.0);
 }
 
 usbeam_status usbeam_bmode_execute(usbeam_bmode_plan *plan, const void *in, void *out)
@@ -150,20 +190,30 @@ usbeam_status usbeam_bmode_execute(usbeam_bmode_plan *plan, const void *in, void
     const float *iq = in;
     size_t out_elem = prm->output == USBEAM_BMODE_UINT8 ? 1 : 4;
 
+    int bad = 0;
     double global_power = prm->reference * prm->reference;
-    if (global_power == 0.0 && !prm->per_image) global_power = max_power(iq, prm->n_values);
+    if (global_power == 0.0 && !prm->per_image) global_power = max_power(iq, prm->n_values, &bad);
 
-    for (size_t img = 0; img < prm->n_images; ++img) {
+    for (size_t img = 0; img < prm->n_images && !bad; ++img) {
         const float *block = iq + 2 * img * plan->image_size;
         double reference = global_power;
-        if (reference == 0.0 && prm->per_image) reference = max_power(block, plan->image_size);
+        if (reference == 0.0 && prm->per_image) reference = max_power(block, plan->image_size, &bad);
+        if (bad) break;
+        const int check = prm->reference > 0.0; /* no max pass has tested these samples */
         /* An all-zero image has no scale: every pixel is at the bottom of the range. */
         if (!(reference > 0.0)) reference = INFINITY;
         void *dst = (char *)out + img * plan->image_size * out_elem;
         if (prm->output == USBEAM_BMODE_UINT8)
-            compress_uint8(block, plan->image_size, reference, prm->dynamic_range_db, dst);
+            bad = compress_uint8(block, plan->image_size, reference, prm->dynamic_range_db, check, dst);
         else
-            compress_db(block, plan->image_size, reference, prm->dynamic_range_db, dst);
+            bad = compress_db(block, plan->image_size, reference, prm->dynamic_range_db, check, dst);
+    }
+    if (bad) {
+        if (prm->output == USBEAM_BMODE_UINT8)
+            memset(out, 0, prm->n_values);
+        else
+            usbeam_fill_nan(out, prm->n_values);
+        return usbeam_fail_nonfinite("image", "B-mode refuses them; out is filled with 0 (uint8) or NaN (dB)");
     }
     return USBEAM_OK;
 }

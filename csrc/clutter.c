@@ -38,6 +38,16 @@
  *   responses (the zero-input outputs from each unit state); the state after frame L is
  *   advanced consistently, so the stream continues from the optimal initial state.
  *
+ * NaN or inf input is refused (USBEAM_ERR_INVALID_ARGUMENT), found in a pass the filter makes
+ * anyway: 'mean'/'poly' test the degree-0 coefficient of each pixel (its basis column is the
+ * constant 1/sqrt(N), so the coefficient, a double sum of every frame's sample, is finite
+ * exactly when they all are); 'iir' tests each pixel's state after the block (clutter_iir.c
+ * says why that suffices) and writes the new state to a second buffer, swapped in only when
+ * the whole block was finite (a refused block leaves the state as it was); 'svd' tests the
+ * Gram diagonal before it writes anything.
+ * A refused 'mean'/'poly'/'iir' call fills out with NaN (no partial result; with out = in
+ * that is the caller's buffer); 'svd' leaves out untouched.
+ *
  * backend CUDA: 'mean', 'poly' and 'iir': the basis (or the IIR sections and projection
  * tables) are built here in double, then the twin in cuda/clutter.cu gets them and execute and
  * reset forward ('iir' state lives on the device).  'svd' on CUDA: cuda/clutter_svd.cu does
@@ -120,9 +130,11 @@ static usbeam_status build_poly_basis(usbeam_clutter_plan *p, int order)
  * y_t = sum_k coef_k conj(B[t,k]), i.e. the Casorati row times B B^H. */
 /* One block of `count` pixels: coef_k = sum_t x_t B[t,k] (double, interleaved re/im per
  * pixel), then y_t = x_t - sum_k coef_k conj(B[t,k]) (or + without x_t), loops over pixels
- * innermost so they vectorise.  Built for x86-64-v3 beside the baseline (CLUTTER_CLONES). */
+ * innermost so they vectorise.  Built for x86-64-v3 beside the baseline (CLUTTER_CLONES).
+ * Returns 1, writing nothing, when a coefficient of component 0 is NaN or inf: for the
+ * polynomial bases (column 0 constant and non-zero) exactly when a sample is. */
 CLUTTER_CLONES
-static void project_block(const zdouble *basis, int n_basis, int subtract, size_t n_frames, size_t n_pixels,
+static int project_block(const zdouble *basis, int n_basis, int subtract, size_t n_frames, size_t n_pixels,
                           const float *in, float *out, size_t first, size_t count, double *coef)
 {
     for (int k = 0; k < n_basis; ++k) {
@@ -139,6 +151,10 @@ static void project_block(const zdouble *basis, int n_basis, int subtract, size_
             }
         }
     }
+    int nonfinite = 0;
+    if (n_basis > 0)
+        for (size_t i = 0; i < 2 * count; ++i) nonfinite |= !(coef[i] - coef[i] == 0.0);
+    if (nonfinite) return 1;
     /* all coefficients are read before any output row is written: in-place is safe */
     double acc[2 * PIXEL_BLOCK];
     for (size_t t = 0; t < n_frames; ++t) {
@@ -160,22 +176,25 @@ static void project_block(const zdouble *basis, int n_basis, int subtract, size_
             for (size_t i = 0; i < 2 * count; ++i) y[i] = (float)acc[i];
         }
     }
+    return 0;
 }
 
-void clutter_apply_projection(usbeam_clutter_plan *p, const float *in, float *out)
+int clutter_apply_projection(usbeam_clutter_plan *p, const float *in, float *out)
 {
     const size_t n_frames = p->params.n_frames, n_pixels = p->params.n_pixels;
     const ptrdiff_t n_blocks = (ptrdiff_t)((n_pixels + PIXEL_BLOCK - 1) / PIXEL_BLOCK);
-#pragma omp parallel num_threads(usbeam_team_size(p->n_threads))
+    int bad = 0;
+#pragma omp parallel num_threads(usbeam_team_size(p->n_threads)) reduction(| : bad)
     {
         double *coef = (double *)(p->coef + (size_t)clutter_thread_id() * n_frames * PIXEL_BLOCK);
 #pragma omp for schedule(static)
         for (ptrdiff_t blk = 0; blk < n_blocks; ++blk) {
             size_t first = (size_t)blk * PIXEL_BLOCK;
             size_t count = n_pixels - first < PIXEL_BLOCK ? n_pixels - first : PIXEL_BLOCK;
-            project_block(p->basis, p->n_basis, p->subtract, n_frames, n_pixels, in, out, first, count, coef);
+            bad |= project_block(p->basis, p->n_basis, p->subtract, n_frames, n_pixels, in, out, first, count, coef);
         }
     }
+    return bad;
 }
 
 /* ---- plan ------------------------------------------------------------------------------ */
@@ -332,6 +351,7 @@ usbeam_status usbeam_clutter_plan_create(const usbeam_clutter_params *params, us
         p->init_frames = params->iir_init_frames ? params->iir_init_frames : n;
         if (cpu) { /* on CUDA the state lives on the device (cuda/clutter.cu) */
             p->state = checked_alloc((size_t)p->n_state * 2, params->n_pixels, sizeof(double), &failed);
+            p->state_next = checked_alloc((size_t)p->n_state * 2, params->n_pixels, sizeof(double), &failed);
             p->y0 = checked_alloc(nt * 2 * p->init_frames, PIXEL_BLOCK, sizeof(double), &failed);
         }
         p->natural_q = checked_alloc(p->init_frames, (size_t)p->n_state, sizeof(double), &failed);
@@ -368,17 +388,30 @@ usbeam_status usbeam_clutter_execute(usbeam_clutter_plan *plan, const void *in, 
     if (!plan || !in || !out) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "plan, in and out must not be NULL");
     if (plan->cuda) return usbeam_clutter_cuda_execute(plan->cuda, in, out);
     if (plan->svd_cuda) return usbeam_clutter_svd_cuda_execute(plan->svd_cuda, in, out);
+    int bad = 0;
     switch (plan->params.method) {
     case USBEAM_CLUTTER_MEAN:
     case USBEAM_CLUTTER_POLY:
-        clutter_apply_projection(plan, in, out);
+        bad = clutter_apply_projection(plan, in, out);
         break;
     case USBEAM_CLUTTER_SVD:
         return clutter_svd_filter(plan, in, out);
     case USBEAM_CLUTTER_IIR:
-        clutter_iir_filter(plan, in, out);
-        plan->started = 1;
+        bad = clutter_iir_filter(plan, in, out);
+        if (!bad) { /* the block was finite: its state becomes the filter's */
+            double *swap = plan->state;
+            plan->state = plan->state_next;
+            plan->state_next = swap;
+            plan->started = 1;
+        }
         break;
+    }
+    if (bad) {
+        usbeam_fill_nan(out, 2 * plan->params.n_frames * plan->params.n_pixels);
+        return usbeam_fail_nonfinite("iq", plan->params.method == USBEAM_CLUTTER_IIR
+                                               ? "the clutter filter refuses them; out is filled with NaN and the "
+                                                 "IIR state is left as it was"
+                                               : "the clutter filter refuses them; out is filled with NaN");
     }
     return USBEAM_OK;
 }
@@ -428,6 +461,7 @@ void usbeam_clutter_plan_destroy(usbeam_clutter_plan *plan)
     usbeam_free(plan->singular_values);
     usbeam_free(plan->order);
     usbeam_free(plan->state);
+    usbeam_free(plan->state_next);
     usbeam_free(plan->natural_q);
     usbeam_free(plan->state_gain);
     usbeam_free(plan->y0);

@@ -10,6 +10,14 @@
  * initial state that minimises the output energy over the first L frames, applied as
  * y = y0 - Q Q^T y0 with Q an orthonormal basis of the natural (zero-input) responses, and the
  * state after frame L moved by -T R^{-1} Q^T y0 so the stream continues from that optimum.
+ * NaN or inf: one such sample would poison its pixel's state for every later block, so the
+ * filter reads p->state at frame 0 and writes p->state_next (updated in place from then on:
+ * the same state traffic as an in-place update); the caller swaps the buffers only when the
+ * block was finite.  The test costs two compares per pixel and block: the first section's z1
+ * after the last frame.  A non-finite input v makes w = b0 v + z1 (b0 > 0) and then z1 non-finite,
+ * and a non-finite z1 stays so (w = b0 v + z1, z1' = b1 v - a1 w + z2: IEEE sums and products
+ * of a NaN or an inf with finite values, 0 included, are NaN or inf), while finite samples
+ * keep the double state finite (a stable filter of float32 data cannot overflow a double).
  */
 #include "clutter_internal.h"
 
@@ -146,43 +154,54 @@ usbeam_status clutter_iir_prepare_projection(usbeam_clutter_plan *p)
     return USBEAM_OK;
 }
 
-void clutter_iir_filter(usbeam_clutter_plan *p, const float *in, float *out)
+int clutter_iir_filter(usbeam_clutter_plan *p, const float *in, float *out)
 {
     const size_t n_frames = p->params.n_frames, n_pixels = p->params.n_pixels;
     const ptrdiff_t n_blocks = (ptrdiff_t)((n_pixels + PIXEL_BLOCK - 1) / PIXEL_BLOCK);
     const int project = !p->started && p->params.iir_init == USBEAM_IIR_INIT_PROJECTION;
     const size_t L = project ? p->init_frames : 0;
     const int m = p->n_state;
-#pragma omp parallel num_threads(usbeam_team_size(p->n_threads))
+    double *const state = p->state_next;
+    int bad = 0;
+#pragma omp parallel num_threads(usbeam_team_size(p->n_threads)) reduction(| : bad)
     {
         double *y0 = p->y0 + (size_t)clutter_thread_id() * 2 * p->init_frames * PIXEL_BLOCK;
 #pragma omp for schedule(static)
         for (ptrdiff_t blk = 0; blk < n_blocks; ++blk) {
             size_t first = (size_t)blk * PIXEL_BLOCK;
             size_t count = n_pixels - first < PIXEL_BLOCK ? n_pixels - first : PIXEL_BLOCK;
+            int nonfinite = 0;
             for (size_t t = 0; t < n_frames; ++t) {
                 const float *x = in + 2 * (t * n_pixels + first);
                 float *y = out + 2 * (t * n_pixels + first);
+                /* frame 0 reads the committed state and writes state_next; later frames update
+                 * state_next in place (every state row is written at every frame) */
+                const double *const from = t == 0 ? p->state : state;
                 for (int part = 0; part < 2; ++part) {
                     double buf[PIXEL_BLOCK];
                     for (size_t i = 0; i < count; ++i) buf[i] = x[2 * i + part];
                     int slot = 0;
                     for (int s = 0; s < p->n_sections; ++s) {
                         const double *b = p->sos_b[s], *a = p->sos_a[s];
-                        double *z1 = p->state + ((size_t)(slot * 2 + part)) * n_pixels + first;
+                        const size_t row1 = ((size_t)(slot * 2 + part)) * n_pixels + first;
+                        const double *z1_in = from + row1;
+                        double *z1 = state + row1;
                         if (p->section_order[s] == 2) {
-                            double *z2 = p->state + ((size_t)((slot + 1) * 2 + part)) * n_pixels + first;
+                            const size_t row2 = ((size_t)((slot + 1) * 2 + part)) * n_pixels + first;
+                            const double *z2_in = from + row2;
+                            double *z2 = state + row2;
 #pragma omp simd
                             for (size_t i = 0; i < count; ++i) {
-                                double v = buf[i], w = b[0] * v + z1[i];
-                                z1[i] = b[1] * v - a[1] * w + z2[i];
+                                double v = buf[i], w = b[0] * v + z1_in[i];
+                                double z2_old = z2_in[i];
+                                z1[i] = b[1] * v - a[1] * w + z2_old;
                                 z2[i] = b[2] * v - a[2] * w;
                                 buf[i] = w;
                             }
                         } else {
 #pragma omp simd
                             for (size_t i = 0; i < count; ++i) {
-                                double v = buf[i], w = b[0] * v + z1[i];
+                                double v = buf[i], w = b[0] * v + z1_in[i];
                                 z1[i] = b[1] * v - a[1] * w;
                                 buf[i] = w;
                             }
@@ -204,7 +223,7 @@ void clutter_iir_filter(usbeam_clutter_plan *p, const float *in, float *out)
                         double *y0p = y0 + (size_t)part * L * PIXEL_BLOCK;
                         for (int j = 0; j < m; ++j) {
                             const double *g = p->state_gain + (size_t)j * L;
-                            double *z = p->state + ((size_t)(j * 2 + part)) * n_pixels + first;
+                            double *z = state + ((size_t)(j * 2 + part)) * n_pixels + first;
                             for (size_t u = 0; u < L; ++u)
                                 for (size_t i = 0; i < count; ++i) z[i] += g[u] * y0p[u * PIXEL_BLOCK + i];
                         }
@@ -224,7 +243,13 @@ void clutter_iir_filter(usbeam_clutter_plan *p, const float *in, float *out)
                     }
                 }
             }
+            for (int part = 0; part < 2; ++part) { /* z1 of the first section: see the top of the file */
+                const double *z1 = state + (size_t)part * n_pixels + first;
+                for (size_t i = 0; i < count; ++i) nonfinite |= !(z1[i] - z1[i] == 0.0);
+            }
+            bad |= nonfinite;
         }
     }
+    return bad;
 }
 

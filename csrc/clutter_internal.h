@@ -63,6 +63,7 @@ struct usbeam_clutter_plan {
     double sos_b[IIR_MAX_ORDER][3], sos_a[IIR_MAX_ORDER][3];
     int n_state;              /* = iir_order */
     double *state;            /* [n_state][2 (re, im)][n_pixels] (CPU plans only: on CUDA, on the device) */
+    double *state_next;       /* same: execute writes the new state here, swapped in if the block was finite */
     size_t init_frames;       /* L */
     double *natural_q;        /* L x n_state: orthonormal basis of the natural responses */
     double *state_gain;       /* n_state x L: state correction per unit of zero-state output */
@@ -82,14 +83,18 @@ static inline int clutter_thread_id(void)
 #endif
 }
 
-/* out = in - C B B^H (p->subtract) or C B B^H, with B = p->basis (n_frames x p->n_basis). */
-void clutter_apply_projection(usbeam_clutter_plan *p, const float *in, float *out);
+/* out = in - C B B^H (p->subtract) or C B B^H, with B = p->basis (n_frames x p->n_basis).
+ * Returns 1 when a coefficient of component 0 was NaN or inf (polynomial bases: a non-finite
+ * sample); out is then partly written. */
+int clutter_apply_projection(usbeam_clutter_plan *p, const float *in, float *out);
 /* SVD filter: Gram matrix, eigen-decomposition, cut-offs, then the projection. */
 /* USBEAM_ERR_INVALID_ARGUMENT when the ensemble holds NaN or inf (out untouched). */
 usbeam_status clutter_svd_filter(usbeam_clutter_plan *p, const float *in, float *out);
 /* IIR: section coefficients from the parameters; projection-initialisation tables. */
 void clutter_iir_design(usbeam_clutter_plan *p);
 usbeam_status clutter_iir_prepare_projection(usbeam_clutter_plan *p);
-void clutter_iir_filter(usbeam_clutter_plan *p, const float *in, float *out);
+/* Filters one block from p->state into p->state_next (the caller swaps them); returns 1 when
+ * a sample was NaN or inf (out is then partly written, p->state untouched). */
+int clutter_iir_filter(usbeam_clutter_plan *p, const float *in, float *out);
 
 #endif

@@ -165,7 +165,10 @@ usbeam_status clutter_svd_filter(usbeam_clutter_plan *p, const float *in, float 
      * unfiltered: refuse it instead, at the cost of n checks. */
     for (size_t k = 0; k < n; ++k)
         if (!isfinite(creal(p->gram[k * n + k])))
-            return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "iq: the ensemble holds NaN or inf (frame %zu)", k);
+            return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT,
+                               "iq contains NaN or infinite values (frame %zu; the SVD clutter filter "
+                               "refuses them; out is untouched)",
+                               k);
     hermitian_jacobi(p->gram, p->eigvec, n);
     for (size_t k = 0; k < n; ++k) {
         p->eigval[k] = creal(p->gram[k * n + k]);
@@ -207,7 +210,7 @@ usbeam_status clutter_svd_filter(usbeam_clutter_plan *p, const float *in, float 
             ++p->n_basis;
         }
     }
-    clutter_apply_projection(p, in, out);
+    (void)clutter_apply_projection(p, in, out); /* finite input, checked above */
     return USBEAM_OK;
 }
 

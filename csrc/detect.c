@@ -24,6 +24,9 @@
  *            candidates (a NaN coordinate makes it NaN, as torch.max does).  torchvision
  *            switches to a per-class loop for large inputs; the two agree except where the
  *            float32 offset rounds a coordinate, which is why this one is documented.
+ * NaN or inf in raw is refused on the CPU before anything is written (detections and counts
+ *   untouched): only the candidates' boxes are read, so the check is usbeam_count_nonfinite
+ *   over the whole of raw.  (The NaN rules above are what the CUDA twin does with them.)
  * Reference: torchvision.ops.boxes.batched_nms and csrc/ops/cpu/nms_kernel.cpp (BSD-3);
  *   YOLOv5 utils/general.py non_max_suppression (AGPL-3; semantics only).
  */
@@ -321,6 +324,9 @@ usbeam_status usbeam_detect_execute_async(usbeam_detect_plan *plan, const void *
     if (plan->backend == USBEAM_BACKEND_CUDA)
         return usbeam_cuda_detect_run(plan->cuda, raw, detections, counts, stream);
 #endif
+    const usbeam_detect_params *prm = &plan->params;
+    if (usbeam_count_nonfinite(raw, prm->in_dtype, prm->n_images * prm->n_anchors * (5 + prm->n_classes)))
+        return usbeam_fail_nonfinite("raw", "detect_postprocess refuses them; detections and counts are untouched");
     const ptrdiff_t n_images = (ptrdiff_t)plan->params.n_images;
 #pragma omp parallel for schedule(dynamic, 1) if (n_images > 1)
     for (ptrdiff_t image = 0; image < n_images; ++image)

@@ -28,11 +28,17 @@
  * the clutter filter; linear, or 10 log10(P / ref) dB with ref the max (or a fixed value),
  * with values below a noise floor raised to it.
  *
+ * NaN or inf input is refused (USBEAM_ERR_INVALID_ARGUMENT): both estimators already sum
+ * |x[t]|^2 over the ensemble in double, which is finite exactly when every sample of the pixel
+ * is (float32 squares cannot overflow a double), so testing that sum per pixel is the whole
+ * check.  A refused call fills its outputs with NaN (no partial map).
+ *
  * backend CUDA: create validates and builds the windows here exactly as for the CPU, then
  * hands them to the twin in cuda/doppler.cu (no host accumulators); execute forwards.
  */
 #include "usbeam_internal.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -226,12 +232,16 @@ usbeam_status usbeam_color_execute(usbeam_color_plan *plan, const void *in, floa
     double *r_re = plan->acc[0], *r_im = plan->acc[1], *pw = plan->acc[2];
     double *az_re = plan->acc[3], *az_im = plan->acc[4];
     const ptrdiff_t n_blocks = (ptrdiff_t)((n_pixels + PIXEL_BLOCK - 1) / PIXEL_BLOCK);
+    int bad = 0;
 
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) reduction(| : bad)
     for (ptrdiff_t blk = 0; blk < n_blocks; ++blk) {
         const size_t first = (size_t)blk * PIXEL_BLOCK;
         const size_t count = n_pixels - first < PIXEL_BLOCK ? n_pixels - first : PIXEL_BLOCK;
         accumulate_block(iq, n_frames, n_pixels, lag, first, count, r_re + first, r_im + first, pw + first);
+        int nonfinite = 0;
+        for (size_t i = 0; i < count; ++i) nonfinite |= !(pw[first + i] <= DBL_MAX);
+        bad |= nonfinite;
         if (power) /* mean power over the ensemble, before any spatial averaging */
             for (size_t i = 0; i < count; ++i) power[first + i] = (float)(pw[first + i] / (double)n_frames);
         if (axial) {
@@ -249,6 +259,13 @@ usbeam_status usbeam_color_execute(usbeam_color_plan *plan, const void *in, floa
                 az_im[q] = zi;
             }
         }
+    }
+
+    if (bad) {
+        usbeam_fill_nan(velocity, n_pixels);
+        if (variance) usbeam_fill_nan(variance, n_pixels);
+        if (power) usbeam_fill_nan(power, n_pixels);
+        return usbeam_fail_nonfinite("iq", "color Doppler refuses them; its outputs are filled with NaN");
     }
 
     if (plan->smooth) {
@@ -332,7 +349,8 @@ usbeam_status usbeam_power_execute(usbeam_power_plan *plan, const void *in, floa
     const double floor_power = prm->noise_floor;
     const ptrdiff_t n_blocks = (ptrdiff_t)((n_pixels + PIXEL_BLOCK - 1) / PIXEL_BLOCK);
     double max_power = 0.0;
-#pragma omp parallel for schedule(static) reduction(max : max_power)
+    int bad = 0;
+#pragma omp parallel for schedule(static) reduction(max : max_power) reduction(| : bad)
     for (ptrdiff_t blk = 0; blk < n_blocks; ++blk) {
         const size_t first = (size_t)blk * PIXEL_BLOCK;
         const size_t count = n_pixels - first < PIXEL_BLOCK ? n_pixels - first : PIXEL_BLOCK;
@@ -341,7 +359,9 @@ usbeam_status usbeam_power_execute(usbeam_power_plan *plan, const void *in, floa
             const float *a = iq + 2 * (t * n_pixels + first);
             for (size_t i = 0; i < count; ++i) sp[i] += (double)a[2 * i] * a[2 * i] + (double)a[2 * i + 1] * a[2 * i + 1];
         }
+        int nonfinite = 0;
         for (size_t i = 0; i < count; ++i) {
+            nonfinite |= !(sp[i] <= DBL_MAX);
             double pw = sp[i] / (double)n_frames;
             if (pw < floor_power) pw = floor_power;
             /* the max is taken over the stored float32 values, so the brightest pixel is exactly 0 dB */
@@ -349,6 +369,11 @@ usbeam_status usbeam_power_execute(usbeam_power_plan *plan, const void *in, floa
             if (stored > max_power) max_power = stored;
             out[first + i] = stored;
         }
+        bad |= nonfinite;
+    }
+    if (bad) {
+        usbeam_fill_nan(out, n_pixels);
+        return usbeam_fail_nonfinite("iq", "power Doppler refuses them; out is filled with NaN");
     }
     if (prm->output_db) {
         double ref = prm->reference > 0.0 ? prm->reference : max_power;

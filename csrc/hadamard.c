@@ -30,6 +30,11 @@
  * FAST, the factorised product H^T x = (S^T (x) B^T) x: B^T on each of the 2^k chunks of m
  * rows (m^2 each), then log2(2^k) butterfly passes (a + b, a - b) across chunks
  * (the fast Walsh-Hadamard transform), i.e. n log2 n additions for n = 2^k.
+ *
+ * NaN or inf float32 input is refused (USBEAM_ERR_INVALID_ARGUMENT): every entry of H is +-1,
+ * so each decoded value of a sample is a double sum of +-(all n transmits), non-finite
+ * exactly when one of them is; element 0 of every sample is tested as the tile is scattered
+ * (one compare per n values).  A refused call fills out with NaN (no partial result).
  */
 #include "usbeam_internal.h"
 
@@ -321,9 +326,10 @@ DEFINE_ADD_SIGNED(add_signed_f64, double)
 /*
  * DECODE_TILE(NAME, IN_T, ACC_T) defines one tile pass for input type IN_T accumulated in
  * ACC_T: gather -> DIRECT or FAST -> scale and scatter.  x and y are [n][TILE] scratch.
+ * Returns 1 when a decoded value is NaN or inf (only possible for float input).
  */
 #define DECODE_TILE(NAME, IN_T, ACC_T, HT, BT, ADD_SIGNED)                                                        \
-    static void NAME(const usbeam_hadamard_plan *p, const IN_T *in, void *out, size_t first,           \
+    static int NAME(const usbeam_hadamard_plan *p, const IN_T *in, void *out, size_t first,           \
                      size_t count, ACC_T *x, ACC_T *y)                                                 \
     {                                                                                                  \
         const size_t n = p->n, inner = p->params.n_inner;                                              \
@@ -374,6 +380,9 @@ DEFINE_ADD_SIGNED(add_signed_f64, double)
             result = x;                                                                                \
         }                                                                                              \
         const int last = p->params.transmit_last;                                                      \
+        int nonfinite = 0; /* element 0 of each sample: finite exactly when all its inputs are */      \
+        for (size_t j = 0; j < TILE; ++j)                                                              \
+            nonfinite |= !((double)result[j] - (double)result[j] == 0.0);                              \
         if (p->params.out_dtype == USBEAM_DTYPE_FLOAT32) {                                             \
             float *dst = out;                                                                          \
             const double inv = 1.0 / (double)n;                                                        \
@@ -390,6 +399,7 @@ DEFINE_ADD_SIGNED(add_signed_f64, double)
                     dst[at] = divide_rounded((int64_t)result[e * TILE + j], (int64_t)n);               \
                 }                                                                                      \
         }                                                                                              \
+        return nonfinite;                                                                              \
     }
 
 DECODE_TILE(decode_tile_int16, int16_t, int32_t, ht_i32, bt_i32, add_signed_i32)
@@ -403,7 +413,8 @@ usbeam_status usbeam_hadamard_execute(usbeam_hadamard_plan *plan, const void *in
     const size_t samples = plan->params.n_outer * plan->params.n_inner;
     const ptrdiff_t n_tiles = (ptrdiff_t)((samples + TILE - 1) / TILE);
     const usbeam_dtype dtype = plan->params.in_dtype;
-#pragma omp parallel for schedule(static) num_threads(usbeam_team_size(plan->n_threads))
+    int bad = 0;
+#pragma omp parallel for schedule(static) num_threads(usbeam_team_size(plan->n_threads)) reduction(| : bad)
     for (ptrdiff_t tile = 0; tile < n_tiles; ++tile) {
         int thread = 0;
 #ifdef _OPENMP
@@ -418,7 +429,11 @@ usbeam_status usbeam_hadamard_execute(usbeam_hadamard_plan *plan, const void *in
         else if (dtype == USBEAM_DTYPE_INT32)
             decode_tile_int32(plan, in, out, first, count, (int64_t *)scratch, (int64_t *)(scratch + half));
         else
-            decode_tile_float32(plan, in, out, first, count, (double *)scratch, (double *)(scratch + half));
+            bad |= decode_tile_float32(plan, in, out, first, count, (double *)scratch, (double *)(scratch + half));
+    }
+    if (bad) { /* float input, float32 output */
+        usbeam_fill_nan(out, samples * plan->n);
+        return usbeam_fail_nonfinite("data", "hadamard_decode refuses them; out is filled with NaN");
     }
     return USBEAM_OK;
 }

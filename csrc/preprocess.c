@@ -16,6 +16,12 @@
  *          Source coordinates and weights are computed once, in double, in plan create; the
  *          per-pixel blend runs in float32.
  * FP16:    see ai_math.h (bit-exact with numpy's astype).
+ * NaN or inf float input is refused: a resize that shrinks by more than 2 skips pixels, so
+ *          the blend cannot be the check; instead each output row, in the same parallel loop,
+ *          checks the input rows it owns ([r in_h / out_h, (r+1) in_h / out_h), a partition of
+ *          the image) just before it blends (for a shrink its taps lie in or next to those
+ *          rows, then in cache).  A refused call fills out with NaN (no partial tensor).  The
+ *          FP16 <-> FP32 conversions keep NaN and inf (numpy's astype: NaN in is NaN out).
  */
 #include "ai_internal.h"
 #include "ai_math.h"
@@ -208,10 +214,31 @@ usbeam_status usbeam_preprocess_execute_async(usbeam_preprocess_plan *plan, cons
         plan->params.in_dtype == USBEAM_DTYPE_UINT8     ? resize_row_u8
         : plan->params.in_dtype == USBEAM_DTYPE_FLOAT16 ? resize_row_f16
                                                         : resize_row_f32;
-    const ptrdiff_t n_rows = (ptrdiff_t)(plan->params.n_images * plan->params.out_height);
-#pragma omp parallel for schedule(static)
-    for (ptrdiff_t r = 0; r < n_rows; ++r)
-        resize_row(plan, in, (size_t)r / plan->params.out_height, (size_t)r % plan->params.out_height, out);
+    const usbeam_preprocess_params *prm = &plan->params;
+    const size_t in_h = prm->in_height, out_h = prm->out_height, row_values = prm->in_width * prm->in_channels;
+    const size_t value_size = prm->in_dtype == USBEAM_DTYPE_FLOAT32 ? 4 : prm->in_dtype == USBEAM_DTYPE_FLOAT16 ? 2 : 0;
+    const ptrdiff_t n_rows = (ptrdiff_t)(prm->n_images * out_h);
+    int bad = 0;
+#pragma omp parallel for schedule(static) reduction(| : bad)
+    for (ptrdiff_t r = 0; r < n_rows; ++r) {
+        const size_t image = (size_t)r / out_h, row = (size_t)r % out_h;
+        if (value_size) { /* uint8 needs no check */
+            const size_t lo = row * in_h / out_h, hi = (row + 1) * in_h / out_h;
+            const char *first = (const char *)in + (image * in_h + lo) * row_values * value_size;
+            bad |= usbeam_count_nonfinite(first, prm->in_dtype, (hi - lo) * row_values) != 0;
+        }
+        resize_row(plan, in, image, row, out);
+    }
+    if (bad) {
+        const size_t n_out = prm->n_images * out_h * prm->out_width * prm->out_channels;
+        if (prm->out_dtype == USBEAM_DTYPE_FLOAT16) {
+            uint16_t *half = out;
+            for (size_t i = 0; i < n_out; ++i) half[i] = 0x7E00u; /* float16 quiet NaN */
+        } else {
+            usbeam_fill_nan(out, n_out);
+        }
+        return usbeam_fail_nonfinite("image", "model_input refuses them; out is filled with NaN");
+    }
     return USBEAM_OK;
 }
 

@@ -20,6 +20,9 @@
  *     once at plan time and run on the real RF; the phasor multiplies the kept outputs only
  *     (two multiply-adds per tap instead of four for complex taps).
  * Execute allocates nothing: each OpenMP thread owns a scratch line in the plan.
+ * NaN or inf RF (float32 / float64) is refused: the pass that reads each sample once (the
+ * mixing of the Butterworth path, the line load of the FIR path) ORs a per-line flag
+ * (x - x is 0 only for finite x); a refused call fills out with NaN, no partial IQ.
  * The Butterworth recursion is serial in time, so BUTTER_LINES lines run through it together
  * (their re and im parts interleaved as 2*BUTTER_LINES channels per sample): the channel loops
  * vectorise and hide the latency of the recursion.  Each channel sees the same arithmetic as
@@ -271,10 +274,12 @@ fail:
     return st;
 }
 
-/* x[m] = RF[m] * phasor[m] into re[m*stride], im[m*stride]; the RF line is read as double. */
-static void mix_line(const usbeam_rf2iq_plan *plan, const void *in, size_t line, double *re, double *im,
-                     size_t stride)
+/* x[m] = RF[m] * phasor[m] into re[m*stride], im[m*stride]; the RF line is read as double.
+ * Returns 1 when the line holds a NaN or an inf. */
+static int mix_line(const usbeam_rf2iq_plan *plan, const void *in, size_t line, double *re, double *im,
+                    size_t stride)
 {
+    int nonfinite = 0; /* x - x is 0 only for finite x */
     const size_t n = plan->params.n_samples;
     const double *pr = plan->phasor_re, *pi = plan->phasor_im;
     switch (plan->params.input_dtype) {
@@ -291,6 +296,7 @@ static void mix_line(const usbeam_rf2iq_plan *plan, const void *in, size_t line,
         for (size_t m = 0; m < n; ++m) {
             re[m * stride] = (double)rf[m] * pr[m];
             im[m * stride] = (double)rf[m] * pi[m];
+            nonfinite |= !(rf[m] - rf[m] == 0.0f);
         }
         break;
     }
@@ -299,10 +305,12 @@ static void mix_line(const usbeam_rf2iq_plan *plan, const void *in, size_t line,
         for (size_t m = 0; m < n; ++m) {
             re[m * stride] = rf[m] * pr[m];
             im[m * stride] = rf[m] * pi[m];
+            nonfinite |= !(rf[m] - rf[m] == 0.0);
         }
         break;
     }
     }
+    return nonfinite;
 }
 
 /* One pass of the recursion (transposed direct form II, as scipy.signal.lfilter) over the
@@ -328,9 +336,11 @@ static void iir_pass(const usbeam_rf2iq_plan *plan, double *x, size_t count, int
     }
 }
 
-/* Lines first .. first+BUTTER_LINES-1 (fewer at the end: the spare channels run on zeros). */
-static void butter_lines(const usbeam_rf2iq_plan *plan, const void *in, size_t first, double *x, void *out)
+/* Lines first .. first+BUTTER_LINES-1 (fewer at the end: the spare channels run on zeros).
+ * Returns 1 when one of them holds a NaN or an inf. */
+static int butter_lines(const usbeam_rf2iq_plan *plan, const void *in, size_t first, double *x, void *out)
 {
+    int bad = 0;
     enum { C = BUTTER_CHANNELS };
     const size_t n = plan->params.n_samples, pad = plan->padlen, total = n + 2 * pad;
     const size_t n_lines = plan->params.n_lines;
@@ -338,7 +348,7 @@ static void butter_lines(const usbeam_rf2iq_plan *plan, const void *in, size_t f
     if (lines < BUTTER_LINES) memset(x, 0, total * C * sizeof(double));
     for (size_t l = 0; l < lines; ++l) {
         double *re = x + 2 * l, *im = re + 1;
-        mix_line(plan, in, first + l, re + pad * C, im + pad * C, C);
+        bad |= mix_line(plan, in, first + l, re + pad * C, im + pad * C, C);
         /* odd extension: reflect the line through its end points */
         for (size_t k = 1; k <= pad; ++k) {
             re[(pad - k) * C] = 2.0 * re[pad * C] - re[(pad + k) * C];
@@ -358,12 +368,15 @@ static void butter_lines(const usbeam_rf2iq_plan *plan, const void *in, size_t f
             iq[2 * j + 1] = (float)(2.0 * y[j * step * C + 1]);
         }
     }
+    return bad;
 }
 
-/* Read RF line `line` as double into rf[0..n) (int16 / float32 / float64). */
-static void load_line(const usbeam_rf2iq_plan *plan, const void *in, size_t line, double *rf)
+/* Read RF line `line` as double into rf[0..n) (int16 / float32 / float64); returns 1 when
+ * it holds a NaN or an inf. */
+static int load_line(const usbeam_rf2iq_plan *plan, const void *in, size_t line, double *rf)
 {
     const size_t n = plan->params.n_samples;
+    int nonfinite = 0; /* x - x is 0 only for finite x */
     switch (plan->params.input_dtype) {
     case USBEAM_DTYPE_INT16: {
         const int16_t *src = (const int16_t *)in + line * n;
@@ -372,13 +385,26 @@ static void load_line(const usbeam_rf2iq_plan *plan, const void *in, size_t line
     }
     case USBEAM_DTYPE_FLOAT32: {
         const float *src = (const float *)in + line * n;
-        for (size_t m = 0; m < n; ++m) rf[m] = src[m];
+#pragma omp simd reduction(| : nonfinite)
+        for (size_t m = 0; m < n; ++m) {
+            const float v = src[m];
+            rf[m] = v;
+            nonfinite |= !(v - v == 0.0f);
+        }
         break;
     }
-    default:
-        memcpy(rf, (const double *)in + line * n, n * sizeof(double));
+    default: {
+        const double *src = (const double *)in + line * n;
+#pragma omp simd reduction(| : nonfinite)
+        for (size_t m = 0; m < n; ++m) {
+            const double v = src[m];
+            rf[m] = v;
+            nonfinite |= !(v - v == 0.0);
+        }
         break;
     }
+    }
+    return nonfinite;
 }
 
 /* out = 2 * phasor[m] * (re + j im), as complex64 */
@@ -389,12 +415,13 @@ static inline void store_rotated(const usbeam_rf2iq_plan *plan, size_t m, double
     out[1] = (float)(2.0 * (re * pi + im * pr));
 }
 
-static void fir_line(const usbeam_rf2iq_plan *plan, const void *in, size_t line, double *rf, float *out)
+/* Returns 1 when the line holds a NaN or an inf. */
+static int fir_line(const usbeam_rf2iq_plan *plan, const void *in, size_t line, double *rf, float *out)
 {
     const size_t n = plan->params.n_samples, taps = plan->n_taps;
     const size_t centre = (taps - 1) / 2, lead = taps - 1 - centre; /* zeros before / after */
     memset(rf, 0, lead * sizeof(double));
-    load_line(plan, in, line, rf + lead);
+    const int bad = load_line(plan, in, line, rf + lead);
     memset(rf + lead + n, 0, centre * sizeof(double));
     /* (h * x)[m] = sum_k h[k] x[m + c - k] = phasor[m] sum_j q[j] rfpad[m + j] */
     const double *qr = plan->modulated_re, *qi = plan->modulated_im;
@@ -424,6 +451,7 @@ static void fir_line(const usbeam_rf2iq_plan *plan, const void *in, size_t line,
         }
         store_rotated(plan, j * step, re0, im0, out + 2 * j);
     }
+    return bad;
 }
 
 usbeam_status usbeam_rf2iq_execute(usbeam_rf2iq_plan *plan, const void *in, void *out)
@@ -433,7 +461,8 @@ usbeam_status usbeam_rf2iq_execute(usbeam_rf2iq_plan *plan, const void *in, void
     const size_t n_lines = plan->params.n_lines;
     const int butter = plan->params.filter == USBEAM_RF2IQ_BUTTER;
     const ptrdiff_t n_items = (ptrdiff_t)(butter ? (n_lines + BUTTER_LINES - 1) / BUTTER_LINES : n_lines);
-#pragma omp parallel num_threads(usbeam_team_size(plan->n_threads))
+    int bad = 0;
+#pragma omp parallel num_threads(usbeam_team_size(plan->n_threads)) reduction(| : bad)
     {
         int tid = 0;
 #ifdef _OPENMP
@@ -443,10 +472,14 @@ usbeam_status usbeam_rf2iq_execute(usbeam_rf2iq_plan *plan, const void *in, void
 #pragma omp for schedule(static)
         for (ptrdiff_t item = 0; item < n_items; ++item) {
             if (butter)
-                butter_lines(plan, in, (size_t)item * BUTTER_LINES, scratch, out);
+                bad |= butter_lines(plan, in, (size_t)item * BUTTER_LINES, scratch, out);
             else
-                fir_line(plan, in, (size_t)item, scratch, (float *)out + 2 * (size_t)item * plan->n_out);
+                bad |= fir_line(plan, in, (size_t)item, scratch, (float *)out + 2 * (size_t)item * plan->n_out);
         }
+    }
+    if (bad) {
+        usbeam_fill_nan(out, 2 * n_lines * plan->n_out);
+        return usbeam_fail_nonfinite("rf", "rf2iq refuses them; out is filled with NaN");
     }
     return USBEAM_OK;
 }

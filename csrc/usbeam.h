@@ -18,6 +18,10 @@
  *   plans may execute concurrently from different threads; one plan may not.
  * - Every call returns a usbeam_status.  On failure usbeam_last_error() gives a
  *   message for the calling thread that names the offending parameter.
+ * - Floating-point input data holding NaN or inf is refused by the CPU backend's execute
+ *   (USBEAM_ERR_INVALID_ARGUMENT, "<name> contains NaN or infinite values (...)"); out is then
+ *   untouched (das, rca, the SVD clutter filter, detect) or filled with NaN (0 for uint8
+ *   B-mode), and persistent state (the IIR clutter filter's) is left as it was.
  *
  * Arrays are C-order with the fastest axis last, e.g. channel data
  * (n_frames, n_transmits, n_elements, n_samples), which is MATLAB's column-major

@@ -58,6 +58,19 @@ usbeam_status usbeam_check_positive(const char *name, double value);      /* fin
 usbeam_status usbeam_check_nonnegative(const char *name, double value);   /* finite and >= 0 */
 usbeam_status usbeam_check_finite(const char *name, double value);
 
+/* Non-finite input data (csrc/finite.c).  The CPU kernels refuse NaN and inf samples with
+ * USBEAM_ERR_INVALID_ARGUMENT; most find them in the pass that reads each sample anyway
+ * (x - x is 0 only for finite x; a double sum of float squares or of +-x is non-finite exactly
+ * when one of its terms is), the others call usbeam_count_nonfinite before they run.
+ * usbeam_fail_nonfinite records "<name> contains NaN or infinite values (<where>)". */
+usbeam_status usbeam_fail_nonfinite(const char *name, const char *where);
+/* Number of NaN or inf values among n values of dtype (FLOAT32, FLOAT64, FLOAT16 as IEEE bits;
+ * COMPLEX64 counts re and im, n complex values); 0 for other dtypes.  OpenMP, vectorised. */
+size_t usbeam_count_nonfinite(const void *data, usbeam_dtype dtype, size_t n);
+/* A refused call that had started writing its output leaves no partial result: n floats of
+ * NaN (float32 and complex64 outputs; n counts floats). */
+void usbeam_fill_nan(float *out, size_t n);
+
 /* ---- CUDA twins of the kernel families (cuda/<family>.cu) ------------------------------
  * csrc/<family>.c validates the parameters and builds its tables in double as for the CPU,
  * then, for USBEAM_BACKEND_CUDA, hands them to usbeam_<family>_cuda_create, which copies

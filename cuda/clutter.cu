@@ -20,7 +20,16 @@
  * Stage "clutter.iir": one thread per (pixel, real/imaginary part), the CPU's operation order;
  *         the zero-state outputs of the first L frames of a record go to device scratch
  *         (double [2][L][n_pixels]) until the projection initialisation rewrites them.
- *         State: double [n_state][2][n_pixels] on the device, zeroed by reset.
+ *         State: double [n_state][2][n_pixels] on the device, twice, zeroed by reset.
+ *         NaN or inf (the CPU refuses the block and keeps its state): the kernel reads the
+ *         current state buffer and writes the other one, flags a non-finite sample it read
+ *         in a device word, and a one-thread kernel queued after it makes the new buffer
+ *         current (and the record started) only when the block was finite.  So such a block
+ *         leaves the state and the projection initialisation as they were, as on the CPU,
+ *         with no host round trip (graph capture included); its output is what the
+ *         arithmetic gives (NaN / inf where the bad sample reaches), and nothing is reported:
+ *         the plan's host fault word (exec.cuh) would stay set inside DopplerPipeline, which
+ *         reports its rf through the beamformer's word only.
  *
  * The SVD filter (Gram matrix + eigen-decomposition) has its own twin, cuda/clutter_svd.cu.
  */
@@ -41,18 +50,31 @@ struct IirSections {
 };
 
 /* x: interleaved float32 [n_frames][n_pixels][2]; i in [0, 2 n_pixels) = part * n_pixels + q. */
+/* control (device): [0] which state buffer is current, [1] set when this block read NaN/inf,
+ * [2] whether the record has started (no projection initialisation then). */
+enum { CONTROL_CURRENT = 0, CONTROL_BAD = 1, CONTROL_STARTED = 2, CONTROL_WORDS = 3 };
+
+/* init_frames: L of the projection initialisation (0 without it), applied while the record
+ * has not started. */
 __global__ void iir_kernel(const float *in, float *out, size_t n_frames, size_t n_pixels, IirSections sec,
-                           int n_state, double *__restrict__ state, size_t L, double *__restrict__ y0,
-                           const double *__restrict__ natural_q, const double *__restrict__ state_gain)
+                           int n_state, double *state0, double *state1, int *control, size_t init_frames,
+                           double *__restrict__ y0, const double *__restrict__ natural_q,
+                           const double *__restrict__ state_gain)
 {
+    const int current = control[CONTROL_CURRENT];
+    const double *from = current ? state1 : state0;
+    double *to = current ? state0 : state1;
+    const size_t L = control[CONTROL_STARTED] ? 0 : init_frames;
+    bool non_finite = false;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < 2 * n_pixels;
          i += (size_t)gridDim.x * blockDim.x) {
         const size_t part = i / n_pixels, q = i % n_pixels;
         double z[2 * IIR_MAX_SECTIONS];
-        for (int j = 0; j < n_state; ++j) z[j] = state[((size_t)j * 2 + part) * n_pixels + q];
+        for (int j = 0; j < n_state; ++j) z[j] = from[((size_t)j * 2 + part) * n_pixels + q];
         double *y0p = L ? y0 + part * L * n_pixels + q : nullptr; /* [u] at y0p[u * n_pixels] */
         for (size_t t = 0; t < n_frames; ++t) {
             double v = in[2 * (t * n_pixels + q) + part];
+            non_finite |= !(v - v == 0.0);
             int slot = 0;
             for (int s = 0; s < sec.n_sections; ++s) {
                 const double *b = sec.b[s], *a = sec.a[s];
@@ -84,8 +106,19 @@ __global__ void iir_kernel(const float *in, float *out, size_t n_frames, size_t 
                 for (size_t u = 0; u < L; ++u) out[2 * (u * n_pixels + q) + part] = (float)y0p[u * n_pixels];
             }
         }
-        for (int j = 0; j < n_state; ++j) state[((size_t)j * 2 + part) * n_pixels + q] = z[j];
+        for (int j = 0; j < n_state; ++j) to[((size_t)j * 2 + part) * n_pixels + q] = z[j];
     }
+    if (non_finite) control[CONTROL_BAD] = 1; /* every writer stores the same value */
+}
+
+/* After iir_kernel, one thread: a finite block's state becomes current and starts the record. */
+__global__ void iir_commit_kernel(int *control)
+{
+    if (!control[CONTROL_BAD]) {
+        control[CONTROL_CURRENT] ^= 1;
+        control[CONTROL_STARTED] = 1;
+    }
+    control[CONTROL_BAD] = 0;
 }
 
 __global__ void project_kernel(const float2 *in, float2 *out, const double *__restrict__ basis, int n_basis,
@@ -129,9 +162,10 @@ struct usbeam_clutter_cuda {
     /* IIR */
     int iir;
     IirSections sections;
-    int n_state, projection, started;
+    int n_state, projection;
     size_t init_frames;        /* L */
-    double *state;             /* device [n_state][2][n_pixels] */
+    double *state, *state_next; /* device [n_state][2][n_pixels] each: current and next, chosen by control */
+    int *control;              /* device [CONTROL_WORDS] (see iir_kernel) */
     double *y0;                /* device [2][L][n_pixels] (projection initialisation only) */
     double *natural_q, *state_gain; /* device [n_state][L] each */
 };
@@ -181,8 +215,16 @@ extern "C" usbeam_status usbeam_clutter_cuda_create_iir(const usbeam_clutter_par
                             usbeam_mul_size3(2 * init_frames, p->n_pixels, sizeof(double), &y0_bytes) != 0))
         st = usbeam_fail(USBEAM_ERR_SIZE_OVERFLOW, "n_pixels: %zu is too large", p->n_pixels);
     if (st == USBEAM_OK) st = usbeam_cuda_exec_alloc(p->exec, state_bytes, "IIR state", (void **)&p->state);
+    if (st == USBEAM_OK) st = usbeam_cuda_exec_alloc(p->exec, state_bytes, "IIR state", (void **)&p->state_next);
+    if (st == USBEAM_OK)
+        st = usbeam_cuda_exec_alloc(p->exec, CONTROL_WORDS * sizeof(int), "IIR control", (void **)&p->control);
     if (st == USBEAM_OK)
         st = usbeam_cuda_check(cudaMemset(p->state, 0, state_bytes), "cudaMemset", __FILE__, __LINE__);
+    if (st == USBEAM_OK)
+        st = usbeam_cuda_check(cudaMemset(p->state_next, 0, state_bytes), "cudaMemset", __FILE__, __LINE__);
+    if (st == USBEAM_OK)
+        st = usbeam_cuda_check(cudaMemset(p->control, 0, CONTROL_WORDS * sizeof(int)), "cudaMemset", __FILE__,
+                               __LINE__);
     if (st == USBEAM_OK && projection) {
         const size_t table = (size_t)n_state * init_frames * sizeof(double);
         st = usbeam_cuda_exec_alloc(p->exec, y0_bytes, "IIR initialisation scratch", (void **)&p->y0);
@@ -206,12 +248,18 @@ extern "C" usbeam_status usbeam_clutter_cuda_reset(usbeam_clutter_cuda *p)
     if (!p->iir) return USBEAM_OK;
     usbeam_status st = usbeam_cuda_exec_begin(p->exec);
     if (st != USBEAM_OK) return st;
-    /* queued on the plan's stream: ordered after the blocks already queued, no host wait */
-    st = usbeam_cuda_check(cudaMemsetAsync(p->state, 0, (size_t)p->n_state * 2 * p->n_pixels * sizeof(double),
-                                           usbeam_cuda_exec_cuda_stream(p->exec)),
-                           "cudaMemsetAsync", __FILE__, __LINE__);
+    /* queued on the plan's stream: ordered after the blocks already queued, no host wait; both
+     * state buffers and the control words (current 0, not started) */
+    cudaStream_t stream = usbeam_cuda_exec_cuda_stream(p->exec);
+    const size_t state_bytes = (size_t)p->n_state * 2 * p->n_pixels * sizeof(double);
+    st = usbeam_cuda_check(cudaMemsetAsync(p->state, 0, state_bytes, stream), "cudaMemsetAsync", __FILE__, __LINE__);
+    if (st == USBEAM_OK)
+        st = usbeam_cuda_check(cudaMemsetAsync(p->state_next, 0, state_bytes, stream), "cudaMemsetAsync", __FILE__,
+                               __LINE__);
+    if (st == USBEAM_OK)
+        st = usbeam_cuda_check(cudaMemsetAsync(p->control, 0, CONTROL_WORDS * sizeof(int), stream),
+                               "cudaMemsetAsync", __FILE__, __LINE__);
     usbeam_cuda_exec_end(p->exec);
-    if (st == USBEAM_OK) p->started = 0;
     return st;
 }
 
@@ -257,12 +305,13 @@ static usbeam_status clutter_cuda_run(usbeam_clutter_cuda *p, const float2 *in, 
     if (p->iir) {
         usbeam_status st = usbeam_cuda_stage_begin(e, STAGE_IIR);
         if (st != USBEAM_OK) return st;
-        const size_t L = p->projection && !p->started ? p->init_frames : 0;
+        const size_t L = p->projection ? p->init_frames : 0; /* the kernel skips it once started */
         iir_kernel<<<p->grid, THREADS, 0, stream>>>((const float *)in, (float *)out, p->n_frames, p->n_pixels,
-                                                    p->sections, p->n_state, p->state, L, p->y0, p->natural_q,
-                                                    p->state_gain);
+                                                    p->sections, p->n_state, p->state, p->state_next, p->control, L,
+                                                    p->y0, p->natural_q, p->state_gain);
         USBEAM_CUDA_TRY(cudaGetLastError());
-        p->started = 1;
+        iir_commit_kernel<<<1, 1, 0, stream>>>(p->control);
+        USBEAM_CUDA_TRY(cudaGetLastError());
         return usbeam_cuda_stage_end(e, STAGE_IIR);
     }
     usbeam_status st = usbeam_cuda_stage_begin(e, STAGE_PROJECT);

@@ -137,9 +137,10 @@ def test_detect_max_candidates_and_max_det_on_device(rng):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 @pytest.mark.parametrize("agnostic", [False, True])
-def test_detect_non_finite_heads_match_cpu_bit_exact(rng, dtype, agnostic):
-    """NaN / inf coordinates and scores (a diverged model): the same rows as the CPU backend,
-    bit for bit (NaN boxes and the NaN-propagating class offset included)."""
+def test_detect_non_finite_heads_match_reference(rng, dtype, agnostic):
+    """NaN / inf coordinates and scores (a diverged model): the CUDA twin keeps torchvision's
+    semantics (the CPU refuses such a head), i.e. the rows of the reference, NaN boxes and the
+    NaN-propagating class offset included."""
     raw = random_head(rng, 2, 700, 3)
     raw[0, ::37, 0] = np.nan
     raw[1, ::41, 6] = np.nan
@@ -147,11 +148,15 @@ def test_detect_non_finite_heads_match_cpu_bit_exact(rng, dtype, agnostic):
     raw[0, ::51, 4] = np.nan
     raw = raw.astype(dtype)
     kwargs = dict(dtype=dtype, conf=0.1, iou=0.5, max_det=100, class_agnostic=agnostic)
-    want_det, want_counts = usbeam.DetectPlan(raw.shape, **kwargs)(raw)
     out = (dev(np.full((2, 100, 6), 0x7FBADBAD, np.uint32).view(np.float32)), poisoned((2,), np.int32))
     usbeam.DetectPlan(raw.shape, backend="cuda", **kwargs)(dev(raw), out=out)
-    np.testing.assert_array_equal(out[1].to_numpy(), want_counts)
-    np.testing.assert_array_equal(out[0].to_numpy().view(np.uint32), want_det.view(np.uint32))
+    det, counts = out[0].to_numpy(), out[1].to_numpy()
+    with np.errstate(invalid="ignore", over="ignore"):  # inf boxes: inf - inf, 0 * inf in the reference
+        want = ref_detect.detect(raw, 0.1, 0.5, 100, class_agnostic=agnostic)
+    for b, rows in enumerate(want):
+        assert counts[b] == len(rows)
+        np.testing.assert_array_equal(det[b, : len(rows)], rows)  # NaN where the reference has NaN
+        assert not det[b, len(rows):].any()
 
 
 def test_detect_all_below_threshold_on_device(rng):

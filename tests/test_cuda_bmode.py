@@ -51,17 +51,38 @@ def test_uint8_matches_cpu(rng, dynamic_range, normalize):
 @pytest.mark.cuda
 @pytest.mark.parametrize("normalize", ["global", 0.5])
 def test_uint8_edge_values_match_cpu(rng, normalize):
-    """Zeros, denormals, NaN, inf and pixels exactly at a grey-level threshold land where the
-    CPU puts them (threshold definition: NaN -> 0, inf -> 255, a threshold power -> its level)."""
+    """Zeros, denormals and pixels exactly at a grey-level threshold land where the CPU puts
+    them (threshold definition: a threshold power -> its level).  NaN / inf: see
+    test_non_finite_pixels_propagate_unreported (the CPU refuses them)."""
     iq = random_iq(rng, (2, 31, 37))
     peak = np.abs(iq).max() if normalize == "global" else 0.5
     for k in (1, 17, 128, 254):  # |IQ|^2 = ref^2 10^((k - 255) DR / 2550), rounded to float
         iq[0, k % 31, k % 37] = np.float32(peak * 10 ** ((k - 255) * 45.0 / 5100.0))
-    iq[0, 0, :4] = [0, 1e-44, np.nan, complex(np.nan, 1)]
-    iq[1, 0, :2] = [np.inf, complex(1, -np.inf)]
+    iq[0, 0, :2] = [0, 1e-44]
     cuda = usbeam.BModePlan(iq.shape, 45.0, normalize=normalize, backend="cuda")
     cpu = usbeam.BModePlan(iq.shape, 45.0, normalize=normalize)
     np.testing.assert_array_equal(run_on_device(cuda, iq, 0xAB), cpu(iq))
+
+
+@pytest.mark.cuda
+def test_non_finite_pixels_propagate_unreported(rng):
+    """The CPU refuses NaN / inf; the twin does not report them (README) and keeps the threshold
+    definition: NaN passes no threshold (level 0), inf passes all (255).  With a fixed
+    reference the other pixels do not depend on them: they equal the CPU's image of the same
+    data with the bad pixels zeroed."""
+    iq = random_iq(rng, (2, 31, 37))
+    bad = iq.copy()
+    bad[0, 0, :3] = [np.nan, complex(np.nan, 1), complex(1, np.nan)]
+    bad[1, 0, :2] = [np.inf, complex(1, -np.inf)]
+    plan = usbeam.BModePlan(iq.shape, 45.0, normalize=0.5, backend="cuda")
+    got = run_on_device(plan, bad, 0xAB)
+    plan.cuda.synchronize()  # no report
+    assert np.all(got[0, 0, :3] == 0) and np.all(got[1, 0, :2] == 255)
+    zeroed = bad.copy()
+    zeroed[~np.isfinite(zeroed)] = 0
+    want = usbeam.BModePlan(iq.shape, 45.0, normalize=0.5)(zeroed)
+    keep = np.isfinite(bad)
+    np.testing.assert_array_equal(got[keep], want[keep])
 
 
 @pytest.mark.cuda

@@ -176,6 +176,36 @@ def test_clutter_iir_stream_matches_cpu(rng, init, order):
     assert list(gpu.cuda.stage_times()) == ["clutter.iir"]
 
 
+@pytest.mark.cuda
+@pytest.mark.parametrize("init", ["projection", "zero"])
+@pytest.mark.parametrize("refused_block", [0, 1])
+@pytest.mark.parametrize("value", [np.nan, -np.inf])
+def test_clutter_iir_refused_block_leaves_device_state(rng, init, refused_block, value):
+    """A block with one NaN / inf sample, sent before the clean one: the twin (which does not
+    report it, README) keeps the state and, for block 0, the projection initialisation as they
+    were, so the stream goes on exactly as the CPU's, which refused the block before touching
+    its state.  The bad block's own output is non-finite where the sample reaches (its pixel)."""
+    shape = (16, 13, 11)
+    kwargs = dict(method="iir", order=4, cutoff=0.08, init=init)
+    gpu = usbeam.ClutterFilter(shape, backend="cuda", **kwargs)
+    cpu = usbeam.ClutterFilter(shape, **kwargs)
+    for block in range(3):
+        iq = (20.0 + random_ensemble(rng, shape)).astype(np.complex64)
+        if block == refused_block:
+            bad = iq.copy()
+            z, x = rng.integers(13), rng.integers(11)
+            bad[rng.integers(16), z, x] = value
+            poisoned_out = gpu(device.from_numpy(bad)).to_numpy()
+            gpu.cuda.synchronize()  # not reported
+            assert not np.all(np.isfinite(poisoned_out[:, z, x]))
+            with pytest.raises(ValueError, match="iq contains NaN or infinite values"):
+                cpu(bad)
+        got = gpu(device.from_numpy(iq)).to_numpy()
+        gpu.cuda.synchronize()  # clean block: no report
+        want = cpu(iq)
+        assert np.max(np.abs(got - want)) <= TOLERANCES["doppler_cuda_clutter_rel"] * np.max(np.abs(iq))
+
+
 def tissue_blood_ensemble(rng, shape):
     """Strong tissue (40 dB above the blood) drifting slowly in amplitude and phase, plus the
     moving blood and noise of random_ensemble: the leading singular components are the tissue."""

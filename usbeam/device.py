@@ -205,7 +205,8 @@ class CudaExecution:
         The CPU backend refuses such data before it runs; a CUDA plan runs asynchronously, so it
         reports it at the next point the host meets the result: a host copy of the output, this
         ``synchronize()``, or the plan's next call (``earlier=True``, which names the earlier call).
-        Only the beamformers (das, rca) flag their input; for others this never raises."""
+        Only the beamformers (das, rca) and the Doppler display flag their input; for others this
+        never raises."""
         if _core.cuda_exec_take_input_faults(self._capsule):
             name = name or self.input_name
             when = "an earlier call's " if earlier else ""
