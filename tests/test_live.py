@@ -834,3 +834,29 @@ def test_real_pipeline_frames_bit_identical_to_offline(backend):
     for (_, image), want in zip(results, expected):
         np.testing.assert_array_equal(image, want)
     assert {"rf2iq", "das", "bmode"} <= set(stats["stage_s"])
+
+
+def test_timeouts_are_validated_by_name():
+    """push/get/wait_idle/stop take None (get/push/wait_idle only) or seconds >= 0; anything else
+    is refused naming 'timeout', and the session keeps running."""
+    def pipe(frame):
+        return frame * 2
+
+    session = Session(pipe, input_shape=(4,), input_dtype=np.float32, output_shape=(4,), output_dtype=np.float32)
+    try:
+        frame = np.arange(4, dtype=np.float32)
+        for call in (lambda t: session.push(frame, timeout=t), lambda t: session.get(1, timeout=t),
+                     lambda t: session.wait_idle(timeout=t), lambda t: session.stop(timeout=t)):
+            with pytest.raises(TypeError, match="timeout"):
+                call("a")
+            for bad in (float("nan"), float("inf"), -1.0):
+                with pytest.raises(ValueError, match="timeout"):
+                    call(bad)
+        with pytest.raises(TypeError, match="timeout"):
+            session.stop(timeout=None)
+        assert session.running
+        fid = session.push(frame, timeout=1)
+        np.testing.assert_array_equal(session.get(fid, timeout=5).image, frame * 2)
+        assert session.wait_idle(timeout=5)
+    finally:
+        session.stop()

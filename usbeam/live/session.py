@@ -329,6 +329,7 @@ class Session:
         Called from a callback (on the compute thread; CUDA: or the upload thread) it only
         signals: the worker finishes (draining, with drain=True) after the callback returns,
         and a later start() waits for it."""
+        timeout = _validate.nonnegative("timeout", timeout)
         with self._lock:
             thread = self._thread
             if not self._running and thread is None:
@@ -406,6 +407,7 @@ class Session:
         wrong dtype/shape (the session keeps running), SessionStopped when stopped,
         TimeoutError when policy='block' and no slot frees up within ``timeout`` s.
         """
+        timeout = _validate.timeout("timeout", timeout)
         push_ns = time.perf_counter_ns()
         gen = self._generation
         try:
@@ -701,6 +703,7 @@ class Session:
         Raises FrameDropped, FrameFailed, TimeoutError, KeyError (evicted from the output
         ring, or never pushed) or SessionStopped (stopped before it was processed).
         """
+        timeout = _validate.timeout("timeout", timeout)
         frame_id = _validate.integer("frame_id", frame_id, minimum=1)
         deadline = None if timeout is None else time.monotonic() + float(timeout)
         with self._lock:
@@ -734,6 +737,7 @@ class Session:
     def wait_idle(self, timeout=None):
         """Block until every pushed frame is processed (its callback returned), dropped or
         failed; True if so, False on timeout."""
+        timeout = _validate.timeout("timeout", timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
             while any(s.state != FREE for s in self._slots) or self._writers or self._delivering:
