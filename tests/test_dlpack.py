@@ -470,8 +470,11 @@ def test_device_empty_and_errors():
         device.empty((2,), np.int64, device="cpu")
     with pytest.raises(ValueError, match="device"):
         device.empty((2,), np.float32, device="gpu")
-    with pytest.raises(ValueError, match="negative"):
+    with pytest.raises(ValueError, match="shape entry must be >= 0"):
         device.empty((2, -1), np.float32, device="cpu")
+    for bad in (3.5, (2, 1.5), "ab"):          # int() would truncate 3.5 to 3
+        with pytest.raises(TypeError, match="shape"):
+            device.empty(bad, np.float32, device="cpu")
     with pytest.raises(MemoryError, match="shape"):
         device.empty((1 << 40, 1 << 20), np.float32, device="cpu")
     if not usbeam.cuda_available():

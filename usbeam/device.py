@@ -24,7 +24,7 @@ was created with ``strict=True``, which refuses every implicit host copy with a 
 """
 import numpy as np
 
-from . import _core
+from . import _core, _validate
 from ._core import DeviceArray
 
 KDLCPU = 1
@@ -81,7 +81,7 @@ def empty(shape, dtype, *, device="cuda", stream=None, _owner=None):
         _require_cuda("empty(device='cuda')")
     elif stream is not None:
         raise ValueError("stream: a host DeviceArray has no stream")
-    shape = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
+    shape = _validate.shape("shape", shape)  # 3.5 is refused, not truncated to 3
     return _core.device_empty(shape, _check_dtype("dtype", dtype), device_type, device_id, stream, _owner)
 
 
@@ -281,8 +281,6 @@ class PlanRunner:
             if out is not None:
                 if self.strict:
                     raise _host_refused("out")
-                from . import _validate
-
                 _validate.out_array("out", out, out_shape, out_dtype)
                 host_out = out
             # allocated in the plan's stream order: no host wait, and freed the same way after
