@@ -202,7 +202,7 @@ size_t usbeam_cuda_exec_device_bytes(const usbeam_cuda_exec *exec);
  * cleared without any CUDA call, so it covers the executes that have finished (call it after
  * synchronising with the plan's stream).  The beamformers (das, rca) set
  * USBEAM_INPUT_FAULT_NONFINITE when a sum they formed is NaN or infinite, i.e. when a sample
- * they read is. */
+ * they read is; B-mode and the Doppler display when a pixel they read is. */
 #define USBEAM_INPUT_FAULT_NONFINITE 1u
 unsigned usbeam_cuda_exec_take_input_faults(usbeam_cuda_exec *exec);
 /* The CUDA execution state of a family's plan; NULL for a CPU plan. */

@@ -12,7 +12,7 @@
  * |IQ|^2 >= ref^2 10^((k - 255) DR / 2550), with the 255 factors 10^(...) computed once on
  * the host by the CPU's expression (uploaded at plan creation) and multiplied by the same
  * double reference power; |IQ|^2 of float parts is exact in double (no rounding to differ
- * by, FMA or not), so the levels are the CPU's bit for bit (NaN -> 0, inf -> 255, as there).
+ * by, FMA or not), so the levels are the CPU's bit for bit (NaN -> 0, inf -> 255).
  * A double log10 gives the first guess, which the exact thresholds settle.  The dB output
  * takes 10 log10 in double on both sides (last-ulp differences of two libm's: tolerances.py,
  * bmode_cuda_db_abs).
@@ -21,6 +21,11 @@
  * atomicMax per warp on the IEEE bits, which order like the values for non-negative
  * doubles; NaN is ignored as in the CPU loop; then 10 log10 of each block's max, once) and
  * "bmode.compress" (grid-stride, one pixel per thread per pass).
+ * Non-finite input: the CPU refuses it (ValueError naming image); here the compress pass,
+ * which reads every pixel whatever the reference, checks |IQ|^2 (a double sum of float
+ * squares is non-finite exactly when a part is) and each thread that met one stores
+ * USBEAM_INPUT_FAULT_NONFINITE once into the plan's mapped fault word (exec.cuh), which
+ * usbeam.device reads once the work has finished.  The levels and dB values are unchanged.
  */
 #include "exec.cuh"
 
@@ -83,11 +88,13 @@ __global__ void compress_uint8_kernel(const float2 *__restrict__ iq, size_t n, s
                                       const double *__restrict__ ref_power, const double *__restrict__ ref_db,
                                       double fixed_power, double fixed_ref_db, int use_fixed, int per_image,
                                       double range_db, const double *__restrict__ factor,
-                                      unsigned char *__restrict__ out)
+                                      unsigned char *__restrict__ out, unsigned *input_fault)
 {
     const double scale = 255.0 / range_db;
+    bool non_finite = false;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         const double power = sample_power(iq, i);
+        non_finite |= !isfinite(power);
         const double reference = pixel_reference(ref_power, fixed_power, use_fixed, per_image, i, image_size);
         const double guess = (10.0 * log10(power) - pixel_reference(ref_db, fixed_ref_db, use_fixed, per_image, i,
                                                                       image_size) + range_db) * scale;
@@ -97,17 +104,23 @@ __global__ void compress_uint8_kernel(const float2 *__restrict__ iq, size_t n, s
         while (level > 0 && !(power >= reference * factor[level])) --level;
         out[i] = (unsigned char)level;
     }
+    if (non_finite) *(volatile unsigned *)input_fault = USBEAM_INPUT_FAULT_NONFINITE; /* mapped host word */
 }
 
 __global__ void compress_db_kernel(const float2 *__restrict__ iq, size_t n, size_t image_size,
                                    const double *__restrict__ ref_db, double fixed_ref_db, int use_fixed,
-                                   int per_image, double range_db, float *__restrict__ out)
+                                   int per_image, double range_db, float *__restrict__ out,
+                                   unsigned *input_fault)
 {
+    bool non_finite = false;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         const double reference = pixel_reference(ref_db, fixed_ref_db, use_fixed, per_image, i, image_size);
-        const double db = 10.0 * log10(sample_power(iq, i)) - reference;
+        const double power = sample_power(iq, i);
+        non_finite |= !isfinite(power);
+        const double db = 10.0 * log10(power) - reference;
         out[i] = (float)(db > -range_db ? db : -range_db);
     }
+    if (non_finite) *(volatile unsigned *)input_fault = USBEAM_INPUT_FAULT_NONFINITE; /* mapped host word */
 }
 
 unsigned grid_for(size_t n, unsigned cap)
@@ -128,6 +141,7 @@ struct usbeam_bmode_cuda {
     double *ref_power;                /* [n_references] device, that max (+inf for 0) */
     double *ref_db;                   /* [n_references] device, 10 log10 of it */
     double *factor;                   /* [256] device, uint8 threshold factors (host pow) */
+    unsigned *input_fault;            /* mapped host word (exec.cuh) */
     unsigned grid_cap;                /* grid-stride launches: a few waves of the device */
 };
 
@@ -159,6 +173,7 @@ extern "C" usbeam_status usbeam_bmode_cuda_create(const usbeam_bmode_params *par
         st = usbeam_cuda_exec_alloc(p->exec, sizeof factor, "bmode thresholds", (void **)&p->factor);
         if (st == USBEAM_OK) st = usbeam_cuda_exec_upload(p->exec, p->factor, factor, sizeof factor);
     }
+    if (st == USBEAM_OK) st = usbeam_cuda_exec_input_fault_flag(p->exec, &p->input_fault);
     if (st == USBEAM_OK) st = usbeam_cuda_exec_grid_cap(p->exec, &p->grid_cap);
     if (st != USBEAM_OK) {
         usbeam_bmode_cuda_destroy(p);
@@ -210,11 +225,12 @@ static usbeam_status bmode_cuda_run(usbeam_bmode_cuda *p, const float2 *iq, void
     if (prm->output == USBEAM_BMODE_UINT8)
         compress_uint8_kernel<<<grid, THREADS, 0, stream>>>(iq, prm->n_values, p->image_size, p->ref_power, p->ref_db,
                                                             fixed_power, fixed_ref_db, use_fixed, prm->per_image,
-                                                            prm->dynamic_range_db, p->factor, (unsigned char *)out);
+                                                            prm->dynamic_range_db, p->factor, (unsigned char *)out,
+                                                            p->input_fault);
     else
         compress_db_kernel<<<grid, THREADS, 0, stream>>>(iq, prm->n_values, p->image_size, p->ref_db, fixed_ref_db,
                                                          use_fixed, prm->per_image, prm->dynamic_range_db,
-                                                         (float *)out);
+                                                         (float *)out, p->input_fault);
     USBEAM_CUDA_TRY(cudaGetLastError());
     return usbeam_cuda_stage_end(e, STAGE_COMPRESS);
 }

@@ -53,7 +53,7 @@ def test_uint8_matches_cpu(rng, dynamic_range, normalize):
 def test_uint8_edge_values_match_cpu(rng, normalize):
     """Zeros, denormals and pixels exactly at a grey-level threshold land where the CPU puts
     them (threshold definition: a threshold power -> its level).  NaN / inf: see
-    test_non_finite_pixels_propagate_unreported (the CPU refuses them)."""
+    test_non_finite_pixel_reported (both refuse them)."""
     iq = random_iq(rng, (2, 31, 37))
     peak = np.abs(iq).max() if normalize == "global" else 0.5
     for k in (1, 17, 128, 254):  # |IQ|^2 = ref^2 10^((k - 255) DR / 2550), rounded to float
@@ -64,25 +64,115 @@ def test_uint8_edge_values_match_cpu(rng, normalize):
     np.testing.assert_array_equal(run_on_device(cuda, iq, 0xAB), cpu(iq))
 
 
+def with_bad_pixel(rng, iq, bad):
+    """A copy of iq with one pixel at a random position made non-finite (its real or imaginary
+    part); returns it and the position."""
+    where = tuple(int(rng.integers(n)) for n in iq.shape)
+    data = iq.copy()
+    data[where] = complex(bad, data[where].imag) if rng.random() < 0.5 else complex(data[where].real, bad)
+    return data, where
+
+
+def assert_matches_cpu(got, iq, plan_args, output):
+    want = usbeam.BModePlan(iq.shape, *plan_args[0], **plan_args[1])(iq)
+    if output == "uint8":
+        np.testing.assert_array_equal(got, want)
+    else:
+        np.testing.assert_allclose(got, want, atol=TOLERANCES["bmode_cuda_db_abs"], rtol=0)
+
+
 @pytest.mark.cuda
-def test_non_finite_pixels_propagate_unreported(rng):
-    """The CPU refuses NaN / inf; the twin does not report them (README) and keeps the threshold
-    definition: NaN passes no threshold (level 0), inf passes all (255).  With a fixed
-    reference the other pixels do not depend on them: they equal the CPU's image of the same
-    data with the bad pixels zeroed."""
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("output", ["uint8", "db"])
+@pytest.mark.parametrize("normalize", NORMALIZE)
+def test_non_finite_pixel_reported(rng, bad, output, normalize):
+    """The CPU refuses NaN / inf (ValueError naming image); the twin flags it in the pass that
+    reads every pixel and raises the same ValueError when the host meets the result: on
+    synchronize(), after a host copy, or at the next call (naming the earlier call).  The
+    flag is cleared by the report: the next clean call succeeds and equals the CPU."""
+    iq = random_iq(rng, (2, 31, 37))
+    data, where = with_bad_pixel(rng, iq, bad)
+    args = ((45.0,), dict(output=output, normalize=normalize))
+    with pytest.raises(ValueError, match="image contains NaN or infinite"):
+        usbeam.BModePlan(iq.shape, *args[0], **args[1])(data)  # the CPU's name for it
+    plan = usbeam.BModePlan(iq.shape, *args[0], **args[1], backend="cuda")
+    # device in, device out: nothing waits, synchronize() reports it
+    plan(device.from_numpy(data), out=device.from_numpy(np.zeros(iq.shape, plan.out_dtype)))
+    with pytest.raises(ValueError, match="^image contains NaN or infinite"):
+        plan.cuda.synchronize()
+    plan.cuda.synchronize()  # reported once
+    assert_matches_cpu(run_on_device(plan, iq, 0xAB if output == "uint8" else np.nan), iq, args, output)
+    # host in, host out: the copy waited for the kernels, the call itself raises
+    with pytest.raises(ValueError, match="^image contains NaN or infinite"):
+        plan(data)
+    assert_matches_cpu(plan(iq), iq, args, output)
+    # device result left unchecked: the next call names the earlier one, then runs clean
+    plan(device.from_numpy(data))
+    plan.cuda.stage_times()  # waits for the work without checking
+    with pytest.raises(ValueError, match="^an earlier call's image contains NaN"):
+        plan(device.from_numpy(iq))
+    assert_matches_cpu(plan(iq), iq, args, output)
+
+
+@pytest.mark.cuda
+def test_non_finite_pixels_leave_the_others_unchanged(rng):
+    """With a fixed reference the other pixels do not depend on the bad ones: they equal the
+    CPU's image of the same data with the bad pixels zeroed (the flag changes no output; the
+    bad pixels keep the threshold definition, NaN -> 0 and inf -> 255, unspecified)."""
     iq = random_iq(rng, (2, 31, 37))
     bad = iq.copy()
     bad[0, 0, :3] = [np.nan, complex(np.nan, 1), complex(1, np.nan)]
     bad[1, 0, :2] = [np.inf, complex(1, -np.inf)]
     plan = usbeam.BModePlan(iq.shape, 45.0, normalize=0.5, backend="cuda")
     got = run_on_device(plan, bad, 0xAB)
-    plan.cuda.synchronize()  # no report
-    assert np.all(got[0, 0, :3] == 0) and np.all(got[1, 0, :2] == 255)
+    with pytest.raises(ValueError, match="image contains NaN"):
+        plan.cuda.synchronize()
     zeroed = bad.copy()
     zeroed[~np.isfinite(zeroed)] = 0
     want = usbeam.BModePlan(iq.shape, 45.0, normalize=0.5)(zeroed)
     keep = np.isfinite(bad)
     np.testing.assert_array_equal(got[keep], want[keep])
+
+
+PIPE_FS, PIPE_FC, PIPE_C, PIPE_SAMPLES = 20e6, 5e6, 1540.0, 320
+
+
+def small_pipeline(rng, capture_graph, **kwargs):
+    probe = usbeam.LinearArray(16, 3e-4, width=2.5e-4, fc=PIPE_FC, bandwidth=0.6)
+    grid = usbeam.Grid(x=np.sort(rng.uniform(-3e-3, 3e-3, 12)), z=np.sort(rng.uniform(1e-3, 1.1e-2, 40)))
+    args = (probe, [usbeam.PlaneWave(0.0)], grid)
+    kw = dict(fs=PIPE_FS, fc=PIPE_FC, c=PIPE_C, n_samples=PIPE_SAMPLES, rf_dtype=np.float32, **kwargs)
+    return usbeam.Pipeline(*args, backend="cuda", capture_graph=capture_graph, **kw), usbeam.Pipeline(*args, **kw)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("capture_graph", [False, True])
+def test_pipeline_reports_non_finite_rf_once(rng, capture_graph):
+    """NaN rf reaches DAS and (through it) B-mode, which both flag it; the pipeline takes every
+    stage's flag and reports rf once: the next clean call is clean (no "an earlier call's
+    image") and gives the clean image again (the chain is deterministic), which matches the CPU
+    pipeline (tolerance of tests/test_cuda_pipeline.py)."""
+    pipe, cpu = small_pipeline(rng, capture_graph, bmode_output="db", dynamic_range=50.0)
+    rf = rng.standard_normal(pipe.input_shape).astype(np.float32)
+    clean = pipe(rf)  # (with a graph: captured here)
+    assert np.median(np.abs(clean - cpu(rf))) <= TOLERANCES["pipeline_cuda_db_median_abs"]
+    bad = rf.copy()
+    bad[0, 0, int(rng.integers(16)), :] = [np.nan, np.inf, -np.inf][int(rng.integers(3))]
+    with pytest.raises(ValueError, match="^rf contains NaN or infinite"):
+        pipe(bad)  # host rf: the host copy waited for the chain
+    np.testing.assert_array_equal(pipe(rf), clean)
+    # device rf and device out: reported at the next call, once
+    out = device.from_numpy(np.full(pipe.output_shape, np.nan, pipe.output_dtype))
+    pipe(device.from_numpy(bad), out=out)
+    for plan in (pipe.rf2iq, pipe.beamformer, pipe.bmode):
+        plan.cuda.stage_times()  # every stage finished, unchecked
+    with pytest.raises(ValueError, match="^an earlier call's rf contains NaN"):
+        pipe(device.from_numpy(rf), out=out)
+    out = device.from_numpy(np.full(pipe.output_shape, np.nan, pipe.output_dtype))
+    pipe(device.from_numpy(rf), out=out)
+    for plan in (pipe.rf2iq, pipe.beamformer, pipe.bmode):
+        plan.cuda.synchronize()  # a stage's own check goes through the pipeline: nothing left
+    np.testing.assert_array_equal(out.to_numpy(), clean)
 
 
 @pytest.mark.cuda

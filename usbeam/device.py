@@ -197,6 +197,15 @@ class CudaExecution:
         return _core.stream_query(self.stream)
 
     input_name = "data"  # named by the errors of check_input; PlanRunner sets it per call
+    # set by a chain that owns the plan (usbeam.Pipeline): a callable(execution, earlier) that
+    # takes the faults of every stage and reports them as the chain's input, so that one bad
+    # input gives one report, whichever stage's check meets it first
+    fault_report = None
+
+    def take_input_faults(self):
+        """Read and clear the plan's fault word: True if its finished executes read NaN or
+        infinite input since the last take or check (no CUDA call, no wait, never raises)."""
+        return bool(_core.cuda_exec_take_input_faults(self._capsule))
 
     def check_input(self, name=None, *, earlier=False):
         """Raise ValueError if the plan's finished executes read NaN or infinite input since the
@@ -205,13 +214,20 @@ class CudaExecution:
         The CPU backend refuses such data before it runs; a CUDA plan runs asynchronously, so it
         reports it at the next point the host meets the result: a host copy of the output, this
         ``synchronize()``, or the plan's next call (``earlier=True``, which names the earlier call).
-        Only the beamformers (das, rca) and the Doppler display flag their input; for others this
-        never raises."""
-        if _core.cuda_exec_take_input_faults(self._capsule):
-            name = name or self.input_name
-            when = "an earlier call's " if earlier else ""
-            raise ValueError(f"{when}{name} contains NaN or infinite values: the CUDA plan read non-finite "
-                             f"samples (the outputs that used them are NaN or inf)")
+        Only the beamformers (das, rca), B-mode and the Doppler display flag their input; for
+        others this never raises.  A plan owned by a usbeam.Pipeline reports through it
+        (``fault_report``): every stage's flag is cleared and the error names the pipeline's rf."""
+        if self.fault_report is not None:
+            self.fault_report(self, earlier)
+        elif self.take_input_faults():
+            raise non_finite_error(name or self.input_name, earlier)
+
+
+def non_finite_error(name, earlier=False):
+    """The ValueError of a CUDA plan (or chain) whose kernels read NaN or infinite ``name``."""
+    when = "an earlier call's " if earlier else ""
+    return ValueError(f"{when}{name} contains NaN or infinite values: the CUDA plan read non-finite "
+                      f"samples (the outputs that used them are NaN or inf)")
 
 
 def _in_host_memory(obj):

@@ -32,6 +32,7 @@ input_dtype, output_shape, output_dtype, __call__(frame, out=None) and timings.
 """
 import threading
 import time
+import weakref
 
 import numpy as np
 
@@ -117,12 +118,34 @@ class Pipeline:
         return {stage: (sum(plan.cuda.stage_times().values()) if plan.cuda is not None else 0.0)
                 for stage, plan in plans.items()}
 
+    def _plans(self):
+        return (self.rf2iq, self.beamformer, self.bmode)
+
+    def _adopt_faults(self):
+        """backend='cuda': every stage's check_input reports through _check_rf (the beamformer's
+        execution exists only after its first call, so this runs on every call).  A weak
+        reference: the plans must not keep the pipeline alive."""
+        for plan in self._plans():
+            if plan.cuda is not None and plan.cuda.fault_report is None:
+                plan.cuda.fault_report = _FaultReport(self)
+
     def _check_rf(self, earlier=False):
-        """backend='cuda': ValueError if the beamformer read NaN or inf (from rf, through rf2iq) in
-        the runs finished since the last check: the device flags it, the host reads the flag
-        with no CUDA call (usbeam.device.CudaExecution.check_input)."""
-        if self.beamformer.cuda is not None:
-            self.beamformer.cuda.check_input("rf", earlier=earlier)
+        """backend='cuda': ValueError naming rf if any stage read NaN or inf in the runs finished
+        since the last check: the device flags it, the host reads the flags with no CUDA call
+        (usbeam.device.CudaExecution.check_input).  The chain's only input is rf, so a fault in
+        any stage (the beamformer, or B-mode when rf2iq and DAS carried it through) came from
+        it; every stage's flag is taken, so one bad rf raises once, not again at the next call
+        as "an earlier call's image".  On a fault (only then) the host waits for the last stage,
+        whose kernels may still be reading the same bad data, and takes the flags again."""
+        plans = [plan.cuda for plan in self._plans() if plan.cuda is not None]
+        if not any([execution.take_input_faults() for execution in plans]):  # a list: take them all
+            return
+        from . import _core, device
+
+        _core.stream_synchronize(self.bmode.cuda.stream)  # error path only
+        for execution in plans:
+            execution.take_input_faults()
+        raise device.non_finite_error("rf", earlier)
 
     def _chain_cuda(self, rf, out):
         self.rf2iq(rf, out=self.iq)
@@ -154,9 +177,16 @@ class Pipeline:
             # put all of them on one stream and capture the chain there
             self._chain_cuda(self._device_rf, self._device_out)
             for plan in (self.rf2iq, self.beamformer, self.bmode):
-                plan.cuda.synchronize()
+                _core.stream_synchronize(plan.cuda.stream)
+            # a bad first rf is reported as this call's rf (all stages' flags), and nothing is
+            # left flagged to be met while the capture runs (no waiting allowed there)
+            self._adopt_faults()
+            self._check_rf()
             for plan in (self.beamformer, self.bmode):
                 plan.cuda.set_stream(stream)
+                # a plan's destroy synchronises the stream it runs on: the stream's owner must
+                # outlive it, whatever order the pipeline's attributes are let go in
+                plan.cuda.stream_owner = self.rf2iq
             # Every plan has finished: the chain's buffers now belong to the capture stream.  A
             # buffer still naming another plan's stream would make the capture wait on an event
             # recorded outside it, which breaks the capture's isolation.
@@ -225,7 +255,11 @@ class Pipeline:
         """Run RF -> IQ -> DAS -> B-mode on `rf` (input_shape, input_dtype); returns the B-mode.
         Safe to call from several threads: calls run one at a time."""
         with self._call_lock:
-            return self._call(rf, out)
+            try:
+                return self._call(rf, out)
+            finally:
+                if self.backend == "cuda":
+                    self._adopt_faults()
 
     def _call(self, rf, out):
         if self.backend == "cuda":
@@ -253,3 +287,21 @@ class Pipeline:
         t3 = time.perf_counter()
         self._timings = {"rf2iq": t1 - t, "das": t2 - t1, "bmode": t3 - t2}
         return out
+
+
+class _FaultReport:
+    """A stage's CudaExecution.fault_report: the pipeline's _check_rf, through a weak reference
+    (the plans must not keep the pipeline alive); a stage outliving its pipeline reports its own
+    flag, still as rf."""
+
+    def __init__(self, pipeline):
+        self._pipeline = weakref.ref(pipeline)
+
+    def __call__(self, execution, earlier):
+        pipeline = self._pipeline()
+        if pipeline is not None:
+            pipeline._check_rf(earlier=earlier)
+        elif execution.take_input_faults():
+            from . import device
+
+            raise device.non_finite_error("rf", earlier)
