@@ -192,7 +192,7 @@ def test_clutter_gemm_matches_cpu_kernel_and_reference(rng, method, order, n_fra
 
 
 @pytest.mark.cuda
-def test_clutter_gemm_host_round_trip_and_pipeline_option(rng):
+def test_clutter_gemm_host_round_trip(rng):
     shape = (20, 6, 9)
     iq = clutter_40db(rng, shape)
     got = usbeam.ClutterFilter(shape, "poly", order=2, backend="cuda", algorithm="gemm")(iq)
