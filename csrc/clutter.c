@@ -52,7 +52,8 @@
  * tables) are built here in double, then the twin in cuda/clutter.cu gets them and execute and
  * reset forward ('iir' state lives on the device).  'svd' on CUDA: cuda/clutter_svd.cu does
  * all of it on the device (Gram, eigen-decomposition, cut-offs, projection; no host scratch
- * here; n_frames <= 128).
+ * here; n_frames <= 128).  algorithm GEMM ('mean'/'poly', CUDA only: the CPU refuses it with
+ * USBEAM_ERR_UNSUPPORTED) makes the twin project through cuBLAS instead of its fused kernel.
  */
 #include "clutter_internal.h"
 
@@ -265,6 +266,11 @@ static usbeam_status validate_params(const usbeam_clutter_params *prm)
     default:
         return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "method: unknown clutter filter %d", (int)prm->method);
     }
+    if (prm->algorithm != USBEAM_CLUTTER_KERNEL && prm->algorithm != USBEAM_CLUTTER_GEMM)
+        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "algorithm: unknown clutter algorithm %d", (int)prm->algorithm);
+    if (prm->algorithm == USBEAM_CLUTTER_GEMM && prm->method != USBEAM_CLUTTER_MEAN &&
+        prm->method != USBEAM_CLUTTER_POLY)
+        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "algorithm 'gemm' is for methods 'mean' and 'poly' only");
     return USBEAM_OK;
 }
 
@@ -301,6 +307,8 @@ usbeam_status usbeam_clutter_plan_create(const usbeam_clutter_params *params, us
     if (backend != USBEAM_BACKEND_CPU && backend != USBEAM_BACKEND_CUDA)
         return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "backend: unknown backend %d", (int)backend);
     if ((st = validate_params(params)) != USBEAM_OK) return st;
+    if (backend == USBEAM_BACKEND_CPU && params->algorithm == USBEAM_CLUTTER_GEMM)
+        return usbeam_fail(USBEAM_ERR_UNSUPPORTED, "algorithm 'gemm' (cuBLAS) needs the CUDA backend");
     if (backend == USBEAM_BACKEND_CUDA && params->method == USBEAM_CLUTTER_SVD) {
         /* everything of the SVD filter happens on the device: no host scratch */
         usbeam_clutter_plan *p = usbeam_alloc(sizeof *p);

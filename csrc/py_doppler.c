@@ -87,14 +87,14 @@ static PyObject *py_clutter_plan(PyObject *self, PyObject *args, PyObject *kwarg
     (void)self;
     static char *keywords[] = {"n_frames", "n_pixels", "method", "poly_order", "svd_low", "svd_high",
                                "svd_auto_frequency", "iir_order", "iir_cutoff", "iir_init",
-                               "iir_init_frames", "backend", NULL};
+                               "iir_init_frames", "backend", "algorithm", NULL};
     Py_ssize_t n_frames, n_pixels, init_frames = 0;
-    const char *method = "poly", *init = "projection", *backend_name = "cpu";
+    const char *method = "poly", *init = "projection", *backend_name = "cpu", *algorithm = "kernel";
     int poly_order = 1, svd_low = -1, svd_high = -1, iir_order = 4;
     double auto_frequency = 0.05, cutoff = 0.1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "nn|siiididsns", keywords, &n_frames, &n_pixels, &method,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "nn|siiididsnss", keywords, &n_frames, &n_pixels, &method,
                                      &poly_order, &svd_low, &svd_high, &auto_frequency, &iir_order, &cutoff,
-                                     &init, &init_frames, &backend_name))
+                                     &init, &init_frames, &backend_name, &algorithm))
         return NULL;
     if (nonnegative_sizes("n_frames, n_pixels and iir_init_frames", n_frames, n_pixels, init_frames, 0) < 0)
         return NULL;
@@ -115,6 +115,12 @@ static PyObject *py_clutter_plan(PyObject *self, PyObject *args, PyObject *kwarg
     else if (strcmp(init, "projection") == 0) p.iir_init = USBEAM_IIR_INIT_PROJECTION;
     else {
         PyErr_Format(PyExc_ValueError, "init must be 'zero' or 'projection' (got '%s')", init);
+        return NULL;
+    }
+    if (strcmp(algorithm, "kernel") == 0) p.algorithm = USBEAM_CLUTTER_KERNEL;
+    else if (strcmp(algorithm, "gemm") == 0) p.algorithm = USBEAM_CLUTTER_GEMM;
+    else {
+        PyErr_Format(PyExc_ValueError, "algorithm must be 'kernel' or 'gemm' (got '%s')", algorithm);
         return NULL;
     }
     p.poly_order = poly_order;

@@ -417,6 +417,13 @@ typedef enum usbeam_iir_init {
                                        first iir_init_frames frames (Chornoboy 1990) */
 } usbeam_iir_init;
 
+/* How the CUDA backend applies the 'mean' / 'poly' projection y = x - Q Q^T x. */
+typedef enum usbeam_clutter_algorithm {
+    USBEAM_CLUTTER_KERNEL = 0, /* fused kernel: one pass, double accumulation in the CPU's order */
+    USBEAM_CLUTTER_GEMM = 1    /* CUDA backend only: two cuBLAS SGEMMs (full FP32, never TF32)
+                                  through a plan-owned scratch (cuda/clutter.cu) */
+} usbeam_clutter_algorithm;
+
 typedef struct usbeam_clutter_params {
     size_t n_frames;              /* slow-time samples per execute (>= 2) */
     size_t n_pixels;              /* spatial samples per frame (>= 1) */
@@ -433,6 +440,7 @@ typedef struct usbeam_clutter_params {
     usbeam_iir_init iir_init;
     size_t iir_init_frames;       /* IIR projection window after a reset: 0 = n_frames; otherwise
                                      iir_order < iir_init_frames <= n_frames */
+    usbeam_clutter_algorithm algorithm; /* MEAN / POLY: KERNEL (0) or GEMM (CUDA only) */
 } usbeam_clutter_params;
 
 typedef struct usbeam_clutter_plan usbeam_clutter_plan;

@@ -31,9 +31,23 @@
  *         the plan's host fault word (exec.cuh) would stay set inside DopplerPipeline, which
  *         reports its rf through the beamformer's word only.
  *
+ * algorithm GEMM (usbeam_clutter_params.algorithm; the kernel above stays the default: it reads
+ *         the ensemble once and accumulates in double, where GEMM makes two passes over it and
+ *         sums in float32): the same projection through cuBLAS, also timed as stage
+ *         "clutter.project" so the two paths compare directly.  Q is real, so the complex64
+ *         ensemble is the real column-major (2 n_pixels x n_frames) matrix X (ld 2 n_pixels):
+ *         C = X Q (2 n_pixels x n_basis, plan-owned scratch), then Y = X - C Q^T with Y
+ *         initialised to X (a device copy; none when out aliases in).  Q float [n_basis][n_frames]
+ *         = column-major (n_frames x n_basis), rounded from the double basis at plan creation.
+ *         CUBLAS_PEDANTIC_MATH (full FP32, never TF32), a plan-owned handle and workspace (set
+ *         again after every cublasSetStream, which resets it): execute allocates nothing, so a
+ *         CUDA-graph capture can hold it.
+ *
  * The SVD filter (Gram matrix + eigen-decomposition) has its own twin, cuda/clutter_svd.cu.
  */
 #include "exec.cuh"
+
+#include <cublas_v2.h>
 
 namespace {
 
@@ -41,6 +55,9 @@ constexpr int THREADS = 256;
 constexpr int MAX_BASIS = 32; /* coefficients per pixel held in registers / local memory */
 const char *const STAGE_NAMES[] = {"clutter.project", "clutter.iir"};
 enum { STAGE_PROJECT = 0, STAGE_IIR = 1 };
+/* as in cuda/hadamard.cu: without a plan-owned workspace cuBLAS takes one from its pool inside
+ * execute, which a graph capture cannot hold */
+constexpr size_t CUBLAS_WORKSPACE_BYTES = 32u << 20;
 constexpr int IIR_MAX_SECTIONS = 10;
 
 struct IirSections {
@@ -158,6 +175,11 @@ struct usbeam_clutter_cuda {
     size_t n_frames, n_pixels;
     int n_basis;
     double *basis; /* device [n_basis][n_frames] */
+    /* algorithm GEMM */
+    cublasHandle_t cublas;
+    float *basis_float;     /* device [n_basis][n_frames] */
+    float *coef;            /* device, column-major (2 n_pixels x n_basis) */
+    void *cublas_workspace; /* device, CUBLAS_WORKSPACE_BYTES */
     unsigned grid;
     /* IIR */
     int iir;
@@ -263,6 +285,30 @@ extern "C" usbeam_status usbeam_clutter_cuda_reset(usbeam_clutter_cuda *p)
     return st;
 }
 
+static usbeam_status create_gemm(usbeam_clutter_cuda *p, const double *basis)
+{
+    if (p->n_pixels > (size_t)INT32_MAX / 2)
+        return usbeam_fail(USBEAM_ERR_UNSUPPORTED, "algorithm 'gemm': n_pixels must be < 2^30 (got %zu)", p->n_pixels);
+    const size_t values = (size_t)p->n_basis * p->n_frames; /* n_frames <= 4096: no overflow */
+    float *host = (float *)usbeam_alloc(values * sizeof(float));
+    if (!host) return usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "clutter GEMM basis");
+    for (size_t i = 0; i < values; ++i) host[i] = (float)basis[i];
+    usbeam_status st = usbeam_cuda_exec_alloc(p->exec, values * sizeof(float), "clutter GEMM basis",
+                                              (void **)&p->basis_float);
+    if (st == USBEAM_OK) st = usbeam_cuda_exec_upload(p->exec, p->basis_float, host, values * sizeof(float));
+    usbeam_free(host);
+    size_t bytes = 0;
+    if (st == USBEAM_OK && usbeam_mul_size3(2 * p->n_pixels, (size_t)p->n_basis, sizeof(float), &bytes) != 0)
+        st = usbeam_fail(USBEAM_ERR_SIZE_OVERFLOW, "n_pixels: %zu is too large", p->n_pixels);
+    if (st == USBEAM_OK) st = usbeam_cuda_exec_alloc(p->exec, bytes, "clutter GEMM coefficients", (void **)&p->coef);
+    if (st == USBEAM_OK)
+        st = usbeam_cuda_exec_alloc(p->exec, CUBLAS_WORKSPACE_BYTES, "cuBLAS workspace", &p->cublas_workspace);
+    if (st != USBEAM_OK) return st;
+    USBEAM_CUBLAS_TRY(cublasCreate(&p->cublas));
+    USBEAM_CUBLAS_TRY(cublasSetMathMode(p->cublas, CUBLAS_PEDANTIC_MATH));
+    return USBEAM_OK;
+}
+
 extern "C" usbeam_status usbeam_clutter_cuda_create(const usbeam_clutter_params *params, const double *basis,
                                                     int n_basis, usbeam_clutter_cuda **out)
 {
@@ -280,6 +326,7 @@ extern "C" usbeam_status usbeam_clutter_cuda_create(const usbeam_clutter_params 
     usbeam_status st = usbeam_cuda_exec_create(STAGE_NAMES, 1, &p->exec);
     if (st == USBEAM_OK) st = usbeam_cuda_exec_alloc(p->exec, bytes, "clutter basis", (void **)&p->basis);
     if (st == USBEAM_OK) st = usbeam_cuda_exec_upload(p->exec, p->basis, basis, bytes);
+    if (st == USBEAM_OK && params->algorithm == USBEAM_CLUTTER_GEMM) st = create_gemm(p, basis);
     if (st == USBEAM_OK) st = clutter_cuda_grid(p, p->n_pixels);
     if (st != USBEAM_OK) {
         usbeam_clutter_cuda_destroy(p);
@@ -292,11 +339,29 @@ extern "C" usbeam_status usbeam_clutter_cuda_create(const usbeam_clutter_params 
 extern "C" void usbeam_clutter_cuda_destroy(usbeam_clutter_cuda *p)
 {
     if (!p) return;
-    usbeam_cuda_exec_destroy(p->exec);
+    if (p->cublas) (void)cublasDestroy(p->cublas);
+    usbeam_cuda_exec_destroy(p->exec); /* waits for queued work, frees the device buffers */
     usbeam_free(p);
 }
 
 extern "C" usbeam_cuda_exec *usbeam_clutter_cuda_exec(usbeam_clutter_cuda *p) { return p ? p->exec : nullptr; }
+
+/* C = X Q, then Y = X - C Q^T (see the file comment for the real column-major views). */
+static usbeam_status project_gemm(usbeam_clutter_cuda *p, const float2 *in, float2 *out, cudaStream_t stream)
+{
+    const int rows = (int)(2 * p->n_pixels), frames = (int)p->n_frames, k = p->n_basis;
+    const float one = 1.0f, zero = 0.0f, minus_one = -1.0f;
+    if (out != in)
+        USBEAM_CUDA_TRY(cudaMemcpyAsync(out, in, p->n_frames * p->n_pixels * sizeof(float2), cudaMemcpyDeviceToDevice,
+                                        stream));
+    USBEAM_CUBLAS_TRY(cublasSetStream(p->cublas, stream));
+    USBEAM_CUBLAS_TRY(cublasSetWorkspace(p->cublas, p->cublas_workspace, CUBLAS_WORKSPACE_BYTES)); /* reset by SetStream */
+    USBEAM_CUBLAS_TRY(cublasSgemm(p->cublas, CUBLAS_OP_N, CUBLAS_OP_N, rows, k, frames, &one, (const float *)in, rows,
+                                  p->basis_float, frames, &zero, p->coef, rows));
+    USBEAM_CUBLAS_TRY(cublasSgemm(p->cublas, CUBLAS_OP_N, CUBLAS_OP_T, rows, frames, k, &minus_one, p->coef, rows,
+                                  p->basis_float, frames, &one, (float *)out, rows));
+    return USBEAM_OK;
+}
 
 static usbeam_status clutter_cuda_run(usbeam_clutter_cuda *p, const float2 *in, float2 *out)
 {
@@ -316,6 +381,10 @@ static usbeam_status clutter_cuda_run(usbeam_clutter_cuda *p, const float2 *in, 
     }
     usbeam_status st = usbeam_cuda_stage_begin(e, STAGE_PROJECT);
     if (st != USBEAM_OK) return st;
+    if (p->cublas) {
+        if ((st = project_gemm(p, in, out, stream)) != USBEAM_OK) return st;
+        return usbeam_cuda_stage_end(e, STAGE_PROJECT);
+    }
     project_kernel<<<p->grid, THREADS, 0, stream>>>(in, out, p->basis, p->n_basis, p->n_frames, p->n_pixels);
     USBEAM_CUDA_TRY(cudaGetLastError());
     return usbeam_cuda_stage_end(e, STAGE_PROJECT);

@@ -154,6 +154,53 @@ def test_clutter_projection_matches_cpu_and_reference(rng, method, order):
     assert list(gpu.cuda.stage_times()) == ["clutter.project"]
 
 
+def clutter_40db(rng, shape):
+    """Fresh ensemble: slow clutter 40 dB over the moving signal (amplitude 100 vs <= 1)."""
+    tissue = 100.0 * np.exp(1j * rng.uniform(0, 2 * np.pi, shape[1:]))
+    t = np.linspace(-1, 1, shape[0]).reshape((-1,) + (1,) * (len(shape) - 1))
+    return (tissue * (1 + 0.3 * t - 0.2 * t ** 2 + 0.1 * t ** 3) + random_ensemble(rng, shape)).astype(np.complex64)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("method, order", [("mean", None)] + [("poly", k) for k in range(5)])
+@pytest.mark.parametrize("n_frames", [16, 48])
+def test_clutter_gemm_matches_cpu_kernel_and_reference(rng, method, order, n_frames):
+    shape = (n_frames, 13, 21)
+    iq = clutter_40db(rng, shape)
+    kwargs = dict(method=method) if order is None else dict(method=method, order=order)
+    gemm = usbeam.ClutterFilter(shape, backend="cuda", algorithm="gemm", **kwargs)
+    assert gemm.algorithm == "gemm"
+    d_in = device.from_numpy(iq)
+    out = device.from_numpy(np.full(shape, np.nan + 1j * np.nan, np.complex64))
+    assert gemm(d_in, out=out) is out
+    got = out.to_numpy()
+    assert np.all(np.isfinite(got)), "poison left: some samples were not written"
+    np.testing.assert_array_equal(d_in.to_numpy(), iq)  # the input is not modified
+    scale = np.max(np.abs(iq))  # float32 sums round at the clutter amplitude, before removal
+    tol = TOLERANCES["doppler_cuda_clutter_gemm_rel"] * scale
+    want_cpu = usbeam.ClutterFilter(shape, **kwargs)(iq)
+    assert np.max(np.abs(got - want_cpu)) <= tol
+    want_ref = ref.mean_filter(iq) if method == "mean" else ref.poly_filter(iq, order)
+    assert np.max(np.abs(got - want_ref)) <= tol
+    assert np.max(np.abs(want_ref)) > 100 * tol  # the signal left is far above the bound
+    kernel = usbeam.ClutterFilter(shape, backend="cuda", **kwargs)(device.from_numpy(iq)).to_numpy()
+    assert np.max(np.abs(got - kernel)) <= tol
+    d = device.from_numpy(iq)  # in place: out is the input
+    assert gemm(d, out=d) is d
+    assert np.max(np.abs(d.to_numpy() - want_ref)) <= tol
+    assert list(gemm.cuda.stage_times()) == ["clutter.project"]  # comparable with the kernel's
+
+
+@pytest.mark.cuda
+def test_clutter_gemm_host_round_trip(rng):
+    shape = (20, 6, 9)
+    iq = clutter_40db(rng, shape)
+    got = usbeam.ClutterFilter(shape, "poly", order=2, backend="cuda", algorithm="gemm")(iq)
+    got = got.to_numpy() if hasattr(got, "to_numpy") else np.asarray(got)
+    tol = TOLERANCES["doppler_cuda_clutter_gemm_rel"] * np.max(np.abs(iq))
+    assert np.max(np.abs(got - ref.poly_filter(iq, 2))) <= tol
+
+
 @pytest.mark.cuda
 @pytest.mark.parametrize("init, order", [("projection", 4), ("zero", 3), ("projection", 1)])
 def test_clutter_iir_stream_matches_cpu(rng, init, order):

@@ -89,10 +89,12 @@ def test_bmode_pipeline_graph_replays_the_eager_chain(rng):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("clutter, options", [("poly", dict(order=1)), ("svd", dict(low=1)), ("svd", {})])
+@pytest.mark.parametrize("clutter, options", [("poly", dict(order=1)), ("poly", dict(order=1, algorithm="gemm")),
+                                              ("svd", dict(low=1)), ("svd", {})])
 def test_doppler_pipeline_graph_replays_the_eager_chain(rng, clutter, options):
     """DopplerPipeline(capture_graph=True): the first call captures, later calls replay the new
-    RF (host or device) and equal the eager chain bit for bit (same kernels and cuBLAS calls);
+    RF (host or device) and equal the eager chain bit for bit (same kernels and cuBLAS calls;
+    algorithm='gemm' checks that the cuBLAS projection allocates nothing inside the capture);
     the maps are poisoned before each replay, so every pixel is rewritten."""
     kwargs = dict(n_frames=8, n_samples=N_SAMPLES, fs=FS, fc=FC, c=C, prf=PRF, clutter=clutter,
                   clutter_options=options, average=3)

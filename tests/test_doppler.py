@@ -466,3 +466,21 @@ def test_svd_refuses_non_finite_ensemble(rng, bad, cutoff):
     iq[7, 2, 3] = 0
     plan(iq, out=out)  # the plan still works
     assert np.all(np.isfinite(out))
+
+
+def test_clutter_algorithm_gemm_refused_off_cuda_and_bad_names():
+    shape = (16, 5, 4)
+    with pytest.raises(ValueError, match="algorithm='gemm'.*backend='cuda'"):
+        usbeam.ClutterFilter(shape, "poly", algorithm="gemm")
+    with pytest.raises(ValueError, match="algorithm"):
+        usbeam.ClutterFilter(shape, "poly", algorithm="fast")
+    with pytest.raises(ValueError, match="method"):
+        usbeam.ClutterFilter(shape, "svd", algorithm="gemm", backend="cuda")
+    with pytest.raises(ValueError, match="method"):
+        usbeam.ClutterFilter(shape, "iir", algorithm="gemm", backend="cuda")
+    # the C library refuses it too, whoever calls it
+    with pytest.raises(NotImplementedError, match="algorithm .gemm."):
+        usbeam._core.clutter_plan(16, 20, method="poly", algorithm="gemm", backend="cpu")
+    with pytest.raises(ValueError, match="algorithm must be"):
+        usbeam._core.clutter_plan(16, 20, method="poly", algorithm="GEMM")
+    assert usbeam.ClutterFilter(shape, "mean").algorithm == "kernel"

@@ -89,17 +89,29 @@ class ClutterFilter:
         usbeam.BModePlan); 'svd' decomposes on the device (``svd_info()`` then waits for it);
         ``strict=True`` refuses host arrays.  ``out`` may be the input itself.  The 'iir' state
         stays on the device between calls; ``reset()`` is queued on the plan's stream.
+    algorithm : {'kernel', 'gemm'}
+        How backend 'cuda' applies 'mean' / 'poly' (stage "clutter.project" either way):
+        'kernel' (default) is one fused pass over the ensemble accumulating in double in the
+        CPU's order; 'gemm' is two cuBLAS SGEMMs (C = X Q, then X - C Q^T; full FP32, never TF32)
+        that read the ensemble twice and sum in float32, so it agrees with the CPU to about
+        n_frames^1.5 float32 roundings of the clutter amplitude rather than of the output.
     """
 
     def __init__(self, shape, method="poly", *, order=None, low="auto", high=None, auto_frequency=0.05,
-                 cutoff=0.05, init="projection", init_frames=None, backend="cpu", strict=False):
+                 cutoff=0.05, init="projection", init_frames=None, backend="cpu", strict=False,
+                 algorithm="kernel"):
         self.shape = _shape("shape", shape, 2)
         self.method = _validate.choice("method", method, ("poly", "mean", "svd", "iir"))
+        self.algorithm = _validate.choice("algorithm", algorithm, ("kernel", "gemm"))
+        if self.algorithm == "gemm" and self.method not in ("poly", "mean"):
+            raise ValueError(f"algorithm='gemm' is for method 'poly' or 'mean' (got method='{self.method}')")
+        if self.algorithm == "gemm" and backend != "cuda":
+            raise ValueError("algorithm='gemm' (cuBLAS) needs backend='cuda'")
         self.backend = check_backend(backend)
         n_frames = self.shape[0]
         n_pixels = int(np.prod(self.shape[1:], dtype=np.int64))
         _validate.check_allocation("iq", self.shape, 8)
-        kwargs = dict(method=method, backend=backend)
+        kwargs = dict(method=method, backend=backend, algorithm=self.algorithm)
         if method == "poly":
             self.order = _validate.integer("order", 2 if order is None else order, minimum=0)
             if n_frames < self.order + 2:

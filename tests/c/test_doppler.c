@@ -52,6 +52,18 @@ static void test_clutter_bad_parameters(void)
     CHECK(strstr(usbeam_last_error(), "iir_init_frames") != NULL);
     p.method = (usbeam_clutter_method)42;
     CHECK(usbeam_clutter_plan_create(&p, USBEAM_BACKEND_CPU, &plan) == USBEAM_ERR_INVALID_ARGUMENT);
+    /* algorithm GEMM is cuBLAS: the CPU backend refuses it, and it exists for the projections only */
+    p = (usbeam_clutter_params){.n_frames = 8, .n_pixels = 10, .method = USBEAM_CLUTTER_POLY, .poly_order = 1,
+                                .algorithm = USBEAM_CLUTTER_GEMM};
+    CHECK(usbeam_clutter_plan_create(&p, USBEAM_BACKEND_CPU, &plan) == USBEAM_ERR_UNSUPPORTED);
+    CHECK(plan == NULL && strstr(usbeam_last_error(), "gemm") != NULL);
+    p.method = USBEAM_CLUTTER_SVD;
+    CHECK(usbeam_clutter_plan_create(&p, USBEAM_BACKEND_CUDA, &plan) == USBEAM_ERR_INVALID_ARGUMENT);
+    CHECK(plan == NULL && strstr(usbeam_last_error(), "gemm") != NULL);
+    p = (usbeam_clutter_params){.n_frames = 8, .n_pixels = 10, .method = USBEAM_CLUTTER_MEAN,
+                                .algorithm = (usbeam_clutter_algorithm)7};
+    CHECK(usbeam_clutter_plan_create(&p, USBEAM_BACKEND_CPU, &plan) == USBEAM_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(usbeam_last_error(), "algorithm") != NULL);
     CHECK(usbeam_clutter_plan_create(NULL, USBEAM_BACKEND_CPU, &plan) == USBEAM_ERR_NULL_POINTER);
     usbeam_clutter_plan_destroy(NULL);
 }
