@@ -45,7 +45,7 @@
  *
  * The SVD filter (Gram matrix + eigen-decomposition) has its own twin, cuda/clutter_svd.cu.
  */
-#include "exec.cuh"
+#include "cublas_plan.cuh"
 
 #include <cublas_v2.h>
 
@@ -57,7 +57,6 @@ const char *const STAGE_NAMES[] = {"clutter.project", "clutter.iir"};
 enum { STAGE_PROJECT = 0, STAGE_IIR = 1 };
 /* as in cuda/hadamard.cu: without a plan-owned workspace cuBLAS takes one from its pool inside
  * execute, which a graph capture cannot hold */
-constexpr size_t CUBLAS_WORKSPACE_BYTES = 32u << 20;
 constexpr int IIR_MAX_SECTIONS = 10;
 
 struct IirSections {
@@ -179,7 +178,7 @@ struct usbeam_clutter_cuda {
     cublasHandle_t cublas;
     float *basis_float;     /* device [n_basis][n_frames] */
     float *coef;            /* device, column-major (2 n_pixels x n_basis) */
-    void *cublas_workspace; /* device, CUBLAS_WORKSPACE_BYTES */
+    void *cublas_workspace; /* device, USBEAM_CUBLAS_WORKSPACE_BYTES */
     unsigned grid;
     /* IIR */
     int iir;
@@ -301,12 +300,8 @@ static usbeam_status create_gemm(usbeam_clutter_cuda *p, const double *basis)
     if (st == USBEAM_OK && usbeam_mul_size3(2 * p->n_pixels, (size_t)p->n_basis, sizeof(float), &bytes) != 0)
         st = usbeam_fail(USBEAM_ERR_SIZE_OVERFLOW, "n_pixels: %zu is too large", p->n_pixels);
     if (st == USBEAM_OK) st = usbeam_cuda_exec_alloc(p->exec, bytes, "clutter GEMM coefficients", (void **)&p->coef);
-    if (st == USBEAM_OK)
-        st = usbeam_cuda_exec_alloc(p->exec, CUBLAS_WORKSPACE_BYTES, "cuBLAS workspace", &p->cublas_workspace);
     if (st != USBEAM_OK) return st;
-    USBEAM_CUBLAS_TRY(cublasCreate(&p->cublas));
-    USBEAM_CUBLAS_TRY(cublasSetMathMode(p->cublas, CUBLAS_PEDANTIC_MATH));
-    return USBEAM_OK;
+    return usbeam_cublas_plan_create(p->exec, &p->cublas, &p->cublas_workspace);
 }
 
 extern "C" usbeam_status usbeam_clutter_cuda_create(const usbeam_clutter_params *params, const double *basis,
@@ -354,8 +349,8 @@ static usbeam_status project_gemm(usbeam_clutter_cuda *p, const float2 *in, floa
     if (out != in)
         USBEAM_CUDA_TRY(cudaMemcpyAsync(out, in, p->n_frames * p->n_pixels * sizeof(float2), cudaMemcpyDeviceToDevice,
                                         stream));
-    USBEAM_CUBLAS_TRY(cublasSetStream(p->cublas, stream));
-    USBEAM_CUBLAS_TRY(cublasSetWorkspace(p->cublas, p->cublas_workspace, CUBLAS_WORKSPACE_BYTES)); /* reset by SetStream */
+    usbeam_status st = usbeam_cublas_plan_bind(p->cublas, p->cublas_workspace, stream);
+    if (st != USBEAM_OK) return st;
     USBEAM_CUBLAS_TRY(cublasSgemm(p->cublas, CUBLAS_OP_N, CUBLAS_OP_N, rows, k, frames, &one, (const float *)in, rows,
                                   p->basis_float, frames, &zero, p->coef, rows));
     USBEAM_CUBLAS_TRY(cublasSgemm(p->cublas, CUBLAS_OP_N, CUBLAS_OP_T, rows, frames, k, &minus_one, p->coef, rows,

@@ -57,7 +57,7 @@
  * The precision gap to the CPU is the float32 projector and product (cublasCgemm; the CPU
  * projects in double): see tests/tolerances.py, family cuda.
  */
-#include "exec.cuh"
+#include "cublas_plan.cuh"
 #include "jacobi_math.h"
 
 #include <cublas_v2.h>
@@ -69,7 +69,6 @@ constexpr int EIGEN_MAX_THREADS = 1024;
 constexpr int WIDEN_THREADS = 256;
 /* cuBLAS workspace owned by the plan (NVIDIA's recommendation for Hopper): no allocation by
  * cuBLAS inside execute, so a CUDA-graph capture of the chain (DopplerPipeline) holds. */
-constexpr size_t CUBLAS_WORKSPACE_BYTES = 32u << 20;
 constexpr size_t SVD_CHUNK = 32768; /* pixels per Gram chunk: <= 64 MiB of complex128 at 128 frames */
 constexpr int GRAM_SLICE_TARGET = 4096; /* slices per chunk ~ this / n_frames: ~64 KiB x n of partials */
 constexpr size_t GRAM_MIN_SLICE = 64;   /* pixels: below this a slice is too short to be worth a GEMM */
@@ -274,7 +273,7 @@ struct usbeam_clutter_svd_cuda {
     size_t eigen_shared_bytes;          /* its dynamic shared memory */
     double *singular;                   /* device [n] */
     int *cuts;                          /* device [2] */
-    void *cublas_workspace;             /* device CUBLAS_WORKSPACE_BYTES */
+    void *cublas_workspace;             /* device USBEAM_CUBLAS_WORKSPACE_BYTES */
 };
 
 /* A, B and V go to shared memory when they fit the block's opt-in limit (n <= 69 on sm_90, where
@@ -347,16 +346,7 @@ extern "C" usbeam_status usbeam_clutter_svd_cuda_create(const usbeam_clutter_par
     if (st == USBEAM_OK) st = usbeam_cuda_exec_alloc(p->exec, 2 * sizeof(int), "SVD cut-offs", (void **)&p->cuts);
     if (st == USBEAM_OK)
         st = usbeam_cuda_exec_alloc(p->exec, product_bytes, "SVD in-place product", (void **)&p->product);
-    if (st == USBEAM_OK)
-        st = usbeam_cuda_exec_alloc(p->exec, CUBLAS_WORKSPACE_BYTES, "cuBLAS workspace", &p->cublas_workspace);
-    if (st == USBEAM_OK)
-        st = usbeam_cublas_check((int)cublasCreate(&p->cublas), "cublasCreate", __FILE__, __LINE__);
-    if (st == USBEAM_OK)
-        st = usbeam_cublas_check((int)cublasSetMathMode(p->cublas, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode",
-                                 __FILE__, __LINE__);
-    if (st == USBEAM_OK)
-        st = usbeam_cublas_check((int)cublasSetStream(p->cublas, usbeam_cuda_exec_cuda_stream(p->exec)),
-                                 "cublasSetStream", __FILE__, __LINE__);
+    if (st == USBEAM_OK) st = usbeam_cublas_plan_create(p->exec, &p->cublas, &p->cublas_workspace);
     if (st != USBEAM_OK) {
         usbeam_clutter_svd_cuda_destroy(p);
         return st;
@@ -384,8 +374,7 @@ static usbeam_status svd_run(usbeam_clutter_svd_cuda *p, const float2 *in, float
     if (st != USBEAM_OK) return st;
     cudaStream_t stream = usbeam_cuda_exec_cuda_stream(e);
     /* per execute: the caller may have moved the plan to another stream (set_stream) */
-    USBEAM_CUBLAS_TRY(cublasSetStream(p->cublas, stream));
-    USBEAM_CUBLAS_TRY(cublasSetWorkspace(p->cublas, p->cublas_workspace, CUBLAS_WORKSPACE_BYTES)); /* reset by SetStream */
+    if ((st = usbeam_cublas_plan_bind(p->cublas, p->cublas_workspace, stream)) != USBEAM_OK) return st;
     const size_t padded = (size_t)p->slices * p->slice;
     const cuDoubleComplex z_one = make_cuDoubleComplex(1.0, 0.0), z_zero = make_cuDoubleComplex(0.0, 0.0);
     for (size_t first = 0; first < (size_t)m; first += p->chunk) {

@@ -21,6 +21,7 @@
  * read after a replay are the replay's.
  */
 #include "exec.cuh"
+#include "cublas_plan.cuh"
 
 #include <nvtx3/nvToolsExt.h>
 #include <string.h>
@@ -274,4 +275,21 @@ extern "C" unsigned usbeam_cuda_exec_take_input_faults(usbeam_cuda_exec *e)
 {
     if (!e || !e->input_fault) return 0u;
     return __atomic_exchange_n(e->input_fault, 0u, __ATOMIC_ACQ_REL);
+}
+
+usbeam_status usbeam_cublas_plan_create(usbeam_cuda_exec *exec, cublasHandle_t *handle, void **workspace)
+{
+    *handle = nullptr;
+    usbeam_status st = usbeam_cuda_exec_alloc(exec, USBEAM_CUBLAS_WORKSPACE_BYTES, "cuBLAS workspace", workspace);
+    if (st != USBEAM_OK) return st;
+    USBEAM_CUBLAS_TRY(cublasCreate(handle));
+    USBEAM_CUBLAS_TRY(cublasSetMathMode(*handle, CUBLAS_PEDANTIC_MATH));
+    return USBEAM_OK;
+}
+
+usbeam_status usbeam_cublas_plan_bind(cublasHandle_t handle, void *workspace, cudaStream_t stream)
+{
+    USBEAM_CUBLAS_TRY(cublasSetStream(handle, stream));
+    USBEAM_CUBLAS_TRY(cublasSetWorkspace(handle, workspace, USBEAM_CUBLAS_WORKSPACE_BYTES));
+    return USBEAM_OK;
 }

@@ -33,7 +33,7 @@
  * Reference: the fast Walsh-Hadamard transform, e.g. Fino & Algazi, IEEE Trans. Computers
  * C-25 (1976) 1142; matrices as documented in csrc/hadamard.c.
  */
-#include "exec.cuh"
+#include "cublas_plan.cuh"
 
 #include <cublas_v2.h>
 #include <stdint.h>
@@ -52,7 +52,6 @@ constexpr int MAX_SIGN_WORDS = USBEAM_HADAMARD_MAX_ORDER * USBEAM_HADAMARD_MAX_O
  * cuda/clutter_svd.cu): without one cuBLAS takes its own from a pool inside execute, which a
  * CUDA-graph capture of the chain cannot hold.  cublasSetStream resets the handle's workspace
  * to the default, so execute sets it again after every cublasSetStream. */
-constexpr size_t CUBLAS_WORKSPACE_BYTES = 32u << 20;
 
 struct Layout {
     int n, base;              /* order, Paley base order m of FAST */
@@ -236,7 +235,7 @@ struct usbeam_hadamard_cuda {
     cublasHandle_t cublas;     /* GEMM */
     float *h_float;            /* device, GEMM: H as a column-major n x n float matrix */
     float *converted, *product; /* device, GEMM: [outer][n][inner] float each */
-    void *cublas_workspace;    /* device, GEMM: CUBLAS_WORKSPACE_BYTES */
+    void *cublas_workspace;    /* device, GEMM: USBEAM_CUBLAS_WORKSPACE_BYTES */
     size_t n_outer;
 };
 
@@ -269,12 +268,8 @@ static usbeam_status create_gemm(usbeam_hadamard_cuda *p, const int8_t *matrix, 
         st = usbeam_fail(USBEAM_ERR_SIZE_OVERFLOW, "data: too large for the GEMM scratch");
     if (st == USBEAM_OK) st = usbeam_cuda_exec_alloc(p->exec, bytes, "hadamard converted input", (void **)&p->converted);
     if (st == USBEAM_OK) st = usbeam_cuda_exec_alloc(p->exec, bytes, "hadamard GEMM product", (void **)&p->product);
-    if (st == USBEAM_OK)
-        st = usbeam_cuda_exec_alloc(p->exec, CUBLAS_WORKSPACE_BYTES, "cuBLAS workspace", &p->cublas_workspace);
     if (st != USBEAM_OK) return st;
-    USBEAM_CUBLAS_TRY(cublasCreate(&p->cublas));
-    USBEAM_CUBLAS_TRY(cublasSetMathMode(p->cublas, CUBLAS_PEDANTIC_MATH));
-    return USBEAM_OK;
+    return usbeam_cublas_plan_create(p->exec, &p->cublas, &p->cublas_workspace);
 }
 
 extern "C" usbeam_status usbeam_hadamard_cuda_create(const usbeam_hadamard_params *params, const int8_t *matrix,
@@ -386,8 +381,7 @@ static usbeam_status execute_gemm(usbeam_hadamard_cuda *p, const void *in, void 
     const float one = 1.0f, zero = 0.0f;
     const int m = (int)L.inner, n = L.n;
     const long long stride = (long long)n * (long long)L.inner;
-    USBEAM_CUBLAS_TRY(cublasSetStream(p->cublas, stream));
-    USBEAM_CUBLAS_TRY(cublasSetWorkspace(p->cublas, p->cublas_workspace, CUBLAS_WORKSPACE_BYTES)); /* reset by SetStream */
+    if ((st = usbeam_cublas_plan_bind(p->cublas, p->cublas_workspace, stream)) != USBEAM_OK) return st;
     USBEAM_CUBLAS_TRY(cublasSgemmStridedBatched(p->cublas, CUBLAS_OP_N, CUBLAS_OP_N, m, n, n, &one, p->converted, m,
                                                 stride, p->h_float, n, 0, &zero, p->product, m, stride,
                                                 (int)p->n_outer));
