@@ -219,6 +219,16 @@ static pid_t start_slow_writer(int do_abort, int *go_fd, unsigned long long *id)
     return child;
 }
 
+/* Lets the slow writer go on (its late write and its commit or abort) and waits for it. */
+static void finish_slow_writer(pid_t child, int go_fd)
+{
+    int status = 0;
+    CHECK(write(go_fd, "g", 1) == 1);
+    waitpid(child, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    close(go_fd);
+}
+
 static void sleep_ms(long ms)
 {
     struct timespec pause = {ms / 1000, (ms % 1000) * 1000000l};
@@ -249,10 +259,7 @@ static void test_stalled_writer_quarantined(void)
     CHECK(usbeam_client_push(c, frame, sizeof frame, 50, &id) == USBEAM_CLIENT_ERR_TIMEOUT);
     CHECK(usbeam_shm_server_reap(s, &reclaimed) == USBEAM_OK && reclaimed == 0); /* counted once */
     /* its late write and commit: refused, and the slot is free again */
-    CHECK(write(go, "g", 1) == 1);
-    waitpid(child, &status, 0);
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    close(go);
+    finish_slow_writer(child, go);
     CHECK(usbeam_client_push(c, frame, sizeof frame, 50, &id) == USBEAM_CLIENT_OK);
     CHECK(serve_one(s, 100) == 1);
     int64_t out[2] = {0, 0};
@@ -263,10 +270,7 @@ static void test_stalled_writer_quarantined(void)
     child = start_slow_writer(1, &go, &slow_id);
     sleep_ms(60);
     CHECK(usbeam_shm_server_reap(s, &reclaimed) == USBEAM_OK && reclaimed == 1);
-    CHECK(write(go, "g", 1) == 1);
-    waitpid(child, &status, 0);
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    close(go);
+    finish_slow_writer(child, go);
     CHECK(usbeam_client_push(c, frame, sizeof frame, 50, &id) == USBEAM_CLIENT_OK);
     CHECK(serve_one(s, 100) == 1);
     child = start_slow_writer(0, &go, &slow_id);
