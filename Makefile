@@ -1,6 +1,8 @@
 # usbeam: every target does its own set-up (virtual environment, dependencies, build).
 #   make demo    simulated phantom, RF -> IQ -> DAS -> B-mode on the CPU, PNG + stage timings
-#   make test    build, C tests and the whole pytest suite
+#   make test    build, C tests, the whole pytest suite, the install routes (sdist, wheels,
+#                fresh venvs, CUDA toolkit hidden) and, where the CUDA headers are, the emulator
+#   make test-package  the install routes alone (tests/packaging)
 #   make asan    C tests and the pytest suite under AddressSanitizer + UBSan
 #   make bench   benchmarks (see benchmarks/README.md)
 #   make test-emu  the CUDA tests on the CPU emulator (tests/cuda_emu; needs the CUDA headers only)
@@ -16,7 +18,7 @@ CFLAGS_C += -Werror
 endif
 CORE_C := $(filter-out csrc/module.c csrc/py_%.c,$(wildcard csrc/*.c))
 
-.PHONY: all venv build test ctest pytest demo asan asan-emu bench clean client emu-build test-emu test-emu-if-headers bench-emu gpu-prep
+.PHONY: all venv build test test-package ctest pytest demo asan asan-emu bench clean client emu-build test-emu test-emu-if-headers bench-emu gpu-prep
 
 all: build
 
@@ -28,8 +30,10 @@ $(STAMP): requirements-dev.txt
 
 venv: $(STAMP)
 
+# Development builds compile the CUDA backend for one architecture (sm_90) to stay quick; the
+# wheel's default is the fat binary (setup.py).  USBEAM_CUDA_ARCH overrides both.
 build: $(STAMP)
-	$(PY) setup.py --quiet build_ext --inplace
+	USBEAM_CUDA_ARCH="$${USBEAM_CUDA_ARCH:-90}" $(PY) setup.py --quiet build_ext --inplace
 
 CTESTS := $(patsubst tests/c/%.c,build/ctest/%,$(wildcard tests/c/test_*.c))
 
@@ -46,7 +50,13 @@ pytest: build
 
 test: build ctest
 	$(PY) -m pytest -q
+	$(MAKE) --no-print-directory test-package
 	$(MAKE) --no-print-directory test-emu-if-headers
+
+# What users get: the README's install routes into fresh virtual environments, imported from
+# outside the checkout, and CPU work with the CUDA toolkit hidden (tests/packaging).
+test-package: $(STAMP)
+	$(PY) -m pytest -q -p no:cacheprovider --packaging tests/packaging
 
 demo: build
 	$(PY) -m usbeam.demo --out demo_bmode.png
@@ -59,7 +69,7 @@ asan: $(STAMP)
 	    $(CC) $(CFLAGS_C) -O1 -fno-omit-frame-pointer -fsanitize=address,undefined $$src $(CORE_C) -lm -lpthread -lrt -o $$exe; \
 	    echo "== $$exe"; ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ./$$exe; \
 	done
-	rm -f usbeam/_core*.so
+	rm -f usbeam/_core*.so usbeam/_cuda*.so usbeam/_cuda_build.py
 	USBEAM_SANITIZE=1 USBEAM_CUDA=0 $(PY) setup.py --quiet build_ext --inplace --force
 	LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
 	    ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 \
@@ -75,8 +85,9 @@ EMU_SANITIZE ?= 0
 EMU_PKG = $(EMU_DIR)/pkg
 emu-build: $(STAMP)
 	@mkdir -p $(EMU_PKG)/usbeam
-	rm -rf $(EMU_PKG)/usbeam/*.py $(EMU_PKG)/usbeam/live
-	cp -r usbeam/*.py usbeam/live $(EMU_PKG)/usbeam/
+	rm -rf $(EMU_PKG)/usbeam/*.py $(EMU_PKG)/usbeam/live $(EMU_PKG)/usbeam/data
+	tar -C usbeam --exclude='*.so' --exclude=__pycache__ --exclude=_cuda_build.py --exclude=include -cf - . \
+	    | tar -C $(EMU_PKG)/usbeam -xf -
 	ln -sfn $(abspath datasets) $(EMU_PKG)/datasets
 	USBEAM_CUDA=emu USBEAM_SANITIZE=$(EMU_SANITIZE) $(PY) setup.py --quiet build_ext --build-lib $(EMU_PKG) \
 	    --build-temp $(EMU_DIR)/temp
@@ -149,4 +160,5 @@ $(CLIENT_LIB): csrc/client.c csrc/usbeam_client.h csrc/shm_layout.h csrc/shm_syn
 	    -fPIC -shared -Icsrc csrc/client.c -o $@ -lpthread -lrt
 
 clean:
-	rm -rf build usbeam/_core*.so usbeam/__pycache__ tests/__pycache__ demo_bmode.png
+	rm -rf build dist usbeam/_core*.so usbeam/_cuda*.so usbeam/_cuda_build.py usbeam/libusbeam_client.so \
+	    usbeam/include usbeam/__pycache__ tests/__pycache__ demo_bmode.png

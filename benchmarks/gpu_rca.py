@@ -57,7 +57,7 @@ def main(argv=None):
     parser.add_argument("--no-record", action="store_true", help="print only, do not append to RESULTS.md")
     args = parser.parse_args(argv)
     if not usbeam.cuda_available():
-        reason = "usbeam was built without CUDA" if not usbeam.build_info()["cuda"] else "no CUDA device is visible"
+        reason = usbeam.build_info()["cuda_error"] or "no CUDA device is visible"
         print(f"gpu_rca: skipped, {reason}")
         return 0
     from tolerances import TOLERANCES

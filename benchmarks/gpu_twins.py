@@ -49,7 +49,7 @@ def main():
     parser.add_argument("--repeat", type=int, default=50)
     args = parser.parse_args()
     if not usbeam.cuda_available():
-        reason = "usbeam was built without CUDA" if not usbeam.build_info()["cuda"] else "no CUDA device is visible"
+        reason = usbeam.build_info()["cuda_error"] or "no CUDA device is visible"
         print(f"gpu_twins: skipped, {reason}")
         return
     rng = np.random.default_rng()

@@ -3,7 +3,7 @@
  * segment.c) and their CUDA halves (cuda/preprocess.cu, detect.cu, segment.cu).
  * The C plan validates parameters and computes tables in double; a CUDA plan then hands
  * them to usbeam_cuda_*_create, which owns every device allocation (made once, there).
- * These functions exist only in a build with USBEAM_HAVE_CUDA.
+ * They are entry points of the CUDA seam (cuda_seam.h).
  */
 #ifndef USBEAM_AI_INTERNAL_H
 #define USBEAM_AI_INTERNAL_H

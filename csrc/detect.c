@@ -152,10 +152,6 @@ usbeam_status usbeam_detect_plan_create(const usbeam_detect_params *params, usbe
     *plan = NULL;
     if (backend != USBEAM_BACKEND_CPU && backend != USBEAM_BACKEND_CUDA)
         return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "backend: unknown value %d", (int)backend);
-#ifndef USBEAM_HAVE_CUDA
-    if (backend == USBEAM_BACKEND_CUDA)
-        return usbeam_fail(USBEAM_ERR_NO_BACKEND, "backend: usbeam was built without CUDA");
-#endif
     if (params->n_images == 0) return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "n_images must be >= 1");
     if (params->n_anchors == 0 || params->n_anchors > (size_t)INT32_MAX)
         return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "n_anchors must be in 1 .. %d (got %zu)", INT32_MAX,
@@ -202,12 +198,10 @@ usbeam_status usbeam_detect_plan_create(const usbeam_detect_params *params, usbe
                                params->n_anchors);
         }
     }
-#ifdef USBEAM_HAVE_CUDA
     if (backend == USBEAM_BACKEND_CUDA && (st = usbeam_cuda_detect_create(params, &p->cuda)) != USBEAM_OK) {
         usbeam_detect_plan_destroy(p);
         return st;
     }
-#endif
     *plan = p;
     return USBEAM_OK;
 }
@@ -215,9 +209,7 @@ usbeam_status usbeam_detect_plan_create(const usbeam_detect_params *params, usbe
 void usbeam_detect_plan_destroy(usbeam_detect_plan *plan)
 {
     if (!plan) return;
-#ifdef USBEAM_HAVE_CUDA
     usbeam_cuda_detect_destroy(plan->cuda);
-#endif
     if (plan->scratch)
         for (size_t i = 0; i < plan->params.n_images; ++i) scratch_free(&plan->scratch[i]);
     usbeam_free(plan->scratch);
@@ -320,10 +312,8 @@ usbeam_status usbeam_detect_execute_async(usbeam_detect_plan *plan, const void *
 {
     if (!plan || !raw || !detections || !counts)
         return usbeam_fail(USBEAM_ERR_NULL_POINTER, "plan, raw, detections and counts must not be NULL");
-#ifdef USBEAM_HAVE_CUDA
     if (plan->backend == USBEAM_BACKEND_CUDA)
         return usbeam_cuda_detect_run(plan->cuda, raw, detections, counts, stream);
-#endif
     const usbeam_detect_params *prm = &plan->params;
     if (usbeam_count_nonfinite(raw, prm->in_dtype, prm->n_images * prm->n_anchors * (5 + prm->n_classes)))
         return usbeam_fail_nonfinite("raw", "detect_postprocess refuses them; detections and counts are untouched");

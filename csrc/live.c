@@ -119,31 +119,3 @@ usbeam_status usbeam_live_gather_execute(const usbeam_live_gather_plan *plan, co
     return USBEAM_OK;
 }
 
-#ifndef USBEAM_HAVE_CUDA
-/* CPU-only build: the CUDA half of live sessions is absent (cuda/live.cu). */
-#define LIVE_NO_CUDA usbeam_fail(USBEAM_ERR_NO_BACKEND, "backend: usbeam was built without CUDA (no nvcc at build time)")
-usbeam_status usbeam_live_cuda_ring_create(int device, int n_slots, size_t slot_bytes, usbeam_live_cuda_ring **ring)
-{
-    if (ring) *ring = NULL;
-    return LIVE_NO_CUDA;
-}
-usbeam_status usbeam_live_cuda_ring_host_slot(usbeam_live_cuda_ring *ring, int slot, void **host) { return LIVE_NO_CUDA; }
-usbeam_status usbeam_live_cuda_ring_upload(usbeam_live_cuda_ring *ring, int slot, size_t bytes) { return LIVE_NO_CUDA; }
-usbeam_status usbeam_live_cuda_ring_acquire(usbeam_live_cuda_ring *ring, int slot, void **device, void **stream)
-{
-    return LIVE_NO_CUDA;
-}
-usbeam_status usbeam_live_cuda_ring_release(usbeam_live_cuda_ring *ring, int slot) { return LIVE_NO_CUDA; }
-usbeam_status usbeam_live_cuda_ring_upload_seconds(usbeam_live_cuda_ring *ring, int slot, double *seconds)
-{
-    return LIVE_NO_CUDA;
-}
-usbeam_status usbeam_live_cuda_ring_compute_seconds(usbeam_live_cuda_ring *ring, int slot, double *seconds)
-{
-    return LIVE_NO_CUDA;
-}
-usbeam_status usbeam_live_cuda_ring_synchronize(usbeam_live_cuda_ring *ring) { return LIVE_NO_CUDA; }
-int usbeam_live_cuda_ring_count(void) { return 0; }
-void usbeam_live_cuda_ring_destroy(usbeam_live_cuda_ring *ring) { (void)ring; }
-usbeam_status usbeam_live_cuda_h2d_bandwidth(int device, size_t bytes, int repeats, double *gbps) { return LIVE_NO_CUDA; }
-#endif

@@ -5,6 +5,7 @@
  */
 #define USBEAM_PY_MODULE_MAIN
 #include "py_common.h"
+#include "cuda_seam.h"
 
 static PyObject *usbeam_error_type; /* usbeam.UsbeamError, a RuntimeError */
 
@@ -103,30 +104,51 @@ static PyObject *py_build_info(PyObject *self, PyObject *noargs)
 {
     (void)self;
     (void)noargs;
-#ifdef USBEAM_CUDA_EMULATED
-    enum { CUDA_EMULATED = 1 }; /* USBEAM_CUDA=emu: the CUDA backend runs on the CPU emulator */
-#else
-    enum { CUDA_EMULATED = 0 };
-#endif
-    /* why a CUDA build sees no usable device when the driver's answer is an error (None: it
-     * answered, with or without devices) */
+    /* CUDA facts come from the loaded usbeam._cuda (usbeam._backend adds why it is absent). */
+    const usbeam_cuda_api *cuda = usbeam_cuda_installed();
+    /* why a loaded CUDA backend sees no usable device when the driver's answer is an error
+     * (None: it answered, with or without devices) */
     int count = 0;
     PyObject *cuda_error = Py_None;
-    if (usbeam_cuda_device_count(&count) != USBEAM_OK) {
+    if (cuda && usbeam_cuda_device_count(&count) != USBEAM_OK) {
         cuda_error = PyUnicode_FromString(usbeam_last_error());
         if (!cuda_error) return NULL;
         usbeam_clear_error();
     } else {
         Py_INCREF(cuda_error);
     }
-    return Py_BuildValue("{s:i,s:i,s:N,s:i,s:s,s:(iii)}", "cuda", usbeam_built_with_cuda(), "cuda_emulated",
-                         CUDA_EMULATED, "cuda_error", cuda_error, "cpu_threads", usbeam_cpu_threads(), "openmp",
+    return Py_BuildValue("{s:i,s:i,s:i,s:s,s:N,s:i,s:s,s:(iii)}", "cuda", cuda != NULL, "cuda_emulated",
+                         cuda ? cuda->emulated : 0, "cuda_runtime_version", cuda ? cuda->cuda_runtime_version : 0,
+                         "cuda_architectures", cuda ? cuda->architectures : "", "cuda_error", cuda_error,
+                         "cpu_threads", usbeam_cpu_threads(), "openmp",
 #ifdef _OPENMP
                          "yes",
 #else
                          "no",
 #endif
                          "version", USBEAM_VERSION_MAJOR, USBEAM_VERSION_MINOR, USBEAM_VERSION_PATCH);
+}
+
+/* _install_cuda(capsule): take usbeam._cuda's table (csrc/cuda_seam.h); called once by
+ * usbeam._backend.load_cuda, before any CUDA plan or device array exists. */
+static PyObject *py_install_cuda(PyObject *self, PyObject *capsule)
+{
+    (void)self;
+    const usbeam_cuda_api *api = PyCapsule_GetPointer(capsule, "usbeam._cuda.api");
+    if (!api) return NULL;
+    usbeam_status st = usbeam_cuda_install(api);
+    if (st != USBEAM_OK) return usbeam_py_raise(st);
+    Py_RETURN_NONE;
+}
+
+/* _set_cuda_unavailable(reason): the one line the CUDA entry points give while it is absent. */
+static PyObject *py_set_cuda_unavailable(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    const char *reason = PyUnicode_AsUTF8(arg);
+    if (!reason) return NULL;
+    usbeam_cuda_set_unavailable(reason);
+    Py_RETURN_NONE;
 }
 
 static PyObject *py_cuda_device_count(PyObject *self, PyObject *noargs)
@@ -197,6 +219,8 @@ PyMethodDef usbeam_py_core_methods[] = {
     {"cuda_device_count", py_cuda_device_count, METH_NOARGS, "Number of usable CUDA devices (0 without CUDA)."},
     {"cuda_device_info", py_cuda_device_info, METH_VARARGS, "Properties of one CUDA device."},
     {"status_table", py_status_table, METH_NOARGS, "The status code table: {code: (name, message)}."},
+    {"_install_cuda", py_install_cuda, METH_O, "Install usbeam._cuda's table (usbeam._backend.load_cuda)."},
+    {"_set_cuda_unavailable", py_set_cuda_unavailable, METH_O, "Why the CUDA backend is absent (one line)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -72,10 +72,6 @@ usbeam_status usbeam_preprocess_plan_create(const usbeam_preprocess_params *para
     *plan = NULL;
     if (backend != USBEAM_BACKEND_CPU && backend != USBEAM_BACKEND_CUDA)
         return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "backend: unknown value %d", (int)backend);
-#ifndef USBEAM_HAVE_CUDA
-    if (backend == USBEAM_BACKEND_CUDA)
-        return usbeam_fail(USBEAM_ERR_NO_BACKEND, "backend: usbeam was built without CUDA");
-#endif
     if ((st = check_size("n_images", params->n_images)) != USBEAM_OK) return st;
     if ((st = check_size("in_height", params->in_height)) != USBEAM_OK) return st;
     if ((st = check_size("in_width", params->in_width)) != USBEAM_OK) return st;
@@ -130,7 +126,6 @@ usbeam_status usbeam_preprocess_plan_create(const usbeam_preprocess_params *para
         p->scale[c] = (float)params->scale[source];
         p->offset[c] = (float)params->offset[source];
     }
-#ifdef USBEAM_HAVE_CUDA
     if (backend == USBEAM_BACKEND_CUDA) {
         st = usbeam_cuda_preprocess_create(params, p->rows, p->cols, p->scale, p->offset, &p->cuda);
         if (st != USBEAM_OK) {
@@ -138,7 +133,6 @@ usbeam_status usbeam_preprocess_plan_create(const usbeam_preprocess_params *para
             return st;
         }
     }
-#endif
     *plan = p;
     return USBEAM_OK;
 }
@@ -146,9 +140,7 @@ usbeam_status usbeam_preprocess_plan_create(const usbeam_preprocess_params *para
 void usbeam_preprocess_plan_destroy(usbeam_preprocess_plan *plan)
 {
     if (!plan) return;
-#ifdef USBEAM_HAVE_CUDA
     usbeam_cuda_preprocess_destroy(plan->cuda);
-#endif
     usbeam_free(plan->rows);
     usbeam_free(plan->cols);
     usbeam_free(plan);
@@ -207,9 +199,7 @@ usbeam_status usbeam_preprocess_execute_async(usbeam_preprocess_plan *plan, cons
                                               void *stream)
 {
     if (!plan || !in || !out) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "plan, in and out must not be NULL");
-#ifdef USBEAM_HAVE_CUDA
     if (plan->backend == USBEAM_BACKEND_CUDA) return usbeam_cuda_preprocess_run(plan->cuda, in, out, stream);
-#endif
     void (*resize_row)(const usbeam_preprocess_plan *, const void *, size_t, size_t, void *) =
         plan->params.in_dtype == USBEAM_DTYPE_UINT8     ? resize_row_u8
         : plan->params.in_dtype == USBEAM_DTYPE_FLOAT16 ? resize_row_f16
@@ -265,16 +255,3 @@ usbeam_status usbeam_float16_to_float32(const uint16_t *in, float *out, size_t n
     return USBEAM_OK;
 }
 
-#ifndef USBEAM_HAVE_CUDA
-usbeam_status usbeam_cuda_float32_to_float16(const void *in, void *out, size_t n, void *stream)
-{
-    (void)in, (void)out, (void)n, (void)stream;
-    return usbeam_fail(USBEAM_ERR_NO_BACKEND, "float32_to_float16: usbeam was built without CUDA");
-}
-
-usbeam_status usbeam_cuda_float16_to_float32(const void *in, void *out, size_t n, void *stream)
-{
-    (void)in, (void)out, (void)n, (void)stream;
-    return usbeam_fail(USBEAM_ERR_NO_BACKEND, "float16_to_float32: usbeam was built without CUDA");
-}
-#endif

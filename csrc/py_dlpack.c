@@ -19,6 +19,7 @@
  * Numba's CUDA array interface v3.
  */
 #include "py_device.h"
+#include "cuda_seam.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -261,7 +262,7 @@ static PyObject *py_device_from_dlpack(PyObject *self, PyObject *args, PyObject 
     if (bad < 0) return NULL;
     const int cuda_memory = dev_type == kDLCUDA || dev_type == kDLCUDAManaged;
     if (cuda_memory && !usbeam_built_with_cuda()) {
-        PyErr_Format(PyExc_TypeError, "%s is in CUDA memory but usbeam was built without CUDA", name);
+        PyErr_Format(PyExc_TypeError, "%s is in CUDA memory but %s", name, usbeam_cuda_unavailable_reason());
         return NULL;
     }
     if (!cuda_memory && dev_type != kDLCPU && dev_type != kDLCUDAHost) {

@@ -190,10 +190,6 @@ usbeam_status usbeam_components_plan_create(const usbeam_components_params *para
     *plan = NULL;
     if (backend != USBEAM_BACKEND_CPU && backend != USBEAM_BACKEND_CUDA)
         return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "backend: unknown value %d", (int)backend);
-#ifndef USBEAM_HAVE_CUDA
-    if (backend == USBEAM_BACKEND_CUDA)
-        return usbeam_fail(USBEAM_ERR_NO_BACKEND, "backend: usbeam was built without CUDA");
-#endif
     if (params->n_images == 0) return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "n_images must be >= 1");
     if (params->height == 0 || params->width == 0)
         return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "mask: height and width must be >= 1 (got %zu x %zu)",
@@ -223,7 +219,6 @@ usbeam_status usbeam_components_plan_create(const usbeam_components_params *para
                                params->n_images * image_size);
         }
     }
-#ifdef USBEAM_HAVE_CUDA
     if (backend == USBEAM_BACKEND_CUDA) {
         usbeam_status st = usbeam_cuda_components_create(params, &p->cuda);
         if (st != USBEAM_OK) {
@@ -231,7 +226,6 @@ usbeam_status usbeam_components_plan_create(const usbeam_components_params *para
             return st;
         }
     }
-#endif
     *plan = p;
     return USBEAM_OK;
 }
@@ -239,9 +233,7 @@ usbeam_status usbeam_components_plan_create(const usbeam_components_params *para
 void usbeam_components_plan_destroy(usbeam_components_plan *plan)
 {
     if (!plan) return;
-#ifdef USBEAM_HAVE_CUDA
     usbeam_cuda_components_destroy(plan->cuda);
-#endif
     usbeam_free(plan->labels);
     usbeam_free(plan->areas);
     usbeam_free(plan);
@@ -290,10 +282,8 @@ static usbeam_status run_mask_operation(usbeam_components_plan *plan, int operat
                                         size_t min_area, uint8_t *out)
 {
     if (!plan || !mask || !out) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "plan, mask and out must not be NULL");
-#ifdef USBEAM_HAVE_CUDA
     if (plan->backend == USBEAM_BACKEND_CUDA)
         return usbeam_cuda_components_run(plan->cuda, operation, mask, out, NULL, min_area, plan->stream);
-#endif
     const ptrdiff_t n_images = (ptrdiff_t)plan->params.n_images;
 #pragma omp parallel for schedule(dynamic, 1) if (n_images > 1)
     for (ptrdiff_t image = 0; image < n_images; ++image)
@@ -306,10 +296,8 @@ usbeam_status usbeam_label_execute(usbeam_components_plan *plan, const uint8_t *
 {
     if (!plan || !mask || !labels || !counts)
         return usbeam_fail(USBEAM_ERR_NULL_POINTER, "plan, mask, labels and counts must not be NULL");
-#ifdef USBEAM_HAVE_CUDA
     if (plan->backend == USBEAM_BACKEND_CUDA)
         return usbeam_cuda_components_run(plan->cuda, OP_LABEL, mask, labels, counts, 0, plan->stream);
-#endif
     const size_t n = plan->image_size;
     const ptrdiff_t n_images = (ptrdiff_t)plan->params.n_images;
 #pragma omp parallel for schedule(dynamic, 1) if (n_images > 1)
@@ -384,27 +372,3 @@ usbeam_status usbeam_regionprops_basic(const int32_t *labels, size_t height, siz
     return USBEAM_OK;
 }
 
-#ifndef USBEAM_HAVE_CUDA
-usbeam_status usbeam_cuda_mask_threshold(const void *values, usbeam_dtype dtype, size_t n, double threshold,
-                                         uint8_t *mask, void *stream)
-{
-    (void)values, (void)dtype, (void)n, (void)threshold, (void)mask, (void)stream;
-    return usbeam_fail(USBEAM_ERR_NO_BACKEND, "mask_threshold: usbeam was built without CUDA");
-}
-
-usbeam_status usbeam_cuda_mask_argmax(const void *scores, usbeam_dtype dtype, size_t n_images, size_t n_classes,
-                                      size_t n_pixels, int32_t *labels, void *stream)
-{
-    (void)scores, (void)dtype, (void)n_images, (void)n_classes, (void)n_pixels, (void)labels, (void)stream;
-    return usbeam_fail(USBEAM_ERR_NO_BACKEND, "mask_argmax: usbeam was built without CUDA");
-}
-
-usbeam_status usbeam_cuda_regionprops_basic(const int32_t *labels, size_t height, size_t width,
-                                            size_t n_labels, int32_t *area, int32_t *bbox,
-                                            double *centroid, void *stream)
-{
-    (void)labels, (void)height, (void)width, (void)n_labels, (void)area, (void)bbox, (void)centroid,
-        (void)stream;
-    return usbeam_fail(USBEAM_ERR_NO_BACKEND, "regionprops_basic: usbeam was built without CUDA");
-}
-#endif

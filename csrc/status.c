@@ -34,11 +34,18 @@ const char *usbeam_last_error(void) { return last_error_message; }
 
 void usbeam_clear_error(void) { last_error_message[0] = '\0'; }
 
+usbeam_status usbeam_vfail(usbeam_status status, const char *format, va_list args);
+usbeam_status usbeam_vfail(usbeam_status status, const char *format, va_list args)
+{
+    vsnprintf(last_error_message, sizeof last_error_message, format, args);
+    return status;
+}
+
 usbeam_status usbeam_fail(usbeam_status status, const char *format, ...)
 {
     va_list args;
     va_start(args, format);
-    vsnprintf(last_error_message, sizeof last_error_message, format, args);
+    usbeam_vfail(status, format, args);
     va_end(args);
     return status;
 }
@@ -123,29 +130,3 @@ usbeam_status usbeam_set_thread_limit(int n)
 #endif
     return USBEAM_OK;
 }
-
-int usbeam_built_with_cuda(void)
-{
-#ifdef USBEAM_HAVE_CUDA
-    return 1;
-#else
-    return 0;
-#endif
-}
-
-#ifndef USBEAM_HAVE_CUDA
-/* CPU-only build: the device query answers "none" rather than failing. */
-usbeam_status usbeam_cuda_device_count(int *count)
-{
-    if (!count) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "count is NULL");
-    *count = 0;
-    return USBEAM_OK;
-}
-
-usbeam_status usbeam_cuda_device_info(int device, usbeam_device_info *info)
-{
-    (void)info;
-    return usbeam_fail(USBEAM_ERR_NO_BACKEND,
-                       "device %d: usbeam was built without CUDA (no nvcc at build time)", device);
-}
-#endif

@@ -75,7 +75,7 @@ void usbeam_fill_nan(float *out, size_t n);
  * csrc/<family>.c validates the parameters and builds its tables in double as for the CPU,
  * then, for USBEAM_BACKEND_CUDA, hands them to usbeam_<family>_cuda_create, which copies
  * them to the device; execute and destroy forward to the twin.  In a build without CUDA
- * (csrc/cuda_stubs.c) create fails with USBEAM_ERR_NO_BACKEND. */
+ * (csrc/cuda_seam.h: usbeam._cuda not loaded) create fails with USBEAM_ERR_NO_BACKEND. */
 typedef struct usbeam_bmode_cuda usbeam_bmode_cuda;
 usbeam_status usbeam_bmode_cuda_create(const usbeam_bmode_params *params, usbeam_bmode_cuda **plan);
 usbeam_status usbeam_bmode_cuda_execute(usbeam_bmode_cuda *plan, const void *in, void *out);

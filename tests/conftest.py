@@ -27,9 +27,19 @@ def rng(request):
     return np.random.default_rng(seed)
 
 
+def pytest_addoption(parser):
+    parser.addoption("--packaging", action="store_true",
+                     help="run the tests marked packaging (sdist, wheels, fresh venvs: make test-package)")
+
+
 def pytest_collection_modifyitems(config, items):
     import usbeam
 
+    if not config.getoption("--packaging"):
+        skip_packaging = pytest.mark.skip(reason="packaging test: run with --packaging (make test-package)")
+        for item in items:
+            if item.get_closest_marker("packaging") is not None:
+                item.add_marker(skip_packaging)
     if usbeam.cuda_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device (none visible on this machine)")

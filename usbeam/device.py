@@ -24,7 +24,7 @@ was created with ``strict=True``, which refuses every implicit host copy with a 
 """
 import numpy as np
 
-from . import _core, _validate
+from . import _backend, _core, _validate
 from ._core import DeviceArray
 
 KDLCPU = 1
@@ -52,10 +52,8 @@ def _parse_device(device):
 
 
 def _require_cuda(what):
-    from ._backend import cuda_available, no_cuda_reason
-
-    if not cuda_available():
-        raise _core.UsbeamError(f"{what} needs a CUDA device: {no_cuda_reason()}")
+    if not _backend.cuda_available():
+        raise _core.UsbeamError(f"{what} needs a CUDA device: {_backend.no_cuda_reason()}")
 
 
 def _check_dtype(name, dtype):
@@ -121,6 +119,7 @@ def asarray(obj, *, stream=None, name="array"):
             _core.stream_wait(stream, obj.stream)
         return obj
     if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
+        _backend.load_cuda()  # a CUDA producer needs the backend; a host one does not mind
         return _core.device_from_dlpack(obj, stream, name)
     if hasattr(obj, "__cuda_array_interface__"):
         return _from_cuda_array_interface(obj, stream, name)
@@ -129,8 +128,9 @@ def asarray(obj, *, stream=None, name="array"):
 
 
 def _from_cuda_array_interface(obj, stream, name):
-    if not _core.build_info()["cuda"]:
-        raise TypeError(f"{name} is in CUDA memory but usbeam was built without CUDA")
+    reason = _backend.load_cuda()
+    if reason:
+        raise TypeError(f"{name} is in CUDA memory but {reason}")
     cai = obj.__cuda_array_interface__
     shape = tuple(int(s) for s in cai["shape"])
     dtype = np.dtype(cai["typestr"])

@@ -1,6 +1,7 @@
 /*
  * test_cuda.c - the CUDA entry points of the C API in the build `make ctest` makes (the C core
- * without nvcc, csrc/cuda_stubs.c): every one answers USBEAM_ERR_NO_BACKEND with a message,
+ * without the CUDA module: csrc/cuda_seam.c with no table installed): every one answers
+ * USBEAM_ERR_NO_BACKEND with a message,
  * NULL frees are no-ops, and asking a family for the CUDA backend fails cleanly without
  * leaving a plan behind.  (With CUDA the same API is exercised from Python on a GPU:
  * tests/test_cuda_*.py.)  Prints "N passed, N failed".

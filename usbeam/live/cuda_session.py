@@ -45,7 +45,7 @@ import weakref
 import numpy as np
 
 from .. import _core, device as _device
-from .._backend import cuda_available
+from .._backend import cuda_available, no_cuda_reason
 from .._core import UsbeamError
 from .pipeline import CallablePipeline
 from .ring import FREE, READY, UPLOADED, UPLOADING, WRITING, Result
@@ -72,9 +72,7 @@ class CudaSession(Session):
 
     def __init__(self, pipeline, slots=3, policy="drop_oldest", *, device=0, backend="cuda", **kwargs):
         if not cuda_available():
-            reason = ("usbeam was built without CUDA" if not _core.build_info()["cuda"]
-                      else "no CUDA device is visible")
-            raise UsbeamError(f"backend='cuda': a CUDA live session needs a CUDA device: {reason}")
+            raise UsbeamError(f"backend='cuda': a CUDA live session needs a CUDA device: {no_cuda_reason()}")
         if isinstance(device, bool) or not isinstance(device, (int, np.integer)):
             raise TypeError(f"device must be an integer CUDA device index (got {type(device).__name__})")
         self.device = int(device)
