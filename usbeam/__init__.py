@@ -4,7 +4,12 @@ A thin Python layer over a C11 core (the CPU reference backend, OpenMP) and CUDA
 Every kernel family has a plan object (built once from SI-unit parameters, executed many
 times) and a one-shot function.  Arrays are NumPy on the CPU; conventions are in README.md.
 """
-from . import _core
+try:
+    from . import _core
+except ImportError as _exc:
+    from ._extension import explain_import_error
+
+    raise explain_import_error(_exc) from _exc
 from ._core import UsbeamError
 from ._backend import backends, build_info, cuda_available, cuda_devices
 from . import datasets
