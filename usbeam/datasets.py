@@ -43,6 +43,7 @@ def _entry(name):
 
 
 def sha256(path):
+    """Hex SHA-256 of a file, read in blocks so a large recording is not held in memory."""
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(_CHUNK), b""):
