@@ -8,15 +8,19 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED_DATASETS = Path(os.environ.get("USBEAM_DATA", ROOT.parent / "shared" / "datasets"))
+# USBEAM_DATA may list several folders (os.pathsep), as usbeam.datasets reads it.
+SHARED_DATASETS = ([Path(folder) for folder in os.environ.get("USBEAM_DATA", "").split(os.pathsep) if folder]
+                   or [ROOT.parent / "shared" / "datasets"])
 
 
 def shared_dataset(name):
-    """Path of a file in ../shared/datasets; skips the test with a message when it is missing."""
-    path = SHARED_DATASETS / name
-    if not path.exists():
-        pytest.skip(f"real-data test needs {path} (../shared/datasets is absent on this machine)")
-    return path
+    """Path of a file in USBEAM_DATA's folders, else ../shared/datasets; skips the test with
+    a message when it is missing."""
+    for folder in SHARED_DATASETS:
+        if (folder / name).exists():
+            return folder / name
+    pytest.skip(f"real-data test needs {name} in {os.pathsep.join(map(str, SHARED_DATASETS))} "
+                "(../shared/datasets is absent on this machine)")
 
 
 @pytest.fixture

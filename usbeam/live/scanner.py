@@ -126,7 +126,7 @@ class SimulatedScanner:
             return simulate_plane_wave_rf(**simulator)
         if isinstance(source, str) and not os.path.exists(source):
             from .. import datasets
-            source = datasets.locate(source)  # a dataset name from datasets/manifest.json
+            source = datasets.locate(source)  # a dataset name from usbeam/data/manifest.json
         if isinstance(source, (str, bytes)) or hasattr(source, "__fspath__"):
             from scipy.io import loadmat
             rf = loadmat(source)["RF"]
