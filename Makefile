@@ -88,7 +88,6 @@ emu-build: $(STAMP)
 	rm -rf $(EMU_PKG)/usbeam/*.py $(EMU_PKG)/usbeam/live $(EMU_PKG)/usbeam/data
 	tar -C usbeam --exclude='*.so' --exclude=__pycache__ --exclude=_cuda_build.py --exclude=include -cf - . \
 	    | tar -C $(EMU_PKG)/usbeam -xf -
-	ln -sfn $(abspath datasets) $(EMU_PKG)/datasets
 	USBEAM_CUDA=emu USBEAM_SANITIZE=$(EMU_SANITIZE) $(PY) setup.py --quiet build_ext --build-lib $(EMU_PKG) \
 	    --build-temp $(EMU_DIR)/temp
 

@@ -104,6 +104,7 @@ class UsbeamBuildExt(build_ext):
             log("CUDA: " + ("disabled (USBEAM_CUDA=0)" if mode == "0" else "nvcc not found") +
                 "; building the CPU backend only (usbeam._cuda is not built)")
             self.extensions = [e for e in self.extensions if e.name != "usbeam._cuda"]
+            self._remove_stale_cuda_module()
         super().run()
         if self.with_cuda:
             self._write_cuda_build_info()
@@ -142,6 +143,17 @@ class UsbeamBuildExt(build_ext):
         super().build_extensions()
 
     # ---- helpers ---------------------------------------------------------------------------
+    def _remove_stale_cuda_module(self):
+        """A CPU-only build must not ship a usbeam._cuda left in build/ (or in place) by an
+        earlier build with nvcc: it would be stale, and the wheel would claim a CUDA backend."""
+        places = {Path(self.build_lib, "usbeam"), self._package_dir()}
+        if self.inplace:
+            places.add(ROOT / "usbeam")
+        for place in places:
+            for stale in list(place.glob("_cuda*.so")) + list(place.glob("_cuda_build.py")):
+                log(f"removing {stale} (an earlier build's CUDA backend)")
+                stale.unlink()
+
     def _package_dir(self):
         return Path(self.get_ext_fullpath("usbeam._core")).parent
 

@@ -206,3 +206,38 @@ def test_cpu_work_with_the_cuda_toolkit_hidden(routes):
     if info["cuda_module"]:  # the module is there but its cuBLAS is not: the reason says so
         assert "libcublas" in info["cuda_error"], info["cuda_error"]
     assert report["cuda_plan_error"] and info["cuda_error"] in report["cuda_plan_error"]
+
+
+def test_cuda_extras_name_the_nvidia_cublas_wheels(routes):
+    with zipfile.ZipFile(routes["wheel"]) as whl:
+        metadata = whl.read(next(n for n in whl.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+    for extra, requirement in (("cuda", "nvidia-cublas"), ("cuda13", "nvidia-cublas"), ("cuda12", "nvidia-cublas-cu12")):
+        assert f"Provides-Extra: {extra}" in metadata
+        assert any(line.startswith(f"Requires-Dist: {requirement}") and f'extra == "{extra}"' in line
+                   for line in metadata.splitlines()), (extra, metadata)
+    assert "License-Expression: BSD-3-Clause" in metadata and "License-File: LICENSE" in metadata
+
+
+def test_build_without_nvcc_gives_a_cpu_package(routes):
+    """python -m build on a machine without the CUDA toolkit (hidden as above): a wheel without
+    usbeam._cuda whose package runs on the CPU and says it was built without CUDA."""
+    prefix, toolkit = hidden_toolkit_prefix()
+    if prefix is None:
+        pytest.skip(f"cannot hide {toolkit}: no mount namespace (unshare -m) or user namespace (unshare -rm) here")
+    dist = routes["work"] / "dist-without-nvcc"
+    env = build_env()
+    env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if not Path(p, "nvcc").exists())
+    env.pop("CUDA_HOME", None), env.pop("CUDA_PATH", None)
+    run(prefix + [sys.executable, "-m", "build", "--wheel", "--outdir", str(dist), str(routes["work"] / "clone")],
+        env=env)
+    wheel = next(dist.glob("*.whl"))
+    with zipfile.ZipFile(wheel) as whl:
+        names = whl.namelist()
+    assert not any(n.startswith("usbeam/_cuda") for n in names)
+    assert any(n.startswith("usbeam/_core.") for n in names) and "usbeam/live/__init__.py" in names
+    python = fresh_venv(routes["work"] / "venv-without-nvcc")
+    run([str(python), "-m", "pip", "install", "-q", str(wheel)], env=build_env())
+    report = smoke(python, routes["outside"])
+    assert report["build_info"]["cuda_module"] is False
+    assert "built without CUDA" in report["build_info"]["cuda_error"]
+    assert report["cuda_plan_error"] and "built without CUDA" in report["cuda_plan_error"]
