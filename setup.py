@@ -306,6 +306,8 @@ core = Extension(
     # client.c is the standalone client library (libusbeam_client.so), not part of the module
     sources=relative_sources("csrc/*.c", exclude=("client.c",)),
     include_dirs=[numpy.get_include(), "csrc"],
+    # the oldest NumPy the module runs with, whichever NumPy builds it (pyproject: numpy>=1.25)
+    define_macros=[("NPY_TARGET_VERSION", "NPY_1_25_API_VERSION")],
     depends=glob("csrc/*.h"),
     # shm_open / process-shared semaphores (live family): in libc since glibc 2.34, librt before
     libraries=["rt", "pthread"],
