@@ -5,18 +5,20 @@
 #   make test-package  the install routes alone (tests/packaging)
 #   make asan    C tests and the pytest suite under AddressSanitizer + UBSan
 #   make bench   benchmarks (see benchmarks/README.md)
-#   make test-emu  the CUDA tests on the CPU emulator (tests/cuda_emu; needs the CUDA headers only)
+#   make test-emu  the CUDA tests on the CPU emulator (cuda/emu; needs the CUDA headers only)
 #   make asan-emu  the same under AddressSanitizer + UBSan
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.deps-installed
 CC     ?= cc
-CFLAGS_C := -std=c11 -O2 -g -Wall -Wextra -Wshadow -Wno-unused-parameter -fopenmp -Icsrc
+CFLAGS_C := -std=c11 -O2 -g -Wall -Wextra -Wshadow -Wno-unused-parameter -fopenmp -Icsrc -Icsrc/include
 ifeq ($(CI),true)
 CFLAGS_C += -Werror
 endif
-CORE_C := $(filter-out csrc/module.c csrc/py_%.c,$(wildcard csrc/*.c))
+# The C library: every csrc/<stage>/*.c but the Python binding (csrc/python/).
+CORE_C := $(filter-out csrc/python/%,$(shell find csrc -name '*.c' | sort))
+CORE_H := $(shell find csrc -name '*.h')
 
 .PHONY: all venv build test test-package ctest pytest demo asan asan-emu bench clean client emu-build test-emu test-emu-if-headers bench-emu gpu-prep
 
@@ -37,7 +39,7 @@ build: $(STAMP)
 
 CTESTS := $(patsubst tests/c/%.c,build/ctest/%,$(wildcard tests/c/test_*.c))
 
-build/ctest/%: tests/c/%.c tests/c/check.h $(CORE_C) $(wildcard csrc/*.h)
+build/ctest/%: tests/c/%.c tests/c/check.h $(CORE_C) $(CORE_H)
 	@mkdir -p build/ctest
 	$(CC) $(CFLAGS_C) $< $(CORE_C) -lm -lpthread -lrt -o $@
 
@@ -149,14 +151,14 @@ bench: build
 	else echo "GPU benchmarks skipped: no CUDA device visible (make bench-emu smoke-runs them)"; fi
 
 # family live: the standalone client of `usbeam serve` (MATLAB loadlibrary, ctypes, C).
-# Needs only libc; csrc/usbeam_client.h is its header.
+# Needs only libc; csrc/shm/usbeam_client.h is its header.
 CLIENT_LIB := build/libusbeam_client.so
 client: $(CLIENT_LIB)
 
-$(CLIENT_LIB): csrc/client.c csrc/usbeam_client.h csrc/shm_layout.h csrc/shm_sync.h
+$(CLIENT_LIB): csrc/shm/client.c csrc/shm/usbeam_client.h csrc/shm/shm_layout.h csrc/shm/shm_sync.h
 	@mkdir -p build
 	$(CC) -std=c11 -O2 -g -Wall -Wextra -Wshadow -Wno-unused-parameter $(if $(filter true,$(CI)),-Werror) \
-	    -fPIC -shared -Icsrc csrc/client.c -o $@ -lpthread -lrt
+	    -fPIC -shared -Icsrc csrc/shm/client.c -o $@ -lpthread -lrt
 
 clean:
 	rm -rf build dist usbeam/_core*.so usbeam/_cuda*.so usbeam/_cuda_build.py usbeam/libusbeam_client.so \

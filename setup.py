@@ -5,7 +5,7 @@ shared-memory client library libusbeam_client.so with its header (package data).
 Environment:
   USBEAM_CUDA=auto|0|1|emu  auto (default): build usbeam._cuda when nvcc is found; 0: CPU only;
                          1: CUDA required (fail without nvcc); emu: the CUDA sources compiled by
-                         the host C++ compiler against the CPU emulator in tests/cuda_emu (needs
+                         the host C++ compiler against the CPU emulator in cuda/emu (needs
                          the CUDA headers, not a GPU or a driver): `make test-emu` runs the CUDA
                          tests with it.
   USBEAM_CUDA_ARCH       the GPUs to compile for.  Default: native code for sm_80, 86, 89, 90,
@@ -184,8 +184,8 @@ class UsbeamBuildExt(build_ext):
             return False
         if obj.with_suffix(".cmd").read_text() != " ".join(cmd):
             return False
-        inputs = [Path(src)] + [Path(p) for p in glob(str(ROOT / "csrc" / "*.h"))] + \
-                 [Path(p) for p in glob(str(ROOT / "cuda" / "*.cuh"))] + \
+        inputs = [Path(src)] + [Path(p) for p in glob(str(ROOT / "csrc" / "**" / "*.h"), recursive=True)] + \
+                 [Path(p) for p in glob(str(ROOT / "cuda" / "**" / "*.cuh"), recursive=True)] + \
                  [Path(p) for p in extra_inputs if Path(p).is_file()]
         return obj.stat().st_mtime > max(p.stat().st_mtime for p in inputs)
 
@@ -213,11 +213,11 @@ class UsbeamBuildExt(build_ext):
         build_dir.mkdir(parents=True, exist_ok=True)
         werror = ["-Werror", "all-warnings"] if ci() else []
         jobs = []
-        for src in sorted(glob(str(ROOT / "cuda" / "*.cu"))):
+        for src in cuda_sources():
             obj = build_dir / (Path(src).stem + ".o")
             cmd = [str(nvcc), "-c", src, "-o", str(obj), "-O3", "-std=c++17", "--compiler-options",
                    "-fPIC,-fvisibility=hidden,-Wall", "-DUSBEAM_HAVE_CUDA", "-lineinfo",
-                   "-I", str(ROOT / "csrc")] + arch + werror
+                   "-I", str(ROOT / "csrc"), "-I", str(ROOT / "csrc" / "include"), "-I", str(ROOT / "cuda")] + arch + werror
             jobs.append((obj, src, cmd, ()))
         self._link_objects(ext, self._compile_objects(jobs, "nvcc"))
         ext.include_dirs += [str(cuda_home / "include")]
@@ -233,7 +233,7 @@ class UsbeamBuildExt(build_ext):
         log(f"CUDA {major}: usbeam._cuda from {len(jobs)} CUDA source(s) with {nvcc} ({arch_text})")
 
     def _configure_cuda_emulator(self, ext):
-        """cuda/*.cu rewritten by tests/cuda_emu/translate.py (launch syntax only) and compiled
+        """The CUDA sources rewritten by cuda/emu/translate.py (launch syntax only) and compiled
         by the host C++ compiler with the emulator's header forced in; linked with the
         emulated runtime, cuBLAS and CUB instead of cudart and cuBLAS."""
         nvcc = find_nvcc()
@@ -241,7 +241,7 @@ class UsbeamBuildExt(build_ext):
         cuda_include = cuda_home / "include"
         if not (cuda_include / "cuda_runtime.h").exists():
             raise SystemExit(f"USBEAM_CUDA=emu needs the CUDA headers ({cuda_include}/cuda_runtime.h not found)")
-        emu = ROOT / "tests" / "cuda_emu"
+        emu = ROOT / "cuda" / "emu"
         cxx = os.environ.get("CXX", "g++")
         build_dir = Path(self.build_temp, "cuda_emu")
         build_dir.mkdir(parents=True, exist_ok=True)
@@ -249,10 +249,10 @@ class UsbeamBuildExt(build_ext):
                  "-Wno-unused-function", "-Wno-unused-variable", "-Wno-unused-but-set-variable",
                  "-Wno-subobject-linkage", "-Wno-unknown-pragmas",
                  "-include", str(emu / "cuda_emu.h"), "-I", str(emu / "include"), "-I", str(ROOT / "cuda"),
-                 "-I", str(ROOT / "csrc"), "-I", str(cuda_include), "-DUSBEAM_HAVE_CUDA", "-DUSBEAM_CUDA_EMULATED"]
+                 "-I", str(ROOT / "csrc"), "-I", str(ROOT / "csrc" / "include"), "-I", str(cuda_include), "-DUSBEAM_HAVE_CUDA", "-DUSBEAM_CUDA_EMULATED"]
         if self.sanitize:  # kernels and host code under ASan + UBSan
             flags += ["-fsanitize=address,undefined", "-fno-omit-frame-pointer"]
-        sources = [(src, True) for src in sorted(glob(str(ROOT / "cuda" / "*.cu")))]
+        sources = [(src, True) for src in cuda_sources()]
         sources += [(str(emu / "runtime.cpp"), False), (str(emu / "cublas.cpp"), False)]
         emulator_files = glob(str(emu / "**" / "*"), recursive=True)
         jobs = []
@@ -289,35 +289,41 @@ class UsbeamBuildExt(build_ext):
         package.mkdir(parents=True, exist_ok=True)
         flags = ["-std=c11", "-O2", "-fPIC", "-Wall", "-Wextra", "-Wshadow", "-Wno-unused-parameter"] + \
                 (["-Werror"] if ci() else [])
-        objects = self.compiler.compile([str(ROOT / "csrc" / "client.c")], output_dir=self.build_temp,
+        objects = self.compiler.compile([str(ROOT / "csrc" / "shm" / "client.c")], output_dir=self.build_temp,
                                         include_dirs=[str(ROOT / "csrc")], extra_postargs=flags)
         self.compiler.link_shared_object(objects, str(package / "libusbeam_client.so"), libraries=["rt", "pthread"])
         include = package / "include"
         include.mkdir(exist_ok=True)
-        shutil.copy2(ROOT / "csrc" / "usbeam_client.h", include / "usbeam_client.h")
+        shutil.copy2(ROOT / "csrc" / "shm" / "usbeam_client.h", include / "usbeam_client.h")
 
 
 def relative_sources(pattern, exclude=()):
-    return sorted(str(Path(p).relative_to(ROOT)) for p in glob(str(ROOT / pattern)) if Path(p).name not in exclude)
+    return sorted(str(Path(p).relative_to(ROOT)) for p in glob(str(ROOT / pattern), recursive=True)
+                  if Path(p).name not in exclude)
+
+
+def cuda_sources():
+    """The CUDA twins (cuda/*.cu) and the runtime they share (cuda/runtime/*.cu)."""
+    return sorted(glob(str(ROOT / "cuda" / "*.cu"))) + sorted(glob(str(ROOT / "cuda" / "runtime" / "*.cu")))
 
 
 core = Extension(
     "usbeam._core",
     # client.c is the standalone client library (libusbeam_client.so), not part of the module
-    sources=relative_sources("csrc/*.c", exclude=("client.c",)),
-    include_dirs=[numpy.get_include(), "csrc"],
+    sources=relative_sources("csrc/**/*.c", exclude=("client.c",)),
+    include_dirs=[numpy.get_include(), "csrc", "csrc/include"],
     # the oldest NumPy the module runs with, whichever NumPy builds it (pyproject: numpy>=1.25)
     define_macros=[("NPY_TARGET_VERSION", "NPY_1_25_API_VERSION")],
-    depends=glob("csrc/*.h"),
+    depends=glob("csrc/**/*.h", recursive=True),
     # shm_open / process-shared semaphores (live family): in libc since glibc 2.34, librt before
     libraries=["rt", "pthread"],
 )
 
 cuda = Extension(
     "usbeam._cuda",
-    sources=["cuda/cuda_module.c"],
-    include_dirs=["csrc"],
-    depends=glob("csrc/*.h") + glob("cuda/*.cuh"),
+    sources=["cuda/runtime/cuda_module.c"],
+    include_dirs=["csrc", "csrc/include"],
+    depends=glob("csrc/**/*.h", recursive=True) + glob("cuda/**/*.cuh", recursive=True),
 )
 
 setup(ext_modules=[core, cuda], cmdclass={"build_ext": UsbeamBuildExt})

@@ -27,7 +27,7 @@
  * USBEAM_INPUT_FAULT_NONFINITE once into the plan's mapped fault word (exec.cuh), which
  * usbeam.device reads once the work has finished.  The levels and dB values are unchanged.
  */
-#include "exec.cuh"
+#include "runtime/exec.cuh"
 
 #include <math.h>
 

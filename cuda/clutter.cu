@@ -45,7 +45,7 @@
  *
  * The SVD filter (Gram matrix + eigen-decomposition) has its own twin, cuda/clutter_svd.cu.
  */
-#include "cublas_plan.cuh"
+#include "runtime/cublas_plan.cuh"
 
 #include <cublas_v2.h>
 

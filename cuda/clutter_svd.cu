@@ -57,8 +57,8 @@
  * The precision gap to the CPU is the float32 projector and product (cublasCgemm; the CPU
  * projects in double): see tests/tolerances.py, family cuda.
  */
-#include "cublas_plan.cuh"
-#include "jacobi_math.h"
+#include "runtime/cublas_plan.cuh"
+#include "doppler/jacobi_math.h"
 
 #include <cublas_v2.h>
 

@@ -44,9 +44,9 @@
  * window uses cos() rather than the CPU's polynomial (|difference| < 1e-11).
  * Reference: Perrot et al., "So you think you can DAS?", Ultrasonics 111 (2021) 106309.
  */
-#include "exec.cuh"
+#include "runtime/exec.cuh"
 
-#include "../csrc/das_internal.h"
+#include "beamform/das_internal.h"
 
 namespace {
 

@@ -27,7 +27,7 @@
  * log10/atan2/hypot of the device libm differ from the host's by an ulp or so
  * (tests/tolerances.py, family cuda).
  */
-#include "exec.cuh"
+#include "runtime/exec.cuh"
 
 #include <math.h>
 

@@ -21,9 +21,9 @@
  * pixel (every pixel is some thread's) and stores USBEAM_INPUT_FAULT_NONFINITE in the plan's
  * mapped fault word (exec.cuh), which usbeam.device reads once the work has finished.
  */
-#include "exec.cuh"
+#include "runtime/exec.cuh"
 
-#include "usbeam_math.h"
+#include "common/usbeam_math.h"
 
 #include <math.h>
 

@@ -33,7 +33,7 @@
  * Reference: the fast Walsh-Hadamard transform, e.g. Fino & Algazi, IEEE Trans. Computers
  * C-25 (1976) 1142; matrices as documented in csrc/hadamard.c.
  */
-#include "cublas_plan.cuh"
+#include "runtime/cublas_plan.cuh"
 
 #include <cublas_v2.h>
 #include <stdint.h>

@@ -9,9 +9,9 @@
  * no FMA contraction changes a rounding: CPU and GPU outputs are bit-identical.
  * Asynchronous: everything is queued on the caller's stream; no host synchronisation.
  */
-#include "../csrc/ai_internal.h"
-#include "../csrc/ai_math.h"
-#include "cuda_common.cuh"
+#include "ai/ai_internal.h"
+#include "ai/ai_math.h"
+#include "runtime/cuda_common.cuh"
 
 #include <cuda_runtime.h>
 #include <stdint.h>

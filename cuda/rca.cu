@@ -40,9 +40,9 @@
  *
  * Reference: csrc/rca.c and the papers cited in csrc/usbeam_math.h (row-column section).
  */
-#include "exec.cuh"
+#include "runtime/exec.cuh"
 
-#include "../csrc/usbeam_math.h"
+#include "common/usbeam_math.h"
 
 namespace {
 

@@ -23,7 +23,7 @@
  * the kept samples back to [line][n_out].  The recursion uses explicitly rounded double
  * operations (no FMA contraction), i.e. the CPU's arithmetic operation for operation.
  */
-#include "exec.cuh"
+#include "runtime/exec.cuh"
 
 namespace {
 

@@ -19,9 +19,9 @@
  * serves one execute at a time: an execute on another stream than the previous one waits for
  * it (an event), as usbeam_cuda_exec_set_stream does.
  */
-#include "../csrc/ai_internal.h"
-#include "../csrc/ai_math.h"
-#include "cuda_common.cuh"
+#include "ai/ai_internal.h"
+#include "ai/ai_math.h"
+#include "runtime/cuda_common.cuh"
 
 #include <cub/cub.cuh>
 #include <cuda_runtime.h>

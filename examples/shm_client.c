@@ -3,7 +3,7 @@
  * frames, push frames, read the images back.  Build and run (server first):
  *
  *   make client
- *   cc -std=c11 -Icsrc examples/shm_client.c -Lbuild -lusbeam_client -Wl,-rpath,$PWD/build -o shm_client
+ *   cc -std=c11 -Icsrc/shm examples/shm_client.c -Lbuild -lusbeam_client -Wl,-rpath,$PWD/build -o shm_client
  *   python -m usbeam serve --name /usbeam &
  *   ./shm_client /usbeam 10
  *

@@ -5,7 +5,7 @@ is dropped); an out-of-memory request is still a MemoryError; a device array wit
 accepted; a failing driver query is reported, not taken for "no GPU".
 
 Every result is compared with the CPU backend on fresh random input written into poisoned
-outputs.  "Still queued" is asserted on the emulator only (tests/cuda_emu runs nothing until the
+outputs.  "Still queued" is asserted on the emulator only (cuda/emu runs nothing until the
 host asks, so it is deterministic there; a GPU may simply have finished).  Marked cuda."""
 import json
 import os

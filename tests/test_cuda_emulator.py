@@ -1,7 +1,7 @@
-"""The CUDA emulator (tests/cuda_emu) catches what it promises to catch.
+"""The CUDA emulator (cuda/emu) catches what it promises to catch.
 
 Every CUDA test that runs without a GPU runs on this emulator, so its strictness is part of what
-those tests prove: tests/cuda_emu/selftest.cu holds one valid or deliberately wrong CUDA program
+those tests prove: cuda/emu/selftest.cu holds one valid or deliberately wrong CUDA program
 per scenario, built here with the emulator (translate.py + g++ + runtime.cpp) and run one
 scenario per process.  A wrong program must fail the way DEVELOPING.md says (an error code, a
 fault, stale or poisoned data); a valid one must give the right answer.  Needs g++ and the
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-EMU = ROOT / "tests" / "cuda_emu"
+EMU = ROOT / "cuda" / "emu"
 
 
 def _cuda_include():

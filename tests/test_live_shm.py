@@ -238,7 +238,7 @@ def test_layout_version_mismatch_refused(server):
 
 def test_plain_c_client_example(client_library, tmp_path):
     exe = tmp_path / "shm_client"
-    build = subprocess.run(["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-I", str(ROOT / "csrc"),
+    build = subprocess.run(["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-I", str(ROOT / "csrc" / "shm"),
                             str(ROOT / "examples" / "shm_client.c"), str(client_library), f"-Wl,-rpath,{client_library.parent}",
                             "-o", str(exe)], capture_output=True, text=True)
     assert build.returncode == 0, build.stderr

@@ -115,7 +115,7 @@ def cuda_loaded():
 def build_info():
     """Build configuration: {'cuda': bool (the CUDA backend is built and loaded here),
     'cuda_module': bool (usbeam._cuda is installed), 'cuda_emulated': bool (it runs on the CPU
-    emulator of tests/cuda_emu, a test build), 'cuda_runtime_version' (CUDART_VERSION it was
+    emulator of cuda/emu, a test build), 'cuda_runtime_version' (CUDART_VERSION it was
     compiled with, e.g. 13000), 'cuda_architectures', 'cuda_error': None, or one line saying why
     the backend cannot run (not built, a library missing, the driver's device query failing; no
     GPU or no driver at all is not an error), 'openmp', 'cpu_threads', 'version'}."""

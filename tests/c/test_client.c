@@ -11,10 +11,10 @@
  * Prints "N passed, N failed".
  */
 #define _GNU_SOURCE
-#include "shm_server.h"
-#include "shm_sync.h"
+#include "shm/shm_server.h"
+#include "shm/shm_sync.h"
 #include "usbeam.h"
-#include "usbeam_client.h"
+#include "shm/usbeam_client.h"
 
 #include <fcntl.h>
 #include <pthread.h>

@@ -5,7 +5,7 @@
  * automatic f-number of PyMUST, and usbeam_math.h's pieces.  Prints "N passed, N failed".
  */
 #include "usbeam.h"
-#include "usbeam_math.h"
+#include "common/usbeam_math.h"
 
 #include <math.h>
 #include <stdio.h>

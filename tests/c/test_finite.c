@@ -7,7 +7,7 @@
  * N failed".
  */
 #include "usbeam.h"
-#include "usbeam_internal.h"
+#include "common/usbeam_internal.h"
 
 #include <math.h>
 #include <stdint.h>

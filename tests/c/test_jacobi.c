@@ -11,7 +11,7 @@
  *     filtered ensemble C V_K V_K^H rebuilt from the round-robin eigenvectors.
  * Built by `make ctest` and `make asan`.  Prints "N passed, N failed".
  */
-#include "jacobi_math.h"
+#include "doppler/jacobi_math.h"
 #include "usbeam.h"
 
 #include <math.h>

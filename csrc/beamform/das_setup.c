@@ -1,0 +1,487 @@
+/*
+ * das_setup.c - delay-and-sum for linear arrays: parameter validation, plan creation
+ * (copies of the geometry, receive apertures, the delay/weight table) and PyMUST's
+ * automatic f-number.  The execute kernel is in das.c; the conventions are in usbeam.h
+ * (family das) and usbeam_math.h.
+ *
+ * Layouts: element_positions (n_elements, 3) and points (n_points, 3) as (x, y, z) in m.
+ * Table (das_internal.h): per point, per (transmit, element in aperture), the first
+ * interpolation tap and its weights, window and IQ phase folded in, computed in double
+ * (das_delays.c) and stored in float32.
+ * Reference: V. Perrot, M. Polichetti, F. Varray, D. Garcia, "So you think you can DAS?
+ * A viewpoint on delay-and-sum beamforming", Ultrasonics 111 (2021) 106309; MUST/PyMUST
+ * dasmtx and txdelay for the conventions; Brent, "Algorithms for Minimization without
+ * Derivatives" (1973), ch. 5, and Forsythe, Malcolm & Moler's fmin for the bounded
+ * minimiser.
+ */
+#if defined(__linux__) && !defined(_DEFAULT_SOURCE)
+#define _DEFAULT_SOURCE /* madvise */
+#endif
+#include "beamform/das_internal.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+_Static_assert((int)USBEAM_DAS_NEAREST == USBEAM_INTERP_NEAREST && (int)USBEAM_DAS_LINEAR == USBEAM_INTERP_LINEAR &&
+                   (int)USBEAM_DAS_CUBIC == USBEAM_INTERP_CUBIC,
+               "interpolation codes of usbeam.h and usbeam_math.h must agree");
+_Static_assert((int)USBEAM_DAS_RECT == USBEAM_WINDOW_RECT && (int)USBEAM_DAS_HANN == USBEAM_WINDOW_HANN &&
+                   (int)USBEAM_DAS_TUKEY == USBEAM_WINDOW_TUKEY,
+               "window codes of usbeam.h and usbeam_math.h must agree");
+
+#define DEFAULT_MAX_TABLE_BYTES ((size_t)1 << 30)
+
+/* ---- automatic f-number (PyMUST dasmtx) ------------------------------------------ */
+
+static double sinc_pi(double x) { return x == 0.0 ? 1.0 : sin(USBEAM_PI * x) / (USBEAM_PI * x); }
+
+/* |directivity(th) - 0.71|, the cost whose minimiser is the half-angle of the aperture. */
+static double directivity_cost(double theta, double width_over_lambda)
+{
+    return fabs(cos(theta) * sinc_pi(width_over_lambda * sin(theta)) - 0.71);
+}
+
+static double sign_or_one(double v) { return v > 0.0 ? 1.0 : (v < 0.0 ? -1.0 : 1.0); }
+
+/* Brent's bounded minimiser (golden section with parabolic steps) on [lo, hi], stopping
+ * when the bracket is within 2 tol of its midpoint, tol = sqrt_eps |x| + xtol / 3.  The
+ * step rules and the constants follow scipy.optimize.fminbound so the coarse xtol gives
+ * the same iterate (PyMUST's f-number depends on it). */
+static double brent_bounded(double lo, double hi, double xtol, double width_over_lambda)
+{
+    const double sqrt_eps = sqrt(2.2e-16);
+    const double golden = 0.5 * (3.0 - sqrt(5.0));
+    double a = lo, b = hi;
+    double best = a + golden * (b - a);  /* lowest cost so far */
+    double second = best, third = best;  /* the previous two best points */
+    double f_best = directivity_cost(best, width_over_lambda);
+    double f_second = f_best, f_third = f_best;
+    double step = 0.0, prev_step = 0.0;
+    double mid = 0.5 * (a + b);
+    double tol = sqrt_eps * fabs(best) + xtol / 3.0;
+    for (int evaluations = 1; evaluations < 500 && fabs(best - mid) > 2.0 * tol - 0.5 * (b - a); ++evaluations) {
+        int use_golden = 1;
+        if (fabs(prev_step) > tol) {
+            /* parabola through (best, second, third) */
+            double r = (best - second) * (f_best - f_third);
+            double q = (best - third) * (f_best - f_second);
+            double p = (best - third) * q - (best - second) * r;
+            q = 2.0 * (q - r);
+            if (q > 0.0) p = -p;
+            q = fabs(q);
+            double older = prev_step;
+            prev_step = step;
+            if (fabs(p) < fabs(0.5 * q * older) && p > q * (a - best) && p < q * (b - best)) {
+                use_golden = 0;
+                step = p / q;
+                double trial = best + step;
+                if (trial - a < 2.0 * tol || b - trial < 2.0 * tol) step = tol * sign_or_one(mid - best);
+            }
+        }
+        if (use_golden) {
+            prev_step = best >= mid ? a - best : b - best;
+            step = golden * prev_step;
+        }
+        double x = best + sign_or_one(step) * fmax(fabs(step), tol);
+        double fx = directivity_cost(x, width_over_lambda);
+        if (fx <= f_best) {
+            if (x >= best) a = best;
+            else b = best;
+            third = second, f_third = f_second;
+            second = best, f_second = f_best;
+            best = x, f_best = fx;
+        } else {
+            if (x < best) a = x;
+            else b = x;
+            if (fx <= f_second || second == best) {
+                third = second, f_third = f_second;
+                second = x, f_second = fx;
+            } else if (fx <= f_third || third == best || third == second) {
+                third = x, f_third = fx;
+            }
+        }
+        mid = 0.5 * (a + b);
+        tol = sqrt_eps * fabs(best) + xtol / 3.0;
+    }
+    return best;
+}
+
+usbeam_status usbeam_das_auto_f_number(double element_width, double fc, double bandwidth, double c,
+                                       double *f_number)
+{
+    usbeam_status st;
+    if (!f_number) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "f_number must not be NULL");
+    if ((st = usbeam_check_positive("width", element_width)) != USBEAM_OK) return st;
+    if ((st = usbeam_check_positive("fc", fc)) != USBEAM_OK) return st;
+    if ((st = usbeam_check_positive("c", c)) != USBEAM_OK) return st;
+    if (!(bandwidth > 0.0 && bandwidth < 2.0))
+        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "bandwidth must be a fraction in (0, 2) (got %g)", bandwidth);
+    const double lambda_min = c / (fc * (1.0 + bandwidth / 2.0));
+    const double alpha = brent_bounded(0.0, USBEAM_PI / 2.0, USBEAM_PI / 100.0, element_width / lambda_min);
+    *f_number = 1.0 / (2.0 * tan(alpha));
+    return USBEAM_OK;
+}
+
+/* ---- validation ------------------------------------------------------------------ */
+
+static usbeam_status check_finite_array(const char *name, const double *values, size_t n)
+{
+    for (size_t i = 0; i < n; ++i)
+        if (!isfinite(values[i]))
+            return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "%s must be finite (entry %zu is %g)", name, i, values[i]);
+    return USBEAM_OK;
+}
+
+static usbeam_status check_transmit(const usbeam_transmit *tx, size_t k, size_t n_elements)
+{
+    switch (tx->kind) {
+    case USBEAM_TRANSMIT_PLANE_WAVE:
+        if (!(fabs(tx->angle) < USBEAM_PI / 2.0))
+            return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "transmits[%zu].angle must be finite with |angle| < pi/2 (got %g)", k, tx->angle);
+        return USBEAM_OK;
+    case USBEAM_TRANSMIT_DIVERGING:
+        if (!isfinite(tx->x) || !(tx->z < 0.0) || !isfinite(tx->z))
+            return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "transmits[%zu] source must be finite and behind the array, z < 0 (got x=%g, z=%g)", k, tx->x, tx->z);
+        return USBEAM_OK;
+    case USBEAM_TRANSMIT_FOCUSED:
+        if (!isfinite(tx->x) || !(tx->z > 0.0) || !isfinite(tx->z))
+            return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "transmits[%zu] focus must be finite and in front of the array, z > 0 (got x=%g, z=%g)", k, tx->x, tx->z);
+        return USBEAM_OK;
+    case USBEAM_TRANSMIT_SOURCES:
+        if (tx->n_sources == 0 || tx->n_sources > INT32_MAX / 4)
+            return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "transmits[%zu].n_sources must be in [1, %d] (got %zu)", k, INT32_MAX / 4, tx->n_sources);
+        if (!tx->sources) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "transmits[%zu].sources is NULL", k);
+        for (size_t i = 0; i < 3 * tx->n_sources; ++i)
+            if (!isfinite(tx->sources[i]))
+                return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "transmits[%zu].sources must be finite (entry %zu is %g)", k, i, tx->sources[i]);
+        return USBEAM_OK;
+    case USBEAM_TRANSMIT_SYNTHETIC:
+        if (tx->element >= n_elements)
+            return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "transmits[%zu].element %zu is out of range (n_elements = %zu)", k, tx->element, n_elements);
+        return USBEAM_OK;
+    }
+    return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "transmits[%zu].kind: unknown transmit kind %d", k, (int)tx->kind);
+}
+
+static usbeam_status validate(const usbeam_das_params *prm)
+{
+    usbeam_status st;
+    if (prm->n_elements == 0 || prm->n_elements > INT32_MAX / 4)
+        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "n_elements must be in [1, %d] (got %zu)", INT32_MAX / 4, prm->n_elements);
+    if (!prm->element_positions) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "element_positions is NULL");
+    if (prm->n_transmits == 0) return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "n_transmits must be >= 1");
+    if (!prm->transmits) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "transmits is NULL");
+    if (prm->n_points == 0) return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "points: the grid is empty");
+    if (!prm->points) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "points is NULL");
+    if (prm->n_frames == 0) return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "n_frames must be >= 1");
+    if (prm->n_samples == 0 || prm->n_samples > INT32_MAX / 2)
+        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "n_samples must be in [1, %d] (got %zu)", INT32_MAX / 2, prm->n_samples);
+    if ((st = usbeam_check_positive("fs", prm->fs)) != USBEAM_OK) return st;
+    if ((st = usbeam_check_positive("c", prm->c)) != USBEAM_OK) return st;
+    if ((st = usbeam_check_finite("t0", prm->t0)) != USBEAM_OK) return st;
+    if ((st = usbeam_check_nonnegative("f_number", prm->f_number)) != USBEAM_OK) return st;
+    if (prm->input_dtype == USBEAM_DTYPE_COMPLEX64) {
+        if ((st = usbeam_check_positive("fc", prm->fc)) != USBEAM_OK) return st;
+    } else if (prm->input_dtype == USBEAM_DTYPE_FLOAT32 || prm->input_dtype == USBEAM_DTYPE_INT16) {
+        if ((st = usbeam_check_nonnegative("fc", prm->fc)) != USBEAM_OK) return st;
+    } else {
+        return usbeam_fail(USBEAM_ERR_INVALID_DTYPE, "data: dtype must be int16, float32 (RF) or complex64 (IQ) (got code %d)", (int)prm->input_dtype);
+    }
+    if (prm->window != USBEAM_DAS_RECT && prm->window != USBEAM_DAS_HANN && prm->window != USBEAM_DAS_TUKEY)
+        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "window: unknown window %d", (int)prm->window);
+    if (!(prm->tukey_alpha >= 0.0 && prm->tukey_alpha <= 1.0))
+        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "tukey_alpha must be in [0, 1] (got %g)", prm->tukey_alpha);
+    if (usbeam_interp_taps((int)prm->interpolation) == 0)
+        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "interpolation: unknown method %d", (int)prm->interpolation);
+    if ((st = check_finite_array("element_positions", prm->element_positions, 3 * prm->n_elements)) != USBEAM_OK) return st;
+    for (size_t e = 1; e < prm->n_elements; ++e)
+        if (!(prm->element_positions[3 * e] > prm->element_positions[3 * (e - 1)]))
+            return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "element_positions: x must be strictly increasing (element %zu)", e);
+    if ((st = check_finite_array("points", prm->points, 3 * prm->n_points)) != USBEAM_OK) return st;
+    for (size_t k = 0; k < prm->n_transmits; ++k)
+        if ((st = check_transmit(&prm->transmits[k], k, prm->n_elements)) != USBEAM_OK) return st;
+    return USBEAM_OK;
+}
+
+/* ---- plan ------------------------------------------------------------------------ */
+
+void usbeam_das_plan_destroy(usbeam_das_plan *plan)
+{
+    if (!plan) return;
+    usbeam_das_cuda_destroy(plan->cuda);
+    usbeam_free(plan->element_x);
+    usbeam_free(plan->element_y);
+    usbeam_free(plan->element_z);
+    usbeam_free(plan->points);
+    usbeam_free(plan->tx);
+    usbeam_free(plan->tx_sources);
+    usbeam_free(plan->tx_sources_f);
+    usbeam_free(plan->tx_source_bounds);
+    usbeam_free(plan->tx_time);
+    usbeam_free(plan->aperture_first);
+    usbeam_free(plan->aperture_count);
+    usbeam_free(plan->entry_offset);
+    usbeam_free(plan->table_tap);
+    usbeam_free(plan->table_weight);
+    usbeam_free(plan->thread_tap);
+    usbeam_free(plan->thread_weight);
+    usbeam_free(plan->tile);
+    usbeam_free(plan->stage);
+    usbeam_free(plan);
+}
+
+usbeam_cuda_exec *usbeam_das_plan_cuda(usbeam_das_plan *plan)
+{
+    return plan && plan->cuda ? usbeam_das_cuda_exec(plan->cuda) : NULL;
+}
+
+size_t usbeam_das_table_bytes(const usbeam_das_plan *plan)
+{
+    if (!plan || !plan->has_table) return 0;
+    return plan->n_entries * (sizeof(int32_t) + (size_t)plan->weight_stride * sizeof(float));
+}
+
+/* Allocate count * size bytes, failing with a message naming `what`. */
+static usbeam_status alloc_array(void **ptr, size_t count, size_t size, const char *what)
+{
+    size_t bytes;
+    if (usbeam_mul_size(count, size, &bytes) != 0 || bytes > USBEAM_MAX_ALLOCATION)
+        return usbeam_fail(USBEAM_ERR_SIZE_OVERFLOW, "%s: %zu x %zu bytes is too large", what, count, size);
+    *ptr = usbeam_alloc(bytes);
+    if (!*ptr) return usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "%s: cannot allocate %zu bytes", what, bytes);
+    return USBEAM_OK;
+}
+
+/* The delay/weight table: tens to hundreds of MB, every byte written by plan creation.
+ * Not zeroed (usbeam_alloc would touch it all once more), and on Linux backed by huge
+ * pages where the kernel allows, which removes most of the page faults of first touch.
+ * Freed with usbeam_free (free). */
+static usbeam_status alloc_table(void **ptr, size_t count, size_t size, const char *what)
+{
+    const size_t huge = (size_t)1 << 21;
+    size_t bytes;
+    if (usbeam_mul_size(count, size, &bytes) != 0 || bytes > USBEAM_MAX_ALLOCATION - huge)
+        return usbeam_fail(USBEAM_ERR_SIZE_OVERFLOW, "%s: %zu x %zu bytes is too large", what, count, size);
+    const size_t alignment = bytes >= huge ? huge : 64;
+    *ptr = aligned_alloc(alignment, (bytes + alignment - 1) / alignment * alignment + (bytes == 0 ? alignment : 0));
+    if (!*ptr) return usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "%s: cannot allocate %zu bytes", what, bytes);
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    if (alignment == huge) (void)madvise(*ptr, (bytes + huge - 1) / huge * huge, MADV_HUGEPAGE);
+#endif
+    return USBEAM_OK;
+}
+
+/* Sort virtual sources (3, n) rows x, z, o by x, in place (insertion sort: the sources of
+ * a delay law along an array come already sorted, or nearly). */
+static void sort_sources_by_x(double *sources, size_t n)
+{
+    double *x = sources, *z = sources + n, *o = sources + 2 * n;
+    for (size_t i = 1; i < n; ++i) {
+        const double xi = x[i], zi = z[i], oi = o[i];
+        size_t j = i;
+        for (; j > 0 && x[j - 1] > xi; --j) {
+            x[j] = x[j - 1];
+            z[j] = z[j - 1];
+            o[j] = o[j - 1];
+        }
+        x[j] = xi, z[j] = zi, o[j] = oi;
+    }
+}
+
+static void build_transmit_models(usbeam_das_plan *plan, const usbeam_transmit *transmits)
+{
+    const int n = (int)plan->params.n_elements;
+    double *sources = plan->tx_sources;
+    for (size_t k = 0; k < plan->params.n_transmits; ++k) {
+        const usbeam_transmit *tx = &transmits[k];
+        switch (tx->kind) {
+        case USBEAM_TRANSMIT_PLANE_WAVE: plan->tx[k] = usbeam_tx_model_plane(tx->angle, plan->element_x, n); break;
+        case USBEAM_TRANSMIT_DIVERGING: plan->tx[k] = usbeam_tx_model_diverging(tx->x, tx->z, plan->element_x, n); break;
+        case USBEAM_TRANSMIT_FOCUSED: plan->tx[k] = usbeam_tx_model_focused(tx->x, tx->z, plan->element_x, n); break;
+        case USBEAM_TRANSMIT_SYNTHETIC: plan->tx[k] = usbeam_tx_model_synthetic(plan->element_x[tx->element]); break;
+        case USBEAM_TRANSMIT_SOURCES: {
+            const size_t n_src = tx->n_sources;
+            memcpy(sources, tx->sources, 3 * n_src * sizeof(double));
+            sort_sources_by_x(sources, n_src);
+            if (plan->tx_source_bounds) { /* the CPU's transmit times only (das_delays.c) */
+                double *bounds = plan->tx_source_bounds + 3 * k;
+                bounds[0] = INFINITY, bounds[1] = INFINITY, bounds[2] = -INFINITY;
+                for (size_t i = 0; i < n_src; ++i) {
+                    bounds[0] = fmin(bounds[0], sources[2 * n_src + i]);
+                    bounds[1] = fmin(bounds[1], sources[n_src + i]);
+                    bounds[2] = fmax(bounds[2], sources[n_src + i]);
+                }
+                for (size_t i = 0; i < 3 * n_src; ++i)
+                    plan->tx_sources_f[(size_t)(sources - plan->tx_sources) + i] = (float)sources[i];
+            }
+            plan->tx[k] = usbeam_tx_model_sources(sources, (int)n_src);
+            sources += 3 * n_src;
+            break;
+        }
+        }
+    }
+}
+
+/* Receive apertures (one contiguous element range per point) and the entry offsets. */
+static void build_apertures(usbeam_das_plan *plan)
+{
+    const usbeam_das_params *prm = &plan->params;
+    const int n = (int)prm->n_elements;
+    const ptrdiff_t n_points = (ptrdiff_t)prm->n_points;
+#pragma omp parallel for schedule(static)
+    for (ptrdiff_t p = 0; p < n_points; ++p) {
+        int first = 0, last = n - 1, count = n;
+        if (prm->f_number > 0.0)
+            count = usbeam_aperture_range(plan->element_x, n, plan->points[3 * p], plan->points[3 * p + 2] / (2.0 * prm->f_number), &first, &last);
+        plan->aperture_first[p] = first;
+        plan->aperture_count[p] = count;
+    }
+    if (!plan->entry_offset) return; /* a CUDA plan: no entries on the host */
+    size_t offset = 0, widest = 0;
+    for (ptrdiff_t p = 0; p < n_points; ++p) {
+        plan->entry_offset[p] = offset;
+        offset += (size_t)plan->aperture_count[p] * prm->n_transmits; /* <= n_points * n_el * n_tx, checked */
+        widest = (size_t)plan->aperture_count[p] > widest ? (size_t)plan->aperture_count[p] : widest;
+    }
+    plan->entry_offset[n_points] = offset;
+    plan->n_entries = offset;
+    plan->thread_entries = widest * prm->n_transmits;
+}
+
+usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_backend backend, usbeam_das_plan **plan_out)
+{
+    usbeam_status st;
+    if (!params || !plan_out) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "params and plan must not be NULL");
+    *plan_out = NULL;
+    if (backend != USBEAM_BACKEND_CPU && backend != USBEAM_BACKEND_CUDA)
+        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "backend: unknown value %d", (int)backend);
+    if ((st = validate(params)) != USBEAM_OK) return st;
+
+    const usbeam_das_params *prm = params;
+    size_t max_entries, stage_plane, weight_floats;
+    const int is_iq = prm->input_dtype == USBEAM_DTYPE_COMPLEX64;
+    /* A record shorter than the interpolation's taps has no sample in range (linear needs
+     * 2 samples, cubic 4): every weight is zero, and one tap at sample 0 keeps every read
+     * inside its row (the full tap count would read past the staging buffer). */
+    const int kind_taps = usbeam_interp_taps((int)prm->interpolation);
+    const int taps = prm->n_samples < (size_t)kind_taps ? 1 : kind_taps;
+    const int weight_stride = taps * (is_iq ? 2 : 1);
+    if (usbeam_mul_size3(prm->n_points, prm->n_elements, prm->n_transmits, &max_entries) != 0 ||
+        usbeam_mul_size(max_entries, (size_t)weight_stride, &weight_floats) != 0)
+        return usbeam_fail(USBEAM_ERR_SIZE_OVERFLOW, "points x elements x transmits is too large");
+    if (usbeam_mul_size3(prm->n_transmits, prm->n_elements, prm->n_samples, &stage_plane) != 0 ||
+        usbeam_mul_size(stage_plane, prm->n_frames, &stage_plane) != 0 || stage_plane > USBEAM_MAX_ALLOCATION / 8)
+        return usbeam_fail(USBEAM_ERR_SIZE_OVERFLOW, "data: frames x transmits x elements x samples is too large");
+
+    usbeam_das_plan *plan = usbeam_alloc(sizeof *plan);
+    if (!plan) return usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "das plan");
+    plan->params = *prm;
+    plan->params.element_positions = NULL;
+    plan->params.transmits = NULL;
+    plan->params.points = NULL;
+    plan->is_iq = is_iq;
+    plan->taps = taps;
+    plan->weight_stride = weight_stride;
+    plan->stage_plane = stage_plane;
+#ifdef _OPENMP
+    plan->n_threads = omp_get_max_threads();
+#else
+    plan->n_threads = 1;
+#endif
+    const size_t n_el = prm->n_elements, n_pts = prm->n_points;
+    size_t n_sources = 0;
+    for (size_t k = 0; k < prm->n_transmits; ++k)
+        if (prm->transmits[k].kind == USBEAM_TRANSMIT_SOURCES) n_sources += prm->transmits[k].n_sources;
+    /* What both backends read: geometry, transmit models, apertures. */
+    if ((st = alloc_array((void **)&plan->element_x, n_el, sizeof(double), "element_positions")) ||
+        (st = alloc_array((void **)&plan->element_y, n_el, sizeof(double), "element_positions")) ||
+        (st = alloc_array((void **)&plan->element_z, n_el, sizeof(double), "element_positions")) ||
+        (st = alloc_array((void **)&plan->points, 3 * n_pts, sizeof(double), "points")) ||
+        (st = alloc_array((void **)&plan->tx, prm->n_transmits, sizeof(usbeam_tx_model), "transmits")) ||
+        (st = alloc_array((void **)&plan->tx_sources, 3 * n_sources, sizeof(double), "transmits sources")) ||
+        (st = alloc_array((void **)&plan->aperture_first, n_pts, sizeof(int32_t), "points")) ||
+        (st = alloc_array((void **)&plan->aperture_count, n_pts, sizeof(int32_t), "points")))
+        goto fail;
+    /* The CPU's alone (a CUDA plan computes its delays on the device and reads the data in
+     * place): transmit times, entry offsets, and the staging buffer, the largest of all. */
+    if (backend == USBEAM_BACKEND_CPU &&
+        ((st = alloc_array((void **)&plan->tx_sources_f, 3 * n_sources, sizeof(float), "transmits sources")) ||
+         (st = alloc_array((void **)&plan->tx_source_bounds, 3 * prm->n_transmits, sizeof(double), "transmits sources")) ||
+         (st = alloc_array((void **)&plan->tx_time, n_pts, prm->n_transmits * sizeof(double), "transmit times")) ||
+         (st = alloc_array((void **)&plan->entry_offset, n_pts + 1, sizeof(size_t), "points")) ||
+         /* + 8 floats: the last frame block may read 7 lanes past the end (das.c) */
+         (st = alloc_array((void **)&plan->stage, stage_plane * (is_iq ? 2 : 1) + 8, sizeof(float), "data staging buffer"))))
+        goto fail;
+    memcpy(plan->points, prm->points, 3 * n_pts * sizeof(double));
+    for (size_t e = 0; e < n_el; ++e) {
+        plan->element_x[e] = prm->element_positions[3 * e];
+        plan->element_y[e] = prm->element_positions[3 * e + 1];
+        plan->element_z[e] = prm->element_positions[3 * e + 2];
+    }
+    plan->window_center = 0.5 * (plan->element_x[0] + plan->element_x[n_el - 1]);
+    plan->window_half_width = 0.5 * (plan->element_x[n_el - 1] - plan->element_x[0]);
+    build_transmit_models(plan, prm->transmits);
+    build_apertures(plan);
+    if (backend == USBEAM_BACKEND_CUDA) { /* the twin computes delays on the device: no table */
+        if ((st = usbeam_das_cuda_create(plan, &plan->cuda)) != USBEAM_OK) goto fail;
+        /* the twin has its device copies: the host geometry served plan creation only */
+        double **geometry[] = {&plan->element_x, &plan->element_y, &plan->element_z, &plan->points, &plan->tx_sources};
+        for (size_t k = 0; k < sizeof geometry / sizeof geometry[0]; ++k) {
+            usbeam_free(*geometry[k]);
+            *geometry[k] = NULL;
+        }
+        usbeam_free(plan->tx);
+        usbeam_free(plan->aperture_first);
+        usbeam_free(plan->aperture_count);
+        plan->tx = NULL;
+        plan->aperture_first = plan->aperture_count = NULL;
+        *plan_out = plan;
+        return USBEAM_OK;
+    }
+    {   /* transmit times: what execute would otherwise recompute per call without a table */
+        const ptrdiff_t n_points = (ptrdiff_t)n_pts;
+        const size_t n_tx = prm->n_transmits;
+#pragma omp parallel for schedule(dynamic, 256)
+        for (ptrdiff_t p = 0; p < n_points; ++p)
+            for (size_t t = 0; t < n_tx; ++t)
+                plan->tx_time[(size_t)p * n_tx + t] = usbeam_das_transmit_time(plan, t, plan->points + 3 * (size_t)p);
+    }
+
+    if ((st = alloc_array((void **)&plan->tile, (size_t)plan->n_threads * 2 * USBEAM_DAS_POINT_TILE, prm->n_frames * sizeof(float),
+                          "output tiles")))
+        goto fail;
+
+    const size_t entry_bytes = sizeof(int32_t) + (size_t)weight_stride * sizeof(float);
+    const size_t budget = prm->max_table_bytes ? prm->max_table_bytes : DEFAULT_MAX_TABLE_BYTES;
+    plan->has_table = plan->n_entries <= budget / entry_bytes;
+    if (plan->has_table) {
+        if ((st = alloc_table((void **)&plan->table_tap, plan->n_entries, sizeof(int32_t), "delay table")) ||
+            (st = alloc_table((void **)&plan->table_weight, plan->n_entries, (size_t)weight_stride * sizeof(float), "weight table")))
+            goto fail;
+        const ptrdiff_t n_points = (ptrdiff_t)n_pts;
+#pragma omp parallel for schedule(dynamic, 256)
+        for (ptrdiff_t p = 0; p < n_points; ++p) {
+            const size_t off = plan->entry_offset[p];
+            usbeam_das_point_entries(plan, (size_t)p, plan->table_tap + off, plan->table_weight + off * (size_t)weight_stride);
+        }
+    } else {
+        size_t per_thread = plan->thread_entries ? plan->thread_entries : 1;
+        if ((st = alloc_array((void **)&plan->thread_tap, (size_t)plan->n_threads, per_thread * sizeof(int32_t), "per-thread delays")) ||
+            (st = alloc_array((void **)&plan->thread_weight, (size_t)plan->n_threads, per_thread * (size_t)weight_stride * sizeof(float), "per-thread weights")))
+            goto fail;
+    }
+    *plan_out = plan;
+    return USBEAM_OK;
+fail:
+    usbeam_das_plan_destroy(plan);
+    return st;
+}

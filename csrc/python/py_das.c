@@ -1,0 +1,292 @@
+/*
+ * py_das.c - Python bindings of the delay-and-sum family (see das_setup.c, das.c).
+ *   das_plan(element_positions, transmits, points, n_frames, n_samples, fs, fc, c, t0,
+ *            f_number, window, tukey_alpha, interpolation, dtype, max_table_bytes, backend)
+ *       element_positions: float64 (n_elements, 3); points: float64 (n_points, 3);
+ *       transmits: sequence of (kind, angle, x, z, element[, sources (3, n) float64]) tuples
+ *       (kind as usbeam.h);
+ *       window: 'rect' | 'hann' | 'tukey'; interpolation: 'nearest' | 'linear' | 'cubic';
+ *       dtype: 'int16' | 'float32' | 'complex64'.
+ *   das_execute(plan, data, out[, n_frames])   data (n_frames, n_tx, n_el, n_samples)
+ *       C-contiguous, out (n_frames, n_points) float32 or complex64; n_frames defaults to
+ *       the plan's capacity and may be smaller.  Runs with the GIL released, under a
+ *       per-plan lock (a plan's scratch is not re-entrant).
+ *   das_table_bytes(plan) -> int;  das_auto_f_number(width, fc, bandwidth, c) -> float
+ */
+#include "python/py_common.h"
+
+#include <pythread.h>
+
+#define DAS_CAPSULE "usbeam.das_plan"
+
+typedef struct {
+    usbeam_das_plan *plan;
+    PyThread_type_lock lock;
+    size_t capacity;                  /* frames the plan can take per call */
+    size_t in_per_frame, out_per_frame;
+    int in_type, out_type;
+} das_handle;
+
+static void das_capsule_destroy(PyObject *capsule)
+{
+    das_handle *h = PyCapsule_GetPointer(capsule, DAS_CAPSULE);
+    if (!h) return;
+    usbeam_das_plan_destroy(h->plan);
+    if (h->lock) PyThread_free_lock(h->lock);
+    PyMem_Free(h);
+}
+
+/* A C-contiguous float64 array of shape (n, 3); returns a new reference or NULL. */
+static PyArrayObject *xyz_array(PyObject *obj, const char *name)
+{
+    PyArrayObject *arr = (PyArrayObject *)PyArray_FromAny(obj, PyArray_DescrFromType(NPY_FLOAT64), 2, 2,
+                                                          NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED, NULL);
+    if (!arr) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "%s must be a 2-D float array of shape (n, 3)", name);
+        return NULL;
+    }
+    if (PyArray_DIM(arr, 1) != 3 || PyArray_DIM(arr, 0) < 1) {
+        PyErr_Format(PyExc_ValueError, "%s must have shape (n, 3) with n >= 1", name);
+        Py_DECREF(arr);
+        return NULL;
+    }
+    return arr;
+}
+
+/* Transmit tuples (kind, angle, x, z, element[, sources]) -> usbeam_transmit; sources is
+ * a float64 (3, n) array for USBEAM_TRANSMIT_SOURCES.  *keep receives a list holding the
+ * source arrays alive until the plan has copied them. */
+static int parse_transmits(PyObject *seq_obj, usbeam_transmit **out, size_t *count, PyObject **keep)
+{
+    PyObject *seq = PySequence_Fast(seq_obj, "transmits must be a sequence of tuples");
+    if (!seq) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n < 1) {
+        PyErr_SetString(PyExc_ValueError, "transmits: the sequence is empty");
+        Py_DECREF(seq);
+        return -1;
+    }
+    usbeam_transmit *tx = PyMem_Calloc((size_t)n, sizeof *tx);
+    PyObject *arrays = PyList_New(0);
+    if (!tx || !arrays) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    for (Py_ssize_t k = 0; k < n; ++k) {
+        int kind;
+        Py_ssize_t element;
+        PyObject *sources = Py_None;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, k), "idddn|O", &kind, &tx[k].angle, &tx[k].x, &tx[k].z,
+                              &element, &sources)) {
+            PyErr_Format(PyExc_TypeError, "transmits[%zd] must be a tuple (kind, angle, x, z, element[, sources])", k);
+            goto fail;
+        }
+        if (element < 0) {
+            PyErr_Format(PyExc_ValueError, "transmits[%zd].element must be >= 0", k);
+            goto fail;
+        }
+        tx[k].kind = (usbeam_transmit_kind)kind;
+        tx[k].element = (size_t)element;
+        if (sources != Py_None) {
+            PyArrayObject *arr = (PyArrayObject *)PyArray_FromAny(sources, PyArray_DescrFromType(NPY_FLOAT64), 2, 2,
+                                                                  NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED, NULL);
+            if (!arr || PyArray_DIM(arr, 0) != 3 || PyList_Append(arrays, (PyObject *)arr) < 0) {
+                Py_XDECREF(arr);
+                PyErr_Clear();
+                PyErr_Format(PyExc_ValueError, "transmits[%zd] sources must be a float array of shape (3, n)", k);
+                goto fail;
+            }
+            Py_DECREF(arr); /* the list holds it */
+            tx[k].n_sources = (size_t)PyArray_DIM(arr, 1);
+            tx[k].sources = PyArray_DATA(arr);
+        }
+    }
+    Py_DECREF(seq);
+    *out = tx;
+    *count = (size_t)n;
+    *keep = arrays;
+    return 0;
+fail:
+    Py_DECREF(seq);
+    Py_XDECREF(arrays);
+    PyMem_Free(tx);
+    return -1;
+}
+
+static int lookup(const char *name, const char *value, const char *const *options, int *code)
+{
+    for (int k = 0; options[k]; ++k)
+        if (strcmp(value, options[k]) == 0) {
+            *code = k;
+            return 0;
+        }
+    PyErr_Format(PyExc_ValueError, "%s: unknown value '%s'", name, value);
+    return -1;
+}
+
+static PyObject *py_das_plan(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    (void)self;
+    static char *keywords[] = {"element_positions", "transmits", "points", "n_frames", "n_samples", "fs", "fc",
+                               "c", "t0", "f_number", "window", "tukey_alpha", "interpolation", "dtype",
+                               "max_table_bytes", "backend", NULL};
+    static const char *const windows[] = {"rect", "hann", "tukey", NULL};
+    static const char *const methods[] = {"nearest", "linear", "cubic", NULL};
+    PyObject *elements_obj, *transmits_obj, *points_obj;
+    Py_ssize_t n_frames, n_samples, max_table_bytes = 0;
+    double fs, fc, c, t0, f_number, tukey_alpha = 0.5;
+    const char *window = "rect", *interpolation = "nearest", *dtype = "complex64", *backend_name = "cpu";
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOnndddddsdss|ns", keywords, &elements_obj, &transmits_obj,
+                                     &points_obj, &n_frames, &n_samples, &fs, &fc, &c, &t0, &f_number, &window,
+                                     &tukey_alpha, &interpolation, &dtype, &max_table_bytes, &backend_name))
+        return NULL;
+    usbeam_backend backend;
+    if (usbeam_py_backend(backend_name, &backend) < 0) return NULL;
+    if (n_frames < 1 || n_samples < 1 || max_table_bytes < 0) {
+        PyErr_SetString(PyExc_ValueError, "n_frames and n_samples must be >= 1, max_table_bytes >= 0");
+        return NULL;
+    }
+    usbeam_das_params p = {0};
+    int window_code, method_code;
+    if (lookup("window", window, windows, &window_code) < 0) return NULL;
+    if (lookup("interpolation", interpolation, methods, &method_code) < 0) return NULL;
+    int in_type, out_type;
+    if (strcmp(dtype, "int16") == 0) {
+        p.input_dtype = USBEAM_DTYPE_INT16, in_type = NPY_INT16, out_type = NPY_FLOAT32;
+    } else if (strcmp(dtype, "float32") == 0) {
+        p.input_dtype = USBEAM_DTYPE_FLOAT32, in_type = NPY_FLOAT32, out_type = NPY_FLOAT32;
+    } else if (strcmp(dtype, "complex64") == 0) {
+        p.input_dtype = USBEAM_DTYPE_COMPLEX64, in_type = NPY_COMPLEX64, out_type = NPY_COMPLEX64;
+    } else {
+        PyErr_Format(PyExc_TypeError, "dtype must be 'int16', 'float32' or 'complex64' (got '%s')", dtype);
+        return NULL;
+    }
+    PyArrayObject *elements = xyz_array(elements_obj, "element_positions");
+    if (!elements) return NULL;
+    PyArrayObject *points = xyz_array(points_obj, "points");
+    if (!points) {
+        Py_DECREF(elements);
+        return NULL;
+    }
+    usbeam_transmit *transmits = NULL;
+    PyObject *keep = NULL;
+    if (parse_transmits(transmits_obj, &transmits, &p.n_transmits, &keep) < 0) {
+        Py_DECREF(elements);
+        Py_DECREF(points);
+        return NULL;
+    }
+    p.n_elements = (size_t)PyArray_DIM(elements, 0);
+    p.element_positions = PyArray_DATA(elements);
+    p.transmits = transmits;
+    p.n_points = (size_t)PyArray_DIM(points, 0);
+    p.points = PyArray_DATA(points);
+    p.n_frames = (size_t)n_frames;
+    p.n_samples = (size_t)n_samples;
+    p.fs = fs, p.fc = fc, p.c = c, p.t0 = t0, p.f_number = f_number;
+    p.window = (usbeam_das_window)window_code;
+    p.tukey_alpha = tukey_alpha;
+    p.interpolation = (usbeam_das_interpolation)method_code;
+    p.max_table_bytes = (size_t)max_table_bytes;
+
+    das_handle *h = PyMem_Calloc(1, sizeof *h);
+    usbeam_status st = USBEAM_OK;
+    if (h) {
+        h->lock = PyThread_allocate_lock();
+        if (h->lock) {
+            Py_BEGIN_ALLOW_THREADS
+            st = usbeam_das_plan_create(&p, backend, &h->plan);
+            Py_END_ALLOW_THREADS
+        }
+    }
+    PyMem_Free(transmits);
+    Py_DECREF(keep);
+    Py_DECREF(elements);
+    Py_DECREF(points);
+    if (!h || !h->lock) {
+        if (h) PyMem_Free(h);
+        return PyErr_NoMemory();
+    }
+    if (st != USBEAM_OK) {
+        PyThread_free_lock(h->lock);
+        PyMem_Free(h);
+        return usbeam_py_raise(st);
+    }
+    h->capacity = p.n_frames;
+    h->in_per_frame = p.n_transmits * p.n_elements * p.n_samples;
+    h->out_per_frame = p.n_points;
+    h->in_type = in_type;
+    h->out_type = out_type;
+    PyObject *capsule = usbeam_py_plan_capsule(h, DAS_CAPSULE, das_capsule_destroy);
+    if (!capsule) {
+        usbeam_das_plan_destroy(h->plan);
+        PyThread_free_lock(h->lock);
+        PyMem_Free(h);
+    }
+    return capsule;
+}
+
+static PyObject *py_das_execute(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *capsule, *in_obj, *out_obj;
+    Py_ssize_t n_frames = -1;
+    if (!PyArg_ParseTuple(args, "OOO|n", &capsule, &in_obj, &out_obj, &n_frames)) return NULL;
+    das_handle *h = usbeam_py_plan_from_capsule(capsule, DAS_CAPSULE, "plan");
+    if (!h) return NULL;
+    if (n_frames == -1) n_frames = (Py_ssize_t)h->capacity;
+    if (n_frames < 1 || (size_t)n_frames > h->capacity) {
+        PyErr_Format(PyExc_ValueError, "n_frames must be in [1, %zu] for this plan (got %zd)", h->capacity, n_frames);
+        return NULL;
+    }
+    usbeam_cuda_exec *cuda = usbeam_das_plan_cuda(h->plan); /* NULL: CPU plan, NumPy arrays */
+    const void *in = usbeam_py_plan_buffer(in_obj, "data", h->in_type, (size_t)n_frames * h->in_per_frame, 0, cuda);
+    if (!in) return NULL;
+    void *out = usbeam_py_plan_buffer(out_obj, "out", h->out_type, (size_t)n_frames * h->out_per_frame, 1, cuda);
+    if (!out) return NULL;
+    usbeam_status st;
+    Py_BEGIN_ALLOW_THREADS
+    PyThread_acquire_lock(h->lock, WAIT_LOCK);
+    st = usbeam_das_execute_frames(h->plan, (size_t)n_frames, in, out);
+    PyThread_release_lock(h->lock);
+    Py_END_ALLOW_THREADS
+    if (st != USBEAM_OK) return usbeam_py_raise(st);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_das_table_bytes(PyObject *self, PyObject *capsule)
+{
+    (void)self;
+    das_handle *h = usbeam_py_plan_from_capsule(capsule, DAS_CAPSULE, "plan");
+    if (!h) return NULL;
+    return PyLong_FromSize_t(usbeam_das_table_bytes(h->plan));
+}
+
+static PyObject *py_das_auto_f_number(PyObject *self, PyObject *args)
+{
+    (void)self;
+    double width, fc, bandwidth, c, f_number = 0;
+    if (!PyArg_ParseTuple(args, "dddd", &width, &fc, &bandwidth, &c)) return NULL;
+    usbeam_status st = usbeam_das_auto_f_number(width, fc, bandwidth, c, &f_number);
+    if (st != USBEAM_OK) return usbeam_py_raise(st);
+    return PyFloat_FromDouble(f_number);
+}
+
+static PyObject *py_das_cuda_exec(PyObject *self, PyObject *capsule)
+{
+    (void)self;
+    das_handle *h = usbeam_py_plan_from_capsule(capsule, DAS_CAPSULE, "plan");
+    if (!h) return NULL;
+    return usbeam_py_cuda_exec_capsule(usbeam_das_plan_cuda(h->plan), capsule);
+}
+
+PyMethodDef usbeam_py_das_methods[] = {
+    {"das_cuda_exec", py_das_cuda_exec, METH_O, "CUDA state of a DAS plan (None for the CPU)."},
+    {"das_plan", (PyCFunction)(void (*)(void))py_das_plan, METH_VARARGS | METH_KEYWORDS,
+     "Create a delay-and-sum plan."},
+    {"das_execute", py_das_execute, METH_VARARGS, "Run a delay-and-sum plan: (plan, data, out[, n_frames])."},
+    {"das_table_bytes", py_das_table_bytes, METH_O, "Bytes of a plan's precomputed delay/weight table."},
+    {"das_auto_f_number", py_das_auto_f_number, METH_VARARGS,
+     "PyMUST's automatic f-number: (element_width, fc, bandwidth fraction, c)."},
+    {NULL, NULL, 0, NULL},
+};
