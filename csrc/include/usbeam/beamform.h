@@ -1,0 +1,162 @@
+/*
+ * usbeam/beamform.h - stage 2, channel data -> image: delay-and-sum for linear arrays, row-column / TOBE arrays.
+ *
+ * RF -> acquire -> demod -> [beamform] -> bmode | doppler -> ai
+ */
+#ifndef USBEAM_BEAMFORM_H
+#define USBEAM_BEAMFORM_H
+
+#include "usbeam/core.h"
+#include "usbeam/device.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Delay-and-sum beamforming for linear arrays (csrc/das_setup.c, csrc/das.c).
+ * in : channel data (n_frames, n_transmits, n_elements, n_samples), C order;
+ *      int16 or float32 RF, or complex64 IQ (down-mixed with the same t0).
+ * out: (n_frames, n_points); float32 for RF input, complex64 for IQ input.
+ * Conventions (MUST/PyMUST): x along the array (0 at its centre), z depth; t = 0 when the
+ * first element fires; sample n is at t0 + n/fs.  tau = tau_tx(p) + |p - e|/c, sample
+ * index s = (tau - t0) fs; IQ samples are rotated by exp(+j 2 pi fc tau).  Element e
+ * contributes when |x_p - x_e| <= z_p / (2 F) (F = f_number; 0 = full aperture), weighted
+ * by the window; sums over elements and transmits, no normalisation. */
+typedef enum usbeam_transmit_kind {
+    USBEAM_TRANSMIT_PLANE_WAVE = 0,   /* angle (rad), |angle| < pi/2, > 0 steers to +x */
+    USBEAM_TRANSMIT_DIVERGING = 1,    /* virtual source (x, z), z < 0 */
+    USBEAM_TRANSMIT_FOCUSED = 2,      /* focus (x, z), z > 0 */
+    USBEAM_TRANSMIT_SYNTHETIC = 3,    /* element fires alone */
+    USBEAM_TRANSMIT_SOURCES = 4       /* MUST's model of an arbitrary delay law: the wavefront
+                                         is the envelope of spherical waves from virtual sources
+                                         (x_i, 0, z_i) emitting at path offsets o_i (m):
+                                         tau_tx = min_i (o_i + |p - s_i|) / c */
+} usbeam_transmit_kind;
+
+typedef struct usbeam_transmit {
+    usbeam_transmit_kind kind;
+    double angle;    /* plane wave: steering angle, rad */
+    double x, z;     /* diverging: virtual source; focused: focus; m */
+    size_t element;  /* synthetic aperture: index of the firing element */
+    size_t n_sources;        /* sources: number of virtual sources, >= 1 */
+    const double *sources;   /* sources: (3, n_sources) rows x (m), z (m), offset o (m) */
+} usbeam_transmit;
+
+typedef enum usbeam_das_interpolation {
+    USBEAM_DAS_NEAREST = 0,   /* round half to even, valid 0 <= s <= n-1 */
+    USBEAM_DAS_LINEAR = 1,    /* valid 0 <= s <= n-2 (MUST) */
+    USBEAM_DAS_CUBIC = 2      /* Catmull-Rom, valid 1 <= s <= n-3 */
+} usbeam_das_interpolation;
+
+typedef enum usbeam_das_window {
+    USBEAM_DAS_RECT = 0,
+    USBEAM_DAS_HANN = 1,
+    USBEAM_DAS_TUKEY = 2      /* tukey_alpha in [0, 1] */
+} usbeam_das_window;
+
+typedef struct usbeam_das_params {
+    size_t n_elements;
+    const double *element_positions;  /* (n_elements, 3) as (x, y, z), m; x strictly
+                                         increasing; transmit models use x only (z = 0) */
+    size_t n_transmits;
+    const usbeam_transmit *transmits; /* (n_transmits) */
+    size_t n_points;
+    const double *points;             /* (n_points, 3) as (x, y, z), m; output order */
+    size_t n_frames;                  /* frames per execute (the capacity: usbeam_das_execute_frames
+                                         takes fewer), >= 1 */
+    size_t n_samples;                 /* samples per channel, >= 1 */
+    double fs;                        /* sampling frequency, Hz, > 0 */
+    double fc;                        /* centre (demodulation) frequency, Hz; > 0 for IQ */
+    double c;                         /* speed of sound, m/s, > 0 */
+    double t0;                        /* time of sample 0, s */
+    double f_number;                  /* receive f-number, >= 0 (0: full aperture) */
+    usbeam_das_window window;         /* apodization across the receive aperture */
+    double tukey_alpha;               /* Tukey taper fraction, [0, 1] */
+    usbeam_das_interpolation interpolation;
+    usbeam_dtype input_dtype;         /* INT16 or FLOAT32 (RF) or COMPLEX64 (IQ) */
+    size_t max_table_bytes;           /* delay/weight table budget; above it, execute
+                                         recomputes them per call.  0: 1 GiB */
+} usbeam_das_params;
+
+typedef struct usbeam_das_plan usbeam_das_plan;
+usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_backend backend,
+                                     usbeam_das_plan **plan);
+/* in: (n_frames, n_transmits, n_elements, n_samples) of input_dtype;
+ * out: (n_frames, n_points) float32 (RF) or complex64 (IQ). */
+usbeam_status usbeam_das_execute(usbeam_das_plan *plan, const void *in, void *out);
+/* The same for a batch of n_frames <= params.n_frames frames (the plan's capacity):
+ * in (n_frames, n_transmits, n_elements, n_samples), out (n_frames, n_points). */
+usbeam_status usbeam_das_execute_frames(usbeam_das_plan *plan, size_t n_frames, const void *in, void *out);
+void usbeam_das_plan_destroy(usbeam_das_plan *plan);
+/* Bytes of the precomputed delay/weight table (0 when the plan recomputes per call). */
+size_t usbeam_das_table_bytes(const usbeam_das_plan *plan);
+
+/* PyMUST dasmtx's automatic f-number from the element directivity: lambda_min =
+ * c / (fc (1 + bandwidth/2)); alpha minimises |cos(th) sinc(width/lambda_min sin th) - 0.71|
+ * on [0, pi/2] by Brent's bounded method with xtol = pi/100 (the iterates of
+ * scipy.optimize.fminbound); F = 1 / (2 tan alpha).  bandwidth is a fraction (0.75). */
+usbeam_status usbeam_das_auto_f_number(double element_width, double fc, double bandwidth, double c,
+                                       double *f_number);
+
+/* Row-column (RCA) and TOBE arrays: delay-and-sum of decoded acquisitions.
+ * Array coordinates (m): the array lies in z = 0, centred on the origin.  Column c is a
+ * strip along y at x_c = (c - (n_columns-1)/2) pitch_x; row r a strip along x at
+ * y_r = (r - (n_rows-1)/2) pitch_y.  An orientation ("rows" or "columns") names a set of
+ * strips; its axis u is y for rows, x for columns.  Times of flight are in csrc/usbeam_math.h
+ * (section "row-column arrays") with their references.  t = 0 when the first element fires;
+ * sample n of a record is at t0 + n/fs. */
+typedef enum usbeam_rca_method {
+    USBEAM_RCA_FORCES = 0,    /* decoded Hadamard transmit: element k of the receive orientation */
+    USBEAM_RCA_UFORCES = 1,   /* as FORCES, acquisition a from element sparse_elements[a] */
+    USBEAM_RCA_HERCULES = 2,  /* one transmit wave; decoded receive: acquisition a = strip a of the
+                                 orientation orthogonal to the receive one (2-D receive aperture) */
+    USBEAM_RCA_UHERCULES = 3, /* as HERCULES, acquisition a = orthogonal strip sparse_elements[a] */
+    USBEAM_RCA_VLS = 4,       /* virtual line source per acquisition (finite focal depth) */
+    USBEAM_RCA_TPW = 5,       /* tilted plane wave per acquisition (infinite focal depth) */
+    USBEAM_RCA_FLASH = 6      /* unsteered plane waves (angle 0, infinite focal depth) */
+} usbeam_rca_method;
+
+#define USBEAM_RCA_MAX_ELEMENTS 4096
+
+typedef struct usbeam_rca_params {
+    usbeam_rca_method method;
+    size_t n_columns, n_rows;     /* strips along x and along y */
+    double pitch_x, pitch_y;      /* m, > 0 */
+    double world_to_array[16];    /* row-major 4x4 affine world -> array; last row 0 0 0 1,
+                                     invertible linear part */
+    int tx_rows, rx_rows;         /* orientation of transmit / receive: 1 rows, 0 columns
+                                     (FORCES/uFORCES transmit on the receive orientation) */
+    size_t n_frames, n_acquisitions, n_channels, n_samples; /* n_channels = strips of rx orientation */
+    int data_complex;             /* 0: float32 RF; 1: complex64 IQ demodulated at fc */
+    double fs, fc, c, t0;         /* Hz, Hz (IQ phase), m/s, s */
+    int interpolation;            /* USBEAM_INTERP_NEAREST / LINEAR / CUBIC (usbeam_math.h) */
+    const double *angles;         /* rad [n_acquisitions] (VLS/TPW/Flash) or [1] (HERCULES) */
+    const double *focal_depths;   /* m, same length; +-INFINITY = plane wave, < 0 diverging */
+    const int32_t *sparse_elements; /* [n_acquisitions] for uFORCES / uHERCULES, else NULL */
+    double voxel_to_world[16];    /* row-major 4x4: (i, j, k, 1) -> world point (m) */
+    size_t n_i, n_j, n_k;         /* output [n_k][n_j][n_i] per frame */
+    double f_number;              /* >= 0; 0 = no receive apodization (whole aperture) */
+    int window;                   /* USBEAM_WINDOW_RECT / HANN / TUKEY over the f-number aperture */
+    double tukey_alpha;           /* [0, 1] for TUKEY */
+    int coherence_factor;         /* 1: multiply by |sum v|^2 / (N sum |v|^2) (Mallart & Fink) */
+    int sum_frames;               /* 1: one output, the coherent sum over frames */
+} usbeam_rca_params;
+
+typedef struct usbeam_rca_plan usbeam_rca_plan;
+usbeam_status usbeam_rca_plan_create(const usbeam_rca_params *params, usbeam_backend backend,
+                                     usbeam_rca_plan **plan);
+/* in: [n_frames][n_acquisitions][n_channels][n_samples] float32 or complex64;
+ * out: [sum_frames ? 1 : n_frames][n_k][n_j][n_i] float32 or complex64. */
+usbeam_status usbeam_rca_execute(usbeam_rca_plan *plan, const void *in, void *out);
+void usbeam_rca_plan_destroy(usbeam_rca_plan *plan);
+
+/* The CUDA execution state of a plan (NULL for a CPU plan): usbeam/device.h. */
+struct usbeam_das_plan;
+usbeam_cuda_exec *usbeam_das_plan_cuda(struct usbeam_das_plan *plan);
+struct usbeam_rca_plan;
+usbeam_cuda_exec *usbeam_rca_plan_cuda(struct usbeam_rca_plan *plan);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* USBEAM_BEAMFORM_H */

@@ -1,0 +1,53 @@
+/*
+ * usbeam/bmode.h - stage 3a, image -> display: envelope and log compression.
+ *
+ * RF -> acquire -> demod -> beamform -> [bmode] | doppler -> ai
+ */
+#ifndef USBEAM_BMODE_H
+#define USBEAM_BMODE_H
+
+#include "usbeam/core.h"
+#include "usbeam/device.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* B-mode: envelope and log compression                                      */
+/* in : complex64 beamformed IQ, n_values (any spatial/frame layout)         */
+/* out: uint8, as PyMUST bmode: 255*(20 log10(|IQ|/ref) + DR)/DR clipped to */
+/*      [0, 255] and truncated; or float32 dB: 20 log10(|IQ|/ref) floored at  */
+/*      -DR.  ref is the max |IQ| (global or per image) or a fixed value.     */
+/* ------------------------------------------------------------------------ */
+typedef enum usbeam_bmode_output {
+    USBEAM_BMODE_UINT8 = 0,   /* display image, PyMUST-compatible */
+    USBEAM_BMODE_DB = 1       /* float32 decibels relative to the reference */
+} usbeam_bmode_output;
+
+typedef struct usbeam_bmode_params {
+    size_t n_values;           /* number of complex samples per execute */
+    size_t n_images;           /* n_values is n_images blocks; reference per block if per_image */
+    double dynamic_range_db;   /* > 0, dB */
+    usbeam_bmode_output output;
+    int per_image;             /* 0: one reference (the max) over the whole array, as PyMUST;
+                                  1: each of the n_images blocks is normalised by its own max */
+    double reference;          /* > 0: fixed amplitude reference instead of the max (live display);
+                                  0: use the max */
+} usbeam_bmode_params;
+
+typedef struct usbeam_bmode_plan usbeam_bmode_plan;
+usbeam_status usbeam_bmode_plan_create(const usbeam_bmode_params *params, usbeam_backend backend,
+                                       usbeam_bmode_plan **plan);
+/* in: complex64[n_values]; out: uint8 or float32 [n_values] */
+usbeam_status usbeam_bmode_execute(usbeam_bmode_plan *plan, const void *in, void *out);
+void usbeam_bmode_plan_destroy(usbeam_bmode_plan *plan);
+
+/* The CUDA execution state of a plan (NULL for a CPU plan): usbeam/device.h. */
+struct usbeam_bmode_plan;
+usbeam_cuda_exec *usbeam_bmode_plan_cuda(struct usbeam_bmode_plan *plan);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* USBEAM_BMODE_H */
