@@ -18,7 +18,7 @@ import pytest
 
 import live_cuda_standin
 import usbeam
-from live_backends import BACKENDS, LiveBackend
+from live_backends import BACKENDS, LiveBackend, settle, worker_threads
 from live_pipelines import CompoundBMode, Stamp
 from reference import live as ref
 from usbeam.live import (ChannelMap, FrameDropped, FrameFailed, Session, SessionStopped, SimulatedScanner,
@@ -411,22 +411,8 @@ def test_update_under_load_each_frame_uses_one_whole_plan(live, rng):
         np.testing.assert_array_equal(image, offline[generation - 1][index % 4])
 
 
-def _worker_threads():
-    return [t for t in threading.enumerate() if t.name.startswith(("usbeam-live-", "standin-upload"))]
-
-
-def _settle_sessions(keep=()):
-    """Collect the sessions earlier tests left unreferenced (a session is collected while
-    running: its threads hold it weakly) and wait for their threads to end, so that thread
-    counts taken now do not change under a later collection."""
-    gc.collect()
-    deadline = time.monotonic() + 3
-    while set(_worker_threads()) - set(keep) and time.monotonic() < deadline:
-        time.sleep(0.01)
-
-
 def test_clean_start_stop_restart_close_without_leaks(live):
-    _settle_sessions()
+    settle()
     threads_before = threading.active_count()
     rings_before = usbeam._core.live_cuda_ring_count()
     session = live.session(lambda x: x, input_shape=(8,), input_dtype=np.int32, output_shape=(8,),
@@ -454,8 +440,7 @@ def test_clean_start_stop_restart_close_without_leaks(live):
     assert session.get(frame_id, timeout=5).image[0] == 3
     session.close()
     del session
-    gc.collect()
-    time.sleep(0.05)
+    settle()                                      # the stand-in ring's thread ends after its ring
     assert usbeam._core.live_cuda_ring_count() == rings_before
     assert threading.active_count() == threads_before
 
@@ -495,7 +480,7 @@ def test_stop_from_callback_then_restart_keeps_one_worker_and_exact_accounting(l
     """stop() inside the callback (on the compute thread) only signals: the old loop drains and
     ends after the callback returns; start() from outside waits for it.  Never two compute
     threads, no frame lost: every id gives its image or FrameDropped."""
-    _settle_sessions()
+    settle()
     shape = (16, 16)
     session = None
     restart_errors = []
@@ -514,19 +499,19 @@ def test_stop_from_callback_then_restart_keeps_one_worker_and_exact_accounting(l
 
     session = live.session(Stamp(shape, delay_s=0.01), policy="block", results=64, callback=callback)
     frames = stamped_frames(22, shape)
-    threads_before = len(_worker_threads())
+    threads_before = len(worker_threads())
     ids = [session.push(frames[0]), session.push(frames[1])]
     assert stopped.wait(10)
     assert not session.running                       # stopping (the loop itself still finishing)
     with pytest.raises(SessionStopped):
         session.push(frames[2])
     session.start()                                  # joins the old compute thread first
-    assert len(_worker_threads()) == threads_before
-    assert [t.name for t in _worker_threads()].count("usbeam-live-compute") == 1
+    assert len(worker_threads()) == threads_before
+    assert [t.name for t in worker_threads()].count("usbeam-live-compute") == 1
     ids += [session.push(f) for f in frames[2:]]
     assert session.wait_idle(timeout=10)
     time.sleep(0.2)
-    assert [t.name for t in _worker_threads()].count("usbeam-live-compute") == 1
+    assert [t.name for t in worker_threads()].count("usbeam-live-compute") == 1
     stats = session.stats()
     session.stop()
     assert len(restart_errors) == 1 and "compute thread" in restart_errors[0]
@@ -534,7 +519,7 @@ def test_stop_from_callback_then_restart_keeps_one_worker_and_exact_accounting(l
     assert stats["dropped"] == 0 and stats["pending"] == 0
     for k, frame_id in enumerate(ids):               # drained before the restart: all processed
         np.testing.assert_array_equal(session.get(frame_id).image[:3], [k + 1] * 3)
-    assert not _worker_threads()[threads_before:]
+    assert not worker_threads()[threads_before:]
 
 
 def test_stop_without_drain_from_callback_then_restart_counts_the_waiting_frames_as_drops():
@@ -617,7 +602,7 @@ def test_unreferenced_running_sessions_are_collected(live):
     references is collected, its threads end and its buffers (CUDA: its ring) are freed."""
     import weakref
 
-    _settle_sessions()
+    settle()
     threads_before = threading.active_count()
     rings_before = usbeam._core.live_cuda_ring_count()
     refs = []
@@ -775,7 +760,7 @@ def test_soak_10000_frames_no_growth_in_memory_or_threads(rng):
     session.wait_idle(timeout=5)
     session.update(session.pipeline, channel_map=cmap)
     session.stats()                    # first calls import modules lazily (numpy.ma for percentiles)
-    _settle_sessions(keep=[session._thread])
+    settle(keep=[session._thread])
     rss_before, threads_before = _rss_bytes(), threading.active_count()
     traced_before = tracemalloc.get_traced_memory()[0]
     t0 = time.perf_counter()
