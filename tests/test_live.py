@@ -398,11 +398,18 @@ def test_update_under_load_each_frame_uses_one_whole_plan(live, rng):
     session = live.session(CompoundBMode(cmap.output_shape, gain=gains[0]), channel_map=cmap, policy="drop_oldest",
                            slots=3, callback=lambda r: results.append((r.frame_id, r.meta["index"], r.generation,
                                                                        live.host(r.image))))
-    scanner = SimulatedScanner(session, frame_rate=300.0, source=raw, n_frames=120, meta=True).start()
-    for gain in gains[1:]:                              # swaps while frames keep arriving
-        time.sleep(0.08)
+    scanner = SimulatedScanner(session, frame_rate=300.0, source=raw, meta=True).start()     # until stopped
+
+    def wait_for_frames_of(generation, n=10):           # progress, not a sleep: a loaded machine only waits longer
+        deadline = time.monotonic() + 10
+        while sum(g == generation for _, _, g, _ in list(results)) < n and time.monotonic() < deadline:
+            time.sleep(0.005)
+
+    for generation, gain in enumerate(gains[1:], start=1):    # swaps while frames keep arriving
+        wait_for_frames_of(generation)
         session.update(live.pipeline(CompoundBMode(cmap.output_shape, gain=gain)), channel_map=cmap)
-    assert scanner.join(timeout=10) and session.wait_idle(timeout=30)
+    wait_for_frames_of(len(gains))
+    assert scanner.stop(timeout=10) and session.wait_idle(timeout=30)
     session.stop()
     assert not scanner.errors and session.stats()["processed"] == len(results) > 0
     generations = [g for _, _, g, _ in results]
@@ -645,11 +652,27 @@ def test_callback_and_on_drop_exceptions_are_counted_and_the_session_keeps_runni
     assert isinstance(session.last_callback_error, RuntimeError) and str(session.last_callback_error) == "callback 9"
     for k, frame_id in enumerate(ids):                               # results intact despite the raises
         assert session.get(frame_id).image[0] == k + 1
-    # on_drop raising: frames discarded by stop(drain=False) behind a slow frame
-    slow = live.session(Stamp(shape, delay_s=0.2), slots=3, policy="block", on_drop=on_drop)
+    # on_drop raising: frames discarded by stop(drain=False) behind a slow frame (held until
+    # stop() has signalled, so that neither a slow start nor a stall decides which frames wait)
+    started, gate = threading.Event(), threading.Event()
+
+    class Held(Stamp):
+        def __call__(self, frame, out=None):
+            started.set()
+            assert gate.wait(10)
+            return super().__call__(frame, out)
+
+    slow = live.session(Held(shape), slots=3, policy="block", on_drop=on_drop)
     slow_ids = [slow.push(f) for f in frames[:3]]
-    time.sleep(0.05)                                                 # the first is computing
-    slow.stop(drain=False)
+    assert started.wait(10)                                          # the first is computing
+    stopper = threading.Thread(target=slow.stop, kwargs={"drain": False})
+    stopper.start()
+    deadline = time.monotonic() + 10
+    while slow.running and time.monotonic() < deadline:             # stop() has signalled
+        time.sleep(0.001)
+    gate.set()
+    stopper.join(10)
+    assert not stopper.is_alive()
     slow_stats = slow.stats()
     assert drops == slow_ids[1:]
     assert slow_stats["dropped"] == 2 and slow_stats["callback_errors"] == 2
@@ -666,14 +689,18 @@ def test_callback_and_on_drop_exceptions_are_counted_and_the_session_keeps_runni
 def test_simulated_scanner_keeps_its_rate():
     frames = simulate_plane_wave_rf(n_frames=3, n_elements=8, n_samples=128)
     assert frames.dtype == np.int16 and frames.shape == (3, 8, 128) and np.abs(frames).max() == 2000
-    pushed = []
-    scanner = SimulatedScanner(lambda f: pushed.append(time.perf_counter()) or len(pushed), frame_rate=200,
-                               source=frames, n_frames=40)
+    pushed = []                                                    # (push time, due time)
+    scanner = SimulatedScanner(lambda f, meta: pushed.append((time.perf_counter(), meta["due"])) or len(pushed),
+                               frame_rate=200, source=frames, n_frames=40, meta=True)
     scanner.start()
     assert scanner.join(timeout=5)
     assert scanner.sent == 40 and len(pushed) == 40
-    rate = 39 / (pushed[-1] - pushed[0])
-    assert 150 < rate < 250
+    times, due = np.array(pushed).T
+    np.testing.assert_allclose(np.diff(due), 1 / 200, rtol=0, atol=1e-6)  # frame k is due at start + k / 200 s
+    assert np.all(times > due - 1e-4)                              # never early: no load makes it faster
+    # on time: a stall of this shared machine delays the frames due meanwhile, which then
+    # follow at once (no drift), so it moves the median only if it lasts half the run
+    assert np.median(times - due) < 1 / 200
     with pytest.raises(ValueError, match="frame_rate"):
         SimulatedScanner(lambda f: 0, frame_rate=0)
 
