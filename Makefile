@@ -11,6 +11,9 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.deps-installed
+# pytest runs in random order (pytest-randomly; the seed is printed at the end): replay one with
+# `make test PYTEST_ARGS=--randomly-seed=N`, or run in file order with PYTEST_ARGS="-p no:randomly".
+PYTEST_ARGS ?=
 CC     ?= cc
 CFLAGS_C := -std=c11 -O2 -g -Wall -Wextra -Wshadow -Wno-unused-parameter -fopenmp -Icsrc -Icsrc/include
 ifeq ($(CI),true)
@@ -48,17 +51,17 @@ ctest: $(CTESTS)
 	@set -e; for t in $(CTESTS); do echo "== $$t"; ./$$t; done
 
 pytest: build
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 test: build ctest
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-package
 	$(MAKE) --no-print-directory test-emu-if-headers
 
 # What users get: the README's install routes into fresh virtual environments, imported from
 # outside the checkout, and CPU work with the CUDA toolkit hidden (tests/packaging).
 test-package: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider --packaging tests/packaging
+	$(PY) -m pytest -q -p no:cacheprovider -p no:randomly --packaging tests/packaging
 
 demo: build
 	$(PY) -m usbeam.demo --out demo_bmode.png
@@ -76,7 +79,7 @@ asan: $(STAMP)
 	LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
 	    ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 \
 	    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	    $(PY) -m pytest -q -m "not slow" -p no:cacheprovider
+	    $(PY) -m pytest -q -m "not slow" -p no:cacheprovider $(PYTEST_ARGS)
 	rm -f usbeam/_core*.so
 	$(MAKE) build
 
@@ -102,10 +105,10 @@ asan-emu:
 	    LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
 	    ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 \
 	    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	    $(abspath $(PY)) -m pytest -q -p no:cacheprovider -m cuda $(abspath tests)
+	    $(abspath $(PY)) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) -m cuda $(abspath tests)
 
 test-emu: emu-build
-	cd $(EMU_PKG) && USBEAM_EMU_QUIET=1 $(abspath $(PY)) -m pytest -q -p no:cacheprovider -m cuda $(abspath tests)
+	cd $(EMU_PKG) && USBEAM_EMU_QUIET=1 $(abspath $(PY)) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) -m cuda $(abspath tests)
 
 # The GPU benchmark scripts on the emulator, at small sizes: they validate their results and
 # run end to end (their times mean nothing and are not recorded), so a GPU day is not spent

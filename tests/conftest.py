@@ -1,5 +1,5 @@
 """Shared fixtures: the ../shared/datasets folder (skip with a message when absent),
-fresh random generators, and the CUDA skip marker."""
+fresh random generators, the CUDA skip marker, and the seed of a random-order run."""
 import os
 import zlib
 from pathlib import Path
@@ -51,3 +51,11 @@ def pytest_collection_modifyitems(config, items):
         # the marker itself: item.keywords also holds directory names (a checkout in .../cuda)
         if item.get_closest_marker("cuda") is not None:
             item.add_marker(skip)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """pytest-randomly (requirements-dev.txt) shuffles the tests; its seed is in the header,
+    which -q hides, so say it at the end too: the order of a failed run replays exactly."""
+    seed = getattr(config.option, "randomly_seed", None)   # absent with -p no:randomly
+    if isinstance(seed, int):
+        terminalreporter.write_line(f"random order: rerun it with --randomly-seed={seed} (-p no:randomly: file order)")

@@ -11,7 +11,14 @@ shapes); on the CUDA backends it runs inside live_pipelines.OnDevice, which take
 a DeviceArray and writes the image into a DeviceArray, so every backend must give the same
 bytes.  What differs between backends and is not the behaviour under test (thread counts,
 rings, DLPack device, how a leased image is read) is stated here.
+
+settle() is for tests that count live objects (threads, rings): it collects what earlier
+tests left behind first, so that a count taken then does not change under a later collection.
 """
+import gc
+import threading
+import time
+
 import numpy as np
 import pytest
 
@@ -58,3 +65,22 @@ class LiveBackend:
 
     def __repr__(self):
         return self.name
+
+
+def worker_threads():
+    """The threads of live sessions (compute; CUDA: upload) and of stand-in rings."""
+    return [t for t in threading.enumerate() if t.name.startswith(("usbeam-live-", "standin-upload"))]
+
+
+def settle(keep=(), timeout=5.0):
+    """Collect the sessions, rings and slot views earlier tests left unreferenced and wait for
+    their threads to end, so that thread and ring counts taken now do not change under a later
+    collection.  A session is collected while running (its threads hold it weakly), but a
+    worker holding it for one frame when gc.collect() runs keeps it, and its ring, until the
+    next collection: so collect again until those threads are gone, then once more."""
+    deadline = time.monotonic() + timeout
+    gc.collect()
+    while set(worker_threads()) - set(keep) and time.monotonic() < deadline:
+        time.sleep(0.01)
+        gc.collect()
+    gc.collect()

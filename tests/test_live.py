@@ -18,7 +18,7 @@ import pytest
 
 import live_cuda_standin
 import usbeam
-from live_backends import BACKENDS, LiveBackend
+from live_backends import BACKENDS, LiveBackend, settle, worker_threads
 from live_pipelines import CompoundBMode, Stamp
 from reference import live as ref
 from usbeam.live import (ChannelMap, FrameDropped, FrameFailed, Session, SessionStopped, SimulatedScanner,
@@ -398,11 +398,18 @@ def test_update_under_load_each_frame_uses_one_whole_plan(live, rng):
     session = live.session(CompoundBMode(cmap.output_shape, gain=gains[0]), channel_map=cmap, policy="drop_oldest",
                            slots=3, callback=lambda r: results.append((r.frame_id, r.meta["index"], r.generation,
                                                                        live.host(r.image))))
-    scanner = SimulatedScanner(session, frame_rate=300.0, source=raw, n_frames=120, meta=True).start()
-    for gain in gains[1:]:                              # swaps while frames keep arriving
-        time.sleep(0.08)
+    scanner = SimulatedScanner(session, frame_rate=300.0, source=raw, meta=True).start()     # until stopped
+
+    def wait_for_frames_of(generation, n=10):           # progress, not a sleep: a loaded machine only waits longer
+        deadline = time.monotonic() + 10
+        while sum(g == generation for _, _, g, _ in list(results)) < n and time.monotonic() < deadline:
+            time.sleep(0.005)
+
+    for generation, gain in enumerate(gains[1:], start=1):    # swaps while frames keep arriving
+        wait_for_frames_of(generation)
         session.update(live.pipeline(CompoundBMode(cmap.output_shape, gain=gain)), channel_map=cmap)
-    assert scanner.join(timeout=10) and session.wait_idle(timeout=30)
+    wait_for_frames_of(len(gains))
+    assert scanner.stop(timeout=10) and session.wait_idle(timeout=30)
     session.stop()
     assert not scanner.errors and session.stats()["processed"] == len(results) > 0
     generations = [g for _, _, g, _ in results]
@@ -411,22 +418,8 @@ def test_update_under_load_each_frame_uses_one_whole_plan(live, rng):
         np.testing.assert_array_equal(image, offline[generation - 1][index % 4])
 
 
-def _worker_threads():
-    return [t for t in threading.enumerate() if t.name.startswith(("usbeam-live-", "standin-upload"))]
-
-
-def _settle_sessions(keep=()):
-    """Collect the sessions earlier tests left unreferenced (a session is collected while
-    running: its threads hold it weakly) and wait for their threads to end, so that thread
-    counts taken now do not change under a later collection."""
-    gc.collect()
-    deadline = time.monotonic() + 3
-    while set(_worker_threads()) - set(keep) and time.monotonic() < deadline:
-        time.sleep(0.01)
-
-
 def test_clean_start_stop_restart_close_without_leaks(live):
-    _settle_sessions()
+    settle()
     threads_before = threading.active_count()
     rings_before = usbeam._core.live_cuda_ring_count()
     session = live.session(lambda x: x, input_shape=(8,), input_dtype=np.int32, output_shape=(8,),
@@ -454,8 +447,7 @@ def test_clean_start_stop_restart_close_without_leaks(live):
     assert session.get(frame_id, timeout=5).image[0] == 3
     session.close()
     del session
-    gc.collect()
-    time.sleep(0.05)
+    settle()                                      # the stand-in ring's thread ends after its ring
     assert usbeam._core.live_cuda_ring_count() == rings_before
     assert threading.active_count() == threads_before
 
@@ -495,7 +487,7 @@ def test_stop_from_callback_then_restart_keeps_one_worker_and_exact_accounting(l
     """stop() inside the callback (on the compute thread) only signals: the old loop drains and
     ends after the callback returns; start() from outside waits for it.  Never two compute
     threads, no frame lost: every id gives its image or FrameDropped."""
-    _settle_sessions()
+    settle()
     shape = (16, 16)
     session = None
     restart_errors = []
@@ -514,19 +506,19 @@ def test_stop_from_callback_then_restart_keeps_one_worker_and_exact_accounting(l
 
     session = live.session(Stamp(shape, delay_s=0.01), policy="block", results=64, callback=callback)
     frames = stamped_frames(22, shape)
-    threads_before = len(_worker_threads())
+    threads_before = len(worker_threads())
     ids = [session.push(frames[0]), session.push(frames[1])]
     assert stopped.wait(10)
     assert not session.running                       # stopping (the loop itself still finishing)
     with pytest.raises(SessionStopped):
         session.push(frames[2])
     session.start()                                  # joins the old compute thread first
-    assert len(_worker_threads()) == threads_before
-    assert [t.name for t in _worker_threads()].count("usbeam-live-compute") == 1
+    assert len(worker_threads()) == threads_before
+    assert [t.name for t in worker_threads()].count("usbeam-live-compute") == 1
     ids += [session.push(f) for f in frames[2:]]
     assert session.wait_idle(timeout=10)
     time.sleep(0.2)
-    assert [t.name for t in _worker_threads()].count("usbeam-live-compute") == 1
+    assert [t.name for t in worker_threads()].count("usbeam-live-compute") == 1
     stats = session.stats()
     session.stop()
     assert len(restart_errors) == 1 and "compute thread" in restart_errors[0]
@@ -534,7 +526,7 @@ def test_stop_from_callback_then_restart_keeps_one_worker_and_exact_accounting(l
     assert stats["dropped"] == 0 and stats["pending"] == 0
     for k, frame_id in enumerate(ids):               # drained before the restart: all processed
         np.testing.assert_array_equal(session.get(frame_id).image[:3], [k + 1] * 3)
-    assert not _worker_threads()[threads_before:]
+    assert not worker_threads()[threads_before:]
 
 
 def test_stop_without_drain_from_callback_then_restart_counts_the_waiting_frames_as_drops():
@@ -617,7 +609,7 @@ def test_unreferenced_running_sessions_are_collected(live):
     references is collected, its threads end and its buffers (CUDA: its ring) are freed."""
     import weakref
 
-    _settle_sessions()
+    settle()
     threads_before = threading.active_count()
     rings_before = usbeam._core.live_cuda_ring_count()
     refs = []
@@ -660,11 +652,27 @@ def test_callback_and_on_drop_exceptions_are_counted_and_the_session_keeps_runni
     assert isinstance(session.last_callback_error, RuntimeError) and str(session.last_callback_error) == "callback 9"
     for k, frame_id in enumerate(ids):                               # results intact despite the raises
         assert session.get(frame_id).image[0] == k + 1
-    # on_drop raising: frames discarded by stop(drain=False) behind a slow frame
-    slow = live.session(Stamp(shape, delay_s=0.2), slots=3, policy="block", on_drop=on_drop)
+    # on_drop raising: frames discarded by stop(drain=False) behind a slow frame (held until
+    # stop() has signalled, so that neither a slow start nor a stall decides which frames wait)
+    started, gate = threading.Event(), threading.Event()
+
+    class Held(Stamp):
+        def __call__(self, frame, out=None):
+            started.set()
+            assert gate.wait(10)
+            return super().__call__(frame, out)
+
+    slow = live.session(Held(shape), slots=3, policy="block", on_drop=on_drop)
     slow_ids = [slow.push(f) for f in frames[:3]]
-    time.sleep(0.05)                                                 # the first is computing
-    slow.stop(drain=False)
+    assert started.wait(10)                                          # the first is computing
+    stopper = threading.Thread(target=slow.stop, kwargs={"drain": False})
+    stopper.start()
+    deadline = time.monotonic() + 10
+    while slow.running and time.monotonic() < deadline:             # stop() has signalled
+        time.sleep(0.001)
+    gate.set()
+    stopper.join(10)
+    assert not stopper.is_alive()
     slow_stats = slow.stats()
     assert drops == slow_ids[1:]
     assert slow_stats["dropped"] == 2 and slow_stats["callback_errors"] == 2
@@ -681,14 +689,18 @@ def test_callback_and_on_drop_exceptions_are_counted_and_the_session_keeps_runni
 def test_simulated_scanner_keeps_its_rate():
     frames = simulate_plane_wave_rf(n_frames=3, n_elements=8, n_samples=128)
     assert frames.dtype == np.int16 and frames.shape == (3, 8, 128) and np.abs(frames).max() == 2000
-    pushed = []
-    scanner = SimulatedScanner(lambda f: pushed.append(time.perf_counter()) or len(pushed), frame_rate=200,
-                               source=frames, n_frames=40)
+    pushed = []                                                    # (push time, due time)
+    scanner = SimulatedScanner(lambda f, meta: pushed.append((time.perf_counter(), meta["due"])) or len(pushed),
+                               frame_rate=200, source=frames, n_frames=40, meta=True)
     scanner.start()
     assert scanner.join(timeout=5)
     assert scanner.sent == 40 and len(pushed) == 40
-    rate = 39 / (pushed[-1] - pushed[0])
-    assert 150 < rate < 250
+    times, due = np.array(pushed).T
+    np.testing.assert_allclose(np.diff(due), 1 / 200, rtol=0, atol=1e-6)  # frame k is due at start + k / 200 s
+    assert np.all(times > due - 1e-4)                              # never early: no load makes it faster
+    # on time: a stall of this shared machine delays the frames due meanwhile, which then
+    # follow at once (no drift), so it moves the median only if it lasts half the run
+    assert np.median(times - due) < 1 / 200
     with pytest.raises(ValueError, match="frame_rate"):
         SimulatedScanner(lambda f: 0, frame_rate=0)
 
@@ -775,7 +787,7 @@ def test_soak_10000_frames_no_growth_in_memory_or_threads(rng):
     session.wait_idle(timeout=5)
     session.update(session.pipeline, channel_map=cmap)
     session.stats()                    # first calls import modules lazily (numpy.ma for percentiles)
-    _settle_sessions(keep=[session._thread])
+    settle(keep=[session._thread])
     rss_before, threads_before = _rss_bytes(), threading.active_count()
     traced_before = tracemalloc.get_traced_memory()[0]
     t0 = time.perf_counter()

@@ -21,7 +21,7 @@ import pytest
 
 import live_cuda_standin
 import usbeam
-from live_backends import KDLCPU, KDLCUDA
+from live_backends import KDLCPU, KDLCUDA, settle
 from live_pipelines import OnDevice, Stamp
 from usbeam import device
 from usbeam.live import ChannelMap, Session
@@ -102,6 +102,7 @@ def test_ring_protocol_round_trip_and_bad_arguments(rng):
     slots and sizes are refused naming the argument."""
     core = usbeam._core
     n_slots, nbytes = 3, 1 << 20
+    settle()                                           # rings earlier tests left uncollected
     before = core.live_cuda_ring_count()
     ring = core.live_cuda_ring_create(0, n_slots, nbytes)
     assert core.live_cuda_ring_count() == before + 1
