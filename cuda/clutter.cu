@@ -239,13 +239,11 @@ extern "C" usbeam_status usbeam_clutter_cuda_create_iir(const usbeam_clutter_par
     if (st == USBEAM_OK) st = usbeam_cuda_exec_alloc(p->exec, state_bytes, "IIR state", (void **)&p->state_next);
     if (st == USBEAM_OK)
         st = usbeam_cuda_exec_alloc(p->exec, CONTROL_WORDS * sizeof(int), "IIR control", (void **)&p->control);
-    if (st == USBEAM_OK)
-        st = usbeam_cuda_check(cudaMemset(p->state, 0, state_bytes), "cudaMemset", __FILE__, __LINE__);
-    if (st == USBEAM_OK)
-        st = usbeam_cuda_check(cudaMemset(p->state_next, 0, state_bytes), "cudaMemset", __FILE__, __LINE__);
-    if (st == USBEAM_OK)
-        st = usbeam_cuda_check(cudaMemset(p->control, 0, CONTROL_WORDS * sizeof(int)), "cudaMemset", __FILE__,
-                               __LINE__);
+    /* zeroed in the plan's stream order: a legacy-stream cudaMemset is not ordered before the
+     * first filter kernel, which runs on the plan's non-blocking stream */
+    if (st == USBEAM_OK) st = usbeam_cuda_exec_zero(p->exec, p->state, state_bytes);
+    if (st == USBEAM_OK) st = usbeam_cuda_exec_zero(p->exec, p->state_next, state_bytes);
+    if (st == USBEAM_OK) st = usbeam_cuda_exec_zero(p->exec, p->control, CONTROL_WORDS * sizeof(int));
     if (st == USBEAM_OK && projection) {
         const size_t table = (size_t)n_state * init_frames * sizeof(double);
         st = usbeam_cuda_exec_alloc(p->exec, y0_bytes, "IIR initialisation scratch", (void **)&p->y0);

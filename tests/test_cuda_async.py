@@ -76,12 +76,12 @@ def test_cuda_array_interface_input_is_kept_alive_not_waited_for(rng):
     alive = weakref.ref(producer)
     assert gpu(producer, out=out) is out
     del producer
-    # the call released its view of the producer with the kernels queued: the view holds the
-    # producer (no host wait happened, nothing has asked the device since)
-    assert alive() is not None
-    queued = not gpu.cuda.idle()
+    # the call released its view of the producer with the kernels queued: on the emulator (which
+    # runs nothing until the host synchronises) the view still holds the producer; a GPU may
+    # already have finished such a small problem, and then the producer is rightly let go
     if EMULATED:
-        assert queued, "the call waited for its kernels"
+        assert alive() is not None
+        assert not gpu.cuda.idle(), "the call waited for its kernels"
     gpu.cuda.synchronize()  # the work is done: the producer is let go here at the latest
     assert alive() is None
     assert _core.device_release_pending() == 0
@@ -169,8 +169,8 @@ def test_color_doppler_foreign_input_is_kept_alive_not_waited_for(rng):
     alive = weakref.ref(producer)
     gpu(producer, velocity=velocity, variance=variance)
     del producer
-    assert alive() is not None
-    if EMULATED:
+    if EMULATED:  # a GPU may have finished already (see the test above)
+        assert alive() is not None
         assert not gpu.cuda.idle(), "the call waited for its kernels"
     gpu.cuda.synchronize()
     assert alive() is None

@@ -43,6 +43,8 @@ struct usbeam_cuda_exec {
     void *buffers[USBEAM_CUDA_MAX_BUFFERS];
     int n_buffers;
     size_t device_bytes;
+    cudaEvent_t done;           /* recorded by exec_end on the stream the execute used */
+    int done_recorded;
     unsigned *input_fault;      /* mapped page-locked word the kernels set (NULL until asked for) */
     unsigned *input_fault_device; /* its device address */
 };
@@ -77,6 +79,9 @@ usbeam_status usbeam_cuda_exec_create(const char *const *stage_names, int n_stag
         if (st == USBEAM_OK)
             st = usbeam_cuda_check(cudaEventCreate(&e->stop[s]), "cudaEventCreate", __FILE__, __LINE__);
     }
+    if (st == USBEAM_OK)
+        st = usbeam_cuda_check(cudaEventCreateWithFlags(&e->done, cudaEventDisableTiming), "cudaEventCreateWithFlags",
+                               __FILE__, __LINE__);
     if (st != USBEAM_OK) {
         usbeam_cuda_exec_destroy(e);
         return st;
@@ -90,13 +95,17 @@ void usbeam_cuda_exec_destroy(usbeam_cuda_exec *e)
     if (!e) return;
     int previous = -1;
     if (cudaGetDevice(&previous) == cudaSuccess && previous != e->device) (void)cudaSetDevice(e->device);
-    /* Work still queued may read the buffers: finish it before freeing them. */
-    if (e->own_stream) (void)cudaStreamSynchronize(e->stream);
+    /* Work still queued may read the buffers: finish it before freeing them.  The last execute
+     * is waited for through its event, not its stream: a caller's stream the plan was given may
+     * have been destroyed since (an event outlives the stream it was recorded on). */
+    if (e->done && e->done_recorded) (void)cudaEventSynchronize(e->done);
+    if (e->own_stream) (void)cudaStreamSynchronize(e->own_stream);
     for (int b = 0; b < e->n_buffers; ++b) (void)cudaFree(e->buffers[b]);
     for (int s = 0; s < e->n_stages; ++s) {
         if (e->start[s]) (void)cudaEventDestroy(e->start[s]);
         if (e->stop[s]) (void)cudaEventDestroy(e->stop[s]);
     }
+    if (e->done) (void)cudaEventDestroy(e->done);
     if (e->own_stream) (void)cudaStreamDestroy(e->own_stream);
     if (e->input_fault) (void)cudaFreeHost(e->input_fault);
     if (previous >= 0 && previous != e->device) (void)cudaSetDevice(previous);
@@ -125,10 +134,19 @@ usbeam_status usbeam_cuda_exec_alloc(usbeam_cuda_exec *e, size_t bytes, const ch
     return USBEAM_OK;
 }
 
+/* The one ordered upload path of every twin: tables go in the plan's stream order (a pageable
+ * cudaMemcpy would run on the legacy default stream, which the plan's non-blocking stream and a
+ * caller's stream never wait for, and may return before its DMA lands).  A pageable source is
+ * staged before cudaMemcpyAsync returns, so the caller may free it at once. */
 usbeam_status usbeam_cuda_exec_upload(usbeam_cuda_exec *e, void *dst, const void *src, size_t bytes)
 {
-    (void)e;
-    if (bytes) USBEAM_CUDA_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+    if (bytes) USBEAM_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, e->stream));
+    return USBEAM_OK;
+}
+
+usbeam_status usbeam_cuda_exec_zero(usbeam_cuda_exec *e, void *dst, size_t bytes)
+{
+    if (bytes) USBEAM_CUDA_TRY(cudaMemsetAsync(dst, 0, bytes, e->stream));
     return USBEAM_OK;
 }
 
@@ -167,6 +185,11 @@ void usbeam_cuda_exec_end(usbeam_cuda_exec *e)
         nvtxRangePop();
         e->open_range = 0;
     }
+    if (cudaEventRecordWithFlags(e->done, e->stream, e->capturing ? cudaEventRecordExternal : cudaEventRecordDefault) ==
+        cudaSuccess)
+        e->done_recorded = 1;
+    else
+        (void)cudaGetLastError();
     if (e->previous_device >= 0) (void)cudaSetDevice(e->previous_device);
     e->previous_device = -1;
 }

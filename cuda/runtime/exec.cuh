@@ -21,8 +21,10 @@ void usbeam_cuda_exec_destroy(usbeam_cuda_exec *exec);
 /* cudaMalloc of bytes on the plan's device, counted in usbeam_cuda_exec_device_bytes and freed
  * by usbeam_cuda_exec_destroy. */
 usbeam_status usbeam_cuda_exec_alloc(usbeam_cuda_exec *exec, size_t bytes, const char *what, void **ptr);
-/* cudaMemcpy host -> device at plan creation (synchronous). */
+/* Host -> device copy of plan tables in the plan's stream order; src may be freed on return. */
 usbeam_status usbeam_cuda_exec_upload(usbeam_cuda_exec *exec, void *dst, const void *src, size_t bytes);
+/* Zero bytes of plan memory in the plan's stream order (cudaMemsetAsync). */
+usbeam_status usbeam_cuda_exec_zero(usbeam_cuda_exec *exec, void *dst, size_t bytes);
 cudaStream_t usbeam_cuda_exec_cuda_stream(const usbeam_cuda_exec *exec);
 usbeam_status usbeam_cuda_exec_begin(usbeam_cuda_exec *exec);
 void usbeam_cuda_exec_end(usbeam_cuda_exec *exec);
