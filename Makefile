@@ -116,13 +116,13 @@ test-emu: emu-build
 EMU_BENCH = cd $(EMU_PKG) && USBEAM_EMU_QUIET=1 USBEAM_IMPORT_ROOT=$(abspath $(EMU_PKG)) \
     USBEAM_DATA=$(abspath ../shared/datasets) $(abspath $(PY)) $(abspath benchmarks)
 bench-emu: emu-build
-	$(EMU_BENCH)/gpu_twins.py --repeat 2 --no-record
-	$(EMU_BENCH)/gpu_hadamard.py --order 16 --samples 256 --channels 8 --repeat 2 --no-record
-	$(EMU_BENCH)/gpu_rca.py --bscan 32 --volume 12 --check 12 --repeat 2 --no-record
-	$(EMU_BENCH)/gpu_pipelines.py --repeat 2 --frames 8 --elements 32 --samples 256 --grid 32 --no-record
+	$(EMU_BENCH)/bench_twins_gpu.py --repeat 2 --no-record
+	$(EMU_BENCH)/bench_acquire_gpu.py --order 16 --samples 256 --channels 8 --repeat 2 --no-record
+	$(EMU_BENCH)/bench_rca_gpu.py --bscan 32 --volume 12 --check 12 --repeat 2 --no-record
+	$(EMU_BENCH)/bench_pipelines_gpu.py --repeat 2 --frames 8 --elements 32 --samples 256 --grid 32 --no-record
 	@if [ -f ../shared/datasets/PWI_disk.mat ]; then \
-	    echo "gpu_das.py (PWI_disk)"; $(EMU_BENCH)/gpu_das.py --repeat 2 --no-record; \
-	else echo "gpu_das.py skipped: ../shared/datasets/PWI_disk.mat not found"; fi
+	    echo "bench_beamform_gpu.py (PWI_disk)"; $(EMU_BENCH)/bench_beamform_gpu.py --repeat 2 --no-record; \
+	else echo "bench_beamform_gpu.py skipped: ../shared/datasets/PWI_disk.mat not found"; fi
 
 # Everything a session lent a GPU carries to it (benchmarks/gpu_session.sh): wheels for the
 # device image's Python 3.12 and the recordings, in .gpu/ (git-ignored).
@@ -145,8 +145,8 @@ else
 	@echo "CUDA emulator tests skipped: no CUDA headers (cuda_runtime.h) on this machine"
 endif
 
-CPU_BENCHMARKS := pwi_disk bench_rf2iq bench_das doppler_pipelines rca live ai_handoff
-GPU_BENCHMARKS := gpu_das gpu_rca gpu_hadamard gpu_pipelines gpu_twins
+CPU_BENCHMARKS := bench_pwi_disk bench_demod bench_beamform bench_rca bench_pipelines bench_live bench_ai
+GPU_BENCHMARKS := bench_acquire_gpu bench_beamform_gpu bench_rca_gpu bench_pipelines_gpu bench_twins_gpu
 bench: build
 	@set -e; for b in $(CPU_BENCHMARKS); do echo "== benchmarks/$$b.py"; $(PY) benchmarks/$$b.py; done
 	@if $(PY) -c "import usbeam, sys; sys.exit(not usbeam.cuda_available())"; then \

@@ -29,8 +29,9 @@
 #              test_cuda_pipeline.py and the live sessions in test_live_cuda.py included), with
 #              the tests marked slow (big recordings) left out to fit the budget; a tool that
 #              runs out of time says so in its log (rc=124) and the summary.
-#   bench:     gpu_das (PWI_disk, with mach), gpu_rca, gpu_hadamard, gpu_pipelines (NVML energy),
-#              gpu_twins, live.py --gpu-only, ai_handoff: recorded in RESULTS.md.
+#   bench:     bench_beamform_gpu (PWI_disk, with mach), bench_rca_gpu, bench_acquire_gpu,
+#              bench_pipelines_gpu (NVML energy), bench_twins_gpu, bench_live --gpu-only, bench_ai:
+#              recorded in RESULTS.md; each log is named after its script.
 set -u
 MODE=${1:-all}
 OUT=${OUT:-/tmp/usbeam-gpu-out}
@@ -81,13 +82,13 @@ if [ "$MODE" = sanitize2 ]; then
     sanitize synccheck 180
 fi
 if [ "$MODE" = bench ] || [ "$MODE" = all ]; then
-    step bench_das 120 "$PY" benchmarks/gpu_das.py
-    step bench_rca 120 "$PY" benchmarks/gpu_rca.py
-    step bench_hadamard 60 "$PY" benchmarks/gpu_hadamard.py
-    step bench_pipelines 150 "$PY" benchmarks/gpu_pipelines.py
-    step bench_twins 60 "$PY" benchmarks/gpu_twins.py
-    step bench_live 120 "$PY" benchmarks/live.py --gpu-only
-    step bench_ai 60 "$PY" benchmarks/ai_handoff.py
+    step bench_beamform_gpu 120 "$PY" benchmarks/bench_beamform_gpu.py
+    step bench_rca_gpu 120 "$PY" benchmarks/bench_rca_gpu.py
+    step bench_acquire_gpu 60 "$PY" benchmarks/bench_acquire_gpu.py
+    step bench_pipelines_gpu 150 "$PY" benchmarks/bench_pipelines_gpu.py
+    step bench_twins_gpu 60 "$PY" benchmarks/bench_twins_gpu.py
+    step bench_live 120 "$PY" benchmarks/bench_live.py --gpu-only
+    step bench_ai 60 "$PY" benchmarks/bench_ai.py
 fi
 cp benchmarks/RESULTS.md "$OUT/RESULTS.md"
 log "done"

@@ -6,10 +6,12 @@
  *          out (n_frames, n_points) on the device: float32 (RF) or complex64 (IQ).
  * Units: positions m, times s (the plan's copies, double); s = (tau - t0) fs.
  *
- * The geometry is the CPU plan's (csrc/das_setup.c): element positions, points, transmit
- * models (usbeam_tx_model, with virtual sources), and the receive aperture of each point
- * (a contiguous element range).  Nothing is tabulated: each thread owns one output point
- * and computes, with the per-sample math of csrc/usbeam_math.h used unchanged (transmit
+ * The geometry is the CPU plan's (csrc/beamform/das_setup.c), handed over in a
+ * usbeam_das_tables (csrc/common/usbeam_internal.h), as rf2iq and rca do, so that this twin
+ * never depends on the CPU plan's private struct: element positions, points, transmit models
+ * (usbeam_tx_model, with virtual sources), and the receive aperture of each point (a
+ * contiguous element range).  Nothing is tabulated: each thread owns one output point and
+ * computes, with the per-sample math of csrc/common/usbeam_math.h used unchanged (transmit
  * path, distance, window, interpolation weights, IQ phase rotation), one delay and one set
  * of weights per (transmit, element of its aperture), then applies them to every frame of
  * the batch before moving on, so the delays are computed once per call however many frames
@@ -46,7 +48,7 @@
  */
 #include "runtime/exec.cuh"
 
-#include "beamform/das_internal.h"
+#include "common/usbeam_math.h"
 
 namespace {
 
@@ -225,11 +227,11 @@ static usbeam_status upload(usbeam_cuda_exec *e, const void *host, size_t bytes,
     return st;
 }
 
-extern "C" usbeam_status usbeam_das_cuda_create(const usbeam_das_plan *plan, usbeam_das_cuda **out)
+extern "C" usbeam_status usbeam_das_cuda_create(const usbeam_das_tables *tables, usbeam_das_cuda **out)
 {
-    if (!plan || !out) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "plan and out must not be NULL");
+    if (!tables || !out) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "tables and out must not be NULL");
     *out = nullptr;
-    const usbeam_das_params *prm = &plan->params;
+    const usbeam_das_params *prm = tables->params;
     if (prm->n_elements > (size_t)INT32_MAX || prm->n_transmits > (size_t)INT32_MAX ||
         prm->n_samples > (size_t)INT32_MAX || prm->n_frames > (size_t)INT32_MAX)
         return usbeam_fail(USBEAM_ERR_UNSUPPORTED, "das on CUDA: elements, transmits, samples and frames must each be < 2^31");
@@ -241,20 +243,19 @@ extern "C" usbeam_status usbeam_das_cuda_create(const usbeam_das_plan *plan, usb
     const size_t n_el = prm->n_elements, n_tx = prm->n_transmits, n_pts = prm->n_points;
     usbeam_tx_model *tx = nullptr;
     void *sources = nullptr;
-    size_t n_sources = 0;
-    for (size_t t = 0; t < n_tx; ++t) n_sources += (size_t)(plan->tx[t].n_sources > 0 ? plan->tx[t].n_sources : 0);
+    const size_t n_sources = tables->n_sources;
 
     usbeam_status st = usbeam_cuda_exec_create(STAGE_NAMES, 1, &p->exec);
-    if (st == USBEAM_OK) st = upload(p->exec, plan->element_x, n_el * sizeof(double), "elements", (void **)&g->element_x);
-    if (st == USBEAM_OK) st = upload(p->exec, plan->element_y, n_el * sizeof(double), "elements", (void **)&g->element_y);
-    if (st == USBEAM_OK) st = upload(p->exec, plan->element_z, n_el * sizeof(double), "elements", (void **)&g->element_z);
-    if (st == USBEAM_OK) st = upload(p->exec, plan->points, 3 * n_pts * sizeof(double), "points", (void **)&g->points);
+    if (st == USBEAM_OK) st = upload(p->exec, tables->element_x, n_el * sizeof(double), "elements", (void **)&g->element_x);
+    if (st == USBEAM_OK) st = upload(p->exec, tables->element_y, n_el * sizeof(double), "elements", (void **)&g->element_y);
+    if (st == USBEAM_OK) st = upload(p->exec, tables->element_z, n_el * sizeof(double), "elements", (void **)&g->element_z);
+    if (st == USBEAM_OK) st = upload(p->exec, tables->points, 3 * n_pts * sizeof(double), "points", (void **)&g->points);
     if (st == USBEAM_OK)
-        st = upload(p->exec, plan->aperture_first, n_pts * sizeof(int32_t), "apertures", (void **)&g->aperture_first);
+        st = upload(p->exec, tables->aperture_first, n_pts * sizeof(int32_t), "apertures", (void **)&g->aperture_first);
     if (st == USBEAM_OK)
-        st = upload(p->exec, plan->aperture_count, n_pts * sizeof(int32_t), "apertures", (void **)&g->aperture_count);
+        st = upload(p->exec, tables->aperture_count, n_pts * sizeof(int32_t), "apertures", (void **)&g->aperture_count);
     if (st == USBEAM_OK && n_sources)
-        st = upload(p->exec, plan->tx_sources, 3 * n_sources * sizeof(double), "transmit sources", &sources);
+        st = upload(p->exec, tables->tx_sources, 3 * n_sources * sizeof(double), "transmit sources", &sources);
     if (st == USBEAM_OK) {
         /* the models point into the plan's source array: point them into its device copy */
         tx = (usbeam_tx_model *)usbeam_alloc(n_tx * sizeof *tx);
@@ -262,8 +263,8 @@ extern "C" usbeam_status usbeam_das_cuda_create(const usbeam_das_plan *plan, usb
     }
     if (st == USBEAM_OK) {
         for (size_t t = 0; t < n_tx; ++t) {
-            tx[t] = plan->tx[t];
-            if (tx[t].n_sources > 0) tx[t].sources = (const double *)sources + (plan->tx[t].sources - plan->tx_sources);
+            tx[t] = tables->tx[t];
+            if (tx[t].n_sources > 0) tx[t].sources = (const double *)sources + (tables->tx[t].sources - tables->tx_sources);
         }
         st = upload(p->exec, tx, n_tx * sizeof *tx, "transmits", (void **)&g->tx);
     }
@@ -281,8 +282,8 @@ extern "C" usbeam_status usbeam_das_cuda_create(const usbeam_das_plan *plan, usb
     g->t0 = prm->t0;
     g->f_number = prm->f_number;
     g->tukey_alpha = prm->tukey_alpha;
-    g->window_center = plan->window_center;
-    g->window_half_width = plan->window_half_width;
+    g->window_center = tables->window_center;
+    g->window_half_width = tables->window_half_width;
     g->window = (int)prm->window;           /* USBEAM_DAS_* = USBEAM_WINDOW_* */
     g->interpolation = (int)prm->interpolation; /* USBEAM_DAS_* = USBEAM_INTERP_* */
 
@@ -292,7 +293,7 @@ extern "C" usbeam_status usbeam_das_cuda_create(const usbeam_das_plan *plan, usb
         /* Blocks of 32 points down a column of the grid (one warp) x `lanes` columns, the
          * most columns whose per-frame sums fit: 8 within the default 48 KiB, else with the
          * opt-in shared memory the device allows. */
-        const size_t per_point = prm->n_frames * sizeof(float) * (plan->is_iq ? 2 : 1);
+        const size_t per_point = prm->n_frames * sizeof(float) * (tables->is_iq ? 2 : 1);
         const size_t limit = (size_t)usbeam_cuda_exec_max_shared_optin(p->exec);
         lanes = per_point * 32 * 8 <= 48 * 1024 ? 8 : 0;
         for (unsigned l = 4; l >= 1 && !lanes; l /= 2)
@@ -301,12 +302,12 @@ extern "C" usbeam_status usbeam_das_cuda_create(const usbeam_das_plan *plan, usb
             st = usbeam_fail(USBEAM_ERR_UNSUPPORTED,
                              "n_frames: %zu frames per call do not fit the CUDA beamformer's shared memory "
                              "(at most %zu); beamform fewer frames per call",
-                             prm->n_frames, limit / (32 * sizeof(float) * (plan->is_iq ? 2 : 1)));
+                             prm->n_frames, limit / (32 * sizeof(float) * (tables->is_iq ? 2 : 1)));
     }
     if (st == USBEAM_OK) {
-        const size_t per_point = prm->n_frames * sizeof(float) * (plan->is_iq ? 2 : 1);
+        const size_t per_point = prm->n_frames * sizeof(float) * (tables->is_iq ? 2 : 1);
         size_t rows = 0;
-        const size_t row = lanes > 1 ? lattice_row_length(plan->points, n_pts, &rows) : 0;
+        const size_t row = lanes > 1 ? lattice_row_length(tables->points, n_pts, &rows) : 0;
         const size_t slices = row ? n_pts / (row * rows) : 0;
         while (row && lanes > 1 && lanes / 2 >= row) lanes /= 2; /* no idle columns in a narrow grid */
         p->shared_bytes = per_point * 32 * lanes;

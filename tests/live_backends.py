@@ -3,8 +3,8 @@
   'cpu'           usbeam.live.Session(..., backend='cpu'): threads, host slots
   'cuda-standin'  backend='cuda' with the ring replaced by tests/live_cuda_standin.py (host
                   memory, slow "DMA" on its own thread): the CUDA session's host side, everywhere
-  'cuda'          backend='cuda' on the real ring (cuda/live.cu), marked cuda: on a GPU and
-                  under the CUDA emulator (make test-emu)
+  'cuda'          backend='cuda' on the real ring (cuda/runtime/slot_ring.cu), marked cuda:
+                  on a GPU and under the CUDA emulator (make test-emu)
 
 A test writes its pipeline once, for the host (CompoundBMode, Stamp, a plain callable with
 shapes); on the CUDA backends it runs inside live_pipelines.OnDevice, which takes the slot as

@@ -1,6 +1,25 @@
-"""A host-memory stand-in for the CUDA slot ring of cuda/live.cu, so that the CUDA live
-session's host side (usbeam/live/cuda_session.py: states, upload thread, ordering, drops,
-stop, restart, results) runs and is checked on machines without a GPU.
+"""A host-memory stand-in for the CUDA slot ring of cuda/runtime/slot_ring.cu, so that the
+CUDA live session's host side (usbeam/live/cuda_session.py: states, upload thread, ordering,
+drops, stop, restart, results) runs and is checked on machines without a GPU.
+
+Why it is kept beside the CUDA emulator (cuda/emu), which runs the real ring under the
+'cuda' cases (the architecture review asked for one live-ring stand-in, not two): the two do
+not check the same thing, and the emulator cannot reach what this one is for.
+- It needs no CUDA build.  The emulator needs the CUDA headers to build (make test runs it
+  only where they are), and make asan and any other USBEAM_CUDA=0 build have no
+  usbeam._cuda at all; there, without this stand-in, no line of cuda_session.py would run.
+  It replaces only the ring's bindings and the device checks: the session code under test
+  is the real one.
+- It runs the upload truly alongside the session.  The emulator runs device work only when
+  the host synchronises, on the synchronising thread, under one lock, so an upload never
+  overlaps the session's compute thread and a rewrite of a pinned slot is never caught
+  half-way.  Here the "upload stream" is its own thread copying slowly, so those
+  interleavings happen and a protocol slip shows as a torn frame.
+- It checks the ring protocol itself (protocol_errors, asserted after each test by the
+  fixtures of test_live.py and test_live_cuda.py): upload of a slot that compute holds,
+  release of a slot never acquired.
+What it cannot show is what the ring's CUDA code does (events, pinned memory, stream waits):
+that is the emulator's job, and a GPU's.
 
 It keeps the ring's protocol, with the asynchrony that makes it matter: upload(k) queues
 the copy of pinned slot k on an "upload stream" worker thread, which first waits for
@@ -10,7 +29,7 @@ produce torn frames.  host_slot(k) waits for uploaded[k] (as cudaEventSynchroniz
 acquire(k) waits for it too (a host wait standing in for cudaStreamWaitEvent); release(k)
 sets consumed[k].  "Device" buffers are host DeviceArrays, so the pipeline and the result
 paths (DLPack, to_numpy) run unchanged.  The real ring is tested by the 'cuda' cases of
-test_live.py and by test_live_cuda.py's GPU parametrisation.
+test_live.py and by test_live_cuda.py's GPU parametrisation (on a GPU and on the emulator).
 """
 import queue
 import threading
@@ -24,6 +43,9 @@ from usbeam import device
 
 _alive = [0]
 _alive_lock = threading.Lock()
+# Protocol slips of every ring since the last install(): session threads append, the test's
+# fixture asserts the list is empty once the test is over.
+protocol_errors = []
 
 
 class StandInRing:
@@ -38,7 +60,7 @@ class StandInRing:
             e.set()
         self.upload_s = [0.0] * n_slots
         self.acquired = [False] * n_slots
-        self.protocol_errors = []
+        self.protocol_errors = protocol_errors
         self.queue = queue.Queue()
         args = (self.queue, self.host, self.dev_np, self.uploaded, self.consumed, self.upload_s, copy_pause_s)
         threading.Thread(target=_upload_stream, args=args, daemon=True, name="standin-upload").start()
@@ -74,6 +96,8 @@ def _upload_stream(q, host, dev, uploaded, consumed, upload_s, pause_s):
 def install(monkeypatch, copy_pause_s=0.0005):
     """Replace the ring bindings (and the GPU checks) by the stand-in for one test."""
     from usbeam import _core
+
+    protocol_errors.clear()
     from usbeam.live import cuda_session
 
     def create(dev, n_slots, slot_bytes):

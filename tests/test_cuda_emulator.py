@@ -1,4 +1,4 @@
-"""The CUDA emulator (cuda/emu) catches what it promises to catch.
+"""The CUDA emulator (cuda/emu) catches what it promises to catch, and covers what cuda/ calls.
 
 Every CUDA test that runs without a GPU runs on this emulator, so its strictness is part of what
 those tests prove: cuda/emu/selftest.cu holds one valid or deliberately wrong CUDA program
@@ -6,8 +6,16 @@ per scenario, built here with the emulator (translate.py + g++ + runtime.cpp) an
 scenario per process.  A wrong program must fail the way DEVELOPING.md says (an error code, a
 fault, stale or poisoned data); a valid one must give the right answer.  Needs g++ and the
 CUDA headers (no GPU); skipped without them.
+
+The API-coverage tests at the end freeze the emulator's scope (cuda/emu/README.md): every
+cuda*, cublas* and cub:: call, device intrinsic and interpreted attribute that the CUDA backend
+(cuda/*.cu, cuda/runtime/*) uses must be one the emulator defines, and the README's list must
+be exactly what it defines.  They read source text only (no compiler, no CUDA headers, no GPU),
+so a twin that starts using a call the emulator lacks fails on every machine, with the file and
+line, before anyone builds the emulator.
 """
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -116,3 +124,131 @@ def test_barriers_that_cannot_all_release_are_reported(selftest):
     GPU, where they share barrier 0; exited threads count as arrived, as on Volta and later.)"""
     code, out, err = run(selftest, "divergent_barrier")
     assert code == -signal.SIGABRT and "divergent" in err, out + err
+
+
+# ---- API coverage: what cuda/ uses against what cuda/emu defines ------------------------------
+
+BACKEND_SOURCES = sorted(list((ROOT / "cuda").glob("*.cu")) +
+                         [p for p in (ROOT / "cuda" / "runtime").iterdir() if p.suffix in (".cu", ".cuh", ".c")])
+EMULATOR_SOURCES = [EMU / "runtime.cpp", EMU / "cublas.cpp", EMU / "cuda_emu.h"]
+CUB_HEADER = EMU / "include" / "cub" / "cub.cuh"
+
+# Comments and string literals go first: a call named in a comment or a message is no use.
+_COMMENT_OR_STRING = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'", re.S)
+# Host runtime and cuBLAS calls; a trailing _t is a type in a cast, not a call.
+_API_CALL = re.compile(r"\b((?:cuda|cublas)[A-Z]\w*)\s*\(")
+# Device intrinsics.  Names ending in __ are CUDA qualifiers (__launch_bounds__, __align__), and
+# __builtin_*, __atomic_*, __sync_* are the host compiler's own builtins, there for g++ too.
+_INTRINSIC_CALL = re.compile(r"\b(__[a-z]\w*|atomic[A-Z]\w*)\s*\(")
+_HOST_BUILTIN = re.compile(r"^__(builtin|atomic|sync)_|__$")
+_CUB_NAME = re.compile(r"\bcub\s*::\s*([A-Za-z_]\w*)(?:\s*::\s*([A-Za-z_]\w*))?")
+# Enumerators the emulator answers by value (a switch with an error for the rest), so a new one
+# needs emulator work as a new call does: device, function and memory-pool attributes.
+_INTERPRETED_VALUE = re.compile(r"\b(cudaDevAttr\w+|cudaFuncAttribute\w+|cudaMemPoolAttr\w+|cudaMemPoolReuse\w+)\b")
+
+
+def _code(text):
+    """Source text without comments and string literals; newlines kept, so lines still count."""
+    return _COMMENT_OR_STRING.sub(lambda m: "\n" * m.group(0).count("\n") if m.group(0)[0] == "/" else '""', text)
+
+
+def _uses(sources):
+    """{category: {name: "file:line" of its first use}} over CUDA sources: paths, or (label,
+    text) pairs for source that is not in a file."""
+    found = {"call": {}, "intrinsic": {}, "cub": {}, "value": {}}
+    for path in sources:
+        text = _code(path.read_text()) if isinstance(path, Path) else _code(path[1])
+        label = path.relative_to(ROOT) if isinstance(path, Path) else path[0]
+
+        def note(category, name, offset):
+            found[category].setdefault(name, f"{label}:{text.count(chr(10), 0, offset) + 1}")
+
+        for m in _API_CALL.finditer(text):
+            if not m.group(1).endswith("_t"):
+                note("call", m.group(1), m.start())
+        for m in _INTRINSIC_CALL.finditer(text):
+            if not _HOST_BUILTIN.search(m.group(1)):
+                note("intrinsic", m.group(1), m.start())
+        for m in _CUB_NAME.finditer(text):
+            note("cub", "cub::" + "::".join(n for n in m.groups() if n), m.start())
+        for m in _INTERPRETED_VALUE.finditer(text):
+            note("value", m.group(1), m.start())
+    return found
+
+
+def _definitions(text, pattern):
+    """Names matching pattern that text defines: the name, its balanced parameter list, then a
+    body ({), which a declaration (;) or a call (followed by ; , ) or an operator) never has."""
+    names = set()
+    for m in re.finditer(r"\b(%s)\s*\(" % pattern, text):
+        depth, i = 0, m.end() - 1
+        while i < len(text):
+            depth += {"(": 1, ")": -1}.get(text[i], 0)
+            i += 1
+            if depth == 0:
+                break
+        if text[i:].lstrip().startswith("{"):
+            names.add(m.group(1))
+    return names
+
+
+def _emulated():
+    """{category: names} the emulator defines."""
+    code = "\n".join(_code(p.read_text()) for p in EMULATOR_SOURCES)
+    cub = set()
+    struct = None
+    for line in _code(CUB_HEADER.read_text()).splitlines():
+        if m := re.match(r"struct (\w+)", line):  # the algorithms: structs at the top of namespace cub
+            struct = m.group(1)
+            cub.add("cub::" + struct)
+        elif struct and (m := re.match(r"\s+static cudaError_t (\w+)\s*\(", line)):
+            cub.add(f"cub::{struct}::{m.group(1)}")
+    return {"call": _definitions(code, r"(?:cuda|cublas)[A-Z]\w*"),
+            "intrinsic": _definitions(code, r"__[a-z]\w*|atomic[A-Z]\w*"),
+            "cub": cub,
+            "value": set(_INTERPRETED_VALUE.findall(code))}
+
+
+def _missing(uses, emulated):
+    return sorted(f"{name} ({where})" for category, names in uses.items()
+                  for name, where in names.items() if name not in emulated[category])
+
+
+def test_every_cuda_call_the_backend_makes_is_emulated():
+    uses = _uses(BACKEND_SOURCES)
+    assert uses["call"] and uses["intrinsic"] and uses["cub"], "the scan of cuda/ found nothing: is the path right?"
+    missing = _missing(uses, _emulated())
+    assert not missing, ("cuda/ uses what the CPU emulator does not define; add it to cuda/emu (and its "
+                         "README list) or do without it:\n  " + "\n  ".join(missing))
+
+
+def test_the_coverage_check_catches_a_call_the_emulator_lacks():
+    """A twin that starts using calls the emulator lacks (here made-up ones, beside real ones)
+    is reported with its place; names in comments and strings are not calls."""
+    twin = ("cuda/new_twin.cu", """
+        // cudaInCommentOnly(x) is not a call
+        cudaError_t e = cudaMemcpyAsync(d, h, n, cudaMemcpyHostToDevice, s);
+        e = cudaFakeGraphNodeCall(graph, "cudaInStringOnly(x)");
+        cublasFakeGemm(handle, 1, 2);
+        __global__ void k(float *p) { p[0] = __fake_intrinsic(p[1]); __syncthreads(); }
+        cub::DeviceFakeSort::SortPairs(NULL, bytes, keys, values, n);
+        cudaDeviceGetAttribute(&v, cudaDevAttrFakeAttribute, 0);
+    """)
+    missing = _missing(_uses([twin]), _emulated())
+    assert missing == ["__fake_intrinsic (cuda/new_twin.cu:6)", "cub::DeviceFakeSort::SortPairs (cuda/new_twin.cu:7)",
+                       "cublasFakeGemm (cuda/new_twin.cu:5)", "cudaDevAttrFakeAttribute (cuda/new_twin.cu:8)",
+                       "cudaFakeGraphNodeCall (cuda/new_twin.cu:4)"]
+
+
+def test_the_readme_lists_exactly_what_the_emulator_defines():
+    """cuda/emu/README.md's "Supported API" section is the emulator's contract: a call added to
+    the emulator is added there, and the list never names what the emulator lacks."""
+    text = (EMU / "README.md").read_text()
+    section = text.split("## Supported API", 1)[1].split("\n## ", 1)[0]
+    # API names only: the section may quote other things (qualifiers such as `__global__`, paths)
+    listed = {name for name in re.findall(r"`([^`]+)`", section)
+              if re.fullmatch(r"(?:cuda|cublas)[A-Z]\w*|cub::[\w:]+|atomic[A-Z]\w*|__[a-z]\w*", name)
+              and not name.endswith("__")}
+    emulated = set().union(*_emulated().values())
+    assert sorted(emulated - listed) == [], "emulated but not in cuda/emu/README.md"
+    assert sorted(listed - emulated) == [], "in cuda/emu/README.md but not emulated"

@@ -30,7 +30,9 @@ def live(request, monkeypatch):
     """The session backend a shared test runs on (see live_backends)."""
     if request.param == "cuda-standin":
         live_cuda_standin.install(monkeypatch)
-    return LiveBackend(request.param)
+    yield LiveBackend(request.param)
+    if request.param == "cuda-standin":
+        assert not live_cuda_standin.protocol_errors, "the session broke the slot-ring protocol"
 
 
 def vantage_setup(rng, n_frames=6, n_acq=2, n_el=16, n_ch=24, n_s=64, rows_per_acq=80):

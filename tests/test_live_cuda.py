@@ -4,8 +4,8 @@ block, bad frames, results, stats, plan swap, stop and restart) is tested once f
 backend in test_live.py.
 
 Here: refusals without a GPU, the pipeline and device checks, the slot ring itself
-(cuda/live.cu: events, pinned-slot reuse, bandwidth), results as device arrays and the
-upload statistics, usbeam.Pipeline(backend='cuda') with a channel map, and `usbeam serve
+(cuda/runtime/slot_ring.cu: events, pinned-slot reuse, bandwidth), results as device arrays
+and the upload statistics, usbeam.Pipeline(backend='cuda') with a channel map, and `usbeam serve
 --backend cuda`.  Tests taking the `ring` fixture run twice: on a GPU with the real ring
 (marked cuda, skipped without one, run under the CUDA emulator) and on live_cuda_standin, a
 host-memory stand-in of the ring that keeps its protocol and asynchrony.  The real pipeline
@@ -31,7 +31,9 @@ from usbeam.live import ChannelMap, Session
 def ring(request, monkeypatch):
     if request.param == "standin":
         live_cuda_standin.install(monkeypatch)
-    return request.param
+    yield request.param
+    if request.param == "standin":
+        assert not live_cuda_standin.protocol_errors, "the session broke the slot-ring protocol"
 
 
 def stamped_frames(n, shape):
@@ -66,7 +68,7 @@ def test_pipeline_and_parameters_checked(ring):
         Session(OnDevice(Stamp((8,))), device=99, backend="cuda")
 
 
-# ---- the ring itself (cuda/live.cu through its bindings) ----------------------------------
+# ---- the ring itself (cuda/runtime/slot_ring.cu through its bindings) ---------------------
 
 def test_cuda_bandwidth_probe_refused_cleanly_without_gpu():
     if usbeam.cuda_available():

@@ -107,7 +107,7 @@ extern "C" {
     XV(usbeam_color_cuda_destroy, (usbeam_color_cuda *plan), (plan)) \
     X(usbeam_cuda_exec *, usbeam_color_cuda_exec, (usbeam_color_cuda *plan), (plan), (NULL)) \
     X(usbeam_status, usbeam_color_cuda_execute, (usbeam_color_cuda *plan, const void *in, float *velocity, float *variance, float *power), (plan, in, velocity, variance, power), (USBEAM_SEAM_MISSING)) \
-    X(usbeam_status, usbeam_das_cuda_create, (const struct usbeam_das_plan *plan, usbeam_das_cuda **cuda), (plan, cuda), (USBEAM_SEAM_CLEAR(cuda, NULL), USBEAM_SEAM_MISSING)) \
+    X(usbeam_status, usbeam_das_cuda_create, (const usbeam_das_tables *tables, usbeam_das_cuda **plan), (tables, plan), (USBEAM_SEAM_CLEAR(plan, NULL), USBEAM_SEAM_MISSING)) \
     XV(usbeam_das_cuda_destroy, (usbeam_das_cuda *plan), (plan)) \
     X(usbeam_cuda_exec *, usbeam_das_cuda_exec, (usbeam_das_cuda *plan), (plan), (NULL)) \
     X(usbeam_status, usbeam_das_cuda_execute, (usbeam_das_cuda *plan, const void *in, void *out), (plan, in, out), (USBEAM_SEAM_MISSING)) \

@@ -11,7 +11,8 @@
  * Entries of point p are ordered (transmit, element) and start at entry_offset[p].
  *
  * A CUDA plan (cuda != NULL) allocates only the geometry, transmit models and apertures its
- * twin uploads, and frees them once the twin is created: after plan creation every pointer
+ * twin uploads (handed over as a usbeam_das_tables, so cuda/das.cu never includes this
+ * header), and frees them once the twin is created: after plan creation every pointer
  * below is NULL (nothing marked "CPU only" is ever allocated: no staging buffer, no transmit
  * times, no entries, no table or scratch).
  */

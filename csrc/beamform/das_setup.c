@@ -432,7 +432,11 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
     build_transmit_models(plan, prm->transmits);
     build_apertures(plan);
     if (backend == USBEAM_BACKEND_CUDA) { /* the twin computes delays on the device: no table */
-        if ((st = usbeam_das_cuda_create(plan, &plan->cuda)) != USBEAM_OK) goto fail;
+        const usbeam_das_tables tables = {&plan->params, plan->element_x, plan->element_y, plan->element_z,
+                                          plan->points, plan->tx, plan->tx_sources, n_sources,
+                                          plan->aperture_first, plan->aperture_count, plan->window_center,
+                                          plan->window_half_width, plan->is_iq};
+        if ((st = usbeam_das_cuda_create(&tables, &plan->cuda)) != USBEAM_OK) goto fail;
         /* the twin has its device copies: the host geometry served plan creation only */
         double **geometry[] = {&plan->element_x, &plan->element_y, &plan->element_z, &plan->points, &plan->tx_sources};
         for (size_t k = 0; k < sizeof geometry / sizeof geometry[0]; ++k) {

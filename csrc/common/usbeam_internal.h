@@ -147,9 +147,21 @@ usbeam_status usbeam_rf2iq_cuda_execute(usbeam_rf2iq_cuda *plan, const void *in,
 void usbeam_rf2iq_cuda_destroy(usbeam_rf2iq_cuda *plan);
 usbeam_cuda_exec *usbeam_rf2iq_cuda_exec(usbeam_rf2iq_cuda *plan);
 
-/* das: the twin reads the CPU plan's geometry (csrc/das_internal.h) during create only. */
+/* das: the CPU plan's geometry (csrc/beamform/das_setup.c), read during create only.  The
+ * twin computes its delays from it on the device, so no delay table crosses the seam. */
+typedef struct usbeam_das_tables {
+    const usbeam_das_params *params;      /* validated; its pointers are NULL (the copies are below) */
+    const double *element_x, *element_y, *element_z; /* [n_elements] */
+    const double *points;                 /* [n_points][3] (x, y, z) */
+    const struct usbeam_tx_model *tx;     /* [n_transmits]; SOURCES models point into tx_sources */
+    const double *tx_sources;             /* virtual sources of every SOURCES transmit, concatenated */
+    size_t n_sources;                     /* sources in tx_sources (3 doubles each) */
+    const int32_t *aperture_first, *aperture_count; /* [n_points]: each point's receive elements */
+    double window_center, window_half_width; /* full-aperture (f_number = 0) window mapping, m */
+    int is_iq;                            /* complex64 IQ input (else RF) */
+} usbeam_das_tables;
 typedef struct usbeam_das_cuda usbeam_das_cuda;
-usbeam_status usbeam_das_cuda_create(const struct usbeam_das_plan *plan, usbeam_das_cuda **cuda);
+usbeam_status usbeam_das_cuda_create(const usbeam_das_tables *tables, usbeam_das_cuda **plan);
 usbeam_status usbeam_das_cuda_execute(usbeam_das_cuda *plan, const void *in, void *out);
 void usbeam_das_cuda_destroy(usbeam_das_cuda *plan);
 usbeam_cuda_exec *usbeam_das_cuda_exec(usbeam_das_cuda *plan);

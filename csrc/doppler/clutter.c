@@ -1,7 +1,8 @@
 /*
- * clutter.c - clutter (wall) filters along slow time for Doppler imaging, CPU backend: the plan,
- * the polynomial filters and the projection kernel they share with the SVD filter
- * (clutter_svd.c); the IIR filter is in clutter_iir.c.
+ * clutter.c - clutter (wall) filters along slow time for Doppler imaging, CPU backend: the plan
+ * (parameters, scratch, the polynomial bases) and the dispatch of execute.  The filters sit
+ * below it and never call back: the projection kernel shared by the polynomial and SVD filters
+ * in clutter_project.c, the SVD filter in clutter_svd.c, the IIR filter in clutter_iir.c.
  *
  * Layout: in, out complex64[n_frames][n_pixels]: an ensemble of n_frames beamformed IQ frames
  *         (slow time) of n_pixels spatial samples each; out may alias in.
@@ -57,42 +58,9 @@
  */
 #include "doppler/clutter_internal.h"
 
-#include <math.h>
 #include <string.h>
 
-static int max_threads(void)
-{
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
-
 /* ---- polynomial basis -------------------------------------------------------------- */
-
-/* Modified Gram-Schmidt on the columns of a (n x m, column-major), run twice for
- * orthogonality to machine precision.  Returns -1 when a column is numerically dependent. */
-static int orthonormalise(double *a, size_t n, int m)
-{
-    for (int pass = 0; pass < 2; ++pass) {
-        for (int k = 0; k < m; ++k) {
-            double *col = a + (size_t)k * n;
-            for (int j = 0; j < k; ++j) {
-                const double *prev = a + (size_t)j * n;
-                double dot = 0.0;
-                for (size_t t = 0; t < n; ++t) dot += prev[t] * col[t];
-                for (size_t t = 0; t < n; ++t) col[t] -= dot * prev[t];
-            }
-            double norm = 0.0;
-            for (size_t t = 0; t < n; ++t) norm += col[t] * col[t];
-            norm = sqrt(norm);
-            if (!(norm > 1e-12)) return -1;
-            for (size_t t = 0; t < n; ++t) col[t] /= norm;
-        }
-    }
-    return 0;
-}
 
 static usbeam_status build_poly_basis(usbeam_clutter_plan *p, int order)
 {
@@ -113,7 +81,7 @@ static usbeam_status build_poly_basis(usbeam_clutter_plan *p, int order)
             cur = next;
         }
     }
-    if (orthonormalise(legendre, n, m) != 0) {
+    if (clutter_orthonormalise(legendre, n, m) != 0) {
         usbeam_free(legendre);
         return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT,
                            "poly_order %d: the polynomial basis is degenerate for %zu frames", order, n);
@@ -125,78 +93,6 @@ static usbeam_status build_poly_basis(usbeam_clutter_plan *p, int order)
     return USBEAM_OK;
 }
 
-/* ---- projection: out = in - C B B^H (subtract) or C B B^H (keep) ------------------------- */
-
-/* B has n_basis orthonormal columns; for each pixel: coef_k = sum_t x_t B[t,k],
- * y_t = sum_k coef_k conj(B[t,k]), i.e. the Casorati row times B B^H. */
-/* One block of `count` pixels: coef_k = sum_t x_t B[t,k] (double, interleaved re/im per
- * pixel), then y_t = x_t - sum_k coef_k conj(B[t,k]) (or + without x_t), loops over pixels
- * innermost so they vectorise.  Built for x86-64-v3 beside the baseline (CLUTTER_CLONES).
- * Returns 1, writing nothing, when a coefficient of component 0 is NaN or inf: for the
- * polynomial bases (column 0 constant and non-zero) exactly when a sample is. */
-CLUTTER_CLONES
-static int project_block(const zdouble *basis, int n_basis, int subtract, size_t n_frames, size_t n_pixels,
-                          const float *in, float *out, size_t first, size_t count, double *coef)
-{
-    for (int k = 0; k < n_basis; ++k) {
-        double *ck = coef + (size_t)k * 2 * PIXEL_BLOCK;
-        for (size_t i = 0; i < 2 * count; ++i) ck[i] = 0.0;
-        for (size_t t = 0; t < n_frames; ++t) {
-            const double br = creal(basis[(size_t)k * n_frames + t]);
-            const double bi = cimag(basis[(size_t)k * n_frames + t]);
-            const float *x = in + 2 * (t * n_pixels + first);
-            for (size_t i = 0; i < count; ++i) {
-                double xr = x[2 * i], xi = x[2 * i + 1];
-                ck[2 * i] += xr * br - xi * bi;
-                ck[2 * i + 1] += xr * bi + xi * br;
-            }
-        }
-    }
-    int nonfinite = 0;
-    if (n_basis > 0)
-        for (size_t i = 0; i < 2 * count; ++i) nonfinite |= !(coef[i] - coef[i] == 0.0);
-    if (nonfinite) return 1;
-    /* all coefficients are read before any output row is written: in-place is safe */
-    double acc[2 * PIXEL_BLOCK];
-    for (size_t t = 0; t < n_frames; ++t) {
-        const float *x = in + 2 * (t * n_pixels + first);
-        float *y = out + 2 * (t * n_pixels + first);
-        for (size_t i = 0; i < 2 * count; ++i) acc[i] = 0.0;
-        for (int k = 0; k < n_basis; ++k) {
-            const double br = creal(basis[(size_t)k * n_frames + t]);
-            const double bi = -cimag(basis[(size_t)k * n_frames + t]); /* conj */
-            const double *ck = coef + (size_t)k * 2 * PIXEL_BLOCK;
-            for (size_t i = 0; i < count; ++i) {
-                acc[2 * i] += ck[2 * i] * br - ck[2 * i + 1] * bi;
-                acc[2 * i + 1] += ck[2 * i] * bi + ck[2 * i + 1] * br;
-            }
-        }
-        if (subtract) {
-            for (size_t i = 0; i < 2 * count; ++i) y[i] = (float)(x[i] - acc[i]);
-        } else {
-            for (size_t i = 0; i < 2 * count; ++i) y[i] = (float)acc[i];
-        }
-    }
-    return 0;
-}
-
-int clutter_apply_projection(usbeam_clutter_plan *p, const float *in, float *out)
-{
-    const size_t n_frames = p->params.n_frames, n_pixels = p->params.n_pixels;
-    const ptrdiff_t n_blocks = (ptrdiff_t)((n_pixels + PIXEL_BLOCK - 1) / PIXEL_BLOCK);
-    int bad = 0;
-#pragma omp parallel num_threads(usbeam_team_size(p->n_threads)) reduction(| : bad)
-    {
-        double *coef = (double *)(p->coef + (size_t)clutter_thread_id() * n_frames * PIXEL_BLOCK);
-#pragma omp for schedule(static)
-        for (ptrdiff_t blk = 0; blk < n_blocks; ++blk) {
-            size_t first = (size_t)blk * PIXEL_BLOCK;
-            size_t count = n_pixels - first < PIXEL_BLOCK ? n_pixels - first : PIXEL_BLOCK;
-            bad |= project_block(p->basis, p->n_basis, p->subtract, n_frames, n_pixels, in, out, first, count, coef);
-        }
-    }
-    return bad;
-}
 
 /* ---- plan ------------------------------------------------------------------------------ */
 
@@ -326,7 +222,7 @@ usbeam_status usbeam_clutter_plan_create(const usbeam_clutter_params *params, us
     usbeam_clutter_plan *p = usbeam_alloc(sizeof *p);
     if (!p) return usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "clutter plan");
     p->params = *params;
-    p->n_threads = max_threads() > 0 ? max_threads() : 1;
+    p->n_threads = clutter_max_threads() > 0 ? clutter_max_threads() : 1;
     const size_t n = params->n_frames, nt = (size_t)p->n_threads;
     const int cpu = backend == USBEAM_BACKEND_CPU; /* a CUDA plan keeps only what its twin uploads */
     int failed = 0;

@@ -1,8 +1,10 @@
 /*
- * clutter_internal.h - what the clutter-filter sources share (clutter.c: plan, polynomial
- * basis and the projection kernel; clutter_svd.c: Gram matrix and Jacobi; clutter_iir.c:
- * Butterworth design, projection initialisation and the streaming filter).  The algorithms
- * and array layouts are described at the top of clutter.c.
+ * clutter_internal.h - what the clutter-filter sources share.  clutter.c (plan, polynomial
+ * basis, dispatch) is the top and calls down into the three below it, which never call up:
+ * clutter_project.c (the projection kernel, basis orthonormalisation, thread count),
+ * clutter_svd.c (Gram matrix, Jacobi, then the projection) and clutter_iir.c (Butterworth
+ * design, projection initialisation and the streaming filter).  The algorithms and array
+ * layouts are described at the top of clutter.c.
  */
 #ifndef USBEAM_CLUTTER_INTERNAL_H
 #define USBEAM_CLUTTER_INTERNAL_H
@@ -83,14 +85,20 @@ static inline int clutter_thread_id(void)
 #endif
 }
 
+/* clutter_project.c.  OpenMP's maximum team size (1 without OpenMP): the plan sizes its
+ * per-thread scratch by it. */
+int clutter_max_threads(void);
+/* Modified Gram-Schmidt, twice, on the m columns of a (n x m, column-major); -1 when a column
+ * is numerically dependent. */
+int clutter_orthonormalise(double *a, size_t n, int m);
 /* out = in - C B B^H (p->subtract) or C B B^H, with B = p->basis (n_frames x p->n_basis).
  * Returns 1 when a coefficient of component 0 was NaN or inf (polynomial bases: a non-finite
  * sample); out is then partly written. */
 int clutter_apply_projection(usbeam_clutter_plan *p, const float *in, float *out);
-/* SVD filter: Gram matrix, eigen-decomposition, cut-offs, then the projection. */
+/* clutter_svd.c.  SVD filter: Gram matrix, eigen-decomposition, cut-offs, then the projection. */
 /* USBEAM_ERR_INVALID_ARGUMENT when the ensemble holds NaN or inf (out untouched). */
 usbeam_status clutter_svd_filter(usbeam_clutter_plan *p, const float *in, float *out);
-/* IIR: section coefficients from the parameters; projection-initialisation tables. */
+/* clutter_iir.c.  IIR: section coefficients from the parameters; projection-initialisation tables. */
 void clutter_iir_design(usbeam_clutter_plan *p);
 usbeam_status clutter_iir_prepare_projection(usbeam_clutter_plan *p);
 /* Filters one block from p->state into p->state_next (the caller swaps them); returns 1 when

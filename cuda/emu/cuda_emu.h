@@ -10,6 +10,7 @@
  * What it cannot: speed, data races between GPU threads (threads of a block run one at a
  * time between barriers, in a shuffled order), warp-synchronous assumptions beyond
  * __syncwarp/__shfl_*_sync, or numerical differences of the GPU's own math library.
+ * README.md states the whole contract and lists every call and intrinsic emulated.
  *
  * Model: a launch is one closure on the stream's queue.  When run, blocks execute one after
  * another; the threads of a block are fibers that switch only at __syncthreads, __syncwarp

@@ -1,6 +1,6 @@
 /*
- * runtime.cpp - the CUDA runtime API subset usbeam uses, emulated on the CPU (see cuda_emu.h
- * for what the emulator proves and what it cannot).
+ * runtime.cpp - the CUDA runtime API subset usbeam uses, emulated on the CPU (README.md says
+ * what the emulator proves and what it cannot, and lists the calls).
  *
  * Streams are queues of closures.  Nothing runs when it is enqueued: work runs when the host
  * synchronises on something that orders it (cudaStreamSynchronize, cudaEventSynchronize,

@@ -29,7 +29,7 @@ usbeam.Pipeline(backend='cuda') (RF -> IQ -> DAS -> B-mode) in Session(backend='
   - push-to-image latency p50 / p99 / max and drops at 50 / 80 / 100 % load, the period
     taken from the sustained run (the slowest stage sets it), policy 'drop_oldest'.
 
-    python benchmarks/live.py [--quick] [--gpu-only] [--no-record] [--json benchmarks/out/live.json]
+    python benchmarks/bench_live.py [--quick] [--gpu-only] [--no-record] [--json benchmarks/out/live.json]
 """
 import argparse
 import json
@@ -225,7 +225,7 @@ class Timed:
 
 
 def make_pipeline(params):
-    """Factory for `usbeam serve --pipeline benchmarks/live.py:make_pipeline`."""
+    """Factory for `usbeam serve --pipeline benchmarks/bench_live.py:make_pipeline`."""
     cmap = params["channel_map"]
     return CompoundBMode((len(cmap["acquisition_row"]), len(cmap["element_channel"]), int(cmap["n_samples"])))
 
@@ -241,7 +241,7 @@ def shared_memory_round_trip(frames, cmap, n_frames):
     name = f"/usbeam_bench_{os.getpid()}"
     server = subprocess.Popen([sys.executable, "-m", "usbeam", "serve", "--name", name, "--policy", "block",
                                "--slot-bytes", str(frames[0].nbytes), "--result-bytes", str(1 << 20),
-                               "--pipeline", str(ROOT / "benchmarks" / "live.py") + ":make_pipeline"],
+                               "--pipeline", str(ROOT / "benchmarks" / "bench_live.py") + ":make_pipeline"],
                               cwd=ROOT, stderr=subprocess.DEVNULL)
     try:
         client = ShmClient(name, timeout=20)
@@ -410,7 +410,7 @@ def gpu_part(args, report):
                              f"{best['frames_per_s']:.0f}", f"{r['load']:.0%}", f"{r['frame_rate']:.0f}", r["frames"],
                              r["dropped"], f"{r['p50_ms']:.2f}", f"{r['p99_ms']:.2f}", f"{r['max_ms']:.2f}",
                              f"{r['p99_over_p50']:.2f}", r["verdict"]])
-        record("Live session, CUDA backend (benchmarks/live.py)",
+        record("Live session, CUDA backend (benchmarks/bench_live.py)",
                ["raw -> mapped int16", "pinned H2D GB/s", "wall GB/s (of pinned)", "upload target",
                 "upload GB/s (events)", "max frames/s", "load", "frames/s", "frames", "dropped", "p50 ms", "p99 ms",
                 "max ms", "p99/p50", "latency target"], rows,
@@ -511,7 +511,7 @@ def main():
                              f"{r['p50_ms']:.2f}", f"{r['p99_ms']:.2f}", f"{r['max_ms']:.2f}",
                              f"{r['p99_over_p50']:.2f}", f"{r['compute_p99_over_p50']:.2f}", r["verdict"],
                              "-" if "error" in shm else f"{shm['round_trip_p50_ms']:.2f} / {shm['round_trip_p99_ms']:.2f}"])
-        record("Live session, CPU backend (benchmarks/live.py)",
+        record("Live session, CPU backend (benchmarks/bench_live.py)",
                ["pipeline", "raw -> mapped int16", "compute ms", "memcpy GB/s", "copy+map GB/s", "max frames/s",
                 "load (effective)",
                 "frames/s", "frames", "dropped", "p50 ms", "p99 ms", "max ms", "p99/p50", "compute p99/p50", "target",

@@ -14,7 +14,7 @@ usbeam's B-mode against PyMUST's:
   CSR (scipy's fastest sparse-matrix product; target: >= 10x faster), and, for reference,
   with M in the COO format dasmtx returns.
 
-    python benchmarks/pwi_disk.py [--repeat 20] [--no-record]
+    python benchmarks/bench_pwi_disk.py [--repeat 20] [--no-record]
 """
 import argparse
 import sys
@@ -145,7 +145,7 @@ def main(argv=None):
         print(harness.markdown_table(header, rows))
     else:
         harness.record("PWI_disk pipeline on the CPU, usbeam vs PyMUST", header, rows,
-                       command="python benchmarks/pwi_disk.py", notes=notes_text)
+                       command="python benchmarks/bench_pwi_disk.py", notes=notes_text)
     return 0
 
 

@@ -15,7 +15,7 @@ verdict against the target usbeam >= 1.5x mach; with mach timed on NumPy arrays 
 ratio is printed but gives no verdict (mach's host copies are in its time).  Without a GPU it
 prints why and exits 0.  All 32 PWI_disk frames are beamformed in one call.
 
-    python benchmarks/gpu_das.py [--repeat 50] [--no-record]
+    python benchmarks/bench_beamform_gpu.py [--repeat 50] [--no-record]
 """
 import argparse
 import os
@@ -126,7 +126,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if not usbeam.cuda_available():
         reason = usbeam.build_info()["cuda_error"] or "no CUDA device is visible"
-        print(f"gpu_das: skipped, {reason}")
+        print(f"bench_beamform_gpu: skipped, {reason}")
         return 0
     rec = usbeam.io.load_must(usbeam.datasets.locate("PWI_disk.mat"))
     iq = usbeam.rf2iq(rec.data, fs=rec.fs, fc=rec.fc, t0=rec.t0, bandwidth=rec.bandwidth)  # (32, 128, n)
@@ -165,7 +165,7 @@ def main(argv=None):
         print(notes)
         print(harness.markdown_table(header, rows))
     else:
-        harness.record("DAS on the GPU (PWI_disk geometry)", header, rows, command="python benchmarks/gpu_das.py",
+        harness.record("DAS on the GPU (PWI_disk geometry)", header, rows, command="python benchmarks/bench_beamform_gpu.py",
                        notes=notes)
     return 0
 

@@ -16,7 +16,7 @@ GPU part (needs a CUDA device, a CUDA build of usbeam and PyTorch; skipped other
 CPU part (always): the CPU kernels at the same sizes against scipy / the NumPy reference.
 
 Every result is validated before it is timed.  Run:
-  .venv/bin/python benchmarks/ai_handoff.py [--no-record] [--repeat N]
+  .venv/bin/python benchmarks/bench_ai.py [--no-record] [--repeat N]
 """
 import argparse
 import os

@@ -25,7 +25,7 @@ Every pipeline is validated first against the same chain on the CPU backend
 (tests/tolerances.py pipeline_cuda_*), so a wrong answer is never timed.  Without a GPU it
 prints why and exits 0; without NVML the energy and peak columns are "n/a".
 
-    python benchmarks/gpu_pipelines.py [--repeat 30] [--frames 64] [--grid 256] [--no-record]
+    python benchmarks/bench_pipelines_gpu.py [--repeat 30] [--frames 64] [--grid 256] [--no-record]
 """
 import argparse
 import ctypes
@@ -223,7 +223,7 @@ def main():
     args = parser.parse_args()
     if not usbeam.cuda_available():
         reason = usbeam.build_info()["cuda_error"] or "no CUDA device is visible"
-        print(f"gpu_pipelines: skipped: {reason}.")
+        print(f"bench_pipelines_gpu: skipped: {reason}.")
         return 0
     nvml = Nvml()
     probe, sequence, grid = geometry(args.elements, args.angles, args.grid)
@@ -282,7 +282,7 @@ def main():
         print(harness.markdown_table(header, rows))
         print(notes)
     else:
-        harness.record("End-to-end GPU pipelines", header, rows, command="python benchmarks/gpu_pipelines.py",
+        harness.record("End-to-end GPU pipelines", header, rows, command="python benchmarks/bench_pipelines_gpu.py",
                        notes=notes)
     return 0
 

@@ -3,7 +3,7 @@
 point beside the paper's RTX 4090 / RX 9070 XT figures (target on an H100: FORCES B-scan
 <= 15 ns/point).
 
-Configuration (as benchmarks/rca.py): 128 x 128 array, pitch 0.3 mm, 2816 samples, 128
+Configuration (as benchmarks/bench_rca.py): 128 x 128 array, pitch 0.3 mm, 2816 samples, 128
 channels, 128 emissions, fs 50 MHz, cubic interpolation, float32 RF, f-number 1 Hann;
 B-scans 1024 x 1024 and volumes 256^3 (the paper's grids; --bscan / --volume to change).
 Device time = the plan's CUDA-event stage time, data already on the GPU.  Each case is first
@@ -13,7 +13,7 @@ volumes, default 48), against the CPU backend on the grid of exactly those voxel
 grid's voxel transform with its steps times the stride; tests/tolerances.py rca_cuda_rel_l2).
 Without a GPU it prints why and exits 0.
 
-    python benchmarks/gpu_rca.py [--bscan 1024] [--volume 256] [--check 48] [--repeat 10]
+    python benchmarks/bench_rca_gpu.py [--bscan 1024] [--volume 256] [--check 48] [--repeat 10]
                                  [--no-record]
 """
 import argparse
@@ -30,7 +30,7 @@ import harness  # noqa: E402
 import usbeam  # noqa: E402
 from usbeam import device  # noqa: E402
 
-from rca import FS, C, N_CHANNELS, N_EMISSIONS, N_SAMPLES, PAPER, beamforming_cases  # noqa: E402
+from bench_rca import FS, C, N_CHANNELS, N_EMISSIONS, N_SAMPLES, PAPER, beamforming_cases  # noqa: E402
 
 
 def relative_l2(got, want):
@@ -58,7 +58,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if not usbeam.cuda_available():
         reason = usbeam.build_info()["cuda_error"] or "no CUDA device is visible"
-        print(f"gpu_rca: skipped, {reason}")
+        print(f"bench_rca_gpu: skipped, {reason}")
         return 0
     from tolerances import TOLERANCES
 
@@ -102,7 +102,7 @@ def main(argv=None):
         print(harness.markdown_table(header, rows))
     else:
         harness.record("RCA beamforming on the GPU (paper configuration)", header, rows,
-                       command="python benchmarks/gpu_rca.py", notes=notes)
+                       command="python benchmarks/bench_rca_gpu.py", notes=notes)
     return 0
 
 

@@ -15,7 +15,7 @@ per decoded sample and GB/s (input + output bytes over time).
 Each figure is validated first: beamforming against the float64 reference of
 tests/reference/rca.py on a few voxels; decoding exactly against the integer product.
 
-Usage: python benchmarks/rca.py [--bscan N] [--volume N] [--orders 16,32,...] [--no-record]
+Usage: python benchmarks/bench_rca.py [--bscan N] [--volume N] [--orders 16,32,...] [--no-record]
 """
 import argparse
 import math

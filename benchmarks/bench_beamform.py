@@ -6,7 +6,7 @@ directivity, nearest and linear interpolation.  Each result is validated against
 PyMUST's M @ IQ before timing.  Timed: plan creation (usbeam.Beamformer vs pymust.dasmtx)
 and beamforming of the 32 frames (usbeam execute vs the prebuilt sparse product M @ IQ,
 with M as dasmtx returns it (COO) and converted to CSR; the faster of the two is the
-reference).  Run: .venv/bin/python benchmarks/bench_das.py [--no-record]
+reference).  Run: .venv/bin/python benchmarks/bench_beamform.py [--no-record]
 """
 import argparse
 import os

@@ -28,9 +28,9 @@ Each measurement runs in a child process (for its own peak RSS); results are val
 timing (usbeam's Doppler maps against the float64 reference kernels applied to usbeam's own
 beamformed IQ; usbeam against PyMUST on PWI_disk).
 
-Usage: python benchmarks/doppler_pipelines.py [--config pwi_disk large] [--repeat N]
+Usage: python benchmarks/bench_pipelines.py [--config pwi_disk large] [--repeat N]
            [--no-pymust] [--record]
-       python benchmarks/doppler_pipelines.py --kernels [--record]
+       python benchmarks/bench_pipelines.py --kernels [--record]
            the Doppler kernels alone on beamformed-size ensembles (32 x 251 x 251 and
            64 x 256 x 256 complex64), with PyMUST iq2doppler on the same data
 """

@@ -8,7 +8,7 @@ of the plan's per-stage CUDA event times (plan.cuda.stage_times()); wall time co
 and a stream synchronisation.  Host <-> device copies are not included (they are explicit in
 usbeam; the "copy in" column gives their cost for the input once).
 Without a GPU it prints why and exits 0.
-Run: .venv/bin/python benchmarks/gpu_twins.py [--no-record] [--repeat N]
+Run: .venv/bin/python benchmarks/bench_twins_gpu.py [--no-record] [--repeat N]
 """
 import argparse
 import os
@@ -50,7 +50,7 @@ def main():
     args = parser.parse_args()
     if not usbeam.cuda_available():
         reason = usbeam.build_info()["cuda_error"] or "no CUDA device is visible"
-        print(f"gpu_twins: skipped, {reason}")
+        print(f"bench_twins_gpu: skipped, {reason}")
         return
     rng = np.random.default_rng()
     rows = []

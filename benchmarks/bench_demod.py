@@ -3,7 +3,7 @@
 Cases: PWI_disk (32 frames x 128 elements x 334 int16 samples, undersampled band-pass RF,
 the MUST pipeline) and a larger synthetic acquisition (16 x 128 x 2048 int16) with each
 filter kind and with decimation.  Every case is validated against PyMUST or the float64
-reference before it is timed.  Run: .venv/bin/python benchmarks/bench_rf2iq.py [--no-record]
+reference before it is timed.  Run: .venv/bin/python benchmarks/bench_demod.py [--no-record]
 """
 import argparse
 import os

@@ -11,7 +11,7 @@ conversion included).  Targets: the fastest custom path >= 70 % of the copy band
 backend (and decode(encode(x)) == x) before it is timed.  Without a GPU it prints why and
 exits 0.
 
-    python benchmarks/gpu_hadamard.py [--order 128] [--samples 4096] [--channels 128]
+    python benchmarks/bench_acquire_gpu.py [--order 128] [--samples 4096] [--channels 128]
                                       [--repeat 50] [--no-record]
 """
 import argparse
@@ -52,7 +52,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if not usbeam.cuda_available():
         reason = usbeam.build_info()["cuda_error"] or "no CUDA device is visible"
-        print(f"gpu_hadamard: skipped, {reason}")
+        print(f"bench_acquire_gpu: skipped, {reason}")
         return 0
     n = args.order
     rng = np.random.default_rng(5)
@@ -93,7 +93,7 @@ def main(argv=None):
         print(notes)
         print(harness.markdown_table(header, rows))
     else:
-        harness.record("Hadamard decode on the GPU", header, rows, command="python benchmarks/gpu_hadamard.py",
+        harness.record("Hadamard decode on the GPU", header, rows, command="python benchmarks/bench_acquire_gpu.py",
                        notes=notes)
     return 0
 
