@@ -1,94 +1,111 @@
 #!/usr/bin/env bash
-# benchmarks/gpu_session.sh - what a session lent a GPU runs, in as few device calls as possible.
+# benchmarks/gpu_session.sh - what a session lent a GPU runs: three device calls, issued back to
+# back (the machine goes back after 30 s idle, and a cold start costs a minute or more of the
+# 30-minute budget), each with step limits that add up to under 540 s of its 600-s call.
 #
-# Device time is short (10 minutes a call, 30 a session) and the device machine reaches no
-# network, so everything it needs travels with the call:
-#   here:    make gpu-prep      # .gpu/wheels (cp312 wheels the device image lacks: mach-beamform,
-#                               # array-api-compat, pymust) and .gpu/datasets (the recordings);
-#                               # .gpu/ is git-ignored
-#   device:  run(command="bash benchmarks/gpu_session.sh tests", carry=[".gpu"], timeout_s=600)
-#            run(command="bash benchmarks/gpu_session.sh sanitize1", carry=[".gpu"], timeout_s=600)
-#            run(command="bash benchmarks/gpu_session.sh sanitize2", carry=[".gpu"], timeout_s=600)
-#            run(command="bash benchmarks/gpu_session.sh bench", carry=[".gpu"], timeout_s=600)
-# One device call each (a call may run 10 minutes; the budgets below add up to <= 570 s per
-# call with a warm build, leaving room for start-up).  The build step runs in every mode but
-# only compiles on the first call of a warm machine (the first, `tests`, gives it 300 s); a
-# sanitize or bench call on a cold machine spends its build time out of its tools' budgets, so
-# run `tests` first.  (`all` does tests + bench in one call when the build is warm.)  Each step
-# has its own time limit, so a slow step costs its share and the rest still runs.  Logs, a
-# summary and benchmarks/RESULTS.md with the new sections come back in $OUT: merge those
-# sections into benchmarks/RESULTS.md, keeping the older rows.
+#   here:    make gpu-prep     # .gpu/wheels (cp312 wheels the device image lacks: mach-beamform,
+#                              # array-api-compat, pymust) and .gpu/datasets (the recordings);
+#                              # .gpu/ is git-ignored and travels with `carry`
+#   device:  run(command="bash benchmarks/gpu_session.sh 1", carry=[".gpu"], timeout_s=600)
+#            run(command="bash benchmarks/gpu_session.sh 2", carry=[".gpu"], timeout_s=600)
+#            run(command="bash benchmarks/gpu_session.sh 3", carry=[".gpu"], timeout_s=600)
 #
-#   tests:     build with nvcc (USBEAM_CUDA=1: no silent CPU-only build) (300 s), every test
-#              marked cuda on the GPU, PyTorch and CuPy peers included (240 s).
-#   sanitize1: compute-sanitizer memcheck (280 s) and initcheck (280 s) on every CUDA test file.
-#   sanitize2: compute-sanitizer racecheck (380 s, the slowest tool: shared-memory hazards
-#              are tracked per access) and synccheck (180 s) on every CUDA test file.
-#              "Every CUDA test file" is every tests/test_*.py with a test marked cuda (found
-#              by grep, so a new file is never left out: the pipelines' CUDA graphs in
-#              test_cuda_pipeline.py and the live sessions in test_live_cuda.py included), with
-#              the tests marked slow (big recordings) left out to fit the budget; a tool that
-#              runs out of time says so in its log (rc=124) and the summary.
-#   bench:     bench_beamform_gpu (PWI_disk, with mach), bench_rca_gpu, bench_acquire_gpu,
-#              bench_pipelines_gpu (NVML energy), bench_twins_gpu, bench_live --gpu-only, bench_ai:
-#              recorded in RESULTS.md; each log is named after its script.
+# Step budgets in seconds (`timeout` sends INT, then KILL 10 s later, so a step may overrun its
+# budget by 10 s; the sums include that):
+#   call 1, correctness:  preflight 25, wheels 25, build 140, CUDA tests 300      = 490 + 4 x 10 = 530
+#   call 2, benchmarks:   wheels 25, build 40 (warm: nothing to compile), DAS vs mach on PWI_disk
+#                         120, RCA FORCES 110, Hadamard 60, one seed-002 pipeline
+#                         (RF2IQ_DAS_BMODE) 90                                    = 445 + 6 x 10 = 505
+#   call 3, memcheck:     wheels 25, build 40, compute-sanitizer memcheck over the CUDA tests
+#                         (not slow, no PyTorch/CuPy peers) 380                   = 445 + 3 x 10 = 475
+# A cold machine in call 2 or 3 (the previous call's machine was given back) rebuilds within
+# the same step (140 s of nvcc for one architecture on 16 cores: the build budget of calls 2
+# and 3 then runs out first and the step says so; issue the calls back to back).
+#
+# Every step writes $OUT/<step>.log as it runs and appends its verdict to $OUT/summary.txt at
+# once, so a call killed at its limit still returns what finished.  Files per call (at most 8
+# come back): call 1: summary, preflight, wheels, build, tests = 5; call 2: summary, wheels,
+# build, 4 benchmark logs, RESULTS.md = 8; call 3: summary, wheels, build, memcheck = 4.
+# Merge the new sections of the returned RESULTS.md into benchmarks/RESULTS.md (keep older rows).
 set -u
-MODE=${1:-all}
+CALL=${1:-1}
 OUT=${OUT:-/tmp/usbeam-gpu-out}
 mkdir -p "$OUT"
 PY=${PY:-python3}
 export USBEAM_DATA=${USBEAM_DATA:-$PWD/.gpu/datasets}
+export PYTHONUNBUFFERED=1
 SUMMARY="$OUT/summary.txt"
 
 log() { echo "== $(date -u +%H:%M:%S) $*" | tee -a "$SUMMARY"; }
 
-# step NAME SECONDS COMMAND...: run with a time limit, log to $OUT/NAME.log, summarise.
+# step NAME SECONDS COMMAND...: run with a time limit, log to $OUT/NAME.log, summarise at once.
 step() {
     local name=$1 limit=$2
     shift 2
     local start=$SECONDS
-    timeout --signal=INT --kill-after=20 "$limit" "$@" > "$OUT/$name.log" 2>&1
+    timeout --signal=INT --kill-after=10 "$limit" "$@" > "$OUT/$name.log" 2>&1
     local rc=$?
-    log "$name: rc=$rc in $((SECONDS - start)) s"
-    tail -n 4 "$OUT/$name.log" | sed 's/^/    /' | tee -a "$SUMMARY"
+    log "$name: rc=$rc in $((SECONDS - start)) s (budget $limit s)$([ $rc = 124 ] && echo ': TIMED OUT')"
+    tail -n 3 "$OUT/$name.log" | sed 's/^/    /' | tee -a "$SUMMARY"
 }
 
-log "mode $MODE on $(hostname)"
-if ! nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >> "$SUMMARY" 2>&1; then
-    log "no GPU visible (nvidia-smi failed): nothing to run; the CPU figures come from the other benchmarks"
+# What the machine is, which CUDA libraries each module loads, and whether usbeam and PyTorch
+# share one cuBLAS (usbeam._cuda preloads the one already in the process, else the toolkit's).
+preflight() {
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+    nvcc --version | tail -n 2
+    ls -l "$(dirname "$(command -v nvcc)")/../lib64/libcudart_static.a" "$(dirname "$(command -v nvcc)")/../lib64/libcublas.so"*
+    "$PY" - <<'EOF'
+import usbeam, torch
+print("usbeam", usbeam.build_info())
+a = torch.ones(64, 64, device="cuda")
+print("torch", torch.__version__, "cuBLAS matmul ok:", bool(((a @ a) == 64).all()))
+import numpy as np
+x = usbeam.device.from_numpy(np.ones((4, 8), np.complex64))
+print("usbeam DeviceArray round trip ok:", bool((x.to_numpy() == 1).all()))
+maps = open("/proc/self/maps").read().split("\n")
+libs = sorted({line.split()[-1] for line in maps if any(k in line for k in ("cublas", "cudart", "libcuda.so", "_core", "_cuda"))})
+print("loaded CUDA libraries and usbeam modules:\n  " + "\n  ".join(libs))
+EOF
+}
+
+wheels() { [ -d .gpu/wheels ] && "$PY" -m pip install -q --no-index --find-links .gpu/wheels mach-beamform array-api-compat pymust; true; }
+
+log "call $CALL on $(hostname)"
+if ! nvidia-smi -L >> "$SUMMARY" 2>&1; then
+    log "no GPU visible (nvidia-smi failed): nothing to run"
     exit 1
 fi
-if [ -d .gpu/wheels ]; then
-    step wheels 120 "$PY" -m pip install --no-index --find-links .gpu/wheels mach-beamform array-api-compat pymust
-fi
-step build 300 env USBEAM_CUDA=1 "$PY" setup.py --quiet build_ext --inplace
-
-mapfile -t CUDA_TEST_FILES < <(grep -l "pytest.mark.cuda" tests/test_*.py)
-log "CUDA test files: ${CUDA_TEST_FILES[*]}"
-# sanitize TOOL SECONDS: one compute-sanitizer tool over every CUDA test file
-sanitize() {
-    step "sanitizer_$1" "$2" compute-sanitizer --tool "$1" --error-exitcode 97 --print-limit 20 \
-        "$PY" -m pytest -q -p no:cacheprovider -m "cuda and not slow" "${CUDA_TEST_FILES[@]}"
-}
-if [ "$MODE" = tests ] || [ "$MODE" = all ]; then
-    step pytest_cuda 240 "$PY" -m pytest -q -p no:cacheprovider -m cuda -rs tests
-fi
-if [ "$MODE" = sanitize1 ]; then
-    sanitize memcheck 280
-    sanitize initcheck 280
-fi
-if [ "$MODE" = sanitize2 ]; then
-    sanitize racecheck 380
-    sanitize synccheck 180
-fi
-if [ "$MODE" = bench ] || [ "$MODE" = all ]; then
-    step bench_beamform_gpu 120 "$PY" benchmarks/bench_beamform_gpu.py
-    step bench_rca_gpu 120 "$PY" benchmarks/bench_rca_gpu.py
-    step bench_acquire_gpu 60 "$PY" benchmarks/bench_acquire_gpu.py
-    step bench_pipelines_gpu 150 "$PY" benchmarks/bench_pipelines_gpu.py
-    step bench_twins_gpu 60 "$PY" benchmarks/bench_twins_gpu.py
-    step bench_live 120 "$PY" benchmarks/bench_live.py --gpu-only
-    step bench_ai 60 "$PY" benchmarks/bench_ai.py
-fi
-cp benchmarks/RESULTS.md "$OUT/RESULTS.md"
+BUILD=(env USBEAM_CUDA=1 USBEAM_CUDA_ARCH="${USBEAM_CUDA_ARCH:-90}" "$PY" setup.py --quiet build_ext --inplace)
+case "$CALL" in
+1)
+    step preflight 25 preflight
+    step wheels 25 wheels
+    step build 140 "${BUILD[@]}"
+    step tests 300 "$PY" -m pytest -q -p no:cacheprovider -p no:randomly -m cuda -rs tests
+    ;;
+2)
+    step wheels 25 wheels
+    step build 40 "${BUILD[@]}"
+    step bench_beamform_gpu 120 "$PY" benchmarks/bench_beamform_gpu.py --repeat 30
+    step bench_rca_gpu 110 "$PY" benchmarks/bench_rca_gpu.py --repeat 5
+    step bench_acquire_gpu 60 "$PY" benchmarks/bench_acquire_gpu.py --repeat 30
+    step bench_pipelines_gpu 90 "$PY" benchmarks/bench_pipelines_gpu.py --only RF2IQ_DAS_BMODE --repeat 20
+    cp benchmarks/RESULTS.md "$OUT/RESULTS.md"
+    ;;
+3)
+    step wheels 25 wheels
+    step build 40 "${BUILD[@]}"
+    # every test file with a CUDA test, without the slow ones (big recordings) and the PyTorch /
+    # CuPy peers (their own allocators make memcheck slow and report their own internals)
+    mapfile -t FILES < <(grep -l "pytest.mark.cuda" tests/test_*.py tests/*/test_*.py 2>/dev/null)
+    step memcheck 380 compute-sanitizer --tool memcheck --error-exitcode 97 --print-limit 20 \
+        "$PY" -m pytest -q -p no:cacheprovider -p no:randomly -m "cuda and not slow" \
+        -k "not torch and not cupy" "${FILES[@]}"
+    ;;
+*)
+    log "unknown call $CALL (1: correctness, 2: benchmarks, 3: memcheck)"
+    exit 2
+    ;;
+esac
 log "done"
