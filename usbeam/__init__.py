@@ -29,12 +29,12 @@ from .simulate import cyst_phantom, simulate_rf
 from .beamformer import Beamformer, auto_f_number, das
 from .io import MustRecording, load_must, plane_wave_angle
 from . import io, simulate
-from .pipeline import Pipeline
+from .pipelines import Pipeline
 
 # family doppler:
 from .doppler import (ClutterFilter, ColorDopplerPlan, DopplerDisplay, PowerDopplerPlan, clutter_filter,
                       color_doppler, nyquist_velocity, power_doppler)
-from .doppler_pipeline import DopplerMaps, DopplerPipeline
+from .pipelines import DopplerMaps, DopplerPipeline
 
 # family hadamard:
 from .hadamard import HadamardDecodePlan, hadamard, hadamard_decode, hadamard_orders
@@ -42,7 +42,7 @@ from .hadamard import HadamardDecodePlan, hadamard, hadamard_decode, hadamard_or
 # family rca:
 from .rca import (RCA_METHODS, RCABeamformer, RCAGrid, RowColumnArray, rca_beamform, rca_cross_planes,
                   rca_decode, tobe_unflip)
-from .simulate_rca import simulate_rca
+from .simulate import simulate_rca
 
 # family ai:
 from .ai import (ComponentsPlan, DetectPlan, ModelInputPlan, detect_postprocess, fill_holes,

@@ -9,7 +9,7 @@ def main(argv=None):
               "  serve   run a beamforming process behind a shared-memory region (see usbeam.serve)")
         return 0 if argv else 2
     if argv[0] == "serve":
-        from .serve import main as serve_main
+        from .live.serve import main as serve_main
         return serve_main(argv[1:])
     print(f"usbeam: unknown command {argv[0]!r} (commands: serve)", file=sys.stderr)
     return 2

@@ -45,11 +45,11 @@ import time
 
 import numpy as np
 
-from . import _core
-from . import _backend
-from .live.channel_map import ChannelMap
-from .live.pipeline import CallablePipeline
-from .live.session import Session, SessionStopped
+from .. import _core
+from .. import _backend
+from .channel_map import ChannelMap
+from .pipeline import CallablePipeline
+from .session import Session, SessionStopped
 
 STATUS_OK, STATUS_DROPPED, STATUS_REJECTED, STATUS_FAILED, STATUS_ABANDONED = range(5)
 _POLICIES = {"drop_oldest": 0, "block": 1}

@@ -36,11 +36,11 @@ import weakref
 
 import numpy as np
 
-from . import _validate
-from .beamformer import Beamformer
-from .bmode import BModePlan
-from .geometry import as_sequence
-from .rf2iq import RF2IQPlan
+from .. import _validate
+from ..beamformer import Beamformer
+from ..bmode import BModePlan
+from ..geometry import as_sequence
+from ..rf2iq import RF2IQPlan
 
 
 class Pipeline:
@@ -98,7 +98,7 @@ class Pipeline:
             raise ValueError("capture_graph: CUDA graphs need backend='cuda'")
         self._graph = None
         if self.backend == "cuda":
-            from . import device
+            from .. import device
 
             self.iq = device.empty(self.rf2iq.out_shape, np.complex64)
             self.image = device.empty(self.output_shape, np.complex64)
@@ -140,7 +140,7 @@ class Pipeline:
         plans = [plan.cuda for plan in self._plans() if plan.cuda is not None]
         if not any([execution.take_input_faults() for execution in plans]):  # a list: take them all
             return
-        from . import _core, device
+        from .. import _core, device
 
         _core.stream_synchronize(self.bmode.cuda.stream)  # error path only
         for execution in plans:
@@ -154,7 +154,7 @@ class Pipeline:
 
     def _call_graph(self, rf, out):
         """capture_graph=True: RF into the pipeline's buffer, then one graph launch."""
-        from . import _core, device
+        from .. import _core, device
 
         host_rf = device._in_host_memory(rf)
         self._refuse_host(rf, out)
@@ -215,7 +215,7 @@ class Pipeline:
 
     def _refuse_host(self, rf, out):
         """strict=True: host RF or a host out= is a TypeError naming it, before anything runs."""
-        from . import device
+        from .. import device
 
         if not self.strict:
             return
@@ -225,7 +225,7 @@ class Pipeline:
             raise device._host_refused("out")
 
     def _call_cuda(self, rf, out):
-        from . import device
+        from .. import device
 
         if self.capture_graph:
             return self._call_graph(rf, out)
@@ -302,6 +302,6 @@ class _FaultReport:
         if pipeline is not None:
             pipeline._check_rf(earlier=earlier)
         elif execution.take_input_faults():
-            from . import device
+            from .. import device
 
             raise device.non_finite_error("rf", earlier)

@@ -25,8 +25,8 @@ from collections import namedtuple
 
 import numpy as np
 
-from . import _validate
-from .doppler import ClutterFilter, ColorDopplerPlan, PowerDopplerPlan
+from .. import _validate
+from ..doppler import ClutterFilter, ColorDopplerPlan, PowerDopplerPlan
 
 DopplerMaps = namedtuple("DopplerMaps", ["velocity", "variance", "power"])
 
@@ -81,9 +81,9 @@ class DopplerPipeline:
                  clutter_options=None, lag=1, average=1, window="hamming", outputs=("color", "power"),
                  power_db=True, noise_floor=0.0, decimation=1, backend="cpu", capture_graph=False,
                  strict=False):
-        from .beamformer import Beamformer
-        from .geometry import as_sequence
-        from .rf2iq import RF2IQPlan
+        from ..beamformer import Beamformer
+        from ..geometry import as_sequence
+        from ..rf2iq import RF2IQPlan
 
         self.n_frames = _validate.integer("n_frames", n_frames, minimum=2)
         self.prf = _validate.positive("prf", prf)
@@ -119,7 +119,7 @@ class DopplerPipeline:
         self.backend = self.rf2iq.backend
         self._call_lock = threading.Lock()  # one call at a time: the stages share buffers (as Pipeline)
         if self.backend == "cuda":
-            from . import device
+            from .. import device
 
             empty = device.empty
             self._device_rf = empty(self.rf_shape, self.rf_dtype)
@@ -177,7 +177,7 @@ class DopplerPipeline:
 
     def _beamform(self, rf):
         if self.backend == "cuda":
-            from . import device
+            from .. import device
 
             self._check_rf()
 
@@ -217,7 +217,7 @@ class DopplerPipeline:
 
     def _call_graph(self, rf):
         """capture_graph=True: RF into the pipeline's buffer, then one graph launch."""
-        from . import _core, device
+        from .. import _core, device
 
         stream = self.rf2iq.cuda.stream  # the rf2iq plan's own stream carries the whole graph
         if device._in_host_memory(rf):

@@ -25,8 +25,8 @@ import math
 
 import numpy as np
 
-from . import _validate
-from .geometry import LinearArray, as_sequence
+from .. import _validate
+from ..geometry import LinearArray, as_sequence
 
 __all__ = ["gaussian_pulse", "simulate_rf", "cyst_phantom"]
 

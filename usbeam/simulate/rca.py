@@ -28,10 +28,10 @@ import math
 
 import numpy as np
 
-from . import _validate
-from .hadamard import hadamard
-from .rca import RCA_METHODS, RowColumnArray
-from .simulate import gaussian_pulse, pulse_sigma
+from .. import _validate
+from ..hadamard import hadamard
+from ..rca import RCA_METHODS, RowColumnArray
+from .linear import gaussian_pulse, pulse_sigma
 
 __all__ = ["simulate_rca", "rca_transmit_path"]
 
