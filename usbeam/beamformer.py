@@ -28,7 +28,7 @@ input has a frame axis, else ``grid.shape``.
 """
 import numpy as np
 
-from . import _core, _validate
+from . import _core, _validate, device
 from ._backend import check_backend
 from .geometry import Delays, DivergingWave, Focused, Grid, LinearArray, PlaneWave, SyntheticAperture, as_sequence
 
@@ -246,10 +246,7 @@ class Beamformer:
         (usbeam.device.CudaExecution.check_input).  The CUDA twin runs whole batches of its
         plan's capacity: another frame count rebuilds the plan (cheap: the twin tabulates
         nothing)."""
-        from . import device
-        from .device import PlanRunner
-
-        if device._in_host_memory(data):
+        if device.in_host_memory(data):
             if not hasattr(data, "shape"):
                 data = _validate.ndarray("data", data)
         elif not (hasattr(data, "shape") and hasattr(data, "ndim")):
@@ -264,7 +261,7 @@ class Beamformer:
             self._capacity = 0
         plan = self._ensure_capacity(n_frames)
         if self._runner is None:
-            self._runner = PlanRunner(_core.das_cuda_exec(plan), self.strict)
+            self._runner = device.PlanRunner(_core.das_cuda_exec(plan), self.strict)
         self.cuda = self._runner.execution
         shape = ((n_frames,) if framed else ()) + self.grid.shape
         data_shape = tuple(data.shape)

@@ -8,6 +8,7 @@ import numpy as np
 
 from . import _core, _validate
 from ._backend import check_backend
+from .device import PlanRunner
 
 
 class BModePlan:
@@ -56,8 +57,6 @@ class BModePlan:
                                       per_image=per_image, reference=reference, backend=backend)
         self.cuda = None
         if self.backend == "cuda":
-            from .device import PlanRunner
-
             self._runner = PlanRunner(_core.bmode_cuda_exec(self._plan), strict)
             self.cuda = self._runner.execution  # stream, stage_times(), set_stream()
 

@@ -11,7 +11,7 @@ convention of README.md); variance ``2*(VN/pi)**2 * (1 - |R(k)|/R(0))``.
 """
 import numpy as np
 
-from . import _core, _validate
+from . import _core, _validate, device
 from ._backend import check_backend
 
 _NO_POWER_THRESHOLD = -float(np.finfo(np.float32).max)
@@ -154,9 +154,7 @@ class ClutterFilter:
         self._plan = _core.clutter_plan(n_frames, n_pixels, **kwargs)
         self.cuda = None
         if self.backend == "cuda":
-            from .device import PlanRunner
-
-            self._runner = PlanRunner(_core.clutter_cuda_exec(self._plan), strict)
+            self._runner = device.PlanRunner(_core.clutter_cuda_exec(self._plan), strict)
             self.cuda = self._runner.execution  # stream, stage_times(), set_stream()
 
     def __call__(self, iq, out=None):
@@ -251,9 +249,7 @@ class ColorDopplerPlan:
                                       axial_correction=self.axial_correction, dz=self.dz, backend=backend)
         self.cuda = None
         if self.backend == "cuda":
-            from .device import CudaExecution
-
-            self.cuda = CudaExecution(_core.color_cuda_exec(self._plan))  # stream, stage_times()
+            self.cuda = device.CudaExecution(_core.color_cuda_exec(self._plan))  # stream, stage_times()
             self._strict = bool(strict)
 
     @property
@@ -287,51 +283,22 @@ class ColorDopplerPlan:
         """The CUDA path: the input imported without a copy (or copied in), one device output
         per estimate (the caller's device arrays, or new ones), nothing synchronised unless a
         host array has to be filled."""
-        from . import device as _device
-
         stream, device_name = self.cuda.stream, f"cuda:{self.cuda.device}"
-        host_input = _device._in_host_memory(iq)
-        if host_input:
-            if self._strict:
-                raise _device._host_refused("iq")
-            if not isinstance(iq, np.ndarray) and hasattr(iq, "__dlpack__"):
-                iq = np.from_dlpack(iq)
-            d_iq = _device.from_numpy(_as_complex64("iq", iq, self.shape), device=device_name)
-        else:
-            d_iq = _device.asarray(iq, stream=stream, name="iq")
-            if d_iq.dtype != np.complex64:
-                raise TypeError(f"iq must have dtype complex64 (got {d_iq.dtype}); a CUDA plan converts no "
-                                f"device data")
-            if d_iq.shape != self.shape:
-                raise ValueError(f"iq must have shape {self.shape} (got {d_iq.shape})")
+        d_iq, host_input = device.ingest(iq, "iq", stream=stream, device=device_name, dtype=np.complex64,
+                                         shape=self.shape, strict=self._strict,
+                                         host_prepare=lambda x: _as_complex64("iq", x, self.shape))
         device_outs, host_targets = [], []
         for name, arr, wanted in (("velocity", velocity, True), ("variance", variance, True),
                                   ("power", power, with_power)):
-            if not wanted:
-                device_outs.append(None)
-                host_targets.append(None)
-            elif arr is None:
-                device_outs.append(_device.empty(self.spatial, np.float32, device=device_name))
-                host_targets.append(None)
-            elif _device._in_host_memory(arr):
-                if self._strict:
-                    raise _device._host_refused(name)
-                host_targets.append(_validate.out_array(name, arr, self.spatial, np.float32))
-                device_outs.append(_device.empty(self.spatial, np.float32, device=device_name))
-            else:
-                d = _device.asarray(arr, stream=stream, name=name)
-                if d.dtype != np.float32:
-                    raise TypeError(f"{name} must have dtype float32 (got {d.dtype})")
-                if d.shape != self.spatial:
-                    raise ValueError(f"{name} must have shape {self.spatial} (got {d.shape})")
-                if d.readonly:
-                    raise ValueError(f"{name} is read-only")
-                device_outs.append(d)
-                host_targets.append(None)
+            d, target = (device.output_buffer(arr, name, stream=stream, device=device_name, dtype=np.float32,
+                                              shape=self.spatial, strict=self._strict)
+                         if wanted else (None, None))
+            device_outs.append(d)
+            host_targets.append(target)
         _core.color_execute(self._plan, d_iq, *device_outs)
         for d in (d_iq, *device_outs):
             if d is not None:
-                d._mark_used(stream, self.cuda)
+                device.mark_used(d, stream, self.cuda)
         results = []
         for given, d, target in zip((velocity, variance, power), device_outs, host_targets):
             if d is None:
@@ -388,9 +355,7 @@ class PowerDopplerPlan:
                                       noise_floor=self.noise_floor, backend=backend)
         self.cuda = None
         if self.backend == "cuda":
-            from .device import PlanRunner
-
-            self._runner = PlanRunner(_core.power_cuda_exec(self._plan), strict)
+            self._runner = device.PlanRunner(_core.power_cuda_exec(self._plan), strict)
             self.cuda = self._runner.execution  # stream, stage_times(), set_stream()
 
     def __call__(self, iq, out=None):
@@ -462,9 +427,7 @@ class DopplerDisplay:
         self.cuda = None
         self._strict = bool(strict)
         if self.backend == "cuda":
-            from .device import CudaExecution
-
-            self.cuda = CudaExecution(_core.doppler_display_cuda_exec(self._plan))  # stream, stage_times()
+            self.cuda = device.CudaExecution(_core.doppler_display_cuda_exec(self._plan))  # stream, stage_times()
             self.cuda.input_name = "velocity or power"
 
     def _input(self, name, value):
@@ -521,8 +484,6 @@ class DopplerDisplay:
         """The CUDA path: device inputs imported without a copy, host inputs validated as on the
         CPU and copied in (unless strict); the caller's device outputs or new ones; nothing
         synchronised unless a host input or a host output asks for host results."""
-        from . import device as _device
-
         self.cuda.check_input(earlier=True)
         stream, device_name = self.cuda.stream, f"cuda:{self.cuda.device}"
         host_input = False
@@ -530,54 +491,32 @@ class DopplerDisplay:
         for name, value in (("velocity", velocity), ("power", power)):
             if value is None:
                 inputs.append(None)
-            elif _device._in_host_memory(value):
-                if self._strict:
-                    raise _device._host_refused(name)
-                if not isinstance(value, np.ndarray) and hasattr(value, "__dlpack__"):
-                    value = np.from_dlpack(value)
-                inputs.append(_device.from_numpy(self._input(name, value), device=device_name))
-                host_input = True
-            else:
-                d = _device.asarray(value, stream=stream, name=name)
-                if d.dtype != np.float32:
-                    raise TypeError(f"{name} must have dtype float32 (got {d.dtype}); a CUDA plan converts no "
-                                    f"device data")
-                if d.shape != self.shape:
-                    raise ValueError(f"{name} must have shape {self.shape} (got {d.shape})")
-                inputs.append(d)
+                continue
+            d, from_host = device.ingest(value, name, stream=stream, device=device_name, dtype=np.float32,
+                                         shape=self.shape, strict=self._strict,
+                                         host_prepare=lambda v, name=name: self._input(name, v))
+            inputs.append(d)
+            host_input = host_input or from_host
         if inputs[0] is None and inputs[1] is None:
             raise ValueError("velocity and power: give at least one")
         outs, host_targets = [], []
         for name, out, wanted, dtype in (("out_velocity", given[0], inputs[0] is not None, np.float32),
                                          ("out_power", given[1], inputs[1] is not None, np.float32),
                                          ("mask", given[2], True, np.uint8)):
-            target = None
-            if not wanted:
-                d = None
-            elif out is None:
-                d = _device.empty(self.shape, dtype, device=device_name)
-            elif _device._in_host_memory(out):
-                if self._strict:
-                    raise _device._host_refused(name)
-                target = _validate.out_array(name, out, self.shape, dtype)
-                d = _device.empty(self.shape, dtype, device=device_name)
-            else:
-                d = _device.asarray(out, stream=stream, name=name)
-                if d.dtype != np.dtype(dtype):
-                    raise TypeError(f"{name} must have dtype {np.dtype(dtype)} (got {d.dtype})")
-                if d.shape != self.shape:
-                    raise ValueError(f"{name} must have shape {self.shape} (got {d.shape})")
-                if d.readonly:
-                    raise ValueError(f"{name} is read-only")
-                # one thread's output pixel is its neighbours' median input: no aliasing
-                if any(x is not None and x.ptr < d.ptr + d.nbytes and d.ptr < x.ptr + x.nbytes for x in inputs):
-                    raise ValueError(f"{name} must not share memory with velocity or power")
+            d, target = (device.output_buffer(out, name, stream=stream, device=device_name, dtype=dtype,
+                                              shape=self.shape, strict=self._strict)
+                         if wanted else (None, None))
+            # one thread's output pixel is its neighbours' median input: no aliasing (a new
+            # buffer never overlaps; a caller's device buffer may)
+            if d is not None and any(x is not None and x.ptr < d.ptr + d.nbytes and d.ptr < x.ptr + x.nbytes
+                                     for x in inputs):
+                raise ValueError(f"{name} must not share memory with velocity or power")
             outs.append(d)
             host_targets.append(target)
         _core.doppler_display_execute(self._plan, inputs[0], inputs[1], *outs)
         for d in (*inputs, *outs):
             if d is not None:
-                d._mark_used(stream, self.cuda)
+                device.mark_used(d, stream, self.cuda)
         results, copied = [], False
         for out, d, target in zip(given, outs, host_targets):
             if d is None:

@@ -23,6 +23,7 @@ import numpy as np
 
 from . import _core, _validate
 from ._backend import check_backend
+from .device import PlanRunner
 
 MAX_ORDER = 256
 _IN_DTYPES = (np.dtype(np.int16), np.dtype(np.int32), np.dtype(np.float32), np.dtype(np.complex64))
@@ -139,8 +140,6 @@ class HadamardDecodePlan:
                                          self.output, self.algorithm, int(self.transmit_last), matrix, backend)
         self.cuda = None
         if self.backend == "cuda":
-            from .device import PlanRunner
-
             self._runner = PlanRunner(_core.hadamard_cuda_exec(self._plan), strict)
             self.cuda = self._runner.execution  # stream, stage_times(), set_stream()
 

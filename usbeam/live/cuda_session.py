@@ -44,7 +44,8 @@ import weakref
 
 import numpy as np
 
-from .. import _core, device as _device
+from .. import _core
+from .. import device as _device  # CudaSession takes a parameter named device
 from .._backend import cuda_available, no_cuda_reason
 from .._core import UsbeamError
 from .pipeline import CallablePipeline
@@ -127,7 +128,7 @@ class CudaSession(Session):
         ring, k = self._ring, slot.index
         ptr, stream = _core.live_cuda_ring_acquire(ring, k)    # compute stream waits for uploaded[k]
         frame = self._device_slot(k, ptr)
-        frame._mark_used(stream)   # a plan on another stream orders itself after the compute stream
+        _device.mark_used(frame, stream)   # a plan on another stream orders itself after the compute stream
         out = entry.array
         try:
             gen.pipeline(frame, out=out)

@@ -45,8 +45,7 @@ import time
 
 import numpy as np
 
-from .. import _core
-from .. import _backend
+from .. import _backend, _core, device
 from .channel_map import ChannelMap
 from .pipeline import CallablePipeline
 from .session import Session, SessionStopped
@@ -71,7 +70,7 @@ class DevicePassthrough:
             return out
         stream = frame.stream or 1
         _core.device_copy(out.ptr, frame.ptr, frame.nbytes, stream)
-        out._mark_used(stream)
+        device.mark_used(out, stream)
         return out
 
 
