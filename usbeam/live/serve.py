@@ -164,7 +164,7 @@ class Server:
     """Own a shared-memory region and serve frames until stop() (or max_frames)."""
 
     def __init__(self, name="/usbeam", *, slots=3, results=8, slot_bytes=64 << 20, result_bytes=16 << 20,
-                 policy="drop_oldest", pipeline="usbeam.serve:passthrough", write_timeout_ms=1000,
+                 policy="drop_oldest", pipeline="usbeam.live.serve:passthrough", write_timeout_ms=1000,
                  replace_stale=False, session_slots=3, log=None, backend="cpu"):
         if policy not in _POLICIES:
             raise ValueError(f"policy must be 'drop_oldest' or 'block' (got {policy!r})")
@@ -309,7 +309,7 @@ def main(argv=None):
     parser.add_argument("--slot-bytes", type=int, default=64 << 20, help="largest frame, bytes")
     parser.add_argument("--result-bytes", type=int, default=16 << 20, help="largest image, bytes")
     parser.add_argument("--policy", choices=sorted(_POLICIES), default="drop_oldest")
-    parser.add_argument("--pipeline", default="usbeam.serve:passthrough",
+    parser.add_argument("--pipeline", default="usbeam.live.serve:passthrough",
                         help="factory module:function or file.py:function, called with the parameters dict")
     parser.add_argument("--write-timeout-ms", type=int, default=1000,
                         help="a frame still being written after this long is abandoned (its slot is freed "
