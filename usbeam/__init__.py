@@ -32,8 +32,9 @@ from . import io, simulate
 from .pipelines import Pipeline
 
 # family doppler:
-from .doppler import (ClutterFilter, ColorDopplerPlan, DopplerDisplay, PowerDopplerPlan, clutter_filter,
-                      color_doppler, nyquist_velocity, power_doppler)
+from .clutter import ClutterFilter, clutter_filter
+from .doppler import (ColorDopplerPlan, DopplerDisplay, PowerDopplerPlan, color_doppler, nyquist_velocity,
+                      power_doppler)
 from .pipelines import DopplerMaps, DopplerPipeline
 
 # family hadamard:

@@ -30,7 +30,8 @@ import numpy as np
 
 from .. import _validate, device
 from ..beamformer import Beamformer
-from ..doppler import ClutterFilter, ColorDopplerPlan, PowerDopplerPlan
+from ..clutter import ClutterFilter
+from ..doppler import ColorDopplerPlan, PowerDopplerPlan
 from ..geometry import as_sequence
 from ..rf2iq import RF2IQPlan
 from ._chain import Chain
