@@ -3,13 +3,18 @@
 - :mod:`usbeam.simulate.linear`: linear arrays (``simulate_rf``) and a speckle / cyst / point
   phantom (``cyst_phantom``);
 - :mod:`usbeam.simulate.rca`: row-column and TOBE arrays (``simulate_rca``), Hadamard-encoded
-  FORCES and HERCULES acquisitions.
+  FORCES and HERCULES acquisitions;
+- :mod:`usbeam.simulate.pulse`: the one pulse model both use (``gaussian_pulse``, a
+  Gaussian-windowed sinusoid of fractional -6 dB bandwidth), sampled at exact arrival times.
 
-Both use the same pulse (``gaussian_pulse``) and the geometry conventions of
-``usbeam.geometry`` / ``usbeam.rca``.  They are geometry test benches (no directivity,
-attenuation or diffraction), not physics simulators (PyMUST ``simus`` is).
+Geometry conventions: ``usbeam.geometry`` (linear arrays) and ``usbeam.rca`` (row-column).
+Positions in m, times in s, frequencies in Hz; RF is float32 ``(n_transmits, n_elements,
+n_samples)`` (RCA: ``(n_acquisitions, n_channels, n_samples)``), with a leading frame axis
+when asked.  These are geometry test benches (no directivity, attenuation or diffraction),
+not physics simulators (PyMUST ``simus`` is).
 """
-from .linear import cyst_phantom, gaussian_pulse, simulate_rf
+from .pulse import gaussian_pulse, pulse_sigma
+from .linear import cyst_phantom, simulate_rf
 from .rca import simulate_rca
 
-__all__ = ["simulate_rf", "cyst_phantom", "gaussian_pulse", "simulate_rca"]
+__all__ = ["simulate_rf", "cyst_phantom", "simulate_rca", "gaussian_pulse", "pulse_sigma"]
