@@ -1,6 +1,8 @@
 """``python -m usbeam <command>``: ``serve`` runs the shared-memory beamforming server."""
 import sys
 
+from .live.serve import main as serve_main
+
 
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -9,7 +11,6 @@ def main(argv=None):
               "  serve   run a beamforming process behind a shared-memory region (see usbeam.live.serve)")
         return 0 if argv else 2
     if argv[0] == "serve":
-        from .live.serve import main as serve_main
         return serve_main(argv[1:])
     print(f"usbeam: unknown command {argv[0]!r} (commands: serve)", file=sys.stderr)
     return 2
