@@ -1,4 +1,4 @@
-"""Delay-and-sum (DAS) beamforming for linear arrays (C kernel: csrc/das_setup.c, csrc/das.c).
+"""Delay-and-sum (DAS) beamforming for linear arrays (C kernel: csrc/beamform/das_setup.c, csrc/beamform/das.c).
 
 Conventions are those of MUST/PyMUST (see ``usbeam.geometry``): x along the array (0 at
 its centre), z depth; t = 0 when the first element fires; received sample n is at
@@ -56,7 +56,7 @@ def auto_f_number(width, fc, bandwidth, c):
 
 
 def _transmit_tuple(tx, probe, c):
-    """(kind, angle, x, z, element[, sources]) as csrc/usbeam.h's usbeam_transmit."""
+    """(kind, angle, x, z, element[, sources]) as csrc/include/usbeam/beamform.h's usbeam_transmit."""
     if isinstance(tx, PlaneWave):
         return (0, tx.angle, 0.0, 0.0, 0)
     if isinstance(tx, DivergingWave):

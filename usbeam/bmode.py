@@ -1,4 +1,4 @@
-"""B-mode display: envelope and log compression (C kernel: csrc/bmode.c).
+"""B-mode display: envelope and log compression (C kernel: csrc/bmode/bmode.c).
 
 uint8 output matches PyMUST ``bmode``: 255*(20*log10(|IQ|/max|IQ|) + DR)/DR clipped to
 [0, 255] and truncated, the max taken over the whole array.  ``output='db'`` gives float32

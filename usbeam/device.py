@@ -1,4 +1,4 @@
-"""Device arrays, zero-copy exchange and the CUDA side of plans (C: csrc/py_dlpack.c).
+"""Device arrays, zero-copy exchange and the CUDA side of plans (C: csrc/python/device/py_dlpack.c).
 
 :class:`DeviceArray` is a C-contiguous array in CUDA device memory (or in host memory, which
 is what makes the exchange testable without a GPU).  It speaks both exchange protocols:
@@ -21,6 +21,11 @@ Host <-> device copies are explicit (:func:`from_numpy`, :meth:`DeviceArray.to_n
 through pinned staging buffers.  A plan created with ``backend='cuda'`` accepts device arrays
 and returns a DeviceArray; given NumPy arrays it copies them in and the result out, unless it
 was created with ``strict=True``, which refuses every implicit host copy with a TypeError.
+
+For usbeam's own modules (not in ``__all__``): :class:`PlanRunner`, the CUDA half of a plan's
+call, and the functions every CUDA call path moves data with: :func:`in_host_memory`,
+:func:`host_refused`, :func:`ingest` (a plan's input, imported or copied in),
+:func:`output_buffer` (a plan's output) and :func:`mark_used` (queued work uses an array).
 """
 import numpy as np
 

@@ -1,5 +1,5 @@
 """Hadamard aperture encoding: the matrices and decoding along the transmit axis
-(C kernel: csrc/hadamard.c).
+(C kernel: csrc/acquire/hadamard.c).
 
 ``hadamard(n)`` is the contract between scanner and decoder.  For n = 2^k * m, m in
 {1, 12, 20}, n <= 256, it is ``S (x) B``: S the natural-order Sylvester matrix of order 2^k

@@ -1,5 +1,5 @@
 """Row-column (RCA) and TOBE arrays: geometry, output grids, decoding and delay-and-sum
-(C kernel: csrc/rca.c; times of flight in csrc/usbeam_math.h, section "row-column arrays").
+(C kernel: csrc/beamform/rca.c; times of flight in csrc/common/usbeam_math.h, section "row-column arrays").
 
 Conventions (SI units):
 

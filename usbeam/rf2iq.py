@@ -1,4 +1,4 @@
-"""RF -> IQ demodulation: down-mixing, zero-phase low-pass, optional decimation (C: csrc/rf2iq.c).
+"""RF -> IQ demodulation: down-mixing, zero-phase low-pass, optional decimation (C: csrc/demod/rf2iq.c).
 
 Layout: ``rf`` is ``(..., n_samples)`` C-order with fast time last (MATLAB's
 ``RF(n_samples, n_elements, n_frames)`` is ``RF.T`` here, without a copy), dtype int16,

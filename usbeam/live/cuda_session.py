@@ -12,7 +12,7 @@ Same API, policies and accounting as the CPU session (session.py); what travels 
                                 UPLOADED                   record consumed[k], wait for it,
                                                            publish, callback, slot FREE
 
-Ring (cuda/live.cu): ``slots`` pinned host buffers and as many device buffers, each holding
+Ring (cuda/runtime/slot_ring.cu): ``slots`` pinned host buffers and as many device buffers, each holding
 one mapped frame (``pipeline.input_shape``, ``input_dtype``); only the channels the map
 uses travel.  Events give the three guarantees: a device slot is never overwritten while
 compute still reads it (upload waits for consumed[k]); compute never reads a slot before

@@ -3,7 +3,7 @@
 The acquisition process (MATLAB through libusbeam_client.so, Python through
 usbeam.live.ShmClient, or C) pushes raw frames into the region; this process maps
 channels while copying each frame into a live Session, runs the pipeline and posts the
-image back.  Region layout and protocol: csrc/shm_layout.h (the one definition).
+image back.  Region layout and protocol: csrc/shm/shm_layout.h (the one definition).
 
 Parameters (JSON, ``usbeam_client_set_params``) describe the frames and the pipeline::
 

@@ -16,7 +16,7 @@ stages; everything that does not depend on the stages is here, written once:
 - **the fault report**: a CUDA kernel that reads NaN or inf flags it in mapped host memory
   (usbeam.device.CudaExecution.check_input).  The chain's only input is rf, so a flag in any
   stage came from it: the chain takes every stage's flag and reports rf once;
-- **graph capture and replay** (cuda/graph.cu): the first call runs the chain eagerly, puts
+- **graph capture and replay** (cuda/runtime/graph.cu): the first call runs the chain eagerly, puts
   every plan on the first plan's stream, captures the chain there and from then on replays
   it with one launch per call.  Kernel arguments are frozen at capture, so the graph always
   reads the chain's RF buffer and writes its own output buffers.

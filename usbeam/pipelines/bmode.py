@@ -14,7 +14,7 @@ host `out=`), otherwise the device output (the pipeline's buffer unless `out=` i
 NVTX ranges name every stage (<family>.<stage>) for Nsight Systems.
 
 capture_graph=True (backend='cuda'): the first call runs the chain once, puts every plan on
-one stream, captures the chain into a CUDA graph (cuda/graph.cu) and from then on replays it
+one stream, captures the chain into a CUDA graph (cuda/runtime/graph.cu) and from then on replays it
 with one launch per call.  The graph reads the pipeline's own RF buffer and writes its own
 output buffer (kernel arguments are frozen at capture), so the RF is copied into that buffer
 first (host RF as always; device RF by an asynchronous device copy) and a caller's `out=` is

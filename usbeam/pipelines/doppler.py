@@ -14,7 +14,7 @@ usbeam.DeviceArray allocated once, the stages chain on the GPU without host roun
 
 capture_graph=True (backend='cuda', clutter other than 'iir'), as ``usbeam.Pipeline``: the
 first call runs the chain once, waits for it, puts every plan on the rf2iq plan's stream and
-captures the chain into one CUDA graph (cuda/graph.cu); later calls copy the RF into the
+captures the chain into one CUDA graph (cuda/runtime/graph.cu); later calls copy the RF into the
 pipeline's own buffer and replay the graph with one launch.  'iir' is refused: its
 initialisation on the first block after ``reset()`` is chosen at launch time, which a graph
 would freeze.
