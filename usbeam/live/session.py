@@ -19,8 +19,8 @@ Accounting at rest: pushed == processed + dropped + failed (frames discarded by
 stop(drain=False) or by a push that finished its copy after stop() count as dropped).
 
 Threads: the worker threads (compute; CUDA: upload) hold the session weakly between frames
-(_threads.run_weakly), so an unreferenced running session is collected; a worker's state is ended
-by its own loop, so stop() from a callback only signals and start() joins the old worker.
+(_threads.run_weakly), so an unreferenced running session is collected; a worker's state is
+ended by its own loop, so stop() from a callback only signals and start() joins the old worker.
 Under overload a push yields to a woken worker (fair hand-off, see push()).
 """
 import collections
