@@ -108,7 +108,7 @@ def usbeam_pipeline(pipeline, cfg):
     common = dict(fs=cfg["fs"], fc=cfg["fc"], c=cfg["c"], t0=cfg["t0"])
     bandwidth = cfg["bandwidth"] if np.isfinite(cfg["bandwidth"]) else None
     if pipeline == "RF2IQ_DAS_BMODE":
-        from usbeam.pipeline import Pipeline
+        from usbeam import Pipeline
 
         pipe = Pipeline(cfg["probe"], cfg["sequence"], cfg["grid"], n_samples=rf.shape[-1], n_frames=n_frames,
                                rf_dtype=rf.dtype, bandwidth=bandwidth, f_number=cfg["f_number"],

@@ -1,8 +1,20 @@
 """usbeam: ultrasound channel data to images, fast enough for live imaging.
 
 A thin Python layer over a C11 core (the CPU reference backend, OpenMP) and CUDA kernels.
-Every kernel family has a plan object (built once from SI-unit parameters, executed many
-times) and a one-shot function.  Arrays are NumPy on the CPU; conventions are in README.md.
+Every stage has a plan object (built once from SI-unit parameters, executed many times)
+and a one-shot function.  Arrays are NumPy on the CPU and usbeam.DeviceArray (or any
+DLPack / CUDA-array-interface array) on the GPU; conventions are in README.md.
+
+The names below are grouped in the order the data flows:
+
+  acquire    Hadamard-encoded transmits decoded        hadamard.py
+  demod      RF -> IQ                                  rf2iq.py
+  beamform   IQ -> image: linear arrays, row-column    geometry.py, beamformer.py, rca.py
+  bmode      image -> display; the chain RF -> B-mode  bmode.py, pipelines/
+  doppler    ensemble -> clutter filter -> maps        clutter.py, doppler.py, pipelines/
+  ai         model input, detection, segmentation      ai
+  live       sessions at the scanner's rate, serve     live/
+  data       recordings, datasets, simulators          io/, datasets.py, simulate/
 """
 try:
     from . import _core
@@ -10,93 +22,77 @@ except ImportError as _exc:
     from ._extension import explain_import_error
 
     raise explain_import_error(_exc) from _exc
+
+# errors, builds and backends, device arrays (every stage)
 from ._core import UsbeamError
 from ._backend import backends, build_info, cuda_available, cuda_devices
-from . import datasets
-from .bmode import BModePlan, bmode
-
-# family cuda:
 from . import device
 from .device import DeviceArray
 
-# family rf2iq:
-from .rf2iq import RF2IQPlan, rf2iq
-
-# family das:
-from .geometry import (Delays, DivergingWave, Focused, Grid, LinearArray, PlaneWave, SyntheticAperture,
-                       plane_wave_sequence)
-from .simulate import cyst_phantom, simulate_rf
-from .beamformer import Beamformer, auto_f_number, das
-from .io import MustRecording, load_must, plane_wave_angle
-from . import io, simulate
-from .pipeline import Pipeline
-
-# family doppler:
-from .doppler import (ClutterFilter, ColorDopplerPlan, DopplerDisplay, PowerDopplerPlan, clutter_filter,
-                      color_doppler, nyquist_velocity, power_doppler)
-from .doppler_pipeline import DopplerMaps, DopplerPipeline
-
-# family hadamard:
+# acquire
 from .hadamard import HadamardDecodePlan, hadamard, hadamard_decode, hadamard_orders
 
-# family rca:
+# demod
+from .rf2iq import RF2IQPlan, rf2iq
+
+# beamform
+from .geometry import (Delays, DivergingWave, Focused, Grid, LinearArray, PlaneWave, SyntheticAperture,
+                       plane_wave_sequence)
+from .beamformer import Beamformer, auto_f_number, das
 from .rca import (RCA_METHODS, RCABeamformer, RCAGrid, RowColumnArray, rca_beamform, rca_cross_planes,
                   rca_decode, tobe_unflip)
-from .simulate_rca import simulate_rca
 
-# family ai:
+# bmode
+from .bmode import BModePlan, bmode
+from .pipelines import Pipeline
+
+# doppler
+from .clutter import ClutterFilter, clutter_filter
+from .doppler import (ColorDopplerPlan, DopplerDisplay, PowerDopplerPlan, color_doppler, nyquist_velocity,
+                      power_doppler)
+from .pipelines import DopplerMaps, DopplerPipeline
+
+# ai
 from .ai import (ComponentsPlan, DetectPlan, ModelInputPlan, detect_postprocess, fill_holes,
                  float16_to_float32, float32_to_float16, label, largest_component, model_input, nms,
                  regionprops_basic, regionprops_basic_device, remove_small_components, segment_argmax,
                  segment_threshold)
 
-# family live:
+# live
 from . import live
+
+# data and simulation
+from . import datasets, io, simulate
+from .io import MustRecording, load_must, plane_wave_angle
+from .simulate import cyst_phantom, simulate_rca, simulate_rf
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "UsbeamError",
-    "backends",
-    "build_info",
-    "cuda_available",
-    "cuda_devices",
-    "BModePlan",
-    "bmode",
-    "Pipeline",
-    "datasets",
-    "io",
-    "simulate",
+    # errors, builds and backends, device arrays
+    "UsbeamError", "backends", "build_info", "cuda_available", "cuda_devices", "device", "DeviceArray",
+    # acquire
+    "HadamardDecodePlan", "hadamard", "hadamard_decode", "hadamard_orders",
+    # demod
+    "RF2IQPlan", "rf2iq",
+    # beamform
+    "LinearArray", "PlaneWave", "DivergingWave", "Focused", "SyntheticAperture", "Delays", "Grid",
+    "plane_wave_sequence", "Beamformer", "das", "auto_f_number",
+    "RowColumnArray", "RCAGrid", "RCABeamformer", "RCA_METHODS", "rca_beamform", "rca_cross_planes",
+    "rca_decode", "tobe_unflip",
+    # bmode
+    "BModePlan", "bmode", "Pipeline",
+    # doppler
+    "ClutterFilter", "clutter_filter", "ColorDopplerPlan", "color_doppler", "PowerDopplerPlan",
+    "power_doppler", "DopplerDisplay", "nyquist_velocity", "DopplerPipeline", "DopplerMaps",
+    # ai
+    "ModelInputPlan", "model_input", "float32_to_float16", "float16_to_float32", "DetectPlan",
+    "detect_postprocess", "nms", "segment_threshold", "segment_argmax", "ComponentsPlan", "label",
+    "fill_holes", "largest_component", "remove_small_components", "regionprops_basic",
+    "regionprops_basic_device",
+    # live
+    "live",
+    # data and simulation
+    "io", "MustRecording", "load_must", "plane_wave_angle", "datasets", "simulate", "simulate_rf",
+    "cyst_phantom", "simulate_rca",
 ]
-
-# family cuda (extend __all__ here):
-__all__ += ["DeviceArray", "device"]
-
-# family rf2iq (extend __all__ here):
-__all__ += ["RF2IQPlan", "rf2iq"]
-
-# family das (extend __all__ here):
-__all__ += ["LinearArray", "PlaneWave", "DivergingWave", "Focused", "SyntheticAperture", "Delays", "Grid",
-            "plane_wave_sequence", "simulate_rf", "cyst_phantom", "Beamformer", "das", "auto_f_number",
-            "MustRecording", "load_must", "plane_wave_angle"]
-
-# family doppler (extend __all__ here):
-__all__ += ["ClutterFilter", "clutter_filter", "ColorDopplerPlan", "color_doppler", "PowerDopplerPlan",
-            "power_doppler", "DopplerDisplay", "nyquist_velocity", "DopplerMaps", "DopplerPipeline"]
-
-# family hadamard (extend __all__ here):
-__all__ += ["HadamardDecodePlan", "hadamard", "hadamard_decode", "hadamard_orders"]
-
-# family rca (extend __all__ here):
-__all__ += ["RCA_METHODS", "RCABeamformer", "RCAGrid", "RowColumnArray", "rca_beamform", "rca_cross_planes",
-            "rca_decode", "simulate_rca", "tobe_unflip"]
-
-# family ai (extend __all__ here):
-__all__ += ["ModelInputPlan", "DetectPlan", "ComponentsPlan", "model_input", "float32_to_float16",
-            "float16_to_float32", "detect_postprocess", "nms", "segment_threshold", "segment_argmax",
-            "label", "fill_holes", "largest_component", "remove_small_components", "regionprops_basic",
-            "regionprops_basic_device"]
-
-# family live (extend __all__ here):
-__all__ += ["live"]
-

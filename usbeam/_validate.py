@@ -110,6 +110,44 @@ def out_array(name, out, shape, dtype):
     return out
 
 
+# ---- slow-time ensembles (clutter filters, color and power Doppler) ------------------------
+
+def ensemble(name, iq, min_frames=2):
+    """A complex IQ ensemble ``(n_frames, *spatial)``, slow time on axis 0, of at least
+    ``min_frames`` frames; the ndarray, not copied."""
+    iq = ndarray(name, iq)
+    if not np.iscomplexobj(iq):
+        raise TypeError(f"{name} must be complex IQ (got dtype {iq.dtype})")
+    if iq.ndim < 2:
+        raise ValueError(f"{name} must be shaped (n_frames, *spatial) with at least 2 dimensions (got {iq.shape})")
+    if iq.size == 0:
+        raise ValueError(f"{name} is empty (shape {iq.shape})")
+    if iq.shape[0] < min_frames:
+        raise ValueError(f"{name}: the ensemble needs at least {min_frames} frames on axis 0 (got {iq.shape[0]})")
+    return iq
+
+
+def plan_shape(name, value, min_ndim):
+    """A plan's array shape: at least ``min_ndim`` dimensions, all positive."""
+    value = shape(name, value)
+    if len(value) < min_ndim or any(s <= 0 for s in value):
+        raise ValueError(f"{name} must have >= {min_ndim} positive dimensions (got {value})")
+    return value
+
+
+def complex64(name, iq, expected_shape):
+    """Complex IQ of ``expected_shape`` as the kernels read it: C-contiguous, aligned complex64
+    (converted only when it is not already)."""
+    iq = ndarray(name, iq)
+    if not np.iscomplexobj(iq):
+        raise TypeError(f"{name} must be complex IQ (got dtype {iq.dtype})")
+    if iq.shape != expected_shape:
+        raise ValueError(f"{name} must have shape {expected_shape} (got {iq.shape})")
+    if iq.dtype != np.complex64 or not iq.flags.c_contiguous or not iq.flags.aligned:
+        iq = np.ascontiguousarray(iq, dtype=np.complex64)
+    return iq
+
+
 def _same_elements(a, b):
     """a and b view exactly the same elements, element for element (in place)."""
     return (a.__array_interface__["data"][0] == b.__array_interface__["data"][0] and a.shape == b.shape

@@ -1,4 +1,4 @@
-"""Delay-and-sum (DAS) beamforming for linear arrays (C kernel: csrc/das_setup.c, csrc/das.c).
+"""Delay-and-sum (DAS) beamforming for linear arrays (C kernel: csrc/beamform/das_setup.c, csrc/beamform/das.c).
 
 Conventions are those of MUST/PyMUST (see ``usbeam.geometry``): x along the array (0 at
 its centre), z depth; t = 0 when the first element fires; received sample n is at
@@ -28,7 +28,7 @@ input has a frame axis, else ``grid.shape``.
 """
 import numpy as np
 
-from . import _core, _validate
+from . import _core, _validate, device
 from ._backend import check_backend
 from .geometry import Delays, DivergingWave, Focused, Grid, LinearArray, PlaneWave, SyntheticAperture, as_sequence
 
@@ -56,7 +56,7 @@ def auto_f_number(width, fc, bandwidth, c):
 
 
 def _transmit_tuple(tx, probe, c):
-    """(kind, angle, x, z, element[, sources]) as csrc/usbeam.h's usbeam_transmit."""
+    """(kind, angle, x, z, element[, sources]) as csrc/include/usbeam/beamform.h's usbeam_transmit."""
     if isinstance(tx, PlaneWave):
         return (0, tx.angle, 0.0, 0.0, 0)
     if isinstance(tx, DivergingWave):
@@ -246,10 +246,7 @@ class Beamformer:
         (usbeam.device.CudaExecution.check_input).  The CUDA twin runs whole batches of its
         plan's capacity: another frame count rebuilds the plan (cheap: the twin tabulates
         nothing)."""
-        from . import device
-        from .device import PlanRunner
-
-        if device._in_host_memory(data):
+        if device.in_host_memory(data):
             if not hasattr(data, "shape"):
                 data = _validate.ndarray("data", data)
         elif not (hasattr(data, "shape") and hasattr(data, "ndim")):
@@ -264,7 +261,7 @@ class Beamformer:
             self._capacity = 0
         plan = self._ensure_capacity(n_frames)
         if self._runner is None:
-            self._runner = PlanRunner(_core.das_cuda_exec(plan), self.strict)
+            self._runner = device.PlanRunner(_core.das_cuda_exec(plan), self.strict)
         self.cuda = self._runner.execution
         shape = ((n_frames,) if framed else ()) + self.grid.shape
         data_shape = tuple(data.shape)

@@ -1,4 +1,4 @@
-"""B-mode display: envelope and log compression (C kernel: csrc/bmode.c).
+"""B-mode display: envelope and log compression (C kernel: csrc/bmode/bmode.c).
 
 uint8 output matches PyMUST ``bmode``: 255*(20*log10(|IQ|/max|IQ|) + DR)/DR clipped to
 [0, 255] and truncated, the max taken over the whole array.  ``output='db'`` gives float32
@@ -8,6 +8,7 @@ import numpy as np
 
 from . import _core, _validate
 from ._backend import check_backend
+from .device import PlanRunner
 
 
 class BModePlan:
@@ -56,8 +57,6 @@ class BModePlan:
                                       per_image=per_image, reference=reference, backend=backend)
         self.cuda = None
         if self.backend == "cuda":
-            from .device import PlanRunner
-
             self._runner = PlanRunner(_core.bmode_cuda_exec(self._plan), strict)
             self.cuda = self._runner.execution  # stream, stage_times(), set_stream()
 

@@ -1,4 +1,4 @@
-"""Device arrays, zero-copy exchange and the CUDA side of plans (C: csrc/py_dlpack.c).
+"""Device arrays, zero-copy exchange and the CUDA side of plans (C: csrc/python/device/py_dlpack.c).
 
 :class:`DeviceArray` is a C-contiguous array in CUDA device memory (or in host memory, which
 is what makes the exchange testable without a GPU).  It speaks both exchange protocols:
@@ -21,6 +21,11 @@ Host <-> device copies are explicit (:func:`from_numpy`, :meth:`DeviceArray.to_n
 through pinned staging buffers.  A plan created with ``backend='cuda'`` accepts device arrays
 and returns a DeviceArray; given NumPy arrays it copies them in and the result out, unless it
 was created with ``strict=True``, which refuses every implicit host copy with a TypeError.
+
+For usbeam's own modules (not in ``__all__``): :class:`PlanRunner`, the CUDA half of a plan's
+call, and the functions every CUDA call path moves data with: :func:`in_host_memory`,
+:func:`host_refused`, :func:`ingest` (a plan's input, imported or copied in),
+:func:`output_buffer` (a plan's output) and :func:`mark_used` (queued work uses an array).
 """
 import numpy as np
 
@@ -230,7 +235,14 @@ def non_finite_error(name, earlier=False):
                       f"samples (the outputs that used them are NaN or inf)")
 
 
-def _in_host_memory(obj):
+# ---- the internal API of usbeam's CUDA call paths -----------------------------------------
+# The plans, the pipelines and the live sessions move data with these, never with the
+# array's private methods: the one place that says what "on the host", "refused" and "used
+# by queued work" mean.  Not in __all__: for usbeam's own modules, not a user contract.
+
+def in_host_memory(obj):
+    """True when ``obj`` is host data (NumPy, a host DeviceArray or DLPack producer, anything
+    NumPy would make an array of), False for CUDA (or CUDA managed) memory."""
     if isinstance(obj, DeviceArray):
         return obj.device == "cpu"
     if isinstance(obj, np.ndarray):
@@ -242,10 +254,70 @@ def _in_host_memory(obj):
     return True  # lists, scalars: NumPy makes them host arrays
 
 
-def _host_refused(name):
+def host_refused(name):
+    """The TypeError of a strict CUDA plan (or chain) given host data named ``name``."""
     return TypeError(f"{name} is in host memory and this plan was created with strict=True, which refuses "
                      f"implicit host <-> device copies; copy it explicitly with usbeam.device.from_numpy() "
                      f"(and pass a DeviceArray or any CUDA DLPack array)")
+
+
+def mark_used(array, stream, owner=None):
+    """Record that work queued on ``stream`` uses ``array`` (a DeviceArray): later readers and
+    writers on other streams order after it (an event, no host wait), and its memory is not
+    freed before that work finishes.  ``owner`` (the plan or chain that owns ``stream``) is
+    kept alive as long as the array names the stream.  A no-op for host DeviceArrays."""
+    array._mark_used(stream, owner)
+
+
+def ingest(x, name, *, stream, device, dtype, shape, strict, host_prepare):
+    """A plan's input as a DeviceArray on ``device`` ('cuda:N'), and whether it came from the host.
+
+    Device data is viewed without a copy, ordered after its producer on ``stream``, and must
+    already have ``dtype`` and ``shape`` (a CUDA plan converts no device data).  Host data is
+    refused when ``strict``; otherwise ``host_prepare(x)`` checks and converts it as the CPU
+    backend would, and the result is copied to the device."""
+    if in_host_memory(x):
+        if strict:
+            raise host_refused(name)
+        if not isinstance(x, np.ndarray) and hasattr(x, "__dlpack__"):
+            x = np.from_dlpack(x)
+        return from_numpy(host_prepare(x), device=device), True
+    d = asarray(x, stream=stream, name=name)
+    if d.dtype != np.dtype(dtype):
+        raise TypeError(f"{name} must have dtype {np.dtype(dtype)} (got {d.dtype}); a CUDA plan converts no "
+                        f"device data")
+    if d.shape != tuple(shape):
+        raise ValueError(f"{name} must have shape {tuple(shape)} (got {d.shape})")
+    return d, False
+
+
+def output_buffer(out, name, *, stream, device, dtype, shape, strict):
+    """Where a plan writes its output ``name``, and the host array to copy it to afterwards.
+
+    ``out`` None: a new DeviceArray.  A host array (refused when ``strict``): checked as on the
+    CPU, the plan writes a new DeviceArray and the caller copies it into ``out`` (returned as
+    the second item, else None).  Device memory: viewed without a copy, ordered after its
+    producer on ``stream``; it must have ``dtype`` and ``shape`` and be writable."""
+    if out is None:
+        return empty(shape, dtype, device=device), None
+    if in_host_memory(out):
+        if strict:
+            raise host_refused(name)
+        return empty(shape, dtype, device=device), _validate.out_array(name, out, shape, dtype)
+    d = asarray(out, stream=stream, name=name)
+    if d.dtype != np.dtype(dtype):
+        raise TypeError(f"{name} must have dtype {np.dtype(dtype)} (got {d.dtype})")
+    if d.shape != tuple(shape):
+        raise ValueError(f"{name} must have shape {tuple(shape)} (got {d.shape})")
+    if d.readonly:
+        raise ValueError(f"{name} is read-only")
+    return d, None
+
+
+# the underscore names of these, kept while code written against them is merged (usbeam.ai's
+# move to PlanRunner); new code uses the names above
+_in_host_memory = in_host_memory
+_host_refused = host_refused
 
 
 class PlanRunner:
@@ -276,27 +348,14 @@ class PlanRunner:
 
     def _run(self, execute, name, x, shape, dtype, host_prepare, out, out_shape, out_dtype, no_overlap):
         stream = self.execution.stream
-        device = ("cuda", self.execution.device)
-        device_name = f"cuda:{device[1]}"
-        host_input = _in_host_memory(x)
-        if host_input:
-            if self.strict:
-                raise _host_refused(name)
-            if not isinstance(x, np.ndarray) and hasattr(x, "__dlpack__"):
-                x = np.from_dlpack(x)
-            d_in = from_numpy(host_prepare(x), device=device_name)
-        else:
-            d_in = asarray(x, stream=stream, name=name)
-            if d_in.dtype != np.dtype(dtype):
-                raise TypeError(f"{name} must have dtype {np.dtype(dtype)} (got {d_in.dtype}); a CUDA plan "
-                                f"converts no device data")
-            if d_in.shape != tuple(shape):
-                raise ValueError(f"{name} must have shape {tuple(shape)} (got {d_in.shape})")
+        device_name = f"cuda:{self.execution.device}"
+        d_in, host_input = ingest(x, name, stream=stream, device=device_name, dtype=dtype, shape=shape,
+                                  strict=self.strict, host_prepare=host_prepare)
         host_out = None
-        if out is None or _in_host_memory(out):
+        if out is None or in_host_memory(out):
             if out is not None:
                 if self.strict:
-                    raise _host_refused("out")
+                    raise host_refused("out")
                 _validate.out_array("out", out, out_shape, out_dtype)
                 host_out = out
             # allocated in the plan's stream order: no host wait, and freed the same way after
@@ -314,8 +373,8 @@ class PlanRunner:
             raise ValueError(f"out must not share memory with {name}")
         execute(d_in, d_out)
         # the arrays name the plan's stream; the plan (which owns it) lives as long as they do
-        d_in._mark_used(stream, self.execution)
-        d_out._mark_used(stream, self.execution)
+        mark_used(d_in, stream, self.execution)
+        mark_used(d_out, stream, self.execution)
         if host_input and out is None:
             return d_out.to_numpy()
         if host_out is not None:

@@ -1,5 +1,5 @@
 """Hadamard aperture encoding: the matrices and decoding along the transmit axis
-(C kernel: csrc/hadamard.c).
+(C kernel: csrc/acquire/hadamard.c).
 
 ``hadamard(n)`` is the contract between scanner and decoder.  For n = 2^k * m, m in
 {1, 12, 20}, n <= 256, it is ``S (x) B``: S the natural-order Sylvester matrix of order 2^k
@@ -23,6 +23,7 @@ import numpy as np
 
 from . import _core, _validate
 from ._backend import check_backend
+from .device import PlanRunner
 
 MAX_ORDER = 256
 _IN_DTYPES = (np.dtype(np.int16), np.dtype(np.int32), np.dtype(np.float32), np.dtype(np.complex64))
@@ -139,8 +140,6 @@ class HadamardDecodePlan:
                                          self.output, self.algorithm, int(self.transmit_last), matrix, backend)
         self.cuda = None
         if self.backend == "cuda":
-            from .device import PlanRunner
-
             self._runner = PlanRunner(_core.hadamard_cuda_exec(self._plan), strict)
             self.cuda = self._runner.execution  # stream, stage_times(), set_stream()
 

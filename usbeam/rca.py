@@ -1,5 +1,5 @@
 """Row-column (RCA) and TOBE arrays: geometry, output grids, decoding and delay-and-sum
-(C kernel: csrc/rca.c; times of flight in csrc/usbeam_math.h, section "row-column arrays").
+(C kernel: csrc/beamform/rca.c; times of flight in csrc/common/usbeam_math.h, section "row-column arrays").
 
 Conventions (SI units):
 
@@ -43,6 +43,7 @@ import numpy as np
 
 from . import _core, _validate
 from ._backend import check_backend
+from .device import PlanRunner
 from .hadamard import hadamard, hadamard_decode
 
 __all__ = ["RowColumnArray", "RCAGrid", "RCABeamformer", "rca_beamform", "rca_cross_planes", "rca_decode",
@@ -342,8 +343,6 @@ class RCABeamformer:
             sparse, f_number, _WINDOW[window], tukey_alpha, bool(coherence_factor), self.sum_frames, backend)
         self.cuda = None
         if self.backend == "cuda":
-            from .device import PlanRunner
-
             self._runner = PlanRunner(_core.rca_cuda_exec(self._plan), strict)
             self.cuda = self._runner.execution  # stream, stage_times(), set_stream()
 

@@ -1,4 +1,4 @@
-"""RF -> IQ demodulation: down-mixing, zero-phase low-pass, optional decimation (C: csrc/rf2iq.c).
+"""RF -> IQ demodulation: down-mixing, zero-phase low-pass, optional decimation (C: csrc/demod/rf2iq.c).
 
 Layout: ``rf`` is ``(..., n_samples)`` C-order with fast time last (MATLAB's
 ``RF(n_samples, n_elements, n_frames)`` is ``RF.T`` here, without a copy), dtype int16,
@@ -40,6 +40,7 @@ import numpy as np
 
 from . import _core, _validate
 from ._backend import check_backend
+from .device import PlanRunner
 
 _DTYPES = {np.dtype(np.int16): "int16", np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
 MAX_ORDER = 16
@@ -192,8 +193,6 @@ class RF2IQPlan:
         self.taps = _core.rf2iq_plan_taps(self._plan)
         self.cuda = None
         if self.backend == "cuda":  # cuda/rf2iq.cu; device arrays in and out (see usbeam.device)
-            from .device import PlanRunner
-
             self._runner = PlanRunner(_core.rf2iq_cuda_exec(self._plan), strict)
             self.cuda = self._runner.execution
 

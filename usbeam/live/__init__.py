@@ -14,6 +14,7 @@ from .channel_map import ChannelMap
 from .pipeline import CallablePipeline, as_pipeline
 from .scanner import SimulatedScanner, simulate_plane_wave_rf, to_rcvdata
 from .session import FrameDropped, FrameFailed, Result, Session, SessionStopped
+from . import cuda_session  # noqa: F401  (registers Session(..., backend='cuda'))
 from .vantage import channel_map_from_vantage, from_vantage
 
 __all__ = ["Session", "Result", "SessionStopped", "FrameDropped", "FrameFailed", "ChannelMap",

@@ -2,7 +2,7 @@
 
 Raw frame: MATLAB shape ``(n_rows, n_channels)`` (a Vantage RcvData frame: int16,
 rows = samples x acquisitions, column-major), any memory order; the C kernel
-(csrc/live.c) reads it through its strides, so neither layout costs a transpose.
+(csrc/acquire/gather.c) reads it through its strides, so neither layout costs a transpose.
 Mapped frame: ``(n_acquisitions, n_elements, n_samples)`` C order, samples last, i.e.
 ``out[a, e, k] = raw[acquisition_row[a] + k, element_channel[e]]``.  Only the channels
 of used elements travel.

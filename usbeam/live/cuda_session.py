@@ -1,4 +1,6 @@
-"""CUDA live session: ``usbeam.live.Session(pipeline, backend='cuda')`` returns one of these.
+"""CUDA live session: ``usbeam.live.Session(pipeline, backend='cuda')`` builds one of these
+(the class registers itself as the session of backend 'cuda': ``Session(..., backend="cuda")``
+below; session.py never imports this module, usbeam/live/__init__.py does).
 
 Same API, policies and accounting as the CPU session (session.py); what travels differs:
 
@@ -10,7 +12,7 @@ Same API, policies and accounting as the CPU session (session.py); what travels 
                                 UPLOADED                   record consumed[k], wait for it,
                                                            publish, callback, slot FREE
 
-Ring (cuda/live.cu): ``slots`` pinned host buffers and as many device buffers, each holding
+Ring (cuda/runtime/slot_ring.cu): ``slots`` pinned host buffers and as many device buffers, each holding
 one mapped frame (``pipeline.input_shape``, ``input_dtype``); only the channels the map
 uses travel.  Events give the three guarantees: a device slot is never overwritten while
 compute still reads it (upload waits for consumed[k]); compute never reads a slot before
@@ -44,19 +46,21 @@ import weakref
 
 import numpy as np
 
-from .. import _core, device as _device
+from .. import _core
+from .. import device as _device  # CudaSession takes a parameter named device
 from .._backend import cuda_available, no_cuda_reason
 from .._core import UsbeamError
 from .pipeline import CallablePipeline
 from .ring import FREE, READY, UPLOADED, UPLOADING, WRITING, Result
-from .session import _EXIT, Session, _run_weakly
+from ._threads import EXIT, run_weakly
+from .session import Session
 
 
 def _device_empty(shape, dtype):
     return _device.empty(shape, dtype)
 
 
-class CudaSession(Session):
+class CudaSession(Session, backend="cuda"):
     """A live session on a CUDA device (see the module docstring and Session).
 
     Extra parameter: ``device`` (int, default 0), the CUDA device of the ring and the
@@ -64,7 +68,6 @@ class CudaSession(Session):
     allocates them again); ``stop()`` keeps them for a quick restart.
     """
 
-    _BACKEND = "cuda"
     _TAKE_STATE = UPLOADED
     _DISPLACEABLE = (READY, UPLOADED)
     _allocate_slot = None                     # pinned and device memory live in the ring
@@ -127,7 +130,7 @@ class CudaSession(Session):
         ring, k = self._ring, slot.index
         ptr, stream = _core.live_cuda_ring_acquire(ring, k)    # compute stream waits for uploaded[k]
         frame = self._device_slot(k, ptr)
-        frame._mark_used(stream)   # a plan on another stream orders itself after the compute stream
+        _device.mark_used(frame, stream)   # a plan on another stream orders itself after the compute stream
         out = entry.array
         try:
             gen.pipeline(frame, out=out)
@@ -169,11 +172,11 @@ class CudaSession(Session):
         pass
 
     def _upload_take_locked(self):
-        """The next slot to upload, None to wait, or _EXIT (see session._run_weakly)."""
+        """The next slot to upload, None to wait, or EXIT (see _threads.run_weakly)."""
         slot = self._next_upload_locked()
         self._worker_turn_locked(slot is None)      # this thread takes the READY slots
         if self._stopping and (not self._drain or slot is None):
-            return _EXIT
+            return EXIT
         if slot is None:
             return None
         slot.state = UPLOADING
@@ -233,7 +236,7 @@ class CudaSession(Session):
         super().start()
         with self._lock:
             if self._uploader is None:
-                self._uploader = threading.Thread(target=_run_weakly, args=(weakref.ref(self), self._work, "upload"),
+                self._uploader = threading.Thread(target=run_weakly, args=(weakref.ref(self), self._work, "upload"),
                                                   name="usbeam-live-upload", daemon=True)
                 self._uploader.start()
         return self

@@ -1,7 +1,7 @@
 """A simulated scanner: frames at a set frame rate, on its own thread.
 
-Sources: ``'simulator'`` (plane-wave RF of moving point scatterers, computed here from
-the pulse-echo time of flight; see :func:`simulate_plane_wave_rf`), an array of frames
+Sources: ``'simulator'`` (plane-wave RF of moving point scatterers from
+usbeam.simulate.simulate_rf; see :func:`simulate_plane_wave_rf`), an array of frames
 ``(n_frames, ...)`` cycled in order, or a MATLAB file holding ``RF`` (MATLAB
 ``samples x elements x frames``), by path or by dataset name (``'PWI_disk.mat'``,
 located by usbeam.datasets).  ``layout='vantage'`` hands frames on as Vantage RcvData
@@ -20,37 +20,35 @@ import time
 
 import numpy as np
 
-from .. import _validate
+from .. import _validate, datasets
+from ..geometry import LinearArray, PlaneWave
+from ..simulate import simulate_rf
+from .channel_map import ChannelMap
 
 
 def simulate_plane_wave_rf(n_frames=8, n_elements=64, n_samples=1024, *, fs=20e6, fc=5e6, c=1540.0,
                            pitch=0.3e-3, n_scatterers=20, velocity=0.05, prf=1000.0, seed=0):
     """RF of a 0-degree plane wave on a linear array, point scatterers moving axially.
 
-    Echo of scatterer (x, z) on element at xe: Gaussian-windowed cosine at fc, arrival
-    time (z + sqrt((x - xe)^2 + z^2)) / c (transmit plane wave down, spherical echo back),
-    amplitude 1/sqrt(distance).  Returns int16 (n_frames, n_elements, n_samples), 12-bit
-    range, samples from t = 0 at fs.
+    The scanner's frames, made by usbeam.simulate.simulate_rf (its pulse, bandwidth 0.6):
+    ``n_scatterers`` random points (seeded by ``seed``) across the aperture at 15-85 % of the
+    depth the record reaches, moving away from the probe at ``velocity`` (m/s) between
+    frames ``1 / prf`` (s) apart.  Each frame is scaled to a 12-bit peak of 2000, as an ADC
+    would hold it.  Returns int16 (n_frames, n_elements, n_samples), samples from t = 0 at fs.
     """
     rng = np.random.default_rng(seed)
-    xe = (np.arange(n_elements) - (n_elements - 1) / 2) * pitch
-    t = np.arange(n_samples) / fs
-    depth = c * t[-1] / 2
-    x = rng.uniform(xe[0], xe[-1], n_scatterers)
+    probe = LinearArray(n_elements, pitch)
+    depth = c * (n_samples - 1) / fs / 2
+    x = rng.uniform(probe.x[0], probe.x[-1], n_scatterers)
     z0 = rng.uniform(0.15 * depth, 0.85 * depth, n_scatterers)
-    amp = rng.uniform(0.3, 1.0, n_scatterers)
-    sigma = 1.5 / fc
-    frames = np.empty((n_frames, n_elements, n_samples), np.int16)
-    for k in range(n_frames):
-        z = z0 + velocity * k / prf
-        back = np.sqrt((x[None, :] - xe[:, None]) ** 2 + z[None, :] ** 2)   # (elements, scatterers)
-        tau = (z[None, :] + back) / c
-        dt = t[None, None, :] - tau[:, :, None]
-        echo = amp[None, :, None] / np.sqrt(back[:, :, None] / depth) * np.exp(-0.5 * (dt / sigma) ** 2) \
-            * np.cos(2 * np.pi * fc * dt)
-        rf = echo.sum(axis=1)
-        frames[k] = np.round(rf / max(np.abs(rf).max(), 1e-12) * 2000).astype(np.int16)
-    return frames
+    amplitudes = rng.uniform(0.3, 1.0, n_scatterers)
+    positions = np.zeros((n_frames, n_scatterers, 3))
+    positions[..., 0] = x
+    positions[..., 2] = z0 + velocity * np.arange(n_frames)[:, None] / prf
+    rf = simulate_rf(positions, amplitudes, probe, PlaneWave(0.0), fs=fs, fc=fc, c=c,
+                     n_samples=n_samples)[:, 0]                      # one transmit
+    peak = np.maximum(np.abs(rf).max(axis=(1, 2), keepdims=True), 1e-12)
+    return np.round(rf / peak * 2000).astype(np.int16)
 
 
 def to_rcvdata(frames, element_channel, n_channels, rows_per_acquisition=None):
@@ -125,7 +123,6 @@ class SimulatedScanner:
         if isinstance(source, str) and source == "simulator":
             return simulate_plane_wave_rf(**simulator)
         if isinstance(source, str) and not os.path.exists(source):
-            from .. import datasets
             source = datasets.locate(source)  # a dataset name from usbeam/data/manifest.json
         if isinstance(source, (str, bytes)) or hasattr(source, "__fspath__"):
             from scipy.io import loadmat
@@ -140,7 +137,6 @@ class SimulatedScanner:
 
     @staticmethod
     def _vantage(frames, n_channels, element_channel, rows_per_acquisition):
-        from .channel_map import ChannelMap
         mapped = np.stack(frames) if isinstance(frames, list) else frames
         if mapped.ndim == 3:
             mapped = mapped[:, None]

@@ -19,8 +19,8 @@ Accounting at rest: pushed == processed + dropped + failed (frames discarded by
 stop(drain=False) or by a push that finished its copy after stop() count as dropped).
 
 Threads: the worker threads (compute; CUDA: upload) hold the session weakly between frames
-(_run_weakly), so an unreferenced running session is collected; a worker's state is ended
-by its own loop, so stop() from a callback only signals and start() joins the old worker.
+(_threads.run_weakly), so an unreferenced running session is collected; a worker's state is
+ended by its own loop, so stop() from a callback only signals and start() joins the old worker.
 Under overload a push yields to a woken worker (fair hand-off, see push()).
 """
 import collections
@@ -34,51 +34,28 @@ from .. import _core, _validate
 from .._core import UsbeamError
 from .channel_map import ChannelMap
 from .pipeline import as_pipeline, describe
+from ._threads import EXIT, run_weakly
 from .ring import (COMPUTING, FREE, READY, WRITING, FrameDropped, FrameFailed, Result,  # noqa: F401
                    SessionStopped, _aligned_empty, _Generation, _Slot)
 
 _POLICIES = ("drop_oldest", "block")
-_EXIT = object()      # a worker's take: the loop ends
 _HANDOFF_S = 0.02     # longest a displacing push waits for the worker's turn (see push)
 
 
-def _run_weakly(ref, cv, name):
-    """Body of a session's worker thread (the compute thread; the CUDA upload thread).
+# backend name -> Session class: the base registers 'cpu' below, a backend module registers
+# its subclass by naming it (class CudaSession(Session, backend="cuda")), so this module
+# never imports a backend
+_BACKENDS = {}
 
-    It holds the session only through the weak reference ``ref`` between work items (as
-    concurrent.futures.ThreadPoolExecutor's workers hold their executor), so that a running
-    session nobody references any more is collected: its buffers are freed and the thread
-    ends at its next look (at most 0.1 s later; the session's __del__ wakes it at once).
-    The session's ``_<name>_take_locked()`` returns a work item, None (nothing yet: wait)
-    or _EXIT; ``_<name>_run(item)`` runs one item without the lock;
-    ``_<name>_exit_locked()`` is the loop's last act (the loop, not stop(), ends a worker's
-    state, so that stop() called on the worker itself, from a callback, only signals).
-    """
-    take, run, leave = f"_{name}_take_locked", f"_{name}_run", f"_{name}_exit_locked"
-    session = ref()
-    if session is None:
-        return
-    getattr(session, f"_{name}_begin")()
-    del session
-    while True:
-        with cv:
-            while True:
-                session = ref()
-                if session is None:
-                    return
-                item = getattr(session, take)()
-                if item is _EXIT:
-                    getattr(session, leave)()
-                    return
-                if item is not None:
-                    break
-                # no strong reference while waiting (if this was the last one, __del__ runs
-                # here, with the lock held: it cannot take it and does nothing, and the next
-                # look finds the reference gone)
-                del session
-                cv.wait(0.1)
-        getattr(session, run)(item)
-        del session, item
+
+class _BackendLookup(type):
+    """Session's metaclass: ``Session(pipeline, backend=name)`` builds the session class
+    registered for ``name``; a subclass called by its own name builds itself."""
+
+    def __call__(cls, *args, **kwargs):
+        if cls is Session:
+            cls = _BACKENDS.get(kwargs.get("backend", "cpu"), cls)
+        return super().__call__(*args, **kwargs)
 
 
 def _strip_ones(shape):
@@ -90,7 +67,7 @@ def _strip_ones(shape):
     return shape
 
 
-class Session:
+class Session(metaclass=_BackendLookup):
     """A live session running ``pipeline`` on frames pushed from any thread.
 
     Parameters
@@ -129,17 +106,17 @@ class Session:
     _TAKE_STATE = READY            # the state in which the compute thread takes a slot
     _DISPLACEABLE = (READY,)       # states drop_oldest may displace (not started yet)
 
-    def __new__(cls, *args, backend="cpu", **kwargs):
-        if cls is Session and backend == "cuda":
-            from .cuda_session import CudaSession
-
-            return super().__new__(CudaSession)
-        return super().__new__(cls)
+    def __init_subclass__(cls, backend=None, **kwargs):
+        """``class X(Session, backend=name)`` registers X as the session of ``backend=name``."""
+        super().__init_subclass__(**kwargs)
+        if backend is not None:
+            cls._BACKEND = backend
+            _BACKENDS[backend] = cls
 
     def __init__(self, pipeline, slots=3, policy="drop_oldest", *, channel_map=None, input_shape=None,
                  input_dtype=None, output_shape=None, output_dtype=None, results=8, callback=None,
                  on_drop=None, on_error=None, backend="cpu", history=4096, start=True, compute_threads=None):
-        _validate.choice("backend", backend, ("cpu", "cuda"))
+        _validate.choice("backend", backend, tuple(_BACKENDS))
         cores = _core.build_info()["cpu_threads"]
         self.compute_threads = (max(1, cores - 1) if compute_threads is None
                                 else _validate.integer("compute_threads", compute_threads, minimum=1, maximum=4096))
@@ -314,7 +291,7 @@ class Session:
             self._stopping = False
             self._handoff = self._taker_waiting = False
             self._running = True
-            self._thread = threading.Thread(target=_run_weakly, args=(weakref.ref(self), self._work, "compute"),
+            self._thread = threading.Thread(target=run_weakly, args=(weakref.ref(self), self._work, "compute"),
                                             name="usbeam-live-compute", daemon=True)
             self._thread.start()
         return self
@@ -365,7 +342,7 @@ class Session:
 
     def __del__(self):
         # Nobody references the session: its worker threads hold it only weakly (see
-        # _run_weakly) and end by themselves; wake them.  Never block here: this may run on
+        # run_weakly) and end by themselves; wake them.  Never block here: this may run on
         # a worker that holds the lock (then it sees the reference gone at its next look).
         try:
             lock = self._lock
@@ -548,12 +525,12 @@ class Session:
 
     def _compute_take_locked(self):
         """The next frame to compute as (slot, generation, output entry), None to wait, or
-        _EXIT when stopping (frames still being copied are discarded by their push())."""
+        EXIT when stopping (frames still being copied are discarded by their push())."""
         slot = self._next_slot_locked()
         if self._TAKE_STATE == READY:
             self._worker_turn_locked(slot is None)
         if self._stopping and (not self._drain or not self._has_work_locked(slot)):
-            return _EXIT
+            return EXIT
         if slot is None:
             return None
         slot.state = COMPUTING
@@ -770,3 +747,6 @@ class Session:
                     upload_gbps=(copy_bytes / copy_s / 1e9) if copy_s > 0 else 0.0,
                     upload_bytes=copy_bytes, backend=self.backend, policy=self.policy, slots=self.n_slots,
                     generation=generation, running=self._running)
+
+
+_BACKENDS[Session._BACKEND] = Session

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 OK, ERR_ARGUMENT, ERR_SYSTEM, ERR_LAYOUT, ERR_TIMEOUT, ERR_DROPPED, ERR_REJECTED, ERR_FAILED, ERR_EVICTED, \
     ERR_SERVER_GONE, ERR_TOO_LARGE, ERR_ABANDONED = range(12)
 
-# usbeam_dtype codes (csrc/usbeam.h) -> NumPy
+# usbeam_dtype codes (csrc/include/usbeam/core.h) -> NumPy
 _DTYPES = {0: np.int16, 1: np.float32, 2: np.complex64, 3: np.uint8, 4: np.float16, 5: np.int32, 6: np.float64}
 
 

@@ -11,7 +11,7 @@ simulator.  It is SIMULATED data for tests and demos, not a hardware recording.
 """
 import numpy as np
 
-from ..io_vantage import VantageWorkspace, load_vantage
+from ..io.vantage import VantageWorkspace, load_vantage
 from .scanner import simulate_plane_wave_rf, to_rcvdata
 from .session import Session
 

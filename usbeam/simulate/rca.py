@@ -1,9 +1,9 @@
 """Point-scatterer RF simulator for row-column and TOBE arrays (pure NumPy, exact in time).
 
 Each scatterer (array-coordinate position p, amplitude a) adds ``a * pulse(t - tau)`` to
-acquisition k, channel c, with ``pulse`` the Gaussian-windowed sinusoid of
-``usbeam.simulate`` and ``tau = (transmit path + receive path) / c``; the paths are those of
-``usbeam.rca`` (see csrc/usbeam_math.h, section "row-column arrays"):
+acquisition k, channel c, with ``pulse`` the Gaussian-windowed sinusoid of pulse.py (the
+one of ``usbeam.simulate.simulate_rf`` too) and ``tau = (transmit path + receive path) / c``; the paths are those of
+``usbeam.rca`` (see csrc/common/usbeam_math.h, section "row-column arrays"):
 
   receive on a strip at u_c           sqrt((u - u_c)^2 + z^2)        (long element)
   HERCULES receive element (u_c, v_r)  |p - (u_c, v_r, 0)|           (decoded read-out)
@@ -28,14 +28,12 @@ import math
 
 import numpy as np
 
-from . import _validate
-from .hadamard import hadamard
-from .rca import RCA_METHODS, RowColumnArray
-from .simulate import gaussian_pulse, pulse_sigma
+from .. import _validate
+from ..hadamard import hadamard
+from ..rca import RCA_METHODS, RowColumnArray
+from .pulse import echo_trace
 
 __all__ = ["simulate_rca", "rca_transmit_path"]
-
-_PULSE_SUPPORT_SIGMAS = 8.5
 
 
 def rca_transmit_path(u, z, angle, focal_depth, strips):
@@ -119,19 +117,12 @@ def simulate_rca(positions, amplitudes, array, method, *, fs, fc, n_samples, c=1
     tx_paths, rx_paths = _paths(points, array, method, tx, rx, angles, depths, sparse)
     n_acq, n_ch = tx_paths.shape[0], rx_paths.shape[1]
     _validate.check_allocation("simulated RF", (n_acq, n_ch, n_samples), 8)
-    sigma = pulse_sigma(fc, bandwidth)
-    half = _PULSE_SUPPORT_SIGMAS * sigma
-    taps = np.arange(int(math.ceil(2 * half * fs)) + 2)
     rf = np.zeros((n_acq, n_ch, n_samples))
     for a in range(n_acq):
         rx_a = rx_paths[a if rx_paths.shape[0] > 1 else 0]
         for ch in range(n_ch):
             tau = (tx_paths[a] + rx_a[ch]) / c
-            first = np.ceil((tau - half - t0) * fs).astype(np.int64)
-            index = first[:, None] + taps[None, :]
-            keep = (index >= 0) & (index < n_samples)
-            values = amp[:, None] * gaussian_pulse(t0 + index / fs - tau[:, None], fc, bandwidth)
-            rf[a, ch] = np.bincount(index[keep], weights=values[keep], minlength=n_samples)
+            rf[a, ch] = echo_trace(tau, amp, fs=fs, fc=fc, bandwidth=bandwidth, t0=t0, n_samples=n_samples)
     if encode:
         h = hadamard(n_acq).astype(np.float64)
         rf = np.einsum("te,ecs->tcs", h, rf)

@@ -4,15 +4,9 @@ Each scatterer s (position p_s, amplitude a_s) contributes to element e, transmi
 
     rf[k, e, n] += a_s * pulse(t0 + n/fs - tau_tx_k(p_s) - |p_s - e| / c)
 
-with the conventions of ``usbeam.geometry`` (t = 0 when the first element fires) and
-
-    pulse(t) = exp(-t^2 / (2 sigma^2)) * cos(2 pi fc t),
-    sigma = sqrt(2 ln 2) / (pi * bandwidth * fc),
-
-a Gaussian-windowed sinusoid whose -6 dB spectral width is ``bandwidth * fc``.  The pulse
-is evaluated analytically at each sample time, so any delay (not only whole samples) is
-exact; samples further than 8.5 sigma from a pulse centre (envelope < 1e-15) are not
-evaluated.  No element directivity, attenuation or spreading loss: this is a geometry test
+with the conventions of ``usbeam.geometry`` (t = 0 when the first element fires) and the
+Gaussian-windowed sinusoid of pulse.py (-6 dB spectral width ``bandwidth * fc``, exact at
+any delay).  No element directivity, attenuation or spreading loss: this is a geometry test
 bench, not a physics simulator (use PyMUST simus for that).
 
 Layouts: positions ``(n_scatterers, 3)`` (x, y, z in m) or ``(n_frames, n_scatterers, 3)``
@@ -21,35 +15,16 @@ Output float32 ``(n_transmits, n_elements, n_samples)``, or with a leading frame
 ``(n_frames, n_transmits, n_elements, n_samples)`` when ``n_frames`` is given or the
 positions have one.
 """
-import math
-
 import numpy as np
 
-from . import _validate
-from .geometry import LinearArray, as_sequence
+from .. import _validate
+from ..geometry import LinearArray, as_sequence
+from .pulse import echo_trace
 
-__all__ = ["gaussian_pulse", "simulate_rf", "cyst_phantom"]
-
-_PULSE_SUPPORT_SIGMAS = 8.5
-
-
-def pulse_sigma(fc, bandwidth):
-    """Standard deviation (s) of the Gaussian envelope with -6 dB bandwidth ``bandwidth*fc``."""
-    return math.sqrt(2.0 * math.log(2.0)) / (math.pi * bandwidth * fc)
-
-
-def gaussian_pulse(t, fc, bandwidth):
-    """The transmit-receive pulse at times ``t`` (s): Gaussian envelope times cos(2 pi fc t)."""
-    sigma = pulse_sigma(fc, bandwidth)
-    t = np.asarray(t, dtype=np.float64)
-    return np.exp(-0.5 * (t / sigma) ** 2) * np.cos(2.0 * math.pi * fc * t)
+__all__ = ["simulate_rf", "cyst_phantom"]
 
 
 def _rf_one_frame(positions, amplitudes, probe, sequence, fs, fc, c, t0, n_samples, bandwidth):
-    sigma = pulse_sigma(fc, bandwidth)
-    half_window = _PULSE_SUPPORT_SIGMAS * sigma
-    n_taps = int(math.ceil(2 * half_window * fs)) + 2
-    taps = np.arange(n_taps)
     xe = probe.x
     rf = np.zeros((len(sequence), probe.n_elements, n_samples), dtype=np.float64)
     for k, tx in enumerate(sequence):
@@ -57,12 +32,7 @@ def _rf_one_frame(positions, amplitudes, probe, sequence, fs, fc, c, t0, n_sampl
         for e in range(probe.n_elements):
             tau = tau_tx + np.sqrt((positions[:, 0] - xe[e]) ** 2 + positions[:, 1] ** 2
                                    + positions[:, 2] ** 2) / c
-            first = np.ceil((tau - half_window - t0) * fs).astype(np.int64)
-            index = first[:, None] + taps[None, :]
-            keep = (index >= 0) & (index < n_samples)
-            t_rel = t0 + index / fs - tau[:, None]
-            values = amplitudes[:, None] * gaussian_pulse(t_rel, fc, bandwidth)
-            rf[k, e] = np.bincount(index[keep], weights=values[keep], minlength=n_samples)
+            rf[k, e] = echo_trace(tau, amplitudes, fs=fs, fc=fc, bandwidth=bandwidth, t0=t0, n_samples=n_samples)
     return rf
 
 

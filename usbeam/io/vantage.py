@@ -121,7 +121,9 @@ class VantageWorkspace:
 
     def channel_map(self):
         """The usbeam.live.ChannelMap from a raw RcvData frame to (acquisitions, elements, samples)."""
-        from .live.channel_map import ChannelMap
+        # imported here, not at the top: usbeam.live (its __init__ imports live/vantage.py)
+        # reads workspaces with this module, so a module-level import would be a loop
+        from ..live.channel_map import ChannelMap
         return ChannelMap((self.n_rows, self.n_channels), self.element_channel,
                           [a.start_row for a in self.acquisitions], self.n_samples, np.int16)
 

@@ -14,24 +14,32 @@ usbeam.DeviceArray allocated once, the stages chain on the GPU without host roun
 
 capture_graph=True (backend='cuda', clutter other than 'iir'), as ``usbeam.Pipeline``: the
 first call runs the chain once, waits for it, puts every plan on the rf2iq plan's stream and
-captures the chain into one CUDA graph (cuda/graph.cu); later calls copy the RF into the
+captures the chain into one CUDA graph (cuda/runtime/graph.cu); later calls copy the RF into the
 pipeline's own buffer and replay the graph with one launch.  'iir' is refused: its
 initialisation on the first block after ``reset()`` is chosen at launch time, which a graph
 would freeze.
+
+The call lock, RF ingest, timings, fault report (NaN / inf rf met by the beamformer is
+reported once, as rf, at the next call or ``self.beamformer.cuda.synchronize()``) and graph
+capture are the chain's (_chain.py), shared with ``usbeam.Pipeline``.
 """
-import threading
 import time
 from collections import namedtuple
 
 import numpy as np
 
-from . import _validate
-from .doppler import ClutterFilter, ColorDopplerPlan, PowerDopplerPlan
+from .. import _validate, device
+from ..beamformer import Beamformer
+from ..clutter import ClutterFilter
+from ..doppler import ColorDopplerPlan, PowerDopplerPlan
+from ..geometry import as_sequence
+from ..rf2iq import RF2IQPlan
+from ._chain import Chain
 
 DopplerMaps = namedtuple("DopplerMaps", ["velocity", "variance", "power"])
 
 
-class DopplerPipeline:
+class DopplerPipeline(Chain):
     """The whole Doppler chain for one acquisition geometry.
 
     Parameters
@@ -81,10 +89,6 @@ class DopplerPipeline:
                  clutter_options=None, lag=1, average=1, window="hamming", outputs=("color", "power"),
                  power_db=True, noise_floor=0.0, decimation=1, backend="cpu", capture_graph=False,
                  strict=False):
-        from .beamformer import Beamformer
-        from .geometry import as_sequence
-        from .rf2iq import RF2IQPlan
-
         self.n_frames = _validate.integer("n_frames", n_frames, minimum=2)
         self.prf = _validate.positive("prf", prf)
         outputs = tuple(outputs)
@@ -117,40 +121,17 @@ class DopplerPipeline:
                       if "power" in outputs else None)
         _validate.check_allocation("iq", self.rf2iq.out_shape, 8)
         self.backend = self.rf2iq.backend
-        self._call_lock = threading.Lock()  # one call at a time: the stages share buffers (as Pipeline)
-        if self.backend == "cuda":
-            from . import device
-
-            empty = device.empty
-            self._device_rf = empty(self.rf_shape, self.rf_dtype)
-        else:
-            empty = np.empty
+        self._init_chain(self.rf_shape, self.rf_dtype, capture_graph=capture_graph)
+        if self.capture_graph and clutter == "iir":
+            raise ValueError("capture_graph: not with clutter='iir' (its reset-time initialisation is chosen "
+                             "per launch, which a graph would freeze)")
+        empty = device.empty if self.backend == "cuda" else np.empty
         self._iq = empty(self.rf2iq.out_shape, np.complex64)
         self._beamformed = empty(ensemble_shape, np.complex64)
         self._filtered = empty(ensemble_shape, np.complex64) if self.clutter is not None else self._beamformed
         self._velocity = empty(self.image_shape, np.float32) if self.color else None
         self._variance = empty(self.image_shape, np.float32) if self.color else None
         self._power = empty(self.image_shape, np.float32) if self.power else None
-        self._timings = dict.fromkeys(self.STAGES, 0.0)
-        self.capture_graph = bool(capture_graph)
-        if self.capture_graph and self.backend != "cuda":
-            raise ValueError("capture_graph: CUDA graphs need backend='cuda'")
-        if self.capture_graph and clutter == "iir":
-            raise ValueError("capture_graph: not with clutter='iir' (its reset-time initialisation is chosen "
-                             "per launch, which a graph would freeze)")
-        self._graph = None
-
-    @property
-    def timings(self):
-        """Seconds per stage of the last call: wall clock on the CPU, CUDA events on the GPU."""
-        if self.backend != "cuda":
-            return dict(self._timings)
-
-        def gpu_seconds(*plans):
-            return sum(sum(p.cuda.stage_times().values()) for p in plans if p is not None and p.cuda is not None)
-
-        return {"rf2iq": gpu_seconds(self.rf2iq), "das": gpu_seconds(self.beamformer),
-                "clutter": gpu_seconds(self.clutter), "doppler": gpu_seconds(self.color, self.power)}
 
     @property
     def nyquist_velocity(self):
@@ -161,40 +142,40 @@ class DopplerPipeline:
         """Bytes of one RF ensemble."""
         return int(np.prod(self.rf_shape)) * self.rf_dtype.itemsize
 
-    def _check_rf(self):
-        """backend='cuda': ValueError if the beamformer read NaN or inf (from rf, through rf2iq) in
-        the runs finished since the last check (a flag the device sets in mapped host memory;
-        reading it costs no CUDA call).  The maps stay on the device, so this is checked at the
-        next call, and by ``self.beamformer.cuda.synchronize()``."""
-        if self.backend == "cuda" and self.beamformer.cuda is not None:
-            self.beamformer.cuda.check_input("rf", earlier=True)
+    # ---- the chain's hooks (_chain.py) --------------------------------------------------
+
+    def _plans(self):
+        return [p for p in (self.rf2iq, self.beamformer, self.clutter, self.color, self.power) if p is not None]
+
+    def _stage_plans(self):
+        return {"rf2iq": (self.rf2iq,), "das": (self.beamformer,), "clutter": (self.clutter,),
+                "doppler": (self.color, self.power)}
+
+    def _run_stages_cuda(self):
+        self.rf2iq(self._device_rf, out=self._iq)
+        self.beamformer(self._iq, out=self._beamformed)
+        self._doppler_stages()
+
+    def _buffers(self):
+        return [b for b in (self._device_rf, self._iq, self._beamformed, self._filtered, self._velocity,
+                            self._variance, self._power) if b is not None]
+
+    def _graph_outputs(self):
+        return [b for b in (self._velocity, self._variance, self._power) if b is not None]
+
+    # ---- calls --------------------------------------------------------------------------
 
     def beamform(self, rf):
         """RF -> beamformed IQ ensemble ``(n_frames, nz, nx)`` (the pipeline's buffer, which the
         next call overwrites)."""
-        with self._call_lock:
-            return self._beamform(rf)
+        return self._locked_call(self._beamform, rf)
 
     def _beamform(self, rf):
         if self.backend == "cuda":
-            from . import device
-
-            self._check_rf()
-
-            if not device._in_host_memory(rf):  # already on the device: read in place
-                self.rf2iq(rf, out=self._iq)
-                self.beamformer(self._iq, out=self._beamformed)
-                return self._beamformed
-            if self.strict:
-                raise device._host_refused("rf")
-        rf = _validate.ndarray("rf", rf)
-        if rf.dtype != self.rf_dtype:
-            raise TypeError(f"rf must have dtype {self.rf_dtype} (got {rf.dtype})")
-        if rf.shape != self.rf_shape:
-            raise ValueError(f"rf must have shape {self.rf_shape} (got {rf.shape})")
-        if self.backend == "cuda":
-            self._device_rf.copy_from_host(np.ascontiguousarray(rf))
-            rf = self._device_rf
+            self._check_rf(earlier=True)
+            rf, _ = self._rf_on_device(rf, in_place=True)  # device rf: read in place
+        else:
+            rf = self._host_rf(rf)
         t0 = time.perf_counter()
         self.rf2iq(rf, out=self._iq)
         t1 = time.perf_counter()
@@ -202,92 +183,33 @@ class DopplerPipeline:
         self._timings["rf2iq"], self._timings["das"] = t1 - t0, time.perf_counter() - t1
         return self._beamformed
 
-    def _plans(self):
-        return [p for p in (self.rf2iq, self.beamformer, self.clutter, self.color, self.power) if p is not None]
-
-    def _chain_cuda(self):
-        self.rf2iq(self._device_rf, out=self._iq)
-        self.beamformer(self._iq, out=self._beamformed)
-        if self.clutter is not None:
-            self.clutter(self._beamformed, out=self._filtered)
-        if self.color is not None:
-            self.color(self._filtered, velocity=self._velocity, variance=self._variance)
-        if self.power is not None:
-            self.power(self._filtered, out=self._power)
-
-    def _call_graph(self, rf):
-        """capture_graph=True: RF into the pipeline's buffer, then one graph launch."""
-        from . import _core, device
-
-        stream = self.rf2iq.cuda.stream  # the rf2iq plan's own stream carries the whole graph
-        if device._in_host_memory(rf):
-            if self.strict:
-                raise device._host_refused("rf")
-            rf = _validate.ndarray("rf", rf)
-            if rf.dtype != self.rf_dtype or rf.shape != self.rf_shape:
-                raise (TypeError if rf.dtype != self.rf_dtype else ValueError)(
-                    f"rf must have dtype {self.rf_dtype} and shape {self.rf_shape} (got {rf.dtype}, {rf.shape})")
-            self._device_rf.copy_from_host(np.ascontiguousarray(rf))
-        else:
-            d = device.asarray(rf, stream=stream, name="rf")
-            if d.dtype != self.rf_dtype or d.shape != self.rf_shape:
-                raise (TypeError if d.dtype != self.rf_dtype else ValueError)(
-                    f"rf must have dtype {self.rf_dtype} and shape {self.rf_shape} (got {d.dtype}, {d.shape})")
-            _core.device_copy(self._device_rf.ptr, d.ptr, d.nbytes, stream)
-            d._mark_used(stream, self.rf2iq)
-        if self._graph is None:
-            # run once eagerly, wait for every plan, then put all of them on one stream and
-            # capture the chain there
-            self._chain_cuda()
-            plans = self._plans()
-            for plan in plans:
-                plan.cuda.synchronize()
-            for plan in plans[1:]:
-                plan.cuda.set_stream(stream)
-            # Every plan has finished: the chain's buffers now belong to the capture stream (a
-            # buffer naming another plan's stream would make the capture wait on an event recorded
-            # outside it, which breaks the capture's isolation).
-            for buffer in (self._device_rf, self._iq, self._beamformed, self._filtered, self._velocity,
-                           self._variance, self._power):
-                if buffer is not None:
-                    buffer._mark_used(stream, self.rf2iq)
-            _core.graph_capture_begin(stream)
-            try:
-                self._chain_cuda()
-            except BaseException:
-                _core.graph_capture_abort(stream)
-                raise
-            self._graph = _core.graph_capture_end(stream)
-        _core.graph_launch(self._graph, stream)
-        # the next host copy into the RF buffer, and readers of the maps, wait for this launch
-        for buffer in (self._device_rf, self._velocity, self._variance, self._power):
-            if buffer is not None:
-                buffer._mark_used(stream, self.rf2iq)
-        return DopplerMaps(self._velocity, self._variance, self._power)
-
-    def __call__(self, rf):
-        """Run the chain on one RF ensemble; returns DopplerMaps.  backend='cuda': the pipeline's
-        device buffers, which the next call overwrites; CPU: new arrays each call.  Safe to
-        call from several threads: calls run one at a time (the stages share the buffers)."""
-        with self._call_lock:
-            if self.backend == "cuda":
-                return self._call(rf)
-            maps = self._call(rf)
-            # copied while the lock is held: the next call overwrites the buffers
-            return DopplerMaps(*(None if m is None else m.copy() for m in maps))
-
-    def _call(self, rf):
-        if self.capture_graph:
-            self._check_rf()
-            return self._call_graph(rf)
-        beamformed = self._beamform(rf)
+    def _doppler_stages(self):
+        """Clutter filter, then color and power Doppler, from the beamformed ensemble."""
         t0 = time.perf_counter()
         if self.clutter is not None:
-            self.clutter(beamformed, out=self._filtered)
+            self.clutter(self._beamformed, out=self._filtered)
         t1 = time.perf_counter()
         if self.color is not None:
             self.color(self._filtered, velocity=self._velocity, variance=self._variance)
         if self.power is not None:
             self.power(self._filtered, out=self._power)
         self._timings["clutter"], self._timings["doppler"] = t1 - t0, time.perf_counter() - t1
-        return DopplerMaps(self._velocity, self._variance, self._power)
+
+    def __call__(self, rf):
+        """Run the chain on one RF ensemble; returns DopplerMaps.  backend='cuda': the pipeline's
+        device buffers, which the next call overwrites; CPU: new arrays each call.  Safe to
+        call from several threads: calls run one at a time (the stages share the buffers)."""
+        return self._locked_call(self._call, rf)
+
+    def _call(self, rf):
+        if self.capture_graph:
+            self._check_rf(earlier=True)
+            self._replay(rf)
+        else:
+            self._beamform(rf)
+            self._doppler_stages()
+        maps = DopplerMaps(self._velocity, self._variance, self._power)
+        if self.backend == "cuda":
+            return maps
+        # copied while the lock is held: the next call overwrites the buffers
+        return DopplerMaps(*(None if m is None else m.copy() for m in maps))

@@ -18,8 +18,8 @@ import math
 
 import numpy as np
 
-from . import _validate
-from .geometry import Delays, LinearArray, PlaneWave
+from .. import _validate
+from ..geometry import Delays, LinearArray, PlaneWave
 
 __all__ = ["MustRecording", "load_must", "plane_wave_angle"]
 
@@ -136,9 +136,3 @@ def load_must(path, variable=None):
     return MustRecording(data=data, probe=probe, sequence=(transmit,), fs=fs, fc=fc, c=c, t0=t0 - first,
                          prf=_positive(param, "PRF", required=False), bandwidth=bandwidth, param=param)
 
-
-# ---- family live: Verasonics Vantage workspaces (implementation in usbeam/io_vantage.py) ----
-from .io_vantage import (VantageAcquisition, VantageProbe, VantageTransmit,  # noqa: E402,F401
-                         VantageWorkspace, load_vantage)
-
-__all__ += ["VantageAcquisition", "VantageProbe", "VantageTransmit", "VantageWorkspace", "load_vantage"]

@@ -1,0 +1,16 @@
+"""Readers of recorded channel data: the first stage of the flow (acquire) from files.
+
+- :mod:`usbeam.io.must`: MUST / PyMUST ``.mat`` recordings (``load_must`` -> ``MustRecording``,
+  ``plane_wave_angle``), SI units, data ``(n_frames, n_elements, n_samples)``.
+- :mod:`usbeam.io.vantage`: saved Verasonics Vantage workspaces (``load_vantage`` ->
+  ``VantageWorkspace``), the structures of the Vantage Sequence Programming Manual mapped to SI
+  units, RcvData as ``(n_frames, n_rows, n_channels)`` column-major frames.
+
+Each module's docstring states its conventions and references.  The checksummed example
+recordings are located by :mod:`usbeam.datasets`.
+"""
+from .must import MustRecording, load_must, plane_wave_angle
+from .vantage import VantageAcquisition, VantageProbe, VantageTransmit, VantageWorkspace, load_vantage
+
+__all__ = ["MustRecording", "load_must", "plane_wave_angle",
+           "VantageAcquisition", "VantageProbe", "VantageTransmit", "VantageWorkspace", "load_vantage"]
