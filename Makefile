@@ -90,7 +90,8 @@ EMU_SANITIZE ?= 0
 EMU_PKG = $(EMU_DIR)/pkg
 emu-build: $(STAMP)
 	@mkdir -p $(EMU_PKG)/usbeam
-	rm -rf $(EMU_PKG)/usbeam/*.py $(EMU_PKG)/usbeam/live $(EMU_PKG)/usbeam/data
+	@# the Python tree is copied afresh (a module deleted from usbeam/ must not linger in the copy)
+	if [ -d $(EMU_PKG)/usbeam ]; then find $(EMU_PKG)/usbeam \( -name '*.py' -o -name '*.json' \) -delete; fi
 	tar -C usbeam --exclude='*.so' --exclude=__pycache__ --exclude=_cuda_build.py --exclude=include -cf - . \
 	    | tar -C $(EMU_PKG)/usbeam -xf -
 	USBEAM_CUDA=emu USBEAM_SANITIZE=$(EMU_SANITIZE) $(PY) setup.py --quiet build_ext --build-lib $(EMU_PKG) \
