@@ -106,6 +106,22 @@ def test_cuda_array_interface_both_ways(rng):
         device.asarray(strided)
 
 
+def test_cuda_array_interface_refuses_a_misaligned_pointer(rng):
+    """A complex64 view 4 bytes into an allocation (legal for a CAI producer reinterpreting a
+    buffer) would make the kernels' 8-byte float2 loads fault and kill the CUDA context."""
+    d = device.from_numpy(random_array(rng, (9, 8), np.float32))
+
+    class Exporter:
+        def __init__(self, interface):
+            self.__cuda_array_interface__ = interface
+
+    shifted = dict(d.__cuda_array_interface__, data=(d.ptr + 4, False), shape=(8, 4), typestr="<c8")
+    with pytest.raises(ValueError, match="not aligned to its 8-byte complex64"):
+        device.asarray(Exporter(shifted), name="iq")
+    aligned = dict(shifted, data=(d.ptr + 8, False))
+    assert device.asarray(Exporter(aligned)).ptr == d.ptr + 8
+
+
 def test_plan_output_stream_is_ordered_for_consumers(rng):
     iq = (rng.standard_normal((64, 64)) + 1j * rng.standard_normal((64, 64))).astype(np.complex64)
     plan = usbeam.BModePlan(iq.shape, 40.0, output="db", backend="cuda")

@@ -145,6 +145,12 @@ def _from_cuda_array_interface(obj, stream, name):
     if cai.get("mask") is not None:
         raise ValueError(f"{name}: masked arrays are not supported")
     ptr, readonly = cai["data"]
+    # The kernels load whole elements (complex64 as one 8-byte float2): a pointer off that
+    # alignment is a misaligned-address fault on a GPU, which kills the process's CUDA context
+    # (DLPack imports get the same check in C).
+    if ptr and 0 not in shape and int(ptr) % dtype.itemsize:
+        raise ValueError(f"{name}: the data pointer 0x{int(ptr):x} is not aligned to its {dtype.itemsize}-byte "
+                         f"{dtype} elements")
     strides = cai.get("strides")
     if strides is not None and 0 not in shape:
         expected = dtype.itemsize
