@@ -101,6 +101,31 @@ void *usbeam_py_plan_from_capsule(PyObject *capsule, const char *capsule_name, c
     return PyCapsule_GetPointer(capsule, capsule_name);
 }
 
+int usbeam_py_dtype(const char *name, const char *const *allowed, usbeam_dtype *dtype, int *npy_type)
+{
+    static const struct {
+        const char *name;
+        usbeam_dtype dtype;
+        int npy_type;
+    } dtypes[] = {
+        {"int16", USBEAM_DTYPE_INT16, NPY_INT16},         {"int32", USBEAM_DTYPE_INT32, NPY_INT32},
+        {"float32", USBEAM_DTYPE_FLOAT32, NPY_FLOAT32},   {"float64", USBEAM_DTYPE_FLOAT64, NPY_FLOAT64},
+        {"complex64", USBEAM_DTYPE_COMPLEX64, NPY_COMPLEX64}, {"uint8", USBEAM_DTYPE_UINT8, NPY_UINT8},
+        {"float16", USBEAM_DTYPE_FLOAT16, NPY_FLOAT16},
+    };
+    for (size_t a = 0; allowed[a]; ++a) {
+        if (strcmp(name, allowed[a]) != 0) continue;
+        for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; ++d) {
+            if (strcmp(name, dtypes[d].name) == 0) {
+                *dtype = dtypes[d].dtype;
+                *npy_type = dtypes[d].npy_type;
+                return 0;
+            }
+        }
+    }
+    return -1;
+}
+
 int usbeam_py_backend(const char *name, usbeam_backend *backend)
 {
     if (strcmp(name, "cpu") == 0) {

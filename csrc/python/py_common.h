@@ -51,6 +51,11 @@ PyObject *usbeam_py_plan_capsule(void *plan, const char *capsule_name, PyCapsule
 /* Fetch the pointer behind a capsule, raising TypeError naming `name` when it is not one. */
 void *usbeam_py_plan_from_capsule(PyObject *capsule, const char *capsule_name, const char *name);
 
+/* The usbeam dtype and NumPy type NumPy calls `name` ("int16", "float32", ...) when name is
+ * one of `allowed` (NULL-terminated); -1 otherwise, with no exception set: each caller words
+ * its own TypeError, naming what it parses. */
+int usbeam_py_dtype(const char *name, const char *const *allowed, usbeam_dtype *dtype, int *npy_type);
+
 /* Parse a backend name ("cpu" or "cuda"); raises ValueError and returns -1 on anything else. */
 int usbeam_py_backend(const char *name, usbeam_backend *backend);
 
@@ -69,12 +74,6 @@ extern PyMethodDef usbeam_py_bmode_methods[];
 extern PyMethodDef usbeam_py_doppler_methods[];
 extern PyMethodDef usbeam_py_ai_methods[];
 extern PyMethodDef usbeam_py_segment_methods[];
-
-/* device/py_cuda.c: a CPU plan's NumPy array or a CUDA plan's DeviceArray; a capsule on a
- * plan's CUDA state keeping owner alive (None for NULL). */
-void *usbeam_py_plan_buffer(PyObject *obj, const char *name, int npy_type, size_t n_elements, int writable,
-                            usbeam_cuda_exec *exec);
-PyObject *usbeam_py_cuda_exec_capsule(usbeam_cuda_exec *exec, PyObject *owner);
 
 /* Add usbeam.DeviceArray to module and register the at-exit release of parked buffers
  * (device/py_device_array.c). */

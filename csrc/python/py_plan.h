@@ -134,4 +134,24 @@ typedef usbeam_status (*usbeam_py_plan_run)(void *plan, const void *in, void *ou
 PyObject *usbeam_py_plan_execute(PyObject *args, const usbeam_py_plan_type *type, const char *in_name,
                                  usbeam_py_plan_run run);
 
+/* Two bindings most families have, defined from the family's plan type (after it):
+ *   py_<family>_cuda_exec(plan): usbeam_py_plan_cuda_exec, the <family>_cuda_exec function;
+ *   py_<family>_execute(plan, in, out): usbeam_py_plan_execute over
+ *       usbeam_<family>_execute(plan, in, out), the input named in_name in errors. */
+#define USBEAM_PY_PLAN_CUDA_EXEC_BINDING(family)                              \
+    static PyObject *py_##family##_cuda_exec(PyObject *self, PyObject *plan) \
+    {                                                                         \
+        return usbeam_py_plan_cuda_exec(plan, &family##_plan_type);           \
+    }
+
+#define USBEAM_PY_PLAN_EXECUTE_BINDING(family, in_name)                                \
+    static usbeam_status family##_run_any(void *plan, const void *in, void *out)       \
+    {                                                                                  \
+        return usbeam_##family##_execute(plan, in, out);                               \
+    }                                                                                  \
+    static PyObject *py_##family##_execute(PyObject *self, PyObject *args)             \
+    {                                                                                  \
+        return usbeam_py_plan_execute(args, &family##_plan_type, in_name, family##_run_any); \
+    }
+
 #endif

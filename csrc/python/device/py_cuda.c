@@ -1,42 +1,12 @@
 /*
- * py_cuda.c - CUDA plans from Python: the device buffers a family's execute binding takes
- * (usbeam_py_plan_buffer), and a capsule on a plan's CUDA state (stream, device, stage
- * timings; cuda_exec_* functions, wrapped by usbeam.device.CudaExecution).
+ * py_cuda.c - CUDA from Python beyond the arrays: the capsule on a plan's CUDA state and its
+ * cuda_exec_* functions (stream, device, stage timings, input faults; wrapped by
+ * usbeam.device.CudaExecution), CUDA graph capture and launch, raw device copies and the
+ * device-to-device bandwidth probe.  Which buffers a CUDA plan takes is py_plan.c's concern.
  */
 #include "python/device/py_device.h"
 
 static const char EXEC_CAPSULE[] = "usbeam.cuda_exec";
-
-void *usbeam_py_plan_buffer(PyObject *obj, const char *name, int npy_type, size_t n_elements, int writable,
-                            usbeam_cuda_exec *exec)
-{
-    if (!exec) return usbeam_py_array_data(obj, name, npy_type, n_elements, writable);
-    if (!PyObject_TypeCheck(obj, &usbeam_DeviceArrayType)) {
-        PyErr_Format(PyExc_TypeError, "%s must be a usbeam.DeviceArray for a CUDA plan (got %s)", name,
-                     Py_TYPE(obj)->tp_name);
-        return NULL;
-    }
-    DeviceArrayObject *a = (DeviceArrayObject *)obj;
-    if (a->device_type != kDLCUDA || a->device_id != usbeam_cuda_exec_device(exec)) {
-        PyErr_Format(PyExc_ValueError, "%s must be in the memory of CUDA device %d, the plan's", name,
-                     usbeam_cuda_exec_device(exec));
-        return NULL;
-    }
-    if (a->dtype->npy_type != npy_type) {
-        const dtype_entry *want = usbeam_da_dtype_by_npy(npy_type);
-        PyErr_Format(PyExc_TypeError, "%s must have dtype %s", name, want ? want->typestr : "?");
-        return NULL;
-    }
-    if (array_size(a) != n_elements) {
-        PyErr_Format(PyExc_ValueError, "%s must hold %zu elements (got %zu)", name, n_elements, array_size(a));
-        return NULL;
-    }
-    if (writable && a->readonly) {
-        PyErr_Format(PyExc_ValueError, "%s is read-only", name);
-        return NULL;
-    }
-    return array_data(a);
-}
 
 static void exec_capsule_destroy(PyObject *capsule)
 {

@@ -104,6 +104,10 @@ int usbeam_da_parse_shape(PyObject *seq, int64_t *shape, size_t item_bytes);
 int usbeam_da_parse_stream(PyObject *obj, const char *name, intptr_t *stream);
 int usbeam_da_parse_device_tuple(PyObject *obj, const char *name, int *type, int *id);
 
+/* py_cuda.c: a capsule on a plan's CUDA state that keeps owner (the plan's capsule) alive;
+ * None for NULL (a CPU plan). */
+PyObject *usbeam_py_cuda_exec_capsule(usbeam_cuda_exec *exec, PyObject *owner);
+
 /* py_dlpack.c: DeviceArray.__dlpack__ */
 PyObject *usbeam_py_array_dlpack(DeviceArrayObject *self, PyObject *args, PyObject *kwargs);
 
