@@ -13,7 +13,6 @@
  *   shm_server_params(server, generation) -> (latest generation, text of `generation` | None)
  *                     None for generation 0; ValueError when that generation is gone from the ring
  *   shm_server_counters(server) -> dict; shm_server_stop(server); shm_now_ns()
- *   live_cuda_h2d_bandwidth(bytes, repeats=20, device=0) -> GB/s (pinned cudaMemcpy; CUDA builds)
  * The CUDA slot ring of a live session (usbeam.live.cuda_session):
  *   live_cuda_ring_create(device, slots, slot_bytes) -> ring
  *   live_cuda_ring_host_slot(ring, k) -> uint8 view of pinned slot k (waits for its last upload)
@@ -316,25 +315,6 @@ static PyObject *py_shm_server_stop(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-static PyObject *py_live_cuda_h2d_bandwidth(PyObject *self, PyObject *args)
-{
-    (void)self;
-    int device = 0, repeats = 20;
-    Py_ssize_t bytes = 0;
-    if (!PyArg_ParseTuple(args, "n|ii", &bytes, &repeats, &device)) return NULL;
-    if (bytes <= 0) {
-        PyErr_SetString(PyExc_ValueError, "bytes must be > 0");
-        return NULL;
-    }
-    double gbps = 0;
-    usbeam_status st;
-    Py_BEGIN_ALLOW_THREADS
-    st = usbeam_live_cuda_h2d_bandwidth(device, (size_t)bytes, repeats, &gbps);
-    Py_END_ALLOW_THREADS
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    return PyFloat_FromDouble(gbps);
-}
-
 /* ---- CUDA slot ring ----------------------------------------------------------------- */
 
 static usbeam_py_plan *ring_from(PyObject *capsule) { return usbeam_py_plan_from(capsule, &ring_type); }
@@ -375,10 +355,9 @@ static PyObject *py_live_cuda_ring_host_slot(PyObject *self, PyObject *args)
     usbeam_py_plan *h = ring_slot_args(args, &capsule, &slot);
     if (!h) return NULL;
     void *host = NULL;
-    usbeam_status st;
-    Py_BEGIN_ALLOW_THREADS
-    st = usbeam_live_cuda_ring_host_slot(h->plan, slot, &host);
-    Py_END_ALLOW_THREADS
+    usbeam_py_plan_call call = usbeam_py_plan_enter(h, NULL);
+    usbeam_status st = usbeam_live_cuda_ring_host_slot(h->plan, slot, &host);
+    usbeam_py_plan_leave(&call);
     if (st != USBEAM_OK) return usbeam_py_raise(st);
     return bytes_view(host, h->n_out, 1, capsule);
 }
@@ -396,11 +375,9 @@ static PyObject *py_live_cuda_ring_upload(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "bytes must be > 0");
         return NULL;
     }
-    usbeam_status st;
-    Py_BEGIN_ALLOW_THREADS
-    st = usbeam_live_cuda_ring_upload(h->plan, slot, (size_t)bytes);
-    Py_END_ALLOW_THREADS
-    return usbeam_py_none_or_raise(st);
+    usbeam_py_plan_call call = usbeam_py_plan_enter(h, NULL);
+    usbeam_status st = usbeam_live_cuda_ring_upload(h->plan, slot, (size_t)bytes);
+    return usbeam_py_plan_finish(&call, st);
 }
 
 static PyObject *py_live_cuda_ring_acquire(PyObject *self, PyObject *args)
@@ -411,10 +388,9 @@ static PyObject *py_live_cuda_ring_acquire(PyObject *self, PyObject *args)
     usbeam_py_plan *h = ring_slot_args(args, &capsule, &slot);
     if (!h) return NULL;
     void *device = NULL, *stream = NULL;
-    usbeam_status st;
-    Py_BEGIN_ALLOW_THREADS
-    st = usbeam_live_cuda_ring_acquire(h->plan, slot, &device, &stream);
-    Py_END_ALLOW_THREADS
+    usbeam_py_plan_call call = usbeam_py_plan_enter(h, NULL);
+    usbeam_status st = usbeam_live_cuda_ring_acquire(h->plan, slot, &device, &stream);
+    usbeam_py_plan_leave(&call);
     if (st != USBEAM_OK) return usbeam_py_raise(st);
     return Py_BuildValue("(KK)", (unsigned long long)(uintptr_t)device, (unsigned long long)(uintptr_t)stream);
 }
@@ -426,11 +402,9 @@ static PyObject *py_live_cuda_ring_release(PyObject *self, PyObject *args)
     int slot;
     usbeam_py_plan *h = ring_slot_args(args, &capsule, &slot);
     if (!h) return NULL;
-    usbeam_status st;
-    Py_BEGIN_ALLOW_THREADS
-    st = usbeam_live_cuda_ring_release(h->plan, slot);
-    Py_END_ALLOW_THREADS
-    return usbeam_py_none_or_raise(st);
+    usbeam_py_plan_call call = usbeam_py_plan_enter(h, NULL);
+    usbeam_status st = usbeam_live_cuda_ring_release(h->plan, slot);
+    return usbeam_py_plan_finish(&call, st);
 }
 
 static PyObject *py_live_cuda_ring_seconds(PyObject *self, PyObject *args)
@@ -441,11 +415,10 @@ static PyObject *py_live_cuda_ring_seconds(PyObject *self, PyObject *args)
     usbeam_py_plan *h = ring_slot_args(args, &capsule, &slot);
     if (!h) return NULL;
     double upload_s = 0, compute_s = 0;
-    usbeam_status st;
-    Py_BEGIN_ALLOW_THREADS
-    st = usbeam_live_cuda_ring_compute_seconds(h->plan, slot, &compute_s);
+    usbeam_py_plan_call call = usbeam_py_plan_enter(h, NULL);
+    usbeam_status st = usbeam_live_cuda_ring_compute_seconds(h->plan, slot, &compute_s);
     if (st == USBEAM_OK) st = usbeam_live_cuda_ring_upload_seconds(h->plan, slot, &upload_s);
-    Py_END_ALLOW_THREADS
+    usbeam_py_plan_leave(&call);
     if (st != USBEAM_OK) return usbeam_py_raise(st);
     return Py_BuildValue("(dd)", upload_s, compute_s);
 }
@@ -455,11 +428,9 @@ static PyObject *py_live_cuda_ring_synchronize(PyObject *self, PyObject *capsule
     (void)self;
     usbeam_py_plan *h = ring_from(capsule);
     if (!h) return NULL;
-    usbeam_status st;
-    Py_BEGIN_ALLOW_THREADS
-    st = usbeam_live_cuda_ring_synchronize(h->plan);
-    Py_END_ALLOW_THREADS
-    return usbeam_py_none_or_raise(st);
+    usbeam_py_plan_call call = usbeam_py_plan_enter(h, NULL);
+    usbeam_status st = usbeam_live_cuda_ring_synchronize(h->plan);
+    return usbeam_py_plan_finish(&call, st);
 }
 
 static PyObject *py_live_cuda_ring_count(PyObject *self, PyObject *noargs)
@@ -489,8 +460,6 @@ PyMethodDef usbeam_py_live_methods[] = {
     {"shm_server_counters", py_shm_server_counters, METH_VARARGS, "Region counters."},
     {"shm_server_stop", py_shm_server_stop, METH_VARARGS, "Mark stopped and unlink the name."},
     {"shm_now_ns", py_shm_now_ns, METH_NOARGS, "CLOCK_MONOTONIC in ns (the region's clock)."},
-    {"live_cuda_h2d_bandwidth", py_live_cuda_h2d_bandwidth, METH_VARARGS,
-     "Pinned host-to-device copy bandwidth in GB/s: (bytes, repeats=20, device=0)."},
     {"live_cuda_ring_create", py_live_cuda_ring_create, METH_VARARGS,
      "Pinned/device slot ring of a CUDA live session: (device, slots, slot_bytes)."},
     {"live_cuda_ring_host_slot", py_live_cuda_ring_host_slot, METH_VARARGS,

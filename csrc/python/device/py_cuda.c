@@ -2,7 +2,8 @@
  * py_cuda.c - CUDA from Python beyond the arrays: the capsule on a plan's CUDA state and its
  * cuda_exec_* functions (stream, device, stage timings, input faults; wrapped by
  * usbeam.device.CudaExecution), CUDA graph capture and launch, raw device copies and the
- * device-to-device bandwidth probe.  Which buffers a CUDA plan takes is py_plan.c's concern.
+ * copy-bandwidth probes (device to device; pinned host to device, as a live session uploads).
+ * Which buffers a CUDA plan takes is py_plan.c's concern.
  */
 #include "python/device/py_device.h"
 
@@ -97,9 +98,11 @@ static PyObject *py_cuda_exec_take_input_faults(PyObject *self, PyObject *capsul
     return PyLong_FromUnsignedLong(usbeam_cuda_exec_take_input_faults(e));
 }
 
-static PyObject *py_cuda_d2d_bandwidth(PyObject *self, PyObject *args)
+/* The copy-bandwidth probes: (bytes, repeats=20, device=0) -> GB/s, timed with CUDA events
+ * by the probe itself; the GIL is released while it copies. */
+static PyObject *bandwidth(PyObject *args, usbeam_status (*probe)(int device, size_t bytes, int repeats,
+                                                                  double *gbps))
 {
-    (void)self;
     Py_ssize_t bytes = 0;
     int repeats = 20, device = 0;
     if (!PyArg_ParseTuple(args, "n|ii", &bytes, &repeats, &device)) return NULL;
@@ -110,10 +113,23 @@ static PyObject *py_cuda_d2d_bandwidth(PyObject *self, PyObject *args)
     double gbps = 0.0;
     usbeam_status st;
     Py_BEGIN_ALLOW_THREADS
-    st = usbeam_cuda_d2d_bandwidth(device, (size_t)bytes, repeats, &gbps);
+    st = probe(device, (size_t)bytes, repeats, &gbps);
     Py_END_ALLOW_THREADS
     if (st != USBEAM_OK) return usbeam_py_raise(st);
     return PyFloat_FromDouble(gbps);
+}
+
+static PyObject *py_cuda_d2d_bandwidth(PyObject *self, PyObject *args)
+{
+    (void)self;
+    return bandwidth(args, usbeam_cuda_d2d_bandwidth);
+}
+
+/* the upload path of a CUDA live session (usbeam.live.cuda_session), pinned memory */
+static PyObject *py_live_cuda_h2d_bandwidth(PyObject *self, PyObject *args)
+{
+    (void)self;
+    return bandwidth(args, usbeam_live_cuda_h2d_bandwidth);
 }
 
 /* ---- CUDA graphs: graph_capture_begin(stream), graph_capture_end(stream) -> capsule,
@@ -211,6 +227,8 @@ PyMethodDef usbeam_py_cuda_methods[] = {
     {"device_copy", py_device_copy, METH_VARARGS, "(dst_ptr, src_ptr, bytes, stream): async device copy."},
     {"cuda_d2d_bandwidth", py_cuda_d2d_bandwidth, METH_VARARGS,
      "(bytes, repeats=20, device=0) -> device-to-device cudaMemcpy GB/s (read + written bytes), CUDA events."},
+    {"live_cuda_h2d_bandwidth", py_live_cuda_h2d_bandwidth, METH_VARARGS,
+     "Pinned host-to-device copy bandwidth in GB/s: (bytes, repeats=20, device=0)."},
     {"cuda_exec_info", py_cuda_exec_info, METH_O, "{stream, device, device_bytes} of a CUDA plan."},
     {"cuda_exec_set_stream", py_cuda_exec_set_stream, METH_VARARGS,
      "Run a CUDA plan on a caller's stream (None: its own)."},
