@@ -48,8 +48,7 @@ static PyObject *py_install_cuda(PyObject *self, PyObject *capsule)
     const usbeam_cuda_api *api = PyCapsule_GetPointer(capsule, "usbeam._cuda.api");
     if (!api) return NULL;
     usbeam_status st = usbeam_cuda_install(api);
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
+    return usbeam_py_none_or_raise(st);
 }
 
 /* _set_cuda_unavailable(reason): the one line the CUDA entry points give while it is absent. */
@@ -120,8 +119,7 @@ static PyObject *py_set_thread_limit(PyObject *self, PyObject *arg)
         return NULL;
     }
     usbeam_status st = usbeam_set_thread_limit((int)n);
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
+    return usbeam_py_none_or_raise(st);
 }
 
 PyMethodDef usbeam_py_core_methods[] = {

@@ -58,8 +58,7 @@ static PyObject *py_cuda_exec_set_stream(PyObject *self, PyObject *args)
     /* cudaStreamLegacy is 0x1 and cudaStreamPerThread 0x2, so the array API's 1 and 2 are
      * already the handles CUDA expects. */
     usbeam_status st = usbeam_cuda_exec_set_stream(e, (void *)stream);
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
+    return usbeam_py_none_or_raise(st);
 }
 
 static PyObject *py_cuda_exec_timings(PyObject *self, PyObject *capsule)
@@ -160,8 +159,7 @@ static PyObject *py_graph_capture_begin(PyObject *self, PyObject *stream_obj)
     void *stream;
     if (capture_stream(stream_obj, &stream) < 0) return NULL;
     usbeam_status st = usbeam_graph_capture_begin(stream);
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
+    return usbeam_py_none_or_raise(st);
 }
 
 static PyObject *py_graph_capture_end(PyObject *self, PyObject *stream_obj)
@@ -195,8 +193,7 @@ static PyObject *py_graph_launch(PyObject *self, PyObject *args)
     void *stream;
     if (capture_stream(stream_obj, &stream) < 0) return NULL;
     usbeam_status st = usbeam_graph_launch(graph, stream);
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
+    return usbeam_py_none_or_raise(st);
 }
 
 /* device_copy(dst_ptr, src_ptr, bytes, stream): cudaMemcpyAsync device -> device on stream. */
@@ -215,8 +212,7 @@ static PyObject *py_device_copy(PyObject *self, PyObject *args)
     if (usbeam_da_parse_stream(stream_obj, "stream", &stream) < 0) return NULL;
     usbeam_status st = usbeam_copy_device((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, (size_t)bytes,
                                           (void *)stream);
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
+    return usbeam_py_none_or_raise(st);
 }
 
 PyMethodDef usbeam_py_cuda_methods[] = {

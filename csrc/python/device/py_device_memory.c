@@ -413,8 +413,7 @@ static PyObject *py_stream_wait(PyObject *self, PyObject *args)
     if (usbeam_da_parse_stream(consumer_obj, "consumer", &consumer) < 0 || usbeam_da_parse_stream(producer_obj, "producer", &producer) < 0)
         return NULL;
     usbeam_status st = usbeam_stream_wait((void *)consumer, (void *)producer);
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
+    return usbeam_py_none_or_raise(st);
 }
 
 static PyObject *py_stream_synchronize(PyObject *self, PyObject *stream_obj)
@@ -427,8 +426,7 @@ static PyObject *py_stream_synchronize(PyObject *self, PyObject *stream_obj)
     st = usbeam_stream_synchronize((void *)stream);
     if (st == USBEAM_OK) (void)usbeam_da_release_pending(0); /* what waited on that stream can go */
     Py_END_ALLOW_THREADS
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
+    return usbeam_py_none_or_raise(st);
 }
 
 /* stream_query(stream) -> True when everything queued on the stream has finished (no wait). */
