@@ -40,7 +40,7 @@ static PyObject *py_build_info(PyObject *self, PyObject *noargs)
                          "version", USBEAM_VERSION_MAJOR, USBEAM_VERSION_MINOR, USBEAM_VERSION_PATCH);
 }
 
-/* _install_cuda(capsule): take usbeam._cuda's table (csrc/cuda_seam.h); called once by
+/* _install_cuda(capsule): take usbeam._cuda's table (csrc/backend/cuda_seam.h); called once by
  * usbeam._backend.load_cuda, before any CUDA plan or device array exists. */
 static PyObject *py_install_cuda(PyObject *self, PyObject *capsule)
 {

@@ -5,7 +5,7 @@
  *            f_number, window, tukey_alpha, interpolation, dtype, max_table_bytes, backend)
  *       element_positions: float64 (n_elements, 3); points: float64 (n_points, 3);
  *       transmits: sequence of (kind, angle, x, z, element[, sources (3, n) float64]) tuples
- *       (kind as usbeam.h);
+ *       (kind: usbeam_transmit_kind, include/usbeam/beamform.h);
  *       window: 'rect' | 'hann' | 'tukey'; interpolation: 'nearest' | 'linear' | 'cubic';
  *       dtype: 'int16' | 'float32' | 'complex64'.
  *   das_execute(plan, data, out[, n_frames])   data (n_frames, n_tx, n_el, n_samples)

@@ -39,7 +39,7 @@ usbeam_py_plan *usbeam_py_plan_new(const usbeam_py_plan_type *type)
 
 PyObject *usbeam_py_plan_wrap(usbeam_py_plan *h, usbeam_status st, void *plan)
 {
-    h->plan = plan; /* from here on freed with h, whatever st says (destroy accepts NULL) */
+    h->plan = plan; /* from here on destroyed with h, whatever st says */
     if (st != USBEAM_OK) {
         plan_free(h);
         return usbeam_py_raise(st);

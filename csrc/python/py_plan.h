@@ -11,7 +11,8 @@
  *   - The GIL.  An execute runs with the GIL released: CPU kernels take milliseconds to
  *     seconds and the other Python threads (a live session's reader, a server) must run
  *     meanwhile.  The one exception is a CUDA execute of a USBEAM_PY_PLAN_CUDA_KEEPS_GIL type,
- *     which only queues kernels: it keeps the GIL, and the GIL alone serialises it.
+ *     which only queues kernels: it keeps the GIL, and the GIL alone serialises it.  Reads of
+ *     what a plan fixed at creation (sizes, taps) also keep the GIL, and take no lock.
  *   - The lock.  Plans are not re-entrant (scratch, IIR and persistence state), so each handle
  *     carries a lock held for the whole call.  It is taken after the GIL is released: a thread
  *     waiting for a busy plan must not hold the GIL, or every Python thread would stall behind
@@ -24,8 +25,8 @@
  *
  * A family file declares its plan type once, USBEAM_PY_PLAN_TYPE(das, 0), creates plans with
  * usbeam_py_plan_new + usbeam_py_plan_wrap, and runs them with usbeam_py_plan_execute (an
- * execute taking (plan, in, out)) or, for other signatures, usbeam_py_plan_enter / _finish
- * around the library call.
+ * execute taking (plan, in, out); USBEAM_PY_PLAN_EXECUTE_BINDING writes the binding) or, for
+ * other signatures, usbeam_py_plan_enter / _finish around the library call.
  */
 #ifndef USBEAM_PY_PLAN_H
 #define USBEAM_PY_PLAN_H
@@ -46,7 +47,7 @@ enum {
 typedef struct usbeam_py_plan_type {
     const char *capsule_name;              /* "usbeam.<family>_plan" */
     const char *argument;                  /* how a TypeError names the capsule argument */
-    void (*destroy)(void *plan);           /* accepts NULL */
+    void (*destroy)(void *plan);           /* called once, on a created plan */
     usbeam_cuda_exec *(*cuda)(void *plan); /* the plan's CUDA state, NULL on the CPU; NULL: no CUDA twin */
     unsigned rules;                        /* USBEAM_PY_PLAN_* */
 } usbeam_py_plan_type;
