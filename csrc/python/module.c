@@ -7,7 +7,6 @@
  * py_common.c (the bottom layer), plans in py_plan.c, each stage's bindings in py_<stage>.c
  * and device arrays in device/.
  */
-#define USBEAM_PY_MODULE_MAIN
 #include "python/py_common.h"
 #include "backend/cuda_seam.h"
 
@@ -138,6 +137,7 @@ PyMethodDef usbeam_py_core_methods[] = {
 static PyMethodDef *const method_tables[] = {
     usbeam_py_core_methods,
     usbeam_py_device_methods,
+    usbeam_py_device_array_methods,
     usbeam_py_dlpack_methods,
     usbeam_py_cuda_methods,
     usbeam_py_hadamard_methods,
@@ -157,7 +157,7 @@ static struct PyModuleDef core_module = {PyModuleDef_HEAD_INIT, "usbeam._core",
 
 PyMODINIT_FUNC PyInit__core(void)
 {
-    import_array();
+    if (usbeam_py_import_numpy() < 0) return NULL;
     PyObject *module_name = NULL;
     PyObject *module = PyModule_Create(&core_module);
     if (!module) return NULL;
@@ -174,7 +174,7 @@ PyMODINIT_FUNC PyInit__core(void)
         }
     }
     Py_DECREF(module_name);
-    if (usbeam_py_device_init(module) < 0) goto fail_types;
+    if (usbeam_py_device_init(module, usbeam_da_dlpack_methods) < 0) goto fail_types;
     return module;
 fail_types:
     Py_DECREF(module);

@@ -3,7 +3,16 @@
  * array checks, capsules and backend names.  It calls the library only, never another
  * binding file, so every binding file (device arrays included) can build on it.
  */
+/* This file holds NumPy's C-API table for the whole module (PY_ARRAY_UNIQUE_SYMBOL): the
+ * bottom layer owns it, so no binding file depends on module.c, which only registers. */
+#define USBEAM_PY_MODULE_MAIN
 #include "python/py_common.h"
+
+int usbeam_py_import_numpy(void)
+{
+    import_array1(-1);
+    return 0;
+}
 
 /* usbeam.UsbeamError, a RuntimeError: the exception of the status table's RUNTIME rows. */
 static PyObject *usbeam_error_type;

@@ -59,10 +59,15 @@ int usbeam_py_dtype(const char *name, const char *const *allowed, usbeam_dtype *
 /* Parse a backend name ("cpu" or "cuda"); raises ValueError and returns -1 on anything else. */
 int usbeam_py_backend(const char *name, usbeam_backend *backend);
 
+/* Load NumPy's C API into the table py_common.c owns (once, from the module init). */
+int usbeam_py_import_numpy(void);
+
 /* The binding tables module.c registers, in stage order: each binding file exports one
  * NULL-terminated PyMethodDef array. */
 extern PyMethodDef usbeam_py_core_methods[];
 extern PyMethodDef usbeam_py_device_methods[];
+extern PyMethodDef usbeam_py_device_array_methods[];
+extern PyMethodDef usbeam_da_dlpack_methods[];
 extern PyMethodDef usbeam_py_dlpack_methods[];
 extern PyMethodDef usbeam_py_cuda_methods[];
 extern PyMethodDef usbeam_py_hadamard_methods[];
@@ -77,6 +82,6 @@ extern PyMethodDef usbeam_py_segment_methods[];
 
 /* Add usbeam.DeviceArray to module and register the at-exit release of parked buffers
  * (device/py_device_array.c). */
-int usbeam_py_device_init(PyObject *module);
+int usbeam_py_device_init(PyObject *module, const PyMethodDef *protocol_methods);
 
 #endif

@@ -324,9 +324,163 @@ static PyObject *array_repr(DeviceArrayObject *self)
     return r;
 }
 
+/* ---- construction: new arrays over fresh or foreign memory ------------------------------ */
+
+/* Host arrays are aligned for any vector load and for the pinned staging copies' chunks. */
+#define HOST_ALIGNMENT 256
+
+static void *host_alloc(size_t bytes)
+{
+    size_t rounded = (bytes + HOST_ALIGNMENT - 1) / HOST_ALIGNMENT * HOST_ALIGNMENT;
+    return aligned_alloc(HOST_ALIGNMENT, rounded ? rounded : HOST_ALIGNMENT);
+}
+
+/* A fresh, uninitialised array; device_type kDLCPU or kDLCUDA. */
+DeviceArrayObject *usbeam_da_array_empty(int ndim, const int64_t *shape, const dtype_entry *dtype, int device_type,
+                                      int device_id, void *stream)
+{
+    size_t bytes = (size_t)dtype->dl_bits / 8;
+    for (int d = 0; d < ndim; ++d) bytes *= (size_t)shape[d];
+    void *base = NULL;
+    buffer_kind kind;
+    if (device_type == kDLCPU) {
+        base = host_alloc(bytes);
+        if (!base) return (DeviceArrayObject *)PyErr_NoMemory();
+        kind = BUF_HOST;
+    } else {
+        usbeam_status st;
+        int pooled = 0;
+        Py_BEGIN_ALLOW_THREADS
+        st = usbeam_device_alloc(device_id, bytes, stream, &base, &pooled);
+        Py_END_ALLOW_THREADS
+        if (st != USBEAM_OK) return (DeviceArrayObject *)usbeam_py_raise(st);
+        kind = pooled ? BUF_DEVICE_POOLED : BUF_DEVICE;
+    }
+    usbeam_buffer *b = usbeam_da_buffer_new(kind, base, NULL);
+    if (!b) {
+        if (kind == BUF_HOST)
+            free(base);
+        else if (kind == BUF_DEVICE_POOLED)
+            (void)usbeam_device_free_after(device_id, base, NULL, 0);
+        else
+            (void)usbeam_device_free(base);
+        return (DeviceArrayObject *)PyErr_NoMemory();
+    }
+    b->device = device_id;
+    if (kind == BUF_DEVICE_POOLED && stream) {
+        /* a free, on another stream, must come after the allocation even if nothing uses it */
+        usbeam_status st = usbeam_event_record(&b->last_use, stream);
+        if (st != USBEAM_OK) {
+            usbeam_da_buffer_release(b);
+            return (DeviceArrayObject *)usbeam_py_raise(st);
+        }
+    }
+    DeviceArrayObject *a = usbeam_da_array_new(b, 0, ndim, shape, dtype, device_type, device_id, 0);
+    if (a && stream && kind == BUF_DEVICE_POOLED)
+        a->stream = (uintptr_t)stream; /* the allocation is pending there: consumers order after it */
+    return a;
+}
+
+/* Copy src into a new array on (device_type, device_id); the copy is complete on return. */
+DeviceArrayObject *usbeam_da_array_copy_to(DeviceArrayObject *src, int device_type, int device_id)
+{
+    DeviceArrayObject *dst = usbeam_da_array_empty(src->ndim, src->shape, src->dtype, device_type, device_id, NULL);
+    if (!dst) return NULL;
+    const size_t bytes = array_nbytes(src);
+    usbeam_status st = USBEAM_OK;
+    void *stream = (void *)src->stream;
+    Py_BEGIN_ALLOW_THREADS
+    if (src->device_type == kDLCPU && device_type == kDLCPU)
+        memcpy(array_data(dst), array_data(src), bytes);
+    else if (src->device_type == kDLCPU)
+        st = usbeam_copy_to_device(array_data(dst), array_data(src), bytes, NULL);
+    else if (device_type == kDLCPU)
+        st = usbeam_copy_to_host(array_data(dst), array_data(src), bytes, stream);
+    else {
+        st = usbeam_copy_device(array_data(dst), array_data(src), bytes, stream);
+        if (st == USBEAM_OK) st = usbeam_stream_synchronize(stream);
+    }
+    Py_END_ALLOW_THREADS
+    if (st != USBEAM_OK) {
+        Py_DECREF(dst);
+        return (DeviceArrayObject *)usbeam_py_raise(st);
+    }
+    return dst;
+}
+
+static PyObject *py_device_wrap(PyObject *self, PyObject *args)
+{
+    (void)self;
+    unsigned long long ptr;
+    PyObject *shape_obj, *owner;
+    PyArray_Descr *descr;
+    int readonly;
+    const char *name;
+    if (!PyArg_ParseTuple(args, "KOO&pOs", &ptr, &shape_obj, PyArray_DescrConverter, &descr, &readonly, &owner, &name))
+        return NULL;
+    const dtype_entry *dt = usbeam_da_dtype_by_npy(descr->type_num);
+    Py_DECREF(descr);
+    if (!dt) {
+        PyErr_Format(PyExc_TypeError, "%s: dtype is not supported; usbeam takes " SUPPORTED_DTYPES, name);
+        return NULL;
+    }
+    int64_t shape[DEVICE_MAX_NDIM];
+    int ndim = usbeam_da_parse_shape(shape_obj, shape, (size_t)dt->dl_bits / 8);
+    if (ndim < 0) return NULL;
+    size_t n = 1;
+    for (int d = 0; d < ndim; ++d) n *= (size_t)shape[d];
+    int device = 0;
+    if (n) {
+        if (!ptr) {
+            PyErr_Format(PyExc_ValueError, "%s: NULL data pointer", name);
+            return NULL;
+        }
+        usbeam_status st = usbeam_pointer_device((const void *)(uintptr_t)ptr, &device);
+        if (st != USBEAM_OK) return usbeam_py_raise(st);
+    }
+    usbeam_buffer *b = usbeam_da_buffer_new(BUF_PYOBJECT, (void *)(uintptr_t)ptr, owner);
+    if (!b) return PyErr_NoMemory();
+    Py_INCREF(owner);
+    return (PyObject *)usbeam_da_array_new(b, 0, ndim, shape, dt, kDLCUDA, device, readonly);
+}
+
+/* device_empty(shape, dtype, device_type, device_id, stream=None, owner=None): with a stream,
+ * the memory is allocated in its order (no host wait at all) and owner keeps it alive. */
+static PyObject *py_device_empty(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *shape_obj, *stream_obj = Py_None, *owner = Py_None;
+    PyArray_Descr *descr;
+    int device_type, device_id;
+    if (!PyArg_ParseTuple(args, "OO&ii|OO", &shape_obj, PyArray_DescrConverter, &descr, &device_type, &device_id,
+                          &stream_obj, &owner))
+        return NULL;
+    intptr_t stream = 0;
+    if (stream_obj != Py_None && usbeam_da_parse_stream(stream_obj, "stream", &stream) < 0) {
+        Py_DECREF(descr);
+        return NULL;
+    }
+    const dtype_entry *dt = usbeam_da_dtype_by_npy(descr->type_num);
+    Py_DECREF(descr);
+    if (!dt) {
+        PyErr_SetString(PyExc_TypeError, "dtype is not supported; usbeam takes " SUPPORTED_DTYPES);
+        return NULL;
+    }
+    if (device_type != kDLCPU && device_type != kDLCUDA) {
+        PyErr_Format(PyExc_ValueError, "device: type %d (kDLCPU = 1 or kDLCUDA = 2)", device_type);
+        return NULL;
+    }
+    int64_t shape[DEVICE_MAX_NDIM];
+    int ndim = usbeam_da_parse_shape(shape_obj, shape, (size_t)dt->dl_bits / 8);
+    if (ndim < 0) return NULL;
+    const int cuda = device_type == kDLCUDA;
+    DeviceArrayObject *a = usbeam_da_array_empty(ndim, shape, dt, device_type, cuda ? device_id : 0,
+                                                 cuda ? (void *)stream : NULL);
+    if (a && a->stream && owner != Py_None) a->stream_owner = Py_NewRef(owner);
+    return (PyObject *)a;
+}
+
 static PyMethodDef array_methods[] = {
-    {"__dlpack__", (PyCFunction)(void (*)(void))usbeam_py_array_dlpack, METH_VARARGS | METH_KEYWORDS,
-     "DLPack capsule: __dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)."},
     {"__dlpack_device__", (PyCFunction)array_dlpack_device, METH_NOARGS, "(device_type, device_id) as DLPack."},
     {"to_numpy", (PyCFunction)(void (*)(void))usbeam_da_array_to_numpy, METH_VARARGS | METH_KEYWORDS,
      "Explicit host copy (through pinned staging buffers for CUDA memory): to_numpy(*, out=None)."},
@@ -362,12 +516,38 @@ PyTypeObject usbeam_DeviceArrayType = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "A C-contiguous array in host or CUDA device memory, exchanged without copies through DLPack "
               "and the CUDA array interface.  Create with usbeam.device.empty / from_numpy / asarray.",
-    .tp_methods = array_methods,
+    /* .tp_methods: set by usbeam_py_device_init */
     .tp_getset = array_getset,
 };
 
-int usbeam_py_device_init(PyObject *module)
+/* Module functions that make arrays (the memory-level ones are in py_device_memory.c). */
+PyMethodDef usbeam_py_device_array_methods[] = {
+    {"device_wrap", py_device_wrap, METH_VARARGS,
+     "DeviceArray over CUDA memory: (ptr, shape, dtype, readonly, owner, name)."},
+    {"device_empty", py_device_empty, METH_VARARGS,
+     "Uninitialised DeviceArray: (shape, dtype, device_type, device_id, stream=None, owner=None)."},
+    {NULL, NULL, 0, NULL},
+};
+
+/* The type's methods are this file's plus those the protocol layers above it contribute
+ * (DLPack export: py_dlpack.c), handed in by the module init: the type never calls up into
+ * the files that build on it, so the device binding has no dependency loop. */
+#define MAX_ARRAY_METHODS 16
+
+int usbeam_py_device_init(PyObject *module, const PyMethodDef *protocol_methods)
 {
+    static PyMethodDef methods[MAX_ARRAY_METHODS];
+    size_t n = 0;
+    for (const PyMethodDef *m = array_methods; m->ml_name; ++m) methods[n++] = *m;
+    for (const PyMethodDef *m = protocol_methods; m && m->ml_name; ++m) {
+        if (n + 1 >= MAX_ARRAY_METHODS) {
+            PyErr_SetString(PyExc_SystemError, "DeviceArray: too many methods");
+            return -1;
+        }
+        methods[n++] = *m;
+    }
+    methods[n] = (PyMethodDef){NULL, NULL, 0, NULL};
+    usbeam_DeviceArrayType.tp_methods = methods;
     if (PyType_Ready(&usbeam_DeviceArrayType) < 0) return -1;
     if (PyModule_AddObjectRef(module, "DeviceArray", (PyObject *)&usbeam_DeviceArrayType) < 0) return -1;
     /* At exit, wait for the work on parked buffers and release them while Python still runs
@@ -380,4 +560,3 @@ int usbeam_py_device_init(PyObject *module)
     Py_XDECREF(release);
     return r ? 0 : -1;
 }
-

@@ -15,8 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define HOST_ALIGNMENT 256
-
 /* ---- shared buffers ------------------------------------------------------------------ */
 
 usbeam_buffer *usbeam_da_buffer_new(buffer_kind kind, void *base, void *foreign)
@@ -156,58 +154,6 @@ void usbeam_da_buffer_release(usbeam_buffer *b)
 
 /* ---- allocation, streams and copies -------------------------------------------------- */
 
-static void *host_alloc(size_t bytes)
-{
-    size_t rounded = (bytes + HOST_ALIGNMENT - 1) / HOST_ALIGNMENT * HOST_ALIGNMENT;
-    return aligned_alloc(HOST_ALIGNMENT, rounded ? rounded : HOST_ALIGNMENT);
-}
-
-/* A fresh, uninitialised array; device_type kDLCPU or kDLCUDA. */
-DeviceArrayObject *usbeam_da_array_empty(int ndim, const int64_t *shape, const dtype_entry *dtype, int device_type,
-                                      int device_id, void *stream)
-{
-    size_t bytes = (size_t)dtype->dl_bits / 8;
-    for (int d = 0; d < ndim; ++d) bytes *= (size_t)shape[d];
-    void *base = NULL;
-    buffer_kind kind;
-    if (device_type == kDLCPU) {
-        base = host_alloc(bytes);
-        if (!base) return (DeviceArrayObject *)PyErr_NoMemory();
-        kind = BUF_HOST;
-    } else {
-        usbeam_status st;
-        int pooled = 0;
-        Py_BEGIN_ALLOW_THREADS
-        st = usbeam_device_alloc(device_id, bytes, stream, &base, &pooled);
-        Py_END_ALLOW_THREADS
-        if (st != USBEAM_OK) return (DeviceArrayObject *)usbeam_py_raise(st);
-        kind = pooled ? BUF_DEVICE_POOLED : BUF_DEVICE;
-    }
-    usbeam_buffer *b = usbeam_da_buffer_new(kind, base, NULL);
-    if (!b) {
-        if (kind == BUF_HOST)
-            free(base);
-        else if (kind == BUF_DEVICE_POOLED)
-            (void)usbeam_device_free_after(device_id, base, NULL, 0);
-        else
-            (void)usbeam_device_free(base);
-        return (DeviceArrayObject *)PyErr_NoMemory();
-    }
-    b->device = device_id;
-    if (kind == BUF_DEVICE_POOLED && stream) {
-        /* a free, on another stream, must come after the allocation even if nothing uses it */
-        usbeam_status st = usbeam_event_record(&b->last_use, stream);
-        if (st != USBEAM_OK) {
-            usbeam_da_buffer_release(b);
-            return (DeviceArrayObject *)usbeam_py_raise(st);
-        }
-    }
-    DeviceArrayObject *a = usbeam_da_array_new(b, 0, ndim, shape, dtype, device_type, device_id, 0);
-    if (a && stream && kind == BUF_DEVICE_POOLED)
-        a->stream = (uintptr_t)stream; /* the allocation is pending there: consumers order after it */
-    return a;
-}
-
 /* Stream argument of the array API: None -> legacy default (1); ints as given. */
 int usbeam_da_parse_stream(PyObject *obj, const char *name, intptr_t *stream)
 {
@@ -228,33 +174,6 @@ int usbeam_da_parse_stream(PyObject *obj, const char *name, intptr_t *stream)
     }
     *stream = (intptr_t)v;
     return 0;
-}
-
-/* Copy src into a new array on (device_type, device_id); the copy is complete on return. */
-DeviceArrayObject *usbeam_da_array_copy_to(DeviceArrayObject *src, int device_type, int device_id)
-{
-    DeviceArrayObject *dst = usbeam_da_array_empty(src->ndim, src->shape, src->dtype, device_type, device_id, NULL);
-    if (!dst) return NULL;
-    const size_t bytes = array_nbytes(src);
-    usbeam_status st = USBEAM_OK;
-    void *stream = (void *)src->stream;
-    Py_BEGIN_ALLOW_THREADS
-    if (src->device_type == kDLCPU && device_type == kDLCPU)
-        memcpy(array_data(dst), array_data(src), bytes);
-    else if (src->device_type == kDLCPU)
-        st = usbeam_copy_to_device(array_data(dst), array_data(src), bytes, NULL);
-    else if (device_type == kDLCPU)
-        st = usbeam_copy_to_host(array_data(dst), array_data(src), bytes, stream);
-    else {
-        st = usbeam_copy_device(array_data(dst), array_data(src), bytes, stream);
-        if (st == USBEAM_OK) st = usbeam_stream_synchronize(stream);
-    }
-    Py_END_ALLOW_THREADS
-    if (st != USBEAM_OK) {
-        Py_DECREF(dst);
-        return (DeviceArrayObject *)usbeam_py_raise(st);
-    }
-    return dst;
 }
 
 /* Host copy: a new C-contiguous ndarray (or into out, exact shape and dtype). */
@@ -332,78 +251,6 @@ PyObject *usbeam_da_array_copy_from_host(DeviceArrayObject *self, PyObject *src)
 
 /* ---- module functions ---------------------------------------------------------------- */
 
-static PyObject *py_device_wrap(PyObject *self, PyObject *args)
-{
-    (void)self;
-    unsigned long long ptr;
-    PyObject *shape_obj, *owner;
-    PyArray_Descr *descr;
-    int readonly;
-    const char *name;
-    if (!PyArg_ParseTuple(args, "KOO&pOs", &ptr, &shape_obj, PyArray_DescrConverter, &descr, &readonly, &owner, &name))
-        return NULL;
-    const dtype_entry *dt = usbeam_da_dtype_by_npy(descr->type_num);
-    Py_DECREF(descr);
-    if (!dt) {
-        PyErr_Format(PyExc_TypeError, "%s: dtype is not supported; usbeam takes " SUPPORTED_DTYPES, name);
-        return NULL;
-    }
-    int64_t shape[DEVICE_MAX_NDIM];
-    int ndim = usbeam_da_parse_shape(shape_obj, shape, (size_t)dt->dl_bits / 8);
-    if (ndim < 0) return NULL;
-    size_t n = 1;
-    for (int d = 0; d < ndim; ++d) n *= (size_t)shape[d];
-    int device = 0;
-    if (n) {
-        if (!ptr) {
-            PyErr_Format(PyExc_ValueError, "%s: NULL data pointer", name);
-            return NULL;
-        }
-        usbeam_status st = usbeam_pointer_device((const void *)(uintptr_t)ptr, &device);
-        if (st != USBEAM_OK) return usbeam_py_raise(st);
-    }
-    usbeam_buffer *b = usbeam_da_buffer_new(BUF_PYOBJECT, (void *)(uintptr_t)ptr, owner);
-    if (!b) return PyErr_NoMemory();
-    Py_INCREF(owner);
-    return (PyObject *)usbeam_da_array_new(b, 0, ndim, shape, dt, kDLCUDA, device, readonly);
-}
-
-/* device_empty(shape, dtype, device_type, device_id, stream=None, owner=None): with a stream,
- * the memory is allocated in its order (no host wait at all) and owner keeps it alive. */
-static PyObject *py_device_empty(PyObject *self, PyObject *args)
-{
-    (void)self;
-    PyObject *shape_obj, *stream_obj = Py_None, *owner = Py_None;
-    PyArray_Descr *descr;
-    int device_type, device_id;
-    if (!PyArg_ParseTuple(args, "OO&ii|OO", &shape_obj, PyArray_DescrConverter, &descr, &device_type, &device_id,
-                          &stream_obj, &owner))
-        return NULL;
-    intptr_t stream = 0;
-    if (stream_obj != Py_None && usbeam_da_parse_stream(stream_obj, "stream", &stream) < 0) {
-        Py_DECREF(descr);
-        return NULL;
-    }
-    const dtype_entry *dt = usbeam_da_dtype_by_npy(descr->type_num);
-    Py_DECREF(descr);
-    if (!dt) {
-        PyErr_SetString(PyExc_TypeError, "dtype is not supported; usbeam takes " SUPPORTED_DTYPES);
-        return NULL;
-    }
-    if (device_type != kDLCPU && device_type != kDLCUDA) {
-        PyErr_Format(PyExc_ValueError, "device: type %d (kDLCPU = 1 or kDLCUDA = 2)", device_type);
-        return NULL;
-    }
-    int64_t shape[DEVICE_MAX_NDIM];
-    int ndim = usbeam_da_parse_shape(shape_obj, shape, (size_t)dt->dl_bits / 8);
-    if (ndim < 0) return NULL;
-    const int cuda = device_type == kDLCUDA;
-    DeviceArrayObject *a = usbeam_da_array_empty(ndim, shape, dt, device_type, cuda ? device_id : 0,
-                                                 cuda ? (void *)stream : NULL);
-    if (a && a->stream && owner != Py_None) a->stream_owner = Py_NewRef(owner);
-    return (PyObject *)a;
-}
-
 static PyObject *py_stream_wait(PyObject *self, PyObject *args)
 {
     (void)self;
@@ -456,10 +303,6 @@ static PyObject *py_device_release_pending(PyObject *self, PyObject *args)
 }
 
 PyMethodDef usbeam_py_device_methods[] = {
-    {"device_wrap", py_device_wrap, METH_VARARGS,
-     "DeviceArray over CUDA memory: (ptr, shape, dtype, readonly, owner, name)."},
-    {"device_empty", py_device_empty, METH_VARARGS,
-     "Uninitialised DeviceArray: (shape, dtype, device_type, device_id, stream=None, owner=None)."},
     {"stream_wait", py_stream_wait, METH_VARARGS, "Make stream consumer wait for producer's queued work."},
     {"stream_synchronize", py_stream_synchronize, METH_O, "Wait on the host for a stream's queued work."},
     {"stream_query", py_stream_query, METH_O, "True when a stream's queued work has finished (no host wait)."},

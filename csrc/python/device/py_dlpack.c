@@ -354,6 +354,13 @@ static PyObject *py_device_from_dlpack(PyObject *self, PyObject *args, PyObject 
 
 /* device_wrap(ptr, shape, dtype, readonly, owner, name) -> DeviceArray over CUDA memory at ptr
  * kept alive by a reference to owner (CUDA array interface import; Python parsed the dict). */
+/* DeviceArray's DLPack export method, added to the type by usbeam_py_device_init. */
+PyMethodDef usbeam_da_dlpack_methods[] = {
+    {"__dlpack__", (PyCFunction)(void (*)(void))usbeam_py_array_dlpack, METH_VARARGS | METH_KEYWORDS,
+     "DLPack capsule: __dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)."},
+    {NULL, NULL, 0, NULL},
+};
+
 PyMethodDef usbeam_py_dlpack_methods[] = {
     {"device_from_dlpack", (PyCFunction)(void (*)(void))py_device_from_dlpack, METH_VARARGS | METH_KEYWORDS,
      "Zero-copy import of an object with __dlpack__: (obj, stream=None, name='array') -> DeviceArray."},
