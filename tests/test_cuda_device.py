@@ -143,6 +143,9 @@ def test_cupy_peer(rng):
     back = device.asarray(c)
     assert back.ptr == d.ptr
     np.testing.assert_array_equal(cupy.asnumpy(c), host)
+    row = cupy.from_dlpack(d[1])  # a view: its own first element, not row 0
+    assert row.data.ptr == d.ptr + 9 * 4
+    np.testing.assert_array_equal(cupy.asnumpy(row), host[1])
 
 
 def test_torch_peer(rng):
@@ -157,3 +160,8 @@ def test_torch_peer(rng):
     got = usbeam.BModePlan((8, 9), 40.0, backend="cuda")(t)  # a torch tensor straight into a plan
     assert isinstance(got, usbeam.DeviceArray)
     np.testing.assert_array_equal(got.to_numpy(), usbeam.BModePlan((8, 9), 40.0)(host))
+    d = device.from_numpy(host)
+    for view, want in ((d[1], host[1]), (d[2:5], host[2:5])):  # views of a DeviceArray
+        tv = torch.from_dlpack(view)
+        assert tv.data_ptr() == view.ptr
+        np.testing.assert_array_equal(tv.cpu().numpy(), want)

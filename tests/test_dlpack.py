@@ -244,13 +244,17 @@ def test_legacy_capsule_without_max_version(rng):
     assert capsule_name(device.asarray(a).__dlpack__(max_version=(0, 8))) == "dltensor"
 
 
-def test_view_exports_byte_offset(rng):
+def test_view_exports_its_first_element_as_data(rng):
+    """A view exports data = its first element and byte_offset 0: consumers that ignore
+    byte_offset (PyTorch before late 2025) then read the right rows (cuda-first-contact A5)."""
     a = random_array(rng, (10, 6), np.float32)
     d = device.asarray(a)
     view = d[3:7]
     assert view.shape == (4, 6) and view.ptr == data_pointer(a) + 3 * 6 * 4
-    t = capsule_struct(view.__dlpack__(max_version=(1, 0)), DLManagedTensorVersioned).dl_tensor
-    assert t.data == data_pointer(a) and t.byte_offset == 3 * 6 * 4
+    for capsule, struct in ((view.__dlpack__(max_version=(1, 0)), DLManagedTensorVersioned),
+                            (view.__dlpack__(), DLManagedTensor)):
+        t = capsule_struct(capsule, struct).dl_tensor
+        assert t.data == data_pointer(a) + 3 * 6 * 4 and t.byte_offset == 0
     b = np.from_dlpack(view)
     assert data_pointer(b) == data_pointer(a) + 72
     np.testing.assert_array_equal(b, a[3:7])

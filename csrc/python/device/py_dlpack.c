@@ -5,7 +5,7 @@
  * Export: __dlpack__(stream=None, max_version=None, dl_device=None, copy=None) gives a
  * "dltensor_versioned" capsule (DLManagedTensorVersioned) when max_version >= (1, 0), the
  * legacy "dltensor" capsule otherwise; the tensor is compact (strides NULL), data is the
- * allocation base and byte_offset the view's offset.  A CUDA array makes the consumer's
+ * view's first element and byte_offset 0.  A CUDA array makes the consumer's
  * stream wait (an event, no host wait) for the writes pending on the array's stream
  * (array API semantics: stream None or 1 = legacy default, 2 = per-thread default, a
  * handle otherwise, -1 = no synchronisation, 0 refused as ambiguous).  copy=True, or a
@@ -57,8 +57,11 @@ static void legacy_capsule_destructor(PyObject *capsule)
 
 static void fill_tensor(const DeviceArrayObject *a, DLTensor *t, int64_t *shape)
 {
-    t->data = a->buffer->base;
-    t->byte_offset = a->offset;
+    /* The view's first element as data and byte_offset 0: legal for host and CUDA memory (only
+     * opaque-handle devices need an offset), and the consumers that ignored byte_offset
+     * (PyTorch before late 2025) read the right element of a view such as a[1]. */
+    t->data = (char *)a->buffer->base + a->offset;
+    t->byte_offset = 0;
     t->device.device_type = (DLDeviceType)a->device_type;
     t->device.device_id = a->device_id;
     t->ndim = a->ndim;
