@@ -2,7 +2,7 @@
 #   make demo    simulated phantom, RF -> IQ -> DAS -> B-mode on the CPU, PNG + stage timings
 #   make test    build, C tests, the whole pytest suite, the install routes (sdist, wheels,
 #                fresh venvs, CUDA toolkit hidden) and, where the CUDA headers are, the emulator
-#   make test-package  the install routes alone (tests/packaging)
+#   make test-package  the install routes alone (tests/build/test_install.py)
 #   make asan    C tests and the pytest suite under AddressSanitizer + UBSan
 #   make bench   benchmarks (see benchmarks/README.md)
 #   make test-emu  the CUDA tests on the CPU emulator (cuda/emu; needs the CUDA headers only)
@@ -59,9 +59,9 @@ test: build ctest
 	$(MAKE) --no-print-directory test-emu-if-headers
 
 # What users get: the README's install routes into fresh virtual environments, imported from
-# outside the checkout, and CPU work with the CUDA toolkit hidden (tests/packaging).
+# outside the checkout, and CPU work with the CUDA toolkit hidden (tests/build/test_install.py).
 test-package: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider -p no:randomly --packaging tests/packaging
+	$(PY) -m pytest -q -p no:cacheprovider -p no:randomly --packaging tests/build/test_install.py
 
 demo: build
 	$(PY) -m usbeam.demo --out demo_bmode.png

@@ -1,6 +1,7 @@
 """Shared fixtures: the ../shared/datasets folder (skip with a message when absent),
 fresh random generators, the CUDA skip marker, and the seed of a random-order run."""
 import os
+import sys
 import zlib
 from pathlib import Path
 
@@ -8,6 +9,11 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# Tests live in a folder per stage (tests/<stage>/); what they share sits here: this folder
+# (conftest, tolerances, reference/) and tests/helpers (live backends and pipelines, ...).
+for _shared in (Path(__file__).resolve().parent, Path(__file__).resolve().parent / "helpers"):
+    if str(_shared) not in sys.path:
+        sys.path.append(str(_shared))
 # USBEAM_DATA may list several folders (os.pathsep), as usbeam.datasets reads it.
 SHARED_DATASETS = ([Path(folder) for folder in os.environ.get("USBEAM_DATA", "").split(os.pathsep) if folder]
                    or [ROOT.parent / "shared" / "datasets"])

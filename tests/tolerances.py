@@ -75,7 +75,7 @@ TOLERANCES = {
     # ~n_frames eps_f max|C| (1.9e-6 at 32 frames, 7.6e-6 at 128; the worst case n^1.5 eps_f is
     # 8.6e-5).  Not yet measured on a GPU.
     "doppler_cuda_clutter_svd_rel": 2e-5,
-    # GPU chains vs CPU chains (tests/test_cuda_pipeline.py), median over the image: dB of
+    # GPU chains vs CPU chains (tests/pipelines/test_cuda_pipeline.py), median over the image: dB of
     # images that agree to ~1e-6 relative differ by ~1e-5 dB, so 1e-3 dB only fails on a real
     # difference; a velocity is an angle that moves with the last bits where |R(1)| is tiny,
     # hence a median, in units of the Nyquist velocity.  Not yet measured on a GPU.

@@ -1,5 +1,5 @@
 /*
- * selftest.cu - what the CUDA emulator promises, checked (tests/test_cuda_emulator.py builds this
+ * selftest.cu - what the CUDA emulator promises, checked (tests/device/test_cuda_emulator.py builds this
  * with translate.py + g++ against runtime.cpp and runs one scenario per process).  Each
  * scenario is valid or deliberately wrong CUDA; a wrong one must fail the way the emulator
  * documents (an error code, a fault, stale or poisoned data), or the emulator would let that

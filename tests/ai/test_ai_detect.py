@@ -103,7 +103,7 @@ def test_plan_reuse_and_input_untouched(rng):
 
 def test_nan_rows_are_refused_on_the_cpu(rng):
     """A NaN class score would make its row's score NaN and drop it (torch.max semantics, which
-    the CUDA twin keeps); the CPU refuses the head instead (tests/test_finite_input.py)."""
+    the CUDA twin keeps); the CPU refuses the head instead (tests/inputs/test_finite_input.py)."""
     raw = random_head(rng, 1, 50, 3)
     raw[0, 3, 6] = np.nan
     with pytest.raises(ValueError, match="raw contains NaN"):

@@ -5,7 +5,7 @@ tensor or a JAX array looks like to usbeam) gives the same numbers as the ndarra
 through a zero-copy view; device producers are recognised by ``__dlpack_device__`` and, on a
 build with CUDA, imported through ``usbeam.device.asarray`` as views whose pointer, shape,
 dtype and contiguity are checked without touching the memory (the foreign producer of
-tests/test_dlpack.py stands in for torch/CuPy/JAX).  The GPU runs are in tests/test_ai_cuda.py.
+tests/device/test_dlpack.py stands in for torch/CuPy/JAX).  The GPU runs are in tests/ai/test_ai_cuda.py.
 """
 import numpy as np
 import pytest
@@ -13,7 +13,7 @@ from scipy import ndimage
 
 import usbeam
 from usbeam import ai, device
-from test_dlpack import READ_ONLY, CtypesProducer, data_pointer
+from dlpack_ctypes import READ_ONLY, CtypesProducer, data_pointer
 from usbeam.device import KDLCUDA
 
 
@@ -117,7 +117,7 @@ def test_consumer_stream_reaches_the_producer(cuda_build, stream, seen):
 
 def test_device_producer_without_gpu_is_an_error_not_a_crash(cuda_build):
     if usbeam.cuda_available():
-        pytest.skip("a GPU is visible: tests/test_ai_cuda.py runs the device paths")
+        pytest.skip("a GPU is visible: tests/ai/test_ai_cuda.py runs the device paths")
     memory = np.zeros((4, 6), np.float32)
     producer = CtypesProducer(memory, (4, 6), np.float32, device_type=KDLCUDA)
     out = CtypesProducer(np.zeros((4, 6), np.uint8), (4, 6), np.uint8, device_type=KDLCUDA)

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "ai_handoff.ipynb"
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "ai_handoff.ipynb"
 
 
 @pytest.mark.slow

@@ -151,7 +151,7 @@ def test_pipeline_reports_non_finite_rf_once(rng, capture_graph):
     """NaN rf reaches DAS and (through it) B-mode, which both flag it; the pipeline takes every
     stage's flag and reports rf once: the next clean call is clean (no "an earlier call's
     image") and gives the clean image again (the chain is deterministic), which matches the CPU
-    pipeline (tolerance of tests/test_cuda_pipeline.py)."""
+    pipeline (tolerance of tests/pipelines/test_cuda_pipeline.py)."""
     pipe, cpu = small_pipeline(rng, capture_graph, bmode_output="db", dynamic_range=50.0)
     rf = rng.standard_normal(pipe.input_shape).astype(np.float32)
     clean = pipe(rf)  # (with a graph: captured here)

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 for parent in Path(__file__).resolve().parents:
     if (parent / "setup.py").exists() and (parent / "csrc").is_dir():
         ROOT = parent

@@ -274,7 +274,7 @@ def check_svd_against_cpu(gpu, cpu, iq, full_rank=True):
     assert (low, high) == (want_low, want_high)
     # both Gram matrices are double sums of exact float products and both Jacobi orderings
     # (CPU cyclic, GPU round-robin) are backward stable in double: the CPU test's bound against
-    # LAPACK (tests/test_doppler.py) holds for both.  A rank-deficient ensemble's null
+    # LAPACK (tests/doppler/test_doppler.py) holds for both.  A rank-deficient ensemble's null
     # eigenvalues are rounding noise (~eps lambda_max), whose square roots only bound each other.
     rank = len(values) if full_rank else min(iq.shape[0], iq[0].size)
     lapack = np.linalg.svd(iq.reshape(iq.shape[0], -1).T.astype(np.complex128), compute_uv=False)

@@ -1,7 +1,7 @@
-"""The session backends one live-session test body runs on (tests/test_live.py).
+"""The session backends one live-session test body runs on (tests/live/test_live.py).
 
   'cpu'           usbeam.live.Session(..., backend='cpu'): threads, host slots
-  'cuda-standin'  backend='cuda' with the ring replaced by tests/live_cuda_standin.py (host
+  'cuda-standin'  backend='cuda' with the ring replaced by tests/helpers/live_cuda_standin.py (host
                   memory, slow "DMA" on its own thread): the CUDA session's host side, everywhere
   'cuda'          backend='cuda' on the real ring (cuda/runtime/slot_ring.cu), marked cuda:
                   on a GPU and under the CUDA emulator (make test-emu)

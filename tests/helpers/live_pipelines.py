@@ -6,7 +6,7 @@ samples as IQ -> usbeam.BModePlan with a fixed reference -> uint8 (elements, sam
 Deterministic: the same frame gives the same bytes in a session and offline.
 Stamp: [first, min, max, checksum] of a frame, for torn-slot checks.
 OnDevice: any of these (or a CallablePipeline) as a backend='cuda' pipeline, so one test body
-runs on every session backend (tests/live_backends.py).
+runs on every session backend (tests/helpers/live_backends.py).
 """
 import time
 
@@ -71,7 +71,7 @@ class Stamp:
 
 
 def make_pipeline(params):
-    """Factory for `usbeam serve --pipeline tests/live_pipelines.py:make_pipeline`."""
+    """Factory for `usbeam serve --pipeline tests/helpers/live_pipelines.py:make_pipeline`."""
     cmap = params["channel_map"]
     shape = (len(cmap["acquisition_row"]), len(cmap["element_channel"]), int(cmap["n_samples"]))
     return CompoundBMode(shape, gain=params.get("gain", 1.0), delay_s=params.get("delay_s", 0.0))

@@ -1,6 +1,6 @@
 """In-process live sessions (usbeam.live.Session): channel mapping against the reference,
 then one body per behaviour run on every session backend (the `live` fixture:
-tests/live_backends.py: 'cpu', 'cuda-standin', and 'cuda' marked cuda, which runs on a GPU
+tests/helpers/live_backends.py: 'cpu', 'cuda-standin', and 'cuda' marked cuda, which runs on a GPU
 and under the CUDA emulator): in-order bit-identical output against the offline pipeline,
 overload with drop_oldest (accounting, no torn slot) and block (no drop), bad frames, pipeline
 failures, result access and stats, plan swap without stop, stop/restart/close/stop-during-push;
@@ -355,7 +355,7 @@ def test_parameters_validated():
         Session(lambda x: x)
     with pytest.raises(ValueError, match="backend"):
         Session(lambda x: x, backend="gpu", **shapes)
-    # backend='cuda' (tests/test_live_cuda.py): without a GPU a clean error; with one, a plain
+    # backend='cuda' (tests/live/test_live_cuda.py): without a GPU a clean error; with one, a plain
     # callable is refused (the CUDA session hands the pipeline DeviceArrays)
     with pytest.raises(usbeam.UsbeamError if not usbeam.cuda_available() else TypeError, match="cuda"):
         Session(lambda x: x, backend="cuda", **shapes)

@@ -265,7 +265,7 @@ def client_library():
     import subprocess
     from pathlib import Path
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     result = subprocess.run(["make", "-s", "client"], cwd=root, capture_output=True, text=True)
     if result.returncode != 0:
         pytest.fail(f"make client failed:\n{result.stdout}\n{result.stderr}")

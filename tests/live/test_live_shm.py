@@ -28,8 +28,8 @@ from usbeam.live import FrameDropped, to_rcvdata
 from usbeam.live.shm_client import FrameAbandoned, ServerGone, ShmClient, load_library
 from usbeam.serve import normalize_params
 
-ROOT = Path(__file__).resolve().parent.parent
-PIPELINE = str(ROOT / "tests" / "live_pipelines.py") + ":make_pipeline"
+ROOT = Path(__file__).resolve().parents[2]
+PIPELINE = str(ROOT / "tests" / "helpers" / "live_pipelines.py") + ":make_pipeline"
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from usbeam.io import load_vantage
 from usbeam.live import from_vantage
 from usbeam.live.vantage import save_simulated_workspace
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 @pytest.fixture

@@ -37,8 +37,8 @@ the upload and of the compute per frame (events), the pipeline's own stage times
 ``upload_gbps``: bytes uploaded over the GPU time of the copies (the host copy into pinned
 memory is ``copy_gbps``).
 
-STATUS: written on a machine without a GPU; its tests (tests/test_live.py on every backend,
-tests/test_live_cuda.py) pass on the ring stand-in and, GPU tests included, under the CUDA
+STATUS: written on a machine without a GPU; its tests (tests/live/test_live.py on every backend,
+tests/live/test_live_cuda.py) pass on the ring stand-in and, GPU tests included, under the CUDA
 emulator (make test-emu); not yet run on a real device.
 """
 import threading
