@@ -131,6 +131,7 @@ struct RcaGeometry {
     int dims[3];                    /* n_i, n_j, n_k */
     int axis_x, axis_y, axis_z;     /* voxel axis of the tile's x, y and of the grid's z */
     size_t n_voxels;
+    size_t acq_stride, frame_stride; /* samples between acquisitions, frames (constant-bank operands, not registers) */
     double fs, inv_c, t0, f_number, tukey_alpha, inv_tukey_alpha, rx_pitch;
     double samples_per_m;           /* fs / c */
     double first_index;             /* lowest valid sample index (cubic 1, else 0), taken off every delay */
@@ -187,6 +188,12 @@ __device__ __forceinline__ unsigned mul_hi(unsigned a, unsigned b)
 __device__ __forceinline__ int magic_int(float rounded) { return __float_as_int(rounded) - 0x4B400000; }
 constexpr float MAGIC = 12582912.0f;
 
+/* The CPU's receive_weight in double; out of line, as radial_weight_exact below. */
+__device__ __forceinline__ float strip_weight_exact(const RcaGeometry &g, double du, double z)
+{
+    return (float)usbeam_window(g.window, fabs(du) * 2.0 * g.f_number / z, g.tukey_alpha);
+}
+
 /* Receive weight of a strip at lateral distance |du| from a voxel at depth z > 0 (the CPU's
  * receive_weight, u = |du| 2 F# / z).  Far from the aperture edge in float: Hann and Tukey's
  * taper as cos^2(pi x / 2) = (1 + cos(pi x)) / 2, accurate to a few ulp even where small.
@@ -205,7 +212,7 @@ __device__ __forceinline__ float strip_weight(const RcaGeometry &g, double du, d
         const float c = cospif(0.5f * (float)x);
         return c * c;
     }
-    return (float)usbeam_window(g.window, fabs(du) * 2.0 * g.f_number / z, g.tukey_alpha);
+    return strip_weight_exact(g, du, z);
 }
 
 /* HERCULES receive path |p - e| (samples) of r^2 = a + b (samples^2, each hi + lo floats) in
@@ -229,10 +236,15 @@ __device__ __forceinline__ long long radius_fixed(float a_hi, float a_lo, float 
     return ((long long)whole << 32) + ((long long)(2 * f0 + f1) << 8);
 }
 
-/* HERCULES radial window at q = (r / half-width)^2 x steps in double, as the CPU reads its
- * table (csrc/beamform/rca.c, accumulate_general). */
-__device__ __forceinline__ double radial_weight_exact(const RcaGeometry &g, double q)
+/* HERCULES radial window near the aperture edge, as the CPU reads its table (csrc/beamform/
+ * rca.c, accumulate_general) at q = (r / half-width)^2 steps in double, recomputed from the
+ * voxel and the pair.  Out of line: the double arithmetic of this rare branch (q within two
+ * table steps of the edge) holds no registers in the pair loop. */
+__device__ __forceinline__ double radial_weight_exact(const RcaGeometry &g, double u_rx, double z, int c, float dv2_hi,
+                                                   float dv2_lo)
 {
+    const double hw = z / (2.0 * g.f_number) * g.samples_per_m, du = (u_rx - __ldg(&g.rx_u[c])) * g.samples_per_m;
+    const double q = (du * du + ((double)dv2_hi + (double)dv2_lo)) * (1.0 / (hw * hw)) * g.radial_steps;
     const int k = min((int)q, g.radial_steps);
     const double frac = q - k;
     return (1.0 - frac) * __ldg(&g.radial_window[k]) + frac * __ldg(&g.radial_window[k + 1]);
@@ -258,11 +270,47 @@ struct Sums {
     int threads, count;
 };
 
+/* The interpolated sample of one frame, weighted (rot = w, or w exp(j phase) for IQ). */
+template <bool IQ, int TAPS>
+__device__ __forceinline__ float2 frame_value(const typename SampleOf<IQ>::type *x, const float *tw, float2 rot)
+{
+    if (IQ) {
+        float re = 0.0f, im = 0.0f;
+#pragma unroll
+        for (int t = 0; t < TAPS; ++t) {
+            const float2 v = ((const float2 *)x)[t];
+            re += tw[t] * v.x;
+            im += tw[t] * v.y;
+        }
+        return make_float2(re * rot.x - im * rot.y, re * rot.y + im * rot.x);
+    }
+    float v = 0.0f;
+#pragma unroll
+    for (int t = 0; t < TAPS; ++t) v += tw[t] * ((const float *)x)[t];
+    return make_float2(v * rot.x, 0.0f);
+}
+
+/* Adds one frame's value of a pair to the sums of its output frame. */
+template <bool IQ>
+__device__ __forceinline__ void add_frame(const RcaGeometry &g, Sums &sums, int f, float2 v)
+{
+    if (g.out_frames == 1) {
+        sums.re += v.x;
+        if (IQ) sums.im += v.y;
+        if (g.coherence) sums.power += v.x * v.x + v.y * v.y;
+    } else {
+        float *o = sums.shared + (size_t)f * sums.threads;
+        o[0] += v.x;
+        if (IQ) o[sums.stride] += v.y;
+        if (g.coherence) o[(IQ ? 2 : 1) * sums.stride] += v.x * v.x + v.y * v.y;
+    }
+}
+
 /* One (acquisition, channel) pair at index s (32.32, first valid index taken off, already
  * checked to be in the record) of the record `record`, weight w, every frame. */
 template <bool IQ, int KIND>
 __device__ __forceinline__ void accumulate(const RcaGeometry &g, const typename SampleOf<IQ>::type *record,
-                                           long long s, float w, size_t frame_stride, Sums &sums)
+                                           long long s, float w, Sums &sums)
 {
     const unsigned whole = (unsigned)((unsigned long long)s >> 32), frac = (unsigned)s;
     constexpr int taps = KIND == USBEAM_INTERP_NEAREST ? 1 : KIND == USBEAM_INTERP_LINEAR ? 2 : 4;
@@ -282,39 +330,12 @@ __device__ __forceinline__ void accumulate(const RcaGeometry &g, const typename 
     const typename SampleOf<IQ>::type *x = record + first;
     float2 rot = make_float2(w, 0.0f);
     if (IQ) rot = pair_phasor(g, whole, frac, w);
-    for (int f = 0; f < g.n_frames; ++f, x += frame_stride) {
-        float vr, vi = 0.0f;
-        if (IQ) {
-            float re = 0.0f, im = 0.0f;
-#pragma unroll
-            for (int t = 0; t < taps; ++t) {
-                const float2 v = ((const float2 *)x)[t];
-                re += tw[t] * v.x;
-                im += tw[t] * v.y;
-            }
-            vr = re * rot.x - im * rot.y;
-            vi = re * rot.y + im * rot.x;
-        } else {
-            float v = 0.0f;
-#pragma unroll
-            for (int t = 0; t < taps; ++t) v += tw[t] * ((const float *)x)[t];
-            vr = v * w;
-        }
-        if (g.out_frames == 1) {
-            sums.re += vr;
-            if (IQ) sums.im += vi;
-            if (g.coherence) sums.power += vr * vr + vi * vi;
-        } else {
-            float *o = sums.shared + (size_t)f * sums.threads;
-            o[0] += vr;
-            if (IQ) o[sums.stride] += vi;
-            if (g.coherence) o[(IQ ? 2 : 1) * sums.stride] += vr * vr + vi * vi;
-        }
-    }
+    add_frame<IQ>(g, sums, 0, frame_value<IQ, taps>(x, tw, rot)); /* the first frame peeled: one-frame calls loop no more */
+    for (int f = 1; f < g.n_frames; ++f) add_frame<IQ>(g, sums, f, frame_value<IQ, taps>(x += g.frame_stride, tw, rot));
 }
 
 template <bool IQ, bool HERCULES, int KIND>
-__global__ void __launch_bounds__(32 * MAX_LANES) rca_kernel(RcaGeometry g, const float *__restrict__ data,
+__global__ void __launch_bounds__(32 * MAX_LANES, HERCULES ? 3 : 4) rca_kernel(RcaGeometry g, const float *__restrict__ data,
                                                              float *__restrict__ out)
 {
     typedef typename SampleOf<IQ>::type Sample;
@@ -359,13 +380,12 @@ __global__ void __launch_bounds__(32 * MAX_LANES) rca_kernel(RcaGeometry g, cons
         for (int k = 0; k < 1 + IQ + g.coherence; ++k)
             for (int f = 0; f < g.out_frames; ++f) sums.shared[k * sums.stride + (size_t)f * threads] = 0.0f;
     const Sample *const samples = (const Sample *)data;
-    const size_t acq_stride = (size_t)g.n_ch * g.n_samples, frame_stride = (size_t)g.n_acq * acq_stride;
 
     /* voxel constants: strips, the window's u per metre of |du|; HERCULES, the one wave's
      * transmit delay, z^2 and the aperture (samples^2) and the radial table's q per sample^2 */
     const double u_scale = g.f_number > 0.0 && z > 0.0 ? 2.0 * g.f_number / z : 0.0;
     long long tx_voxel = 0;
-    double z2 = 0.0, aperture2 = INFINITY, inv_aperture2 = 0.0;
+    double z2 = 0.0, aperture2 = INFINITY;
     float q_scale = 0.0f;
     if (HERCULES) {
         tx_voxel = to_fixed((usbeam_tx_path(&g.waves[0], g.tx_rows ? p.y : p.x, 0.0, z) * g.inv_c - g.t0) * g.fs -
@@ -375,8 +395,7 @@ __global__ void __launch_bounds__(32 * MAX_LANES) rca_kernel(RcaGeometry g, cons
         if (g.f_number > 0.0 && half_width >= 0.0) {
             const double hw = half_width * g.samples_per_m;
             aperture2 = hw * hw;
-            inv_aperture2 = aperture2 > 0.0 ? 1.0 / aperture2 : 0.0;
-            q_scale = (float)(inv_aperture2 * g.radial_steps);
+            q_scale = aperture2 > 0.0 ? (float)(g.radial_steps / aperture2) : 0.0f;
         }
     }
 
@@ -403,10 +422,11 @@ __global__ void __launch_bounds__(32 * MAX_LANES) rca_kernel(RcaGeometry g, cons
                     if (w == 0.0f) continue; /* skipped before any sample is read */
                 }
                 const long long rx = to_fixed(usbeam_rca_strip_path(u_rx, z, u_c) * g.inv_c * g.fs);
-                for (int j = 0; j < n_chunk; ++j, record += acq_stride) {
-                    const long long s = term[j * threads] + rx;
+                const long long *acq_term = term;
+                for (int j = 0; j < n_chunk; ++j, acq_term += threads, record += g.acq_stride) {
+                    const long long s = *acq_term + rx;
                     if ((unsigned long long)s > g.span) continue; /* outside the record */
-                    accumulate<IQ, KIND>(g, record, s, w, frame_stride, sums);
+                    accumulate<IQ, KIND>(g, record, s, w, sums);
                 }
             } else {
                 const double du_s = du * g.samples_per_m, du2 = du_s * du_s, a2 = du2 + z2;
@@ -418,8 +438,9 @@ __global__ void __launch_bounds__(32 * MAX_LANES) rca_kernel(RcaGeometry g, cons
                     l_hi = (float)l;
                     l_lo = (float)(l - l_hi);
                 }
-                for (int j = 0; j < n_chunk; ++j, record += acq_stride) {
-                    const unsigned long long packed = (unsigned long long)term[j * threads];
+                const long long *acq_term = term;
+                for (int j = 0; j < n_chunk; ++j, acq_term += threads, record += g.acq_stride) {
+                    const unsigned long long packed = (unsigned long long)*acq_term;
                     const float2 dv2 = make_float2(__uint_as_float((unsigned)packed), __uint_as_float((unsigned)(packed >> 32)));
                     float w = 1.0f;
                     if (g.f_number > 0.0) {
@@ -431,15 +452,14 @@ __global__ void __launch_bounds__(32 * MAX_LANES) rca_kernel(RcaGeometry g, cons
                             const float lo = __ldg(&g.radial_window[k]), hi = __ldg(&g.radial_window[k + 1]);
                             w = fmaf(q - (m - MAGIC), hi - lo, lo);
                         } else { /* near the edge: the CPU's double q, and its zero weights skipped */
-                            const double wd = radial_weight_exact(
-                                g, (du2 + ((double)dv2.x + (double)dv2.y)) * inv_aperture2 * g.radial_steps);
+                            const double wd = radial_weight_exact(g, u_rx, z, c, dv2.x, dv2.y);
                             if (wd == 0.0) continue;
                             w = (float)wd;
                         }
                     }
                     const long long s = tx_voxel + radius_fixed(a_hi, a_lo, dv2.x, dv2.y);
                     if ((unsigned long long)s > g.span) continue; /* outside the record */
-                    accumulate<IQ, KIND>(g, record, s, w, frame_stride, sums);
+                    accumulate<IQ, KIND>(g, record, s, w, sums);
                 }
             }
         }
@@ -544,6 +564,8 @@ extern "C" usbeam_status usbeam_rca_cuda_create(const usbeam_rca_tables *t, usbe
     g->dims[1] = (int)prm->n_j;
     g->dims[2] = (int)prm->n_k;
     g->n_voxels = prm->n_i * prm->n_j * prm->n_k;
+    g->acq_stride = prm->n_channels * prm->n_samples;
+    g->frame_stride = prm->n_acquisitions * g->acq_stride;
     g->chunk = (int)(prm->n_acquisitions < (size_t)CHUNK ? prm->n_acquisitions : (size_t)CHUNK);
     g->fs = prm->fs;
     g->inv_c = 1.0 / prm->c;
