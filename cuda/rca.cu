@@ -153,11 +153,15 @@ template <> struct SampleOf<true> {
     typedef float2 type;
 };
 
+/* Array coordinates of a voxel, bit for bit as voxel_geometry in csrc/beamform/rca.c (no
+ * contraction into FMAs), so that aperture edges fall on the same pairs as on the CPU. */
 __device__ __forceinline__ Point voxel_point(const RcaGeometry &g, const int idx[3])
 {
     const double i = idx[0], j = idx[1], k = idx[2];
-    return {g.m[0] * i + g.m[1] * j + g.m[2] * k + g.m[3], g.m[4] * i + g.m[5] * j + g.m[6] * k + g.m[7],
-            g.m[8] * i + g.m[9] * j + g.m[10] * k + g.m[11]};
+    const double *m = g.m;
+    return {__dadd_rn(__dadd_rn(__dadd_rn(__dmul_rn(m[0], i), __dmul_rn(m[1], j)), __dmul_rn(m[2], k)), m[3]),
+            __dadd_rn(__dadd_rn(__dadd_rn(__dmul_rn(m[4], i), __dmul_rn(m[5], j)), __dmul_rn(m[6], k)), m[7]),
+            __dadd_rn(__dadd_rn(__dadd_rn(__dmul_rn(m[8], i), __dmul_rn(m[9], j)), __dmul_rn(m[10], k)), m[11])};
 }
 
 /* Transmit path (m) of acquisition a to point p, as voxel_geometry in csrc/beamform/rca.c. */
@@ -236,18 +240,23 @@ __device__ __forceinline__ long long radius_fixed(float a_hi, float a_lo, float 
     return ((long long)whole << 32) + ((long long)(2 * f0 + f1) << 8);
 }
 
-/* HERCULES radial window near the aperture edge, as the CPU reads its table (csrc/beamform/
- * rca.c, accumulate_general) at q = (r / half-width)^2 steps in double, recomputed from the
- * voxel and the pair.  Out of line: the double arithmetic of this rare branch (q within two
- * table steps of the edge) holds no registers in the pair loop. */
-__device__ __forceinline__ double radial_weight_exact(const RcaGeometry &g, double u_rx, double z, int c, float dv2_hi,
-                                                   float dv2_lo)
+/* HERCULES weight of pair (acquisition a, channel c) near the aperture edge, bit for bit as
+ * accumulate_general in csrc/beamform/rca.c: lateral^2 = du^2 + dv^2 against the squared
+ * half-width and q = lateral^2 / half-width^2 x steps in metres^2, in the CPU's order and
+ * without contraction; -1 outside the disc, else the weight (0 is skipped, as on the CPU).
+ * Only for pairs whose float q is within two table steps of the edge (~0.1 % of them). */
+__device__ __forceinline__ double radial_weight_exact(const RcaGeometry &g, double u_rx, double v_rx, double z, int c,
+                                                      int a)
 {
-    const double hw = z / (2.0 * g.f_number) * g.samples_per_m, du = (u_rx - __ldg(&g.rx_u[c])) * g.samples_per_m;
-    const double q = (du * du + ((double)dv2_hi + (double)dv2_lo)) * (1.0 / (hw * hw)) * g.radial_steps;
+    const double du = u_rx - __ldg(&g.rx_u[c]), dv = v_rx - __ldg(&g.acq_position[a]);
+    const double lateral2 = __dadd_rn(__dmul_rn(du, du), __dmul_rn(dv, dv));
+    const double half_width = z / (2.0 * g.f_number), aperture2 = __dmul_rn(half_width, half_width);
+    if (lateral2 > aperture2) return -1.0;
+    const double q = __dmul_rn(__dmul_rn(lateral2, 1.0 / aperture2), (double)g.radial_steps);
     const int k = min((int)q, g.radial_steps);
     const double frac = q - k;
-    return (1.0 - frac) * __ldg(&g.radial_window[k]) + frac * __ldg(&g.radial_window[k + 1]);
+    return __dadd_rn(__dmul_rn(1.0 - frac, (double)__ldg(&g.radial_window[k])),
+                     __dmul_rn(frac, (double)__ldg(&g.radial_window[k + 1])));
 }
 
 /* exp(+j 2 pi fc tau) w for the pair at index whole + frac 2^-32 (first valid index taken
@@ -335,7 +344,7 @@ __device__ __forceinline__ void accumulate(const RcaGeometry &g, const typename 
 }
 
 template <bool IQ, bool HERCULES, int KIND>
-__global__ void __launch_bounds__(32 * MAX_LANES, HERCULES ? 3 : 4) rca_kernel(RcaGeometry g, const float *__restrict__ data,
+__global__ void __launch_bounds__(32 * MAX_LANES, 4) rca_kernel(RcaGeometry g, const float *__restrict__ data,
                                                              float *__restrict__ out)
 {
     typedef typename SampleOf<IQ>::type Sample;
@@ -431,30 +440,29 @@ __global__ void __launch_bounds__(32 * MAX_LANES, HERCULES ? 3 : 4) rca_kernel(R
             } else {
                 const double du_s = du * g.samples_per_m, du2 = du_s * du_s, a2 = du2 + z2;
                 const float a_hi = (float)a2, a_lo = (float)(a2 - a_hi), du2_f = (float)du2;
-                float l_hi = INFINITY, l_lo = 0.0f; /* pairs with dv^2 <= l = hw^2 - du^2 */
-                if (g.f_number > 0.0) {
-                    const double l = aperture2 - du2;
-                    if (!(l >= 0.0)) continue; /* no acquisition inside the disc */
-                    l_hi = (float)l;
-                    l_lo = (float)(l - l_hi);
-                }
+                /* a channel whose every pair is outside the disc (q > steps + 2 at dv = 0) */
+                if (g.f_number > 0.0 && du2_f * q_scale > (float)(g.radial_steps + 2)) continue;
                 const long long *acq_term = term;
                 for (int j = 0; j < n_chunk; ++j, acq_term += threads, record += g.acq_stride) {
                     const unsigned long long packed = (unsigned long long)*acq_term;
                     const float2 dv2 = make_float2(__uint_as_float((unsigned)packed), __uint_as_float((unsigned)(packed >> 32)));
                     float w = 1.0f;
                     if (g.f_number > 0.0) {
-                        if (!(dv2.x < l_hi || (dv2.x == l_hi && dv2.y <= l_lo))) continue; /* outside the disc */
+                        /* q = (r / half-width)^2 steps in float (~1e-6 relative): clearly inside
+                         * the disc, the table in float; clearly outside, skipped; within two steps
+                         * of the edge, the CPU's own arithmetic decides */
                         const float q = (du2_f + dv2.x) * q_scale;
                         if (q < (float)(g.radial_steps - 2)) { /* k = floor or ceil of q - 1/2: lerp is continuous */
                             const float m = (q - 0.5f) + MAGIC;
                             const int k = magic_int(m);
                             const float lo = __ldg(&g.radial_window[k]), hi = __ldg(&g.radial_window[k + 1]);
                             w = fmaf(q - (m - MAGIC), hi - lo, lo);
-                        } else { /* near the edge: the CPU's double q, and its zero weights skipped */
-                            const double wd = radial_weight_exact(g, u_rx, z, c, dv2.x, dv2.y);
-                            if (wd == 0.0) continue;
-                            w = (float)wd;
+                        } else if (q > (float)(g.radial_steps + 2)) {
+                            continue; /* outside the disc */
+                        } else {
+                            const double exact = radial_weight_exact(g, u_rx, v_rx, z, c, a0 + j);
+                            if (!(exact > 0.0)) continue; /* outside, or a zero weight the CPU skips */
+                            w = (float)exact;
                         }
                     }
                     const long long s = tx_voxel + radius_fixed(a_hi, a_lo, dv2.x, dv2.y);
