@@ -164,6 +164,20 @@ __device__ __forceinline__ Point voxel_point(const RcaGeometry &g, const int idx
             __dadd_rn(__dadd_rn(__dadd_rn(__dmul_rn(m[8], i), __dmul_rn(m[9], j)), __dmul_rn(m[10], k)), m[11])};
 }
 
+/* The voxel (i, j, k) of this thread: the tile's x along axis_x, y along axis_y, the grid's z
+ * along axis_z (unrolled selects: no dynamically indexed, local-memory array). */
+struct VoxelIndex {
+    int idx[3];
+};
+__device__ __forceinline__ VoxelIndex thread_voxel(const RcaGeometry &g)
+{
+    VoxelIndex v;
+    for (int d = 0; d < 3; ++d)
+        v.idx[d] = d == g.axis_x ? (int)(blockIdx.x * blockDim.x + threadIdx.x)
+                   : d == g.axis_y ? (int)(blockIdx.y * blockDim.y + threadIdx.y) : (int)blockIdx.z;
+    return v;
+}
+
 /* Transmit path (m) of acquisition a to point p, as voxel_geometry in csrc/beamform/rca.c. */
 __device__ __forceinline__ double tx_path(const RcaGeometry &g, const Point &p, int a)
 {
@@ -245,9 +259,10 @@ __device__ __forceinline__ long long radius_fixed(float a_hi, float a_lo, float 
  * half-width and q = lateral^2 / half-width^2 x steps in metres^2, in the CPU's order and
  * without contraction; -1 outside the disc, else the weight (0 is skipped, as on the CPU).
  * Only for pairs whose float q is within two table steps of the edge (~0.1 % of them). */
-__device__ __forceinline__ double radial_weight_exact(const RcaGeometry &g, double u_rx, double v_rx, double z, int c,
-                                                      int a)
+__device__ __forceinline__ double radial_weight_exact(const RcaGeometry &g, int c, int a)
 {
+    const Point p = voxel_point(g, thread_voxel(g).idx); /* recomputed: no registers held across the pair loop */
+    const double u_rx = g.rx_rows ? p.y : p.x, v_rx = g.rx_rows ? p.x : p.y, z = p.z;
     const double du = u_rx - __ldg(&g.rx_u[c]), dv = v_rx - __ldg(&g.acq_position[a]);
     const double lateral2 = __dadd_rn(__dmul_rn(du, du), __dmul_rn(dv, dv));
     const double half_width = z / (2.0 * g.f_number), aperture2 = __dmul_rn(half_width, half_width);
@@ -316,8 +331,9 @@ __device__ __forceinline__ void add_frame(const RcaGeometry &g, Sums &sums, int 
 }
 
 /* One (acquisition, channel) pair at index s (32.32, first valid index taken off, already
- * checked to be in the record) of the record `record`, weight w, every frame. */
-template <bool IQ, int KIND>
+ * checked to be in the record) of the record `record`, weight w, every frame.  ONE: one frame
+ * in and out, no coherence factor (a plain sum in registers, no pair count). */
+template <bool IQ, int KIND, bool ONE>
 __device__ __forceinline__ void accumulate(const RcaGeometry &g, const typename SampleOf<IQ>::type *record,
                                            long long s, float w, Sums &sums)
 {
@@ -335,15 +351,21 @@ __device__ __forceinline__ void accumulate(const RcaGeometry &g, const typename 
     } else {
         usbeam_catmull_rom_weights(fraction_of(frac), tw);
     }
-    ++sums.count;
     const typename SampleOf<IQ>::type *x = record + first;
     float2 rot = make_float2(w, 0.0f);
     if (IQ) rot = pair_phasor(g, whole, frac, w);
+    if (ONE) {
+        const float2 v = frame_value<IQ, taps>(x, tw, rot);
+        sums.re += v.x;
+        if (IQ) sums.im += v.y;
+        return;
+    }
+    ++sums.count;
     add_frame<IQ>(g, sums, 0, frame_value<IQ, taps>(x, tw, rot)); /* the first frame peeled: one-frame calls loop no more */
     for (int f = 1; f < g.n_frames; ++f) add_frame<IQ>(g, sums, f, frame_value<IQ, taps>(x += g.frame_stride, tw, rot));
 }
 
-template <bool IQ, bool HERCULES, int KIND>
+template <bool IQ, bool HERCULES, int KIND, bool ONE>
 __global__ void __launch_bounds__(32 * MAX_LANES, 4) rca_kernel(RcaGeometry g, const float *__restrict__ data,
                                                              float *__restrict__ out)
 {
@@ -352,10 +374,8 @@ __global__ void __launch_bounds__(32 * MAX_LANES, 4) rca_kernel(RcaGeometry g, c
     const int threads = blockDim.x * blockDim.y, tid = threadIdx.y * blockDim.x + threadIdx.x;
     long long *const term = shared_terms + tid; /* [chunk][threads]: this thread's column */
 
-    int idx[3];
-    for (int d = 0; d < 3; ++d) /* unrolled selects: no dynamically indexed (local-memory) array */
-        idx[d] = d == g.axis_x ? (int)(blockIdx.x * blockDim.x + threadIdx.x)
-                 : d == g.axis_y ? (int)(blockIdx.y * blockDim.y + threadIdx.y) : (int)blockIdx.z;
+    const VoxelIndex voxel_index = thread_voxel(g);
+    const int *const idx = voxel_index.idx;
     const bool inside = idx[0] < g.dims[0] && idx[1] < g.dims[1] && idx[2] < g.dims[2];
     const Point p = voxel_point(g, idx);
     const double u_rx = g.rx_rows ? p.y : p.x, v_rx = g.rx_rows ? p.x : p.y, z = p.z;
@@ -410,6 +430,7 @@ __global__ void __launch_bounds__(32 * MAX_LANES, 4) rca_kernel(RcaGeometry g, c
 
     for (int a0 = 0; a0 < g.n_acq; a0 += g.chunk) {
         const int n_chunk = min(g.chunk, g.n_acq - a0);
+        const long long *const chunk_end = term + (size_t)n_chunk * threads;
         /* the chunk's acquisition terms, this thread's column */
         for (int j = 0; j < n_chunk; ++j) {
             if (HERCULES) {
@@ -431,19 +452,18 @@ __global__ void __launch_bounds__(32 * MAX_LANES, 4) rca_kernel(RcaGeometry g, c
                     if (w == 0.0f) continue; /* skipped before any sample is read */
                 }
                 const long long rx = to_fixed(usbeam_rca_strip_path(u_rx, z, u_c) * g.inv_c * g.fs);
-                const long long *acq_term = term;
-                for (int j = 0; j < n_chunk; ++j, acq_term += threads, record += g.acq_stride) {
+                for (const long long *acq_term = term; acq_term != chunk_end; acq_term += threads, record += g.acq_stride) {
                     const long long s = *acq_term + rx;
                     if ((unsigned long long)s > g.span) continue; /* outside the record */
-                    accumulate<IQ, KIND>(g, record, s, w, sums);
+                    accumulate<IQ, KIND, ONE>(g, record, s, w, sums);
                 }
             } else {
                 const double du_s = du * g.samples_per_m, du2 = du_s * du_s, a2 = du2 + z2;
                 const float a_hi = (float)a2, a_lo = (float)(a2 - a_hi), du2_f = (float)du2;
                 /* a channel whose every pair is outside the disc (q > steps + 2 at dv = 0) */
                 if (g.f_number > 0.0 && du2_f * q_scale > (float)(g.radial_steps + 2)) continue;
-                const long long *acq_term = term;
-                for (int j = 0; j < n_chunk; ++j, acq_term += threads, record += g.acq_stride) {
+                int a = a0;
+                for (const long long *acq_term = term; acq_term != chunk_end; acq_term += threads, record += g.acq_stride, ++a) {
                     const unsigned long long packed = (unsigned long long)*acq_term;
                     const float2 dv2 = make_float2(__uint_as_float((unsigned)packed), __uint_as_float((unsigned)(packed >> 32)));
                     float w = 1.0f;
@@ -460,14 +480,14 @@ __global__ void __launch_bounds__(32 * MAX_LANES, 4) rca_kernel(RcaGeometry g, c
                         } else if (q > (float)(g.radial_steps + 2)) {
                             continue; /* outside the disc */
                         } else {
-                            const double exact = radial_weight_exact(g, u_rx, v_rx, z, c, a0 + j);
+                            const double exact = radial_weight_exact(g, c, a);
                             if (!(exact > 0.0)) continue; /* outside, or a zero weight the CPU skips */
                             w = (float)exact;
                         }
                     }
                     const long long s = tx_voxel + radius_fixed(a_hi, a_lo, dv2.x, dv2.y);
                     if ((unsigned long long)s > g.span) continue; /* outside the record */
-                    accumulate<IQ, KIND>(g, record, s, w, sums);
+                    accumulate<IQ, KIND, ONE>(g, record, s, w, sums);
                 }
             }
         }
@@ -498,18 +518,30 @@ __global__ void __launch_bounds__(32 * MAX_LANES, 4) rca_kernel(RcaGeometry g, c
 
 typedef void (*RcaKernel)(RcaGeometry, const float *, float *);
 
-template <bool IQ, bool HERCULES>
+template <bool IQ, bool HERCULES, bool ONE>
 RcaKernel kernel_of_kind(int interpolation)
 {
-    if (interpolation == USBEAM_INTERP_NEAREST) return rca_kernel<IQ, HERCULES, USBEAM_INTERP_NEAREST>;
-    if (interpolation == USBEAM_INTERP_LINEAR) return rca_kernel<IQ, HERCULES, USBEAM_INTERP_LINEAR>;
-    return rca_kernel<IQ, HERCULES, USBEAM_INTERP_CUBIC>;
+    if (interpolation == USBEAM_INTERP_NEAREST) return rca_kernel<IQ, HERCULES, USBEAM_INTERP_NEAREST, ONE>;
+    if (interpolation == USBEAM_INTERP_LINEAR) return rca_kernel<IQ, HERCULES, USBEAM_INTERP_LINEAR, ONE>;
+    return rca_kernel<IQ, HERCULES, USBEAM_INTERP_CUBIC, ONE>;
 }
 
-RcaKernel kernel_for(bool iq, bool hercules, int interpolation)
+template <bool IQ, bool HERCULES>
+RcaKernel kernel_of_frames(bool one, int interpolation)
 {
-    if (iq) return hercules ? kernel_of_kind<true, true>(interpolation) : kernel_of_kind<true, false>(interpolation);
-    return hercules ? kernel_of_kind<false, true>(interpolation) : kernel_of_kind<false, false>(interpolation);
+    return one ? kernel_of_kind<IQ, HERCULES, true>(interpolation) : kernel_of_kind<IQ, HERCULES, false>(interpolation);
+}
+
+/* The kernel of a plan: data type, receive model, interpolation, and whether it is the plain
+ * one-frame sum (ONE: one frame, no coherence factor; the frame loop and the uniform branches
+ * on out_frames and coherence, ~8 instructions a pair, are compiled out). */
+RcaKernel kernel_for(bool iq, bool hercules, bool one, int interpolation)
+{
+    if (iq)
+        return hercules ? kernel_of_frames<true, true>(one, interpolation)
+                        : kernel_of_frames<true, false>(one, interpolation);
+    return hercules ? kernel_of_frames<false, true>(one, interpolation)
+                    : kernel_of_frames<false, false>(one, interpolation);
 }
 
 } // namespace
@@ -602,7 +634,7 @@ extern "C" usbeam_status usbeam_rca_cuda_create(const usbeam_rca_tables *t, usbe
     g->k_lo = (unsigned)k_frac;
     const double phase0 = prm->fc * prm->t0 + lowest * k;
     g->phase0 = (unsigned)(unsigned long long)llrint(ldexp(phase0 - floor(phase0), 32));
-    p->kernel = kernel_for(prm->data_complex != 0, hercules, prm->interpolation);
+    p->kernel = kernel_for(prm->data_complex != 0, hercules, prm->n_frames == 1 && !g->coherence, prm->interpolation);
 
     /* Tiles of 32 voxels down the depth axis (the voxel axis most along the array's z; one
      * warp) x up to 8 along the longest other axis; the third runs over the grid's z.  A
