@@ -172,10 +172,11 @@ def test_acquisitions_across_chunks(rng, method, iq, n_acq):
     """cuda/rca.cu takes acquisitions in chunks of 16 (a thread's transmit terms in shared
     memory, its receive terms recomputed per chunk): one acquisition (a chunk of one), 17 (a
     full chunk and one of one) and 40 (three chunks, the last partial), for every method, RF
-    and IQ, with output frames kept apart (sums in shared memory) and summed with the
-    coherence factor (sums in registers, pairs counted across chunks)."""
+    and IQ, with one frame (the plain register sum), output frames kept apart (sums in shared
+    memory) and summed with the coherence factor (sums in registers, pairs counted across
+    chunks)."""
     array, kw = chunk_case(rng, method, n_acq)
-    for frames in (dict(n_frames=2), dict(n_frames=3, sum_frames=True, coherence_factor=True)):
+    for frames in (dict(n_frames=1), dict(n_frames=2), dict(n_frames=3, sum_frames=True, coherence_factor=True)):
         got, want, _, gpu = pair(rng, method, iq=iq, array=array, interpolation="cubic", f_number=1.2,
                                  window="hann", **frames, **kw)
         assert gpu.n_acquisitions == n_acq
