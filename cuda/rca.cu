@@ -97,8 +97,9 @@
 #include "common/usbeam_math.h"
 
 #ifdef USBEAM_CUDA_EMULATED
-/* The emulator's header (cuda/emu/cuda_emu.h) has no sinpi/cospi: the same values through
- * double (correctly rounded, where the device's are within 1 ulp). */
+/* The emulator's header (cuda/emu/cuda_emu.h) has no sinpi/cospi/umulhi: sinpi and cospi
+ * through double (correctly rounded, where the device's are within 1 ulp). */
+static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
 static inline float cospif(float x) { return (float)cos(USBEAM_PI * (double)x); }
 static inline void sincospif(float x, float *s, float *c)
 {
@@ -135,11 +136,13 @@ struct RcaGeometry {
     double fs, inv_c, t0, f_number, tukey_alpha, inv_tukey_alpha, rx_pitch;
     double samples_per_m;           /* fs / c */
     double first_index;             /* lowest valid sample index (cubic 1, else 0), taken off every delay */
+    float q_inside, q_outside;      /* HERCULES: radial_steps -+ 2, the float q decides outside [q_inside, q_outside] */
     unsigned long long span;        /* highest - lowest valid index, 2^-32 samples */
     int record_usable;              /* n_samples holds at least one valid index */
     unsigned phase0;                /* fc (t0 + first_index / fs) modulo 1, 2^-32 cycles */
     unsigned k_int, k_hi, k_lo;     /* fc / fs: integer part, then 64 fractional bits */
     int window, coherence, sum_frames;
+    int apodize;                    /* f_number > 0 (an int: no FP64 compare in the pair loop) */
 };
 
 struct Point {
@@ -192,14 +195,20 @@ __device__ __forceinline__ long long to_fixed(double samples)
     return fabs(samples) < 0x1p30 ? (long long)llrint(samples * 0x1p32) : FIXED_OUT;
 }
 
+/* x, opaque to the optimiser: the front end would otherwise recompute a loop-invariant float
+ * from its double inputs in every pair (rematerialisation to save a register), bringing FP64
+ * and double -> float conversions back into the pair loop (seen in the PTX). */
+__device__ __forceinline__ float kept(float x)
+{
+#ifndef USBEAM_CUDA_EMULATED
+    asm("" : "+f"(x));
+#endif
+    return x;
+}
+
 /* The fraction of a 32.32 index as a float in [0, 1): its top 23 bits in the mantissa of 1.0f
  * (truncation, < 2^-23 sample; no int -> float conversion). */
 __device__ __forceinline__ float fraction_of(unsigned frac) { return __uint_as_float(0x3f800000u | (frac >> 9)) - 1.0f; }
-
-__device__ __forceinline__ unsigned mul_hi(unsigned a, unsigned b)
-{
-    return (unsigned)(((unsigned long long)a * b) >> 32);
-}
 
 /* round(x) for |x| <= 2^22 by magic-number addition (1.5 x 2^23): the integer lands in the
  * low mantissa bits, ties to even. */
@@ -280,7 +289,7 @@ __device__ __forceinline__ double radial_weight_exact(const RcaGeometry &g, int 
  * cycle, then sincospif. */
 __device__ __forceinline__ float2 pair_phasor(const RcaGeometry &g, unsigned whole, unsigned frac, float w)
 {
-    const unsigned cycles = g.phase0 + whole * g.k_hi + mul_hi(whole, g.k_lo) + frac * g.k_int + mul_hi(frac, g.k_hi);
+    const unsigned cycles = g.phase0 + whole * g.k_hi + __umulhi(whole, g.k_lo) + frac * g.k_int + __umulhi(frac, g.k_hi);
     const int q = (int)(cycles + 256u) >> 9; /* [-2^22, 2^22): 2^-23 cycle */
     float sn, cs;
     sincospif((__int_as_float(0x4B400000 + q) - MAGIC) * 0x1p-22f, &sn, &cs);
@@ -447,7 +456,7 @@ __global__ void __launch_bounds__(32 * MAX_LANES, 4) rca_kernel(RcaGeometry g, c
             const Sample *record = samples + ((size_t)a0 * g.n_ch + c) * g.n_samples;
             if (!HERCULES) {
                 float w = 1.0f;
-                if (g.f_number > 0.0) {
+                if (g.apodize) {
                     w = strip_weight(g, du, z, u_scale);
                     if (w == 0.0f) continue; /* skipped before any sample is read */
                 }
@@ -459,25 +468,25 @@ __global__ void __launch_bounds__(32 * MAX_LANES, 4) rca_kernel(RcaGeometry g, c
                 }
             } else {
                 const double du_s = du * g.samples_per_m, du2 = du_s * du_s, a2 = du2 + z2;
-                const float a_hi = (float)a2, a_lo = (float)(a2 - a_hi), du2_f = (float)du2;
+                const float a_hi = kept((float)a2), a_lo = kept((float)(a2 - (float)a2)), du2_f = kept((float)du2);
                 /* a channel whose every pair is outside the disc (q > steps + 2 at dv = 0) */
-                if (g.f_number > 0.0 && du2_f * q_scale > (float)(g.radial_steps + 2)) continue;
+                if (g.apodize && du2_f * q_scale > g.q_outside) continue;
                 int a = a0;
                 for (const long long *acq_term = term; acq_term != chunk_end; acq_term += threads, record += g.acq_stride, ++a) {
                     const unsigned long long packed = (unsigned long long)*acq_term;
                     const float2 dv2 = make_float2(__uint_as_float((unsigned)packed), __uint_as_float((unsigned)(packed >> 32)));
                     float w = 1.0f;
-                    if (g.f_number > 0.0) {
+                    if (g.apodize) {
                         /* q = (r / half-width)^2 steps in float (~1e-6 relative): clearly inside
                          * the disc, the table in float; clearly outside, skipped; within two steps
                          * of the edge, the CPU's own arithmetic decides */
                         const float q = (du2_f + dv2.x) * q_scale;
-                        if (q < (float)(g.radial_steps - 2)) { /* k = floor or ceil of q - 1/2: lerp is continuous */
+                        if (q < g.q_inside) { /* k = floor or ceil of q - 1/2: lerp is continuous */
                             const float m = (q - 0.5f) + MAGIC;
                             const int k = magic_int(m);
                             const float lo = __ldg(&g.radial_window[k]), hi = __ldg(&g.radial_window[k + 1]);
                             w = fmaf(q - (m - MAGIC), hi - lo, lo);
-                        } else if (q > (float)(g.radial_steps + 2)) {
+                        } else if (q > g.q_outside) {
                             continue; /* outside the disc */
                         } else {
                             const double exact = radial_weight_exact(g, c, a);
@@ -612,6 +621,7 @@ extern "C" usbeam_status usbeam_rca_cuda_create(const usbeam_rca_tables *t, usbe
     g->samples_per_m = prm->fs / prm->c;
     g->t0 = prm->t0;
     g->f_number = prm->f_number;
+    g->apodize = prm->f_number > 0.0;
     g->tukey_alpha = prm->tukey_alpha;
     g->inv_tukey_alpha = prm->tukey_alpha > 0.0 ? 1.0 / prm->tukey_alpha : 0.0;
     g->rx_pitch = prm->rx_rows ? prm->pitch_y : prm->pitch_x;
@@ -619,6 +629,8 @@ extern "C" usbeam_status usbeam_rca_cuda_create(const usbeam_rca_tables *t, usbe
     g->coherence = prm->coherence_factor != 0;
     g->sum_frames = prm->sum_frames != 0;
     g->radial_steps = t->radial_steps;
+    g->q_inside = (float)(t->radial_steps - 2);
+    g->q_outside = (float)(t->radial_steps + 2);
     /* valid indices [lowest, highest] of the interpolation (usbeam_interp_weights) */
     const int lowest = prm->interpolation == USBEAM_INTERP_CUBIC ? 1 : 0;
     const long long highest = (long long)prm->n_samples - usbeam_interp_taps(prm->interpolation) +
