@@ -22,19 +22,24 @@
  *
  * Loop order and shared memory (why: occupancy).  Acquisitions are taken in chunks of CHUNK =
  * 16.  For each chunk a thread writes one 8-byte term per acquisition into its own column of
- * dynamic shared memory ([CHUNK][threads]; no other thread reads it, so no barrier), then walks
- * its channels, recomputing each channel's receive term for the chunk (one double square root
- * and one window per channel and chunk: n_ch x n_acq / 16 per voxel, against n_ch x n_acq
- * pairs), then the chunk's acquisitions:
+ * dynamic shared memory ([CHUNK][threads]; no other thread reads it, so there is no barrier),
+ * then walks its channels, recomputing each channel's receive term for the chunk (one double
+ * square root and one window per channel and chunk: n_ch x n_acq / 16 per voxel, against
+ * n_ch x n_acq pairs), then the chunk's acquisitions:
  *   strips (FORCES, uFORCES, VLS, TPW, Flash): acquisition term = transmit delay T_a, channel
  *     term = strip receive delay R_c, pair index s = T_a + R_c;
  *   HERCULES, uHERCULES: acquisition term = dv_a^2 (samples^2, float-float), channel terms =
- *     du_c^2 + z^2 and the aperture bound, pair index s = T (one wave, per voxel) + |p - e_ca|.
- * Shared memory per thread: 128 B (CHUNK x 8), plus 4 B per sum (re, im for IQ, power for the
- * coherence factor) and output frame only when several output frames are kept apart; a
- * single output frame (one frame, or sum_frames) sums in registers.  The previous design kept
- * every acquisition's delay per thread (524 B at 128 acquisitions), which capped occupancy
- * near 19 % whatever the tile.
+ *     du_c^2 + z^2 (float-float) and du_c^2, pair index s = T (the one wave, per voxel) +
+ *     |p - e_ca|.
+ * Shared memory per thread: 128 B (CHUNK x 8), plus 4 B per sum (re; im for IQ; power for the
+ * coherence factor) and output frame only when several output frames are kept apart; one
+ * output frame (one frame, or sum_frames) sums in registers.  The previous design kept every
+ * acquisition's delay per thread (n_acq x 4 B + 12 B: 524 B at 128 acquisitions), which capped
+ * occupancy near 19 % whatever the tile.  Now a 256-thread block takes 32 KB and registers
+ * decide: __launch_bounds__(256, 4) holds every kernel to 64 registers without spills, so 4
+ * blocks (32 warps, 50 %) per SM.  Kernels are compiled per data type, receive model and
+ * interpolation, and ONE (one frame, no coherence factor: a plain register sum, no frame loop
+ * and no pair count) or not.
  *
  * No FP64 per pair (why: FP64 runs at half the FP32 rate on H100 and at 1/64 on most other
  * GPUs; a double sin+cos per IQ pair or a double sqrt per HERCULES pair cost more than the
@@ -43,44 +48,60 @@
  * interpolation.  A pair's index is then one exact 64-bit integer add: its high word is the
  * first tap, its low word the fraction, and one unsigned 64-bit compare against the span of
  * valid indices is usbeam_interp_weights' range test (s in [0, n-1], [0, n-2] or [1, n-3]).
- * A float sample index would keep ~2e-4 sample at 2816 samples, a float difference from a
- * per-voxel reference ~6e-5 at the thousand-sample spreads of a 128-strip aperture: too coarse
- * for rca_cuda_rel_l2 on full-band data; 32.32 is exact and as cheap.  The fraction becomes a
- * float by OR-ing its top 23 bits into the mantissa of 1.0f, and integers become floats by
- * magic-number rounding, since conversions run at 1/8 of the FP32 rate on sm_90.  A term of
- * more than 2^30 samples, or not finite, is replaced by -2^62: every pair that uses it is out
- * of the record.
+ * (A float index would keep ~1e-4 sample at 2816 samples, a float difference from a per-voxel
+ * reference ~6e-5 at the thousand-sample spreads of a 128-strip aperture: ~1e-4 relative on
+ * full-band data, ten times rca_cuda_rel_l2.  The tile-reference int32 offsets of the previous
+ * design needed a double add per pair to use.)  The fraction becomes a float by OR-ing its top
+ * 23 bits into the mantissa of 1.0f, and integers become floats by magic-number rounding,
+ * since conversions run at 1/8 of the FP32 rate on sm_90.  A term of more than 2^30 samples,
+ * or not finite, is replaced by -2^62: every pair that uses it is out of the record.
  *   HERCULES: r^2 = (du^2 + z^2) + dv^2 is added in float-float (TwoSum), r = sqrt(r^2) by
  *   rsqrtf and one Newton step on the fma residual, and r0 + correction is split into 32.32 by
- *   magic-number rounding (valid below 2^19 samples; plans whose record could reach that are
- *   refused).  Its aperture test dv^2 <= hw^2 - du^2 is a float-float compare (the CPU's
- *   double test to ~1e-16), its radial window is read at a float q, and within two table
- *   steps of the aperture edge at the CPU's double q, so the pairs whose weight the CPU finds
- *   to be 0 (skipped, uncounted by the coherence factor) are the same.
+ *   magic-number rounding (valid below 2^19 samples; plans whose record could reach 2^18 are
+ *   refused).  Its radial window is read from the CPU plan's table at a float q = (r / half-
+ *   width)^2 steps; q decides whether the pair is inside the disc, except within two table
+ *   steps of the edge (~0.1 % of the pairs), where the disc test and q are the CPU's own
+ *   double arithmetic in metres^2 (voxel coordinates too are computed bit for bit as on the
+ *   CPU): the same edge pairs are kept and the same zero weights skipped, which the
+ *   coherence factor's pair count and rect windows would show.
  *   IQ: the phase fc tau = fc t0 + s fc / fs is summed modulo one cycle in 2^-32-cycle fixed
- *   point from the pair's index (fc/fs with 64 fractional bits: whole x K with two multiplies,
- *   fraction x K with two more), rounded to a centred float and rotated by sincospif.
+ *   point from the pair's index (fc/fs with 64 fractional bits; integer products wrap whole
+ *   cycles away: four multiplies), rounded to a centred float and rotated by sincospif.
  *
- * Error budget against the CPU backend (double throughout; tests/test_cuda_rca.py bounds it):
+ * Error budget against the CPU backend (double throughout; tests/test_cuda_rca.py holds the
+ * kernel to rca_cuda_rel_l2 on every method, on deep full-band records and on exact edges):
  *   sample index: terms rounded to 2^-32 sample; fraction truncated to 2^-23 sample, so
  *     <= 1.2e-7 sample (the CPU rounds its fraction to float too, <= 3e-8); HERCULES r within
- *     3e-8 sample (TwoSum + Newton on the fma residual leave ~1e-12 relative, the correction is
- *     rounded to 2^-24 sample).  Full-band white noise changes by ~1.8x its RMS per sample of
- *     shift (cubic), so <= ~2e-7 relative per term.
- *   phase: fixed-point sum within 3 x 2^-32 cycle, rounding to 2^-23 cycle <= 6e-8 cycle,
- *     sincospif within 1 ulp: <= 5e-7 rad (relative error of a term <= 5e-7), whatever fc/fs
- *     and however long the record, where a float phase of thousands of radians would be off by
- *     ~1e-4 rad.
- *   weights: strip windows in float far from the edge (cos^2(pi u / 2) by cospif, ~2e-7
+ *     3e-8 sample (TwoSum and Newton on the fma residual leave ~1e-12 relative, the correction
+ *     is rounded to 2^-24 sample).  Cubic interpolation of full-band white noise moves by ~1.5
+ *     times its RMS per sample of shift, so <= ~2e-7 relative per term.
+ *   phase: fixed-point sum within 3 x 2^-32 cycle, centred and rounded to 2^-23 cycle (<= 6e-8
+ *     cycle), sincospif within 1 ulp: <= 5e-7 rad, i.e. <= 5e-7 relative per term, whatever
+ *     fc/fs and however long the record (a float phase of thousands of radians: ~1e-4 rad).
+ *   weights: strip windows in float away from the edge (cos^2(pi x / 2) by cospif, ~2e-7
  *     relative), the CPU's double expression within 1e-3 of it; HERCULES table at a float q
- *     (~1e-7 relative).
- *   So each term is within ~1e-6 relative of the CPU's and the float32 sums (the CPU sums in
- *   double) dominate: a few 1e-7 relative, as before, inside rca_cuda_rel_l2 = 1e-5.
+ *     (~2e-7 relative).
+ *   So each term is within ~1e-6 relative of the CPU's, and the float32 sums (the CPU sums in
+ *   double) dominate as before: measured on the emulator <= 3.5e-7 on the tests' cases and
+ *   <= 2e-6 at the paper configuration (benchmarks/gpu_rca.py, B-scan strides), against
+ *   rca_cuda_rel_l2 = 1e-5.
  *
- * Per-pair instruction budget (sm_90 SASS of the inner loop, counted with cuobjdump; RF, cubic,
- * one frame, strip methods): see PAIR_BUDGET below the kernel.  The 15 ns/point FORCES
- * B-scan target of issue 14 (~9000 pairs per voxel at f# 1 on 132 SMs at 1.98 GHz) leaves
- * ~56 warp-lane instructions per pair if issue-bound.
+ * Per-pair instruction budget.  Target: 15 ns/point for the FORCES B-scan on an H100 (132
+ * SMs at 1.98 GHz) with ~7000-9000 pairs per voxel at f# 1 leaves ~0.44 SM cycles, i.e. ~56
+ * lane instructions (128 lanes a cycle), per pair.  The PTX of the pair loop (ld.param and
+ * moves not counted; SASS not read: no cuobjdump here; 64-bit integer operations are two SASS
+ * instructions each):
+ *   RF, cubic, strips, ONE: 41 per pair in the record (9 outside): LDS.64 of the transmit
+ *     term; 64-bit add, compare and branch (3); fraction (3); Catmull-Rom weights (16, the
+ *     shared usbeam_catmull_rom_weights); tap address (3); 4 LDG + 4 FFMA; the weighted sum
+ *     (1); loop (6).  No FP64, no conversion.
+ *   IQ adds ~60: phase (~10 integer and float), sincospif (~35 with its special-case
+ *     branches), the rotation and the second component (~15).
+ *   HERCULES adds ~50: float q and the radial table (~12, 2 LDG of a 16 KB table), float-float
+ *     r and its 32.32 split (~32), the add to the voxel's transmit term (2).
+ * The 4 gathers per pair (each warp-wide load spans ~70 samples at the B-scan's ~2 samples
+ * per depth voxel, ~3 L1 lines) are ~12 L1 wavefronts per warp and pair, ~0.4 SM cycles per
+ * pair: the L1 gather, not the ALU, is the likely limiter now.  To be measured on a GPU.
  *
  * Sums are float32 (the CPU sums in double): see tests/tolerances.py, rca_cuda_*.
  * Non-finite input (the CPU refuses it while it reads the data): a NaN or inf sample a voxel
