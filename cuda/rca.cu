@@ -281,7 +281,7 @@ __device__ __forceinline__ long long radius_fixed(float a_hi, float a_lo, float 
     const int whole = magic_int(m);
     const int f0 = magic_int(fmaf(r0 - (m - MAGIC), 0x1p23f, MAGIC)); /* (r0 - rint r0) 2^23 */
     const int f1 = magic_int(fmaf(corr, 0x1p24f, MAGIC));              /* corr 2^24, |corr| < 2^-2 */
-    return ((long long)whole << 32) + ((long long)(2 * f0 + f1) << 8);
+    return (long long)whole * 4294967296LL + (long long)(2 * f0 + f1) * 256; /* no left shift of a negative value */
 }
 
 /* HERCULES weight of pair (acquisition a, channel c) near the aperture edge, bit for bit as
