@@ -498,7 +498,7 @@ __global__ void __launch_bounds__(32 * MAX_LANES, 4) rca_kernel(RcaGeometry g, c
                     const float2 dv2 = make_float2(__uint_as_float((unsigned)packed), __uint_as_float((unsigned)(packed >> 32)));
                     float w = 1.0f;
                     if (g.apodize) {
-                        /* q = (r / half-width)^2 steps in float (~1e-6 relative): clearly inside
+                        /* q = (r / half-width)^2 steps in float (~3e-7 relative): clearly inside
                          * the disc, the table in float; clearly outside, skipped; within two steps
                          * of the edge, the CPU's own arithmetic decides */
                         const float q = (du2_f + dv2.x) * q_scale;
