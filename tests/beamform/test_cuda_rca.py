@@ -2,7 +2,9 @@
 (FORCES, uFORCES, HERCULES, uHERCULES, VLS, TPW, Flash), both receive orientations, every
 interpolation and window, RF and IQ, coherence factor, frame sums and several frame counts,
 on volumes, B-scans and grids at random affine transforms, grids whose sizes are not
-multiples of the thread tile, and non-finite input (a ValueError, flagged on the device).
+multiples of the thread tile, acquisition counts across the kernel's chunks of 16, long records
+and deep delays (its fixed-point sample index and phase), voxels exactly on aperture edges (the
+same pairs as the CPU), and non-finite input (a ValueError, flagged on the device).
 Outputs are poisoned (NaN) before each run and must be fully written.  Needs a GPU (marked cuda: skipped without one),
 except the last test."""
 import math
@@ -52,16 +54,17 @@ def assert_close_to_cpu(got, want, interpolation):
     assert np.linalg.norm(got - want) <= TOLERANCES["rca_cuda_rel_l2"] * np.linalg.norm(want)
 
 
-def pair(rng, method, *, rx="columns", shape=(9, 5, 13), n_frames=2, iq=False, grid=None, **kwargs):
+def pair(rng, method, *, rx="columns", shape=(9, 5, 13), n_frames=2, iq=False, grid=None, array=None,
+         n_samples=N_SAMPLES, fs=FS, fc=FC, t0=T0, **kwargs):
     kw = dict(METHODS[method], rx=rx)
     if method in ("uforces", "uhercules"):
         limit = {"uforces": N_ROWS if rx == "rows" else N_COLUMNS,
                  "uhercules": N_COLUMNS if rx == "rows" else N_ROWS}[method]
         kw["sparse_elements"] = [e % limit for e in kw["sparse_elements"]]
     kw.update(kwargs)
-    array = usbeam.RowColumnArray(N_COLUMNS, N_ROWS, PITCH_X, PITCH_Y)
+    array = usbeam.RowColumnArray(N_COLUMNS, N_ROWS, PITCH_X, PITCH_Y) if array is None else array
     grid = random_grid(rng, shape) if grid is None else grid
-    common = dict(n_samples=N_SAMPLES, fs=FS, fc=FC, c=C, t0=T0, n_frames=n_frames, data="iq" if iq else "rf", **kw)
+    common = dict(n_samples=n_samples, fs=fs, fc=fc, c=C, t0=t0, n_frames=n_frames, data="iq" if iq else "rf", **kw)
     gpu = usbeam.RCABeamformer(array, method, grid, backend="cuda", **common)
     cpu = usbeam.RCABeamformer(array, method, grid, **common)
     data = random_data(rng, gpu.data_shape, iq)
@@ -135,6 +138,119 @@ def test_tiles_at_grid_edges(rng, shape, depth_axis, method):
     grid = grid_with_depth_along(rng, shape, depth_axis)
     got, want, _, _ = pair(rng, method, grid=grid, iq=True, interpolation="linear", f_number=1.0, window="hann")
     assert_close_to_cpu(got, want, "linear")
+
+
+CHUNK = 16  # acquisitions per chunk in cuda/rca.cu
+
+
+def chunk_case(rng, method, n_acq):
+    """An array and keyword arguments giving `method` n_acq acquisitions (receive on columns)."""
+    columns, rows, kw = N_COLUMNS, N_ROWS, {}
+    if method == "forces":
+        columns = n_acq  # one decoded transmit per receive strip
+    elif method == "hercules":
+        rows = n_acq  # one decoded row per acquisition
+    elif method == "uforces":
+        kw["sparse_elements"] = [int(e) for e in rng.integers(0, N_COLUMNS, n_acq)]
+    elif method == "uhercules":
+        kw["sparse_elements"] = [int(e) for e in rng.integers(0, N_ROWS, n_acq)]
+    elif method == "vls":
+        kw["angles"] = list(rng.uniform(-0.3, 0.3, n_acq))
+        kw["focal_depths"] = list(rng.choice([-1, 1], n_acq) * rng.uniform(5e-3, 20e-3, n_acq))
+    elif method == "tpw":
+        kw["angles"], kw["focal_depths"] = list(rng.uniform(-0.3, 0.3, n_acq)), [math.inf] * n_acq
+    else:  # flash
+        kw["angles"], kw["focal_depths"] = [0.0] * n_acq, [math.inf] * n_acq
+    return usbeam.RowColumnArray(columns, rows, PITCH_X, PITCH_Y), kw
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("n_acq", [1, CHUNK + 1, 2 * CHUNK + 8])
+@pytest.mark.parametrize("method", list(METHODS))
+@pytest.mark.parametrize("iq", [False, True])
+def test_acquisitions_across_chunks(rng, method, iq, n_acq):
+    """cuda/rca.cu takes acquisitions in chunks of 16 (a thread's transmit terms in shared
+    memory, its receive terms recomputed per chunk): one acquisition (a chunk of one), 17 (a
+    full chunk and one of one) and 40 (three chunks, the last partial), for every method, RF
+    and IQ, with one frame (the plain register sum), output frames kept apart (sums in shared
+    memory) and summed with the coherence factor (sums in registers, pairs counted across
+    chunks)."""
+    array, kw = chunk_case(rng, method, n_acq)
+    for frames in (dict(n_frames=1), dict(n_frames=2), dict(n_frames=3, sum_frames=True, coherence_factor=True)):
+        got, want, _, gpu = pair(rng, method, iq=iq, array=array, interpolation="cubic", f_number=1.2,
+                                 window="hann", **frames, **kw)
+        assert gpu.n_acquisitions == n_acq
+        assert_close_to_cpu(got, want, "cubic")
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("method", ["forces", "hercules", "vls"])
+@pytest.mark.parametrize("iq", [False, True])
+def test_long_records_and_deep_delays(rng, method, iq):
+    """Sample indices in the thousands on full-band noise (fs 50 MHz, 4096 samples, depths to
+    28 mm, 24 strips of 0.3 mm): a float32 index would be off by ~5e-5 sample there and the
+    image by ~1e-4 (cubic interpolation of white noise moves ~1.5x its RMS per sample), ten
+    times rca_cuda_rel_l2; the kernel's 32.32 fixed-point index, HERCULES' float-float receive
+    path and the IQ phase summed modulo one cycle must keep to it.  IQ: fc/fs = 1.3 (decimated
+    IQ: the fixed-point phase's whole-cycle part of the fraction x fc/fs), phases of ~3000
+    cycles, t0 > 0."""
+    array = usbeam.RowColumnArray(24, 24, 0.3e-3, 0.3e-3)
+    m = np.eye(4)
+    m[:3, :3] = np.diag([0.6e-3, 0.5e-3, 1.5e-3]) + rng.normal(0, 0.05e-3, (3, 3))
+    m[:3, 3] = (-3e-3, -2e-3, 8e-3)
+    grid = usbeam.RCAGrid(m, (3, 5, 14))
+    kw = dict(METHODS[method])
+    if method == "vls":
+        kw.update(angles=[-0.1, 0.05, 0.2], focal_depths=[-10e-3, 30e-3, -25e-3])
+    fs = 50e6 if not iq else 10e6
+    got, want, _, _ = pair(rng, method, iq=iq, array=array, grid=grid, n_samples=4096 if not iq else 1024,
+                           fs=fs, fc=13e6 if iq else 5e6, t0=2e-6, n_frames=1, interpolation="cubic",
+                           f_number=1.0, window="tukey", tukey_alpha=0.3, **kw)
+    assert_close_to_cpu(got, want, "cubic")
+
+
+def lattice_grid(shape, origin):
+    """Voxels on a binary lattice (steps of 2^-13 m) over an array of pitch 2^-12 m: every
+    coordinate, strip position and lateral distance is exact, so some receive elements lie
+    exactly on the aperture edge |du| 2 F# = z (strips) or du^2 + dv^2 = (z / 2 F#)^2
+    (HERCULES: Pythagorean triples of lattice steps)."""
+    m = np.eye(4)
+    m[:3, :3] = np.eye(3) * 2.0 ** -13
+    m[:3, 3] = np.asarray(origin, float) * 2.0 ** -13
+    return usbeam.RCAGrid(m, shape)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("window", ["rect", "hann", "tukey"])
+@pytest.mark.parametrize("method", ["forces", "tpw", "hercules", "uhercules"])
+@pytest.mark.parametrize("iq", [False, True])
+def test_voxels_on_aperture_edges(rng, method, window, iq):
+    """Pairs exactly on the aperture edge count as on the CPU: with rect they weigh 1, with
+    hann and tukey 0 and are skipped (uncounted).  The kernel decides them with the CPU's own
+    double arithmetic (strip window within 1e-3 of the edge; HERCULES disc and radial table
+    within two table steps), so the coherence factor, which divides by the number of pairs,
+    agrees; one pair more or less would move a voxel by ~1 % (one in ~100 terms)."""
+    pitch = 2.0 ** -12
+    array = usbeam.RowColumnArray(N_COLUMNS, N_ROWS, pitch, pitch)
+    grid = lattice_grid((7, 9, 17), (-8, -3, 3))
+    for f_number in (0.5, 1.0):
+        got, want, _, _ = pair(rng, method, iq=iq, array=array, grid=grid, n_frames=1, interpolation="linear",
+                               f_number=f_number, window=window, tukey_alpha=0.5, coherence_factor=True)
+        assert_close_to_cpu(got, want, "linear")
+
+
+@pytest.mark.cuda
+def test_hercules_records_beyond_its_fixed_point_range_are_refused():
+    """HERCULES' float-float receive path holds r < 2^19 samples (cuda/rca.cu): a plan whose
+    record reaches 2^18 samples after the transmit is refused at creation, not beamformed
+    wrongly."""
+    array = usbeam.RowColumnArray(N_COLUMNS, N_ROWS, PITCH_X, PITCH_Y)
+    grid = usbeam.RCAGrid(np.diag([1e-3, 1e-3, 1e-3, 1.0]), (1, 1, 1))
+    kw = dict(METHODS["hercules"], n_samples=2 ** 18 + 1, fs=FS, backend="cuda")
+    with pytest.raises(NotImplementedError, match="2\\^18 samples"):
+        usbeam.RCABeamformer(array, "hercules", grid, **kw)
+    kw["n_samples"] = 2 ** 17
+    usbeam.RCABeamformer(array, "hercules", grid, **kw)  # within range: accepted
 
 
 @pytest.mark.cuda
