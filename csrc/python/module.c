@@ -1,104 +1,15 @@
 /*
- * module.c - the extension module usbeam._core: module init, the status -> exception
- * mapping (driven by the one status table in usbeam.h), array and capsule helpers, and
- * build/device queries.  Kernel bindings live in py_<family>.c.
+ * module.c - the registrar of the extension module usbeam._core: PyInit__core, which adds
+ * every binding file's table in stage order, and the module-level queries (build and device
+ * facts, the status table, the thread limit, the CUDA backend's installation).
+ *
+ * It sits on top of the binding and nothing calls into it: the shared helpers are in
+ * py_common.c (the bottom layer), plans in py_plan.c, each stage's bindings in py_<stage>.c
+ * and device arrays in device/.
  */
 #define USBEAM_PY_MODULE_MAIN
 #include "python/py_common.h"
 #include "backend/cuda_seam.h"
-
-static PyObject *usbeam_error_type; /* usbeam.UsbeamError, a RuntimeError */
-
-PyObject *usbeam_py_raise(usbeam_status st)
-{
-    PyObject *type = usbeam_error_type;
-    switch (st) {
-#define VALUE PyExc_ValueError
-#define TYPE PyExc_TypeError
-#define MEMORY PyExc_MemoryError
-#define RUNTIME usbeam_error_type
-#define NOTIMPL PyExc_NotImplementedError
-#define USBEAM_X_EXC(name, value, message, pykind) \
-    case name:                                     \
-        type = pykind;                             \
-        break;
-        USBEAM_STATUS_TABLE(USBEAM_X_EXC)
-#undef USBEAM_X_EXC
-#undef VALUE
-#undef TYPE
-#undef MEMORY
-#undef RUNTIME
-#undef NOTIMPL
-    }
-    const char *detail = usbeam_last_error();
-    if (detail && detail[0])
-        PyErr_Format(type, "%s", detail);
-    else
-        PyErr_Format(type, "%s", usbeam_status_string(st));
-    usbeam_clear_error();
-    return NULL;
-}
-
-void *usbeam_py_array_data(PyObject *obj, const char *name, int npy_type, size_t n_elements,
-                           int writable)
-{
-    if (!PyArray_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "%s must be a numpy.ndarray (got %s)", name, Py_TYPE(obj)->tp_name);
-        return NULL;
-    }
-    PyArrayObject *arr = (PyArrayObject *)obj;
-    if (PyArray_TYPE(arr) != npy_type) {
-        PyArray_Descr *want = PyArray_DescrFromType(npy_type);
-        PyErr_Format(PyExc_TypeError, "%s must have dtype %s (got %s)", name,
-                     want ? want->typeobj->tp_name : "?", PyArray_DESCR(arr)->typeobj->tp_name);
-        Py_XDECREF(want);
-        return NULL;
-    }
-    if (!PyArray_IS_C_CONTIGUOUS(arr) || !PyArray_ISALIGNED(arr) || PyArray_ISBYTESWAPPED(arr)) {
-        PyErr_Format(PyExc_ValueError, "%s must be C-contiguous, aligned and in native byte order", name);
-        return NULL;
-    }
-    if ((size_t)PyArray_SIZE(arr) != n_elements) {
-        PyErr_Format(PyExc_ValueError, "%s must hold %zu elements (got %zd)", name, n_elements,
-                     (Py_ssize_t)PyArray_SIZE(arr));
-        return NULL;
-    }
-    if (writable && !PyArray_ISWRITEABLE(arr)) {
-        PyErr_Format(PyExc_ValueError, "%s is read-only", name);
-        return NULL;
-    }
-    return PyArray_DATA(arr);
-}
-
-PyObject *usbeam_py_plan_capsule(void *plan, const char *capsule_name, PyCapsule_Destructor on_destroy)
-{
-    return PyCapsule_New(plan, capsule_name, on_destroy);
-}
-
-void *usbeam_py_plan_from_capsule(PyObject *capsule, const char *capsule_name, const char *name)
-{
-    if (!PyCapsule_IsValid(capsule, capsule_name)) {
-        PyErr_Format(PyExc_TypeError, "%s must be a %s capsule", name, capsule_name);
-        return NULL;
-    }
-    return PyCapsule_GetPointer(capsule, capsule_name);
-}
-
-int usbeam_py_backend(const char *name, usbeam_backend *backend)
-{
-    if (strcmp(name, "cpu") == 0) {
-        *backend = USBEAM_BACKEND_CPU;
-        return 0;
-    }
-    if (strcmp(name, "cuda") == 0) {
-        *backend = USBEAM_BACKEND_CUDA;
-        return 0;
-    }
-    PyErr_Format(PyExc_ValueError, "backend must be 'cpu' or 'cuda' (got '%s')", name);
-    return -1;
-}
-
-/* ---- build and device queries ---------------------------------------------------- */
 
 static PyObject *py_build_info(PyObject *self, PyObject *noargs)
 {
@@ -129,7 +40,7 @@ static PyObject *py_build_info(PyObject *self, PyObject *noargs)
                          "version", USBEAM_VERSION_MAJOR, USBEAM_VERSION_MINOR, USBEAM_VERSION_PATCH);
 }
 
-/* _install_cuda(capsule): take usbeam._cuda's table (csrc/cuda_seam.h); called once by
+/* _install_cuda(capsule): take usbeam._cuda's table (csrc/backend/cuda_seam.h); called once by
  * usbeam._backend.load_cuda, before any CUDA plan or device array exists. */
 static PyObject *py_install_cuda(PyObject *self, PyObject *capsule)
 {
@@ -137,8 +48,7 @@ static PyObject *py_install_cuda(PyObject *self, PyObject *capsule)
     const usbeam_cuda_api *api = PyCapsule_GetPointer(capsule, "usbeam._cuda.api");
     if (!api) return NULL;
     usbeam_status st = usbeam_cuda_install(api);
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
+    return usbeam_py_none_or_raise(st);
 }
 
 /* _set_cuda_unavailable(reason): the one line the CUDA entry points give while it is absent. */
@@ -209,8 +119,7 @@ static PyObject *py_set_thread_limit(PyObject *self, PyObject *arg)
         return NULL;
     }
     usbeam_status st = usbeam_set_thread_limit((int)n);
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
+    return usbeam_py_none_or_raise(st);
 }
 
 PyMethodDef usbeam_py_core_methods[] = {
@@ -224,34 +133,22 @@ PyMethodDef usbeam_py_core_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+/* Stage order, as the library's headers and the Python package read: the module-level
+ * queries, device arrays, acquisition, demodulation, beamforming, B-mode, Doppler, AI. */
 static PyMethodDef *const method_tables[] = {
     usbeam_py_core_methods,
-    usbeam_py_bmode_methods,
-    /* family cuda: */
     usbeam_py_device_methods,
     usbeam_py_dlpack_methods,
     usbeam_py_cuda_methods,
-    /* family rf2iq: */
-    usbeam_py_rf2iq_methods,
-
-    /* family das: */
-    usbeam_py_das_methods,
-
-    /* family doppler: */
-    usbeam_py_doppler_methods,
-
-    /* family hadamard: */
     usbeam_py_hadamard_methods,
-
-    /* family rca: */
+    usbeam_py_live_methods,
+    usbeam_py_rf2iq_methods,
+    usbeam_py_das_methods,
     usbeam_py_rca_methods,
-
-    /* family ai: */
+    usbeam_py_bmode_methods,
+    usbeam_py_doppler_methods,
     usbeam_py_ai_methods,
     usbeam_py_segment_methods,
-
-    /* family live: */
-    usbeam_py_live_methods,
 };
 
 static struct PyModuleDef core_module = {PyModuleDef_HEAD_INIT, "usbeam._core",
@@ -264,10 +161,7 @@ PyMODINIT_FUNC PyInit__core(void)
     PyObject *module_name = NULL;
     PyObject *module = PyModule_Create(&core_module);
     if (!module) return NULL;
-    usbeam_error_type = PyErr_NewExceptionWithDoc("usbeam.UsbeamError",
-                                                  "A usbeam runtime failure (backend, device or internal).",
-                                                  PyExc_RuntimeError, NULL);
-    if (!usbeam_error_type || PyModule_AddObjectRef(module, "UsbeamError", usbeam_error_type) < 0) goto fail;
+    if (usbeam_py_error_init(module) < 0) goto fail;
     module_name = PyModule_GetNameObject(module);
     if (!module_name) goto fail;
     for (size_t t = 0; t < sizeof method_tables / sizeof method_tables[0]; ++t) {
@@ -280,7 +174,6 @@ PyMODINIT_FUNC PyInit__core(void)
         }
     }
     Py_DECREF(module_name);
-    /* family cuda: */
     if (usbeam_py_device_init(module) < 0) goto fail_types;
     return module;
 fail_types:

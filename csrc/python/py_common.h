@@ -1,7 +1,17 @@
 /*
- * py_common.h - shared helpers of the extension module usbeam._core (the only files that
- * see Python and NumPy).  Each kernel family has its binding file py_<family>.c that
- * exports a PyMethodDef table; module.c gathers the tables.
+ * py_common.h - the bottom layer of the extension module usbeam._core, the only code that
+ * sees Python and NumPy: what every binding file calls, and nothing that calls back up
+ * (py_common.c depends on the library alone).
+ *
+ * Conventions the whole binding keeps, implemented here:
+ *   - A failed library call returns a usbeam_status; usbeam_py_raise turns it into the
+ *     exception the one status table (USBEAM_STATUS_TABLE) assigns, with the calling
+ *     thread's detailed message, so codes, messages and exception kinds have one source.
+ *   - A caller's array is checked before the library sees it: TypeError for a wrong type or
+ *     dtype, ValueError for a wrong size, layout or a read-only output; every message names
+ *     the parameter.
+ *   - A backend is named "cpu" or "cuda".
+ * Plans and their calls follow py_plan.h; device arrays live in device/.
  */
 #ifndef USBEAM_PY_COMMON_H
 #define USBEAM_PY_COMMON_H
@@ -18,9 +28,16 @@
 
 #include "common/usbeam_internal.h"
 
+/* Create usbeam.UsbeamError (a RuntimeError: the kind the status table calls RUNTIME) and add
+ * it to module.  Called once by PyInit__core, before any binding can raise. */
+int usbeam_py_error_init(PyObject *module);
+
 /* Raise the Python exception that the status table assigns to st, with the calling
  * thread's detailed message.  Returns NULL so callers can `return usbeam_py_raise(st);`. */
 PyObject *usbeam_py_raise(usbeam_status st);
+
+/* None for USBEAM_OK, otherwise usbeam_py_raise(st). */
+PyObject *usbeam_py_none_or_raise(usbeam_status st);
 
 /* Check that obj is a NumPy array of the given dtype (NPY_*), C-contiguous and aligned,
  * holding exactly n_elements elements, and writable when writable != 0.  On success
@@ -29,50 +46,37 @@ PyObject *usbeam_py_raise(usbeam_status st);
 void *usbeam_py_array_data(PyObject *obj, const char *name, int npy_type, size_t n_elements,
                            int writable);
 
-/* Wrap a plan pointer in a capsule whose destructor calls destroy. */
+/* Wrap a pointer in a capsule whose destructor is on_destroy (py_plan.h builds plans on it). */
 PyObject *usbeam_py_plan_capsule(void *plan, const char *capsule_name, PyCapsule_Destructor on_destroy);
-/* Fetch the plan behind a capsule, raising TypeError naming `name` when it is not one. */
+/* Fetch the pointer behind a capsule, raising TypeError naming `name` when it is not one. */
 void *usbeam_py_plan_from_capsule(PyObject *capsule, const char *capsule_name, const char *name);
+
+/* The usbeam dtype and NumPy type NumPy calls `name` ("int16", "float32", ...) when name is
+ * one of `allowed` (NULL-terminated); -1 otherwise, with no exception set: each caller words
+ * its own TypeError, naming what it parses. */
+int usbeam_py_dtype(const char *name, const char *const *allowed, usbeam_dtype *dtype, int *npy_type);
 
 /* Parse a backend name ("cpu" or "cuda"); raises ValueError and returns -1 on anything else. */
 int usbeam_py_backend(const char *name, usbeam_backend *backend);
 
-/* family cuda (py_device_array.c, py_dlpack.c, py_cuda.c): DeviceArray, DLPack / CUDA array
- * interface exchange, CUDA plans.
- * usbeam_py_plan_buffer: for a CPU plan (exec NULL) usbeam_py_array_data; for a CUDA plan the
- * device pointer of a usbeam.DeviceArray on the plan's device, checked like it. */
-void *usbeam_py_plan_buffer(PyObject *obj, const char *name, int npy_type, size_t n_elements, int writable,
-                            usbeam_cuda_exec *exec);
-/* A capsule on a plan's CUDA state that keeps owner (the plan capsule) alive; None for NULL. */
-PyObject *usbeam_py_cuda_exec_capsule(usbeam_cuda_exec *exec, PyObject *owner);
-int usbeam_py_device_init(PyObject *module);
+/* The binding tables module.c registers, in stage order: each binding file exports one
+ * NULL-terminated PyMethodDef array. */
+extern PyMethodDef usbeam_py_core_methods[];
 extern PyMethodDef usbeam_py_device_methods[];
 extern PyMethodDef usbeam_py_dlpack_methods[];
 extern PyMethodDef usbeam_py_cuda_methods[];
-
-/* Binding tables of each family (NULL-terminated PyMethodDef arrays). */
-extern PyMethodDef usbeam_py_core_methods[];
-extern PyMethodDef usbeam_py_bmode_methods[];
-/* family rf2iq: */
-extern PyMethodDef usbeam_py_rf2iq_methods[];
-
-/* family das: */
-extern PyMethodDef usbeam_py_das_methods[];
-
-/* family doppler: */
-extern PyMethodDef usbeam_py_doppler_methods[];
-
-/* family hadamard: */
 extern PyMethodDef usbeam_py_hadamard_methods[];
-
-/* family rca: */
+extern PyMethodDef usbeam_py_live_methods[];
+extern PyMethodDef usbeam_py_rf2iq_methods[];
+extern PyMethodDef usbeam_py_das_methods[];
 extern PyMethodDef usbeam_py_rca_methods[];
-
-/* family ai: */
+extern PyMethodDef usbeam_py_bmode_methods[];
+extern PyMethodDef usbeam_py_doppler_methods[];
 extern PyMethodDef usbeam_py_ai_methods[];
 extern PyMethodDef usbeam_py_segment_methods[];
 
-/* family live: */
-extern PyMethodDef usbeam_py_live_methods[];
+/* Add usbeam.DeviceArray to module and register the at-exit release of parked buffers
+ * (device/py_device_array.c). */
+int usbeam_py_device_init(PyObject *module);
 
 #endif

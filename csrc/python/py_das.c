@@ -1,10 +1,11 @@
 /*
- * py_das.c - Python bindings of the delay-and-sum family (see das_setup.c, das.c).
+ * py_das.c - Python bindings of delay-and-sum beamforming (see beamform/das_setup.c, das.c);
+ * plans, buffers, the GIL and the lock follow py_plan.h.
  *   das_plan(element_positions, transmits, points, n_frames, n_samples, fs, fc, c, t0,
  *            f_number, window, tukey_alpha, interpolation, dtype, max_table_bytes, backend)
  *       element_positions: float64 (n_elements, 3); points: float64 (n_points, 3);
  *       transmits: sequence of (kind, angle, x, z, element[, sources (3, n) float64]) tuples
- *       (kind as usbeam.h);
+ *       (kind: usbeam_transmit_kind, include/usbeam/beamform.h);
  *       window: 'rect' | 'hann' | 'tukey'; interpolation: 'nearest' | 'linear' | 'cubic';
  *       dtype: 'int16' | 'float32' | 'complex64'.
  *   das_execute(plan, data, out[, n_frames])   data (n_frames, n_tx, n_el, n_samples)
@@ -13,28 +14,11 @@
  *       per-plan lock (a plan's scratch is not re-entrant).
  *   das_table_bytes(plan) -> int;  das_auto_f_number(width, fc, bandwidth, c) -> float
  */
-#include "python/py_common.h"
+#include "python/py_plan.h"
 
-#include <pythread.h>
-
-#define DAS_CAPSULE "usbeam.das_plan"
-
-typedef struct {
-    usbeam_das_plan *plan;
-    PyThread_type_lock lock;
-    size_t capacity;                  /* frames the plan can take per call */
-    size_t in_per_frame, out_per_frame;
-    int in_type, out_type;
-} das_handle;
-
-static void das_capsule_destroy(PyObject *capsule)
-{
-    das_handle *h = PyCapsule_GetPointer(capsule, DAS_CAPSULE);
-    if (!h) return;
-    usbeam_das_plan_destroy(h->plan);
-    if (h->lock) PyThread_free_lock(h->lock);
-    PyMem_Free(h);
-}
+/* An execute works in the plan's scratch (CPU) or device state (CUDA): one at a time, on
+ * either backend. */
+USBEAM_PY_PLAN_TYPE(das, 0);
 
 /* A C-contiguous float64 array of shape (n, 3); returns a new reference or NULL. */
 static PyArrayObject *xyz_array(PyObject *obj, const char *name)
@@ -189,41 +173,26 @@ static PyObject *py_das_plan(PyObject *self, PyObject *args, PyObject *kwargs)
     p.interpolation = (usbeam_das_interpolation)method_code;
     p.max_table_bytes = (size_t)max_table_bytes;
 
-    das_handle *h = PyMem_Calloc(1, sizeof *h);
+    /* building the delay tables of a large grid takes long: other threads run meanwhile */
+    usbeam_py_plan *h = usbeam_py_plan_new(&das_plan_type);
+    usbeam_das_plan *plan = NULL;
     usbeam_status st = USBEAM_OK;
     if (h) {
-        h->lock = PyThread_allocate_lock();
-        if (h->lock) {
-            Py_BEGIN_ALLOW_THREADS
-            st = usbeam_das_plan_create(&p, backend, &h->plan);
-            Py_END_ALLOW_THREADS
-        }
+        Py_BEGIN_ALLOW_THREADS
+        st = usbeam_das_plan_create(&p, backend, &plan);
+        Py_END_ALLOW_THREADS
     }
     PyMem_Free(transmits);
     Py_DECREF(keep);
     Py_DECREF(elements);
     Py_DECREF(points);
-    if (!h || !h->lock) {
-        if (h) PyMem_Free(h);
-        return PyErr_NoMemory();
-    }
-    if (st != USBEAM_OK) {
-        PyThread_free_lock(h->lock);
-        PyMem_Free(h);
-        return usbeam_py_raise(st);
-    }
-    h->capacity = p.n_frames;
-    h->in_per_frame = p.n_transmits * p.n_elements * p.n_samples;
-    h->out_per_frame = p.n_points;
-    h->in_type = in_type;
-    h->out_type = out_type;
-    PyObject *capsule = usbeam_py_plan_capsule(h, DAS_CAPSULE, das_capsule_destroy);
-    if (!capsule) {
-        usbeam_das_plan_destroy(h->plan);
-        PyThread_free_lock(h->lock);
-        PyMem_Free(h);
-    }
-    return capsule;
+    if (!h) return NULL;
+    h->npy_in = in_type;
+    h->npy_out = out_type;
+    h->n_outer = p.n_frames; /* frames the plan can take per call */
+    h->n_in = p.n_transmits * p.n_elements * p.n_samples; /* per frame */
+    h->n_out = p.n_points;                                /* per frame */
+    return usbeam_py_plan_wrap(h, st, plan);
 }
 
 static PyObject *py_das_execute(PyObject *self, PyObject *args)
@@ -232,32 +201,27 @@ static PyObject *py_das_execute(PyObject *self, PyObject *args)
     PyObject *capsule, *in_obj, *out_obj;
     Py_ssize_t n_frames = -1;
     if (!PyArg_ParseTuple(args, "OOO|n", &capsule, &in_obj, &out_obj, &n_frames)) return NULL;
-    das_handle *h = usbeam_py_plan_from_capsule(capsule, DAS_CAPSULE, "plan");
+    usbeam_py_plan *h = usbeam_py_plan_from(capsule, &das_plan_type);
     if (!h) return NULL;
-    if (n_frames == -1) n_frames = (Py_ssize_t)h->capacity;
-    if (n_frames < 1 || (size_t)n_frames > h->capacity) {
-        PyErr_Format(PyExc_ValueError, "n_frames must be in [1, %zu] for this plan (got %zd)", h->capacity, n_frames);
+    if (n_frames == -1) n_frames = (Py_ssize_t)h->n_outer;
+    if (n_frames < 1 || (size_t)n_frames > h->n_outer) {
+        PyErr_Format(PyExc_ValueError, "n_frames must be in [1, %zu] for this plan (got %zd)", h->n_outer, n_frames);
         return NULL;
     }
-    usbeam_cuda_exec *cuda = usbeam_das_plan_cuda(h->plan); /* NULL: CPU plan, NumPy arrays */
-    const void *in = usbeam_py_plan_buffer(in_obj, "data", h->in_type, (size_t)n_frames * h->in_per_frame, 0, cuda);
+    usbeam_cuda_exec *cuda = usbeam_py_plan_cuda(h);
+    const void *in = usbeam_py_plan_buffer(in_obj, "data", h->npy_in, (size_t)n_frames * h->n_in, 0, cuda);
     if (!in) return NULL;
-    void *out = usbeam_py_plan_buffer(out_obj, "out", h->out_type, (size_t)n_frames * h->out_per_frame, 1, cuda);
+    void *out = usbeam_py_plan_buffer(out_obj, "out", h->npy_out, (size_t)n_frames * h->n_out, 1, cuda);
     if (!out) return NULL;
-    usbeam_status st;
-    Py_BEGIN_ALLOW_THREADS
-    PyThread_acquire_lock(h->lock, WAIT_LOCK);
-    st = usbeam_das_execute_frames(h->plan, (size_t)n_frames, in, out);
-    PyThread_release_lock(h->lock);
-    Py_END_ALLOW_THREADS
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
+    usbeam_py_plan_call call = usbeam_py_plan_enter(h, cuda);
+    usbeam_status st = usbeam_das_execute_frames(h->plan, (size_t)n_frames, in, out);
+    return usbeam_py_plan_finish(&call, st);
 }
 
 static PyObject *py_das_table_bytes(PyObject *self, PyObject *capsule)
 {
     (void)self;
-    das_handle *h = usbeam_py_plan_from_capsule(capsule, DAS_CAPSULE, "plan");
+    usbeam_py_plan *h = usbeam_py_plan_from(capsule, &das_plan_type);
     if (!h) return NULL;
     return PyLong_FromSize_t(usbeam_das_table_bytes(h->plan));
 }
@@ -272,13 +236,7 @@ static PyObject *py_das_auto_f_number(PyObject *self, PyObject *args)
     return PyFloat_FromDouble(f_number);
 }
 
-static PyObject *py_das_cuda_exec(PyObject *self, PyObject *capsule)
-{
-    (void)self;
-    das_handle *h = usbeam_py_plan_from_capsule(capsule, DAS_CAPSULE, "plan");
-    if (!h) return NULL;
-    return usbeam_py_cuda_exec_capsule(usbeam_das_plan_cuda(h->plan), capsule);
-}
+USBEAM_PY_PLAN_CUDA_EXEC_BINDING(das)
 
 PyMethodDef usbeam_py_das_methods[] = {
     {"das_cuda_exec", py_das_cuda_exec, METH_O, "CUDA state of a DAS plan (None for the CPU)."},

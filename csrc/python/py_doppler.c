@@ -1,7 +1,6 @@
 /*
- * py_doppler.c - Python bindings of the Doppler family (clutter.c, doppler.c,
- * doppler_display.c).  Plans with scratch or state are not re-entrant, so each handle
- * carries a lock taken (with the GIL released) around execute and reset.
+ * py_doppler.c - Python bindings of the Doppler stage (clutter.c, doppler.c,
+ * doppler_display.c); plans, buffers, the GIL and the lock follow py_plan.h.
  *   clutter_plan(n_frames, n_pixels, method, ...) / clutter_execute(plan, iq, out)
  *   clutter_reset(plan) / clutter_svd_info(plan) -> (singular_values, low, high)
  *   color_plan(...) / color_execute(plan, iq, velocity, variance|None, power|None)
@@ -9,67 +8,16 @@
  *   doppler_display_plan(...) / doppler_display_execute(plan, v|None, p|None, out_v|None,
  *       out_p|None, mask|None) / doppler_display_reset(plan) / doppler_display_cuda_exec(plan)
  */
-#include "python/py_common.h"
+#include "python/py_plan.h"
 
-#include <pythread.h>
-
-#define CLUTTER_CAPSULE "usbeam.clutter_plan"
-#define COLOR_CAPSULE "usbeam.color_plan"
-#define POWER_CAPSULE "usbeam.power_plan"
-#define DISPLAY_CAPSULE "usbeam.doppler_display_plan"
-
-typedef void (*destroy_fn)(void *);
-
-typedef struct {
-    void *plan;
-    destroy_fn destroy;
-    PyThread_type_lock lock;
-    size_t n_in, n_out;   /* input and output elements */
-    size_t n_frames;      /* clutter: ensemble length (for svd_info) */
-} handle;
-
-static void handle_free(handle *h)
-{
-    if (!h) return;
-    if (h->plan) h->destroy(h->plan);
-    if (h->lock) PyThread_free_lock(h->lock);
-    PyMem_Free(h);
-}
-
-#define DEFINE_DESTRUCTOR(fname, cname)                               \
-    static void fname(PyObject *capsule)                              \
-    {                                                                 \
-        handle_free(PyCapsule_GetPointer(capsule, cname));            \
-    }
-DEFINE_DESTRUCTOR(clutter_capsule_destroy, CLUTTER_CAPSULE)
-DEFINE_DESTRUCTOR(color_capsule_destroy, COLOR_CAPSULE)
-DEFINE_DESTRUCTOR(power_capsule_destroy, POWER_CAPSULE)
-DEFINE_DESTRUCTOR(display_capsule_destroy, DISPLAY_CAPSULE)
-
-static handle *handle_new(destroy_fn destroy)
-{
-    handle *h = PyMem_Calloc(1, sizeof *h);
-    if (!h) return (handle *)PyErr_NoMemory();
-    h->destroy = destroy;
-    h->lock = PyThread_allocate_lock();
-    if (!h->lock) {
-        PyMem_Free(h);
-        PyErr_SetString(PyExc_MemoryError, "plan lock");
-        return NULL;
-    }
-    return h;
-}
-
-static PyObject *wrap(handle *h, usbeam_status st, const char *name, PyCapsule_Destructor dtor)
-{
-    if (st != USBEAM_OK) {
-        handle_free(h);
-        return usbeam_py_raise(st);
-    }
-    PyObject *capsule = usbeam_py_plan_capsule(h, name, dtor);
-    if (!capsule) handle_free(h);
-    return capsule;
-}
+/* A clutter filter keeps its IIR state, the color plan its smoothing scratch, the display its
+ * persistence history: on the CPU one call at a time (power follows the same rules).  A CUDA
+ * execute only queues kernels, and the GIL it keeps serialises the users of the plan's device
+ * state.  reset and svd_info run on the host: they always take the lock. */
+USBEAM_PY_PLAN_TYPE(clutter, USBEAM_PY_PLAN_CUDA_KEEPS_GIL);
+USBEAM_PY_PLAN_TYPE(color, USBEAM_PY_PLAN_CUDA_KEEPS_GIL);
+USBEAM_PY_PLAN_TYPE(power, USBEAM_PY_PLAN_CUDA_KEEPS_GIL);
+USBEAM_PY_PLAN_TYPE(doppler_display, USBEAM_PY_PLAN_CUDA_KEEPS_GIL);
 
 static int nonnegative_sizes(const char *what, Py_ssize_t a, Py_ssize_t b, Py_ssize_t c, Py_ssize_t d)
 {
@@ -130,71 +78,40 @@ static PyObject *py_clutter_plan(PyObject *self, PyObject *args, PyObject *kwarg
     p.iir_order = iir_order;
     p.iir_cutoff = cutoff;
     p.iir_init_frames = (size_t)init_frames;
-    handle *h = handle_new((destroy_fn)usbeam_clutter_plan_destroy);
+    usbeam_py_plan *h = usbeam_py_plan_new(&clutter_plan_type);
     if (!h) return NULL;
+    h->npy_in = h->npy_out = NPY_COMPLEX64;
     h->n_in = h->n_out = p.n_frames * p.n_pixels;
-    h->n_frames = p.n_frames;
-    usbeam_status st = usbeam_clutter_plan_create(&p, backend, (usbeam_clutter_plan **)&h->plan);
-    return wrap(h, st, CLUTTER_CAPSULE, clutter_capsule_destroy);
+    h->n_outer = p.n_frames;
+    usbeam_clutter_plan *plan = NULL;
+    usbeam_status st = usbeam_clutter_plan_create(&p, backend, &plan);
+    return usbeam_py_plan_wrap(h, st, plan);
 }
 
-static PyObject *py_clutter_execute(PyObject *self, PyObject *args)
-{
-    (void)self;
-    PyObject *capsule, *in_obj, *out_obj;
-    if (!PyArg_ParseTuple(args, "OOO", &capsule, &in_obj, &out_obj)) return NULL;
-    handle *h = usbeam_py_plan_from_capsule(capsule, CLUTTER_CAPSULE, "plan");
-    if (!h) return NULL;
-    usbeam_cuda_exec *cuda = usbeam_clutter_plan_cuda(h->plan); /* NULL: CPU plan, NumPy arrays */
-    const void *in = usbeam_py_plan_buffer(in_obj, "iq", NPY_COMPLEX64, h->n_in, 0, cuda);
-    if (!in) return NULL;
-    void *out = usbeam_py_plan_buffer(out_obj, "out", NPY_COMPLEX64, h->n_out, 1, cuda);
-    if (!out) return NULL;
-    usbeam_status st;
-    if (cuda) {
-        st = usbeam_clutter_execute(h->plan, in, out); /* queues kernels only, GIL held */
-        if (st != USBEAM_OK) return usbeam_py_raise(st);
-        Py_RETURN_NONE;
-    }
-    Py_BEGIN_ALLOW_THREADS
-    PyThread_acquire_lock(h->lock, WAIT_LOCK);
-    st = usbeam_clutter_execute(h->plan, in, out);
-    PyThread_release_lock(h->lock);
-    Py_END_ALLOW_THREADS
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
-}
+USBEAM_PY_PLAN_EXECUTE_BINDING(clutter, "iq")
 
 static PyObject *py_clutter_reset(PyObject *self, PyObject *capsule)
 {
     (void)self;
-    handle *h = usbeam_py_plan_from_capsule(capsule, CLUTTER_CAPSULE, "plan");
+    usbeam_py_plan *h = usbeam_py_plan_from(capsule, &clutter_plan_type);
     if (!h) return NULL;
-    usbeam_status st;
-    Py_BEGIN_ALLOW_THREADS
-    PyThread_acquire_lock(h->lock, WAIT_LOCK);
-    st = usbeam_clutter_reset(h->plan);
-    PyThread_release_lock(h->lock);
-    Py_END_ALLOW_THREADS
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
+    usbeam_py_plan_call call = usbeam_py_plan_enter(h, NULL);
+    usbeam_status st = usbeam_clutter_reset(h->plan);
+    return usbeam_py_plan_finish(&call, st);
 }
 
 static PyObject *py_clutter_svd_info(PyObject *self, PyObject *capsule)
 {
     (void)self;
-    handle *h = usbeam_py_plan_from_capsule(capsule, CLUTTER_CAPSULE, "plan");
+    usbeam_py_plan *h = usbeam_py_plan_from(capsule, &clutter_plan_type);
     if (!h) return NULL;
-    npy_intp dims[1] = {(npy_intp)h->n_frames};
+    npy_intp dims[1] = {(npy_intp)h->n_outer};
     PyObject *values = PyArray_SimpleNew(1, dims, NPY_FLOAT64);
     if (!values) return NULL;
     int low = -1, high = -1;
-    usbeam_status st;
-    Py_BEGIN_ALLOW_THREADS
-    PyThread_acquire_lock(h->lock, WAIT_LOCK);
-    st = usbeam_clutter_svd_info(h->plan, PyArray_DATA((PyArrayObject *)values), &low, &high);
-    PyThread_release_lock(h->lock);
-    Py_END_ALLOW_THREADS
+    usbeam_py_plan_call call = usbeam_py_plan_enter(h, NULL);
+    usbeam_status st = usbeam_clutter_svd_info(h->plan, PyArray_DATA((PyArrayObject *)values), &low, &high);
+    usbeam_py_plan_leave(&call);
     if (st != USBEAM_OK) {
         Py_DECREF(values);
         return usbeam_py_raise(st);
@@ -239,21 +156,24 @@ static PyObject *py_color_plan(PyObject *self, PyObject *args, PyObject *kwargs)
     }
     p.axial_correction = axial;
     p.dz = dz;
-    handle *h = handle_new((destroy_fn)usbeam_color_plan_destroy);
+    usbeam_py_plan *h = usbeam_py_plan_new(&color_plan_type);
     if (!h) return NULL;
+    h->npy_in = NPY_COMPLEX64;
+    h->npy_out = NPY_FLOAT32;
     h->n_out = p.n_images * p.nz * p.nx;
     h->n_in = h->n_out * p.n_frames;
-    usbeam_status st = usbeam_color_plan_create(&p, backend, (usbeam_color_plan **)&h->plan);
-    return wrap(h, st, COLOR_CAPSULE, color_capsule_destroy);
+    usbeam_color_plan *plan = NULL;
+    usbeam_status st = usbeam_color_plan_create(&p, backend, &plan);
+    return usbeam_py_plan_wrap(h, st, plan);
 }
 
-/* Optional float32 output of a plan that may be on CUDA (exec non-NULL: a DeviceArray on the
- * plan's device); None gives NULL without error. */
-static int optional_plan_out(PyObject *obj, const char *name, size_t n, usbeam_cuda_exec *cuda, void **data)
+/* An optional buffer of a call (usbeam_py_plan_buffer); None gives NULL without error. */
+static int optional_plan_buffer(PyObject *obj, const char *name, int npy_type, size_t n, int writable,
+                                usbeam_cuda_exec *cuda, void **data)
 {
     *data = NULL;
     if (obj == Py_None) return 0;
-    *data = usbeam_py_plan_buffer(obj, name, NPY_FLOAT32, n, 1, cuda);
+    *data = usbeam_py_plan_buffer(obj, name, npy_type, n, writable, cuda);
     return *data ? 0 : -1;
 }
 
@@ -262,30 +182,19 @@ static PyObject *py_color_execute(PyObject *self, PyObject *args)
     (void)self;
     PyObject *capsule, *in_obj, *vel_obj, *var_obj = Py_None, *pow_obj = Py_None;
     if (!PyArg_ParseTuple(args, "OOO|OO", &capsule, &in_obj, &vel_obj, &var_obj, &pow_obj)) return NULL;
-    handle *h = usbeam_py_plan_from_capsule(capsule, COLOR_CAPSULE, "plan");
+    usbeam_py_plan *h = usbeam_py_plan_from(capsule, &color_plan_type);
     if (!h) return NULL;
-    usbeam_cuda_exec *cuda = usbeam_color_plan_cuda(h->plan); /* NULL: CPU plan, NumPy arrays */
-    const void *in = usbeam_py_plan_buffer(in_obj, "iq", NPY_COMPLEX64, h->n_in, 0, cuda);
+    usbeam_cuda_exec *cuda = usbeam_py_plan_cuda(h);
+    const void *in = usbeam_py_plan_buffer(in_obj, "iq", h->npy_in, h->n_in, 0, cuda);
     if (!in) return NULL;
-    float *velocity = usbeam_py_plan_buffer(vel_obj, "velocity", NPY_FLOAT32, h->n_out, 1, cuda);
+    float *velocity = usbeam_py_plan_buffer(vel_obj, "velocity", h->npy_out, h->n_out, 1, cuda);
     if (!velocity) return NULL;
     void *variance, *power;
-    if (optional_plan_out(var_obj, "variance", h->n_out, cuda, &variance) < 0) return NULL;
-    if (optional_plan_out(pow_obj, "power", h->n_out, cuda, &power) < 0) return NULL;
-    usbeam_status st;
-    if (cuda) {
-        /* only queues kernels; holding the GIL serialises users of the plan's device scratch */
-        st = usbeam_color_execute(h->plan, in, velocity, variance, power);
-        if (st != USBEAM_OK) return usbeam_py_raise(st);
-        Py_RETURN_NONE;
-    }
-    Py_BEGIN_ALLOW_THREADS
-    PyThread_acquire_lock(h->lock, WAIT_LOCK);
-    st = usbeam_color_execute(h->plan, in, velocity, variance, power);
-    PyThread_release_lock(h->lock);
-    Py_END_ALLOW_THREADS
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
+    if (optional_plan_buffer(var_obj, "variance", h->npy_out, h->n_out, 1, cuda, &variance) < 0) return NULL;
+    if (optional_plan_buffer(pow_obj, "power", h->npy_out, h->n_out, 1, cuda, &power) < 0) return NULL;
+    usbeam_py_plan_call call = usbeam_py_plan_enter(h, cuda);
+    usbeam_status st = usbeam_color_execute(h->plan, in, velocity, variance, power);
+    return usbeam_py_plan_finish(&call, st);
 }
 
 static PyObject *py_power_plan(PyObject *self, PyObject *args, PyObject *kwargs)
@@ -308,72 +217,21 @@ static PyObject *py_power_plan(PyObject *self, PyObject *args, PyObject *kwargs)
     p.output_db = output_db;
     p.reference = reference;
     p.noise_floor = noise_floor;
-    handle *h = handle_new((destroy_fn)usbeam_power_plan_destroy);
+    usbeam_py_plan *h = usbeam_py_plan_new(&power_plan_type);
     if (!h) return NULL;
+    h->npy_in = NPY_COMPLEX64;
+    h->npy_out = NPY_FLOAT32;
     h->n_out = p.n_pixels;
     h->n_in = p.n_pixels * p.n_frames;
-    usbeam_status st = usbeam_power_plan_create(&p, backend, (usbeam_power_plan **)&h->plan);
-    return wrap(h, st, POWER_CAPSULE, power_capsule_destroy);
+    usbeam_power_plan *plan = NULL;
+    usbeam_status st = usbeam_power_plan_create(&p, backend, &plan);
+    return usbeam_py_plan_wrap(h, st, plan);
 }
 
-static PyObject *py_power_execute(PyObject *self, PyObject *args)
-{
-    (void)self;
-    PyObject *capsule, *in_obj, *out_obj;
-    if (!PyArg_ParseTuple(args, "OOO", &capsule, &in_obj, &out_obj)) return NULL;
-    handle *h = usbeam_py_plan_from_capsule(capsule, POWER_CAPSULE, "plan");
-    if (!h) return NULL;
-    usbeam_cuda_exec *cuda = usbeam_power_plan_cuda(h->plan); /* NULL: CPU plan, NumPy arrays */
-    const void *in = usbeam_py_plan_buffer(in_obj, "iq", NPY_COMPLEX64, h->n_in, 0, cuda);
-    if (!in) return NULL;
-    float *out = usbeam_py_plan_buffer(out_obj, "out", NPY_FLOAT32, h->n_out, 1, cuda);
-    if (!out) return NULL;
-    usbeam_status st;
-    if (cuda) {
-        st = usbeam_power_execute(h->plan, in, out); /* queues kernels only, GIL held as above */
-        if (st != USBEAM_OK) return usbeam_py_raise(st);
-        Py_RETURN_NONE;
-    }
-    Py_BEGIN_ALLOW_THREADS
-    PyThread_acquire_lock(h->lock, WAIT_LOCK);
-    st = usbeam_power_execute(h->plan, in, out);
-    PyThread_release_lock(h->lock);
-    Py_END_ALLOW_THREADS
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
-}
-
-static PyObject *py_clutter_cuda_exec(PyObject *self, PyObject *capsule)
-{
-    (void)self;
-    handle *h = usbeam_py_plan_from_capsule(capsule, CLUTTER_CAPSULE, "plan");
-    if (!h) return NULL;
-    return usbeam_py_cuda_exec_capsule(usbeam_clutter_plan_cuda(h->plan), capsule);
-}
-
-static PyObject *py_color_cuda_exec(PyObject *self, PyObject *capsule)
-{
-    (void)self;
-    handle *h = usbeam_py_plan_from_capsule(capsule, COLOR_CAPSULE, "plan");
-    if (!h) return NULL;
-    return usbeam_py_cuda_exec_capsule(usbeam_color_plan_cuda(h->plan), capsule);
-}
-
-static PyObject *py_power_cuda_exec(PyObject *self, PyObject *capsule)
-{
-    (void)self;
-    handle *h = usbeam_py_plan_from_capsule(capsule, POWER_CAPSULE, "plan");
-    if (!h) return NULL;
-    return usbeam_py_cuda_exec_capsule(usbeam_power_plan_cuda(h->plan), capsule);
-}
-
-static PyObject *py_display_cuda_exec(PyObject *self, PyObject *capsule)
-{
-    (void)self;
-    handle *h = usbeam_py_plan_from_capsule(capsule, DISPLAY_CAPSULE, "plan");
-    if (!h) return NULL;
-    return usbeam_py_cuda_exec_capsule(usbeam_doppler_display_plan_cuda(h->plan), capsule);
-}
+USBEAM_PY_PLAN_EXECUTE_BINDING(power, "iq")
+USBEAM_PY_PLAN_CUDA_EXEC_BINDING(clutter)
+USBEAM_PY_PLAN_CUDA_EXEC_BINDING(color)
+USBEAM_PY_PLAN_CUDA_EXEC_BINDING(power)
 
 /* ---- display ---------------------------------------------------------------------------- */
 
@@ -400,21 +258,13 @@ static PyObject *py_display_plan(PyObject *self, PyObject *args, PyObject *kwarg
     p.persistence = persistence;
     p.power_threshold = power_threshold;
     p.velocity_threshold = velocity_threshold;
-    handle *h = handle_new((destroy_fn)usbeam_doppler_display_plan_destroy);
+    usbeam_py_plan *h = usbeam_py_plan_new(&doppler_display_plan_type);
     if (!h) return NULL;
+    h->npy_in = h->npy_out = NPY_FLOAT32;
     h->n_in = h->n_out = p.n_images * p.nz * p.nx;
-    usbeam_status st = usbeam_doppler_display_plan_create(&p, backend, (usbeam_doppler_display_plan **)&h->plan);
-    return wrap(h, st, DISPLAY_CAPSULE, display_capsule_destroy);
-}
-
-/* The same for a plan that may be on CUDA, input or output (None gives NULL). */
-static int optional_plan_buffer(PyObject *obj, const char *name, int npy_type, size_t n, int writable,
-                                usbeam_cuda_exec *cuda, void **data)
-{
-    *data = NULL;
-    if (obj == Py_None) return 0;
-    *data = usbeam_py_plan_buffer(obj, name, npy_type, n, writable, cuda);
-    return *data ? 0 : -1;
+    usbeam_doppler_display_plan *plan = NULL;
+    usbeam_status st = usbeam_doppler_display_plan_create(&p, backend, &plan);
+    return usbeam_py_plan_wrap(h, st, plan);
 }
 
 static PyObject *py_display_execute(PyObject *self, PyObject *args)
@@ -422,9 +272,9 @@ static PyObject *py_display_execute(PyObject *self, PyObject *args)
     (void)self;
     PyObject *capsule, *v_obj, *p_obj, *ov_obj, *op_obj, *m_obj;
     if (!PyArg_ParseTuple(args, "OOOOOO", &capsule, &v_obj, &p_obj, &ov_obj, &op_obj, &m_obj)) return NULL;
-    handle *h = usbeam_py_plan_from_capsule(capsule, DISPLAY_CAPSULE, "plan");
+    usbeam_py_plan *h = usbeam_py_plan_from(capsule, &doppler_display_plan_type);
     if (!h) return NULL;
-    usbeam_cuda_exec *cuda = usbeam_doppler_display_plan_cuda(h->plan); /* NULL: CPU plan, NumPy arrays */
+    usbeam_cuda_exec *cuda = usbeam_py_plan_cuda(h);
     void *velocity, *power, *out_velocity, *out_power, *mask;
     if (optional_plan_buffer(v_obj, "velocity", NPY_FLOAT32, h->n_in, 0, cuda, &velocity) < 0) return NULL;
     if (optional_plan_buffer(p_obj, "power", NPY_FLOAT32, h->n_in, 0, cuda, &power) < 0) return NULL;
@@ -435,36 +285,22 @@ static PyObject *py_display_execute(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "velocity/power: give at least one, each with its output buffer");
         return NULL;
     }
-    usbeam_status st;
-    if (cuda) {
-        /* only queues a kernel; holding the GIL serialises users of the plan's device history */
-        st = usbeam_doppler_display_execute(h->plan, velocity, power, out_velocity, out_power, mask);
-        if (st != USBEAM_OK) return usbeam_py_raise(st);
-        Py_RETURN_NONE;
-    }
-    Py_BEGIN_ALLOW_THREADS
-    PyThread_acquire_lock(h->lock, WAIT_LOCK);
-    st = usbeam_doppler_display_execute(h->plan, velocity, power, out_velocity, out_power, mask);
-    PyThread_release_lock(h->lock);
-    Py_END_ALLOW_THREADS
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
+    usbeam_py_plan_call call = usbeam_py_plan_enter(h, cuda);
+    usbeam_status st = usbeam_doppler_display_execute(h->plan, velocity, power, out_velocity, out_power, mask);
+    return usbeam_py_plan_finish(&call, st);
 }
 
 static PyObject *py_display_reset(PyObject *self, PyObject *capsule)
 {
     (void)self;
-    handle *h = usbeam_py_plan_from_capsule(capsule, DISPLAY_CAPSULE, "plan");
+    usbeam_py_plan *h = usbeam_py_plan_from(capsule, &doppler_display_plan_type);
     if (!h) return NULL;
-    usbeam_status st;
-    Py_BEGIN_ALLOW_THREADS
-    PyThread_acquire_lock(h->lock, WAIT_LOCK);
-    st = usbeam_doppler_display_reset(h->plan);
-    PyThread_release_lock(h->lock);
-    Py_END_ALLOW_THREADS
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
+    usbeam_py_plan_call call = usbeam_py_plan_enter(h, NULL);
+    usbeam_status st = usbeam_doppler_display_reset(h->plan);
+    return usbeam_py_plan_finish(&call, st);
 }
+
+USBEAM_PY_PLAN_CUDA_EXEC_BINDING(doppler_display)
 
 #define KW(fn) (PyCFunction)(void (*)(void))(fn)
 PyMethodDef usbeam_py_doppler_methods[] = {
@@ -486,7 +322,7 @@ PyMethodDef usbeam_py_doppler_methods[] = {
     {"doppler_display_execute", py_display_execute, METH_VARARGS,
      "(plan, velocity|None, power|None, out_velocity|None, out_power|None, mask|None)."},
     {"doppler_display_reset", py_display_reset, METH_O, "Forget the persistence history."},
-    {"doppler_display_cuda_exec", py_display_cuda_exec, METH_O,
+    {"doppler_display_cuda_exec", py_doppler_display_cuda_exec, METH_O,
      "CUDA state of a Doppler display plan (None for the CPU)."},
     {NULL, NULL, 0, NULL},
 };

@@ -1,5 +1,6 @@
 /*
- * py_hadamard.c - Python bindings of the Hadamard family (see hadamard.c).
+ * py_hadamard.c - Python bindings of Hadamard decoding (see acquire/hadamard.c); plans,
+ * buffers, the GIL and the lock follow py_plan.h.
  *   hadamard_matrix(order) -> int8 ndarray (order, order)
  *   hadamard_plan(order, n_outer, n_inner, in_dtype, out_dtype, algorithm, transmit_last,
  *                 matrix=None, backend='cpu') -> plan
@@ -8,42 +9,19 @@
  * dtypes are names: 'int16', 'int32', 'float32'; algorithm 'direct', 'fast' or 'gemm'
  * (CUDA only).
  */
-#include "python/py_common.h"
+#include "python/py_plan.h"
 
-#define HADAMARD_CAPSULE "usbeam.hadamard_plan"
+/* An execute works in the plan's per-thread scratch (CPU) or device state (CUDA): one at a
+ * time, on either backend. */
+USBEAM_PY_PLAN_TYPE(hadamard, 0);
 
-typedef struct {
-    usbeam_hadamard_plan *plan;
-    usbeam_hadamard_params params;
-    PyThread_type_lock lock; /* one execute at a time: the plan's scratch is shared */
-} hadamard_handle;
-
-static void hadamard_capsule_destroy(PyObject *capsule)
-{
-    hadamard_handle *h = PyCapsule_GetPointer(capsule, HADAMARD_CAPSULE);
-    if (h) {
-        usbeam_hadamard_plan_destroy(h->plan);
-        if (h->lock) PyThread_free_lock(h->lock);
-        PyMem_Free(h);
-    }
-}
-
+/* The sample types of Hadamard data, encoded and decoded. */
 static int parse_dtype(const char *name, const char *what, usbeam_dtype *dtype, int *npy_type)
 {
-    if (strcmp(name, "int16") == 0) {
-        *dtype = USBEAM_DTYPE_INT16;
-        *npy_type = NPY_INT16;
-    } else if (strcmp(name, "int32") == 0) {
-        *dtype = USBEAM_DTYPE_INT32;
-        *npy_type = NPY_INT32;
-    } else if (strcmp(name, "float32") == 0) {
-        *dtype = USBEAM_DTYPE_FLOAT32;
-        *npy_type = NPY_FLOAT32;
-    } else {
-        PyErr_Format(PyExc_TypeError, "%s must be int16, int32 or float32 (got '%s')", what, name);
-        return -1;
-    }
-    return 0;
+    static const char *const allowed[] = {"int16", "int32", "float32", NULL};
+    if (usbeam_py_dtype(name, allowed, dtype, npy_type) == 0) return 0;
+    PyErr_Format(PyExc_TypeError, "%s must be int16, int32 or float32 (got '%s')", what, name);
+    return -1;
 }
 
 static PyObject *py_hadamard_matrix(PyObject *self, PyObject *args)
@@ -109,65 +87,18 @@ static PyObject *py_hadamard_plan(PyObject *self, PyObject *args, PyObject *kwar
         p.matrix = usbeam_py_array_data(matrix_obj, "matrix", NPY_INT8, (size_t)order * (size_t)order, 0);
         if (!p.matrix) return NULL;
     }
-    hadamard_handle *h = PyMem_Calloc(1, sizeof *h);
-    if (!h) return PyErr_NoMemory();
-    h->lock = PyThread_allocate_lock();
-    if (!h->lock) {
-        PyMem_Free(h);
-        return PyErr_NoMemory();
-    }
-    usbeam_status st = usbeam_hadamard_plan_create(&p, backend, &h->plan);
-    if (st != USBEAM_OK) {
-        PyThread_free_lock(h->lock);
-        PyMem_Free(h);
-        return usbeam_py_raise(st);
-    }
-    p.matrix = NULL; /* the plan copied it */
-    h->params = p;
-    PyObject *capsule = usbeam_py_plan_capsule(h, HADAMARD_CAPSULE, hadamard_capsule_destroy);
-    if (!capsule) {
-        usbeam_hadamard_plan_destroy(h->plan);
-        PyThread_free_lock(h->lock);
-        PyMem_Free(h);
-    }
-    return capsule;
-}
-
-static int npy_of(usbeam_dtype d)
-{
-    return d == USBEAM_DTYPE_INT16 ? NPY_INT16 : d == USBEAM_DTYPE_INT32 ? NPY_INT32 : NPY_FLOAT32;
-}
-
-static PyObject *py_hadamard_execute(PyObject *self, PyObject *args)
-{
-    (void)self;
-    PyObject *capsule, *in_obj, *out_obj;
-    if (!PyArg_ParseTuple(args, "OOO", &capsule, &in_obj, &out_obj)) return NULL;
-    hadamard_handle *h = usbeam_py_plan_from_capsule(capsule, HADAMARD_CAPSULE, "plan");
+    usbeam_py_plan *h = usbeam_py_plan_new(&hadamard_plan_type);
     if (!h) return NULL;
-    size_t count = h->params.n_outer * h->params.order * h->params.n_inner; /* checked by plan_create */
-    usbeam_cuda_exec *cuda = usbeam_hadamard_plan_cuda(h->plan); /* NULL: CPU plan, NumPy arrays */
-    const void *in = usbeam_py_plan_buffer(in_obj, "data", npy_of(h->params.in_dtype), count, 0, cuda);
-    if (!in) return NULL;
-    void *out = usbeam_py_plan_buffer(out_obj, "out", npy_of(h->params.out_dtype), count, 1, cuda);
-    if (!out) return NULL;
-    usbeam_status st;
-    Py_BEGIN_ALLOW_THREADS
-    PyThread_acquire_lock(h->lock, WAIT_LOCK);
-    st = usbeam_hadamard_execute(h->plan, in, out);
-    PyThread_release_lock(h->lock);
-    Py_END_ALLOW_THREADS
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
+    h->npy_in = npy_in;
+    h->npy_out = npy_out;
+    h->n_in = h->n_out = p.n_outer * p.order * p.n_inner; /* kept only if plan_create accepts the sizes */
+    usbeam_hadamard_plan *plan = NULL;
+    usbeam_status st = usbeam_hadamard_plan_create(&p, backend, &plan);
+    return usbeam_py_plan_wrap(h, st, plan); /* the plan copied the matrix */
 }
 
-static PyObject *py_hadamard_cuda_exec(PyObject *self, PyObject *capsule)
-{
-    (void)self;
-    hadamard_handle *h = usbeam_py_plan_from_capsule(capsule, HADAMARD_CAPSULE, "plan");
-    if (!h) return NULL;
-    return usbeam_py_cuda_exec_capsule(usbeam_hadamard_plan_cuda(h->plan), capsule);
-}
+USBEAM_PY_PLAN_EXECUTE_BINDING(hadamard, "data")
+USBEAM_PY_PLAN_CUDA_EXEC_BINDING(hadamard)
 
 PyMethodDef usbeam_py_hadamard_methods[] = {
     {"hadamard_matrix", py_hadamard_matrix, METH_VARARGS, "usbeam's Hadamard matrix of an order (int8)."},

@@ -1,7 +1,8 @@
 /*
- * py_live.c - Python bindings of the live family: the channel-mapping copy (live.c) and
- * the server side of the shared-memory region (shm_server.c), used by usbeam.live and
- * usbeam.serve.
+ * py_live.c - Python bindings of live acquisition: the channel-mapping copy
+ * (acquire/gather.c), the server side of the shared-memory region (shm/shm_server.c) and the
+ * CUDA slot ring (cuda/runtime/slot_ring.cu), used by usbeam.live and usbeam.serve.  All
+ * three are owned by capsules as py_plan.h says; the calls that wait or copy release the GIL.
  *   live_gather_plan(n_rows, n_channels, element_channel, acquisition_row, n_samples, dtype)
  *   live_gather(plan, raw, out) -> s  raw: 2-D (rows, channels), any strides; out C-contiguous;
  *                                     returns the seconds the copy itself took
@@ -12,8 +13,7 @@
  *   shm_server_params(server, generation) -> (latest generation, text of `generation` | None)
  *                     None for generation 0; ValueError when that generation is gone from the ring
  *   shm_server_counters(server) -> dict; shm_server_stop(server); shm_now_ns()
- *   live_cuda_h2d_bandwidth(bytes, repeats=20, device=0) -> GB/s (pinned cudaMemcpy; CUDA builds)
- * The CUDA slot ring of a live session (cuda/live.cu; usbeam.live.cuda_session):
+ * The CUDA slot ring of a live session (usbeam.live.cuda_session):
  *   live_cuda_ring_create(device, slots, slot_bytes) -> ring
  *   live_cuda_ring_host_slot(ring, k) -> uint8 view of pinned slot k (waits for its last upload)
  *   live_cuda_ring_upload(ring, k, bytes); live_cuda_ring_acquire(ring, k) -> (device_ptr, stream)
@@ -22,29 +22,21 @@
  * Frame views returned by next_frame keep the server capsule (and the mapping) alive; so do
  * the pinned views of a ring's slots.
  */
-#include "python/py_common.h"
+#include "python/py_plan.h"
 #include "shm/shm_server.h"
 
-#define GATHER_CAPSULE "usbeam.live_gather_plan"
-#define SERVER_CAPSULE "usbeam.shm_server"
-#define RING_CAPSULE "usbeam.live_cuda_ring"
+/* The channel-mapping copy reads its tables only: calls on one plan may overlap. */
+USBEAM_PY_HOST_PLAN_TYPE(live_gather, USBEAM_PY_PLAN_REENTRANT);
 
-/* ---- helpers shared by the handles below ------------------------------------------ */
+/* The server and the ring are owned like plans, without the binding's lock: the server locks
+ * its region itself, and a ring's session (usbeam.live.cuda_session) orders its slot calls. */
+static void server_destroy(void *server) { usbeam_shm_server_destroy(server); }
+static const usbeam_py_plan_type server_type = {"usbeam.shm_server", "server", server_destroy, NULL,
+                                                USBEAM_PY_PLAN_REENTRANT};
 
-/* The capsule that owns a handle just set up by a create call returning st.  When that
- * failed, or the capsule cannot be made, the handle is freed here: free_handle must accept
- * a handle whose create failed (its library object still NULL). */
-static PyObject *owning_capsule(usbeam_status st, void *handle, const char *capsule_name,
-                                PyCapsule_Destructor on_destroy, void (*free_handle)(void *))
-{
-    if (st != USBEAM_OK) {
-        free_handle(handle);
-        return usbeam_py_raise(st);
-    }
-    PyObject *capsule = usbeam_py_plan_capsule(handle, capsule_name, on_destroy);
-    if (!capsule) free_handle(handle);
-    return capsule;
-}
+static void ring_destroy(void *ring) { usbeam_live_cuda_ring_destroy(ring); }
+static const usbeam_py_plan_type ring_type = {"usbeam.live_cuda_ring", "ring", ring_destroy, NULL,
+                                              USBEAM_PY_PLAN_REENTRANT};
 
 /* A 1-D uint8 view of bytes owned by `owner` (a capsule), which the view keeps alive. */
 static PyObject *bytes_view(void *data, size_t bytes, int writable, PyObject *owner)
@@ -61,51 +53,7 @@ static PyObject *bytes_view(void *data, size_t bytes, int writable, PyObject *ow
     return view;
 }
 
-/* None, or the exception for a failed call. */
-static PyObject *none_or_raise(usbeam_status st)
-{
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
-}
-
 /* ---- channel-mapping copy --------------------------------------------------------- */
-
-typedef struct {
-    usbeam_live_gather_plan *plan;
-    usbeam_live_gather_params params;
-    int npy_type;
-} gather_handle;
-
-static void gather_handle_free(void *handle)
-{
-    gather_handle *h = handle;
-    usbeam_live_gather_plan_destroy(h->plan);
-    PyMem_Free(h);
-}
-
-static void gather_capsule_destroy(PyObject *capsule)
-{
-    gather_handle *h = PyCapsule_GetPointer(capsule, GATHER_CAPSULE);
-    if (h) gather_handle_free(h);
-}
-
-static int dtype_from_name(const char *name, usbeam_dtype *dtype, int *npy_type)
-{
-    if (strcmp(name, "int16") == 0) {
-        *dtype = USBEAM_DTYPE_INT16;
-        *npy_type = NPY_INT16;
-    } else if (strcmp(name, "float32") == 0) {
-        *dtype = USBEAM_DTYPE_FLOAT32;
-        *npy_type = NPY_FLOAT32;
-    } else if (strcmp(name, "float64") == 0) {
-        *dtype = USBEAM_DTYPE_FLOAT64;
-        *npy_type = NPY_FLOAT64;
-    } else {
-        PyErr_Format(PyExc_TypeError, "dtype must be 'int16', 'float32' or 'float64' (got '%s')", name);
-        return -1;
-    }
-    return 0;
-}
 
 static PyObject *py_live_gather_plan(PyObject *self, PyObject *args, PyObject *kwargs)
 {
@@ -132,23 +80,29 @@ static PyObject *py_live_gather_plan(PyObject *self, PyObject *args, PyObject *k
     if (!channels) return NULL;
     const int64_t *rows = usbeam_py_array_data(row_obj, "acquisition_row", NPY_INT64, (size_t)n_acq, 0);
     if (!rows) return NULL;
-    gather_handle *h = PyMem_Calloc(1, sizeof *h);
-    if (!h) return PyErr_NoMemory();
-    if (dtype_from_name(dtype_name, &h->params.dtype, &h->npy_type) < 0) {
-        PyMem_Free(h);
+    usbeam_live_gather_params p = {0};
+    int npy_type;
+    static const char *const dtypes[] = {"int16", "float32", "float64", NULL};
+    if (usbeam_py_dtype(dtype_name, dtypes, &p.dtype, &npy_type) < 0) {
+        PyErr_Format(PyExc_TypeError, "dtype must be 'int16', 'float32' or 'float64' (got '%s')", dtype_name);
         return NULL;
     }
-    h->params.n_rows = (size_t)n_rows;
-    h->params.n_channels = (size_t)n_channels;
-    h->params.n_acquisitions = (size_t)n_acq;
-    h->params.n_elements = (size_t)n_elements;
-    h->params.n_samples = (size_t)n_samples;
-    h->params.element_channel = channels;
-    h->params.acquisition_row = rows;
-    usbeam_status st = usbeam_live_gather_plan_create(&h->params, &h->plan);
-    h->params.element_channel = NULL; /* the plan keeps its own copies */
-    h->params.acquisition_row = NULL;
-    return owning_capsule(st, h, GATHER_CAPSULE, gather_capsule_destroy, gather_handle_free);
+    p.n_rows = (size_t)n_rows;
+    p.n_channels = (size_t)n_channels;
+    p.n_acquisitions = (size_t)n_acq;
+    p.n_elements = (size_t)n_elements;
+    p.n_samples = (size_t)n_samples;
+    p.element_channel = channels; /* copied by the plan */
+    p.acquisition_row = rows;
+    usbeam_py_plan *h = usbeam_py_plan_new(&live_gather_plan_type);
+    if (!h) return NULL;
+    h->npy_in = h->npy_out = npy_type;
+    h->n_outer = p.n_rows;
+    h->n_in = p.n_rows * p.n_channels;
+    h->n_out = p.n_acquisitions * p.n_elements * p.n_samples;
+    usbeam_live_gather_plan *plan = NULL;
+    usbeam_status st = usbeam_live_gather_plan_create(&p, &plan);
+    return usbeam_py_plan_wrap(h, st, plan);
 }
 
 static PyObject *py_live_gather(PyObject *self, PyObject *args)
@@ -156,21 +110,20 @@ static PyObject *py_live_gather(PyObject *self, PyObject *args)
     (void)self;
     PyObject *capsule, *raw_obj, *out_obj;
     if (!PyArg_ParseTuple(args, "OOO", &capsule, &raw_obj, &out_obj)) return NULL;
-    gather_handle *h = usbeam_py_plan_from_capsule(capsule, GATHER_CAPSULE, "plan");
+    usbeam_py_plan *h = usbeam_py_plan_from(capsule, &live_gather_plan_type);
     if (!h) return NULL;
     if (!PyArray_Check(raw_obj)) {
         PyErr_Format(PyExc_TypeError, "frame must be a numpy.ndarray (got %s)", Py_TYPE(raw_obj)->tp_name);
         return NULL;
     }
     PyArrayObject *raw = (PyArrayObject *)raw_obj;
-    if (PyArray_TYPE(raw) != h->npy_type) {
+    if (PyArray_TYPE(raw) != h->npy_in) {
         PyErr_SetString(PyExc_TypeError, "frame has the wrong dtype for this channel map");
         return NULL;
     }
-    if (PyArray_NDIM(raw) != 2 || (size_t)PyArray_DIM(raw, 0) != h->params.n_rows ||
-        (size_t)PyArray_DIM(raw, 1) != h->params.n_channels) {
-        PyErr_Format(PyExc_ValueError, "frame must have shape (%zu, %zu) (rows, channels)", h->params.n_rows,
-                     h->params.n_channels);
+    const size_t rows = h->n_outer, channels = h->n_in / h->n_outer; /* n_rows >= 1 */
+    if (PyArray_NDIM(raw) != 2 || (size_t)PyArray_DIM(raw, 0) != rows || (size_t)PyArray_DIM(raw, 1) != channels) {
+        PyErr_Format(PyExc_ValueError, "frame must have shape (%zu, %zu) (rows, channels)", rows, channels);
         return NULL;
     }
     npy_intp item = PyArray_ITEMSIZE(raw);
@@ -179,17 +132,14 @@ static PyObject *py_live_gather(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "frame must be aligned, in native byte order, with whole-element strides");
         return NULL;
     }
-    size_t n_out = h->params.n_acquisitions * h->params.n_elements * h->params.n_samples;
-    void *out = usbeam_py_array_data(out_obj, "out", h->npy_type, n_out, 1);
+    void *out = usbeam_py_array_data(out_obj, "out", h->npy_out, h->n_out, 1);
     if (!out) return NULL;
     const void *in = PyArray_DATA(raw);
-    usbeam_status st;
-    int64_t t0 = 0, t1 = 0;
-    Py_BEGIN_ALLOW_THREADS
-    t0 = usbeam_shm_now_ns();
-    st = usbeam_live_gather_execute(h->plan, in, (ptrdiff_t)(rs / item), (ptrdiff_t)(cs / item), out);
-    t1 = usbeam_shm_now_ns();
-    Py_END_ALLOW_THREADS
+    usbeam_py_plan_call call = usbeam_py_plan_enter(h, NULL);
+    int64_t t0 = usbeam_shm_now_ns();
+    usbeam_status st = usbeam_live_gather_execute(h->plan, in, (ptrdiff_t)(rs / item), (ptrdiff_t)(cs / item), out);
+    int64_t t1 = usbeam_shm_now_ns();
+    usbeam_py_plan_leave(&call);
     if (st != USBEAM_OK) return usbeam_py_raise(st);
     /* the copy's own duration, without the wait for the GIL afterwards (the stats'
      * "upload" bandwidth, as CUDA events would time a host-to-device copy) */
@@ -198,12 +148,10 @@ static PyObject *py_live_gather(PyObject *self, PyObject *args)
 
 /* ---- shared-memory server ------------------------------------------------------- */
 
-static void server_free(void *server) { usbeam_shm_server_destroy(server); }
-
-static void server_capsule_destroy(PyObject *capsule)
+static usbeam_shm_server *server_from(PyObject *capsule)
 {
-    usbeam_shm_server *s = PyCapsule_GetPointer(capsule, SERVER_CAPSULE);
-    if (s) usbeam_shm_server_destroy(s);
+    usbeam_py_plan *h = usbeam_py_plan_from(capsule, &server_type);
+    return h ? h->plan : NULL;
 }
 
 static PyObject *py_shm_server_create(PyObject *self, PyObject *args, PyObject *kwargs)
@@ -220,9 +168,11 @@ static PyObject *py_shm_server_create(PyObject *self, PyObject *args, PyObject *
         return NULL;
     usbeam_shm_server_config cfg = {name, slots, results, slot_bytes, result_bytes, policy, write_timeout_ms,
                                     replace_stale};
+    usbeam_py_plan *h = usbeam_py_plan_new(&server_type);
+    if (!h) return NULL;
     usbeam_shm_server *s = NULL;
     usbeam_status st = usbeam_shm_server_create(&cfg, &s);
-    return owning_capsule(st, s, SERVER_CAPSULE, server_capsule_destroy, server_free);
+    return usbeam_py_plan_wrap(h, st, s);
 }
 
 static PyObject *py_shm_server_next_frame(PyObject *self, PyObject *args)
@@ -231,7 +181,7 @@ static PyObject *py_shm_server_next_frame(PyObject *self, PyObject *args)
     PyObject *capsule;
     int timeout_ms = 0;
     if (!PyArg_ParseTuple(args, "Oi", &capsule, &timeout_ms)) return NULL;
-    usbeam_shm_server *s = usbeam_py_plan_from_capsule(capsule, SERVER_CAPSULE, "server");
+    usbeam_shm_server *s = server_from(capsule);
     if (!s) return NULL;
     usbeam_shm_frame frame;
     usbeam_status st;
@@ -252,9 +202,9 @@ static PyObject *py_shm_server_release(PyObject *self, PyObject *args)
     PyObject *capsule;
     unsigned int slot;
     if (!PyArg_ParseTuple(args, "OI", &capsule, &slot)) return NULL;
-    usbeam_shm_server *s = usbeam_py_plan_from_capsule(capsule, SERVER_CAPSULE, "server");
+    usbeam_shm_server *s = server_from(capsule);
     if (!s) return NULL;
-    return none_or_raise(usbeam_shm_server_release(s, slot));
+    return usbeam_py_none_or_raise(usbeam_shm_server_release(s, slot));
 }
 
 static int usbeam_dtype_of(int npy_type, uint32_t *dtype)
@@ -281,7 +231,7 @@ static PyObject *py_shm_server_post(PyObject *self, PyObject *args)
     const char *message = "";
     if (!PyArg_ParseTuple(args, "OKiOL|s", &capsule, &frame_id, &status, &image_obj, &push_ns, &message))
         return NULL;
-    usbeam_shm_server *s = usbeam_py_plan_from_capsule(capsule, SERVER_CAPSULE, "server");
+    usbeam_shm_server *s = server_from(capsule);
     if (!s) return NULL;
     const void *data = NULL;
     uint64_t bytes = 0, shape[USBEAM_SHM_MAX_DIMS] = {0};
@@ -310,7 +260,7 @@ static PyObject *py_shm_server_post(PyObject *self, PyObject *args)
     Py_BEGIN_ALLOW_THREADS
     st = usbeam_shm_server_post(s, frame_id, status, data, bytes, dtype, ndim, shape, push_ns, message);
     Py_END_ALLOW_THREADS
-    return none_or_raise(st);
+    return usbeam_py_none_or_raise(st);
 }
 
 static PyObject *py_shm_server_params(PyObject *self, PyObject *args)
@@ -319,7 +269,7 @@ static PyObject *py_shm_server_params(PyObject *self, PyObject *args)
     PyObject *capsule;
     unsigned long long generation;
     if (!PyArg_ParseTuple(args, "OK", &capsule, &generation)) return NULL;
-    usbeam_shm_server *s = usbeam_py_plan_from_capsule(capsule, SERVER_CAPSULE, "server");
+    usbeam_shm_server *s = server_from(capsule);
     if (!s) return NULL;
     char *text = PyMem_Malloc(USBEAM_SHM_PARAM_CAPACITY);
     if (!text) return PyErr_NoMemory();
@@ -342,7 +292,7 @@ static PyObject *py_shm_server_counters(PyObject *self, PyObject *args)
     (void)self;
     PyObject *capsule;
     if (!PyArg_ParseTuple(args, "O", &capsule)) return NULL;
-    usbeam_shm_server *s = usbeam_py_plan_from_capsule(capsule, SERVER_CAPSULE, "server");
+    usbeam_shm_server *s = server_from(capsule);
     if (!s) return NULL;
     usbeam_shm_counters c;
     usbeam_status st = usbeam_shm_server_counters(s, &c);
@@ -359,55 +309,18 @@ static PyObject *py_shm_server_stop(PyObject *self, PyObject *args)
     (void)self;
     PyObject *capsule;
     if (!PyArg_ParseTuple(args, "O", &capsule)) return NULL;
-    usbeam_shm_server *s = usbeam_py_plan_from_capsule(capsule, SERVER_CAPSULE, "server");
+    usbeam_shm_server *s = server_from(capsule);
     if (!s) return NULL;
     usbeam_shm_server_stop(s);
     Py_RETURN_NONE;
 }
 
-static PyObject *py_live_cuda_h2d_bandwidth(PyObject *self, PyObject *args)
-{
-    (void)self;
-    int device = 0, repeats = 20;
-    Py_ssize_t bytes = 0;
-    if (!PyArg_ParseTuple(args, "n|ii", &bytes, &repeats, &device)) return NULL;
-    if (bytes <= 0) {
-        PyErr_SetString(PyExc_ValueError, "bytes must be > 0");
-        return NULL;
-    }
-    double gbps = 0;
-    usbeam_status st;
-    Py_BEGIN_ALLOW_THREADS
-    st = usbeam_live_cuda_h2d_bandwidth(device, (size_t)bytes, repeats, &gbps);
-    Py_END_ALLOW_THREADS
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    return PyFloat_FromDouble(gbps);
-}
-
 /* ---- CUDA slot ring ----------------------------------------------------------------- */
 
-typedef struct {
-    usbeam_live_cuda_ring *ring;
-    size_t slot_bytes;
-} ring_handle;
-
-static void ring_handle_free(void *handle)
-{
-    ring_handle *h = handle;
-    usbeam_live_cuda_ring_destroy(h->ring);
-    PyMem_Free(h);
-}
-
-static void ring_capsule_destroy(PyObject *capsule)
-{
-    ring_handle *h = PyCapsule_GetPointer(capsule, RING_CAPSULE);
-    if (h) ring_handle_free(h);
-}
-
-static ring_handle *ring_from(PyObject *capsule) { return usbeam_py_plan_from_capsule(capsule, RING_CAPSULE, "ring"); }
+static usbeam_py_plan *ring_from(PyObject *capsule) { return usbeam_py_plan_from(capsule, &ring_type); }
 
 /* The (ring, k) arguments of the per-slot calls; the slot index itself is checked by the ring. */
-static ring_handle *ring_slot_args(PyObject *args, PyObject **capsule, int *slot)
+static usbeam_py_plan *ring_slot_args(PyObject *args, PyObject **capsule, int *slot)
 {
     if (!PyArg_ParseTuple(args, "Oi", capsule, slot)) return NULL;
     return ring_from(*capsule);
@@ -423,14 +336,15 @@ static PyObject *py_live_cuda_ring_create(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "slot_bytes must be > 0");
         return NULL;
     }
-    ring_handle *h = PyMem_Calloc(1, sizeof *h);
-    if (!h) return PyErr_NoMemory();
-    h->slot_bytes = (size_t)slot_bytes;
+    usbeam_py_plan *h = usbeam_py_plan_new(&ring_type);
+    if (!h) return NULL;
+    h->n_out = (size_t)slot_bytes; /* the uint8 elements of a slot's host view */
+    usbeam_live_cuda_ring *ring = NULL;
     usbeam_status st;
     Py_BEGIN_ALLOW_THREADS
-    st = usbeam_live_cuda_ring_create(device, slots, (size_t)slot_bytes, &h->ring);
+    st = usbeam_live_cuda_ring_create(device, slots, (size_t)slot_bytes, &ring);
     Py_END_ALLOW_THREADS
-    return owning_capsule(st, h, RING_CAPSULE, ring_capsule_destroy, ring_handle_free);
+    return usbeam_py_plan_wrap(h, st, ring);
 }
 
 static PyObject *py_live_cuda_ring_host_slot(PyObject *self, PyObject *args)
@@ -438,15 +352,14 @@ static PyObject *py_live_cuda_ring_host_slot(PyObject *self, PyObject *args)
     (void)self;
     PyObject *capsule;
     int slot;
-    ring_handle *h = ring_slot_args(args, &capsule, &slot);
+    usbeam_py_plan *h = ring_slot_args(args, &capsule, &slot);
     if (!h) return NULL;
     void *host = NULL;
-    usbeam_status st;
-    Py_BEGIN_ALLOW_THREADS
-    st = usbeam_live_cuda_ring_host_slot(h->ring, slot, &host);
-    Py_END_ALLOW_THREADS
+    usbeam_py_plan_call call = usbeam_py_plan_enter(h, NULL);
+    usbeam_status st = usbeam_live_cuda_ring_host_slot(h->plan, slot, &host);
+    usbeam_py_plan_leave(&call);
     if (st != USBEAM_OK) return usbeam_py_raise(st);
-    return bytes_view(host, h->slot_bytes, 1, capsule);
+    return bytes_view(host, h->n_out, 1, capsule);
 }
 
 static PyObject *py_live_cuda_ring_upload(PyObject *self, PyObject *args)
@@ -456,17 +369,15 @@ static PyObject *py_live_cuda_ring_upload(PyObject *self, PyObject *args)
     int slot;
     Py_ssize_t bytes;
     if (!PyArg_ParseTuple(args, "Oin", &capsule, &slot, &bytes)) return NULL;
-    ring_handle *h = ring_from(capsule);
+    usbeam_py_plan *h = ring_from(capsule);
     if (!h) return NULL;
     if (bytes <= 0) {
         PyErr_SetString(PyExc_ValueError, "bytes must be > 0");
         return NULL;
     }
-    usbeam_status st;
-    Py_BEGIN_ALLOW_THREADS
-    st = usbeam_live_cuda_ring_upload(h->ring, slot, (size_t)bytes);
-    Py_END_ALLOW_THREADS
-    return none_or_raise(st);
+    usbeam_py_plan_call call = usbeam_py_plan_enter(h, NULL);
+    usbeam_status st = usbeam_live_cuda_ring_upload(h->plan, slot, (size_t)bytes);
+    return usbeam_py_plan_finish(&call, st);
 }
 
 static PyObject *py_live_cuda_ring_acquire(PyObject *self, PyObject *args)
@@ -474,13 +385,12 @@ static PyObject *py_live_cuda_ring_acquire(PyObject *self, PyObject *args)
     (void)self;
     PyObject *capsule;
     int slot;
-    ring_handle *h = ring_slot_args(args, &capsule, &slot);
+    usbeam_py_plan *h = ring_slot_args(args, &capsule, &slot);
     if (!h) return NULL;
     void *device = NULL, *stream = NULL;
-    usbeam_status st;
-    Py_BEGIN_ALLOW_THREADS
-    st = usbeam_live_cuda_ring_acquire(h->ring, slot, &device, &stream);
-    Py_END_ALLOW_THREADS
+    usbeam_py_plan_call call = usbeam_py_plan_enter(h, NULL);
+    usbeam_status st = usbeam_live_cuda_ring_acquire(h->plan, slot, &device, &stream);
+    usbeam_py_plan_leave(&call);
     if (st != USBEAM_OK) return usbeam_py_raise(st);
     return Py_BuildValue("(KK)", (unsigned long long)(uintptr_t)device, (unsigned long long)(uintptr_t)stream);
 }
@@ -490,13 +400,11 @@ static PyObject *py_live_cuda_ring_release(PyObject *self, PyObject *args)
     (void)self;
     PyObject *capsule;
     int slot;
-    ring_handle *h = ring_slot_args(args, &capsule, &slot);
+    usbeam_py_plan *h = ring_slot_args(args, &capsule, &slot);
     if (!h) return NULL;
-    usbeam_status st;
-    Py_BEGIN_ALLOW_THREADS
-    st = usbeam_live_cuda_ring_release(h->ring, slot);
-    Py_END_ALLOW_THREADS
-    return none_or_raise(st);
+    usbeam_py_plan_call call = usbeam_py_plan_enter(h, NULL);
+    usbeam_status st = usbeam_live_cuda_ring_release(h->plan, slot);
+    return usbeam_py_plan_finish(&call, st);
 }
 
 static PyObject *py_live_cuda_ring_seconds(PyObject *self, PyObject *args)
@@ -504,14 +412,13 @@ static PyObject *py_live_cuda_ring_seconds(PyObject *self, PyObject *args)
     (void)self;
     PyObject *capsule;
     int slot;
-    ring_handle *h = ring_slot_args(args, &capsule, &slot);
+    usbeam_py_plan *h = ring_slot_args(args, &capsule, &slot);
     if (!h) return NULL;
     double upload_s = 0, compute_s = 0;
-    usbeam_status st;
-    Py_BEGIN_ALLOW_THREADS
-    st = usbeam_live_cuda_ring_compute_seconds(h->ring, slot, &compute_s);
-    if (st == USBEAM_OK) st = usbeam_live_cuda_ring_upload_seconds(h->ring, slot, &upload_s);
-    Py_END_ALLOW_THREADS
+    usbeam_py_plan_call call = usbeam_py_plan_enter(h, NULL);
+    usbeam_status st = usbeam_live_cuda_ring_compute_seconds(h->plan, slot, &compute_s);
+    if (st == USBEAM_OK) st = usbeam_live_cuda_ring_upload_seconds(h->plan, slot, &upload_s);
+    usbeam_py_plan_leave(&call);
     if (st != USBEAM_OK) return usbeam_py_raise(st);
     return Py_BuildValue("(dd)", upload_s, compute_s);
 }
@@ -519,13 +426,11 @@ static PyObject *py_live_cuda_ring_seconds(PyObject *self, PyObject *args)
 static PyObject *py_live_cuda_ring_synchronize(PyObject *self, PyObject *capsule)
 {
     (void)self;
-    ring_handle *h = ring_from(capsule);
+    usbeam_py_plan *h = ring_from(capsule);
     if (!h) return NULL;
-    usbeam_status st;
-    Py_BEGIN_ALLOW_THREADS
-    st = usbeam_live_cuda_ring_synchronize(h->ring);
-    Py_END_ALLOW_THREADS
-    return none_or_raise(st);
+    usbeam_py_plan_call call = usbeam_py_plan_enter(h, NULL);
+    usbeam_status st = usbeam_live_cuda_ring_synchronize(h->plan);
+    return usbeam_py_plan_finish(&call, st);
 }
 
 static PyObject *py_live_cuda_ring_count(PyObject *self, PyObject *noargs)
@@ -555,8 +460,6 @@ PyMethodDef usbeam_py_live_methods[] = {
     {"shm_server_counters", py_shm_server_counters, METH_VARARGS, "Region counters."},
     {"shm_server_stop", py_shm_server_stop, METH_VARARGS, "Mark stopped and unlink the name."},
     {"shm_now_ns", py_shm_now_ns, METH_NOARGS, "CLOCK_MONOTONIC in ns (the region's clock)."},
-    {"live_cuda_h2d_bandwidth", py_live_cuda_h2d_bandwidth, METH_VARARGS,
-     "Pinned host-to-device copy bandwidth in GB/s: (bytes, repeats=20, device=0)."},
     {"live_cuda_ring_create", py_live_cuda_ring_create, METH_VARARGS,
      "Pinned/device slot ring of a CUDA live session: (device, slots, slot_bytes)."},
     {"live_cuda_ring_host_slot", py_live_cuda_ring_host_slot, METH_VARARGS,

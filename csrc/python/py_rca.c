@@ -1,5 +1,6 @@
 /*
- * py_rca.c - Python bindings of the row-column family (see rca.c).
+ * py_rca.c - Python bindings of row-column beamforming (see beamform/rca.c); plans, buffers,
+ * the GIL and the lock follow py_plan.h.
  *   rca_plan(method, n_columns, n_rows, pitch_x, pitch_y, world_to_array, voxel_to_world,
  *            output_shape, tx_rows, rx_rows, n_frames, n_acquisitions, n_channels, n_samples,
  *            data_complex, fs, fc, c, t0, interpolation, angles, focal_depths,
@@ -9,26 +10,11 @@
  * Transforms are float64 (4, 4) arrays (row-major); output_shape is (n_k, n_j, n_i);
  * angles / focal_depths float64, sparse_elements int32 or None.
  */
-#include "python/py_common.h"
+#include "python/py_plan.h"
 
-#define RCA_CAPSULE "usbeam.rca_plan"
-
-typedef struct {
-    usbeam_rca_plan *plan;
-    size_t in_count, out_count;
-    int data_complex;
-    PyThread_type_lock lock;
-} rca_handle;
-
-static void rca_capsule_destroy(PyObject *capsule)
-{
-    rca_handle *h = PyCapsule_GetPointer(capsule, RCA_CAPSULE);
-    if (h) {
-        usbeam_rca_plan_destroy(h->plan);
-        if (h->lock) PyThread_free_lock(h->lock);
-        PyMem_Free(h);
-    }
-}
+/* An execute works in the plan's per-thread scratch (CPU) or device state (CUDA): one at a
+ * time, on either backend. */
+USBEAM_PY_PLAN_TYPE(rca, 0);
 
 static PyObject *py_rca_plan(PyObject *self, PyObject *args, PyObject *kwargs)
 {
@@ -102,62 +88,19 @@ static PyObject *py_rca_plan(PyObject *self, PyObject *args, PyObject *kwargs)
     p.coherence_factor = coherence;
     p.sum_frames = sum_frames;
 
-    rca_handle *h = PyMem_Calloc(1, sizeof *h);
-    if (!h) return PyErr_NoMemory();
-    h->lock = PyThread_allocate_lock();
-    if (!h->lock) {
-        PyMem_Free(h);
-        return PyErr_NoMemory();
-    }
-    usbeam_status st = usbeam_rca_plan_create(&p, backend, &h->plan);
-    if (st != USBEAM_OK) {
-        PyThread_free_lock(h->lock);
-        PyMem_Free(h);
-        return usbeam_py_raise(st);
-    }
-    /* sizes were checked against overflow by plan_create */
-    h->in_count = p.n_frames * p.n_acquisitions * p.n_channels * p.n_samples;
-    h->out_count = (p.sum_frames ? 1 : p.n_frames) * p.n_i * p.n_j * p.n_k;
-    h->data_complex = p.data_complex;
-    PyObject *capsule = usbeam_py_plan_capsule(h, RCA_CAPSULE, rca_capsule_destroy);
-    if (!capsule) {
-        usbeam_rca_plan_destroy(h->plan);
-        PyThread_free_lock(h->lock);
-        PyMem_Free(h);
-    }
-    return capsule;
+    usbeam_py_plan *h = usbeam_py_plan_new(&rca_plan_type);
+    if (!h) return NULL;
+    h->npy_in = h->npy_out = p.data_complex ? NPY_COMPLEX64 : NPY_FLOAT32;
+    /* kept only if plan_create accepts the sizes (it checks them against overflow) */
+    h->n_in = p.n_frames * p.n_acquisitions * p.n_channels * p.n_samples;
+    h->n_out = (p.sum_frames ? 1 : p.n_frames) * p.n_i * p.n_j * p.n_k;
+    usbeam_rca_plan *plan = NULL;
+    usbeam_status st = usbeam_rca_plan_create(&p, backend, &plan);
+    return usbeam_py_plan_wrap(h, st, plan);
 }
 
-static PyObject *py_rca_execute(PyObject *self, PyObject *args)
-{
-    (void)self;
-    PyObject *capsule, *in_obj, *out_obj;
-    if (!PyArg_ParseTuple(args, "OOO", &capsule, &in_obj, &out_obj)) return NULL;
-    rca_handle *h = usbeam_py_plan_from_capsule(capsule, RCA_CAPSULE, "plan");
-    if (!h) return NULL;
-    const int type = h->data_complex ? NPY_COMPLEX64 : NPY_FLOAT32;
-    usbeam_cuda_exec *cuda = usbeam_rca_plan_cuda(h->plan); /* NULL: CPU plan, NumPy arrays */
-    const void *in = usbeam_py_plan_buffer(in_obj, "data", type, h->in_count, 0, cuda);
-    if (!in) return NULL;
-    void *out = usbeam_py_plan_buffer(out_obj, "out", type, h->out_count, 1, cuda);
-    if (!out) return NULL;
-    usbeam_status st;
-    Py_BEGIN_ALLOW_THREADS
-    PyThread_acquire_lock(h->lock, WAIT_LOCK);
-    st = usbeam_rca_execute(h->plan, in, out);
-    PyThread_release_lock(h->lock);
-    Py_END_ALLOW_THREADS
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
-}
-
-static PyObject *py_rca_cuda_exec(PyObject *self, PyObject *capsule)
-{
-    (void)self;
-    rca_handle *h = usbeam_py_plan_from_capsule(capsule, RCA_CAPSULE, "plan");
-    if (!h) return NULL;
-    return usbeam_py_cuda_exec_capsule(usbeam_rca_plan_cuda(h->plan), capsule);
-}
+USBEAM_PY_PLAN_EXECUTE_BINDING(rca, "data")
+USBEAM_PY_PLAN_CUDA_EXEC_BINDING(rca)
 
 PyMethodDef usbeam_py_rca_methods[] = {
     {"rca_plan", (PyCFunction)(void (*)(void))py_rca_plan, METH_VARARGS | METH_KEYWORDS,

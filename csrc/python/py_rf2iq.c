@@ -1,5 +1,6 @@
 /*
- * py_rf2iq.c - Python bindings of the rf2iq family (see rf2iq.c, filter_design.c).
+ * py_rf2iq.c - Python bindings of the demodulation stage (see demod/rf2iq.c,
+ * filter_design.c); plans, buffers, the GIL and the lock follow py_plan.h.
  *   rf2iq_plan(n_lines, n_samples, dtype, fs, fc, t0=0, filter='butter', order=5, wn=0,
  *              cutoff=0, transition_width=0, attenuation=60, taps_re=None, taps_im=None,
  *              decimation=1, backend='cpu') -> plan
@@ -7,49 +8,14 @@
  *   rf2iq_n_out(plan) -> int;  rf2iq_plan_taps(plan) -> float64/complex128 array or None
  *   butter_lowpass(order, wn) -> (b, a);  kaiser_lowpass(fs, cutoff, width, attenuation) -> taps
  */
-#include "python/py_common.h"
+#include "python/py_plan.h"
 
-#include <pythread.h>
+/* An execute filters in the plan's scratch (CPU) or device state (CUDA): one at a time, on
+ * either backend. */
+USBEAM_PY_PLAN_TYPE(rf2iq, 0);
 
-#define RF2IQ_CAPSULE "usbeam.rf2iq_plan"
-
-typedef struct {
-    usbeam_rf2iq_plan *plan;
-    usbeam_rf2iq_params params;
-    size_t n_out;
-    PyThread_type_lock lock; /* the plan's scratch allows one execute at a time */
-} rf2iq_handle;
-
-static void rf2iq_handle_free(rf2iq_handle *h)
-{
-    if (!h) return;
-    usbeam_rf2iq_plan_destroy(h->plan);
-    if (h->lock) PyThread_free_lock(h->lock);
-    PyMem_Free(h);
-}
-
-static void rf2iq_capsule_destroy(PyObject *capsule)
-{
-    rf2iq_handle_free(PyCapsule_GetPointer(capsule, RF2IQ_CAPSULE));
-}
-
-static int parse_dtype(const char *name, usbeam_dtype *dtype, int *npy_type)
-{
-    if (strcmp(name, "int16") == 0) {
-        *dtype = USBEAM_DTYPE_INT16;
-        *npy_type = NPY_INT16;
-    } else if (strcmp(name, "float32") == 0) {
-        *dtype = USBEAM_DTYPE_FLOAT32;
-        *npy_type = NPY_FLOAT32;
-    } else if (strcmp(name, "float64") == 0) {
-        *dtype = USBEAM_DTYPE_FLOAT64;
-        *npy_type = NPY_FLOAT64;
-    } else {
-        PyErr_Format(PyExc_TypeError, "rf: dtype must be int16, float32 or float64 (got '%s')", name);
-        return -1;
-    }
-    return 0;
-}
+/* Bytes of one RF sample of a plan's input type (int16, float32 or float64). */
+static size_t sample_bytes(int npy_type) { return npy_type == NPY_INT16 ? 2 : npy_type == NPY_FLOAT32 ? 4 : 8; }
 
 static PyObject *py_rf2iq_plan(PyObject *self, PyObject *args, PyObject *kwargs)
 {
@@ -78,7 +44,11 @@ static PyObject *py_rf2iq_plan(PyObject *self, PyObject *args, PyObject *kwargs)
     }
     usbeam_rf2iq_params p = {0};
     int npy_type;
-    if (parse_dtype(dtype_name, &p.input_dtype, &npy_type) < 0) return NULL;
+    static const char *const rf_dtypes[] = {"int16", "float32", "float64", NULL};
+    if (usbeam_py_dtype(dtype_name, rf_dtypes, &p.input_dtype, &npy_type) < 0) {
+        PyErr_Format(PyExc_TypeError, "rf: dtype must be int16, float32 or float64 (got '%s')", dtype_name);
+        return NULL;
+    }
     p.n_lines = (size_t)n_lines;
     p.n_samples = (size_t)n_samples;
     p.fs = fs;
@@ -115,24 +85,18 @@ static PyObject *py_rf2iq_plan(PyObject *self, PyObject *args, PyObject *kwargs)
         PyErr_Format(PyExc_ValueError, "filter must be 'butter', 'kaiser' or 'taps' (got '%s')", filter_name);
         return NULL;
     }
-    rf2iq_handle *h = PyMem_Calloc(1, sizeof *h);
-    if (!h) return PyErr_NoMemory();
-    h->lock = PyThread_allocate_lock();
-    if (!h->lock) {
-        PyMem_Free(h);
-        return PyErr_NoMemory();
+    usbeam_py_plan *h = usbeam_py_plan_new(&rf2iq_plan_type);
+    if (!h) return NULL;
+    usbeam_rf2iq_plan *plan = NULL;
+    usbeam_status st = usbeam_rf2iq_plan_create(&p, backend, &plan); /* copies the taps */
+    if (st == USBEAM_OK) {
+        h->npy_in = npy_type;
+        h->npy_out = NPY_COMPLEX64;
+        h->n_outer = p.n_lines;
+        h->n_in = p.n_lines * p.n_samples;
+        h->n_out = p.n_lines * usbeam_rf2iq_n_out(plan);
     }
-    usbeam_status st = usbeam_rf2iq_plan_create(&p, backend, &h->plan);
-    if (st != USBEAM_OK) {
-        rf2iq_handle_free(h);
-        return usbeam_py_raise(st);
-    }
-    p.taps_re = p.taps_im = NULL; /* the plan owns its copy; none of the caller's pointers is kept */
-    h->params = p;
-    h->n_out = usbeam_rf2iq_n_out(h->plan);
-    PyObject *capsule = usbeam_py_plan_capsule(h, RF2IQ_CAPSULE, rf2iq_capsule_destroy);
-    if (!capsule) rf2iq_handle_free(h);
-    return capsule;
+    return usbeam_py_plan_wrap(h, st, plan);
 }
 
 static PyObject *py_rf2iq_execute(PyObject *self, PyObject *args)
@@ -140,47 +104,38 @@ static PyObject *py_rf2iq_execute(PyObject *self, PyObject *args)
     (void)self;
     PyObject *capsule, *in_obj, *out_obj;
     if (!PyArg_ParseTuple(args, "OOO", &capsule, &in_obj, &out_obj)) return NULL;
-    rf2iq_handle *h = usbeam_py_plan_from_capsule(capsule, RF2IQ_CAPSULE, "plan");
+    usbeam_py_plan *h = usbeam_py_plan_from(capsule, &rf2iq_plan_type);
     if (!h) return NULL;
-    const usbeam_rf2iq_params *p = &h->params;
-    int npy_type = p->input_dtype == USBEAM_DTYPE_INT16     ? NPY_INT16
-                   : p->input_dtype == USBEAM_DTYPE_FLOAT32 ? NPY_FLOAT32
-                                                            : NPY_FLOAT64;
-    usbeam_cuda_exec *cuda = usbeam_rf2iq_plan_cuda(h->plan); /* NULL: CPU plan, NumPy arrays */
-    const void *in = usbeam_py_plan_buffer(in_obj, "rf", npy_type, p->n_lines * p->n_samples, 0, cuda);
+    usbeam_cuda_exec *cuda = usbeam_py_plan_cuda(h);
+    const void *in = usbeam_py_plan_buffer(in_obj, "rf", h->npy_in, h->n_in, 0, cuda);
     if (!in) return NULL;
-    void *out = usbeam_py_plan_buffer(out_obj, "out", NPY_COMPLEX64, p->n_lines * h->n_out, 1, cuda);
+    void *out = usbeam_py_plan_buffer(out_obj, "out", h->npy_out, h->n_out, 1, cuda);
     if (!out) return NULL;
     /* execute reads each line after writing earlier ones: a shared buffer would be corrupted */
     const char *in_begin = in, *out_begin = out;
-    const char *in_end = in_begin + p->n_lines * p->n_samples * usbeam_dtype_size(p->input_dtype);
-    const char *out_end = out_begin + p->n_lines * h->n_out * 2 * sizeof(float);
+    const char *in_end = in_begin + h->n_in * sample_bytes(h->npy_in);
+    const char *out_end = out_begin + h->n_out * 2 * sizeof(float);
     if (out_begin < in_end && in_begin < out_end) {
         PyErr_SetString(PyExc_ValueError, "out must not overlap rf");
         return NULL;
     }
-    usbeam_status st;
-    Py_BEGIN_ALLOW_THREADS
-    PyThread_acquire_lock(h->lock, WAIT_LOCK);
-    st = usbeam_rf2iq_execute(h->plan, in, out);
-    PyThread_release_lock(h->lock);
-    Py_END_ALLOW_THREADS
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
+    usbeam_py_plan_call call = usbeam_py_plan_enter(h, cuda);
+    usbeam_status st = usbeam_rf2iq_execute(h->plan, in, out);
+    return usbeam_py_plan_finish(&call, st);
 }
 
 static PyObject *py_rf2iq_n_out(PyObject *self, PyObject *capsule)
 {
     (void)self;
-    rf2iq_handle *h = usbeam_py_plan_from_capsule(capsule, RF2IQ_CAPSULE, "plan");
+    usbeam_py_plan *h = usbeam_py_plan_from(capsule, &rf2iq_plan_type);
     if (!h) return NULL;
-    return PyLong_FromSize_t(h->n_out);
+    return PyLong_FromSize_t(usbeam_rf2iq_n_out(h->plan));
 }
 
 static PyObject *py_rf2iq_plan_taps(PyObject *self, PyObject *capsule)
 {
     (void)self;
-    rf2iq_handle *h = usbeam_py_plan_from_capsule(capsule, RF2IQ_CAPSULE, "plan");
+    usbeam_py_plan *h = usbeam_py_plan_from(capsule, &rf2iq_plan_type);
     if (!h) return NULL;
     const double *re, *im;
     size_t n;
@@ -242,13 +197,7 @@ static PyObject *py_kaiser_lowpass(PyObject *self, PyObject *args)
     return arr;
 }
 
-static PyObject *py_rf2iq_cuda_exec(PyObject *self, PyObject *capsule)
-{
-    (void)self;
-    rf2iq_handle *h = usbeam_py_plan_from_capsule(capsule, RF2IQ_CAPSULE, "plan");
-    if (!h) return NULL;
-    return usbeam_py_cuda_exec_capsule(usbeam_rf2iq_plan_cuda(h->plan), capsule);
-}
+USBEAM_PY_PLAN_CUDA_EXEC_BINDING(rf2iq)
 
 PyMethodDef usbeam_py_rf2iq_methods[] = {
     {"rf2iq_cuda_exec", py_rf2iq_cuda_exec, METH_O, "CUDA state of an RF -> IQ plan (None for the CPU)."},

@@ -1,6 +1,6 @@
 /*
  * memory.cu - device and pinned allocations, host <-> device copies through pinned staging
- * buffers, and stream / event helpers (the C API of csrc/usbeam.h, "family cuda").
+ * buffers, and stream / event helpers (the C API of csrc/include/usbeam/device.h).
  *
  * Why staging: a cudaMemcpy from pageable host memory is synchronous and goes through a
  * driver bounce buffer anyway.  Copying through our own page-locked chunks, two of them,
@@ -300,23 +300,14 @@ extern "C" usbeam_status usbeam_pinned_free(void *ptr)
     return USBEAM_OK;
 }
 
-extern "C" usbeam_status usbeam_copy_to_device(void *dst_device, const void *src_host, size_t bytes, void *stream)
+namespace {
+
+/* The chunk loops of the two directions, run with the staging buffers locked and ready.
+ * Upload: the host fills chunk i while the DMA of chunk i-1 runs; a chunk is refilled only
+ * once the DMA that read it last has finished. */
+usbeam_status upload_chunks(Staging *s, unsigned char *dst, const unsigned char *src, size_t bytes, cudaStream_t cs)
 {
-    if (bytes == 0) return USBEAM_OK;
-    if (!dst_device || !src_host) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "copy_to_device: NULL pointer");
-    int device = 0;
-    usbeam_status st = device_of(dst_device, "copy destination", &device);
-    if (st != USBEAM_OK) return st;
-    DeviceScope scope(device);
-    if (scope.status() != USBEAM_OK) return scope.status();
-    Staging *s = nullptr;
-    if ((st = staging_for_current_device(&s)) != USBEAM_OK) return st;
-    std::lock_guard<std::mutex> hold(s->lock);
-    if ((st = staging_ready(s)) != USBEAM_OK) return st;
-    cudaStream_t cs = (cudaStream_t)stream;
-    const unsigned char *src = (const unsigned char *)src_host;
-    unsigned char *dst = (unsigned char *)dst_device;
-    size_t n_chunks = (bytes + STAGING_CHUNK - 1) / STAGING_CHUNK;
+    const size_t n_chunks = (bytes + STAGING_CHUNK - 1) / STAGING_CHUNK;
     for (size_t i = 0; i < n_chunks; ++i) {
         const int b = (int)(i % STAGING_BUFFERS);
         const size_t offset = i * STAGING_CHUNK;
@@ -332,28 +323,15 @@ extern "C" usbeam_status usbeam_copy_to_device(void *dst_device, const void *src
     return USBEAM_OK;
 }
 
-extern "C" usbeam_status usbeam_copy_to_host(void *dst_host, const void *src_device, size_t bytes, void *stream)
+/* Download: the DMA of chunk i+1 is queued before the host copies chunk i out, so the two
+ * overlap. */
+usbeam_status download_chunks(Staging *s, unsigned char *dst, const unsigned char *src, size_t bytes, cudaStream_t cs)
 {
-    if (bytes == 0) return USBEAM_OK;
-    if (!dst_host || !src_device) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "copy_to_host: NULL pointer");
-    int device = 0;
-    usbeam_status st = device_of(src_device, "copy source", &device);
-    if (st != USBEAM_OK) return st;
-    DeviceScope scope(device);
-    if (scope.status() != USBEAM_OK) return scope.status();
-    Staging *s = nullptr;
-    if ((st = staging_for_current_device(&s)) != USBEAM_OK) return st;
-    std::lock_guard<std::mutex> hold(s->lock);
-    if ((st = staging_ready(s)) != USBEAM_OK) return st;
-    cudaStream_t cs = (cudaStream_t)stream;
-    const unsigned char *src = (const unsigned char *)src_device;
-    unsigned char *dst = (unsigned char *)dst_host;
     const size_t n_chunks = (bytes + STAGING_CHUNK - 1) / STAGING_CHUNK;
     auto chunk_len = [&](size_t i) {
         const size_t offset = i * STAGING_CHUNK;
         return bytes - offset < STAGING_CHUNK ? bytes - offset : STAGING_CHUNK;
     };
-    /* Queue the DMA of chunk i+1 before copying chunk i out, so the two overlap. */
     USBEAM_CUDA_TRY(cudaMemcpyAsync(s->chunk[0], src, chunk_len(0), cudaMemcpyDeviceToHost, cs));
     USBEAM_CUDA_TRY(cudaEventRecord(s->done[0], cs));
     for (size_t i = 0; i < n_chunks; ++i) {
@@ -368,6 +346,40 @@ extern "C" usbeam_status usbeam_copy_to_host(void *dst_host, const void *src_dev
         memcpy(dst + i * STAGING_CHUNK, s->chunk[b], chunk_len(i));
     }
     return USBEAM_OK;
+}
+
+/* A host <-> device copy through the staging buffers of the device that holds the device
+ * side, with that device current, on the caller's stream (after the work queued there);
+ * complete on return.  What differs between the directions is the chunk loop. */
+usbeam_status staged_copy(bool to_device, void *dst, const void *src, size_t bytes, void *stream)
+{
+    if (bytes == 0) return USBEAM_OK;
+    const char *what = to_device ? "copy_to_device" : "copy_to_host";
+    if (!dst || !src) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "%s: NULL pointer", what);
+    int device = 0;
+    usbeam_status st = to_device ? device_of(dst, "copy destination", &device)
+                                 : device_of(src, "copy source", &device);
+    if (st != USBEAM_OK) return st;
+    DeviceScope scope(device);
+    if (scope.status() != USBEAM_OK) return scope.status();
+    Staging *s = nullptr;
+    if ((st = staging_for_current_device(&s)) != USBEAM_OK) return st;
+    std::lock_guard<std::mutex> hold(s->lock);
+    if ((st = staging_ready(s)) != USBEAM_OK) return st;
+    auto loop = to_device ? upload_chunks : download_chunks;
+    return loop(s, (unsigned char *)dst, (const unsigned char *)src, bytes, (cudaStream_t)stream);
+}
+
+} // namespace
+
+extern "C" usbeam_status usbeam_copy_to_device(void *dst_device, const void *src_host, size_t bytes, void *stream)
+{
+    return staged_copy(true, dst_device, src_host, bytes, stream);
+}
+
+extern "C" usbeam_status usbeam_copy_to_host(void *dst_host, const void *src_device, size_t bytes, void *stream)
+{
+    return staged_copy(false, dst_host, src_device, bytes, stream);
 }
 
 extern "C" usbeam_status usbeam_copy_device(void *dst_device, const void *src_device, size_t bytes, void *stream)

@@ -1,42 +1,13 @@
 /*
- * py_cuda.c - CUDA plans from Python: the device buffers a family's execute binding takes
- * (usbeam_py_plan_buffer), and a capsule on a plan's CUDA state (stream, device, stage
- * timings; cuda_exec_* functions, wrapped by usbeam.device.CudaExecution).
+ * py_cuda.c - CUDA from Python beyond the arrays: the capsule on a plan's CUDA state and its
+ * cuda_exec_* functions (stream, device, stage timings, input faults; wrapped by
+ * usbeam.device.CudaExecution), CUDA graph capture and launch, raw device copies and the
+ * copy-bandwidth probes (device to device; pinned host to device, as a live session uploads).
+ * Which buffers a CUDA plan takes is py_plan.c's concern.
  */
 #include "python/device/py_device.h"
 
 static const char EXEC_CAPSULE[] = "usbeam.cuda_exec";
-
-void *usbeam_py_plan_buffer(PyObject *obj, const char *name, int npy_type, size_t n_elements, int writable,
-                            usbeam_cuda_exec *exec)
-{
-    if (!exec) return usbeam_py_array_data(obj, name, npy_type, n_elements, writable);
-    if (!PyObject_TypeCheck(obj, &usbeam_DeviceArrayType)) {
-        PyErr_Format(PyExc_TypeError, "%s must be a usbeam.DeviceArray for a CUDA plan (got %s)", name,
-                     Py_TYPE(obj)->tp_name);
-        return NULL;
-    }
-    DeviceArrayObject *a = (DeviceArrayObject *)obj;
-    if (a->device_type != kDLCUDA || a->device_id != usbeam_cuda_exec_device(exec)) {
-        PyErr_Format(PyExc_ValueError, "%s must be in the memory of CUDA device %d, the plan's", name,
-                     usbeam_cuda_exec_device(exec));
-        return NULL;
-    }
-    if (a->dtype->npy_type != npy_type) {
-        const dtype_entry *want = usbeam_da_dtype_by_npy(npy_type);
-        PyErr_Format(PyExc_TypeError, "%s must have dtype %s", name, want ? want->typestr : "?");
-        return NULL;
-    }
-    if (array_size(a) != n_elements) {
-        PyErr_Format(PyExc_ValueError, "%s must hold %zu elements (got %zu)", name, n_elements, array_size(a));
-        return NULL;
-    }
-    if (writable && a->readonly) {
-        PyErr_Format(PyExc_ValueError, "%s is read-only", name);
-        return NULL;
-    }
-    return array_data(a);
-}
 
 static void exec_capsule_destroy(PyObject *capsule)
 {
@@ -87,8 +58,7 @@ static PyObject *py_cuda_exec_set_stream(PyObject *self, PyObject *args)
     /* cudaStreamLegacy is 0x1 and cudaStreamPerThread 0x2, so the array API's 1 and 2 are
      * already the handles CUDA expects. */
     usbeam_status st = usbeam_cuda_exec_set_stream(e, (void *)stream);
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
+    return usbeam_py_none_or_raise(st);
 }
 
 static PyObject *py_cuda_exec_timings(PyObject *self, PyObject *capsule)
@@ -127,9 +97,11 @@ static PyObject *py_cuda_exec_take_input_faults(PyObject *self, PyObject *capsul
     return PyLong_FromUnsignedLong(usbeam_cuda_exec_take_input_faults(e));
 }
 
-static PyObject *py_cuda_d2d_bandwidth(PyObject *self, PyObject *args)
+/* The copy-bandwidth probes: (bytes, repeats=20, device=0) -> GB/s, timed with CUDA events
+ * by the probe itself; the GIL is released while it copies. */
+static PyObject *bandwidth(PyObject *args, usbeam_status (*probe)(int device, size_t bytes, int repeats,
+                                                                  double *gbps))
 {
-    (void)self;
     Py_ssize_t bytes = 0;
     int repeats = 20, device = 0;
     if (!PyArg_ParseTuple(args, "n|ii", &bytes, &repeats, &device)) return NULL;
@@ -140,10 +112,23 @@ static PyObject *py_cuda_d2d_bandwidth(PyObject *self, PyObject *args)
     double gbps = 0.0;
     usbeam_status st;
     Py_BEGIN_ALLOW_THREADS
-    st = usbeam_cuda_d2d_bandwidth(device, (size_t)bytes, repeats, &gbps);
+    st = probe(device, (size_t)bytes, repeats, &gbps);
     Py_END_ALLOW_THREADS
     if (st != USBEAM_OK) return usbeam_py_raise(st);
     return PyFloat_FromDouble(gbps);
+}
+
+static PyObject *py_cuda_d2d_bandwidth(PyObject *self, PyObject *args)
+{
+    (void)self;
+    return bandwidth(args, usbeam_cuda_d2d_bandwidth);
+}
+
+/* the upload path of a CUDA live session (usbeam.live.cuda_session), pinned memory */
+static PyObject *py_live_cuda_h2d_bandwidth(PyObject *self, PyObject *args)
+{
+    (void)self;
+    return bandwidth(args, usbeam_live_cuda_h2d_bandwidth);
 }
 
 /* ---- CUDA graphs: graph_capture_begin(stream), graph_capture_end(stream) -> capsule,
@@ -174,8 +159,7 @@ static PyObject *py_graph_capture_begin(PyObject *self, PyObject *stream_obj)
     void *stream;
     if (capture_stream(stream_obj, &stream) < 0) return NULL;
     usbeam_status st = usbeam_graph_capture_begin(stream);
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
+    return usbeam_py_none_or_raise(st);
 }
 
 static PyObject *py_graph_capture_end(PyObject *self, PyObject *stream_obj)
@@ -209,8 +193,7 @@ static PyObject *py_graph_launch(PyObject *self, PyObject *args)
     void *stream;
     if (capture_stream(stream_obj, &stream) < 0) return NULL;
     usbeam_status st = usbeam_graph_launch(graph, stream);
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
+    return usbeam_py_none_or_raise(st);
 }
 
 /* device_copy(dst_ptr, src_ptr, bytes, stream): cudaMemcpyAsync device -> device on stream. */
@@ -229,8 +212,7 @@ static PyObject *py_device_copy(PyObject *self, PyObject *args)
     if (usbeam_da_parse_stream(stream_obj, "stream", &stream) < 0) return NULL;
     usbeam_status st = usbeam_copy_device((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, (size_t)bytes,
                                           (void *)stream);
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
+    return usbeam_py_none_or_raise(st);
 }
 
 PyMethodDef usbeam_py_cuda_methods[] = {
@@ -241,6 +223,8 @@ PyMethodDef usbeam_py_cuda_methods[] = {
     {"device_copy", py_device_copy, METH_VARARGS, "(dst_ptr, src_ptr, bytes, stream): async device copy."},
     {"cuda_d2d_bandwidth", py_cuda_d2d_bandwidth, METH_VARARGS,
      "(bytes, repeats=20, device=0) -> device-to-device cudaMemcpy GB/s (read + written bytes), CUDA events."},
+    {"live_cuda_h2d_bandwidth", py_live_cuda_h2d_bandwidth, METH_VARARGS,
+     "Pinned host-to-device copy bandwidth in GB/s: (bytes, repeats=20, device=0)."},
     {"cuda_exec_info", py_cuda_exec_info, METH_O, "{stream, device, device_bytes} of a CUDA plan."},
     {"cuda_exec_set_stream", py_cuda_exec_set_stream, METH_VARARGS,
      "Run a CUDA plan on a caller's stream (None: its own)."},

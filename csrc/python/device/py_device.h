@@ -1,7 +1,8 @@
 /*
  * py_device.h - what the DeviceArray sources share (private to the extension):
- * py_device_array.c (the type, host/device buffers, copies), py_dlpack.c (DLPack export and
- * import) and py_cuda.c (CUDA plans from Python).
+ * py_device_array.c (the type, views, attributes), py_device_memory.c (buffers, allocation,
+ * copies, stream functions), py_dlpack.c (DLPack export and import) and py_cuda.c (a plan's
+ * CUDA state, graphs); py_plan.c reads DeviceArrays as a CUDA plan's buffers.
  *
  * A DeviceArray is an n-d, C-contiguous array in host memory (kDLCPU) or CUDA device memory
  * (kDLCUDA), shape in elements, one of usbeam's dtypes.  Its memory is a reference-counted
@@ -82,12 +83,16 @@ static inline void buffer_retain(usbeam_buffer *b) { __atomic_add_fetch(&b->refs
 /* py_device_array.c */
 const dtype_entry *usbeam_da_dtype_by_npy(int npy_type);
 const dtype_entry *usbeam_da_dtype_by_dl(DLDataType t);
-usbeam_buffer *usbeam_da_buffer_new(buffer_kind kind, void *base, void *foreign);
-/* Drop one reference; the last one frees the memory.  Safe on any thread without the GIL. */
-void usbeam_da_buffer_release(usbeam_buffer *b);
 /* A new array object taking over one reference to buffer (released on failure). */
 DeviceArrayObject *usbeam_da_array_new(usbeam_buffer *buffer, size_t offset, int ndim, const int64_t *shape,
                                        const dtype_entry *dtype, int device_type, int device_id, int readonly);
+/* Parse a shape (sequence of non-negative ints) into shape[]; returns ndim or -1. */
+int usbeam_da_parse_shape(PyObject *seq, int64_t *shape, size_t item_bytes);
+
+/* py_device_memory.c */
+usbeam_buffer *usbeam_da_buffer_new(buffer_kind kind, void *base, void *foreign);
+/* Drop one reference; the last one frees the memory.  Safe on any thread without the GIL. */
+void usbeam_da_buffer_release(usbeam_buffer *b);
 /* A fresh, uninitialised array; device_type kDLCPU or kDLCUDA.  stream (CUDA, not NULL): the
  * memory is allocated in that stream's order and the array names it as pending (the caller
  * keeps the stream alive: stream_owner); NULL: usable on any stream at once. */
@@ -98,13 +103,18 @@ DeviceArrayObject *usbeam_da_array_empty(int ndim, const int64_t *shape, const d
 size_t usbeam_da_release_pending(int wait);
 /* Copy src into a new array on (device_type, device_id); the copy is complete on return. */
 DeviceArrayObject *usbeam_da_array_copy_to(DeviceArrayObject *src, int device_type, int device_id);
-/* Parse a shape (sequence of non-negative ints) into shape[]; returns ndim or -1. */
-int usbeam_da_parse_shape(PyObject *seq, int64_t *shape, size_t item_bytes);
+/* DeviceArray.to_numpy(*, out=None) and DeviceArray.copy_from_host(src): host copies. */
+PyObject *usbeam_da_array_to_numpy(DeviceArrayObject *self, PyObject *args, PyObject *kwargs);
+PyObject *usbeam_da_array_copy_from_host(DeviceArrayObject *self, PyObject *src);
 /* Stream argument of the array API: None -> legacy default (1); other ints as given; 0 refused. */
 int usbeam_da_parse_stream(PyObject *obj, const char *name, intptr_t *stream);
-int usbeam_da_parse_device_tuple(PyObject *obj, const char *name, int *type, int *id);
 
-/* py_dlpack.c: DeviceArray.__dlpack__ */
+/* py_cuda.c: a capsule on a plan's CUDA state that keeps owner (the plan's capsule) alive;
+ * None for NULL (a CPU plan). */
+PyObject *usbeam_py_cuda_exec_capsule(usbeam_cuda_exec *exec, PyObject *owner);
+
+/* py_dlpack.c: DeviceArray.__dlpack__, and the (device_type, device_id) of a dl_device */
 PyObject *usbeam_py_array_dlpack(DeviceArrayObject *self, PyObject *args, PyObject *kwargs);
+int usbeam_da_parse_device_tuple(PyObject *obj, const char *name, int *type, int *id);
 
 #endif

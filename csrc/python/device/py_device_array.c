@@ -1,21 +1,20 @@
 /*
- * py_device_array.c - usbeam.DeviceArray: the type, its buffers (py_device.h says what they
- * are), explicit host <-> device copies, views, the CUDA array interface, and the module
- * functions device_empty / device_wrap / stream_wait / stream_synchronize.
+ * py_device_array.c - the usbeam.DeviceArray type: its dtypes, array objects over a shared
+ * buffer, views (reshape, a[i], a[start:stop]: same buffer, a byte offset), the
+ * __cuda_array_interface__ and the other attributes, and the record of the stream that last
+ * used an array (_mark_used).  Memory, copies and the module's device/stream functions are in
+ * py_device_memory.c; DLPack exchange in py_dlpack.c (py_device.h says what they share).
  *
- * DLPack export (__dlpack__) and import are in py_dlpack.c; CUDA plans in py_cuda.c.
- * CUDA array interface v3 (Numba documentation): shape, typestr, data (ptr, readonly),
- * version, strides (None: C-contiguous), stream (the producer's, None when nothing is pending).
+ * Views share the buffer and the pending-stream record of their base, so a consumer of a view
+ * orders itself after the writes to the base.  CUDA array interface v3 (Numba documentation):
+ * shape, typestr, data (ptr, readonly), version, strides (None: C-contiguous), stream (the
+ * producer's, None when nothing is pending).
  */
 #include "python/device/py_device.h"
 
-#include <pthread.h>
-#include <stdlib.h>
 #include <string.h>
 
-#define HOST_ALIGNMENT 256
-
-/* ---- dtypes ------------------------------------------------------------------------- */
+/* ---- dtypes -------------------------------------------------------------------------- */
 
 static const dtype_entry DTYPES[] = {
     {USBEAM_DTYPE_INT16, NPY_INT16, kDLInt, 16, "<i2"},
@@ -45,144 +44,7 @@ const dtype_entry *usbeam_da_dtype_by_dl(DLDataType t)
     return NULL;
 }
 
-/* ---- shared buffers ------------------------------------------------------------------- */
-
-usbeam_buffer *usbeam_da_buffer_new(buffer_kind kind, void *base, void *foreign)
-{
-    usbeam_buffer *b = calloc(1, sizeof *b);
-    if (!b) return NULL;
-    b->refs = 1;
-    b->kind = kind;
-    b->base = base;
-    b->foreign = foreign;
-    return b;
-}
-
-static int interpreter_finalizing(void)
-{
-#if PY_VERSION_HEX >= 0x030D0000
-    return Py_IsFinalizing();
-#else
-    return _Py_IsFinalizing();
-#endif
-}
-
-/* Free the memory now: the work that used it has finished (or never existed). */
-static void buffer_finalize(usbeam_buffer *b)
-{
-    usbeam_event_destroy(b->last_use);
-    switch (b->kind) {
-    case BUF_HOST:
-        free(b->base);
-        break;
-    case BUF_DEVICE:
-        (void)usbeam_device_free(b->base);
-        break;
-    case BUF_DEVICE_POOLED:
-        (void)usbeam_device_free_after(b->device, b->base, NULL, 0);
-        break;
-    case BUF_DLPACK_LEGACY: {
-        DLManagedTensor *m = b->foreign;
-        if (m->deleter) m->deleter(m);
-        break;
-    }
-    case BUF_DLPACK_VERSIONED: {
-        DLManagedTensorVersioned *m = b->foreign;
-        if (m->deleter) m->deleter(m);
-        break;
-    }
-    case BUF_PYOBJECT:
-        /* at interpreter shutdown the object is gone with everything else */
-        if (!interpreter_finalizing()) {
-            PyGILState_STATE gil = PyGILState_Ensure();
-            Py_DECREF((PyObject *)b->foreign);
-            PyGILState_Release(gil);
-        }
-        break;
-    }
-    usbeam_clear_error();
-    free(b);
-}
-
-/* Buffers released while work queued on them may still run (py_device.h).  The list is
- * touched under pending_lock only; deleters and reference drops run outside it (they may
- * release other buffers). */
-static pthread_mutex_t pending_lock = PTHREAD_MUTEX_INITIALIZER;
-static usbeam_buffer *pending_head;
-
-size_t usbeam_da_release_pending(int wait)
-{
-    usbeam_buffer *done = NULL;
-    size_t left = 0;
-    pthread_mutex_lock(&pending_lock);
-    usbeam_buffer **link = &pending_head;
-    while (*link) {
-        usbeam_buffer *b = *link;
-        int complete = 1;
-        usbeam_status st;
-        if (wait) {
-            st = usbeam_event_wait_destroy(b->last_use);
-            b->last_use = NULL;
-        } else {
-            st = usbeam_event_query(b->last_use, &complete);
-        }
-        /* an event that cannot be asked (a device fault is sticky) never answers: let go */
-        if (st != USBEAM_OK) {
-            complete = 1;
-            usbeam_clear_error();
-        }
-        if (complete) {
-            *link = b->next_pending;
-            b->next_pending = done;
-            done = b;
-        } else {
-            link = &b->next_pending;
-            ++left;
-        }
-    }
-    pthread_mutex_unlock(&pending_lock);
-    while (done) {
-        usbeam_buffer *next = done->next_pending;
-        buffer_finalize(done);
-        done = next;
-    }
-    return left;
-}
-
-/* Drop one reference; the last one frees the memory, without waiting on the host for the
- * kernels queued on it: a foreign owner must not reuse the memory (its pool would hand it out
- * while we still read it), so it is kept until they finish.  Any thread, without the GIL. */
-void usbeam_da_buffer_release(usbeam_buffer *b)
-{
-    if (!b || __atomic_sub_fetch(&b->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
-    if (__atomic_load_n(&pending_head, __ATOMIC_ACQUIRE)) (void)usbeam_da_release_pending(0);
-    if (b->kind == BUF_DEVICE_POOLED) {
-        /* cudaFreeAsync after the last-use event; consumers of an export on the legacy stream too */
-        void *event = b->last_use;
-        b->last_use = NULL;
-        if (usbeam_device_free_after(b->device, b->base, event, __atomic_load_n(&b->exported, __ATOMIC_ACQUIRE)) !=
-            USBEAM_OK)
-            usbeam_clear_error(); /* the device failed: leaking beats freeing memory in use */
-        free(b);
-        return;
-    }
-    int complete = 1;
-    if (b->last_use && usbeam_event_query(b->last_use, &complete) != USBEAM_OK) {
-        usbeam_clear_error(); /* the device cannot answer (a sticky fault): nothing will run */
-        complete = 1;
-    }
-    if (!complete) {
-        /* the next release, plan call or synchronize asks again */
-        pthread_mutex_lock(&pending_lock);
-        b->next_pending = pending_head;
-        __atomic_store_n(&pending_head, b, __ATOMIC_RELEASE);
-        pthread_mutex_unlock(&pending_lock);
-        return;
-    }
-    buffer_finalize(b);
-}
-
-/* ---- DeviceArray ------------------------------------------------------------------------ */
+/* ---- array objects ------------------------------------------------------------------- */
 
 /* A new array object taking over one reference to buffer (released on failure). */
 DeviceArrayObject *usbeam_da_array_new(usbeam_buffer *buffer, size_t offset, int ndim, const int64_t *shape,
@@ -249,106 +111,7 @@ int usbeam_da_parse_shape(PyObject *seq, int64_t *shape, size_t item_bytes)
     return (int)ndim;
 }
 
-static void *host_alloc(size_t bytes)
-{
-    size_t rounded = (bytes + HOST_ALIGNMENT - 1) / HOST_ALIGNMENT * HOST_ALIGNMENT;
-    return aligned_alloc(HOST_ALIGNMENT, rounded ? rounded : HOST_ALIGNMENT);
-}
-
-/* A fresh, uninitialised array; device_type kDLCPU or kDLCUDA. */
-DeviceArrayObject *usbeam_da_array_empty(int ndim, const int64_t *shape, const dtype_entry *dtype, int device_type,
-                                      int device_id, void *stream)
-{
-    size_t bytes = (size_t)dtype->dl_bits / 8;
-    for (int d = 0; d < ndim; ++d) bytes *= (size_t)shape[d];
-    void *base = NULL;
-    buffer_kind kind;
-    if (device_type == kDLCPU) {
-        base = host_alloc(bytes);
-        if (!base) return (DeviceArrayObject *)PyErr_NoMemory();
-        kind = BUF_HOST;
-    } else {
-        usbeam_status st;
-        int pooled = 0;
-        Py_BEGIN_ALLOW_THREADS
-        st = usbeam_device_alloc(device_id, bytes, stream, &base, &pooled);
-        Py_END_ALLOW_THREADS
-        if (st != USBEAM_OK) return (DeviceArrayObject *)usbeam_py_raise(st);
-        kind = pooled ? BUF_DEVICE_POOLED : BUF_DEVICE;
-    }
-    usbeam_buffer *b = usbeam_da_buffer_new(kind, base, NULL);
-    if (!b) {
-        if (kind == BUF_HOST)
-            free(base);
-        else if (kind == BUF_DEVICE_POOLED)
-            (void)usbeam_device_free_after(device_id, base, NULL, 0);
-        else
-            (void)usbeam_device_free(base);
-        return (DeviceArrayObject *)PyErr_NoMemory();
-    }
-    b->device = device_id;
-    if (kind == BUF_DEVICE_POOLED && stream) {
-        /* a free, on another stream, must come after the allocation even if nothing uses it */
-        usbeam_status st = usbeam_event_record(&b->last_use, stream);
-        if (st != USBEAM_OK) {
-            usbeam_da_buffer_release(b);
-            return (DeviceArrayObject *)usbeam_py_raise(st);
-        }
-    }
-    DeviceArrayObject *a = usbeam_da_array_new(b, 0, ndim, shape, dtype, device_type, device_id, 0);
-    if (a && stream && kind == BUF_DEVICE_POOLED)
-        a->stream = (uintptr_t)stream; /* the allocation is pending there: consumers order after it */
-    return a;
-}
-
-/* Stream argument of the array API: None -> legacy default (1); ints as given. */
-int usbeam_da_parse_stream(PyObject *obj, const char *name, intptr_t *stream)
-{
-    if (obj == Py_None) {
-        *stream = 1;
-        return 0;
-    }
-    long long v = PyLong_AsLongLong(obj);
-    if (v == -1 && PyErr_Occurred()) {
-        PyErr_Format(PyExc_TypeError, "%s must be None or an integer CUDA stream handle", name);
-        return -1;
-    }
-    if (v == 0) {
-        PyErr_Format(PyExc_ValueError,
-                     "%s=0 is ambiguous for CUDA (use 1 for the legacy default stream, 2 for the per-thread one)",
-                     name);
-        return -1;
-    }
-    *stream = (intptr_t)v;
-    return 0;
-}
-
-/* Copy src into a new array on (device_type, device_id); the copy is complete on return. */
-DeviceArrayObject *usbeam_da_array_copy_to(DeviceArrayObject *src, int device_type, int device_id)
-{
-    DeviceArrayObject *dst = usbeam_da_array_empty(src->ndim, src->shape, src->dtype, device_type, device_id, NULL);
-    if (!dst) return NULL;
-    const size_t bytes = array_nbytes(src);
-    usbeam_status st = USBEAM_OK;
-    void *stream = (void *)src->stream;
-    Py_BEGIN_ALLOW_THREADS
-    if (src->device_type == kDLCPU && device_type == kDLCPU)
-        memcpy(array_data(dst), array_data(src), bytes);
-    else if (src->device_type == kDLCPU)
-        st = usbeam_copy_to_device(array_data(dst), array_data(src), bytes, NULL);
-    else if (device_type == kDLCPU)
-        st = usbeam_copy_to_host(array_data(dst), array_data(src), bytes, stream);
-    else {
-        st = usbeam_copy_device(array_data(dst), array_data(src), bytes, stream);
-        if (st == USBEAM_OK) st = usbeam_stream_synchronize(stream);
-    }
-    Py_END_ALLOW_THREADS
-    if (st != USBEAM_OK) {
-        Py_DECREF(dst);
-        return (DeviceArrayObject *)usbeam_py_raise(st);
-    }
-    return dst;
-}
+/* ---- attributes ---------------------------------------------------------------------- */
 
 static PyObject *array_dlpack_device(DeviceArrayObject *self, PyObject *noargs)
 {
@@ -450,77 +213,7 @@ static PyObject *array_get_stream(DeviceArrayObject *self, void *closure)
     return PyLong_FromSize_t((size_t)self->stream);
 }
 
-/* Host copy: a new C-contiguous ndarray (or into out, exact shape and dtype). */
-static PyObject *array_to_numpy(DeviceArrayObject *self, PyObject *args, PyObject *kwargs)
-{
-    static char *keywords[] = {"out", NULL};
-    PyObject *out = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$O:to_numpy", keywords, &out)) return NULL;
-    npy_intp dims[DEVICE_MAX_NDIM];
-    for (int d = 0; d < self->ndim; ++d) dims[d] = (npy_intp)self->shape[d];
-    if (out == Py_None) {
-        out = PyArray_SimpleNew(self->ndim, dims, self->dtype->npy_type);
-        if (!out) return NULL;
-    } else {
-        if (!PyArray_Check(out) || PyArray_NDIM((PyArrayObject *)out) != self->ndim ||
-            !PyArray_CompareLists(PyArray_DIMS((PyArrayObject *)out), dims, self->ndim)) {
-            PyErr_SetString(PyExc_ValueError, "out must be a numpy array of the DeviceArray's shape");
-            return NULL;
-        }
-        if (!usbeam_py_array_data(out, "out", self->dtype->npy_type, array_size(self), 1)) return NULL;
-        Py_INCREF(out);
-    }
-    void *dst = PyArray_DATA((PyArrayObject *)out);
-    const size_t bytes = array_nbytes(self);
-    usbeam_status st = USBEAM_OK;
-    void *stream = (void *)self->stream;
-    Py_BEGIN_ALLOW_THREADS
-    if (self->device_type == kDLCPU)
-        memcpy(dst, array_data(self), bytes);
-    else
-        st = usbeam_copy_to_host(dst, array_data(self), bytes, stream);
-    Py_END_ALLOW_THREADS
-    if (st != USBEAM_OK) {
-        Py_DECREF(out);
-        return usbeam_py_raise(st);
-    }
-    return out;
-}
-
-/* Overwrite the contents from a host ndarray of the same shape and dtype (complete on return). */
-static PyObject *array_copy_from_host(DeviceArrayObject *self, PyObject *src)
-{
-    if (self->readonly) {
-        PyErr_SetString(PyExc_ValueError, "copy_from_host: the DeviceArray is read-only");
-        return NULL;
-    }
-    if (!PyArray_Check(src)) {
-        PyErr_Format(PyExc_TypeError, "copy_from_host: source must be a numpy.ndarray (got %s)", Py_TYPE(src)->tp_name);
-        return NULL;
-    }
-    npy_intp dims[DEVICE_MAX_NDIM];
-    for (int d = 0; d < self->ndim; ++d) dims[d] = (npy_intp)self->shape[d];
-    if (PyArray_NDIM((PyArrayObject *)src) != self->ndim ||
-        !PyArray_CompareLists(PyArray_DIMS((PyArrayObject *)src), dims, self->ndim)) {
-        PyErr_SetString(PyExc_ValueError, "copy_from_host: source must have the DeviceArray's shape");
-        return NULL;
-    }
-    const void *data = usbeam_py_array_data(src, "source", self->dtype->npy_type, array_size(self), 0);
-    if (!data) return NULL;
-    const size_t bytes = array_nbytes(self);
-    usbeam_status st = USBEAM_OK;
-    void *stream = (void *)self->stream;
-    Py_BEGIN_ALLOW_THREADS
-    if (self->device_type == kDLCPU)
-        memcpy(array_data(self), data, bytes);
-    else
-        st = usbeam_copy_to_device(array_data(self), data, bytes, stream);
-    Py_END_ALLOW_THREADS
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    self->stream = 0; /* the copy waited for everything before it */
-    Py_CLEAR(self->stream_owner);
-    Py_RETURN_NONE;
-}
+/* ---- views and the type -------------------------------------------------------------- */
 
 /* View with another shape of the same number of elements. */
 static PyObject *array_reshape(DeviceArrayObject *self, PyObject *shape_obj)
@@ -635,9 +328,9 @@ static PyMethodDef array_methods[] = {
     {"__dlpack__", (PyCFunction)(void (*)(void))usbeam_py_array_dlpack, METH_VARARGS | METH_KEYWORDS,
      "DLPack capsule: __dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)."},
     {"__dlpack_device__", (PyCFunction)array_dlpack_device, METH_NOARGS, "(device_type, device_id) as DLPack."},
-    {"to_numpy", (PyCFunction)(void (*)(void))array_to_numpy, METH_VARARGS | METH_KEYWORDS,
+    {"to_numpy", (PyCFunction)(void (*)(void))usbeam_da_array_to_numpy, METH_VARARGS | METH_KEYWORDS,
      "Explicit host copy (through pinned staging buffers for CUDA memory): to_numpy(*, out=None)."},
-    {"copy_from_host", (PyCFunction)array_copy_from_host, METH_O,
+    {"copy_from_host", (PyCFunction)usbeam_da_array_copy_from_host, METH_O,
      "Overwrite the contents from a host ndarray of the same shape and dtype."},
     {"reshape", (PyCFunction)array_reshape, METH_O, "View with another shape (same number of elements)."},
     {"_mark_used", (PyCFunction)array_mark_used, METH_VARARGS, "Record that work queued on a stream uses this array."},
@@ -673,144 +366,6 @@ PyTypeObject usbeam_DeviceArrayType = {
     .tp_getset = array_getset,
 };
 
-static PyObject *py_device_wrap(PyObject *self, PyObject *args)
-{
-    (void)self;
-    unsigned long long ptr;
-    PyObject *shape_obj, *owner;
-    PyArray_Descr *descr;
-    int readonly;
-    const char *name;
-    if (!PyArg_ParseTuple(args, "KOO&pOs", &ptr, &shape_obj, PyArray_DescrConverter, &descr, &readonly, &owner, &name))
-        return NULL;
-    const dtype_entry *dt = usbeam_da_dtype_by_npy(descr->type_num);
-    Py_DECREF(descr);
-    if (!dt) {
-        PyErr_Format(PyExc_TypeError, "%s: dtype is not supported; usbeam takes " SUPPORTED_DTYPES, name);
-        return NULL;
-    }
-    int64_t shape[DEVICE_MAX_NDIM];
-    int ndim = usbeam_da_parse_shape(shape_obj, shape, (size_t)dt->dl_bits / 8);
-    if (ndim < 0) return NULL;
-    size_t n = 1;
-    for (int d = 0; d < ndim; ++d) n *= (size_t)shape[d];
-    int device = 0;
-    if (n) {
-        if (!ptr) {
-            PyErr_Format(PyExc_ValueError, "%s: NULL data pointer", name);
-            return NULL;
-        }
-        usbeam_status st = usbeam_pointer_device((const void *)(uintptr_t)ptr, &device);
-        if (st != USBEAM_OK) return usbeam_py_raise(st);
-    }
-    usbeam_buffer *b = usbeam_da_buffer_new(BUF_PYOBJECT, (void *)(uintptr_t)ptr, owner);
-    if (!b) return PyErr_NoMemory();
-    Py_INCREF(owner);
-    return (PyObject *)usbeam_da_array_new(b, 0, ndim, shape, dt, kDLCUDA, device, readonly);
-}
-
-/* device_empty(shape, dtype, device_type, device_id, stream=None, owner=None): with a stream,
- * the memory is allocated in its order (no host wait at all) and owner keeps it alive. */
-static PyObject *py_device_empty(PyObject *self, PyObject *args)
-{
-    (void)self;
-    PyObject *shape_obj, *stream_obj = Py_None, *owner = Py_None;
-    PyArray_Descr *descr;
-    int device_type, device_id;
-    if (!PyArg_ParseTuple(args, "OO&ii|OO", &shape_obj, PyArray_DescrConverter, &descr, &device_type, &device_id,
-                          &stream_obj, &owner))
-        return NULL;
-    intptr_t stream = 0;
-    if (stream_obj != Py_None && usbeam_da_parse_stream(stream_obj, "stream", &stream) < 0) {
-        Py_DECREF(descr);
-        return NULL;
-    }
-    const dtype_entry *dt = usbeam_da_dtype_by_npy(descr->type_num);
-    Py_DECREF(descr);
-    if (!dt) {
-        PyErr_SetString(PyExc_TypeError, "dtype is not supported; usbeam takes " SUPPORTED_DTYPES);
-        return NULL;
-    }
-    if (device_type != kDLCPU && device_type != kDLCUDA) {
-        PyErr_Format(PyExc_ValueError, "device: type %d (kDLCPU = 1 or kDLCUDA = 2)", device_type);
-        return NULL;
-    }
-    int64_t shape[DEVICE_MAX_NDIM];
-    int ndim = usbeam_da_parse_shape(shape_obj, shape, (size_t)dt->dl_bits / 8);
-    if (ndim < 0) return NULL;
-    const int cuda = device_type == kDLCUDA;
-    DeviceArrayObject *a = usbeam_da_array_empty(ndim, shape, dt, device_type, cuda ? device_id : 0,
-                                                 cuda ? (void *)stream : NULL);
-    if (a && a->stream && owner != Py_None) a->stream_owner = Py_NewRef(owner);
-    return (PyObject *)a;
-}
-
-static PyObject *py_stream_wait(PyObject *self, PyObject *args)
-{
-    (void)self;
-    PyObject *consumer_obj, *producer_obj;
-    if (!PyArg_ParseTuple(args, "OO", &consumer_obj, &producer_obj)) return NULL;
-    intptr_t consumer, producer;
-    if (usbeam_da_parse_stream(consumer_obj, "consumer", &consumer) < 0 || usbeam_da_parse_stream(producer_obj, "producer", &producer) < 0)
-        return NULL;
-    usbeam_status st = usbeam_stream_wait((void *)consumer, (void *)producer);
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
-}
-
-static PyObject *py_stream_synchronize(PyObject *self, PyObject *stream_obj)
-{
-    (void)self;
-    intptr_t stream;
-    if (usbeam_da_parse_stream(stream_obj, "stream", &stream) < 0) return NULL;
-    usbeam_status st;
-    Py_BEGIN_ALLOW_THREADS
-    st = usbeam_stream_synchronize((void *)stream);
-    if (st == USBEAM_OK) (void)usbeam_da_release_pending(0); /* what waited on that stream can go */
-    Py_END_ALLOW_THREADS
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
-}
-
-/* stream_query(stream) -> True when everything queued on the stream has finished (no wait). */
-static PyObject *py_stream_query(PyObject *self, PyObject *stream_obj)
-{
-    (void)self;
-    intptr_t stream;
-    if (usbeam_da_parse_stream(stream_obj, "stream", &stream) < 0) return NULL;
-    int idle = 1;
-    usbeam_status st = usbeam_stream_query((void *)stream, &idle);
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    return PyBool_FromLong(idle);
-}
-
-/* device_release_pending(wait=False) -> number of released buffers still parked (their
- * queued work unfinished); wait=True waits for all of them (interpreter exit). */
-static PyObject *py_device_release_pending(PyObject *self, PyObject *args)
-{
-    (void)self;
-    int wait = 0;
-    if (!PyArg_ParseTuple(args, "|p", &wait)) return NULL;
-    size_t left;
-    Py_BEGIN_ALLOW_THREADS
-    left = usbeam_da_release_pending(wait);
-    Py_END_ALLOW_THREADS
-    return PyLong_FromSize_t(left);
-}
-
-PyMethodDef usbeam_py_device_methods[] = {
-    {"device_wrap", py_device_wrap, METH_VARARGS,
-     "DeviceArray over CUDA memory: (ptr, shape, dtype, readonly, owner, name)."},
-    {"device_empty", py_device_empty, METH_VARARGS,
-     "Uninitialised DeviceArray: (shape, dtype, device_type, device_id, stream=None, owner=None)."},
-    {"stream_wait", py_stream_wait, METH_VARARGS, "Make stream consumer wait for producer's queued work."},
-    {"stream_synchronize", py_stream_synchronize, METH_O, "Wait on the host for a stream's queued work."},
-    {"stream_query", py_stream_query, METH_O, "True when a stream's queued work has finished (no host wait)."},
-    {"device_release_pending", py_device_release_pending, METH_VARARGS,
-     "Release the buffers parked until their queued work finished: (wait=False) -> how many stay parked."},
-    {NULL, NULL, 0, NULL},
-};
-
 int usbeam_py_device_init(PyObject *module)
 {
     if (PyType_Ready(&usbeam_DeviceArrayType) < 0) return -1;
@@ -825,3 +380,4 @@ int usbeam_py_device_init(PyObject *module)
     Py_XDECREF(release);
     return r ? 0 : -1;
 }
+

@@ -15,7 +15,7 @@
  * contiguity and byte_offset, and only then renames the capsule "used_..." and takes the
  * tensor; on any refusal the capsule stays unconsumed and its destructor frees the tensor.
  *
- * Spec: DLPack 1.1 (csrc/dlpack.h); Python array API standard, "Data interchange";
+ * Spec: DLPack 1.1 (device/dlpack.h); Python array API standard, "Data interchange";
  * Numba's CUDA array interface v3.
  */
 #include "python/device/py_device.h"

@@ -1,0 +1,141 @@
+/*
+ * py_common.c - the bottom layer of usbeam._core (py_common.h): status -> exception, NumPy
+ * array checks, capsules and backend names.  It calls the library only, never another
+ * binding file, so every binding file (device arrays included) can build on it.
+ */
+#include "python/py_common.h"
+
+/* usbeam.UsbeamError, a RuntimeError: the exception of the status table's RUNTIME rows. */
+static PyObject *usbeam_error_type;
+
+int usbeam_py_error_init(PyObject *module)
+{
+    usbeam_error_type = PyErr_NewExceptionWithDoc("usbeam.UsbeamError",
+                                                  "A usbeam runtime failure (backend, device or internal).",
+                                                  PyExc_RuntimeError, NULL);
+    if (!usbeam_error_type) return -1;
+    return PyModule_AddObjectRef(module, "UsbeamError", usbeam_error_type);
+}
+
+PyObject *usbeam_py_raise(usbeam_status st)
+{
+    PyObject *type = usbeam_error_type;
+    switch (st) {
+#define VALUE PyExc_ValueError
+#define TYPE PyExc_TypeError
+#define MEMORY PyExc_MemoryError
+#define RUNTIME usbeam_error_type
+#define NOTIMPL PyExc_NotImplementedError
+#define USBEAM_X_EXC(name, value, message, pykind) \
+    case name:                                     \
+        type = pykind;                             \
+        break;
+        USBEAM_STATUS_TABLE(USBEAM_X_EXC)
+#undef USBEAM_X_EXC
+#undef VALUE
+#undef TYPE
+#undef MEMORY
+#undef RUNTIME
+#undef NOTIMPL
+    }
+    /* the library's message says what was wrong; the table's only which kind of failure */
+    const char *detail = usbeam_last_error();
+    if (detail && detail[0])
+        PyErr_Format(type, "%s", detail);
+    else
+        PyErr_Format(type, "%s", usbeam_status_string(st));
+    usbeam_clear_error();
+    return NULL;
+}
+
+PyObject *usbeam_py_none_or_raise(usbeam_status st)
+{
+    if (st != USBEAM_OK) return usbeam_py_raise(st);
+    Py_RETURN_NONE;
+}
+
+void *usbeam_py_array_data(PyObject *obj, const char *name, int npy_type, size_t n_elements,
+                           int writable)
+{
+    if (!PyArray_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a numpy.ndarray (got %s)", name, Py_TYPE(obj)->tp_name);
+        return NULL;
+    }
+    PyArrayObject *arr = (PyArrayObject *)obj;
+    if (PyArray_TYPE(arr) != npy_type) {
+        PyArray_Descr *want = PyArray_DescrFromType(npy_type);
+        PyErr_Format(PyExc_TypeError, "%s must have dtype %s (got %s)", name,
+                     want ? want->typeobj->tp_name : "?", PyArray_DESCR(arr)->typeobj->tp_name);
+        Py_XDECREF(want);
+        return NULL;
+    }
+    /* the kernels index flat, in native order: anything else would be read wrongly, not slowly */
+    if (!PyArray_IS_C_CONTIGUOUS(arr) || !PyArray_ISALIGNED(arr) || PyArray_ISBYTESWAPPED(arr)) {
+        PyErr_Format(PyExc_ValueError, "%s must be C-contiguous, aligned and in native byte order", name);
+        return NULL;
+    }
+    if ((size_t)PyArray_SIZE(arr) != n_elements) {
+        PyErr_Format(PyExc_ValueError, "%s must hold %zu elements (got %zd)", name, n_elements,
+                     (Py_ssize_t)PyArray_SIZE(arr));
+        return NULL;
+    }
+    if (writable && !PyArray_ISWRITEABLE(arr)) {
+        PyErr_Format(PyExc_ValueError, "%s is read-only", name);
+        return NULL;
+    }
+    return PyArray_DATA(arr);
+}
+
+PyObject *usbeam_py_plan_capsule(void *plan, const char *capsule_name, PyCapsule_Destructor on_destroy)
+{
+    return PyCapsule_New(plan, capsule_name, on_destroy);
+}
+
+void *usbeam_py_plan_from_capsule(PyObject *capsule, const char *capsule_name, const char *name)
+{
+    /* the name check is what keeps one kind of capsule out of another kind's calls */
+    if (!PyCapsule_IsValid(capsule, capsule_name)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a %s capsule", name, capsule_name);
+        return NULL;
+    }
+    return PyCapsule_GetPointer(capsule, capsule_name);
+}
+
+int usbeam_py_dtype(const char *name, const char *const *allowed, usbeam_dtype *dtype, int *npy_type)
+{
+    static const struct {
+        const char *name;
+        usbeam_dtype dtype;
+        int npy_type;
+    } dtypes[] = {
+        {"int16", USBEAM_DTYPE_INT16, NPY_INT16},         {"int32", USBEAM_DTYPE_INT32, NPY_INT32},
+        {"float32", USBEAM_DTYPE_FLOAT32, NPY_FLOAT32},   {"float64", USBEAM_DTYPE_FLOAT64, NPY_FLOAT64},
+        {"complex64", USBEAM_DTYPE_COMPLEX64, NPY_COMPLEX64}, {"uint8", USBEAM_DTYPE_UINT8, NPY_UINT8},
+        {"float16", USBEAM_DTYPE_FLOAT16, NPY_FLOAT16},
+    };
+    for (size_t a = 0; allowed[a]; ++a) {
+        if (strcmp(name, allowed[a]) != 0) continue;
+        for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; ++d) {
+            if (strcmp(name, dtypes[d].name) == 0) {
+                *dtype = dtypes[d].dtype;
+                *npy_type = dtypes[d].npy_type;
+                return 0;
+            }
+        }
+    }
+    return -1;
+}
+
+int usbeam_py_backend(const char *name, usbeam_backend *backend)
+{
+    if (strcmp(name, "cpu") == 0) {
+        *backend = USBEAM_BACKEND_CPU;
+        return 0;
+    }
+    if (strcmp(name, "cuda") == 0) {
+        *backend = USBEAM_BACKEND_CUDA;
+        return 0;
+    }
+    PyErr_Format(PyExc_ValueError, "backend must be 'cpu' or 'cuda' (got '%s')", name);
+    return -1;
+}
