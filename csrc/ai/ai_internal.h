@@ -17,36 +17,36 @@
  * reads NULL as the plan's own stream. */
 #define AI_LEGACY_STREAM ((void *)(uintptr_t)1)
 
-/* One execute of a CUDA plan queued on `stream` (the stream-taking entries: the deprecated
- * *_execute_async and the Python bindings' stream= argument), by the plan's execution state:
- *   - stream NULL, or the plan's stream already: execute(context) as it is;
- *   - otherwise the plan switches to `stream` (which first waits, on the device, for the work
- *     queued so far on the plan's stream: the plan's device scratch serves one execute at a
- *     time), runs, and switches back (the plan's stream then waits for this execute).  So the
- *     plan keeps no reference to a stream the caller may destroy after the call, as these
- *     entries never did, and its calls are ordered whatever their streams.
- *   - inside a CUDA graph capture of `stream` the plan stays on it: work outside a capture may
- *     not wait on captured work (it would join the capture).  The caller keeps that stream
- *     alive until the plan's next execute or its destruction, as for usbeam_cuda_exec_set_stream.
- * The execute's status wins over the switch back's. */
+/* After a call queued on another stream than the plan's own one: the plan returns to `home`
+ * (usbeam_cuda_exec_set_stream: home then waits, on the device, for the call), so it keeps no
+ * reference to a stream its caller may destroy after the call, and its next call, whatever its
+ * stream, comes after this one (the plan's device scratch serves one execute at a time).
+ * Inside a CUDA graph capture of the current stream the plan stays on it: work outside a
+ * capture may not wait on captured work (it would join the capture); the captured stream is
+ * then the plan's stream, as after usbeam_cuda_exec_set_stream.  home NULL: stay. */
+static inline usbeam_status ai_return_to(usbeam_cuda_exec *exec, void *home)
+{
+    void *const current = exec ? usbeam_cuda_exec_stream(exec) : NULL;
+    if (!exec || !home || current == home) return USBEAM_OK;
+    int capturing = 0;
+    if (usbeam_stream_capturing(current, &capturing) != USBEAM_OK) capturing = 0; /* the switch says why */
+    return capturing ? USBEAM_OK : usbeam_cuda_exec_set_stream(exec, home);
+}
+
+/* One execute of a CUDA plan queued on `stream` (the deprecated stream-taking C entries): the
+ * plan switches to it (which first waits for the work queued so far on the plan's stream),
+ * runs, and returns as ai_return_to says.  stream NULL, or the plan's stream: as it is.  The
+ * execute's status wins over the return's. */
 static inline usbeam_status ai_execute_on_stream(usbeam_cuda_exec *exec, void *stream,
                                                  usbeam_status (*execute)(void *context), void *context)
 {
     void *const home = exec ? usbeam_cuda_exec_stream(exec) : NULL;
     if (!exec || !stream || stream == home) return execute(context);
-    int capturing = 0; /* asked first, so that a failed query cannot hide the execute's message */
-    if (usbeam_stream_capturing(stream, &capturing) != USBEAM_OK) {
-        usbeam_clear_error(); /* the switch below reports a stream CUDA does not know */
-        capturing = 0;
-    }
     usbeam_status st = usbeam_cuda_exec_set_stream(exec, stream);
     if (st != USBEAM_OK) return st;
     st = execute(context);
-    if (!capturing) {
-        usbeam_status back = usbeam_cuda_exec_set_stream(exec, home);
-        if (st == USBEAM_OK) st = back;
-    }
-    return st;
+    usbeam_status back = ai_return_to(exec, home);
+    return st != USBEAM_OK ? st : back;
 }
 
 /* The backend argument of the AI plan constructors: CPU or CUDA, named in the message. */
