@@ -110,7 +110,8 @@ extern "C" usbeam_status usbeam_preprocess_cuda_create(const usbeam_preprocess_p
                                                        const usbeam_preprocess_tables *tables,
                                                        usbeam_preprocess_cuda **out)
 {
-    if (!params || !tables || !out) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "params, tables and plan must not be NULL");
+    if (!params || !tables || !out)
+        return usbeam_fail(USBEAM_ERR_NULL_POINTER, "params, tables and plan must not be NULL");
     *out = nullptr;
     usbeam_preprocess_cuda *p = (usbeam_preprocess_cuda *)usbeam_alloc(sizeof *p);
     if (!p) return usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "preprocess CUDA plan");

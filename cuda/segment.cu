@@ -262,7 +262,8 @@ extern "C" usbeam_status usbeam_components_cuda_create(const usbeam_components_p
         st = usbeam_cuda_check(cub::DeviceScan::ExclusiveSum(nullptr, p->scan_storage_bytes, p->flags, p->rank,
                                                              (int)total),
                                "cub::DeviceScan::ExclusiveSum (size)", __FILE__, __LINE__);
-    if (st == USBEAM_OK) st = usbeam_cuda_exec_alloc(e, p->scan_storage_bytes, "components scan storage", &p->scan_storage);
+    if (st == USBEAM_OK)
+        st = usbeam_cuda_exec_alloc(e, p->scan_storage_bytes, "components scan storage", &p->scan_storage);
     if (st == USBEAM_OK) st = usbeam_cuda_exec_grid_cap(e, &p->grid_cap);
     if (st != USBEAM_OK) {
         usbeam_components_cuda_destroy(p);
@@ -305,7 +306,8 @@ static usbeam_status components_cuda_run(usbeam_components_cuda *p, usbeam_compo
     if (operation == USBEAM_COMPONENTS_LABEL) {
         if ((st = usbeam_cuda_stage_begin(e, STAGE_NUMBER)) != USBEAM_OK) return st;
         size_t storage = p->scan_storage_bytes;
-        USBEAM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(p->scan_storage, storage, p->flags, p->rank, (int)p->total, stream));
+        USBEAM_CUDA_TRY(
+            cub::DeviceScan::ExclusiveSum(p->scan_storage, storage, p->flags, p->rank, (int)p->total, stream));
         count_kernel<<<grid_for(p->params.n_images, p->grid_cap), 256, 0, stream>>>(v, p->params.n_images, p->rank,
                                                                                    p->flags, counts);
         number_kernel<<<grid, 256, 0, stream>>>(v, p->rank, parent);

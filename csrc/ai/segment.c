@@ -259,8 +259,8 @@ usbeam_status usbeam_components_set_stream(usbeam_components_plan *plan, void *s
 
 /* One image of a mask -> mask operation (the operation codes are the CUDA seam's, so both
  * backends take the same), using the plan's label and area scratch. */
-static void components_image(usbeam_components_plan *plan, usbeam_components_operation operation, size_t image, const uint8_t *mask,
-                             size_t min_area, uint8_t *out)
+static void components_image(usbeam_components_plan *plan, usbeam_components_operation operation, size_t image,
+                             const uint8_t *mask, size_t min_area, uint8_t *out)
 {
     const size_t h = plan->params.height, w = plan->params.width, n = plan->image_size;
     int32_t *labels = plan->labels + image * n;

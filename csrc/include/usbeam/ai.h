@@ -30,8 +30,9 @@ extern "C" {
  * stream, as before): the plan switches to it and back, so it keeps no reference to it, and the
  * plan's stream waits for the execute (inside a graph capture of `stream` the plan stays on
  * it); usbeam_components_set_stream names the stream every later execute of the plan is queued
- * on in that way (NULL: the legacy default stream).  On a CPU plan the stream is ignored.  Before, a CUDA plan's plain execute
- * queued on the legacy default stream; it now queues on the plan's stream. */
+ * on in that way (NULL: the legacy default stream).  On a CPU plan the stream is ignored.
+ * Before, a CUDA plan's plain execute queued on the legacy default stream; it now queues on
+ * the plan's stream. */
 
 /* -- pre-processing: image -> model input (bilinear resize, normalise, cast, layout) -- */
 typedef enum usbeam_tensor_layout {
