@@ -1,54 +1,49 @@
 /*
- * detect.cu - CUDA twin of csrc/detect.c: detection post-processing (decode, threshold,
- * top-K, class-aware greedy NMS) for a batch of raw heads, entirely on the device.
+ * detect.cu - detection post-processing (decode, threshold, top-K, class-aware greedy NMS) for a
+ * batch of raw heads, entirely on the device: CUDA twin of csrc/ai/detect.c.
  *
- * Layouts and semantics: as csrc/detect.c (raw (n_images, n_anchors, 5 + n_classes) float32
- * or float16 -> detections (n_images, max_detections, 6) float32 and counts (n_images) int32).
- * Pipeline, all queued on the caller's stream with no host synchronisation:
- *   1. decode: per anchor, score and a 64-bit key (descending-score key << 32 | anchor), or
- *      all ones when not a candidate; a per-image candidate count (atomic, order-free);
- *   2. sort the keys of each image (cub::DeviceSegmentedRadixSort): score descending, ties to
- *      the lower anchor - the stable order of the CPU code, made unique by the anchor bits;
- *   3. gather the first K = min(count, max_candidates) boxes, the max coordinate per image
- *      (NaN-propagating), the class offset and the areas;
- *   4. the IoU bit matrix of the K boxes, 64 columns per word (torchvision's CUDA layout);
- *   5. one warp per image walks the matrix greedily, skipping suppressed boxes a word at a
- *      time, until max_detections are kept, then writes the rows and the count.
+ * Layouts: raw (n_images, n_anchors, 5 + n_classes) float32 or float16, rows [cx, cy, w, h,
+ *   objectness, class scores...] -> detections (n_images, max_detections, 6) float32 rows
+ *   [x1, y1, x2, y2, score, class], zero past the count, and counts (n_images) int32; all device.
+ * Units: pixels of the model input (boxes), probabilities (scores).
+ * Semantics: as csrc/ai/detect.c (torchvision nms / batched_nms, YOLOv5 decoding).
+ * Stages, all queued on the plan's stream (runtime/exec.cuh) with no host synchronisation:
+ *   "detect.decode": per anchor, the score and a 64-bit key (descending-score key << 32 |
+ *      anchor), or all ones when not a candidate; a per-image candidate count (atomic,
+ *      order-free);
+ *   "detect.sort": the keys of each image sorted (cub::DeviceSegmentedRadixSort): score
+ *      descending, ties to the lower anchor - the stable order of the CPU code, made unique by
+ *      the anchor bits;
+ *   "detect.overlap": the first K = min(count, max_candidates) boxes gathered, the max
+ *      coordinate per image (NaN-propagating), the class offset, the areas, then the IoU bit
+ *      matrix of the K boxes, 64 columns per word (torchvision's CUDA layout);
+ *   "detect.nms": one warp per image walks the matrix greedily, skipping suppressed boxes a
+ *      word at a time, until max_detections are kept, then writes the rows and the count.
  * All float arithmetic uses _rn intrinsics in the C code's order (no FMA contraction), so
  * results are bit-identical to the CPU backend.  K is limited to 65536 on this backend (the
  * removed-bit set of a walk lives in shared memory).
- * The plan's scratch (keys, boxes, mask) serves one execute at a time: an execute on another
- * stream than the previous one waits for it (an event), as usbeam_cuda_exec_set_stream does.
+ * Scratch: the plan's buffers serve one execute at a time, which the plan's stream orders
+ * (usbeam_cuda_exec_set_stream makes a new stream wait for the work queued on the old one).
+ * Non-finite input: the CPU refuses a head with NaN or inf anywhere; here the kernels keep
+ * torchvision's NaN rules (csrc/ai/detect.c) and flag what they read in the plan's mapped
+ * fault word (USBEAM_INPUT_FAULT_NONFINITE): every objectness and class score (decode), and the
+ * box of every candidate within the top K (overlap).  A NaN box of a row that is not a
+ * candidate is read by no kernel and changes no output.
  * Reference: torchvision csrc/ops/cuda/nms_kernel.cu (the bit-matrix layout; BSD-3).
  */
-#include "ai/ai_internal.h"
 #include "ai/ai_math.h"
-#include "runtime/cuda_common.cuh"
+#include "runtime/exec.cuh"
 
 #include <cub/cub.cuh>
-#include <cuda_runtime.h>
+#include <math.h>
 #include <stdint.h>
 
-#define WORD_BITS 64
-#define MAX_CUDA_CANDIDATES 65536
+namespace {
 
-struct usbeam_cuda_detect {
-    usbeam_detect_params params;
-    ai_iou_threshold iou;
-    float score_threshold;
-    size_t words; /* ceil(K / 64) */
-    unsigned long long *keys, *keys_sorted;
-    int *segment_offsets;
-    int *candidate_counts;
-    float *boxes, *areas, *classes_f;
-    unsigned long long *iou_mask; /* (n_images, K, words) */
-    int *kept;                    /* (n_images, max_detections) sorted positions */
-    void *sort_storage;
-    size_t sort_storage_bytes;
-    cudaEvent_t done;          /* recorded after each execute */
-    cudaStream_t last_stream;  /* the stream of the previous execute */
-    int executed;
-};
+enum { STAGE_DECODE = 0, STAGE_SORT = 1, STAGE_OVERLAP = 2, STAGE_NMS = 3 };
+const char *const STAGE_NAMES[] = {"detect.decode", "detect.sort", "detect.overlap", "detect.nms"};
+constexpr int WORD_BITS = 64;
+constexpr size_t MAX_CUDA_CANDIDATES = 65536;
 
 struct raw_view {
     const void *data;
@@ -62,18 +57,23 @@ __device__ __forceinline__ float raw_at(const raw_view &r, size_t index)
     return r.half ? ai_half_bits_to_float(((const uint16_t *)r.data)[index]) : ((const float *)r.data)[index];
 }
 
-/* torch.max / numpy.argmax over the class scores: first maximum, first NaN wins. */
-__device__ __forceinline__ float best_class(const raw_view &r, size_t row, int *cls)
+/* torch.max / numpy.argmax over the class scores: first maximum, first NaN wins.  *finite
+ * (when not NULL) is cleared when a score read is NaN or inf: the scan stops at the first NaN,
+ * which is one, so a row with any non-finite class score clears it. */
+__device__ __forceinline__ float best_class(const raw_view &r, size_t row, int *cls, bool *finite = nullptr)
 {
     float best = raw_at(r, row + 5);
+    bool all_finite = isfinite(best);
     int index = 0;
     for (int c = 1; c < r.n_classes && best == best; ++c) {
         float v = raw_at(r, row + 5 + c);
+        all_finite &= isfinite(v);
         if (v > best || v != v) {
             best = v;
             index = c;
         }
     }
+    if (finite) *finite = all_finite;
     *cls = index;
     return best;
 }
@@ -89,12 +89,16 @@ __device__ __forceinline__ void decode_box(const raw_view &r, size_t row, float 
 }
 
 __global__ void decode_kernel(raw_view r, size_t n_anchors, size_t n_total, float threshold,
-                              unsigned long long *keys, int *counts)
+                              unsigned long long *keys, int *counts, unsigned *input_fault)
 {
+    bool non_finite = false;
     for (size_t g = blockIdx.x * (size_t)blockDim.x + threadIdx.x; g < n_total; g += (size_t)gridDim.x * blockDim.x) {
         const size_t row = g * r.stride;
         int cls;
-        const float score = __fmul_rn(raw_at(r, row + 4), best_class(r, row, &cls));
+        bool finite;
+        const float objectness = raw_at(r, row + 4);
+        const float score = __fmul_rn(objectness, best_class(r, row, &cls, &finite));
+        non_finite |= !(finite && isfinite(objectness));
         unsigned long long key = ~0ull;
         if (score > threshold) {
             const size_t anchor = g % n_anchors;
@@ -103,22 +107,27 @@ __global__ void decode_kernel(raw_view r, size_t n_anchors, size_t n_total, floa
         }
         keys[g] = key;
     }
+    if (non_finite) *(volatile unsigned *)input_fault = USBEAM_INPUT_FAULT_NONFINITE; /* mapped host word */
 }
 
 /* Sorted position p of image b: its box (xyxy), class (as float) and, after the offset, area. */
 __global__ void gather_kernel(raw_view r, size_t n_anchors, int k_max, const unsigned long long *keys_sorted,
-                              const int *counts, float *boxes, float *classes_f)
+                              const int *counts, float *boxes, float *classes_f, unsigned *input_fault)
 {
     const int b = blockIdx.y;
     const int k = min(counts[b], k_max);
+    bool non_finite = false;
     for (int p = blockIdx.x * blockDim.x + threadIdx.x; p < k; p += gridDim.x * blockDim.x) {
         const size_t anchor = (size_t)(keys_sorted[(size_t)b * n_anchors + p] & 0xffffffffull);
         const size_t row = ((size_t)b * n_anchors + anchor) * r.stride;
         int cls;
         best_class(r, row, &cls);
-        decode_box(r, row, boxes + ((size_t)b * k_max + p) * 4);
+        float *box = boxes + ((size_t)b * k_max + p) * 4;
+        decode_box(r, row, box);
+        for (int j = 0; j < 4; ++j) non_finite |= !isfinite(raw_at(r, row + j));
         classes_f[(size_t)b * k_max + p] = (float)cls;
     }
+    if (non_finite) *(volatile unsigned *)input_fault = USBEAM_INPUT_FAULT_NONFINITE; /* mapped host word */
 }
 
 __device__ __forceinline__ float nan_max(float a, float b)
@@ -239,119 +248,156 @@ __global__ void walk_kernel(raw_view r, size_t n_anchors, int k_max, size_t word
     if (lane == 0) out_counts[b] = n_kept;
 }
 
-extern "C" void usbeam_cuda_detect_destroy(usbeam_cuda_detect *s)
+} // namespace
+
+struct usbeam_detect_cuda {
+    usbeam_cuda_exec *exec;
+    usbeam_detect_params params;
+    ai_iou_threshold iou;
+    float score_threshold;             /* (float)score_threshold, as detect.c compares */
+    size_t words;                      /* ceil(K / 64) */
+    unsigned long long *keys, *keys_sorted; /* (n_images, n_anchors) sort keys, device */
+    int *segment_offsets;              /* (n_images + 1) image b's keys start at b * n_anchors */
+    int *candidate_counts;             /* (n_images) */
+    float *boxes, *areas, *classes_f;  /* (n_images, K, 4), (n_images, K), (n_images, K) */
+    unsigned long long *iou_mask;      /* (n_images, K, words) */
+    int *kept;                         /* (n_images, max_detections) sorted positions */
+    void *sort_storage;                /* cub's temporary storage, sized at create */
+    size_t sort_storage_bytes;
+    unsigned *input_fault;             /* mapped host word (exec.cuh) */
+    unsigned grid_cap;                 /* grid-stride launches: a few waves of the device */
+};
+
+/* A plan buffer of count elements of element bytes (the C plan bounds every product). */
+static usbeam_status plan_buffer(usbeam_cuda_exec *e, size_t count, size_t element, const char *what, void **ptr)
 {
-    if (!s) return;
-    cudaFree(s->keys);
-    cudaFree(s->keys_sorted);
-    cudaFree(s->segment_offsets);
-    cudaFree(s->candidate_counts);
-    cudaFree(s->boxes);
-    cudaFree(s->areas);
-    cudaFree(s->classes_f);
-    cudaFree(s->iou_mask);
-    cudaFree(s->kept);
-    cudaFree(s->sort_storage);
-    if (s->done) cudaEventDestroy(s->done);
-    usbeam_free(s);
+    size_t bytes;
+    if (usbeam_mul_size(count, element, &bytes) != 0)
+        return usbeam_fail(USBEAM_ERR_SIZE_OVERFLOW, "%s: %zu elements are too many", what, count);
+    return usbeam_cuda_exec_alloc(e, bytes, what, ptr);
 }
 
-extern "C" usbeam_status usbeam_cuda_detect_create(const usbeam_detect_params *params, usbeam_cuda_detect **state)
+extern "C" usbeam_status usbeam_detect_cuda_create(const usbeam_detect_params *params, usbeam_detect_cuda **out)
 {
-    *state = NULL;
+    if (!params || !out) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "params and plan must not be NULL");
+    *out = nullptr;
     const size_t n_images = params->n_images, n_anchors = params->n_anchors, k = params->max_candidates;
     if (k > MAX_CUDA_CANDIDATES)
-        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "max_candidates must be <= %d on the CUDA backend (got %zu)",
+        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "max_candidates must be <= %zu on the CUDA backend (got %zu)",
                            MAX_CUDA_CANDIDATES, k);
-    if (n_images > 65535)
+    if (n_images > 65535) /* one grid row (gather) or block (walk) per image */
         return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "n_images must be <= 65535 on the CUDA backend (got %zu)",
                            n_images);
     const size_t total = n_images * n_anchors;
-    if (total > (size_t)INT32_MAX)
+    if (total > (size_t)INT32_MAX) /* cub's segmented sort counts items in int */
         return usbeam_fail(USBEAM_ERR_SIZE_OVERFLOW, "raw: n_images * n_anchors must be < 2^31 on the CUDA backend");
-    usbeam_cuda_detect *s = (usbeam_cuda_detect *)usbeam_alloc(sizeof *s);
-    if (!s) return usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "detect plan (CUDA)");
-    s->params = *params;
-    s->iou = ai_make_iou_threshold(params->iou_threshold);
-    s->score_threshold = (float)params->score_threshold;
-    s->words = (k + WORD_BITS - 1) / WORD_BITS;
-    usbeam_status st = USBEAM_OK;
-#define TRY(call)                                                               \
-    do {                                                                        \
-        st = usbeam_cuda_check((call), #call, __FILE__, __LINE__);              \
-        if (st != USBEAM_OK) {                                                  \
-            usbeam_cuda_detect_destroy(s);                                      \
-            return st;                                                          \
-        }                                                                       \
-    } while (0)
-    TRY(cudaMalloc((void **)&s->keys, total * sizeof(unsigned long long)));
-    TRY(cudaMalloc((void **)&s->keys_sorted, total * sizeof(unsigned long long)));
-    TRY(cudaMalloc((void **)&s->segment_offsets, (n_images + 1) * sizeof(int)));
-    TRY(cudaMalloc((void **)&s->candidate_counts, n_images * sizeof(int)));
-    TRY(cudaMalloc((void **)&s->boxes, n_images * k * 4 * sizeof(float)));
-    TRY(cudaMalloc((void **)&s->areas, n_images * k * sizeof(float)));
-    TRY(cudaMalloc((void **)&s->classes_f, n_images * k * sizeof(float)));
-    TRY(cudaMalloc((void **)&s->iou_mask, n_images * k * s->words * sizeof(unsigned long long)));
-    TRY(cudaMalloc((void **)&s->kept, n_images * params->max_detections * sizeof(int)));
-    int *offsets = (int *)usbeam_alloc((n_images + 1) * sizeof(int));
-    if (!offsets) {
-        usbeam_cuda_detect_destroy(s);
-        return usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "detect plan (CUDA): segment offsets");
+    usbeam_detect_cuda *p = (usbeam_detect_cuda *)usbeam_alloc(sizeof *p);
+    if (!p) return usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "detect CUDA plan");
+    p->params = *params;
+    p->iou = ai_make_iou_threshold(params->iou_threshold);
+    p->score_threshold = (float)params->score_threshold;
+    p->words = (k + WORD_BITS - 1) / WORD_BITS;
+    usbeam_status st = usbeam_cuda_exec_create(STAGE_NAMES, 4, &p->exec);
+    usbeam_cuda_exec *e = p->exec;
+    const size_t ull = sizeof(unsigned long long);
+    if (st == USBEAM_OK) st = plan_buffer(e, total, ull, "detect keys", (void **)&p->keys);
+    if (st == USBEAM_OK) st = plan_buffer(e, total, ull, "detect sorted keys", (void **)&p->keys_sorted);
+    if (st == USBEAM_OK) st = plan_buffer(e, n_images + 1, sizeof(int), "detect offsets", (void **)&p->segment_offsets);
+    if (st == USBEAM_OK) st = plan_buffer(e, n_images, sizeof(int), "detect counts", (void **)&p->candidate_counts);
+    if (st == USBEAM_OK) st = plan_buffer(e, n_images * k, 4 * sizeof(float), "detect boxes", (void **)&p->boxes);
+    if (st == USBEAM_OK) st = plan_buffer(e, n_images * k, sizeof(float), "detect areas", (void **)&p->areas);
+    if (st == USBEAM_OK) st = plan_buffer(e, n_images * k, sizeof(float), "detect classes", (void **)&p->classes_f);
+    if (st == USBEAM_OK) st = plan_buffer(e, n_images * k * p->words, ull, "detect IoU mask", (void **)&p->iou_mask);
+    if (st == USBEAM_OK)
+        st = plan_buffer(e, n_images * params->max_detections, sizeof(int), "detect kept", (void **)&p->kept);
+    if (st == USBEAM_OK) {
+        /* segment b of the sort is image b's anchors: offsets b * n_anchors, b = 0 .. n_images */
+        int *offsets = (int *)usbeam_alloc((n_images + 1) * sizeof(int));
+        if (!offsets) st = usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "detect CUDA plan: segment offsets");
+        for (size_t b = 0; offsets && b <= n_images; ++b) offsets[b] = (int)(b * n_anchors);
+        if (st == USBEAM_OK) st = usbeam_cuda_exec_upload(e, p->segment_offsets, offsets, (n_images + 1) * sizeof(int));
+        usbeam_free(offsets);
     }
-    for (size_t b = 0; b <= n_images; ++b) offsets[b] = (int)(b * n_anchors);
-    st = usbeam_cuda_check(cudaMemcpy(s->segment_offsets, offsets, (n_images + 1) * sizeof(int), cudaMemcpyHostToDevice),
-                           "cudaMemcpy(segment offsets)", __FILE__, __LINE__);
-    usbeam_free(offsets);
+    if (st == USBEAM_OK) /* a size query: cub reads no pointer when the storage is NULL */
+        st = usbeam_cuda_check(cub::DeviceSegmentedRadixSort::SortKeys(nullptr, p->sort_storage_bytes, p->keys,
+                                                                       p->keys_sorted, (int)total, (int)n_images,
+                                                                       p->segment_offsets, p->segment_offsets + 1),
+                               "cub::DeviceSegmentedRadixSort::SortKeys (size)", __FILE__, __LINE__);
+    if (st == USBEAM_OK) st = usbeam_cuda_exec_alloc(e, p->sort_storage_bytes, "detect sort storage", &p->sort_storage);
+    if (st == USBEAM_OK) st = usbeam_cuda_exec_input_fault_flag(e, &p->input_fault);
+    if (st == USBEAM_OK) st = usbeam_cuda_exec_grid_cap(e, &p->grid_cap);
     if (st != USBEAM_OK) {
-        usbeam_cuda_detect_destroy(s);
+        usbeam_detect_cuda_destroy(p);
         return st;
     }
-    TRY(cub::DeviceSegmentedRadixSort::SortKeys(NULL, s->sort_storage_bytes, s->keys, s->keys_sorted, (int)total,
-                                                (int)n_images, s->segment_offsets, s->segment_offsets + 1));
-    TRY(cudaMalloc(&s->sort_storage, s->sort_storage_bytes ? s->sort_storage_bytes : 1));
-    TRY(cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming));
-#undef TRY
-    *state = s;
+    *out = p;
     return USBEAM_OK;
 }
 
-extern "C" usbeam_status usbeam_cuda_detect_run(usbeam_cuda_detect *s, const void *raw, void *detections, void *counts,
-                                                void *stream_ptr)
+extern "C" void usbeam_detect_cuda_destroy(usbeam_detect_cuda *p)
 {
-    cudaStream_t stream = (cudaStream_t)stream_ptr;
-    const usbeam_detect_params *p = &s->params;
-    const size_t total = p->n_images * p->n_anchors;
-    const int k_max = (int)p->max_candidates;
-    raw_view r = {raw, p->in_dtype == USBEAM_DTYPE_FLOAT16, 5 + p->n_classes, (int)p->n_classes};
+    if (!p) return;
+    usbeam_cuda_exec_destroy(p->exec); /* frees every buffer above with the stream and events */
+    usbeam_free(p);
+}
 
-    /* the previous execute, on another stream, may still be using the scratch */
-    if (s->executed && stream != s->last_stream) USBEAM_CUDA_TRY(cudaStreamWaitEvent(stream, s->done, 0));
-    USBEAM_CUDA_TRY(cudaMemsetAsync(s->candidate_counts, 0, p->n_images * sizeof(int), stream));
-    unsigned blocks = (unsigned)((total + 255) / 256);
-    decode_kernel<<<blocks < 4096 ? blocks : 4096, 256, 0, stream>>>(r, p->n_anchors, total, s->score_threshold,
-                                                                    s->keys, s->candidate_counts);
+extern "C" usbeam_cuda_exec *usbeam_detect_cuda_exec(usbeam_detect_cuda *p) { return p ? p->exec : nullptr; }
+
+static usbeam_status detect_cuda_run(usbeam_detect_cuda *p, const void *raw, float *detections, int *counts)
+{
+    usbeam_cuda_exec *e = p->exec;
+    const cudaStream_t stream = usbeam_cuda_exec_cuda_stream(e);
+    const usbeam_detect_params *prm = &p->params;
+    const size_t total = prm->n_images * prm->n_anchors;
+    const int k_max = (int)prm->max_candidates;
+    const raw_view r = {raw, prm->in_dtype == USBEAM_DTYPE_FLOAT16, 5 + prm->n_classes, (int)prm->n_classes};
+    const unsigned decode_blocks = (unsigned)((total + 255) / 256);
+
+    usbeam_status st = usbeam_cuda_stage_begin(e, STAGE_DECODE);
+    if (st != USBEAM_OK) return st;
+    USBEAM_CUDA_TRY(cudaMemsetAsync(p->candidate_counts, 0, prm->n_images * sizeof(int), stream));
+    decode_kernel<<<decode_blocks < p->grid_cap ? decode_blocks : p->grid_cap, 256, 0, stream>>>(
+        r, prm->n_anchors, total, p->score_threshold, p->keys, p->candidate_counts, p->input_fault);
     USBEAM_CUDA_TRY(cudaGetLastError());
-    size_t storage = s->sort_storage_bytes;
-    USBEAM_CUDA_TRY(cub::DeviceSegmentedRadixSort::SortKeys(s->sort_storage, storage, s->keys, s->keys_sorted,
-                                                            (int)total, (int)p->n_images, s->segment_offsets,
-                                                            s->segment_offsets + 1, 0, 64, stream));
-    dim3 gather_grid((unsigned)((k_max + 255) / 256), (unsigned)p->n_images);
-    gather_kernel<<<gather_grid, 256, 0, stream>>>(r, p->n_anchors, k_max, s->keys_sorted, s->candidate_counts,
-                                                   s->boxes, s->classes_f);
+    if ((st = usbeam_cuda_stage_end(e, STAGE_DECODE)) != USBEAM_OK) return st;
+
+    if ((st = usbeam_cuda_stage_begin(e, STAGE_SORT)) != USBEAM_OK) return st;
+    size_t storage = p->sort_storage_bytes;
+    USBEAM_CUDA_TRY(cub::DeviceSegmentedRadixSort::SortKeys(p->sort_storage, storage, p->keys, p->keys_sorted,
+                                                            (int)total, (int)prm->n_images, p->segment_offsets,
+                                                            p->segment_offsets + 1, 0, 64, stream));
+    if ((st = usbeam_cuda_stage_end(e, STAGE_SORT)) != USBEAM_OK) return st;
+
+    if ((st = usbeam_cuda_stage_begin(e, STAGE_OVERLAP)) != USBEAM_OK) return st;
+    const dim3 gather_grid((unsigned)((k_max + 255) / 256), (unsigned)prm->n_images);
+    gather_kernel<<<gather_grid, 256, 0, stream>>>(r, prm->n_anchors, k_max, p->keys_sorted, p->candidate_counts,
+                                                   p->boxes, p->classes_f, p->input_fault);
     USBEAM_CUDA_TRY(cudaGetLastError());
-    offset_kernel<<<(unsigned)p->n_images, 256, 0, stream>>>(k_max, s->candidate_counts, p->class_agnostic, s->boxes,
-                                                             s->classes_f, s->areas);
+    offset_kernel<<<(unsigned)prm->n_images, 256, 0, stream>>>(k_max, p->candidate_counts, prm->class_agnostic,
+                                                               p->boxes, p->classes_f, p->areas);
     USBEAM_CUDA_TRY(cudaGetLastError());
-    dim3 mask_grid((unsigned)s->words, (unsigned)s->words, (unsigned)p->n_images);
-    iou_mask_kernel<<<mask_grid, WORD_BITS, 0, stream>>>(k_max, s->words, s->candidate_counts, s->boxes, s->areas,
-                                                         s->iou, s->iou_mask);
+    const dim3 mask_grid((unsigned)p->words, (unsigned)p->words, (unsigned)prm->n_images);
+    iou_mask_kernel<<<mask_grid, WORD_BITS, 0, stream>>>(k_max, p->words, p->candidate_counts, p->boxes, p->areas,
+                                                         p->iou, p->iou_mask);
     USBEAM_CUDA_TRY(cudaGetLastError());
-    walk_kernel<<<(unsigned)p->n_images, 32, s->words * sizeof(unsigned long long), stream>>>(
-        r, p->n_anchors, k_max, s->words, (int)p->max_detections, s->candidate_counts, s->keys_sorted, s->iou_mask,
-        s->kept, (float *)detections, (int *)counts);
+    if ((st = usbeam_cuda_stage_end(e, STAGE_OVERLAP)) != USBEAM_OK) return st;
+
+    if ((st = usbeam_cuda_stage_begin(e, STAGE_NMS)) != USBEAM_OK) return st;
+    walk_kernel<<<(unsigned)prm->n_images, 32, p->words * sizeof(unsigned long long), stream>>>(
+        r, prm->n_anchors, k_max, p->words, (int)prm->max_detections, p->candidate_counts, p->keys_sorted,
+        p->iou_mask, p->kept, detections, counts);
     USBEAM_CUDA_TRY(cudaGetLastError());
-    USBEAM_CUDA_TRY(cudaEventRecord(s->done, stream));
-    s->last_stream = stream;
-    s->executed = 1;
-    return USBEAM_OK;
+    return usbeam_cuda_stage_end(e, STAGE_NMS);
+}
+
+extern "C" usbeam_status usbeam_detect_cuda_execute(usbeam_detect_cuda *p, const void *raw, void *detections,
+                                                    void *counts)
+{
+    if (!p || !raw || !detections || !counts)
+        return usbeam_fail(USBEAM_ERR_NULL_POINTER, "plan, raw, detections and counts must not be NULL");
+    usbeam_status st = usbeam_cuda_exec_begin(p->exec);
+    if (st != USBEAM_OK) return st;
+    st = detect_cuda_run(p, raw, (float *)detections, (int *)counts);
+    usbeam_cuda_exec_end(p->exec);
+    return st;
 }

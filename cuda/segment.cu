@@ -1,9 +1,12 @@
 /*
- * segment.cu - CUDA twin of csrc/segment.c's connected-component operations: labelling
- * numbered as scipy.ndimage.label, hole filling, largest component, small-component removal;
- * and per-label area, bounding box and centroid.
+ * segment.cu - segmentation post-processing on the device, CUDA twin of csrc/ai/segment.c: the
+ * components plan (labelling numbered as scipy.ndimage.label, hole filling, largest component,
+ * small-component removal) and the plan-less functions (per-label area, bounding box and
+ * centroid; logits threshold; class argmax).
  *
- * Layouts: masks uint8 (n_images, height, width), labels int32, as csrc/segment.c.
+ * Layouts: masks uint8 (n_images, height, width), nonzero = foreground; labels int32, same
+ *   shape, 0 = background; scores (n_images, n_classes, n_pixels) float32/float16; all device.
+ * Units: pixels (areas are pixel counts, centroids mean row / column indices).
  * Labelling: union-find on the GPU (O. Kalentev et al., "Connected component labeling on a 2D
  *   grid using CUDA", JPDC 2011; S. Allegretti et al., "Optimized block-based algorithms to
  *   label connected components on GPUs", IEEE TPDS 2020): every foreground pixel starts as
@@ -15,32 +18,28 @@
  *   order the threads ran in.  Batched images are independent (no link crosses an image).
  * Holes: the background is labelled the same way; its components with a border pixel are the
  *   outside (scipy.ndimage.binary_fill_holes with the plan's connectivity).
- * All work is queued on the plan's stream; nothing synchronises the host.  The plan's scratch
- * serves one execute at a time: an execute on another stream than the previous one waits for
- * it (an event), as usbeam_cuda_exec_set_stream does.
+ * Stages of the components plan, on its stream (runtime/exec.cuh), no host synchronisation:
+ *   "components.union_find" (every operation), then "components.number" (label),
+ *   "components.fill" (fill holes) or "components.select" (largest, remove small).  The masks
+ *   are bytes, so there is no non-finite input to flag.  The plan's scratch serves one execute
+ *   at a time, which its stream orders (usbeam_cuda_exec_set_stream makes a new stream wait for
+ *   the work queued on the old one).
+ * The plan-less functions take the caller's stream (cudaStream_t as void *): they hold no
+ *   scratch and no state, so a plan would only carry the stream.
  */
-#include "ai/ai_internal.h"
 #include "ai/ai_math.h"
-#include "runtime/cuda_common.cuh"
+#include "runtime/exec.cuh"
 
 #include <cub/cub.cuh>
-#include <cuda_runtime.h>
 #include <math.h>
 #include <math_constants.h>
 #include <stdint.h>
 
-struct usbeam_cuda_components {
-    usbeam_components_params params;
-    size_t image_size, total;
-    int *parent;            /* (total) union-find links, when the output is not the label buffer */
-    int *flags, *rank;      /* (total) root flags, their exclusive scan; flags doubles as area/border marks */
-    unsigned long long *best; /* (n_images) packed (area, ~root) of the largest component */
-    void *scan_storage;
-    size_t scan_storage_bytes;
-    cudaEvent_t done;          /* recorded after each execute */
-    cudaStream_t last_stream;  /* the stream of the previous execute */
-    int executed;
-};
+namespace {
+
+enum { STAGE_UNION_FIND = 0, STAGE_NUMBER = 1, STAGE_FILL = 2, STAGE_SELECT = 3 };
+const char *const STAGE_NAMES[] = {"components.union_find", "components.number", "components.fill",
+                                   "components.select"};
 
 struct grid_view {
     int height, width, connectivity, invert;
@@ -211,99 +210,149 @@ __global__ void select_kernel(grid_view v, const int *parent, const int *area, c
     }
 }
 
-static unsigned grid_for(size_t n)
+/* The grid of a grid-stride launch over n items, at most cap blocks of 256 threads. */
+unsigned grid_for(size_t n, unsigned cap)
 {
     size_t blocks = (n + 255) / 256;
-    return (unsigned)(blocks < 8192 ? (blocks ? blocks : 1) : 8192);
+    if (blocks < 1) blocks = 1;
+    return (unsigned)(blocks < cap ? blocks : cap);
 }
 
-extern "C" void usbeam_cuda_components_destroy(usbeam_cuda_components *s)
-{
-    if (!s) return;
-    cudaFree(s->parent);
-    cudaFree(s->flags);
-    cudaFree(s->rank);
-    cudaFree(s->best);
-    cudaFree(s->scan_storage);
-    if (s->done) cudaEventDestroy(s->done);
-    usbeam_free(s);
-}
+/* The plan-less functions know no device to size a grid cap by: 8192 blocks of 256 threads
+ * are a few waves of any current GPU, and the grid-stride loops do the rest. */
+constexpr unsigned PLANLESS_GRID_CAP = 8192;
 
-extern "C" usbeam_status usbeam_cuda_components_create(const usbeam_components_params *params,
-                                                       usbeam_cuda_components **state)
+} // namespace
+
+struct usbeam_components_cuda {
+    usbeam_cuda_exec *exec;
+    usbeam_components_params params;
+    size_t image_size, total;  /* pixels per image, in the batch (< 2^31: int links) */
+    int *parent;               /* (total) union-find links, when the output is not the label buffer */
+    int *flags, *rank;         /* (total) root flags, their exclusive scan; flags doubles as area/border marks */
+    unsigned long long *best;  /* (n_images) packed (area, ~root) of the largest component */
+    void *scan_storage;        /* cub's temporary storage, sized at create */
+    size_t scan_storage_bytes;
+    unsigned grid_cap;         /* grid-stride launches: a few waves of the device */
+};
+
+extern "C" usbeam_status usbeam_components_cuda_create(const usbeam_components_params *params,
+                                                       usbeam_components_cuda **out)
 {
-    *state = NULL;
+    if (!params || !out) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "params and plan must not be NULL");
+    *out = nullptr;
     const size_t image_size = params->height * params->width, total = params->n_images * image_size;
-    if (total >= (size_t)INT32_MAX)
+    if (total >= (size_t)INT32_MAX) /* links are int pixel indices of the whole batch */
         return usbeam_fail(USBEAM_ERR_SIZE_OVERFLOW,
                            "mask: n_images * height * width must be < 2^31 on the CUDA backend (got %zu)", total);
-    usbeam_cuda_components *s = (usbeam_cuda_components *)usbeam_alloc(sizeof *s);
-    if (!s) return usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "components plan (CUDA)");
-    s->params = *params;
-    s->image_size = image_size;
-    s->total = total;
-    usbeam_status st = USBEAM_OK;
-#define TRY(call)                                                  \
-    do {                                                           \
-        st = usbeam_cuda_check((call), #call, __FILE__, __LINE__); \
-        if (st != USBEAM_OK) {                                     \
-            usbeam_cuda_components_destroy(s);                     \
-            return st;                                             \
-        }                                                          \
-    } while (0)
-    TRY(cudaMalloc((void **)&s->parent, total * sizeof(int)));
-    TRY(cudaMalloc((void **)&s->flags, total * sizeof(int)));
-    TRY(cudaMalloc((void **)&s->rank, total * sizeof(int)));
-    TRY(cudaMalloc((void **)&s->best, params->n_images * sizeof(unsigned long long)));
-    TRY(cub::DeviceScan::ExclusiveSum(NULL, s->scan_storage_bytes, s->flags, s->rank, (int)total));
-    TRY(cudaMalloc(&s->scan_storage, s->scan_storage_bytes ? s->scan_storage_bytes : 1));
-    TRY(cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming));
-#undef TRY
-    *state = s;
+    usbeam_components_cuda *p = (usbeam_components_cuda *)usbeam_alloc(sizeof *p);
+    if (!p) return usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "components CUDA plan");
+    p->params = *params;
+    p->image_size = image_size;
+    p->total = total;
+    usbeam_status st = usbeam_cuda_exec_create(STAGE_NAMES, 4, &p->exec);
+    usbeam_cuda_exec *e = p->exec;
+    if (st == USBEAM_OK) st = usbeam_cuda_exec_alloc(e, total * sizeof(int), "components links", (void **)&p->parent);
+    if (st == USBEAM_OK) st = usbeam_cuda_exec_alloc(e, total * sizeof(int), "components flags", (void **)&p->flags);
+    if (st == USBEAM_OK) st = usbeam_cuda_exec_alloc(e, total * sizeof(int), "components ranks", (void **)&p->rank);
+    if (st == USBEAM_OK)
+        st = usbeam_cuda_exec_alloc(e, params->n_images * sizeof(unsigned long long), "components largest",
+                                    (void **)&p->best);
+    if (st == USBEAM_OK) /* a size query: cub reads no pointer when the storage is NULL */
+        st = usbeam_cuda_check(cub::DeviceScan::ExclusiveSum(nullptr, p->scan_storage_bytes, p->flags, p->rank,
+                                                             (int)total),
+                               "cub::DeviceScan::ExclusiveSum (size)", __FILE__, __LINE__);
+    if (st == USBEAM_OK)
+        st = usbeam_cuda_exec_alloc(e, p->scan_storage_bytes, "components scan storage", &p->scan_storage);
+    if (st == USBEAM_OK) st = usbeam_cuda_exec_grid_cap(e, &p->grid_cap);
+    if (st != USBEAM_OK) {
+        usbeam_components_cuda_destroy(p);
+        return st;
+    }
+    *out = p;
     return USBEAM_OK;
 }
 
-/* operation: 0 label (out = int32 labels, counts), 1 fill holes, 2 largest, 3 remove small */
-extern "C" usbeam_status usbeam_cuda_components_run(usbeam_cuda_components *s, int operation, const uint8_t *mask,
-                                                    void *out, int32_t *counts, size_t min_area, void *stream_ptr)
+extern "C" void usbeam_components_cuda_destroy(usbeam_components_cuda *p)
 {
-    cudaStream_t stream = (cudaStream_t)stream_ptr;
-    grid_view v = {(int)s->params.height, (int)s->params.width, s->params.connectivity, operation == 1,
-                   s->image_size, s->total};
-    int *parent = operation == 0 ? (int *)out : s->parent;
-    const unsigned grid = grid_for(s->total);
-    /* the previous execute, on another stream, may still be using the scratch */
-    if (s->executed && stream != s->last_stream) USBEAM_CUDA_TRY(cudaStreamWaitEvent(stream, s->done, 0));
+    if (!p) return;
+    usbeam_cuda_exec_destroy(p->exec); /* frees every buffer above with the stream and events */
+    usbeam_free(p);
+}
+
+extern "C" usbeam_cuda_exec *usbeam_components_cuda_exec(usbeam_components_cuda *p) { return p ? p->exec : nullptr; }
+
+static usbeam_status components_cuda_run(usbeam_components_cuda *p, usbeam_components_operation operation,
+                                         const uint8_t *mask, void *out, int32_t *counts, size_t min_area)
+{
+    usbeam_cuda_exec *e = p->exec;
+    const cudaStream_t stream = usbeam_cuda_exec_cuda_stream(e);
+    const int fill = operation == USBEAM_COMPONENTS_FILL_HOLES;
+    const grid_view v = {(int)p->params.height, (int)p->params.width, p->params.connectivity, fill, p->image_size,
+                         p->total};
+    /* labelling links in the caller's label buffer (no copy at the end); the other operations
+     * in the plan's */
+    int *parent = operation == USBEAM_COMPONENTS_LABEL ? (int *)out : p->parent;
+    const unsigned grid = grid_for(p->total, p->grid_cap);
+
+    usbeam_status st = usbeam_cuda_stage_begin(e, STAGE_UNION_FIND);
+    if (st != USBEAM_OK) return st;
     init_kernel<<<grid, 256, 0, stream>>>(v, mask, parent);
     merge_kernel<<<grid, 256, 0, stream>>>(v, mask, parent);
-    compress_kernel<<<grid, 256, 0, stream>>>(v, parent, s->flags);
+    compress_kernel<<<grid, 256, 0, stream>>>(v, parent, p->flags);
     USBEAM_CUDA_TRY(cudaGetLastError());
-    if (operation == 0) {
-        size_t storage = s->scan_storage_bytes;
-        USBEAM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(s->scan_storage, storage, s->flags, s->rank, (int)s->total, stream));
-        count_kernel<<<grid_for(s->params.n_images), 256, 0, stream>>>(v, s->params.n_images, s->rank, s->flags, counts);
-        number_kernel<<<grid, 256, 0, stream>>>(v, s->rank, parent);
-    } else if (operation == 1) {
-        USBEAM_CUDA_TRY(cudaMemsetAsync(s->flags, 0, s->total * sizeof(int), stream));
-        border_kernel<<<grid, 256, 0, stream>>>(v, parent, s->flags);
-        fill_kernel<<<grid, 256, 0, stream>>>(v, parent, s->flags, (uint8_t *)out);
-    } else {
-        USBEAM_CUDA_TRY(cudaMemsetAsync(s->flags, 0, s->total * sizeof(int), stream));
-        area_kernel<<<grid, 256, 0, stream>>>(v, parent, s->flags);
-        if (operation == 2) {
-            USBEAM_CUDA_TRY(cudaMemsetAsync(s->best, 0, s->params.n_images * sizeof(unsigned long long), stream));
-            best_kernel<<<grid, 256, 0, stream>>>(v, parent, s->flags, s->best);
-        }
-        select_kernel<<<grid, 256, 0, stream>>>(v, parent, s->flags, s->best, min_area, operation == 2, (uint8_t *)out);
+    if ((st = usbeam_cuda_stage_end(e, STAGE_UNION_FIND)) != USBEAM_OK) return st;
+
+    if (operation == USBEAM_COMPONENTS_LABEL) {
+        if ((st = usbeam_cuda_stage_begin(e, STAGE_NUMBER)) != USBEAM_OK) return st;
+        size_t storage = p->scan_storage_bytes;
+        USBEAM_CUDA_TRY(
+            cub::DeviceScan::ExclusiveSum(p->scan_storage, storage, p->flags, p->rank, (int)p->total, stream));
+        count_kernel<<<grid_for(p->params.n_images, p->grid_cap), 256, 0, stream>>>(v, p->params.n_images, p->rank,
+                                                                                   p->flags, counts);
+        number_kernel<<<grid, 256, 0, stream>>>(v, p->rank, parent);
+        USBEAM_CUDA_TRY(cudaGetLastError());
+        return usbeam_cuda_stage_end(e, STAGE_NUMBER);
     }
+    if (fill) {
+        if ((st = usbeam_cuda_stage_begin(e, STAGE_FILL)) != USBEAM_OK) return st;
+        USBEAM_CUDA_TRY(cudaMemsetAsync(p->flags, 0, p->total * sizeof(int), stream));
+        border_kernel<<<grid, 256, 0, stream>>>(v, parent, p->flags);
+        fill_kernel<<<grid, 256, 0, stream>>>(v, parent, p->flags, (uint8_t *)out);
+        USBEAM_CUDA_TRY(cudaGetLastError());
+        return usbeam_cuda_stage_end(e, STAGE_FILL);
+    }
+    const int largest = operation == USBEAM_COMPONENTS_LARGEST;
+    if ((st = usbeam_cuda_stage_begin(e, STAGE_SELECT)) != USBEAM_OK) return st;
+    USBEAM_CUDA_TRY(cudaMemsetAsync(p->flags, 0, p->total * sizeof(int), stream));
+    area_kernel<<<grid, 256, 0, stream>>>(v, parent, p->flags);
+    if (largest) {
+        USBEAM_CUDA_TRY(cudaMemsetAsync(p->best, 0, p->params.n_images * sizeof(unsigned long long), stream));
+        best_kernel<<<grid, 256, 0, stream>>>(v, parent, p->flags, p->best);
+    }
+    select_kernel<<<grid, 256, 0, stream>>>(v, parent, p->flags, p->best, min_area, largest, (uint8_t *)out);
     USBEAM_CUDA_TRY(cudaGetLastError());
-    USBEAM_CUDA_TRY(cudaEventRecord(s->done, stream));
-    s->last_stream = stream;
-    s->executed = 1;
-    return USBEAM_OK;
+    return usbeam_cuda_stage_end(e, STAGE_SELECT);
+}
+
+extern "C" usbeam_status usbeam_components_cuda_execute(usbeam_components_cuda *p,
+                                                        usbeam_components_operation operation, const uint8_t *mask,
+                                                        void *out, int32_t *counts, size_t min_area)
+{
+    if (!p || !mask || !out || (operation == USBEAM_COMPONENTS_LABEL && !counts))
+        return usbeam_fail(USBEAM_ERR_NULL_POINTER, "plan, mask, out and counts must not be NULL");
+    if ((unsigned)operation > (unsigned)USBEAM_COMPONENTS_REMOVE_SMALL)
+        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "operation: unknown value %d", (int)operation);
+    usbeam_status st = usbeam_cuda_exec_begin(p->exec);
+    if (st != USBEAM_OK) return st;
+    st = components_cuda_run(p, operation, mask, out, counts, min_area);
+    usbeam_cuda_exec_end(p->exec);
+    return st;
 }
 
 /* ---------------------------------------------------------------- region properties */
+
+namespace {
 
 __global__ void props_init_kernel(size_t n_labels, int32_t *area, int32_t *bbox, double *centroid)
 {
@@ -350,6 +399,8 @@ __global__ void props_finish_kernel(size_t n_labels, const int32_t *area, int32_
     }
 }
 
+} // namespace
+
 extern "C" usbeam_status usbeam_cuda_regionprops_basic(const int32_t *labels, size_t height, size_t width,
                                                        size_t n_labels, int32_t *area, int32_t *bbox,
                                                        double *centroid, void *stream_ptr)
@@ -360,15 +411,18 @@ extern "C" usbeam_status usbeam_cuda_regionprops_basic(const int32_t *labels, si
     if (n >= (size_t)INT32_MAX || n_labels > (size_t)INT32_MAX)
         return usbeam_fail(USBEAM_ERR_SIZE_OVERFLOW, "labels: %zu x %zu is too large", height, width);
     if (n_labels == 0) return USBEAM_OK;
-    cudaStream_t stream = (cudaStream_t)stream_ptr;
-    props_init_kernel<<<grid_for(n_labels), 256, 0, stream>>>(n_labels, area, bbox, centroid);
-    props_accumulate_kernel<<<grid_for(n), 256, 0, stream>>>(labels, (int)width, n, n_labels, area, bbox, centroid);
-    props_finish_kernel<<<grid_for(n_labels), 256, 0, stream>>>(n_labels, area, bbox, centroid);
+    const cudaStream_t stream = (cudaStream_t)stream_ptr;
+    const unsigned label_grid = grid_for(n_labels, PLANLESS_GRID_CAP), pixel_grid = grid_for(n, PLANLESS_GRID_CAP);
+    props_init_kernel<<<label_grid, 256, 0, stream>>>(n_labels, area, bbox, centroid);
+    props_accumulate_kernel<<<pixel_grid, 256, 0, stream>>>(labels, (int)width, n, n_labels, area, bbox, centroid);
+    props_finish_kernel<<<label_grid, 256, 0, stream>>>(n_labels, area, bbox, centroid);
     USBEAM_CUDA_TRY(cudaGetLastError());
     return USBEAM_OK;
 }
 
 /* ---------------------------------------------------------------- threshold and argmax */
+
+namespace {
 
 __global__ void threshold_kernel(const void *values, int half, size_t n, double threshold, uint8_t *mask)
 {
@@ -400,6 +454,8 @@ __global__ void argmax_kernel(const void *scores, int half, size_t n_classes, si
     }
 }
 
+} // namespace
+
 extern "C" usbeam_status usbeam_cuda_mask_threshold(const void *values, usbeam_dtype dtype, size_t n,
                                                     double threshold, uint8_t *mask, void *stream)
 {
@@ -408,8 +464,8 @@ extern "C" usbeam_status usbeam_cuda_mask_threshold(const void *values, usbeam_d
     if (dtype != USBEAM_DTYPE_FLOAT32 && dtype != USBEAM_DTYPE_FLOAT16)
         return usbeam_fail(USBEAM_ERR_INVALID_DTYPE, "logits: dtype must be float32 or float16");
     if (n == 0) return USBEAM_OK;
-    threshold_kernel<<<grid_for(n), 256, 0, (cudaStream_t)stream>>>(values, dtype == USBEAM_DTYPE_FLOAT16, n,
-                                                                     threshold, mask);
+    threshold_kernel<<<grid_for(n, PLANLESS_GRID_CAP), 256, 0, (cudaStream_t)stream>>>(
+        values, dtype == USBEAM_DTYPE_FLOAT16, n, threshold, mask);
     USBEAM_CUDA_TRY(cudaGetLastError());
     return USBEAM_OK;
 }
@@ -423,8 +479,8 @@ extern "C" usbeam_status usbeam_cuda_mask_argmax(const void *scores, usbeam_dtyp
     if (n_classes == 0) return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "scores: the number of classes must be >= 1");
     const size_t n = n_images * n_pixels;
     if (n == 0) return USBEAM_OK;
-    argmax_kernel<<<grid_for(n), 256, 0, (cudaStream_t)stream>>>(scores, dtype == USBEAM_DTYPE_FLOAT16, n_classes,
-                                                                 n_pixels, n, labels);
+    argmax_kernel<<<grid_for(n, PLANLESS_GRID_CAP), 256, 0, (cudaStream_t)stream>>>(
+        scores, dtype == USBEAM_DTYPE_FLOAT16, n_classes, n_pixels, n, labels);
     USBEAM_CUDA_TRY(cudaGetLastError());
     return USBEAM_OK;
 }

@@ -1,7 +1,8 @@
 /*
  * detect.c - detection post-processing: decode an anchor-based head, threshold, top-K and
- * class-aware greedy NMS; plain NMS as torchvision.ops.nms / batched_nms.  CPU backend (the
- * CUDA twin is cuda/detect.cu).
+ * class-aware greedy NMS; plain NMS as torchvision.ops.nms / batched_nms.  The plans (for both
+ * backends) and the CPU kernels; the CUDA twin of the detect plan is cuda/detect.cu (plain NMS
+ * is CPU only: on the GPU the detect plan does it).
  *
  * Layouts: raw        (n_images, n_anchors, 5 + n_classes)  float32 or float16, rows
  *                     [cx, cy, w, h, objectness, class scores...] (YOLOv5 export: pixels of the
@@ -26,7 +27,10 @@
  *            float32 offset rounds a coordinate, which is why this one is documented.
  * NaN or inf in raw is refused on the CPU before anything is written (detections and counts
  *   untouched): only the candidates' boxes are read, so the check is usbeam_count_nonfinite
- *   over the whole of raw.  (The NaN rules above are what the CUDA twin does with them.)
+ *   over the whole of raw.  (The NaN rules above are what the CUDA twin does with them; it
+ *   flags them in its plan's input-fault word.)
+ * CUDA: a CUDA plan runs cuda/detect.cu on its stream (usbeam_detect_plan_cuda);
+ *   usbeam_detect_execute_async is the deprecated stream-taking entry (ai_internal.h).
  * Reference: torchvision.ops.boxes.batched_nms and csrc/ops/cpu/nms_kernel.cpp (BSD-3);
  *   YOLOv5 utils/general.py non_max_suppression (AGPL-3; semantics only).
  */
@@ -136,12 +140,11 @@ static size_t greedy_nms(nms_scratch *s, size_t k, ai_iou_threshold threshold, s
 
 struct usbeam_detect_plan {
     usbeam_detect_params params;
-    usbeam_backend backend;
     ai_iou_threshold iou;
     float score_threshold;
-    nms_scratch *scratch; /* one per image, used in parallel */
-    float *classes_f;     /* (n_images, n_anchors) class of each sorted candidate, as float */
-    usbeam_cuda_detect *cuda;
+    nms_scratch *scratch;     /* CPU: one per image, used in parallel */
+    float *classes_f;         /* CPU: (n_images, n_anchors) class of each sorted candidate, as float */
+    usbeam_detect_cuda *cuda; /* USBEAM_BACKEND_CUDA: the twin in cuda/detect.cu */
 };
 
 usbeam_status usbeam_detect_plan_create(const usbeam_detect_params *params, usbeam_backend backend,
@@ -150,8 +153,7 @@ usbeam_status usbeam_detect_plan_create(const usbeam_detect_params *params, usbe
     usbeam_status st;
     if (!params || !plan) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "params and plan must not be NULL");
     *plan = NULL;
-    if (backend != USBEAM_BACKEND_CPU && backend != USBEAM_BACKEND_CUDA)
-        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "backend: unknown value %d", (int)backend);
+    if ((st = ai_check_backend(backend)) != USBEAM_OK) return st;
     if (params->n_images == 0) return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "n_images must be >= 1");
     if (params->n_anchors == 0 || params->n_anchors > (size_t)INT32_MAX)
         return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "n_anchors must be in 1 .. %d (got %zu)", INT32_MAX,
@@ -183,7 +185,6 @@ usbeam_status usbeam_detect_plan_create(const usbeam_detect_params *params, usbe
     usbeam_detect_plan *p = usbeam_alloc(sizeof *p);
     if (!p) return usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "detect plan");
     p->params = *params;
-    p->backend = backend;
     p->iou = ai_make_iou_threshold(params->iou_threshold);
     p->score_threshold = (float)params->score_threshold;
     if (backend == USBEAM_BACKEND_CPU) {
@@ -198,7 +199,7 @@ usbeam_status usbeam_detect_plan_create(const usbeam_detect_params *params, usbe
                                params->n_anchors);
         }
     }
-    if (backend == USBEAM_BACKEND_CUDA && (st = usbeam_cuda_detect_create(params, &p->cuda)) != USBEAM_OK) {
+    if (backend == USBEAM_BACKEND_CUDA && (st = usbeam_detect_cuda_create(params, &p->cuda)) != USBEAM_OK) {
         usbeam_detect_plan_destroy(p);
         return st;
     }
@@ -209,7 +210,7 @@ usbeam_status usbeam_detect_plan_create(const usbeam_detect_params *params, usbe
 void usbeam_detect_plan_destroy(usbeam_detect_plan *plan)
 {
     if (!plan) return;
-    usbeam_cuda_detect_destroy(plan->cuda);
+    usbeam_detect_cuda_destroy(plan->cuda);
     if (plan->scratch)
         for (size_t i = 0; i < plan->params.n_images; ++i) scratch_free(&plan->scratch[i]);
     usbeam_free(plan->scratch);
@@ -307,27 +308,47 @@ static void detect_image(usbeam_detect_plan *plan, size_t image, const void *raw
     *count = (int32_t)n_kept;
 }
 
-usbeam_status usbeam_detect_execute_async(usbeam_detect_plan *plan, const void *raw, void *detections,
-                                          void *counts, void *stream)
+usbeam_cuda_exec *usbeam_detect_plan_cuda(usbeam_detect_plan *plan)
+{
+    return plan && plan->cuda ? usbeam_detect_cuda_exec(plan->cuda) : NULL;
+}
+
+usbeam_status usbeam_detect_execute(usbeam_detect_plan *plan, const void *raw, float *detections,
+                                    int32_t *counts)
 {
     if (!plan || !raw || !detections || !counts)
         return usbeam_fail(USBEAM_ERR_NULL_POINTER, "plan, raw, detections and counts must not be NULL");
-    if (plan->backend == USBEAM_BACKEND_CUDA)
-        return usbeam_cuda_detect_run(plan->cuda, raw, detections, counts, stream);
+    if (plan->cuda) return usbeam_detect_cuda_execute(plan->cuda, raw, detections, counts); /* device pointers */
     const usbeam_detect_params *prm = &plan->params;
     if (usbeam_count_nonfinite(raw, prm->in_dtype, prm->n_images * prm->n_anchors * (5 + prm->n_classes)))
         return usbeam_fail_nonfinite("raw", "detect_postprocess refuses them; detections and counts are untouched");
     const ptrdiff_t n_images = (ptrdiff_t)plan->params.n_images;
 #pragma omp parallel for schedule(dynamic, 1) if (n_images > 1)
     for (ptrdiff_t image = 0; image < n_images; ++image)
-        detect_image(plan, (size_t)image, raw, detections, (int32_t *)counts + image);
+        detect_image(plan, (size_t)image, raw, detections, counts + image);
     return USBEAM_OK;
 }
 
-usbeam_status usbeam_detect_execute(usbeam_detect_plan *plan, const void *raw, float *detections,
-                                    int32_t *counts)
+typedef struct {
+    usbeam_detect_plan *plan;
+    const void *raw;
+    float *detections;
+    int32_t *counts;
+} detect_call;
+
+static usbeam_status run_detect(void *context)
 {
-    return usbeam_detect_execute_async(plan, raw, detections, counts, NULL);
+    detect_call *c = context;
+    return usbeam_detect_execute(c->plan, c->raw, c->detections, c->counts);
+}
+
+usbeam_status usbeam_detect_execute_async(usbeam_detect_plan *plan, const void *raw, void *detections,
+                                          void *counts, void *stream)
+{
+    if (!plan) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "plan, raw, detections and counts must not be NULL");
+    detect_call call = {plan, raw, detections, counts};
+    return ai_execute_on_stream(usbeam_detect_plan_cuda(plan), stream ? stream : AI_LEGACY_STREAM, run_detect,
+                                &call);
 }
 
 /* ---------------------------------------------------------------- plain NMS */

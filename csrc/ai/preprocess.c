@@ -1,6 +1,7 @@
 /*
- * preprocess.c - image -> model input in one pass, and FP16 <-> FP32 conversion; CPU
- * backend (the CUDA twin is cuda/preprocess.cu).
+ * preprocess.c - image -> model input in one pass, and FP16 <-> FP32 conversion: the plan (for
+ * both backends) and the CPU kernels; the CUDA twin is cuda/preprocess.cu, which gets the taps
+ * and the per-channel affine computed here (usbeam_preprocess_tables).
  *
  * Layouts: in  (n_images, in_height, in_width, in_channels), uint8 / float16 / float32,
  *              e.g. usbeam B-mode output (in_channels = 1);
@@ -22,6 +23,8 @@
  *          the image) just before it blends (for a shrink its taps lie in or next to those
  *          rows, then in cache).  A refused call fills out with NaN (no partial tensor).  The
  *          FP16 <-> FP32 conversions keep NaN and inf (numpy's astype: NaN in is NaN out).
+ * CUDA:    a CUDA plan runs cuda/preprocess.cu on its stream (usbeam_preprocess_plan_cuda);
+ *          usbeam_preprocess_execute_async is the deprecated stream-taking entry (ai_internal.h).
  */
 #include "ai/ai_internal.h"
 #include "ai/ai_math.h"
@@ -30,11 +33,10 @@
 
 struct usbeam_preprocess_plan {
     usbeam_preprocess_params params;
-    usbeam_backend backend;
     usbeam_resize_tap *rows; /* out_height taps */
     usbeam_resize_tap *cols; /* out_width taps */
     float scale[3], offset[3];
-    usbeam_cuda_preprocess *cuda;
+    usbeam_preprocess_cuda *cuda; /* USBEAM_BACKEND_CUDA: the twin in cuda/preprocess.cu */
 };
 
 static usbeam_status check_size(const char *name, size_t value)
@@ -70,8 +72,7 @@ usbeam_status usbeam_preprocess_plan_create(const usbeam_preprocess_params *para
     usbeam_status st;
     if (!params || !plan) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "params and plan must not be NULL");
     *plan = NULL;
-    if (backend != USBEAM_BACKEND_CPU && backend != USBEAM_BACKEND_CUDA)
-        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "backend: unknown value %d", (int)backend);
+    if ((st = ai_check_backend(backend)) != USBEAM_OK) return st;
     if ((st = check_size("n_images", params->n_images)) != USBEAM_OK) return st;
     if ((st = check_size("in_height", params->in_height)) != USBEAM_OK) return st;
     if ((st = check_size("in_width", params->in_width)) != USBEAM_OK) return st;
@@ -112,7 +113,6 @@ usbeam_status usbeam_preprocess_plan_create(const usbeam_preprocess_params *para
     usbeam_preprocess_plan *p = usbeam_alloc(sizeof *p);
     if (!p) return usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "preprocess plan");
     p->params = *params;
-    p->backend = backend;
     p->rows = usbeam_alloc(params->out_height * sizeof *p->rows);
     p->cols = usbeam_alloc(params->out_width * sizeof *p->cols);
     if (!p->rows || !p->cols) {
@@ -127,7 +127,8 @@ usbeam_status usbeam_preprocess_plan_create(const usbeam_preprocess_params *para
         p->offset[c] = (float)params->offset[source];
     }
     if (backend == USBEAM_BACKEND_CUDA) {
-        st = usbeam_cuda_preprocess_create(params, p->rows, p->cols, p->scale, p->offset, &p->cuda);
+        const usbeam_preprocess_tables tables = {p->rows, p->cols, p->scale, p->offset};
+        st = usbeam_preprocess_cuda_create(params, &tables, &p->cuda);
         if (st != USBEAM_OK) {
             usbeam_preprocess_plan_destroy(p);
             return st;
@@ -140,7 +141,7 @@ usbeam_status usbeam_preprocess_plan_create(const usbeam_preprocess_params *para
 void usbeam_preprocess_plan_destroy(usbeam_preprocess_plan *plan)
 {
     if (!plan) return;
-    usbeam_cuda_preprocess_destroy(plan->cuda);
+    usbeam_preprocess_cuda_destroy(plan->cuda);
     usbeam_free(plan->rows);
     usbeam_free(plan->cols);
     usbeam_free(plan);
@@ -195,11 +196,15 @@ DEFINE_RESIZE_ROW(resize_row_u8, load_u8)
 DEFINE_RESIZE_ROW(resize_row_f16, load_f16)
 DEFINE_RESIZE_ROW(resize_row_f32, load_f32)
 
-usbeam_status usbeam_preprocess_execute_async(usbeam_preprocess_plan *plan, const void *in, void *out,
-                                              void *stream)
+usbeam_cuda_exec *usbeam_preprocess_plan_cuda(usbeam_preprocess_plan *plan)
+{
+    return plan && plan->cuda ? usbeam_preprocess_cuda_exec(plan->cuda) : NULL;
+}
+
+usbeam_status usbeam_preprocess_execute(usbeam_preprocess_plan *plan, const void *in, void *out)
 {
     if (!plan || !in || !out) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "plan, in and out must not be NULL");
-    if (plan->backend == USBEAM_BACKEND_CUDA) return usbeam_cuda_preprocess_run(plan->cuda, in, out, stream);
+    if (plan->cuda) return usbeam_preprocess_cuda_execute(plan->cuda, in, out); /* device pointers */
     void (*resize_row)(const usbeam_preprocess_plan *, const void *, size_t, size_t, void *) =
         plan->params.in_dtype == USBEAM_DTYPE_UINT8     ? resize_row_u8
         : plan->params.in_dtype == USBEAM_DTYPE_FLOAT16 ? resize_row_f16
@@ -232,9 +237,25 @@ usbeam_status usbeam_preprocess_execute_async(usbeam_preprocess_plan *plan, cons
     return USBEAM_OK;
 }
 
-usbeam_status usbeam_preprocess_execute(usbeam_preprocess_plan *plan, const void *in, void *out)
+typedef struct {
+    usbeam_preprocess_plan *plan;
+    const void *in;
+    void *out;
+} preprocess_call;
+
+static usbeam_status run_preprocess(void *context)
 {
-    return usbeam_preprocess_execute_async(plan, in, out, NULL);
+    preprocess_call *c = context;
+    return usbeam_preprocess_execute(c->plan, c->in, c->out);
+}
+
+usbeam_status usbeam_preprocess_execute_async(usbeam_preprocess_plan *plan, const void *in, void *out,
+                                              void *stream)
+{
+    if (!plan) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "plan, in and out must not be NULL");
+    preprocess_call call = {plan, in, out};
+    return ai_execute_on_stream(usbeam_preprocess_plan_cuda(plan), stream ? stream : AI_LEGACY_STREAM,
+                                run_preprocess, &call);
 }
 
 usbeam_status usbeam_float32_to_float16(const float *in, uint16_t *out, size_t n)

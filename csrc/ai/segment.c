@@ -1,7 +1,9 @@
 /*
- * segment.c - segmentation post-processing, CPU backend (the CUDA twin is cuda/segment.cu):
- * logits threshold, multi-class argmax, connected-component labelling, hole filling,
- * largest component / small-component removal, and per-label area, bounding box, centroid.
+ * segment.c - segmentation post-processing: logits threshold, multi-class argmax,
+ * connected-component labelling, hole filling, largest component / small-component removal,
+ * and per-label area, bounding box, centroid.  The components plan (for both backends) and the
+ * CPU kernels; the CUDA twin is cuda/segment.cu (the plan-less device functions, threshold,
+ * argmax and region properties, are there too).
  *
  * Layouts: values (n) float32/float16; scores (n_images, n_classes, n_pixels) (NCHW with the
  *          pixels flattened); masks uint8 (n_images, height, width), nonzero = foreground;
@@ -17,6 +19,8 @@
  * Holes:   scipy.ndimage.binary_fill_holes: background pixels not connected (with the plan's
  *          connectivity, 4 = scipy's default structure) to the image border are filled,
  *          found here as the background components that touch the border.
+ * CUDA:    a CUDA components plan runs cuda/segment.cu on its stream (usbeam_components_plan_cuda);
+ *          usbeam_components_set_stream is the deprecated way to set it (ai_internal.h).
  */
 #include "ai/ai_internal.h"
 #include "ai/ai_math.h"
@@ -175,12 +179,12 @@ static int32_t label_image(const uint8_t *mask, int invert, size_t height, size_
 
 struct usbeam_components_plan {
     usbeam_components_params params;
-    usbeam_backend backend;
     size_t image_size;
-    int32_t *labels; /* (n_images, height, width) scratch for the mask -> mask operations */
-    int32_t *areas;  /* (n_images, image_size + 1) pixel count per label */
-    void *stream;
-    usbeam_cuda_components *cuda;
+    int32_t *labels; /* CPU: (n_images, height, width) scratch for the mask -> mask operations */
+    int32_t *areas;  /* CPU: (n_images, image_size + 1) pixel count per label */
+    usbeam_components_cuda *cuda; /* USBEAM_BACKEND_CUDA: the twin in cuda/segment.cu */
+    void *call_stream; /* set by the deprecated usbeam_components_set_stream: each execute is
+                          queued there (ai_execute_on_stream); NULL: the plan's stream */
 };
 
 usbeam_status usbeam_components_plan_create(const usbeam_components_params *params,
@@ -188,8 +192,8 @@ usbeam_status usbeam_components_plan_create(const usbeam_components_params *para
 {
     if (!params || !plan) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "params and plan must not be NULL");
     *plan = NULL;
-    if (backend != USBEAM_BACKEND_CPU && backend != USBEAM_BACKEND_CUDA)
-        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "backend: unknown value %d", (int)backend);
+    usbeam_status st = ai_check_backend(backend);
+    if (st != USBEAM_OK) return st;
     if (params->n_images == 0) return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "n_images must be >= 1");
     if (params->height == 0 || params->width == 0)
         return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "mask: height and width must be >= 1 (got %zu x %zu)",
@@ -208,7 +212,6 @@ usbeam_status usbeam_components_plan_create(const usbeam_components_params *para
     usbeam_components_plan *p = usbeam_alloc(sizeof *p);
     if (!p) return usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "components plan");
     p->params = *params;
-    p->backend = backend;
     p->image_size = image_size;
     if (backend == USBEAM_BACKEND_CPU) {
         p->labels = usbeam_alloc(params->n_images * image_size * sizeof(int32_t));
@@ -220,7 +223,7 @@ usbeam_status usbeam_components_plan_create(const usbeam_components_params *para
         }
     }
     if (backend == USBEAM_BACKEND_CUDA) {
-        usbeam_status st = usbeam_cuda_components_create(params, &p->cuda);
+        st = usbeam_components_cuda_create(params, &p->cuda);
         if (st != USBEAM_OK) {
             usbeam_components_plan_destroy(p);
             return st;
@@ -233,31 +236,38 @@ usbeam_status usbeam_components_plan_create(const usbeam_components_params *para
 void usbeam_components_plan_destroy(usbeam_components_plan *plan)
 {
     if (!plan) return;
-    usbeam_cuda_components_destroy(plan->cuda);
+    usbeam_components_cuda_destroy(plan->cuda);
     usbeam_free(plan->labels);
     usbeam_free(plan->areas);
     usbeam_free(plan);
 }
 
+usbeam_cuda_exec *usbeam_components_plan_cuda(usbeam_components_plan *plan)
+{
+    return plan && plan->cuda ? usbeam_components_cuda_exec(plan->cuda) : NULL;
+}
+
 usbeam_status usbeam_components_set_stream(usbeam_components_plan *plan, void *stream)
 {
     if (!plan) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "plan must not be NULL");
-    plan->stream = stream;
+    /* kept as before, a pointer each execute queues on, not the plan's stream: a caller of this
+     * entry never had to keep the stream alive after its last execute */
+    plan->call_stream = stream ? stream : AI_LEGACY_STREAM;
     return USBEAM_OK;
 }
 
-enum components_operation { OP_LABEL = 0, OP_FILL_HOLES = 1, OP_LARGEST = 2, OP_REMOVE_SMALL = 3 };
 
-/* One image of a mask -> mask operation, using the plan's label and area scratch. */
-static void components_image(usbeam_components_plan *plan, int operation, size_t image, const uint8_t *mask,
-                             size_t min_area, uint8_t *out)
+/* One image of a mask -> mask operation (the operation codes are the CUDA seam's, so both
+ * backends take the same), using the plan's label and area scratch. */
+static void components_image(usbeam_components_plan *plan, usbeam_components_operation operation, size_t image,
+                             const uint8_t *mask, size_t min_area, uint8_t *out)
 {
     const size_t h = plan->params.height, w = plan->params.width, n = plan->image_size;
     int32_t *labels = plan->labels + image * n;
     int32_t *areas = plan->areas + image * (n + 1);
     mask += image * n;
     out += image * n;
-    const int fill = operation == OP_FILL_HOLES;
+    const int fill = operation == USBEAM_COMPONENTS_FILL_HOLES;
     const int32_t count = label_image(mask, fill, h, w, plan->params.connectivity, labels);
     memset(areas, 0, ((size_t)count + 1) * sizeof *areas);
     if (fill) {
@@ -268,7 +278,7 @@ static void components_image(usbeam_components_plan *plan, int operation, size_t
         return;
     }
     for (size_t i = 0; i < n; ++i) ++areas[labels[i]];
-    if (operation == OP_LARGEST) {
+    if (operation == USBEAM_COMPONENTS_LARGEST) {
         int32_t best = 0;
         for (int32_t k = 1; k <= count; ++k)
             if (best == 0 || areas[k] > areas[best]) best = k;
@@ -278,12 +288,35 @@ static void components_image(usbeam_components_plan *plan, int operation, size_t
     }
 }
 
-static usbeam_status run_mask_operation(usbeam_components_plan *plan, int operation, const uint8_t *mask,
-                                        size_t min_area, uint8_t *out)
+/* A CUDA execute, on the stream the deprecated usbeam_components_set_stream gave if any. */
+typedef struct {
+    usbeam_components_cuda *cuda;
+    usbeam_components_operation operation;
+    const uint8_t *mask;
+    void *out;
+    int32_t *counts;
+    size_t min_area;
+} components_call;
+
+static usbeam_status run_components_cuda(void *context)
+{
+    components_call *c = context;
+    return usbeam_components_cuda_execute(c->cuda, c->operation, c->mask, c->out, c->counts, c->min_area);
+}
+
+static usbeam_status components_cuda(usbeam_components_plan *plan, usbeam_components_operation operation,
+                                     const uint8_t *mask, void *out, int32_t *counts, size_t min_area)
+{
+    components_call call = {plan->cuda, operation, mask, out, counts, min_area};
+    return ai_execute_on_stream(usbeam_components_cuda_exec(plan->cuda), plan->call_stream, run_components_cuda,
+                                &call);
+}
+
+static usbeam_status run_mask_operation(usbeam_components_plan *plan, usbeam_components_operation operation,
+                                        const uint8_t *mask, size_t min_area, uint8_t *out)
 {
     if (!plan || !mask || !out) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "plan, mask and out must not be NULL");
-    if (plan->backend == USBEAM_BACKEND_CUDA)
-        return usbeam_cuda_components_run(plan->cuda, operation, mask, out, NULL, min_area, plan->stream);
+    if (plan->cuda) return components_cuda(plan, operation, mask, out, NULL, min_area);
     const ptrdiff_t n_images = (ptrdiff_t)plan->params.n_images;
 #pragma omp parallel for schedule(dynamic, 1) if (n_images > 1)
     for (ptrdiff_t image = 0; image < n_images; ++image)
@@ -296,8 +329,7 @@ usbeam_status usbeam_label_execute(usbeam_components_plan *plan, const uint8_t *
 {
     if (!plan || !mask || !labels || !counts)
         return usbeam_fail(USBEAM_ERR_NULL_POINTER, "plan, mask, labels and counts must not be NULL");
-    if (plan->backend == USBEAM_BACKEND_CUDA)
-        return usbeam_cuda_components_run(plan->cuda, OP_LABEL, mask, labels, counts, 0, plan->stream);
+    if (plan->cuda) return components_cuda(plan, USBEAM_COMPONENTS_LABEL, mask, labels, counts, 0);
     const size_t n = plan->image_size;
     const ptrdiff_t n_images = (ptrdiff_t)plan->params.n_images;
 #pragma omp parallel for schedule(dynamic, 1) if (n_images > 1)
@@ -309,19 +341,19 @@ usbeam_status usbeam_label_execute(usbeam_components_plan *plan, const uint8_t *
 
 usbeam_status usbeam_fill_holes_execute(usbeam_components_plan *plan, const uint8_t *mask, uint8_t *out)
 {
-    return run_mask_operation(plan, OP_FILL_HOLES, mask, 0, out);
+    return run_mask_operation(plan, USBEAM_COMPONENTS_FILL_HOLES, mask, 0, out);
 }
 
 usbeam_status usbeam_largest_component_execute(usbeam_components_plan *plan, const uint8_t *mask,
                                                uint8_t *out)
 {
-    return run_mask_operation(plan, OP_LARGEST, mask, 0, out);
+    return run_mask_operation(plan, USBEAM_COMPONENTS_LARGEST, mask, 0, out);
 }
 
 usbeam_status usbeam_remove_small_execute(usbeam_components_plan *plan, const uint8_t *mask,
                                           size_t min_area, uint8_t *out)
 {
-    return run_mask_operation(plan, OP_REMOVE_SMALL, mask, min_area, out);
+    return run_mask_operation(plan, USBEAM_COMPONENTS_REMOVE_SMALL, mask, min_area, out);
 }
 
 /* ---------------------------------------------------------------- region properties */

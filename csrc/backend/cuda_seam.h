@@ -25,7 +25,6 @@
 #include <stdarg.h>
 #include <stdint.h>
 
-#include "ai/ai_internal.h"
 #include "common/usbeam_internal.h"
 
 #ifdef __cplusplus
@@ -132,16 +131,19 @@ extern "C" {
     XV(usbeam_rf2iq_cuda_destroy, (usbeam_rf2iq_cuda *plan), (plan)) \
     X(usbeam_cuda_exec *, usbeam_rf2iq_cuda_exec, (usbeam_rf2iq_cuda *plan), (plan), (NULL)) \
     X(usbeam_status, usbeam_rf2iq_cuda_execute, (usbeam_rf2iq_cuda *plan, const void *in, void *out), (plan, in, out), (USBEAM_SEAM_MISSING)) \
-    /* declared in ai_internal.h */ \
-    X(usbeam_status, usbeam_cuda_components_create, (const usbeam_components_params *params, usbeam_cuda_components **state), (params, state), (USBEAM_SEAM_CLEAR(state, NULL), USBEAM_SEAM_MISSING)) \
-    XV(usbeam_cuda_components_destroy, (usbeam_cuda_components *state), (state)) \
-    X(usbeam_status, usbeam_cuda_components_run, (usbeam_cuda_components *state, int operation, const uint8_t *mask, void *out, int32_t *counts, size_t min_area, void *stream), (state, operation, mask, out, counts, min_area, stream), (USBEAM_SEAM_MISSING)) \
-    X(usbeam_status, usbeam_cuda_detect_create, (const usbeam_detect_params *params, usbeam_cuda_detect **state), (params, state), (USBEAM_SEAM_CLEAR(state, NULL), USBEAM_SEAM_MISSING)) \
-    XV(usbeam_cuda_detect_destroy, (usbeam_cuda_detect *state), (state)) \
-    X(usbeam_status, usbeam_cuda_detect_run, (usbeam_cuda_detect *state, const void *raw, void *detections, void *counts, void *stream), (state, raw, detections, counts, stream), (USBEAM_SEAM_MISSING)) \
-    X(usbeam_status, usbeam_cuda_preprocess_create, (const usbeam_preprocess_params *params, const usbeam_resize_tap *rows, const usbeam_resize_tap *cols, const float *scale, const float *offset, usbeam_cuda_preprocess **state), (params, rows, cols, scale, offset, state), (USBEAM_SEAM_CLEAR(state, NULL), USBEAM_SEAM_MISSING)) \
-    XV(usbeam_cuda_preprocess_destroy, (usbeam_cuda_preprocess *state), (state)) \
-    X(usbeam_status, usbeam_cuda_preprocess_run, (usbeam_cuda_preprocess *state, const void *in, void *out, void *stream), (state, in, out, stream), (USBEAM_SEAM_MISSING))
+    /* declared in usbeam_internal.h (AI hand-off) */ \
+    X(usbeam_status, usbeam_components_cuda_create, (const usbeam_components_params *params, usbeam_components_cuda **plan), (params, plan), (USBEAM_SEAM_CLEAR(plan, NULL), USBEAM_SEAM_MISSING)) \
+    XV(usbeam_components_cuda_destroy, (usbeam_components_cuda *plan), (plan)) \
+    X(usbeam_cuda_exec *, usbeam_components_cuda_exec, (usbeam_components_cuda *plan), (plan), (NULL)) \
+    X(usbeam_status, usbeam_components_cuda_execute, (usbeam_components_cuda *plan, usbeam_components_operation operation, const uint8_t *mask, void *out, int32_t *counts, size_t min_area), (plan, operation, mask, out, counts, min_area), (USBEAM_SEAM_MISSING)) \
+    X(usbeam_status, usbeam_detect_cuda_create, (const usbeam_detect_params *params, usbeam_detect_cuda **plan), (params, plan), (USBEAM_SEAM_CLEAR(plan, NULL), USBEAM_SEAM_MISSING)) \
+    XV(usbeam_detect_cuda_destroy, (usbeam_detect_cuda *plan), (plan)) \
+    X(usbeam_cuda_exec *, usbeam_detect_cuda_exec, (usbeam_detect_cuda *plan), (plan), (NULL)) \
+    X(usbeam_status, usbeam_detect_cuda_execute, (usbeam_detect_cuda *plan, const void *raw, void *detections, void *counts), (plan, raw, detections, counts), (USBEAM_SEAM_MISSING)) \
+    X(usbeam_status, usbeam_preprocess_cuda_create, (const usbeam_preprocess_params *params, const usbeam_preprocess_tables *tables, usbeam_preprocess_cuda **plan), (params, tables, plan), (USBEAM_SEAM_CLEAR(plan, NULL), USBEAM_SEAM_MISSING)) \
+    XV(usbeam_preprocess_cuda_destroy, (usbeam_preprocess_cuda *plan), (plan)) \
+    X(usbeam_cuda_exec *, usbeam_preprocess_cuda_exec, (usbeam_preprocess_cuda *plan), (plan), (NULL)) \
+    X(usbeam_status, usbeam_preprocess_cuda_execute, (usbeam_preprocess_cuda *plan, const void *in, void *out), (plan, in, out), (USBEAM_SEAM_MISSING))
 /* clang-format on */
 
 /* What usbeam._core lends the CUDA module: the per-thread error message lives in _core, so a

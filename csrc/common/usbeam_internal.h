@@ -192,6 +192,46 @@ usbeam_status usbeam_rca_cuda_execute(usbeam_rca_cuda *plan, const void *in, voi
 void usbeam_rca_cuda_destroy(usbeam_rca_cuda *plan);
 usbeam_cuda_exec *usbeam_rca_cuda_exec(usbeam_rca_cuda *plan);
 
+/* AI hand-off (cuda/preprocess.cu, detect.cu, segment.cu).
+ * preprocess: the bilinear taps of each axis and the per-channel affine that
+ * csrc/ai/preprocess.c computed (taps in double, then rounded to the float32 the blend runs
+ * in), read during create only. */
+typedef struct usbeam_resize_tap {
+    int32_t first, second; /* source pixel indices along one axis (second = first at the edge) */
+    float weight;          /* weight of second, in [0, 1] */
+} usbeam_resize_tap;
+typedef struct usbeam_preprocess_tables {
+    const usbeam_resize_tap *rows; /* [out_height] */
+    const usbeam_resize_tap *cols; /* [out_width] */
+    const float *scale, *offset;   /* [3], per output channel: value = blend * scale + offset */
+} usbeam_preprocess_tables;
+typedef struct usbeam_preprocess_cuda usbeam_preprocess_cuda;
+usbeam_status usbeam_preprocess_cuda_create(const usbeam_preprocess_params *params,
+                                            const usbeam_preprocess_tables *tables, usbeam_preprocess_cuda **plan);
+usbeam_status usbeam_preprocess_cuda_execute(usbeam_preprocess_cuda *plan, const void *in, void *out);
+void usbeam_preprocess_cuda_destroy(usbeam_preprocess_cuda *plan);
+usbeam_cuda_exec *usbeam_preprocess_cuda_exec(usbeam_preprocess_cuda *plan);
+/* detect: the validated params; the twin rounds the thresholds to float32 as detect.c does. */
+typedef struct usbeam_detect_cuda usbeam_detect_cuda;
+usbeam_status usbeam_detect_cuda_create(const usbeam_detect_params *params, usbeam_detect_cuda **plan);
+usbeam_status usbeam_detect_cuda_execute(usbeam_detect_cuda *plan, const void *raw, void *detections, void *counts);
+void usbeam_detect_cuda_destroy(usbeam_detect_cuda *plan);
+usbeam_cuda_exec *usbeam_detect_cuda_exec(usbeam_detect_cuda *plan);
+/* components: the validated params.  One execute entry for the four mask operations, which share
+ * the union-find pass; out is int32 labels (with counts) for LABEL, else a uint8 0/1 mask. */
+typedef enum usbeam_components_operation {
+    USBEAM_COMPONENTS_LABEL = 0,
+    USBEAM_COMPONENTS_FILL_HOLES = 1,
+    USBEAM_COMPONENTS_LARGEST = 2,
+    USBEAM_COMPONENTS_REMOVE_SMALL = 3 /* keeps the components of >= min_area pixels */
+} usbeam_components_operation;
+typedef struct usbeam_components_cuda usbeam_components_cuda;
+usbeam_status usbeam_components_cuda_create(const usbeam_components_params *params, usbeam_components_cuda **plan);
+usbeam_status usbeam_components_cuda_execute(usbeam_components_cuda *plan, usbeam_components_operation operation,
+                                             const uint8_t *mask, void *out, int32_t *counts, size_t min_area);
+void usbeam_components_cuda_destroy(usbeam_components_cuda *plan);
+usbeam_cuda_exec *usbeam_components_cuda_exec(usbeam_components_cuda *plan);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,83 +1,30 @@
 /*
- * py_ai.c - Python bindings of the AI hand-off family, model side (see preprocess.c and
- * detect.c); the segmentation bindings are in py_segment.c.
- *   preprocess_plan(...) / preprocess_execute(plan, image, out)
- *   float32_to_float16(x, out) / float16_to_float32(x, out)
- *   detect_plan(...) / detect_execute(plan, raw, detections, counts)
+ * py_ai.c - Python bindings of the AI hand-off stage, model side (csrc/ai/preprocess.c and
+ * detect.c); plans, buffers, the GIL and the lock follow py_plan.h.  The segmentation bindings
+ * are in py_segment.c.
+ *   preprocess_plan(...) / preprocess_execute(plan, image, out, back=0) / preprocess_cuda_exec(plan)
+ *   detect_plan(...) / detect_execute(plan, raw, detections, counts, back=0) / detect_cuda_exec(plan)
  *   nms_plan(n_boxes, iou, max_keep) / nms_execute(plan, boxes, scores, classes|None, keep, count)
- *   *_execute_device(plan, pointers..., stream): CUDA plans, raw device pointers and a
- *   cudaStream_t as integers (from __cuda_array_interface__), queued without host sync.
- * Plans with scratch are guarded by a per-plan lock taken with the GIL released.
+ *   float32_to_float16(x, out) / float16_to_float32(x, out)
+ *   convert_device(to 'float16'|'float32', in_ptr, out_ptr, n, stream)
+ * Buffers are flat: NumPy arrays of the plan's element counts for a CPU plan, usbeam.DeviceArrays
+ * on the plan's device for a CUDA plan (usbeam.ai imports any CUDA array as one), queued on
+ * the plan's stream.  back, a cudaStream_t as an integer: the stream the plan returns to after
+ * the call (ai_return_to), when usbeam.ai switched it to the call's stream; 0: stay (a CPU plan
+ * ignores it).  convert_device has no plan: raw device addresses and its stream, as integers.
  */
-#include "python/py_common.h"
-#include "python/py_ai_common.h"
+#include "python/py_plan.h" /* first: Python.h sets the feature macros */
 
-/* ---------------------------------------------------------------- shared helpers */
+#include "ai/ai_internal.h"
 
-int usbeam_py_ai_dtype(const char *name, const char *what, usbeam_dtype *dtype, int *npy_type)
-{
-    static const struct { const char *name; usbeam_dtype dtype; int npy; } table[] = {
-        {"uint8", USBEAM_DTYPE_UINT8, NPY_UINT8},       {"float16", USBEAM_DTYPE_FLOAT16, NPY_HALF},
-        {"float32", USBEAM_DTYPE_FLOAT32, NPY_FLOAT32}, {"int32", USBEAM_DTYPE_INT32, NPY_INT32},
-    };
-    for (size_t i = 0; i < sizeof table / sizeof table[0]; ++i) {
-        if (strcmp(name, table[i].name) == 0) {
-            *dtype = table[i].dtype;
-            *npy_type = table[i].npy;
-            return 0;
-        }
-    }
-    PyErr_Format(PyExc_TypeError, "%s: unsupported dtype '%s'", what, name);
-    return -1;
-}
+/* The CPU pre-processing writes nothing but out: reentrant.  Detection keeps per-image scratch
+ * in the plan: one call at a time on the CPU.  A CUDA execute only queues kernels and keeps the
+ * GIL (usbeam.ai holds a per-plan lock around a call's stream switch, imports and execute). */
+USBEAM_PY_PLAN_TYPE(preprocess, USBEAM_PY_PLAN_REENTRANT | USBEAM_PY_PLAN_CUDA_KEEPS_GIL);
+USBEAM_PY_PLAN_TYPE(detect, USBEAM_PY_PLAN_CUDA_KEEPS_GIL);
+USBEAM_PY_HOST_PLAN_TYPE(nms, 0);
 
-usbeam_ai_handle *usbeam_py_ai_handle_new(void)
-{
-    usbeam_ai_handle *h = PyMem_Calloc(1, sizeof *h);
-    if (!h) {
-        PyErr_NoMemory();
-        return NULL;
-    }
-    h->lock = PyThread_allocate_lock();
-    if (!h->lock) {
-        PyMem_Free(h);
-        PyErr_SetString(PyExc_MemoryError, "plan lock");
-        return NULL;
-    }
-    return h;
-}
-
-void usbeam_py_ai_handle_free(usbeam_ai_handle *h)
-{
-    if (!h) return;
-    if (h->lock) PyThread_free_lock(h->lock);
-    PyMem_Free(h);
-}
-
-/* Wrap a handle whose plan was created; on failure destroys everything. */
-PyObject *usbeam_py_ai_wrap(usbeam_ai_handle *h, const char *capsule_name, PyCapsule_Destructor destroy)
-{
-    PyObject *capsule = usbeam_py_plan_capsule(h, capsule_name, destroy);
-    if (!capsule) {
-        h->destroy(h->plan);
-        usbeam_py_ai_handle_free(h);
-    }
-    return capsule;
-}
-
-int usbeam_py_device_pointer(PyObject *value, const char *name, void **pointer)
-{
-    unsigned long long address = PyLong_AsUnsignedLongLong(value);
-    if (PyErr_Occurred()) {
-        PyErr_Clear();
-        PyErr_Format(PyExc_TypeError, "%s must be a device address (a non-negative int)", name);
-        return -1;
-    }
-    *pointer = (void *)(uintptr_t)address;
-    return 0;
-}
-
-static int check_sizes(const char *names[], const Py_ssize_t values[], int count)
+static int check_sizes(const char *const names[], const Py_ssize_t values[], int count)
 {
     for (int i = 0; i < count; ++i) {
         if (values[i] < 0) {
@@ -88,21 +35,16 @@ static int check_sizes(const char *names[], const Py_ssize_t values[], int count
     return 0;
 }
 
-#define HANDLE_DESTRUCTOR(fn_name, capsule, destroy_fn)                   \
-    static void fn_name(PyObject *object)                                 \
-    {                                                                     \
-        usbeam_ai_handle *h = PyCapsule_GetPointer(object, capsule);      \
-        if (h) {                                                          \
-            destroy_fn(h->plan);                                          \
-            usbeam_py_ai_handle_free(h);                                  \
-        }                                                                 \
-    }
+/* A dtype name among `allowed` (NULL-terminated), or TypeError naming what it is for. */
+static int parse_dtype(const char *name, const char *const *allowed, const char *what, usbeam_dtype *dtype,
+                       int *npy_type)
+{
+    if (usbeam_py_dtype(name, allowed, dtype, npy_type) == 0) return 0;
+    PyErr_Format(PyExc_TypeError, "%s: unsupported dtype '%s'", what, name);
+    return -1;
+}
 
-/* ---------------------------------------------------------------- pre-processing */
-
-#define PREPROCESS_CAPSULE "usbeam.preprocess_plan"
-static void destroy_preprocess(void *plan) { usbeam_preprocess_plan_destroy(plan); }
-HANDLE_DESTRUCTOR(preprocess_capsule_destroy, PREPROCESS_CAPSULE, destroy_preprocess)
+/* ---- pre-processing -------------------------------------------------------------------- */
 
 static PyObject *py_preprocess_plan(PyObject *self, PyObject *args, PyObject *kwargs)
 {
@@ -110,6 +52,8 @@ static PyObject *py_preprocess_plan(PyObject *self, PyObject *args, PyObject *kw
     static char *keywords[] = {"n_images", "in_height", "in_width", "in_channels", "in_dtype",
                                "out_height", "out_width", "out_channels", "layout", "out_dtype",
                                "align_corners", "scale", "offset", "backend", NULL};
+    static const char *const image_dtypes[] = {"uint8", "float16", "float32", NULL};
+    static const char *const model_dtypes[] = {"float16", "float32", NULL};
     Py_ssize_t n_images, in_h, in_w, in_c, out_h, out_w, out_c;
     const char *in_dtype, *layout, *out_dtype, *backend_name = "cpu";
     int align_corners = 0;
@@ -119,23 +63,21 @@ static PyObject *py_preprocess_plan(PyObject *self, PyObject *args, PyObject *kw
                                      &align_corners, &scale[0], &scale[1], &scale[2], &offset[0],
                                      &offset[1], &offset[2], &backend_name))
         return NULL;
-    const char *names[] = {"n_images", "in_height", "in_width", "in_channels", "out_height", "out_width",
-                           "out_channels"};
+    const char *const names[] = {"n_images", "in_height", "in_width", "in_channels", "out_height", "out_width",
+                                 "out_channels"};
     const Py_ssize_t values[] = {n_images, in_h, in_w, in_c, out_h, out_w, out_c};
     if (check_sizes(names, values, 7) < 0) return NULL;
     usbeam_preprocess_params p;
     memset(&p, 0, sizeof p);
     int npy_in, npy_out;
-    if (usbeam_py_ai_dtype(in_dtype, "image", &p.in_dtype, &npy_in) < 0) return NULL;
-    if (usbeam_py_ai_dtype(out_dtype, "dtype", &p.out_dtype, &npy_out) < 0) return NULL;
+    if (parse_dtype(in_dtype, image_dtypes, "image", &p.in_dtype, &npy_in) < 0) return NULL;
+    if (parse_dtype(out_dtype, model_dtypes, "dtype", &p.out_dtype, &npy_out) < 0) return NULL;
     if (strcmp(layout, "nchw") == 0)
         p.out_layout = USBEAM_LAYOUT_NCHW;
     else if (strcmp(layout, "nhwc") == 0)
         p.out_layout = USBEAM_LAYOUT_NHWC;
-    else {
-        PyErr_Format(PyExc_ValueError, "layout must be 'nchw' or 'nhwc' (got '%s')", layout);
-        return NULL;
-    }
+    else
+        return PyErr_Format(PyExc_ValueError, "layout must be 'nchw' or 'nhwc' (got '%s')", layout);
     usbeam_backend backend;
     if (usbeam_py_backend(backend_name, &backend) < 0) return NULL;
     p.n_images = (size_t)n_images;
@@ -148,71 +90,41 @@ static PyObject *py_preprocess_plan(PyObject *self, PyObject *args, PyObject *kw
     p.align_corners = align_corners;
     memcpy(p.scale, scale, sizeof scale);
     memcpy(p.offset, offset, sizeof offset);
-    usbeam_ai_handle *h = usbeam_py_ai_handle_new();
+    usbeam_py_plan *h = usbeam_py_plan_new(&preprocess_plan_type);
     if (!h) return NULL;
-    h->destroy = destroy_preprocess;
     h->backend = backend;
     h->npy_in = npy_in;
     h->npy_out = npy_out;
     h->n_in = p.n_images * p.in_height * p.in_width * p.in_channels;
     h->n_out = p.n_images * p.out_height * p.out_width * p.out_channels;
-    usbeam_status st = usbeam_preprocess_plan_create(&p, backend, (usbeam_preprocess_plan **)&h->plan);
-    if (st != USBEAM_OK) {
-        usbeam_py_ai_handle_free(h);
-        return usbeam_py_raise(st);
-    }
-    return usbeam_py_ai_wrap(h, PREPROCESS_CAPSULE, preprocess_capsule_destroy);
+    h->n_outer = p.n_images;
+    usbeam_preprocess_plan *plan = NULL;
+    usbeam_status st = usbeam_preprocess_plan_create(&p, backend, &plan);
+    return usbeam_py_plan_wrap(h, st, plan);
 }
 
 static PyObject *py_preprocess_execute(PyObject *self, PyObject *args)
 {
     (void)self;
     PyObject *capsule, *in_obj, *out_obj;
-    if (!PyArg_ParseTuple(args, "OOO", &capsule, &in_obj, &out_obj)) return NULL;
-    usbeam_ai_handle *h = usbeam_py_plan_from_capsule(capsule, PREPROCESS_CAPSULE, "plan");
+    unsigned long long back = 0;
+    if (!PyArg_ParseTuple(args, "OOO|K", &capsule, &in_obj, &out_obj, &back)) return NULL;
+    usbeam_py_plan *h = usbeam_py_plan_from(capsule, &preprocess_plan_type);
     if (!h) return NULL;
-    if (h->backend != USBEAM_BACKEND_CPU) return usbeam_py_ai_wrong_backend("preprocess");
-    const void *in = usbeam_py_array_data(in_obj, "image", h->npy_in, h->n_in, 0);
+    usbeam_cuda_exec *cuda = usbeam_py_plan_cuda(h);
+    const void *in = usbeam_py_plan_buffer(in_obj, "image", h->npy_in, h->n_in, 0, cuda);
     if (!in) return NULL;
-    void *out = usbeam_py_array_data(out_obj, "out", h->npy_out, h->n_out, 1);
+    void *out = usbeam_py_plan_buffer(out_obj, "out", h->npy_out, h->n_out, 1, cuda);
     if (!out) return NULL;
-    usbeam_status st;
-    Py_BEGIN_ALLOW_THREADS
-    st = usbeam_preprocess_execute(h->plan, in, out);
-    Py_END_ALLOW_THREADS
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
+    usbeam_py_plan_call call = usbeam_py_plan_enter(h, cuda);
+    usbeam_status st = usbeam_preprocess_execute(h->plan, in, out);
+    usbeam_status returned = ai_return_to(cuda, (void *)(uintptr_t)back);
+    return usbeam_py_plan_finish(&call, st != USBEAM_OK ? st : returned);
 }
 
-static PyObject *py_preprocess_execute_device(PyObject *self, PyObject *args)
-{
-    (void)self;
-    PyObject *capsule, *in_obj, *out_obj, *stream_obj;
-    if (!PyArg_ParseTuple(args, "OOOO", &capsule, &in_obj, &out_obj, &stream_obj)) return NULL;
-    usbeam_ai_handle *h = usbeam_py_plan_from_capsule(capsule, PREPROCESS_CAPSULE, "plan");
-    if (!h) return NULL;
-    if (h->backend != USBEAM_BACKEND_CUDA) return usbeam_py_ai_wrong_backend("preprocess");
-    void *in, *out, *stream;
-    if (usbeam_py_device_pointer(in_obj, "image", &in) < 0 || usbeam_py_device_pointer(out_obj, "out", &out) < 0 ||
-        usbeam_py_device_pointer(stream_obj, "stream", &stream) < 0)
-        return NULL;
-    usbeam_status st;
-    Py_BEGIN_ALLOW_THREADS
-    st = usbeam_preprocess_execute_async(h->plan, in, out, stream);
-    Py_END_ALLOW_THREADS
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
-}
+USBEAM_PY_PLAN_CUDA_EXEC_BINDING(preprocess)
 
-PyObject *usbeam_py_ai_wrong_backend(const char *what)
-{
-    PyErr_Format(PyExc_ValueError,
-                 "%s: a CPU plan takes NumPy arrays and a CUDA plan device arrays; this plan was "
-                 "created for the other backend", what);
-    return NULL;
-}
-
-/* ---------------------------------------------------------------- FP16 <-> FP32 */
+/* ---- FP16 <-> FP32 ----------------------------------------------------------------------- */
 
 static PyObject *py_float32_to_float16(PyObject *self, PyObject *args)
 {
@@ -229,8 +141,7 @@ static PyObject *py_float32_to_float16(PyObject *self, PyObject *args)
     Py_BEGIN_ALLOW_THREADS
     st = usbeam_float32_to_float16(in, out, n);
     Py_END_ALLOW_THREADS
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
+    return usbeam_py_none_or_raise(st);
 }
 
 static PyObject *py_float16_to_float32(PyObject *self, PyObject *args)
@@ -248,43 +159,37 @@ static PyObject *py_float16_to_float32(PyObject *self, PyObject *args)
     Py_BEGIN_ALLOW_THREADS
     st = usbeam_float16_to_float32(in, out, n);
     Py_END_ALLOW_THREADS
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
+    return usbeam_py_none_or_raise(st);
 }
 
+/* Plan-less: usbeam.ai has checked both arrays (shape, dtype, no overlap) and passes addresses. */
 static PyObject *py_convert_device(PyObject *self, PyObject *args)
 {
     (void)self;
     const char *direction;
-    PyObject *in_obj, *out_obj, *stream_obj;
+    unsigned long long in, out, stream;
     Py_ssize_t n;
-    if (!PyArg_ParseTuple(args, "sOOnO", &direction, &in_obj, &out_obj, &n, &stream_obj)) return NULL;
-    void *in, *out, *stream;
-    if (n < 0) return PyErr_Format(PyExc_ValueError, "n must be >= 0");
-    if (usbeam_py_device_pointer(in_obj, "x", &in) < 0 || usbeam_py_device_pointer(out_obj, "out", &out) < 0 ||
-        usbeam_py_device_pointer(stream_obj, "stream", &stream) < 0)
-        return NULL;
-    usbeam_status st;
-    int to_half = strcmp(direction, "float16") == 0;
-    Py_BEGIN_ALLOW_THREADS
-    st = to_half ? usbeam_cuda_float32_to_float16(in, out, (size_t)n, stream)
-                 : usbeam_cuda_float16_to_float32(in, out, (size_t)n, stream);
-    Py_END_ALLOW_THREADS
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
+    if (!PyArg_ParseTuple(args, "sKKnK", &direction, &in, &out, &n, &stream)) return NULL;
+    if (n < 0) return PyErr_Format(PyExc_ValueError, "n must be >= 0 (got %zd)", n);
+    const int to_half = strcmp(direction, "float16") == 0;
+    if (!to_half && strcmp(direction, "float32") != 0)
+        return PyErr_Format(PyExc_ValueError, "to must be 'float16' or 'float32' (got '%s')", direction);
+    /* only queues a kernel: the GIL is kept, as a CUDA plan's execute keeps it */
+    usbeam_status st = to_half ? usbeam_cuda_float32_to_float16((const void *)(uintptr_t)in, (void *)(uintptr_t)out,
+                                                               (size_t)n, (void *)(uintptr_t)stream)
+                               : usbeam_cuda_float16_to_float32((const void *)(uintptr_t)in, (void *)(uintptr_t)out,
+                                                               (size_t)n, (void *)(uintptr_t)stream);
+    return usbeam_py_none_or_raise(st);
 }
 
-/* ---------------------------------------------------------------- detection */
-
-#define DETECT_CAPSULE "usbeam.detect_plan"
-static void destroy_detect(void *plan) { usbeam_detect_plan_destroy(plan); }
-HANDLE_DESTRUCTOR(detect_capsule_destroy, DETECT_CAPSULE, destroy_detect)
+/* ---- detection ----------------------------------------------------------------------------- */
 
 static PyObject *py_detect_plan(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     (void)self;
     static char *keywords[] = {"n_images", "n_anchors", "n_classes", "dtype", "conf", "iou",
                                "max_candidates", "max_det", "class_agnostic", "backend", NULL};
+    static const char *const raw_dtypes[] = {"float16", "float32", NULL};
     Py_ssize_t n_images, n_anchors, n_classes, max_candidates, max_det;
     const char *dtype_name, *backend_name = "cpu";
     double conf, iou;
@@ -293,14 +198,13 @@ static PyObject *py_detect_plan(PyObject *self, PyObject *args, PyObject *kwargs
                                      &dtype_name, &conf, &iou, &max_candidates, &max_det, &agnostic,
                                      &backend_name))
         return NULL;
-    const char *names[] = {"n_images", "n_anchors", "n_classes", "max_candidates", "max_det"};
+    const char *const names[] = {"n_images", "n_anchors", "n_classes", "max_candidates", "max_det"};
     const Py_ssize_t values[] = {n_images, n_anchors, n_classes, max_candidates, max_det};
     if (check_sizes(names, values, 5) < 0) return NULL;
     usbeam_detect_params p;
     memset(&p, 0, sizeof p);
-    int npy_in, npy_unused;
-    if (usbeam_py_ai_dtype(dtype_name, "raw", &p.in_dtype, &npy_in) < 0) return NULL;
-    (void)npy_unused;
+    int npy_in;
+    if (parse_dtype(dtype_name, raw_dtypes, "raw", &p.in_dtype, &npy_in) < 0) return NULL;
     usbeam_backend backend;
     if (usbeam_py_backend(backend_name, &backend) < 0) return NULL;
     p.n_images = (size_t)n_images;
@@ -311,75 +215,44 @@ static PyObject *py_detect_plan(PyObject *self, PyObject *args, PyObject *kwargs
     p.max_candidates = (size_t)max_candidates;
     p.max_detections = (size_t)max_det;
     p.class_agnostic = agnostic;
-    usbeam_ai_handle *h = usbeam_py_ai_handle_new();
+    usbeam_py_plan *h = usbeam_py_plan_new(&detect_plan_type);
     if (!h) return NULL;
-    h->destroy = destroy_detect;
     h->backend = backend;
     h->npy_in = npy_in;
+    h->npy_out = NPY_FLOAT32;
     h->n_in = p.n_images * p.n_anchors * (5 + p.n_classes);
     h->n_out = p.n_images * p.max_detections * 6;
-    h->n_aux = p.n_images;
-    usbeam_status st = usbeam_detect_plan_create(&p, backend, (usbeam_detect_plan **)&h->plan);
-    if (st != USBEAM_OK) {
-        usbeam_py_ai_handle_free(h);
-        return usbeam_py_raise(st);
-    }
-    return usbeam_py_ai_wrap(h, DETECT_CAPSULE, detect_capsule_destroy);
+    h->n_aux = p.n_images; /* counts */
+    h->n_outer = p.n_images;
+    usbeam_detect_plan *plan = NULL;
+    usbeam_status st = usbeam_detect_plan_create(&p, backend, &plan);
+    return usbeam_py_plan_wrap(h, st, plan);
 }
 
 static PyObject *py_detect_execute(PyObject *self, PyObject *args)
 {
     (void)self;
     PyObject *capsule, *raw_obj, *det_obj, *count_obj;
-    if (!PyArg_ParseTuple(args, "OOOO", &capsule, &raw_obj, &det_obj, &count_obj)) return NULL;
-    usbeam_ai_handle *h = usbeam_py_plan_from_capsule(capsule, DETECT_CAPSULE, "plan");
+    unsigned long long back = 0;
+    if (!PyArg_ParseTuple(args, "OOOO|K", &capsule, &raw_obj, &det_obj, &count_obj, &back)) return NULL;
+    usbeam_py_plan *h = usbeam_py_plan_from(capsule, &detect_plan_type);
     if (!h) return NULL;
-    if (h->backend != USBEAM_BACKEND_CPU) return usbeam_py_ai_wrong_backend("detect");
-    const void *raw = usbeam_py_array_data(raw_obj, "raw", h->npy_in, h->n_in, 0);
+    usbeam_cuda_exec *cuda = usbeam_py_plan_cuda(h);
+    const void *raw = usbeam_py_plan_buffer(raw_obj, "raw", h->npy_in, h->n_in, 0, cuda);
     if (!raw) return NULL;
-    float *det = usbeam_py_array_data(det_obj, "detections", NPY_FLOAT32, h->n_out, 1);
-    if (!det) return NULL;
-    int32_t *counts = usbeam_py_array_data(count_obj, "counts", NPY_INT32, h->n_aux, 1);
+    float *detections = usbeam_py_plan_buffer(det_obj, "detections", NPY_FLOAT32, h->n_out, 1, cuda);
+    if (!detections) return NULL;
+    int32_t *counts = usbeam_py_plan_buffer(count_obj, "counts", NPY_INT32, h->n_aux, 1, cuda);
     if (!counts) return NULL;
-    usbeam_status st;
-    Py_BEGIN_ALLOW_THREADS
-    PyThread_acquire_lock(h->lock, WAIT_LOCK);
-    st = usbeam_detect_execute(h->plan, raw, det, counts);
-    PyThread_release_lock(h->lock);
-    Py_END_ALLOW_THREADS
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
+    usbeam_py_plan_call call = usbeam_py_plan_enter(h, cuda);
+    usbeam_status st = usbeam_detect_execute(h->plan, raw, detections, counts);
+    usbeam_status returned = ai_return_to(cuda, (void *)(uintptr_t)back);
+    return usbeam_py_plan_finish(&call, st != USBEAM_OK ? st : returned);
 }
 
-static PyObject *py_detect_execute_device(PyObject *self, PyObject *args)
-{
-    (void)self;
-    PyObject *capsule, *raw_obj, *det_obj, *count_obj, *stream_obj;
-    if (!PyArg_ParseTuple(args, "OOOOO", &capsule, &raw_obj, &det_obj, &count_obj, &stream_obj)) return NULL;
-    usbeam_ai_handle *h = usbeam_py_plan_from_capsule(capsule, DETECT_CAPSULE, "plan");
-    if (!h) return NULL;
-    if (h->backend != USBEAM_BACKEND_CUDA) return usbeam_py_ai_wrong_backend("detect");
-    void *raw, *det, *counts, *stream;
-    if (usbeam_py_device_pointer(raw_obj, "raw", &raw) < 0 ||
-        usbeam_py_device_pointer(det_obj, "detections", &det) < 0 ||
-        usbeam_py_device_pointer(count_obj, "counts", &counts) < 0 ||
-        usbeam_py_device_pointer(stream_obj, "stream", &stream) < 0)
-        return NULL;
-    usbeam_status st;
-    Py_BEGIN_ALLOW_THREADS
-    PyThread_acquire_lock(h->lock, WAIT_LOCK);
-    st = usbeam_detect_execute_async(h->plan, raw, det, counts, stream);
-    PyThread_release_lock(h->lock);
-    Py_END_ALLOW_THREADS
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
-}
+USBEAM_PY_PLAN_CUDA_EXEC_BINDING(detect)
 
-/* ---------------------------------------------------------------- plain NMS */
-
-#define NMS_CAPSULE "usbeam.nms_plan"
-static void destroy_nms(void *plan) { usbeam_nms_plan_destroy(plan); }
-HANDLE_DESTRUCTOR(nms_capsule_destroy, NMS_CAPSULE, destroy_nms)
+/* ---- plain NMS ------------------------------------------------------------------------------ */
 
 static PyObject *py_nms_plan(PyObject *self, PyObject *args)
 {
@@ -387,21 +260,18 @@ static PyObject *py_nms_plan(PyObject *self, PyObject *args)
     Py_ssize_t n_boxes, max_keep;
     double iou;
     if (!PyArg_ParseTuple(args, "ndn", &n_boxes, &iou, &max_keep)) return NULL;
-    const char *names[] = {"n_boxes", "max_keep"};
+    const char *const names[] = {"n_boxes", "max_keep"};
     const Py_ssize_t values[] = {n_boxes, max_keep};
     if (check_sizes(names, values, 2) < 0) return NULL;
     usbeam_nms_params p = {(size_t)n_boxes, iou, (size_t)max_keep};
-    usbeam_ai_handle *h = usbeam_py_ai_handle_new();
+    usbeam_py_plan *h = usbeam_py_plan_new(&nms_plan_type);
     if (!h) return NULL;
-    h->destroy = destroy_nms;
+    h->backend = USBEAM_BACKEND_CPU;
     h->n_in = p.n_boxes;
     h->n_out = p.max_keep;
-    usbeam_status st = usbeam_nms_plan_create(&p, USBEAM_BACKEND_CPU, (usbeam_nms_plan **)&h->plan);
-    if (st != USBEAM_OK) {
-        usbeam_py_ai_handle_free(h);
-        return usbeam_py_raise(st);
-    }
-    return usbeam_py_ai_wrap(h, NMS_CAPSULE, nms_capsule_destroy);
+    usbeam_nms_plan *plan = NULL;
+    usbeam_status st = usbeam_nms_plan_create(&p, USBEAM_BACKEND_CPU, &plan);
+    return usbeam_py_plan_wrap(h, st, plan);
 }
 
 static PyObject *py_nms_execute(PyObject *self, PyObject *args)
@@ -410,7 +280,7 @@ static PyObject *py_nms_execute(PyObject *self, PyObject *args)
     PyObject *capsule, *boxes_obj, *scores_obj, *classes_obj, *keep_obj, *count_obj;
     if (!PyArg_ParseTuple(args, "OOOOOO", &capsule, &boxes_obj, &scores_obj, &classes_obj, &keep_obj, &count_obj))
         return NULL;
-    usbeam_ai_handle *h = usbeam_py_plan_from_capsule(capsule, NMS_CAPSULE, "plan");
+    usbeam_py_plan *h = usbeam_py_plan_from(capsule, &nms_plan_type);
     if (!h) return NULL;
     const float *boxes = usbeam_py_array_data(boxes_obj, "boxes", NPY_FLOAT32, 4 * h->n_in, 0);
     if (!boxes) return NULL;
@@ -423,31 +293,26 @@ static PyObject *py_nms_execute(PyObject *self, PyObject *args)
     if (!keep) return NULL;
     int32_t *count = usbeam_py_array_data(count_obj, "count", NPY_INT32, 1, 1);
     if (!count) return NULL;
-    usbeam_status st;
-    Py_BEGIN_ALLOW_THREADS
-    PyThread_acquire_lock(h->lock, WAIT_LOCK);
-    st = usbeam_nms_execute(h->plan, boxes, scores, classes, keep, count);
-    PyThread_release_lock(h->lock);
-    Py_END_ALLOW_THREADS
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
+    usbeam_py_plan_call call = usbeam_py_plan_enter(h, NULL);
+    usbeam_status st = usbeam_nms_execute(h->plan, boxes, scores, classes, keep, count);
+    return usbeam_py_plan_finish(&call, st);
 }
 
 #define METHOD_KW(name, fn, doc) {name, (PyCFunction)(void (*)(void))fn, METH_VARARGS | METH_KEYWORDS, doc}
 
 PyMethodDef usbeam_py_ai_methods[] = {
     METHOD_KW("preprocess_plan", py_preprocess_plan, "Create a model-input pre-processing plan."),
-    {"preprocess_execute", py_preprocess_execute, METH_VARARGS, "Run a CPU pre-processing plan: (plan, image, out)."},
-    {"preprocess_execute_device", py_preprocess_execute_device, METH_VARARGS,
-     "Queue a CUDA pre-processing plan: (plan, image_ptr, out_ptr, stream)."},
+    {"preprocess_execute", py_preprocess_execute, METH_VARARGS,
+     "Run a pre-processing plan: (plan, image, out, back=0); NumPy arrays (CPU) or DeviceArrays (CUDA)."},
+    {"preprocess_cuda_exec", py_preprocess_cuda_exec, METH_O, "CUDA state of a pre-processing plan (None for the CPU)."},
     {"float32_to_float16", py_float32_to_float16, METH_VARARGS, "(x float32, out float16), round to nearest even."},
     {"float16_to_float32", py_float16_to_float32, METH_VARARGS, "(x float16, out float32)."},
     {"convert_device", py_convert_device, METH_VARARGS,
      "Queue an FP16/FP32 conversion on the GPU: (to 'float16'|'float32', in_ptr, out_ptr, n, stream)."},
     METHOD_KW("detect_plan", py_detect_plan, "Create a detection post-processing plan."),
-    {"detect_execute", py_detect_execute, METH_VARARGS, "Run a CPU detection plan: (plan, raw, detections, counts)."},
-    {"detect_execute_device", py_detect_execute_device, METH_VARARGS,
-     "Queue a CUDA detection plan: (plan, raw_ptr, detections_ptr, counts_ptr, stream)."},
+    {"detect_execute", py_detect_execute, METH_VARARGS,
+     "Run a detection plan: (plan, raw, detections, counts, back=0); NumPy arrays (CPU) or DeviceArrays (CUDA)."},
+    {"detect_cuda_exec", py_detect_cuda_exec, METH_O, "CUDA state of a detection plan (None for the CPU)."},
     {"nms_plan", py_nms_plan, METH_VARARGS, "Create a plain NMS plan: (n_boxes, iou, max_keep)."},
     {"nms_execute", py_nms_execute, METH_VARARGS, "Run NMS: (plan, boxes, scores, classes|None, keep, count)."},
     {NULL, NULL, 0, NULL},

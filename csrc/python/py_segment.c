@@ -1,14 +1,30 @@
 /*
- * py_segment.c - Python bindings of the AI family's segmentation post-processing (see
- * segment.c).
+ * py_segment.c - Python bindings of the AI hand-off stage, segmentation side
+ * (csrc/ai/segment.c); plans, buffers, the GIL and the lock follow py_plan.h.
  *   mask_threshold(values, threshold, mask) / mask_argmax(scores, n_images, n_classes, mask)
- *   components_plan(n_images, height, width, connectivity, backend)
- *   label_execute(plan, mask, labels, counts) / fill_holes_execute(plan, mask, out)
- *   largest_component_execute(plan, mask, out) / remove_small_execute(plan, mask, min_area, out)
- *   components_execute_device(plan, operation, mask_ptr, out_ptr, counts_ptr, min_area, stream)
+ *   components_plan(n_images, height, width, connectivity, backend) / components_cuda_exec(plan)
+ *   label_execute(plan, mask, labels, counts, back=0) / fill_holes_execute(plan, mask, out, back=0)
+ *   largest_component_execute(plan, mask, out, back=0)
+ *   remove_small_execute(plan, mask, min_area, out, back=0)
  *   regionprops_basic(labels, n_labels, area, bbox, centroid)
+ *   mask_device(op, in_ptr, dtype, n_images, n_classes, n_pixels, threshold, out_ptr, stream)
+ *   regionprops_basic_device(labels_ptr, height, width, n_labels, area_ptr, bbox_ptr, centroid_ptr, stream)
+ * Components buffers are flat: NumPy arrays for a CPU plan, usbeam.DeviceArrays on the plan's
+ * device for a CUDA plan, queued on the plan's stream; masks are bool or uint8 (nonzero = set).
+ * back, a cudaStream_t as an integer: the stream the plan returns to after the call
+ * (ai_return_to), when usbeam.ai switched it to the call's stream; 0: stay.
+ * The *_device functions have no plan: raw device addresses and their stream, as integers.
  */
-#include "python/py_ai_common.h"
+#include "python/py_plan.h" /* first: Python.h sets the feature macros */
+
+#include "ai/ai_internal.h"
+
+/* The CPU operations label into the plan's scratch: one call at a time.  A CUDA execute only
+ * queues kernels and keeps the GIL (usbeam.ai holds a per-plan lock around a call's stream
+ * switch, imports and execute). */
+USBEAM_PY_PLAN_TYPE(components, USBEAM_PY_PLAN_CUDA_KEEPS_GIL);
+
+/* ---- threshold and argmax (host) ------------------------------------------------------------- */
 
 static PyObject *py_mask_threshold(PyObject *self, PyObject *args)
 {
@@ -28,8 +44,7 @@ static PyObject *py_mask_threshold(PyObject *self, PyObject *args)
     Py_BEGIN_ALLOW_THREADS
     st = usbeam_mask_threshold(in, npy == NPY_HALF ? USBEAM_DTYPE_FLOAT16 : USBEAM_DTYPE_FLOAT32, n, threshold, out);
     Py_END_ALLOW_THREADS
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
+    return usbeam_py_none_or_raise(st);
 }
 
 static PyObject *py_mask_argmax(PyObject *self, PyObject *args)
@@ -56,21 +71,10 @@ static PyObject *py_mask_argmax(PyObject *self, PyObject *args)
     st = usbeam_mask_argmax(in, npy == NPY_HALF ? USBEAM_DTYPE_FLOAT16 : USBEAM_DTYPE_FLOAT32, (size_t)n_images,
                             (size_t)n_classes, n_pixels, out);
     Py_END_ALLOW_THREADS
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
+    return usbeam_py_none_or_raise(st);
 }
 
-#define COMPONENTS_CAPSULE "usbeam.components_plan"
-static void destroy_components(void *plan) { usbeam_components_plan_destroy(plan); }
-
-static void components_capsule_destroy(PyObject *object)
-{
-    usbeam_ai_handle *h = PyCapsule_GetPointer(object, COMPONENTS_CAPSULE);
-    if (h) {
-        destroy_components(h->plan);
-        usbeam_py_ai_handle_free(h);
-    }
-}
+/* ---- connected components -------------------------------------------------------------------- */
 
 static PyObject *py_components_plan(PyObject *self, PyObject *args, PyObject *kwargs)
 {
@@ -87,100 +91,99 @@ static PyObject *py_components_plan(PyObject *self, PyObject *args, PyObject *kw
     usbeam_backend backend;
     if (usbeam_py_backend(backend_name, &backend) < 0) return NULL;
     usbeam_components_params p = {(size_t)n_images, (size_t)height, (size_t)width, connectivity};
-    usbeam_ai_handle *h = usbeam_py_ai_handle_new();
+    usbeam_py_plan *h = usbeam_py_plan_new(&components_plan_type);
     if (!h) return NULL;
-    h->destroy = destroy_components;
     h->backend = backend;
-    h->n_images = p.n_images;
-    h->n_in = p.n_images * p.height * p.width;
-    usbeam_status st = usbeam_components_plan_create(&p, backend, (usbeam_components_plan **)&h->plan);
-    if (st != USBEAM_OK) {
-        usbeam_py_ai_handle_free(h);
-        return usbeam_py_raise(st);
-    }
-    return usbeam_py_ai_wrap(h, COMPONENTS_CAPSULE, components_capsule_destroy);
+    h->n_in = h->n_out = p.n_images * p.height * p.width;
+    h->n_aux = p.n_images; /* counts of a labelling */
+    h->n_outer = p.n_images;
+    usbeam_components_plan *plan = NULL;
+    usbeam_status st = usbeam_components_plan_create(&p, backend, &plan);
+    return usbeam_py_plan_wrap(h, st, plan);
 }
 
-/* operation: 0 label, 1 fill holes, 2 largest component, 3 remove small */
-static PyObject *components_run(PyObject *args, int operation)
+USBEAM_PY_PLAN_CUDA_EXEC_BINDING(components)
+
+/* NumPy type of a mask argument: uint8 when its .dtype (NumPy or DeviceArray) says so, bool
+ * otherwise, so that anything else is refused naming the mask and the bool type. */
+static int mask_type(PyObject *obj)
+{
+    PyObject *dtype = PyObject_GetAttrString(obj, "dtype");
+    if (!dtype) {
+        PyErr_Clear();
+        return NPY_BOOL;
+    }
+    const int type = PyArray_DescrCheck(dtype) ? ((PyArray_Descr *)dtype)->type_num : NPY_BOOL;
+    Py_DECREF(dtype);
+    return type == NPY_UINT8 ? NPY_UINT8 : NPY_BOOL;
+}
+
+static usbeam_status run_components(usbeam_components_plan *plan, usbeam_components_operation operation,
+                                    const uint8_t *mask, void *out, int32_t *counts, size_t min_area)
+{
+    switch (operation) {
+    case USBEAM_COMPONENTS_LABEL: return usbeam_label_execute(plan, mask, out, counts);
+    case USBEAM_COMPONENTS_FILL_HOLES: return usbeam_fill_holes_execute(plan, mask, out);
+    case USBEAM_COMPONENTS_LARGEST: return usbeam_largest_component_execute(plan, mask, out);
+    default: return usbeam_remove_small_execute(plan, mask, min_area, out);
+    }
+}
+
+static PyObject *components_execute(PyObject *args, usbeam_components_operation operation)
 {
     PyObject *capsule, *mask_obj, *out_obj, *counts_obj = NULL;
     Py_ssize_t min_area = 0;
+    unsigned long long back = 0;
     int ok;
-    if (operation == 0)
-        ok = PyArg_ParseTuple(args, "OOOO", &capsule, &mask_obj, &out_obj, &counts_obj);
-    else if (operation == 3)
-        ok = PyArg_ParseTuple(args, "OOnO", &capsule, &mask_obj, &min_area, &out_obj);
+    if (operation == USBEAM_COMPONENTS_LABEL)
+        ok = PyArg_ParseTuple(args, "OOOO|K", &capsule, &mask_obj, &out_obj, &counts_obj, &back);
+    else if (operation == USBEAM_COMPONENTS_REMOVE_SMALL)
+        ok = PyArg_ParseTuple(args, "OOnO|K", &capsule, &mask_obj, &min_area, &out_obj, &back);
     else
-        ok = PyArg_ParseTuple(args, "OOO", &capsule, &mask_obj, &out_obj);
+        ok = PyArg_ParseTuple(args, "OOO|K", &capsule, &mask_obj, &out_obj, &back);
     if (!ok) return NULL;
     if (min_area < 0) return PyErr_Format(PyExc_ValueError, "min_area must be >= 0 (got %zd)", min_area);
-    usbeam_ai_handle *h = usbeam_py_plan_from_capsule(capsule, COMPONENTS_CAPSULE, "plan");
+    usbeam_py_plan *h = usbeam_py_plan_from(capsule, &components_plan_type);
     if (!h) return NULL;
-    if (h->backend != USBEAM_BACKEND_CPU) return usbeam_py_ai_wrong_backend("components");
-    const uint8_t *mask = usbeam_py_array_data(mask_obj, "mask", NPY_BOOL, h->n_in, 0);
+    usbeam_cuda_exec *cuda = usbeam_py_plan_cuda(h);
+    const int labels = operation == USBEAM_COMPONENTS_LABEL;
+    const uint8_t *mask = usbeam_py_plan_buffer(mask_obj, "mask", mask_type(mask_obj), h->n_in, 0, cuda);
     if (!mask) return NULL;
-    void *out = usbeam_py_array_data(out_obj, "out", operation == 0 ? NPY_INT32 : NPY_BOOL, h->n_in, 1);
+    void *out = usbeam_py_plan_buffer(out_obj, "out", labels ? NPY_INT32 : NPY_BOOL, h->n_out, 1, cuda);
     if (!out) return NULL;
     int32_t *counts = NULL;
-    if (operation == 0 && !(counts = usbeam_py_array_data(counts_obj, "counts", NPY_INT32, h->n_images, 1)))
-        return NULL;
-    usbeam_status st;
-    Py_BEGIN_ALLOW_THREADS
-    PyThread_acquire_lock(h->lock, WAIT_LOCK);
-    switch (operation) {
-    case 0: st = usbeam_label_execute(h->plan, mask, out, counts); break;
-    case 1: st = usbeam_fill_holes_execute(h->plan, mask, out); break;
-    case 2: st = usbeam_largest_component_execute(h->plan, mask, out); break;
-    default: st = usbeam_remove_small_execute(h->plan, mask, (size_t)min_area, out); break;
-    }
-    PyThread_release_lock(h->lock);
-    Py_END_ALLOW_THREADS
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
+    if (labels && !(counts = usbeam_py_plan_buffer(counts_obj, "counts", NPY_INT32, h->n_aux, 1, cuda))) return NULL;
+    usbeam_py_plan_call call = usbeam_py_plan_enter(h, cuda);
+    usbeam_status st = run_components(h->plan, operation, mask, out, counts, (size_t)min_area);
+    usbeam_status returned = ai_return_to(cuda, (void *)(uintptr_t)back);
+    return usbeam_py_plan_finish(&call, st != USBEAM_OK ? st : returned);
 }
 
-static PyObject *py_label_execute(PyObject *self, PyObject *args) { (void)self; return components_run(args, 0); }
-static PyObject *py_fill_holes_execute(PyObject *self, PyObject *args) { (void)self; return components_run(args, 1); }
-static PyObject *py_largest_execute(PyObject *self, PyObject *args) { (void)self; return components_run(args, 2); }
-static PyObject *py_remove_small_execute(PyObject *self, PyObject *args) { (void)self; return components_run(args, 3); }
-
-static PyObject *py_components_execute_device(PyObject *self, PyObject *args)
+static PyObject *py_label_execute(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *capsule, *mask_obj, *out_obj, *counts_obj, *stream_obj;
-    int operation;
-    Py_ssize_t min_area;
-    if (!PyArg_ParseTuple(args, "OiOOOnO", &capsule, &operation, &mask_obj, &out_obj, &counts_obj, &min_area,
-                          &stream_obj))
-        return NULL;
-    usbeam_ai_handle *h = usbeam_py_plan_from_capsule(capsule, COMPONENTS_CAPSULE, "plan");
-    if (!h) return NULL;
-    if (h->backend != USBEAM_BACKEND_CUDA) return usbeam_py_ai_wrong_backend("components");
-    if (operation < 0 || operation > 3) return PyErr_Format(PyExc_ValueError, "operation must be 0 .. 3");
-    if (min_area < 0) return PyErr_Format(PyExc_ValueError, "min_area must be >= 0 (got %zd)", min_area);
-    void *mask, *out, *counts = NULL, *stream;
-    if (usbeam_py_device_pointer(mask_obj, "mask", &mask) < 0 || usbeam_py_device_pointer(out_obj, "out", &out) < 0 ||
-        usbeam_py_device_pointer(stream_obj, "stream", &stream) < 0)
-        return NULL;
-    if (operation == 0 && usbeam_py_device_pointer(counts_obj, "counts", &counts) < 0) return NULL;
-    usbeam_status st;
-    Py_BEGIN_ALLOW_THREADS
-    PyThread_acquire_lock(h->lock, WAIT_LOCK);
-    st = usbeam_components_set_stream(h->plan, stream);
-    if (st == USBEAM_OK) {
-        switch (operation) {
-        case 0: st = usbeam_label_execute(h->plan, mask, out, counts); break;
-        case 1: st = usbeam_fill_holes_execute(h->plan, mask, out); break;
-        case 2: st = usbeam_largest_component_execute(h->plan, mask, out); break;
-        default: st = usbeam_remove_small_execute(h->plan, mask, (size_t)min_area, out); break;
-        }
-    }
-    PyThread_release_lock(h->lock);
-    Py_END_ALLOW_THREADS
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
+    return components_execute(args, USBEAM_COMPONENTS_LABEL);
 }
+
+static PyObject *py_fill_holes_execute(PyObject *self, PyObject *args)
+{
+    (void)self;
+    return components_execute(args, USBEAM_COMPONENTS_FILL_HOLES);
+}
+
+static PyObject *py_largest_execute(PyObject *self, PyObject *args)
+{
+    (void)self;
+    return components_execute(args, USBEAM_COMPONENTS_LARGEST);
+}
+
+static PyObject *py_remove_small_execute(PyObject *self, PyObject *args)
+{
+    (void)self;
+    return components_execute(args, USBEAM_COMPONENTS_REMOVE_SMALL);
+}
+
+/* ---- region properties (host) ----------------------------------------------------------------- */
 
 static PyObject *py_regionprops_basic(PyObject *self, PyObject *args)
 {
@@ -205,81 +208,74 @@ static PyObject *py_regionprops_basic(PyObject *self, PyObject *args)
     Py_BEGIN_ALLOW_THREADS
     st = usbeam_regionprops_basic(labels, height, width, n, area, bbox, centroid);
     Py_END_ALLOW_THREADS
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
+    return usbeam_py_none_or_raise(st);
 }
 
-/* (operation 'threshold'|'argmax', in_ptr, dtype, n_images, n_classes, n_pixels, threshold, out_ptr, stream) */
+/* ---- plan-less device functions -------------------------------------------------------------- */
+/* usbeam.ai has checked the arrays (shape, dtype, no overlap) and passes addresses; each call
+ * only queues kernels, so the GIL is kept, as a CUDA plan's execute keeps it. */
+
 static PyObject *py_mask_device(PyObject *self, PyObject *args)
 {
     (void)self;
+    static const char *const logit_dtypes[] = {"float16", "float32", NULL};
     const char *operation, *dtype_name;
-    PyObject *in_obj, *out_obj, *stream_obj;
+    unsigned long long in, out, stream;
     Py_ssize_t n_images, n_classes, n_pixels;
     double threshold;
-    if (!PyArg_ParseTuple(args, "sOsnnndOO", &operation, &in_obj, &dtype_name, &n_images, &n_classes, &n_pixels,
-                          &threshold, &out_obj, &stream_obj))
+    if (!PyArg_ParseTuple(args, "sKsnnndKK", &operation, &in, &dtype_name, &n_images, &n_classes, &n_pixels,
+                          &threshold, &out, &stream))
         return NULL;
     if (n_images < 0 || n_classes < 1 || n_pixels < 0)
         return PyErr_Format(PyExc_ValueError, "n_images and n_pixels must be >= 0, n_classes >= 1");
     usbeam_dtype dtype;
     int npy;
-    if (usbeam_py_ai_dtype(dtype_name, "logits", &dtype, &npy) < 0) return NULL;
-    void *in, *out, *stream;
-    if (usbeam_py_device_pointer(in_obj, "logits", &in) < 0 || usbeam_py_device_pointer(out_obj, "out", &out) < 0 ||
-        usbeam_py_device_pointer(stream_obj, "stream", &stream) < 0)
-        return NULL;
-    int argmax = strcmp(operation, "argmax") == 0;
-    usbeam_status st;
-    Py_BEGIN_ALLOW_THREADS
-    st = argmax ? usbeam_cuda_mask_argmax(in, dtype, (size_t)n_images, (size_t)n_classes, (size_t)n_pixels, out, stream)
-                : usbeam_cuda_mask_threshold(in, dtype, (size_t)(n_images * n_pixels), threshold, out, stream);
-    Py_END_ALLOW_THREADS
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
+    if (usbeam_py_dtype(dtype_name, logit_dtypes, &dtype, &npy) < 0)
+        return PyErr_Format(PyExc_TypeError, "logits: unsupported dtype '%s'", dtype_name);
+    const int argmax = strcmp(operation, "argmax") == 0;
+    if (!argmax && strcmp(operation, "threshold") != 0)
+        return PyErr_Format(PyExc_ValueError, "operation must be 'threshold' or 'argmax' (got '%s')", operation);
+    const void *values = (const void *)(uintptr_t)in;
+    void *queue = (void *)(uintptr_t)stream;
+    usbeam_status st = argmax ? usbeam_cuda_mask_argmax(values, dtype, (size_t)n_images, (size_t)n_classes,
+                                                        (size_t)n_pixels, (int32_t *)(uintptr_t)out, queue)
+                              : usbeam_cuda_mask_threshold(values, dtype, (size_t)n_images * (size_t)n_pixels,
+                                                           threshold, (uint8_t *)(uintptr_t)out, queue);
+    return usbeam_py_none_or_raise(st);
 }
 
 static PyObject *py_regionprops_basic_device(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *labels_obj, *area_obj, *bbox_obj, *centroid_obj, *stream_obj;
+    unsigned long long labels, area, bbox, centroid, stream;
     Py_ssize_t height, width, n_labels;
-    if (!PyArg_ParseTuple(args, "OnnnOOOO", &labels_obj, &height, &width, &n_labels, &area_obj, &bbox_obj,
-                          &centroid_obj, &stream_obj))
+    if (!PyArg_ParseTuple(args, "KnnnKKKK", &labels, &height, &width, &n_labels, &area, &bbox, &centroid, &stream))
         return NULL;
     if (height <= 0 || width <= 0 || n_labels < 0)
         return PyErr_Format(PyExc_ValueError, "labels: height and width must be >= 1 and n_labels >= 0");
-    void *labels, *area, *bbox, *centroid, *stream;
-    if (usbeam_py_device_pointer(labels_obj, "labels", &labels) < 0 ||
-        usbeam_py_device_pointer(area_obj, "area", &area) < 0 || usbeam_py_device_pointer(bbox_obj, "bbox", &bbox) < 0 ||
-        usbeam_py_device_pointer(centroid_obj, "centroid", &centroid) < 0 ||
-        usbeam_py_device_pointer(stream_obj, "stream", &stream) < 0)
-        return NULL;
-    usbeam_status st;
-    Py_BEGIN_ALLOW_THREADS
-    st = usbeam_cuda_regionprops_basic(labels, (size_t)height, (size_t)width, (size_t)n_labels, area, bbox, centroid,
-                                       stream);
-    Py_END_ALLOW_THREADS
-    if (st != USBEAM_OK) return usbeam_py_raise(st);
-    Py_RETURN_NONE;
+    usbeam_status st = usbeam_cuda_regionprops_basic((const int32_t *)(uintptr_t)labels, (size_t)height,
+                                                     (size_t)width, (size_t)n_labels, (int32_t *)(uintptr_t)area,
+                                                     (int32_t *)(uintptr_t)bbox, (double *)(uintptr_t)centroid,
+                                                     (void *)(uintptr_t)stream);
+    return usbeam_py_none_or_raise(st);
 }
 
 PyMethodDef usbeam_py_segment_methods[] = {
-    {"mask_device", py_mask_device, METH_VARARGS,
-     "Queue threshold/argmax on the GPU: (op, in_ptr, dtype, n_images, n_classes, n_pixels, threshold, out_ptr, stream)."},
-    {"regionprops_basic_device", py_regionprops_basic_device, METH_VARARGS,
-     "Queue region properties on the GPU: (labels_ptr, height, width, n_labels, area_ptr, bbox_ptr, centroid_ptr, stream)."},
     {"mask_threshold", py_mask_threshold, METH_VARARGS, "(logits, threshold, out bool): out = logits > threshold."},
     {"mask_argmax", py_mask_argmax, METH_VARARGS, "(scores, n_images, n_classes, out int32): class argmax."},
     {"components_plan", (PyCFunction)(void (*)(void))py_components_plan, METH_VARARGS | METH_KEYWORDS,
      "Create a connected-components plan."},
-    {"label_execute", py_label_execute, METH_VARARGS, "(plan, mask bool, labels int32, counts int32)."},
-    {"fill_holes_execute", py_fill_holes_execute, METH_VARARGS, "(plan, mask bool, out bool)."},
-    {"largest_component_execute", py_largest_execute, METH_VARARGS, "(plan, mask bool, out bool)."},
-    {"remove_small_execute", py_remove_small_execute, METH_VARARGS, "(plan, mask bool, min_area, out bool)."},
-    {"components_execute_device", py_components_execute_device, METH_VARARGS,
-     "Queue a CUDA components plan: (plan, operation, mask_ptr, out_ptr, counts_ptr, min_area, stream)."},
+    {"components_cuda_exec", py_components_cuda_exec, METH_O, "CUDA state of a components plan (None for the CPU)."},
+    {"label_execute", py_label_execute, METH_VARARGS, "(plan, mask bool|uint8, labels int32, counts int32, back=0)."},
+    {"fill_holes_execute", py_fill_holes_execute, METH_VARARGS, "(plan, mask bool|uint8, out bool, back=0)."},
+    {"largest_component_execute", py_largest_execute, METH_VARARGS, "(plan, mask bool|uint8, out bool, back=0)."},
+    {"remove_small_execute", py_remove_small_execute, METH_VARARGS,
+     "(plan, mask bool|uint8, min_area, out bool, back=0)."},
     {"regionprops_basic", py_regionprops_basic, METH_VARARGS,
      "(labels int32 2-D, n_labels, area int32, bbox int32, centroid float64)."},
+    {"mask_device", py_mask_device, METH_VARARGS,
+     "Queue threshold/argmax on the GPU: (op, in_ptr, dtype, n_images, n_classes, n_pixels, threshold, out_ptr, stream)."},
+    {"regionprops_basic_device", py_regionprops_basic_device, METH_VARARGS,
+     "Queue region properties on the GPU: (labels_ptr, height, width, n_labels, area_ptr, bbox_ptr, centroid_ptr, stream)."},
     {NULL, NULL, 0, NULL},
 };

@@ -8,6 +8,7 @@ Outputs are poisoned before each run (NaN, out-of-range integers, mask bytes tha
 0 nor 1) and every element is checked.  Stream ordering: device arrays produced on one stream
 and consumed on another, with no host synchronisation in between.  The tests that exchange
 with PyTorch / torchvision skip without them."""
+import gc
 from types import SimpleNamespace
 
 import numpy as np
@@ -458,3 +459,202 @@ def test_outputs_sharing_memory_with_another_argument_are_refused():
     halves = dev(np.zeros(16, np.float16))
     with pytest.raises(ValueError, match="out must not share memory with x"):
         usbeam.float16_to_float32(halves[:8], out=Alias(halves, typestr="<f4", shape=(8,)))
+
+
+# ---------------------------------------------------------------- plan.cuda (the common seam)
+
+
+def small_inputs(rng):
+    """One input per AI plan, with its CPU result: (plan, call, want) triples."""
+    image = rng.standard_normal((2, 40, 50)).astype(np.float32)
+    prep = usbeam.ModelInputPlan(image.shape, (24, 32), image_dtype=np.float32, backend="cuda")
+    want_input = usbeam.ModelInputPlan(image.shape, (24, 32), image_dtype=np.float32)(image)
+    raw = random_head(rng, 2, 300, 3)
+    detect = usbeam.DetectPlan(raw.shape, conf=0.2, max_det=20, backend="cuda")
+    want_det = usbeam.DetectPlan(raw.shape, conf=0.2, max_det=20)(raw)
+    return dev(image), prep, want_input, dev(raw), detect, want_det
+
+
+def test_ai_plans_expose_their_cuda_state(rng):
+    """Every AI plan has plan.cuda as the other families do: None on the CPU; on CUDA its
+    device, its own stream, the device memory it holds, and the stage times of its last call,
+    one named stage per step of the twin (only those the operation ran)."""
+    assert usbeam.ModelInputPlan((8, 8), 4).cuda is None
+    assert usbeam.DetectPlan((1, 10, 7)).cuda is None
+    assert usbeam.ComponentsPlan((8, 8)).cuda is None
+    d_image, prep, want_input, d_raw, detect, want_det = small_inputs(rng)
+    components = usbeam.ComponentsPlan((2, 24, 32), 8, backend="cuda")
+    for plan in (prep, detect, components):
+        assert isinstance(plan.cuda, device.CudaExecution)
+        assert plan.cuda.device == 0 and plan.cuda.device_bytes > 0
+        assert plan.cuda.stage_times() == {}  # nothing ran yet
+    assert prep.cuda.stream not in (detect.cuda.stream, components.cuda.stream)  # each has its own
+
+    model_input = poisoned(prep.shape, np.float32)
+    prep(d_image, out=model_input)
+    assert set(prep.cuda.stage_times()) == {"preprocess.resize"}
+    np.testing.assert_array_equal(model_input.to_numpy(), want_input)
+
+    out = (poisoned((2, 20, 6), np.float32), poisoned((2,), np.int32))
+    detect(d_raw, out=out)
+    times = detect.cuda.stage_times()
+    assert list(times) == ["detect.decode", "detect.sort", "detect.overlap", "detect.nms"]
+    assert all(t >= 0.0 for t in times.values())
+    np.testing.assert_array_equal(out[0].to_numpy(), want_det[0])
+
+    mask = dev(want_input[:, 0] > 0)
+    labels, counts = poisoned((2, 24, 32), np.int32), poisoned((2,), np.int32)
+    components.label(mask, out=labels, counts=counts)
+    assert list(components.cuda.stage_times()) == ["components.union_find", "components.number"]
+    components.fill_holes(mask, out=poisoned((2, 24, 32), np.bool_))
+    assert list(components.cuda.stage_times()) == ["components.union_find", "components.fill"]
+    for operation, args in (("largest_component", ()), ("remove_small", (3,))):
+        getattr(components, operation)(mask, *args, out=poisoned((2, 24, 32), np.bool_))
+        assert list(components.cuda.stage_times()) == ["components.union_find", "components.select"]
+    cpu = usbeam.ComponentsPlan((2, 24, 32), 8)
+    np.testing.assert_array_equal(labels.to_numpy(), cpu.label(want_input[:, 0] > 0)[0])
+
+
+def test_set_stream_is_the_stream_of_calls_without_stream(rng):
+    """plan.cuda.set_stream(s) makes s the stream of the calls that give no stream= (the
+    DeviceArrays they use then record s); set_stream(None) returns to the documented default,
+    the legacy default stream; a per-call stream= is for that call only."""
+    d_image, prep, want_input, d_raw, detect, want_det = small_inputs(rng)
+    keep = usbeam.BModePlan((8, 8), 40.0, backend="cuda")  # a stream that outlives the calls
+    own = prep.cuda.stream
+    prep.cuda.set_stream(keep.cuda.stream)
+    assert prep.cuda.stream == keep.cuda.stream
+    out = poisoned(prep.shape, np.float32)
+    prep(d_image, out=out)
+    assert out.stream == keep.cuda.stream
+    usbeam._core.stream_synchronize(keep.cuda.stream)
+    np.testing.assert_array_equal(device.asarray(Alias(out)).to_numpy(), want_input)
+    other = poisoned(prep.shape, np.float32)
+    prep(d_image, out=other, stream=2)  # the per-thread default stream, for this call only
+    assert prep.cuda.stream == keep.cuda.stream and other.stream == 2
+    prep.cuda.set_stream(None)
+    assert prep.cuda.stream == own
+    np.testing.assert_array_equal(other.to_numpy(), want_input)
+
+    detect.cuda.set_stream(keep.cuda.stream)
+    out = (poisoned((2, 20, 6), np.float32), poisoned((2,), np.int32))
+    detect(d_raw, out=out)
+    assert out[0].stream == keep.cuda.stream
+    usbeam._core.stream_synchronize(keep.cuda.stream)
+    np.testing.assert_array_equal(device.asarray(Alias(out[0])).to_numpy(), want_det[0])
+    detect.cuda.set_stream(None)
+
+
+def test_a_call_keeps_no_reference_to_its_stream(rng):
+    """A stream given to one call may be destroyed after it (with the arrays that recorded it),
+    as before the plans had a stream: the plan switches back to its own after the call (which
+    waits for it), so neither its next call nor its destruction touches the destroyed stream."""
+    d_image, prep, want_input, d_raw, detect, want_det = small_inputs(rng)
+    components = usbeam.ComponentsPlan((24, 32), 4, backend="cuda")
+    mask = want_input[0, 0] > 0
+    owns = [plan.cuda.stream for plan in (prep, detect, components)]
+    temporary = usbeam.BModePlan((8, 8), 40.0, backend="cuda")
+    stream = temporary.cuda.stream
+    used = [dev(d_image.to_numpy()), poisoned(prep.shape, np.float32), dev(d_raw.to_numpy()),
+            poisoned((2, 20, 6), np.float32), poisoned((2,), np.int32), dev(mask), poisoned((24, 32), np.bool_)]
+    prep(used[0], out=used[1], stream=stream)
+    detect(used[2], out=(used[3], used[4]), stream=stream)
+    components.fill_holes(used[5], out=used[6], stream=stream)
+    assert [plan.cuda.stream for plan in (prep, detect, components)] == owns
+    assert all(array.stream == stream for array in used)  # what the call's stream orders
+    del temporary, used  # destroys the stream (after finishing what was queued there)
+    gc.collect()
+    out = poisoned(prep.shape, np.float32)
+    prep(d_image, out=out)
+    np.testing.assert_array_equal(out.to_numpy(), want_input)
+    filled = poisoned((24, 32), np.bool_)
+    components.fill_holes(dev(mask), out=filled)
+    np.testing.assert_array_equal(mask_bytes(filled), ndimage.binary_fill_holes(mask))
+    del prep, detect, components
+    gc.collect()
+
+
+def test_non_finite_input_reported_by_the_plan(rng):
+    """The CPU refuses NaN / inf in a model input image or a raw head; the CUDA plans flag what
+    their kernels read and raise the same ValueError when the host meets the result: on
+    synchronize() (reported once) or at the plan's next call (naming the earlier call).  The
+    outputs follow the kernels' rules (detections: torchvision's)."""
+    image = rng.standard_normal((1, 32, 32)).astype(np.float32)
+    bad = image.copy()
+    bad[0, 9, 13] = np.nan
+    with pytest.raises(ValueError, match="image contains NaN or infinite"):
+        usbeam.model_input(bad, 16)
+    plan = usbeam.ModelInputPlan(image.shape, 16, image_dtype=np.float32, backend="cuda")
+    out = poisoned(plan.shape, np.float32)
+    plan(dev(bad), out=out)
+    with pytest.raises(ValueError, match="^image contains NaN or infinite"):
+        plan.cuda.synchronize()
+    plan.cuda.synchronize()  # reported once
+    plan(dev(bad), out=out)
+    plan.cuda.stage_times()  # waits for the work without checking
+    with pytest.raises(ValueError, match="^an earlier call's image contains NaN"):
+        plan(dev(image), out=out)
+    plan(dev(image), out=out)
+    np.testing.assert_array_equal(out.to_numpy(), usbeam.model_input(image, 16))
+    plan.cuda.synchronize()  # the clean call reports nothing
+
+    raw = random_head(rng, 1, 200, 2)
+    raw[0, 17, 5] = np.inf
+    detect = usbeam.DetectPlan(raw.shape, conf=0.1, max_det=20, backend="cuda")
+    out = (poisoned((1, 20, 6), np.float32), poisoned((1,), np.int32))
+    detect(dev(raw), out=out)
+    with pytest.raises(ValueError, match="^raw contains NaN or infinite"):
+        detect.cuda.synchronize()
+
+
+def test_pixels_a_shrinking_resize_skips_are_not_read(rng):
+    """A resize that shrinks by 4 reads two of every four columns: a NaN in a column no output
+    reads changes nothing and is not reported (the CPU, which checks every pixel, refuses it)."""
+    image = rng.standard_normal((1, 8, 8)).astype(np.float32)
+    bad = image.copy()
+    bad[0, 0, 0] = np.nan  # taps of 8 -> 2: sources 1.5 and 5.5, pixels 1, 2, 5, 6
+    plan = usbeam.ModelInputPlan(image.shape, 2, image_dtype=np.float32, backend="cuda")
+    out = poisoned(plan.shape, np.float32)
+    plan(dev(bad), out=out)
+    plan.cuda.synchronize()
+    np.testing.assert_array_equal(out.to_numpy(), usbeam.model_input(image, 2))
+
+
+def test_plan_call_captured_in_a_graph(rng):
+    """Calls of a plan whose stream is being captured are recorded into the graph, stage events
+    included, and the replay writes what the CPU computes.  As for usbeam.Pipeline, the plan is
+    given the capturing stream before the capture begins and its arrays name that stream: a
+    capture may not wait on work outside it, so a call that would switch the plan into the
+    capture is refused, naming the way out."""
+    image = rng.integers(0, 256, (2, 40, 50), dtype=np.uint8)
+    plan = usbeam.ModelInputPlan(image.shape, (24, 32), backend="cuda")
+    want = usbeam.ModelInputPlan(image.shape, (24, 32))(image)
+    keep = usbeam.BModePlan((8, 8), 40.0, backend="cuda")
+    stream = keep.cuda.stream
+    d_image, d_zero, captured = dev(image), dev(np.zeros_like(image)), poisoned(plan.shape, np.float32)
+    plan(d_image, out=captured, stream=stream)  # every array now names the capture stream
+    plan(d_zero, out=captured, stream=stream)  # captured holds another image's input
+    usbeam._core.stream_synchronize(stream)
+    plan.cuda.synchronize()
+
+    usbeam._core.graph_capture_begin(stream)  # the plan is on its own stream: refused
+    with pytest.raises(usbeam.UsbeamError, match="plan.cuda.set_stream"):
+        plan(d_image, out=captured, stream=stream)
+    usbeam._core.graph_capture_abort(stream)
+    assert plan.cuda.stream != stream
+
+    plan.cuda.set_stream(stream)
+    usbeam._core.graph_capture_begin(stream)
+    try:
+        plan(d_image, out=captured)  # on the plan's stream, the capturing one
+    except BaseException:
+        usbeam._core.graph_capture_abort(stream)
+        raise
+    graph = usbeam._core.graph_capture_end(stream)
+    zero_input = usbeam.ModelInputPlan(image.shape, (24, 32))(np.zeros_like(image))
+    np.testing.assert_array_equal(device.asarray(Alias(captured)).to_numpy(), zero_input)  # nothing ran yet
+    usbeam._core.graph_launch(graph, stream)
+    usbeam._core.stream_synchronize(stream)
+    np.testing.assert_array_equal(device.asarray(Alias(captured)).to_numpy(), want)
+    assert set(plan.cuda.stage_times()) == {"preprocess.resize"}
+    plan.cuda.set_stream(None)  # before keep (and its stream) goes

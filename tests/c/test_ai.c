@@ -2,12 +2,14 @@
  * test_ai.c - plain-C tests of the AI hand-off family: FP16 conversion on every half and on
  * hand-picked float32 values (ties, subnormals, overflow, NaN payloads), resize analytic cases,
  * detection and NMS semantics on small hand-made heads, labelling numbering, hole filling and
- * region properties, and every plan rejecting bad parameters with a message naming them.
- * Prints "N passed, N failed".
+ * region properties, every plan rejecting bad parameters with a message naming them, and the
+ * CUDA shape of the plans (usbeam_<family>_plan_cuda, the deprecated stream-taking entries) in
+ * this build, whose CUDA seam has no backend installed.  Prints "N passed, N failed".
  */
 #include "usbeam.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -214,11 +216,79 @@ static void test_segment(void)
     CHECK(centroid[2] == 0.5 && centroid[3] == 3.0);
 }
 
+/* The plans' CUDA shape without a CUDA backend: a CUDA plan cannot be made (NO_BACKEND naming
+ * the twin), a CPU plan has no CUDA state, and the deprecated stream-taking entries are the
+ * plain executes on a CPU plan, whatever the stream (it is never dereferenced there). */
+static void test_cuda_shape(void)
+{
+    if (usbeam_built_with_cuda()) return; /* tests/test_ai_cuda.py covers a real backend */
+    void *const stream = (void *)(uintptr_t)0x5eed;
+
+    usbeam_preprocess_params pp = {.n_images = 1, .in_height = 2, .in_width = 2, .in_channels = 1,
+                                   .in_dtype = USBEAM_DTYPE_UINT8, .out_height = 3, .out_width = 3,
+                                   .out_channels = 1, .out_dtype = USBEAM_DTYPE_FLOAT32, .scale = {1, 1, 1}};
+    usbeam_preprocess_plan *prep = (usbeam_preprocess_plan *)stream;
+    CHECK(usbeam_preprocess_plan_create(&pp, USBEAM_BACKEND_CUDA, &prep) == USBEAM_ERR_NO_BACKEND);
+    CHECK(prep == NULL && strstr(usbeam_last_error(), "preprocess_cuda_create") != NULL);
+    CHECK(usbeam_preprocess_plan_create(&pp, (usbeam_backend)7, &prep) == USBEAM_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(usbeam_last_error(), "backend") != NULL);
+    CHECK(usbeam_preprocess_plan_create(&pp, USBEAM_BACKEND_CPU, &prep) == USBEAM_OK);
+    CHECK(usbeam_preprocess_plan_cuda(prep) == NULL && usbeam_preprocess_plan_cuda(NULL) == NULL);
+    const uint8_t image[4] = {0, 10, 20, 30};
+    float plain[9], queued[9];
+    CHECK(usbeam_preprocess_execute(prep, image, plain) == USBEAM_OK);
+    CHECK(usbeam_preprocess_execute_async(prep, image, queued, stream) == USBEAM_OK);
+    CHECK(memcmp(plain, queued, sizeof plain) == 0 && plain[8] == 30.0f);
+    CHECK(usbeam_preprocess_execute_async(NULL, image, queued, NULL) == USBEAM_ERR_NULL_POINTER);
+    CHECK(usbeam_preprocess_execute_async(prep, NULL, queued, NULL) == USBEAM_ERR_NULL_POINTER);
+    usbeam_preprocess_plan_destroy(prep);
+
+    float raw[2 * 6] = {10, 10, 4, 4, 0.9f, 1.0f, 11, 10, 4, 4, 0.8f, 1.0f};
+    usbeam_detect_params dp = {.n_images = 1, .n_anchors = 2, .n_classes = 1, .in_dtype = USBEAM_DTYPE_FLOAT32,
+                               .score_threshold = 0.5, .iou_threshold = 0.5, .max_candidates = 2,
+                               .max_detections = 2};
+    usbeam_detect_plan *det = NULL;
+    CHECK(usbeam_detect_plan_create(&dp, USBEAM_BACKEND_CUDA, &det) == USBEAM_ERR_NO_BACKEND);
+    CHECK(det == NULL && strstr(usbeam_last_error(), "detect_cuda_create") != NULL);
+    CHECK(usbeam_detect_plan_create(&dp, USBEAM_BACKEND_CPU, &det) == USBEAM_OK);
+    CHECK(usbeam_detect_plan_cuda(det) == NULL && usbeam_detect_plan_cuda(NULL) == NULL);
+    float rows[2][12];
+    int32_t counts[2] = {-1, -1};
+    CHECK(usbeam_detect_execute(det, raw, rows[0], &counts[0]) == USBEAM_OK);
+    CHECK(usbeam_detect_execute_async(det, raw, rows[1], &counts[1], stream) == USBEAM_OK);
+    CHECK(counts[0] == 1 && counts[1] == 1 && memcmp(rows[0], rows[1], sizeof rows[0]) == 0);
+    CHECK(usbeam_detect_execute_async(NULL, raw, rows[1], &counts[1], NULL) == USBEAM_ERR_NULL_POINTER);
+    usbeam_detect_plan_destroy(det);
+
+    usbeam_components_params cp = {.n_images = 1, .height = 2, .width = 2, .connectivity = 4};
+    usbeam_components_plan *comp = NULL;
+    CHECK(usbeam_components_plan_create(&cp, USBEAM_BACKEND_CUDA, &comp) == USBEAM_ERR_NO_BACKEND);
+    CHECK(comp == NULL && strstr(usbeam_last_error(), "components_cuda_create") != NULL);
+    CHECK(usbeam_components_plan_create(&cp, USBEAM_BACKEND_CPU, &comp) == USBEAM_OK);
+    CHECK(usbeam_components_plan_cuda(comp) == NULL && usbeam_components_plan_cuda(NULL) == NULL);
+    CHECK(usbeam_components_set_stream(comp, stream) == USBEAM_OK);
+    CHECK(usbeam_components_set_stream(comp, NULL) == USBEAM_OK);
+    CHECK(usbeam_components_set_stream(NULL, stream) == USBEAM_ERR_NULL_POINTER);
+    const uint8_t diagonal[4] = {1, 0, 0, 1};
+    int32_t labels[4], n_labels = -1;
+    CHECK(usbeam_label_execute(comp, diagonal, labels, &n_labels) == USBEAM_OK && n_labels == 2);
+    usbeam_components_plan_destroy(comp);
+
+    /* the plan-less device functions keep their stream argument and say what is missing */
+    int32_t area[1], bbox[4];
+    double centroid[2];
+    CHECK(usbeam_cuda_regionprops_basic(labels, 2, 2, 1, area, bbox, centroid, stream) == USBEAM_ERR_NO_BACKEND);
+    CHECK(strstr(usbeam_last_error(), "cuda_regionprops_basic") != NULL);
+    uint8_t mask[4];
+    CHECK(usbeam_cuda_mask_threshold(raw, USBEAM_DTYPE_FLOAT32, 4, 0.5, mask, stream) == USBEAM_ERR_NO_BACKEND);
+}
+
 int main(void)
 {
     test_fp16();
     test_preprocess();
     test_detect();
     test_segment();
+    test_cuda_shape();
     return check_summary();
 }

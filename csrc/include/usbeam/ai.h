@@ -14,11 +14,25 @@ extern "C" {
 #endif
 
 /* AI model hand-off (issue #6): pre-processing, FP16 conversion, detection and
- * segmentation post-processing.  CPU kernels in csrc/preprocess.c, detect.c, segment.c;
- * CUDA twins in cuda/preprocess.cu, detect.cu, segment.cu.  A plan created with
- * USBEAM_BACKEND_CUDA takes device pointers; its *_execute_async entry takes a
- * cudaStream_t as void * (NULL: the legacy default stream), never synchronises the host,
- * and *_execute on it is *_execute_async(..., NULL).  On a CPU plan the stream is ignored. */
+ * segmentation post-processing.  CPU kernels in csrc/ai/preprocess.c, detect.c, segment.c;
+ * CUDA twins in cuda/preprocess.cu, detect.cu, segment.cu.
+ *
+ * CUDA plans have the shape of every other family: a plan created with USBEAM_BACKEND_CUDA
+ * takes device pointers, its executes queue on the plan's stream and never synchronise the
+ * host, and usbeam_<family>_plan_cuda() returns its CUDA execution state (usbeam/device.h):
+ * usbeam_cuda_exec_set_stream to run on the caller's stream (NULL: back to the plan's own,
+ * non-blocking stream, the one a new plan uses), stage times, device bytes, input faults.
+ * The plan-less device functions (usbeam_cuda_float32_to_float16, usbeam_cuda_mask_threshold,
+ * ...) take the stream as an argument instead: they have no plan to hold one.
+ *
+ * Deprecated, kept for one release: usbeam_preprocess_execute_async and
+ * usbeam_detect_execute_async queue that one execute on `stream` (NULL: CUDA's legacy default
+ * stream, as before): the plan switches to it and back, so it keeps no reference to it, and the
+ * plan's stream waits for the execute (inside a graph capture of `stream` the plan stays on
+ * it); usbeam_components_set_stream names the stream every later execute of the plan is queued
+ * on in that way (NULL: the legacy default stream).  On a CPU plan the stream is ignored.
+ * Before, a CUDA plan's plain execute queued on the legacy default stream; it now queues on
+ * the plan's stream. */
 
 /* -- pre-processing: image -> model input (bilinear resize, normalise, cast, layout) -- */
 typedef enum usbeam_tensor_layout {
@@ -48,15 +62,22 @@ usbeam_status usbeam_preprocess_plan_create(const usbeam_preprocess_params *para
                                             usbeam_backend backend, usbeam_preprocess_plan **plan);
 /* in: (n_images, in_height, in_width, in_channels) of in_dtype; out: out_layout of out_dtype */
 usbeam_status usbeam_preprocess_execute(usbeam_preprocess_plan *plan, const void *in, void *out);
+void usbeam_preprocess_plan_destroy(usbeam_preprocess_plan *plan);
+/* The CUDA execution state of a plan (NULL for a CPU plan): one stage, "preprocess.resize".
+ * Its input-fault word flags a NaN or inf pixel the resize read (float16/float32 images): the
+ * CPU refuses such an image, the twin computes with it. */
+usbeam_cuda_exec *usbeam_preprocess_plan_cuda(usbeam_preprocess_plan *plan);
+/* Deprecated: usbeam_preprocess_execute queued on stream (NULL: the legacy default stream);
+ * see the top of this header. */
 usbeam_status usbeam_preprocess_execute_async(usbeam_preprocess_plan *plan, const void *in, void *out,
                                               void *stream);
-void usbeam_preprocess_plan_destroy(usbeam_preprocess_plan *plan);
 
 /* -- FP16 <-> FP32, round to nearest even, bit-exact with numpy astype (NaN payloads kept,
  *    as numpy does: the top 10 payload bits, a NaN never becomes inf) -- */
 usbeam_status usbeam_float32_to_float16(const float *in, uint16_t *out, size_t n);
 usbeam_status usbeam_float16_to_float32(const uint16_t *in, float *out, size_t n);
-/* Device pointers; stream is a cudaStream_t (NULL: default stream).  NO_BACKEND without CUDA. */
+/* Device pointers, queued on stream (a cudaStream_t; NULL: the legacy default stream); these
+ * plan-less functions keep their stream argument.  NO_BACKEND without CUDA. */
 usbeam_status usbeam_cuda_float32_to_float16(const void *in, void *out, size_t n, void *stream);
 usbeam_status usbeam_cuda_float16_to_float32(const void *in, void *out, size_t n, void *stream);
 
@@ -87,9 +108,16 @@ usbeam_status usbeam_detect_plan_create(const usbeam_detect_params *params, usbe
  * rows [x1, y1, x2, y2, score, class], rows past the count are zero; counts: int32 (n_images) */
 usbeam_status usbeam_detect_execute(usbeam_detect_plan *plan, const void *raw, float *detections,
                                     int32_t *counts);
+void usbeam_detect_plan_destroy(usbeam_detect_plan *plan);
+/* The CUDA execution state of a plan (NULL for a CPU plan): stages "detect.decode",
+ * "detect.sort", "detect.overlap" and "detect.nms".  Its input-fault word flags a NaN or inf the
+ * kernels read: any objectness or class score, the box of any of the top max_candidates rows
+ * (the CPU refuses such a head; the twin follows torchvision's NaN rules above).  At most 65535
+ * images and 65536 candidates per image on CUDA. */
+usbeam_cuda_exec *usbeam_detect_plan_cuda(usbeam_detect_plan *plan);
+/* Deprecated: usbeam_detect_execute queued on stream (NULL: the legacy default stream). */
 usbeam_status usbeam_detect_execute_async(usbeam_detect_plan *plan, const void *raw, void *detections,
                                           void *counts, void *stream);
-void usbeam_detect_plan_destroy(usbeam_detect_plan *plan);
 
 /* Plain NMS over n_boxes (torchvision.ops.nms / batched_nms semantics as above). */
 typedef struct usbeam_nms_params {
@@ -145,11 +173,15 @@ usbeam_status usbeam_largest_component_execute(usbeam_components_plan *plan, con
 /* out uint8 0/1: the components whose area (pixels) is >= min_area. */
 usbeam_status usbeam_remove_small_execute(usbeam_components_plan *plan, const uint8_t *mask,
                                           size_t min_area, uint8_t *out);
-/* CUDA plans: the stream (cudaStream_t as void *) the executes above are queued on
- * (NULL, the default, is the legacy default stream); they take device pointers and never
- * synchronise the host.  Ignored by CPU plans. */
-usbeam_status usbeam_components_set_stream(usbeam_components_plan *plan, void *stream);
 void usbeam_components_plan_destroy(usbeam_components_plan *plan);
+/* The CUDA execution state of a plan (NULL for a CPU plan): stages "components.union_find",
+ * then "components.number" (label), "components.fill" (fill holes) or "components.select"
+ * (largest, remove small).  Masks are uint8, so there is no input fault to flag. */
+usbeam_cuda_exec *usbeam_components_plan_cuda(usbeam_components_plan *plan);
+/* Deprecated: every later execute of the plan is queued on stream (NULL: the legacy default
+ * stream) as by usbeam_preprocess_execute_async; use usbeam_cuda_exec_set_stream on
+ * usbeam_components_plan_cuda(plan) instead.  Ignored by a CPU plan. */
+usbeam_status usbeam_components_set_stream(usbeam_components_plan *plan, void *stream);
 
 /* Per label 1..n_labels of one int32 label image (height, width): area (pixels), bbox
  * [min_row, min_col, max_row + 1, max_col + 1] and centroid [row, col] (mean pixel index).
