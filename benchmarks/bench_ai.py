@@ -252,10 +252,15 @@ def gpu_rows(rng, repeat):
     t_models = time_events(torch, models_alone, repeat)
     t_chain = time_events(torch, chain, repeat)
     # the same two as CUDA graphs: usbeam queues no host synchronisation, so the chain captures
+    # (a plan joins a capture on its own stream: given the capture stream before capture begins,
+    # as Pipeline(capture_graph=True) does, its calls add no wait on outside work to the graph)
+    capture = torch.cuda.Stream()
+    for plan in (prep, components, det_plan):
+        plan.cuda.set_stream(capture.cuda_stream)
     graphs = {}
     for name, fn in (("models", models_alone), ("chain", chain)):
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        with torch.cuda.graph(graph, stream=capture):
             fn()
         graphs[name] = graph
     t_models_graph = time_events(torch, graphs["models"].replay, repeat)

@@ -117,18 +117,6 @@
 
 #include "common/usbeam_math.h"
 
-#ifdef USBEAM_CUDA_EMULATED
-/* The emulator's header (cuda/emu/cuda_emu.h) has no sinpi/cospi/umulhi: sinpi and cospi
- * through double (correctly rounded, where the device's are within 1 ulp). */
-static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
-static inline float cospif(float x) { return (float)cos(USBEAM_PI * (double)x); }
-static inline void sincospif(float x, float *s, float *c)
-{
-    *s = (float)sin(USBEAM_PI * (double)x);
-    *c = (float)cos(USBEAM_PI * (double)x);
-}
-#endif
-
 namespace {
 
 enum { STAGE_BEAMFORM = 0 };

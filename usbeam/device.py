@@ -320,12 +320,6 @@ def output_buffer(out, name, *, stream, device, dtype, shape, strict):
     return d, None
 
 
-# the underscore names of these, kept while code written against them is merged (usbeam.ai's
-# move to PlanRunner); new code uses the names above
-_in_host_memory = in_host_memory
-_host_refused = host_refused
-
-
 class PlanRunner:
     """The CUDA half of a plan's ``__call__``: imports the input without a copy (or copies
     a host input in, unless strict), provides the output, queues the plan and records the

@@ -190,6 +190,11 @@ inline float __powf(float x, float y) { return std::pow(x, y); }
 inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : (x == x ? x : 0.0f)); }
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
+/* sin(pi x), cos(pi x) through double: correctly rounded, where the device's are within 1 ulp */
+inline float cospif(float x) { return (float)std::cos(3.14159265358979323846 * (double)x); }
+inline float sinpif(float x) { return (float)std::sin(3.14159265358979323846 * (double)x); }
+inline void sincospif(float x, float *s, float *c) { *s = sinpif(x); *c = cospif(x); }
+inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
 inline int __float2int_rn(float x) { return (int)std::nearbyint(x); }
 inline int __double2int_rn(double x) { return (int)std::nearbyint(x); }
 

@@ -136,9 +136,9 @@ def refuse_aliasing(arguments):
 def mark_used(arrays, stream, owner=None):
     """Record that the work queued on ``stream`` uses ``arrays`` (later readers order after it,
     and the memory outlives it); ``owner``, the plan's CudaExecution, keeps its stream alive as
-    long as the arrays name it.  (usbeam.device.mark_used once the named device API is merged.)"""
+    long as the arrays name it."""
     for array in arrays:
-        array._mark_used(stream, owner)
+        _device.mark_used(array, stream, owner)
 
 
 def device_pointer(name, obj, shape, dtype, writable=False, stream=None):
