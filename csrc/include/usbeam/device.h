@@ -112,6 +112,9 @@ usbeam_status usbeam_live_cuda_ring_upload_seconds(usbeam_live_cuda_ring *ring, 
 /* GPU seconds from acquire(slot) to release(slot) on the compute stream; waits for release's
  * event, i.e. for the work queued on the compute stream in between. */
 usbeam_status usbeam_live_cuda_ring_compute_seconds(usbeam_live_cuda_ring *ring, int slot, double *seconds);
+/* *done = 1 if release(slot)'s event has completed (the work queued before it finished), 0 if
+ * not yet; never waits (cudaEventQuery).  The slot must have been released. */
+usbeam_status usbeam_live_cuda_ring_query(usbeam_live_cuda_ring *ring, int slot, int *done);
 usbeam_status usbeam_live_cuda_ring_synchronize(usbeam_live_cuda_ring *ring);
 void usbeam_live_cuda_ring_destroy(usbeam_live_cuda_ring *ring);
 /* Rings created and not yet destroyed in this process (leak checks). */
