@@ -6,8 +6,8 @@ backend in test_live.py.
 Here: refusals without a GPU, the pipeline and device checks, the slot ring itself
 (cuda/runtime/slot_ring.cu: events, pinned-slot reuse, the done query, bandwidth), results as
 device arrays and the upload statistics, two frames in flight (the next frame queued before
-the previous one is waited for, order and bytes under block and drop_oldest, stop), usbeam.Pipeline(backend='cuda') with a channel map, and `usbeam serve
---backend cuda`.  Tests taking the `ring` fixture run twice: on a GPU with the real ring
+the previous one is waited for, order and bytes under block and drop_oldest, stop),
+usbeam.Pipeline(backend='cuda') with a channel map, and `usbeam serve --backend cuda`.  Tests taking the `ring` fixture run twice: on a GPU with the real ring
 (marked cuda, skipped without one, run under the CUDA emulator) and on live_cuda_standin, a
 host-memory stand-in of the ring that keeps its protocol and asynchrony.  The real pipeline
 tests compare bit for bit with the same pipeline offline (same kernels, same launch shapes:
