@@ -90,7 +90,7 @@ size_t usbeam_cuda_exec_device_bytes(const usbeam_cuda_exec *exec);
 #define USBEAM_INPUT_FAULT_NONFINITE 1u
 unsigned usbeam_cuda_exec_take_input_faults(usbeam_cuda_exec *exec);
 
-/* CUDA half of a live session (cuda/live.cu; a CPU-only build answers USBEAM_ERR_NO_BACKEND).
+/* CUDA half of a live session (cuda/runtime/slot_ring.cu; a CPU-only build answers USBEAM_ERR_NO_BACKEND).
  * A ring of n_slots pinned host buffers and device buffers, an upload stream and a compute
  * stream.  Per slot k: host_slot(k) waits until the previous upload from host buffer k has
  * finished (the CPU then maps channels into it); upload(k) makes the upload stream wait
