@@ -74,6 +74,7 @@ extern "C" {
     X(usbeam_status, usbeam_live_cuda_ring_create, (int device, int n_slots, size_t slot_bytes, usbeam_live_cuda_ring **ring), (device, n_slots, slot_bytes, ring), (USBEAM_SEAM_CLEAR(ring, NULL), USBEAM_SEAM_MISSING)) \
     XV(usbeam_live_cuda_ring_destroy, (usbeam_live_cuda_ring *ring), (ring)) \
     X(usbeam_status, usbeam_live_cuda_ring_host_slot, (usbeam_live_cuda_ring *ring, int slot, void **host), (ring, slot, host), (USBEAM_SEAM_MISSING)) \
+    X(usbeam_status, usbeam_live_cuda_ring_query, (usbeam_live_cuda_ring *ring, int slot, int *done), (ring, slot, done), (USBEAM_SEAM_CLEAR(done, 0), USBEAM_SEAM_MISSING)) \
     X(usbeam_status, usbeam_live_cuda_ring_release, (usbeam_live_cuda_ring *ring, int slot), (ring, slot), (USBEAM_SEAM_MISSING)) \
     X(usbeam_status, usbeam_live_cuda_ring_synchronize, (usbeam_live_cuda_ring *ring), (ring), (USBEAM_SEAM_MISSING)) \
     X(usbeam_status, usbeam_live_cuda_ring_upload, (usbeam_live_cuda_ring *ring, int slot, size_t bytes), (ring, slot, bytes), (USBEAM_SEAM_MISSING)) \

@@ -18,6 +18,7 @@
  *   live_cuda_ring_host_slot(ring, k) -> uint8 view of pinned slot k (waits for its last upload)
  *   live_cuda_ring_upload(ring, k, bytes); live_cuda_ring_acquire(ring, k) -> (device_ptr, stream)
  *   live_cuda_ring_release(ring, k); live_cuda_ring_seconds(ring, k) -> (upload_s, compute_s)
+ *   live_cuda_ring_done(ring, k) -> whether k's released work has finished (never waits)
  *   live_cuda_ring_synchronize(ring); live_cuda_ring_count() -> rings alive in the process
  * Frame views returned by next_frame keep the server capsule (and the mapping) alive; so do
  * the pinned views of a ring's slots.
@@ -423,6 +424,22 @@ static PyObject *py_live_cuda_ring_seconds(PyObject *self, PyObject *args)
     return Py_BuildValue("(dd)", upload_s, compute_s);
 }
 
+static PyObject *py_live_cuda_ring_done(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *capsule;
+    int slot;
+    ring_handle *h = ring_slot_args(args, &capsule, &slot);
+    if (!h) return NULL;
+    int done = 0;
+    usbeam_status st;
+    Py_BEGIN_ALLOW_THREADS /* never waits for the device, but may for the runtime's locks */
+    st = usbeam_live_cuda_ring_query(h->ring, slot, &done);
+    Py_END_ALLOW_THREADS
+    if (st != USBEAM_OK) return usbeam_py_raise(st);
+    return PyBool_FromLong(done);
+}
+
 static PyObject *py_live_cuda_ring_synchronize(PyObject *self, PyObject *capsule)
 {
     (void)self;
@@ -471,6 +488,8 @@ PyMethodDef usbeam_py_live_methods[] = {
      "(ring, k): record that the compute stream's work on slot k is queued."},
     {"live_cuda_ring_seconds", py_live_cuda_ring_seconds, METH_VARARGS,
      "(ring, k) -> (upload_s, compute_s) of slot k's last frame (waits for its compute)."},
+    {"live_cuda_ring_done", py_live_cuda_ring_done, METH_VARARGS,
+     "(ring, k) -> True if slot k's released compute has finished (a query, never a wait)."},
     {"live_cuda_ring_synchronize", py_live_cuda_ring_synchronize, METH_O, "Wait for both streams of a ring."},
     {"live_cuda_ring_count", py_live_cuda_ring_count, METH_NOARGS, "CUDA slot rings alive in this process."},
     {NULL, NULL, 0, NULL},

@@ -1,5 +1,5 @@
 /*
- * live.cu - CUDA half of live sessions: the pinned/device slot ring with an upload stream
+ * slot_ring.cu - CUDA half of live sessions: the pinned/device slot ring with an upload stream
  * and a compute stream synchronised by events, and the pinned host-to-device bandwidth
  * reference.  Protocol (per slot k, see usbeam.h "family: live"):
  *
@@ -13,7 +13,10 @@
  * overlap compute on another.  Layout: slot_bytes of raw bytes per slot (the mapped frame).
  * compute_start[k] (recorded once the compute stream has waited for the upload) and
  * consumed[k] time the compute of a frame on the GPU; upload_start[k] and uploaded[k] its
- * copy.  The bookkeeping flags of slot k are only touched by the thread that owns the slot
+ * copy.  query(k) asks, without waiting, whether consumed[k] has completed: the session keeps
+ * two frames in flight (it queues frame k+1's chain before it waits for frame k) and asks it
+ * before that launch to know whether frame k's pipeline stage events can still be read (the
+ * next call re-records them).  The bookkeeping flags of slot k are only touched by the thread that owns the slot
  * at that step of usbeam.live's state machine (FREE -> WRITING -> READY -> UPLOADING ->
  * UPLOADED -> COMPUTING), whose transitions happen under the session's lock.
  *
@@ -179,6 +182,22 @@ extern "C" usbeam_status usbeam_live_cuda_ring_release(usbeam_live_cuda_ring *ri
     USBEAM_CUDA_TRY(cudaEventRecord(ring->consumed[slot], ring->compute));
     ring->consume_recorded[slot] = true;
     return USBEAM_OK;
+}
+
+extern "C" usbeam_status usbeam_live_cuda_ring_query(usbeam_live_cuda_ring *ring, int slot, int *done)
+{
+    usbeam_status st = check_slot(ring, slot);
+    if (st != USBEAM_OK) return st;
+    if (!done) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "done must not be NULL");
+    *done = 0;
+    if (!ring->consume_recorded[slot])
+        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "slot %d has not been released", slot);
+    USBEAM_CUDA_TRY(cudaSetDevice(ring->device));
+    /* a query, never a wait: the session asks it before queueing the next frame's chain */
+    cudaError_t err = cudaEventQuery(ring->consumed[slot]);
+    if (err == cudaErrorNotReady) return USBEAM_OK;
+    *done = err == cudaSuccess;
+    return usbeam_cuda_check(err, "cudaEventQuery", __FILE__, __LINE__);
 }
 
 extern "C" usbeam_status usbeam_live_cuda_ring_compute_seconds(usbeam_live_cuda_ring *ring, int slot,

@@ -39,9 +39,9 @@ class LiveBackend:
         self.on_gpu = name == "cuda"
         self.dlpack_device_type = KDLCUDA if self.on_gpu else KDLCPU
         # threads a running session adds (compute; CUDA: + upload) and a ring adds while it
-        # lives (the stand-in's "upload stream"); rings a session holds
+        # lives (the stand-in's "upload stream" and "compute stream"); rings a session holds
         self.session_threads = 1 if self.backend == "cpu" else 2
-        self.ring_threads = 1 if name == "cuda-standin" else 0
+        self.ring_threads = 2 if name == "cuda-standin" else 0
         self.rings = 0 if self.backend == "cpu" else 1
 
     def pipeline(self, pipeline, **shapes):
@@ -69,7 +69,7 @@ class LiveBackend:
 
 def worker_threads():
     """The threads of live sessions (compute; CUDA: upload) and of stand-in rings."""
-    return [t for t in threading.enumerate() if t.name.startswith(("usbeam-live-", "standin-upload"))]
+    return [t for t in threading.enumerate() if t.name.startswith(("usbeam-live-", "standin-"))]
 
 
 def settle(keep=(), timeout=5.0):

@@ -17,7 +17,9 @@ not check the same thing, and the emulator cannot reach what this one is for.
   interleavings happen and a protocol slip shows as a torn frame.
 - It checks the ring protocol itself (protocol_errors, asserted after each test by the
   fixtures of test_live.py and test_live_cuda.py): upload of a slot that compute holds,
-  release of a slot never acquired.
+  release of a slot never acquired, a query or wait on a slot never released, and a slot
+  acquired again before its last compute was waited for (its events would be re-recorded
+  before they were read).
 What it cannot show is what the ring's CUDA code does (events, pinned memory, stream waits):
 that is the emulator's job, and a GPU's.
 
@@ -27,9 +29,12 @@ consumed[k] and copies slowly (in chunks with pauses), so a session that rewrote
 slot before its upload finished, or computed a slot before its upload completed, would
 produce torn frames.  host_slot(k) waits for uploaded[k] (as cudaEventSynchronize);
 acquire(k) waits for it too (a host wait standing in for cudaStreamWaitEvent); release(k)
-sets consumed[k].  "Device" buffers are host DeviceArrays, so the pipeline and the result
-paths (DLPack, to_numpy) run unchanged.  The real ring is tested by the 'cuda' cases of
-test_live.py and by test_live_cuda.py's GPU parametrisation (on a GPU and on the emulator).
+queues consumed[k] on a "compute stream" thread, which sets it a little later (the GPU still
+busy when the launch returns), so done(k) (cudaEventQuery) can answer False and seconds(k)
+(cudaEventSynchronize) really waits: the session's two frames in flight meet both.  "Device"
+buffers are host DeviceArrays, so the pipeline and the result paths (DLPack, to_numpy) run
+unchanged.  The real ring is tested by the 'cuda' cases of test_live.py and by
+test_live_cuda.py's GPU parametrisation (on a GPU and on the emulator).
 """
 import queue
 import threading
@@ -49,7 +54,7 @@ protocol_errors = []
 
 
 class StandInRing:
-    def __init__(self, n_slots, slot_bytes, copy_pause_s):
+    def __init__(self, n_slots, slot_bytes, copy_pause_s, compute_pause_s):
         self.n_slots, self.slot_bytes = n_slots, slot_bytes
         self.host = [np.zeros(slot_bytes, np.uint8) for _ in range(n_slots)]
         self.dev = [device.empty((slot_bytes,), np.uint8, device="cpu") for _ in range(n_slots)]
@@ -60,19 +65,37 @@ class StandInRing:
             e.set()
         self.upload_s = [0.0] * n_slots
         self.acquired = [False] * n_slots
+        self.released = [False] * n_slots    # released since the last acquire
+        self.collected = [True] * n_slots    # its last compute waited for (seconds) since
         self.protocol_errors = protocol_errors
         self.queue = queue.Queue()
+        self.compute = queue.Queue()
         args = (self.queue, self.host, self.dev_np, self.uploaded, self.consumed, self.upload_s, copy_pause_s)
         threading.Thread(target=_upload_stream, args=args, daemon=True, name="standin-upload").start()
+        threading.Thread(target=_compute_stream, args=(self.compute, self.consumed, compute_pause_s), daemon=True,
+                         name="standin-compute").start()
         with _alive_lock:
             _alive[0] += 1
-        weakref.finalize(self, _finalize, self.queue)
+        weakref.finalize(self, _finalize, self.queue, self.compute)
 
 
-def _finalize(q):
-    q.put(None)
+def _finalize(*queues):
+    for q in queues:
+        q.put(None)
     with _alive_lock:
         _alive[0] -= 1
+
+
+def _compute_stream(q, consumed, pause_s):
+    """consumed[k] completes some time after release(k) queued it, in release order."""
+    while True:
+        k = q.get()
+        if k is None:
+            return
+        if pause_s:
+            time.sleep(pause_s)
+        consumed[k].set()
+        q.task_done()
 
 
 def _upload_stream(q, host, dev, uploaded, consumed, upload_s, pause_s):
@@ -93,7 +116,7 @@ def _upload_stream(q, host, dev, uploaded, consumed, upload_s, pause_s):
         q.task_done()
 
 
-def install(monkeypatch, copy_pause_s=0.0005):
+def install(monkeypatch, copy_pause_s=0.0005, compute_pause_s=0.0005):
     """Replace the ring bindings (and the GPU checks) by the stand-in for one test."""
     from usbeam import _core
 
@@ -101,7 +124,7 @@ def install(monkeypatch, copy_pause_s=0.0005):
     from usbeam.live import cuda_session
 
     def create(dev, n_slots, slot_bytes):
-        return StandInRing(n_slots, slot_bytes, copy_pause_s)
+        return StandInRing(n_slots, slot_bytes, copy_pause_s, compute_pause_s)
 
     def host_slot(ring, k):
         ring.uploaded[k].wait()
@@ -114,23 +137,35 @@ def install(monkeypatch, copy_pause_s=0.0005):
         ring.queue.put((k, nbytes))
 
     def acquire(ring, k):
+        if not ring.collected[k]:
+            ring.protocol_errors.append(f"acquire of slot {k} before its last compute was waited for")
         ring.uploaded[k].wait()
         ring.consumed[k].clear()
-        ring.acquired[k] = True
+        ring.acquired[k], ring.released[k] = True, False
         return ring.dev[k].ptr, 7
 
     def release(ring, k):
         if not ring.acquired[k]:
             ring.protocol_errors.append(f"release of slot {k} not acquired")
-        ring.acquired[k] = False
-        ring.consumed[k].set()
+        ring.acquired[k], ring.released[k], ring.collected[k] = False, True, False
+        ring.compute.put(k)
+
+    def done(ring, k):
+        if not ring.released[k]:
+            ring.protocol_errors.append(f"query of slot {k} not released")
+        return ring.consumed[k].is_set()
 
     def seconds(ring, k):
+        if not ring.released[k]:
+            ring.protocol_errors.append(f"seconds of slot {k} not released")
         ring.uploaded[k].wait()
+        ring.consumed[k].wait()
+        ring.collected[k] = True
         return ring.upload_s[k], 1e-6
 
     def synchronize(ring):
         ring.queue.join()
+        ring.compute.join()
 
     def device_wrap(ptr, shape, dtype, readonly, owner, name):
         if isinstance(owner, StandInRing):
@@ -141,7 +176,7 @@ def install(monkeypatch, copy_pause_s=0.0005):
 
     for name, fn in dict(live_cuda_ring_create=create, live_cuda_ring_host_slot=host_slot,
                          live_cuda_ring_upload=upload, live_cuda_ring_acquire=acquire,
-                         live_cuda_ring_release=release, live_cuda_ring_seconds=seconds,
+                         live_cuda_ring_release=release, live_cuda_ring_done=done, live_cuda_ring_seconds=seconds,
                          live_cuda_ring_synchronize=synchronize, live_cuda_ring_count=lambda: _alive[0],
                          device_wrap=device_wrap, cuda_device_count=lambda: 1).items():
         monkeypatch.setattr(_core, name, fn)

@@ -5,12 +5,13 @@ below; session.py never imports this module, usbeam/live/__init__.py does).
 Same API, policies and accounting as the CPU session (session.py); what travels differs:
 
   push() thread(s)              upload thread              compute thread
-  wait uploaded[k] (pinned k    oldest READY slot ->       oldest UPLOADED slot ->
+  wait uploaded[k] (pinned k    oldest READY slot ->       launch: oldest UPLOADED slot ->
   free again), copy + map  -->  upload stream: wait   -->  compute stream: wait uploaded[k],
   channels into pinned k        consumed[k], H2D copy,     pipeline(DeviceArray slot k,
   READY                         record uploaded[k]         out=device output buffer),
-                                UPLOADED                   record consumed[k], wait for it,
-                                                           publish, callback, slot FREE
+                                UPLOADED                   record consumed[k]  (no wait)
+                                                           finish (one launch later): wait for
+                                                           consumed[k], publish, callback, FREE
 
 Ring (cuda/runtime/slot_ring.cu): ``slots`` pinned host buffers and as many device buffers, each holding
 one mapped frame (``pipeline.input_shape``, ``input_dtype``); only the channels the map
@@ -21,13 +22,49 @@ its upload finished (push waits for uploaded[k] on the host).  Slot states: FREE
 -> READY -> UPLOADING -> UPLOADED -> COMPUTING -> FREE; drop_oldest displaces the oldest
 READY or UPLOADED frame (never one whose copy is being queued or computed).
 
+Two frames in flight (review cuda-first-contact, finding 14 / D6).  Waiting on the host for
+frame k before queueing frame k+1 left the GPU idle for the whole Python launch of the chain
+(throughput 1 / (GPU time + launch time)).  The compute thread therefore *launches* a frame
+(acquire, pipeline call, release: queued work only) and *finishes* it (waits for consumed[k]
+with the GIL released, reads its event times, publishes it, runs the callback) one step
+later: while another frame is ready to launch and fewer than ``_max_in_flight()`` frames are
+launched and unfinished, it launches; otherwise it finishes the oldest.  Under load the
+order is launch k+1, finish k, launch k+2, finish k+1, ...: the GPU computes frame k+1 while
+the host publishes frame k and queues frame k+2, so throughput is 1 / max(GPU time, host
+time per frame).  What still holds, and why:
+- frames in order: launches take the oldest pending frame, finishes take the oldest launched;
+- a slot stays COMPUTING until its frame is finished (its consumed[k] waited for), so it is
+  neither rewritten nor re-acquired while in flight, and its per-slot events (compute_start,
+  consumed) are read before they are recorded again;
+- at most min(2, slots - 1) frames are in flight: one slot always stays for the producers, so
+  drop_oldest still finds a frame to displace instead of making a lone producer wait (with
+  slots=2 the session runs one frame at a time, as before);
+- each in-flight frame holds its output buffer (the compute thread's lease) until it is
+  published; the output ring has ``results + in-flight - 1`` buffers, so get() still finds
+  the last ``results`` frames while the next ones run; a callback's buffer is leased for the
+  call, and a frame launched during it writes another buffer;
+- stop() (drain or not) finishes the frames in flight (their work is queued: they count as
+  processed) before the compute thread ends; callbacks and on_error run on the compute thread,
+  in frame order; a pipeline error is reported for its frame when that frame is finished.
+
 The pipeline takes a usbeam DeviceArray (read-only, in the slot's device memory) and writes
 a DeviceArray ``out=`` (``usbeam.Pipeline(..., backend='cuda')`` does, its plans on their own
 streams: the session orders them after the upload and the release after them by events
-through the arrays' pending-write streams, never the host).  The compute thread waits for a
-frame's GPU work (GIL released) before publishing it and taking the next, so the pipeline's
-CUDA event timings read afterwards belong to that frame; the upload of later frames and the
-host copies of later pushes overlap it.
+through the arrays' pending-write streams, never the host).  Successive frames run one after
+the other on the GPU (frame k+1's chain waits for consumed[k] through the compute stream),
+so the pipeline's buffers are shared safely.
+
+Timings: the pipeline's own stage times (CUDA events, re-recorded by each call) belong to
+frame k only until frame k+1 is launched.  Before that launch the compute thread asks,
+without waiting (live_cuda_ring_done), whether frame k has finished; if so it reads them,
+otherwise frame k goes without them: under sustained load stage_s's pipeline stages are the
+mean over the frames that had them (always the last one before the pipeline idles).
+'gpu_compute' (compute_start[k] -> consumed[k], on the GPU) and 'upload' are read for every
+frame; 'launch' is the host time to queue the chain; 'compute' is the host time the compute
+thread spent on the frame (its launch plus its wait).  Latency is push() entry to the moment
+the compute thread has seen the frame finished and publishes it (host clock, just before
+get() can return it): with two frames in flight it includes the time a finished frame waits
+while the next frame is being launched.
 
 Results: the output ring holds device buffers.  ``get()``/``latest()`` return a host NumPy
 copy (``copy=True``) or a leased, read-only DeviceArray (``copy=False``; DLPack and the CUDA
@@ -41,7 +78,9 @@ STATUS: written on a machine without a GPU; its tests (tests/live/test_live.py o
 tests/live/test_live_cuda.py) pass on the ring stand-in and, GPU tests included, under the CUDA
 emulator (make test-emu); not yet run on a real device.
 """
+import collections
 import threading
+import time
 import weakref
 
 import numpy as np
@@ -60,6 +99,23 @@ def _device_empty(shape, dtype):
     return _device.empty(shape, dtype)
 
 
+_FINISH = object()   # a compute-thread work item: finish the oldest frame in flight
+
+
+class _InFlight:
+    """A frame whose chain the compute thread has queued and not yet finished."""
+
+    __slots__ = ("slot", "gen", "entry", "error", "released", "launch_s", "timings", "timings_gone")
+
+    def __init__(self, slot, gen, entry):
+        self.slot, self.gen, self.entry = slot, gen, entry
+        self.error = None
+        self.released = False      # consumed[k] recorded: finishing waits for it
+        self.launch_s = 0.0
+        self.timings = None        # the pipeline's stage times, once read
+        self.timings_gone = False  # a later call of the same pipeline re-recorded them
+
+
 class CudaSession(Session, backend="cuda"):
     """A live session on a CUDA device (see the module docstring and Session).
 
@@ -70,6 +126,7 @@ class CudaSession(Session, backend="cuda"):
 
     _TAKE_STATE = UPLOADED
     _DISPLACEABLE = (READY, UPLOADED)
+    _IN_FLIGHT = 2     # frames launched and not yet finished, at most (and at most slots - 1)
     _allocate_slot = None                     # pinned and device memory live in the ring
     _allocate_output = staticmethod(_device_empty)
 
@@ -86,6 +143,7 @@ class CudaSession(Session, backend="cuda"):
         self._device_slots = []
         self._h2d_bytes = 0
         self._h2d_seconds = 0.0
+        self._in_flight = collections.deque()   # _InFlight, launch order; the compute thread's own
         super().__init__(pipeline, slots, policy, backend=backend, **kwargs)
 
     # ---- backend hooks -----------------------------------------------------------------
@@ -126,27 +184,114 @@ class CudaSession(Session, backend="cuda"):
         np.copyto(view.reshape(self._slot_shape), frame, casting="no")
         return None
 
-    def _compute(self, slot, gen, entry):
+    def _max_in_flight(self):
+        """Frames launched and not finished, at most: two, leaving one slot to the producers
+        (slots=2: one, as without overlap)."""
+        return max(1, min(self._IN_FLIGHT, self.n_slots - 1))
+
+    def _output_ring_size(self):
+        return self.n_results + self._max_in_flight() - 1
+
+    # ---- compute thread: launch a frame, finish it one step later ---------------------------
+
+    def _compute_take_locked(self):
+        """Launch the next frame while fewer than _max_in_flight() are in flight; otherwise, or
+        with nothing to launch, finish the oldest in flight (a wait for the GPU, GIL released);
+        None to wait; EXIT only once nothing is in flight.  stop(drain=False) launches nothing
+        more but still finishes the frames in flight (their work is queued)."""
+        if self._in_flight:
+            slot = self._next_slot_locked()
+            if (slot is None or len(self._in_flight) >= self._max_in_flight()
+                    or (self._stopping and not self._drain)):
+                return _FINISH
+        return super()._compute_take_locked()       # (slot, gen, entry) to launch, None or EXIT
+
+    def _compute_run(self, item):
+        if item is _FINISH:
+            self._finish()
+        else:
+            self._launch(*item)
+
+    def _launch(self, slot, gen, entry):
+        """Queue slot's frame: the compute stream waits for its upload, the pipeline's chain is
+        queued on the frame, the release (consumed[k]) after every stream that read the slot or
+        wrote the output.  No host wait for the GPU; an error is kept for the frame's finish."""
+        self._collect_timings_before_call(gen.pipeline)
         ring, k = self._ring, slot.index
-        ptr, stream = _core.live_cuda_ring_acquire(ring, k)    # compute stream waits for uploaded[k]
-        frame = self._device_slot(k, ptr)
-        _device.mark_used(frame, stream)   # a plan on another stream orders itself after the compute stream
-        out = entry.array
+        record = _InFlight(slot, gen, entry)
+        t0 = time.perf_counter()
         try:
-            gen.pipeline(frame, out=out)
-        finally:
-            # the release (consumed[k]) comes after every stream that read the slot or
-            # wrote the output; then wait on the host for the frame's GPU work
-            for array in (frame, out):
-                producer = array.stream
-                if producer is not None and producer != stream:
-                    _core.stream_wait(stream, producer)
-            _core.live_cuda_ring_release(ring, k)
-            upload_s, compute_s = _core.live_cuda_ring_seconds(ring, k)
-        with self._lock:
-            self._h2d_bytes += self._slot_nbytes
-            self._h2d_seconds += upload_s
-        return {"upload": upload_s, "gpu_compute": compute_s}
+            ptr, stream = _core.live_cuda_ring_acquire(ring, k)    # compute stream waits for uploaded[k]
+            frame = None
+            try:
+                frame = self._device_slot(k, ptr)
+                _device.mark_used(frame, stream)   # a plan on another stream orders itself after the compute stream
+                gen.pipeline(frame, out=entry.array)
+            finally:
+                for array in (frame, entry.array):
+                    producer = None if array is None else array.stream
+                    if producer is not None and producer != stream:
+                        _core.stream_wait(stream, producer)
+                _core.live_cuda_ring_release(ring, k)
+                record.released = True
+        except Exception as exc:  # reported for this frame, in order, when it is finished
+            record.error = exc
+        record.launch_s = time.perf_counter() - t0
+        self._in_flight.append(record)
+
+    def _collect_timings_before_call(self, pipeline):
+        """The call about to be made re-records the pipeline's stage events: a frame in flight
+        on the same pipeline reads them now if it has finished (a query, never a wait), and
+        otherwise goes without them."""
+        for record in self._in_flight:
+            if record.gen.pipeline is not pipeline or record.timings is not None or record.timings_gone:
+                continue
+            record.timings_gone = True
+            if record.error is None and record.released:
+                try:
+                    finished = _core.live_cuda_ring_done(self._ring, record.slot.index)
+                except (UsbeamError, ValueError):   # the finish's wait meets the error and reports it
+                    finished = False
+                if finished:
+                    record.timings = self._pipeline_timings(record.gen)
+
+    @staticmethod
+    def _pipeline_timings(gen):
+        """The pipeline's stage times as a dict, or None.  Reading them must not end the compute
+        thread: a pipeline whose ``timings`` raises only loses the stage times of the frame
+        (its image and its failures are reported as usual)."""
+        try:
+            timings = getattr(gen.pipeline, "timings", None)
+        except Exception:
+            return None
+        return dict(timings) if isinstance(timings, dict) else None
+
+    def _finish(self):
+        """The oldest frame in flight: wait (GIL released) for its consumed[k], read its event
+        times, then publish it (slot FREE, result, callback) as the CPU session does."""
+        record = self._in_flight[0]
+        slot, gen, entry = record.slot, record.gen, record.entry
+        t0 = time.perf_counter()
+        upload_s = gpu_s = None
+        if record.released:
+            try:
+                upload_s, gpu_s = _core.live_cuda_ring_seconds(self._ring, slot.index)  # waits for consumed[k]
+            except Exception as exc:
+                if record.error is None:
+                    record.error = exc
+        done_ns = time.perf_counter_ns()
+        host_s = record.launch_s + (time.perf_counter() - t0)
+        timings = None
+        if record.error is None:
+            timings = record.timings
+            if timings is None and not record.timings_gone:
+                timings = self._pipeline_timings(gen)
+            timings = dict(timings or {}, upload=upload_s, gpu_compute=gpu_s, launch=record.launch_s)
+            with self._lock:
+                self._h2d_bytes += self._slot_nbytes
+                self._h2d_seconds += upload_s
+        self._in_flight.popleft()
+        self._publish(slot, gen, entry, record.error, host_s, timings, done_ns)
 
     def _result_view(self, entry):
         array = entry.array

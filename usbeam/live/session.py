@@ -136,7 +136,7 @@ class Session(metaclass=_BackendLookup):
         _validate.check_allocation("slots", (self.n_slots,) + self._slot_shape, self._slot_dtype.itemsize)
         self._slot_nbytes = int(np.prod(self._slot_shape)) * self._slot_dtype.itemsize
         self._prepare_backend()
-        gen = _Generation(1, pipeline, channel_map, self.n_results, self._allocate_output)
+        gen = _Generation(1, pipeline, channel_map, self._output_ring_size(), self._allocate_output)
         self._generation = gen
         self._slots = [_Slot(i, gen.input_shape, gen.input_dtype, self._allocate_slot)
                        for i in range(self.n_slots)]
@@ -206,6 +206,12 @@ class Session(metaclass=_BackendLookup):
         """While draining at stop: whether the compute thread still has frames to wait for."""
         return slot is not None
 
+    def _output_ring_size(self):
+        """Output buffers per generation: ``results``, plus one for each frame beyond the first
+        that the compute thread may hold unfinished (CUDA: two in flight), so that get() finds
+        the last ``results`` frames while the next ones are computed, as with one."""
+        return self.n_results
+
     # ---- configuration ---------------------------------------------------------------
 
     @staticmethod
@@ -254,7 +260,8 @@ class Session(metaclass=_BackendLookup):
         if in_shape != self._slot_shape or in_dtype != self._slot_dtype:
             raise ValueError(f"update: the new pipeline's input {in_dtype} {in_shape} differs from the "
                              f"session's slots {self._slot_dtype} {self._slot_shape}; start a new Session")
-        new = _Generation(self._generation.number + 1, pipeline, channel_map, self.n_results, self._allocate_output)
+        new = _Generation(self._generation.number + 1, pipeline, channel_map, self._output_ring_size(),
+                          self._allocate_output)
         with self._lock:
             new.number = self._generation.number + 1
             self._generation = new
@@ -563,6 +570,12 @@ class Session(metaclass=_BackendLookup):
         timings = dict(timings) if isinstance(timings, dict) else None
         if extra:
             timings = dict(timings or {}, **extra)
+        self._publish(slot, gen, entry, error, compute_s, timings, done_ns)
+
+    def _publish(self, slot, gen, entry, error, compute_s, timings, done_ns):
+        """A computed frame's outcome, on the compute thread: the slot goes FREE, the result
+        (latency: push() entry to ``done_ns``) or the failure is recorded, then the callback or
+        on_error runs (the callback with a zero-copy view leased for the call)."""
         with self._lock:
             frame_id, meta, push_ns = slot.frame_id, slot.meta, slot.push_ns
             slot.state, slot.meta, slot.generation = FREE, None, None

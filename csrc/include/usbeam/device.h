@@ -90,7 +90,7 @@ size_t usbeam_cuda_exec_device_bytes(const usbeam_cuda_exec *exec);
 #define USBEAM_INPUT_FAULT_NONFINITE 1u
 unsigned usbeam_cuda_exec_take_input_faults(usbeam_cuda_exec *exec);
 
-/* CUDA half of a live session (cuda/live.cu; a CPU-only build answers USBEAM_ERR_NO_BACKEND).
+/* CUDA half of a live session (cuda/runtime/slot_ring.cu; a CPU-only build answers USBEAM_ERR_NO_BACKEND).
  * A ring of n_slots pinned host buffers and device buffers, an upload stream and a compute
  * stream.  Per slot k: host_slot(k) waits until the previous upload from host buffer k has
  * finished (the CPU then maps channels into it); upload(k) makes the upload stream wait
@@ -112,6 +112,9 @@ usbeam_status usbeam_live_cuda_ring_upload_seconds(usbeam_live_cuda_ring *ring, 
 /* GPU seconds from acquire(slot) to release(slot) on the compute stream; waits for release's
  * event, i.e. for the work queued on the compute stream in between. */
 usbeam_status usbeam_live_cuda_ring_compute_seconds(usbeam_live_cuda_ring *ring, int slot, double *seconds);
+/* *done = 1 if release(slot)'s event has completed (the work queued before it finished), 0 if
+ * not yet; never waits (cudaEventQuery).  The slot must have been released. */
+usbeam_status usbeam_live_cuda_ring_query(usbeam_live_cuda_ring *ring, int slot, int *done);
 usbeam_status usbeam_live_cuda_ring_synchronize(usbeam_live_cuda_ring *ring);
 void usbeam_live_cuda_ring_destroy(usbeam_live_cuda_ring *ring);
 /* Rings created and not yet destroyed in this process (leak checks). */
