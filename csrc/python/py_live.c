@@ -429,13 +429,13 @@ static PyObject *py_live_cuda_ring_done(PyObject *self, PyObject *args)
     (void)self;
     PyObject *capsule;
     int slot;
-    ring_handle *h = ring_slot_args(args, &capsule, &slot);
+    usbeam_py_plan *h = ring_slot_args(args, &capsule, &slot);
     if (!h) return NULL;
     int done = 0;
-    usbeam_status st;
-    Py_BEGIN_ALLOW_THREADS /* never waits for the device, but may for the runtime's locks */
-    st = usbeam_live_cuda_ring_query(h->ring, slot, &done);
-    Py_END_ALLOW_THREADS
+    /* never waits for the device, but may for the runtime's locks: the GIL is released */
+    usbeam_py_plan_call call = usbeam_py_plan_enter(h, NULL);
+    usbeam_status st = usbeam_live_cuda_ring_query(h->plan, slot, &done);
+    usbeam_py_plan_leave(&call);
     if (st != USBEAM_OK) return usbeam_py_raise(st);
     return PyBool_FromLong(done);
 }
