@@ -65,6 +65,10 @@ constexpr int SERIAL_THREADS = 128;
 constexpr int CHUNK_ROWS = 4;      /* chunk kernels: 32 lines x CHUNK_ROWS chunks per block */
 constexpr int SCAN_THREADS = 128;
 constexpr int PREFETCH = 8;        /* samples loaded ahead of the recursion, per thread */
+/* filtfilt kernels: at least 3 blocks of 128 threads per SM (<= 168 registers; without the
+ * bound the order <= 16 instantiation takes 241, 2 blocks).  12 warps x 8 loads x 512 bytes
+ * in flight per SM, about what an H100 needs to stream from DRAM. */
+constexpr int FILTFILT_MIN_BLOCKS = 3;
 constexpr unsigned MAX_GRID_Y = 65535u;
 /* chunked filtfilt: chunk lengths 2^k from MIN_CHUNK up, at least MIN_CHUNKS per line;
  * the smallest C that gives about TARGET_THREADS (lines x chunks) is tried first */
@@ -222,47 +226,52 @@ RF2IQ_UNROLL
 }
 
 /* The recursion over samples first, first + dir, ... (count of them) of a column with
- * stride L, in place, from state z (updated).  Loads run PREFETCH samples ahead of the
- * dependent arithmetic (the stores go to other samples; nothing waits on them). */
+ * stride L, in place, from state z (updated).  A ring of PREFETCH loads runs ahead of the
+ * dependent arithmetic: slot u, once used, is refilled with the sample PREFETCH further on,
+ * so PREFETCH loads are in flight at every step (the stores go to other samples). */
 template <int NB>
 __host__ __device__ __forceinline__ void run_recursion(double2 *__restrict__ col, size_t L, ptrdiff_t first, int dir,
                                                        int count, const ButterCoefficients &c, double2 (&z)[NB])
 {
+    const ptrdiff_t step = dir * (ptrdiff_t)L, ahead = PREFETCH * step;
+    double2 *p = col + first * (ptrdiff_t)L;
     double2 v[PREFETCH];
 RF2IQ_UNROLL
     for (int u = 0; u < PREFETCH; ++u)
-        if (u < count) v[u] = col[(size_t)(first + dir * u) * L];
+        if (u < count) v[u] = p[u * step];
     for (int s0 = 0; s0 < count; s0 += PREFETCH) {
-        double2 ahead[PREFETCH];
 RF2IQ_UNROLL
-        for (int u = 0; u < PREFETCH; ++u)
-            if (s0 + PREFETCH + u < count) ahead[u] = col[(size_t)(first + dir * (s0 + PREFETCH + u)) * L];
-RF2IQ_UNROLL
-        for (int u = 0; u < PREFETCH; ++u)
-            if (s0 + u < count) col[(size_t)(first + dir * (s0 + u)) * L] = tdf2_step<NB>(c, z, v[u]);
-RF2IQ_UNROLL
-        for (int u = 0; u < PREFETCH; ++u) v[u] = ahead[u];
+        for (int u = 0; u < PREFETCH; ++u, p += step) {
+            if (s0 + u >= count) break;
+            const double2 in = v[u];
+            if (s0 + u + PREFETCH < count) v[u] = p[ahead];
+            *p = tdf2_step<NB>(c, z, in);
+        }
     }
 }
 
 /* y[s] += (zero-input response of state z)_0 over samples first, first + dir, ... (count of
- * them), in place, z updated; loads issued PREFETCH at a time. */
+ * them), in place, z updated; loads PREFETCH ahead as in run_recursion. */
 template <int NB>
 __host__ __device__ __forceinline__ void add_zero_input_response(double2 *__restrict__ col, size_t L, ptrdiff_t first,
                                                                  int dir, int count, const ButterCoefficients &c,
                                                                  double2 (&z)[NB])
 {
+    const ptrdiff_t step = dir * (ptrdiff_t)L, ahead = PREFETCH * step;
+    double2 *p = col + first * (ptrdiff_t)L;
+    double2 v[PREFETCH];
+RF2IQ_UNROLL
+    for (int u = 0; u < PREFETCH; ++u)
+        if (u < count) v[u] = p[u * step];
     for (int s0 = 0; s0 < count; s0 += PREFETCH) {
-        double2 v[PREFETCH];
 RF2IQ_UNROLL
-        for (int u = 0; u < PREFETCH; ++u)
-            if (s0 + u < count) v[u] = col[(size_t)(first + dir * (s0 + u)) * L];
-RF2IQ_UNROLL
-        for (int u = 0; u < PREFETCH; ++u)
-            if (s0 + u < count) {
-                col[(size_t)(first + dir * (s0 + u)) * L] = make_double2(add_rn(v[u].x, z[0].x), add_rn(v[u].y, z[0].y));
-                zero_input_step<NB>(c, z);
-            }
+        for (int u = 0; u < PREFETCH; ++u, p += step) {
+            if (s0 + u >= count) break;
+            const double2 y = v[u];
+            if (s0 + u + PREFETCH < count) v[u] = p[ahead];
+            *p = make_double2(add_rn(y.x, z[0].x), add_rn(y.y, z[0].y));
+            zero_input_step<NB>(c, z);
+        }
     }
 }
 
@@ -441,7 +450,7 @@ __global__ void mix_transpose_kernel(const T *__restrict__ rf, size_t n_lines, s
  * (phase 1), then a read and a write (phase 3) plus a read and a write (backward phase 1,
  * mostly from cache); backward phase 3, a read and a write per kept sample. */
 template <int NB>
-__global__ void __launch_bounds__(TILE *CHUNK_ROWS) chunk_forward_kernel(double2 *__restrict__ x, double2 *__restrict__ states,
+__global__ void __launch_bounds__(TILE *CHUNK_ROWS, FILTFILT_MIN_BLOCKS) chunk_forward_kernel(double2 *__restrict__ x, double2 *__restrict__ states,
                                                                           size_t n_lines, Chunking ch, ButterCoefficients c)
 {
     const size_t line = (size_t)blockIdx.x * TILE + threadIdx.x;
@@ -464,7 +473,7 @@ __global__ void __launch_bounds__(SCAN_THREADS) scan_kernel(double2 *__restrict_
 }
 
 template <int NB>
-__global__ void __launch_bounds__(TILE *CHUNK_ROWS) chunk_fix_then_backward_kernel(double2 *__restrict__ x,
+__global__ void __launch_bounds__(TILE *CHUNK_ROWS, FILTFILT_MIN_BLOCKS) chunk_fix_then_backward_kernel(double2 *__restrict__ x,
                                                                                     double2 *__restrict__ states,
                                                                                     size_t n_lines, Chunking ch,
                                                                                     ButterCoefficients c)
@@ -476,7 +485,7 @@ __global__ void __launch_bounds__(TILE *CHUNK_ROWS) chunk_fix_then_backward_kern
 }
 
 template <int NB>
-__global__ void __launch_bounds__(TILE *CHUNK_ROWS) chunk_fix_backward_kernel(double2 *__restrict__ x,
+__global__ void __launch_bounds__(TILE *CHUNK_ROWS, FILTFILT_MIN_BLOCKS) chunk_fix_backward_kernel(double2 *__restrict__ x,
                                                                                const double2 *__restrict__ states,
                                                                                size_t n_lines, Chunking ch,
                                                                                ButterCoefficients c, size_t pad,
@@ -490,7 +499,7 @@ __global__ void __launch_bounds__(TILE *CHUNK_ROWS) chunk_fix_backward_kernel(do
 
 /* Where no chunk length is accurate enough: one thread per line, the whole recursion. */
 template <int NB>
-__global__ void __launch_bounds__(SERIAL_THREADS) filtfilt_serial_kernel(double2 *__restrict__ x, size_t n_lines,
+__global__ void __launch_bounds__(SERIAL_THREADS, FILTFILT_MIN_BLOCKS) filtfilt_serial_kernel(double2 *__restrict__ x, size_t n_lines,
                                                                           size_t total, ButterCoefficients c)
 {
     const size_t line = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
