@@ -40,15 +40,20 @@
  *      y[s] += (F^(s - start) z[c])_0, one O(order) step per sample.
  * The forward correction and the backward zero-state pass of a chunk run in one kernel (the
  * backward pass of a chunk needs only that chunk's final forward outputs), and the last
- * backward correction writes the kept samples only.  Work per sample: three O(order) steps
- * per direction instead of two, but lines x chunks threads instead of one thread per line.
+ * backward correction writes the kept samples only.  Per sample and direction: one
+ * recursion step and one zero-input step (the serial recursion: one step), on lines x chunks
+ * threads instead of one thread per line; memory traffic per sample of the scratch (16
+ * bytes): forward, 2 reads and 2 writes; backward, 1 read and 1 write plus 1 read and 1
+ * write per kept sample; the scan adds 2 order reads and writes per chunk and direction.
  * Exact up to rounding: the correction changes the order of roundings.  In (b, a) form a
  * high-order low-cutoff Butterworth is ill-conditioned (F is far from normal: the carried
  * states cancel), so the plan measures the chunked result against the serial recursion on
  * a probe line, on the host, with these very functions (__host__ __device__, the same
  * operations): it takes the smallest chunk length C that keeps max |chunked - serial| within
- * PROBE_MAX_REL of max |serial| and, when none does (e.g. order 8 at Wn 0.05, order 10 at
- * Wn 0.1), runs the serial recursion, one thread per line: the CPU's result for any filter.
+ * PROBE_MAX_REL of max |serial| and, when none does (e.g. order 8 or 10 at Wn 0.05), or
+ * fewer than 4 chunks would remain (short lines, or so many lines that lines x chunks near
+ * TARGET_THREADS asks for long chunks), runs the serial recursion, one thread per line: the
+ * CPU's result for any filter.
  */
 #include "runtime/exec.cuh"
 
