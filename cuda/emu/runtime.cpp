@@ -994,7 +994,7 @@ static cudaError_t copy_async(void *dst, const void *src, size_t bytes, cudaMemc
     if (e != cudaSuccess || !bytes) return e;
     Queue *q = queue_of(stream);
     /* Pageable host memory: CUDA stages it, so the call returns with the source read (H2D)
-     * or the destination written (D2H): model it as synchronous. */
+     * or the destination written (D2H). */
     bool pageable = (kind == cudaMemcpyHostToDevice && side_of(src, bytes) == Side::Host) ||
                     (kind == cudaMemcpyDeviceToHost && side_of(dst, bytes) == Side::Host);
     if ((host_synchronous || pageable) && q->capture) {
@@ -1002,8 +1002,16 @@ static cudaError_t copy_async(void *dst, const void *src, size_t bytes, cudaMemc
         return fail(cudaErrorStreamCaptureUnsupported, "%s with pageable host memory during a capture%s", what);
     }
     if (host_synchronous && capture_forbids(what)) return cudaErrorStreamCaptureUnsupported;
-    if (pageable && kind == cudaMemcpyHostToDevice && !host_synchronous) {
-        /* the source is read now, the device write happens in stream order */
+    if (pageable && kind == cudaMemcpyHostToDevice) {
+        /* The source is read now (staged), the device write happens in stream order.  For
+         * cudaMemcpy that is the legacy stream, after CUDA "performs a stream sync before the
+         * copy is initiated" (the API's synchronisation notes): the earlier legacy work is
+         * done on return, but the DMA to dst "may not have completed", so the copy stays
+         * queued here until something orders it (a legacy-stream synchronisation, a later
+         * synchronous legacy copy, work on a blocking stream, cudaDeviceSynchronize, an event).
+         * A non-blocking stream or a caller's stream using dst without such an order reads
+         * what was there before. */
+        if (host_synchronous) run_until(q, q->enqueued);
         std::shared_ptr<std::vector<char>> staged = std::make_shared<std::vector<char>>((const char *)src,
                                                                                        (const char *)src + bytes);
         e = enqueue(stream, [dst, staged, bytes]() { memcpy(dst, staged->data(), bytes); });
@@ -1030,6 +1038,8 @@ cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStream_t str
     if (!in_device(dst, bytes)) return fail(cudaErrorInvalidValue, "cudaMemsetAsync: not a range of one device allocation%s%s");
     return enqueue(stream, [dst, value, bytes]() { memset(dst, value, bytes); });
 }
+/* "asynchronous with respect to the host" for device memory (the API's synchronisation notes):
+ * legacy-stream work like any other, queued until something orders it */
 cudaError_t cudaMemset(void *dst, int value, size_t bytes) { return cudaMemsetAsync(dst, value, bytes, nullptr); }
 
 /* ---- streams */
