@@ -6,16 +6,19 @@
  *
  * What it proves: indexing, the algorithm, the order of work on streams and events (work is
  * deferred until a synchronisation that orders it), API usage and launch limits, bounds of
- * device allocations (guard pages) and reads of never-written device memory (0xFF poison).
- * What it cannot: speed, data races between GPU threads (threads of a block run one at a
- * time between barriers, in a shuffled order), warp-synchronous assumptions beyond
- * __syncwarp/__shfl_*_sync, or numerical differences of the GPU's own math library.
- * README.md states the whole contract and lists every call and intrinsic emulated.
+ * device allocations (guard pages), reads of never-written device memory (0xFF poison),
+ * misaligned pointer arguments, and independence of the block order.
+ * What it cannot: speed, most data races between GPU threads (threads of a block run one at a
+ * time between barriers, in a shuffled order; the stress mode adds random switches between
+ * statements), warp-synchronous assumptions beyond __syncwarp/__shfl_*_sync, or numerical
+ * differences of the GPU's own math library.  README.md states the whole contract and lists every call and
+ * intrinsic emulated; MODES.md what each check catches.
  *
  * Model: a launch is one closure on the stream's queue.  When run, blocks execute one after
- * another; the threads of a block are fibers that switch only at __syncthreads, __syncwarp
- * and warp shuffles.  threadIdx & co are globals the scheduler sets before resuming a fiber
- * (the barrier functions are out-of-line calls, so the compiler reloads them afterwards).
+ * another in a shuffled order; the threads of a block are fibers that switch only at
+ * __syncthreads, __syncwarp and warp shuffles (and, in the stress mode, at the switch points
+ * translate.py inserts).  threadIdx & co are globals the scheduler sets before resuming a
+ * fiber (the barrier functions are out-of-line calls, so the compiler reloads them afterwards).
  */
 #ifndef USBEAM_CUDA_EMU_H
 #define USBEAM_CUDA_EMU_H
@@ -34,6 +37,7 @@
 #define __launch_bounds__(...)
 
 #ifdef __cplusplus
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -53,6 +57,23 @@ void syncwarp(unsigned mask);
 void shuffle(unsigned mask, const void *value, void *result, unsigned bytes, int mode, int delta, int width);
 void *dynamic_shared();
 
+/* Switch points (USBEAM_EMU_POINT(), inserted by translate.py): a flag test, and in the stress
+ * mode (USBEAM_EMU_STRESS=1) maybe a switch to another thread of the block. */
+extern std::atomic<bool> g_stress_active;
+void stress_switch();
+inline void point()
+{
+    if (__builtin_expect(g_stress_active.load(std::memory_order_relaxed), 0)) stress_switch();
+}
+/* A device access at an address that is not a multiple of its alignment: a sticky
+ * cudaErrorMisalignedAddress, as the GPU's fault would be. */
+void misaligned_access(const void *ptr, size_t align, const char *what);
+template <class T>
+inline void check_aligned(const T *p, const char *what)
+{
+    if ((uintptr_t)p % alignof(T) != 0) misaligned_access(p, alignof(T), what);
+}
+
 struct LaunchConfig {
     dim3 grid, block;
     size_t shared_bytes;
@@ -63,17 +84,30 @@ struct LaunchConfig {
 };
 
 /* Checks a pointer argument (null, device memory or pinned host memory) and records a
- * launch error naming the kernel and argument otherwise. */
-bool check_kernel_pointer(const LaunchConfig &cfg, const void *kernel, int index, const void *ptr);
+ * launch error naming the kernel and argument otherwise; a pointer that is not a multiple of
+ * `align` (its pointee's alignment) is a sticky cudaErrorMisalignedAddress. */
+bool check_kernel_pointer(const LaunchConfig &cfg, const void *kernel, int index, const void *ptr, size_t align,
+                          const char *type);
 void submit_kernel(const LaunchConfig &cfg, const void *kernel, std::function<void()> body);
 /* For the emulated libraries (cuBLAS, CUB): queue work on a stream; check a device range. */
 cudaError_t enqueue_work(cudaStream_t stream, std::function<void()> work);
 bool is_device_range(const void *ptr, size_t bytes);
 
+/* The alignment a GPU needs for loads and stores through a T*: alignof(T), which the CUDA
+ * headers give their vector types on the host too (float2 8, float4 / double2 / int4 16). */
+template <class T>
+constexpr size_t pointee_alignment()
+{
+    using U = std::remove_cv_t<std::remove_pointer_t<T>>;
+    if constexpr (std::is_void_v<U> || std::is_function_v<U>) return 1;
+    else return alignof(U);
+}
 template <class T>
 inline bool check_argument(const LaunchConfig &cfg, const void *kernel, int index, const T &value)
 {
-    if constexpr (std::is_pointer_v<T>) return check_kernel_pointer(cfg, kernel, index, (const void *)value);
+    if constexpr (std::is_pointer_v<T>)
+        return check_kernel_pointer(cfg, kernel, index, (const void *)value, pointee_alignment<T>(),
+                                    __PRETTY_FUNCTION__);
     else return true;
 }
 
@@ -130,8 +164,9 @@ constexpr int warpSize = 32;
 
 inline void __syncthreads() { ::usbeam_emu::syncthreads(); }
 inline void __syncwarp(unsigned mask = 0xffffffffu) { ::usbeam_emu::syncwarp(mask); }
-inline void __threadfence() {}
-inline void __threadfence_block() {}
+inline void __threadfence() { ::usbeam_emu::point(); }
+inline void __threadfence_block() { ::usbeam_emu::point(); }
+#define USBEAM_EMU_POINT() ::usbeam_emu::point()
 
 /* Warp shuffles: mode 0 from lane `arg`, 1 down by `arg`, 2 up by `arg`, 3 xor `arg`. */
 template <class T>
@@ -151,10 +186,13 @@ template <class T>
 inline T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width = 32) { return shuffle_value(mask, value, 3, lane_mask, width); }
 
 /* Atomics: the threads of the emulated device never run at the same time, so an atomic is a
- * plain read-modify-write that returns the old value. */
+ * plain read-modify-write that returns the old value.  A switch point comes before it (the
+ * stress mode), and its address must be aligned, as on a GPU. */
 template <class T, class F>
 inline T atomic_update(T *address, F update)
 {
+    ::usbeam_emu::point();
+    ::usbeam_emu::check_aligned(address, "an atomic");
     T old = *address;
     *address = update(old);
     return old;
@@ -223,7 +261,11 @@ inline std::common_type_t<A, B> max(A a, B b)
 }
 
 template <class T>
-inline T __ldg(const T *p) { return *p; }
+inline T __ldg(const T *p)
+{
+    ::usbeam_emu::check_aligned(p, "__ldg");
+    return *p;
+}
 
 #endif /* __cplusplus */
 #endif

@@ -8,7 +8,14 @@
  * cudaErrorNotReady and run nothing), so host code
  * that reads a result without the synchronisation CUDA requires reads stale data, as it could
  * on a GPU.  Cross-stream order comes from cudaStreamWaitEvent only (plus the legacy default
- * stream's implicit order with blocking streams), so a missing event shows up too.
+ * stream's implicit order with blocking streams), so a missing event shows up too.  What
+ * CUDA runs asynchronously on the legacy stream stays queued too: cudaMemset, and the device
+ * write of a pageable cudaMemcpy host-to-device (whose source is staged on return).
+ *
+ * Kernels: blocks run one at a time in a shuffled order, the threads of a block as fibers
+ * (shuffled between barriers; in the stress mode switching at random statements too);
+ * misaligned pointer arguments, __ldg and atomics are sticky cudaErrorMisalignedAddress
+ * errors.  MODES.md describes these checks, their limits and the USBEAM_EMU_* variables.
  *
  * Device memory: every cudaMalloc is its own mapping with a guard page after its last page
  * (the buffer ends at the guard when its size is a multiple of 256), filled with 0xFF (NaN in
@@ -28,6 +35,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <numeric>
+#include <pthread.h>
+#include <csignal>
 #include <set>
 #include <string>
 #include <thread>
@@ -50,9 +60,47 @@ constexpr size_t FIBER_STACK = 256 * 1024;
 
 std::recursive_mutex g_lock;
 thread_local cudaError_t t_last_error = cudaSuccess;
+/* A fault inside device code (a misaligned address) corrupts the CUDA context: from then on
+ * every API call of the process returns it, as on a GPU. */
+cudaError_t g_sticky = cudaSuccess;
 thread_local int t_device = 0;
 int g_exec_depth = 0;
-unsigned long long g_launch_counter = 0;
+
+/* ---------------------------------------------------------------- seeds */
+/* Every choice the emulator makes at random (block order, thread order, the stress mode's
+ * switches) comes from USBEAM_EMU_SEED (default 0) mixed with what identifies a launch
+ * (kernel name and configuration) and the block: a failure reproduces with the same seed,
+ * in the same test run alone too; another seed explores other orders. */
+uint64_t mix(uint64_t x) /* splitmix64's finaliser */
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+uint64_t base_seed()
+{
+    static const uint64_t seed = []() {
+        const char *text = getenv("USBEAM_EMU_SEED");
+        return text ? (uint64_t)strtoull(text, nullptr, 0) : 0ull;
+    }();
+    return seed;
+}
+struct Rng {
+    uint64_t state;
+    explicit Rng(uint64_t seed) : state(mix(seed) | 1) {}
+    uint64_t next() /* xorshift64 */
+    {
+        state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+        return state;
+    }
+    uint64_t below(uint64_t n) { return next() % n; }
+};
+bool stress_mode()
+{
+    const char *text = getenv("USBEAM_EMU_STRESS");
+    return text && *text && strcmp(text, "0") != 0;
+}
 
 size_t page_size() { static size_t p = (size_t)sysconf(_SC_PAGESIZE); return p; }
 double now_ms()
@@ -69,6 +117,16 @@ cudaError_t fail(cudaError_t err, const char *fmt, const char *a = "", const cha
     }
     t_last_error = err;
     return err;
+}
+
+/* A fault of device code that CUDA reports as a sticky error: always printed (the process's
+ * CUDA context is gone), with the seed that reproduces the run. */
+void sticky_fault(cudaError_t err, const char *what)
+{
+    fprintf(stderr, "[usbeam cuda emulator] %s (%s, sticky: every later CUDA call fails; USBEAM_EMU_SEED=%llu)\n",
+            what, cudaGetErrorName(err), (unsigned long long)base_seed());
+    if (g_sticky == cudaSuccess) g_sticky = err;
+    t_last_error = err;
 }
 
 /* ---------------------------------------------------------------- memory */
@@ -300,7 +358,7 @@ cudaError_t enqueue(cudaStream_t s, std::function<void()> run)
     }
     q->ops.push_back(Op{std::move(run), nullptr, 0});
     ++q->enqueued;
-    return cudaSuccess;
+    return g_sticky;
 }
 
 bool event_complete(const EventState *e) { return !e->queue || e->queue->executed >= e->count; }
@@ -434,10 +492,16 @@ struct BlockRun {
     std::vector<unsigned char> lanes; /* shuffle exchange: [warp][32][8] */
     FiberContext scheduler;
     const std::function<void()> *body = nullptr;
-    int current = -1;
+    int current = -1; /* the fiber running; -1 while the scheduler runs */
     const char *kernel_name = "";
+    const char *file = "";
+    int line = 0;
+    uint64_t launch_seed = 0;
+    bool stress = false;
+    Rng rng{0};
 };
 BlockRun *g_block = nullptr;
+pthread_t g_block_thread; /* the host thread running g_block */
 std::vector<char *> g_stacks;
 
 char *fiber_stack(size_t index)
@@ -487,23 +551,23 @@ void yield_with(FiberState state)
 int current_lane() { return g_block->current % 32; }
 int current_warp() { return g_block->current / 32; }
 
-/* One block: every thread a fiber, run in a shuffled order between barriers. */
-bool run_block(BlockRun &b, int n_threads, unsigned long long seed)
+/* One block: every thread a fiber, run in a shuffled order between barriers (USBEAM_EMU_ORDER
+ * forward or reverse: in index order).  In the stress mode a thread may also hand over at
+ * every switch point (translate.py), and the order is shuffled again for every round. */
+bool run_block(BlockRun &b, int n_threads, uint64_t seed)
 {
+    b.rng = Rng(seed);
     std::vector<int> order(n_threads);
     for (int i = 0; i < n_threads; ++i) order[i] = i;
     const char *mode = getenv("USBEAM_EMU_ORDER");
-    if (mode && !strcmp(mode, "forward")) {
-    } else if (mode && !strcmp(mode, "reverse")) {
-        std::reverse(order.begin(), order.end());
-    } else {
-        unsigned long long x = seed * 0x9E3779B97F4A7C15ull + 1;
-        for (int i = n_threads - 1; i > 0; --i) {
-            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-            std::swap(order[i], order[(int)(x % (unsigned long long)(i + 1))]);
-        }
-    }
+    const bool fixed = mode && (!strcmp(mode, "forward") || !strcmp(mode, "reverse"));
+    auto shuffle = [&]() {
+        for (int i = n_threads - 1; i > 0; --i) std::swap(order[i], order[(int)b.rng.below((uint64_t)i + 1)]);
+    };
+    if (mode && !strcmp(mode, "reverse")) std::reverse(order.begin(), order.end());
+    else if (!fixed) shuffle();
     for (int i = 0; i < n_threads; ++i) b.fibers[i].state = RUNNABLE, b.fibers[i].started = false;
+    g_block_thread = pthread_self();
     int live = n_threads;
     while (live > 0) {
         for (int i : order) {
@@ -516,14 +580,20 @@ bool run_block(BlockRun &b, int n_threads, unsigned long long seed)
                 fiber_prepare(f.context, f.stack, FIBER_STACK);
             }
             fiber_switch(b.scheduler, f.context);
+            b.current = -1;
         }
         live = 0;
-        int at_block = 0;
+        int at_block = 0, runnable = 0;
         for (auto &f : b.fibers) {
             if (f.state != DONE) ++live;
             if (f.state == WAIT_BLOCK) ++at_block;
+            if (f.state == RUNNABLE) ++runnable;
         }
         if (live == 0) break;
+        if (runnable) { /* threads that handed over at a switch point (stress mode) */
+            if (!fixed) shuffle();
+            continue;
+        }
         if (at_block == live) {
             for (auto &f : b.fibers)
                 if (f.state == WAIT_BLOCK) f.state = RUNNABLE;
@@ -543,13 +613,81 @@ bool run_block(BlockRun &b, int n_threads, unsigned long long seed)
             }
         }
         if (!released) {
-            fprintf(stderr, "[usbeam cuda emulator] kernel %s: threads wait at different barriers (divergent "
-                            "__syncthreads/__syncwarp): the kernel would hang\n", b.kernel_name);
+            fprintf(stderr, "[usbeam cuda emulator] %s:%d: kernel %s, block (%u,%u,%u): threads wait at different "
+                            "barriers (divergent __syncthreads/__syncwarp): the kernel would hang "
+                            "(USBEAM_EMU_SEED=%llu)\n", b.file, b.line, b.kernel_name, g_blockIdx.x, g_blockIdx.y,
+                    g_blockIdx.z, (unsigned long long)base_seed());
             return false;
         }
     }
     return true;
 }
+
+/* A fault (SIGSEGV, SIGBUS) while a kernel runs: name the kernel, block, thread and seed, then
+ * hand the fault to the handler that was there before (Python's faulthandler, ASan, or the
+ * default action), which sees the same fault again when the instruction is retried. */
+struct sigaction g_previous_segv, g_previous_bus;
+void on_fault(int sig, siginfo_t *info, void *)
+{
+    BlockRun *b = g_block;
+    if (b && b->current >= 0 && pthread_equal(pthread_self(), g_block_thread)) {
+        char text[768];
+        int n = snprintf(text, sizeof text,
+                         "[usbeam cuda emulator] fault at %p in %s:%d: kernel %s, block (%u,%u,%u), thread (%u,%u,%u)"
+                         "%s (USBEAM_EMU_SEED=%llu)\n", info->si_addr, b->file, b->line, b->kernel_name,
+                         g_blockIdx.x, g_blockIdx.y, g_blockIdx.z, g_threadIdx.x, g_threadIdx.y, g_threadIdx.z,
+                         b->stress ? ", stress mode" : "", (unsigned long long)base_seed());
+        if (n > 0 && write(2, text, std::min((size_t)n, sizeof text - 1)) < 0) {
+        }
+    }
+    sigaction(sig, sig == SIGBUS ? &g_previous_bus : &g_previous_segv, nullptr);
+}
+void install_fault_report()
+{
+    static bool installed = false;
+    if (installed) return;
+    installed = true;
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_sigaction = on_fault;
+    action.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGSEGV, &action, &g_previous_segv);
+    sigaction(SIGBUS, &action, &g_previous_bus);
+}
+
+/* The block order of a launch: a permutation of the linear block indices from the launch's
+ * seed (Fisher-Yates; an affine map i -> (a i + c) mod n above 2^24 blocks, so that a huge grid
+ * needs no table), or index order with USBEAM_EMU_ORDER=forward (reverse: reversed). */
+struct BlockOrder {
+    uint64_t n, a = 1, c = 0;
+    bool reverse = false;
+    std::vector<uint32_t> table;
+    BlockOrder(uint64_t blocks, uint64_t seed) : n(blocks)
+    {
+        const char *mode = getenv("USBEAM_EMU_ORDER");
+        if (mode && !strcmp(mode, "forward")) return;
+        if (mode && !strcmp(mode, "reverse")) {
+            reverse = true;
+            return;
+        }
+        Rng rng(seed);
+        if (n <= (1u << 24)) {
+            table.resize(n);
+            for (uint64_t i = 0; i < n; ++i) table[i] = (uint32_t)i;
+            for (uint64_t i = n - 1; i > 0 && n > 1; --i) std::swap(table[i], table[rng.below(i + 1)]);
+            return;
+        }
+        do a = rng.below(n - 1) + 1; while (std::gcd(a, n) != 1);
+        c = rng.below(n);
+    }
+    uint64_t operator[](uint64_t i) const
+    {
+        if (!table.empty()) return table[i];
+        if (reverse) return n - 1 - i;
+        return (uint64_t)(((unsigned __int128)a * i + c) % n);
+    }
+};
 
 std::map<const void *, size_t> g_shared_limit; /* cudaFuncAttributeMaxDynamicSharedMemorySize */
 
@@ -564,6 +702,21 @@ bool is_device_range(const void *ptr, size_t bytes)
 {
     std::lock_guard<std::recursive_mutex> lock(g_lock);
     return in_device(ptr, bytes);
+}
+
+std::atomic<bool> g_stress_active{false};
+
+/* A switch point (translate.py puts one after every statement and at every loop back-edge of
+ * device code; atomics and fences have one too): in the stress mode the running GPU thread
+ * hands over to another runnable thread of its block with probability 1/2, so that code
+ * between two barriers interleaves with other threads' code as it may on a GPU.  A point
+ * reached by another host thread (host code calling a __host__ __device__ function while a
+ * kernel runs elsewhere) does nothing. */
+void stress_switch()
+{
+    BlockRun *b = g_block;
+    if (!b || !b->stress || b->current < 0 || !pthread_equal(pthread_self(), g_block_thread)) return;
+    if (b->rng.next() & 1) yield_with(RUNNABLE);
 }
 
 void syncthreads() { yield_with(WAIT_BLOCK); }
@@ -588,16 +741,43 @@ void shuffle(unsigned, const void *value, void *result, unsigned bytes, int mode
     yield_with(WAIT_WARP); /* nobody overwrites its slot before every lane has read */
 }
 
-bool check_kernel_pointer(const LaunchConfig &cfg, const void *, int index, const void *ptr)
+bool check_kernel_pointer(const LaunchConfig &cfg, const void *, int index, const void *ptr, size_t align,
+                          const char *type)
 {
     std::lock_guard<std::recursive_mutex> lock(g_lock);
+    char where[512];
+    snprintf(where, sizeof where, "%s:%d: kernel %s, argument %d (%p)", cfg.file, cfg.line, cfg.name, index, ptr);
+    /* a GPU loads and stores T only at a multiple of alignof(T) (8 for float2, 16 for float4
+     * and double2): a kernel using a misaligned pointer argument faults with a sticky
+     * cudaErrorMisalignedAddress; reported here, at the launch, which is then not run */
+    if (align > 1 && (uintptr_t)ptr % align != 0) {
+        /* `type` is check_argument's signature: "... [with T = const float2*]" */
+        std::string pointer = type;
+        size_t at = pointer.find("T = ");
+        pointer = at == std::string::npos ? "a pointer" : pointer.substr(at + 4, pointer.find_first_of(";]", at) - at - 4);
+        char what[800];
+        snprintf(what, sizeof what, "%s: %s argument at a misaligned address (needs a multiple of %zu)", where,
+                 pointer.c_str(), align);
+        sticky_fault(cudaErrorMisalignedAddress, what);
+        return false;
+    }
     if (!ptr || find_device(ptr) || in_pinned(ptr, 0)) return true;
     /* one past the end of an allocation is a valid pointer too */
     if (find_device((const char *)ptr - 1) || in_pinned((const char *)ptr - 1, 1)) return true;
-    char where[512];
-    snprintf(where, sizeof where, "%s:%d: kernel %s, argument %d (%p)", cfg.file, cfg.line, cfg.name, index, ptr);
     fail(cudaErrorIllegalAddress, "%s is neither device memory nor pinned host memory%s", where);
     return false;
+}
+
+void misaligned_access(const void *ptr, size_t align, const char *what)
+{
+    std::lock_guard<std::recursive_mutex> lock(g_lock);
+    if (g_sticky != cudaSuccess) return; /* the first fault is the one to report */
+    char text[700];
+    BlockRun *b = g_block;
+    snprintf(text, sizeof text, "%s:%d: kernel %s, block (%u,%u,%u), thread (%u,%u,%u): %s at %p, not a multiple of %zu",
+             b ? b->file : "?", b ? b->line : 0, b ? b->kernel_name : "?", g_blockIdx.x, g_blockIdx.y, g_blockIdx.z,
+             g_threadIdx.x, g_threadIdx.y, g_threadIdx.z, what, ptr, align);
+    sticky_fault(cudaErrorMisalignedAddress, text);
 }
 
 void submit_kernel(const LaunchConfig &cfg, const void *kernel, std::function<void()> body)
@@ -625,9 +805,18 @@ void submit_kernel(const LaunchConfig &cfg, const void *kernel, std::function<vo
         fail(cudaErrorInvalidValue, "%s%s", msg);
         return;
     }
-    std::string name = cfg.name;
-    unsigned long long launch = ++g_launch_counter;
-    auto run = [cfg, body, name, launch, threads]() {
+    if (g_sticky != cudaSuccess) { /* the context is gone: nothing runs any more */
+        t_last_error = g_sticky;
+        return;
+    }
+    std::string name = cfg.name, file = cfg.file;
+    /* the launch's seed: the same kernel with the same configuration gets the same orders
+     * wherever it is launched from, so a failing test reproduces when run alone */
+    uint64_t launch_seed = base_seed();
+    for (char ch : name) launch_seed = mix(launch_seed ^ (unsigned char)ch);
+    for (unsigned v : {g.x, g.y, g.z, bl.x, bl.y, bl.z}) launch_seed = mix(launch_seed ^ v);
+    auto run = [cfg, body, name, file, launch_seed, threads]() {
+        install_fault_report();
         BlockRun b;
         b.fibers.resize(threads);
         for (size_t i = 0; i < threads; ++i) b.fibers[i].stack = fiber_stack(i);
@@ -635,19 +824,27 @@ void submit_kernel(const LaunchConfig &cfg, const void *kernel, std::function<vo
         b.lanes.assign((threads + 31) / 32 * 32 * 8, 0);
         b.body = &body;
         b.kernel_name = name.c_str();
+        b.file = file.c_str();
+        b.line = cfg.line;
+        b.launch_seed = launch_seed;
+        b.stress = stress_mode();
         BlockRun *outer = g_block;
         g_block = &b;
         g_blockDim = cfg.block;
         g_gridDim = cfg.grid;
-        unsigned long long k = 0;
-        for (unsigned z = 0; z < cfg.grid.z; ++z)
-            for (unsigned y = 0; y < cfg.grid.y; ++y)
-                for (unsigned x = 0; x < cfg.grid.x; ++x, ++k) {
-                    g_blockIdx = make_uint3(x, y, z);
-                    memset(b.dynamic_shared.data(), 0xFF, b.dynamic_shared.size());
-                    if (!run_block(b, (int)threads, launch * 1000003ull + k)) std::abort();
-                }
+        if (b.stress) g_stress_active = true;
+        /* blocks run one after another in a shuffled order: a GPU runs them in any order
+         * (and at once), so a kernel that needs block 0 first or the last block last is wrong */
+        const uint64_t nx = cfg.grid.x, ny = cfg.grid.y, blocks = nx * ny * cfg.grid.z;
+        BlockOrder block_order(blocks, launch_seed);
+        for (uint64_t k = 0; k < blocks; ++k) {
+            const uint64_t linear = block_order[k];
+            g_blockIdx = make_uint3((unsigned)(linear % nx), (unsigned)(linear / nx % ny), (unsigned)(linear / (nx * ny)));
+            memset(b.dynamic_shared.data(), 0xFF, b.dynamic_shared.size());
+            if (!run_block(b, (int)threads, mix(launch_seed + linear + 1))) std::abort();
+        }
         g_block = outer;
+        if (b.stress && !outer) g_stress_active = false;
     };
     enqueue(cfg.stream, std::move(run));
 }
@@ -659,7 +856,8 @@ namespace {
 struct Locked {
     std::lock_guard<std::recursive_mutex> guard{g_lock};
 };
-cudaError_t ok() { return cudaSuccess; }
+/* success, unless a sticky error has killed the context */
+cudaError_t ok() { return g_sticky; }
 
 enum class Side { Device, Host, Pinned };
 Side side_of(const void *p, size_t bytes)
@@ -695,10 +893,10 @@ extern "C" {
 cudaError_t cudaGetLastError(void)
 {
     cudaError_t e = t_last_error;
-    t_last_error = cudaSuccess;
-    return e;
+    t_last_error = g_sticky; /* a sticky error is never cleared */
+    return e != cudaSuccess ? e : g_sticky;
 }
-cudaError_t cudaPeekAtLastError(void) { return t_last_error; }
+cudaError_t cudaPeekAtLastError(void) { return t_last_error != cudaSuccess ? t_last_error : g_sticky; }
 
 const char *cudaGetErrorName(cudaError_t e)
 {
@@ -711,6 +909,7 @@ const char *cudaGetErrorName(cudaError_t e)
     case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
     case cudaErrorNotReady: return "cudaErrorNotReady";
     case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
+    case cudaErrorMisalignedAddress: return "cudaErrorMisalignedAddress";
     case cudaErrorLaunchOutOfResources: return "cudaErrorLaunchOutOfResources";
     case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
     case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
@@ -994,7 +1193,7 @@ static cudaError_t copy_async(void *dst, const void *src, size_t bytes, cudaMemc
     if (e != cudaSuccess || !bytes) return e;
     Queue *q = queue_of(stream);
     /* Pageable host memory: CUDA stages it, so the call returns with the source read (H2D)
-     * or the destination written (D2H): model it as synchronous. */
+     * or the destination written (D2H). */
     bool pageable = (kind == cudaMemcpyHostToDevice && side_of(src, bytes) == Side::Host) ||
                     (kind == cudaMemcpyDeviceToHost && side_of(dst, bytes) == Side::Host);
     if ((host_synchronous || pageable) && q->capture) {
@@ -1002,8 +1201,16 @@ static cudaError_t copy_async(void *dst, const void *src, size_t bytes, cudaMemc
         return fail(cudaErrorStreamCaptureUnsupported, "%s with pageable host memory during a capture%s", what);
     }
     if (host_synchronous && capture_forbids(what)) return cudaErrorStreamCaptureUnsupported;
-    if (pageable && kind == cudaMemcpyHostToDevice && !host_synchronous) {
-        /* the source is read now, the device write happens in stream order */
+    if (pageable && kind == cudaMemcpyHostToDevice) {
+        /* The source is read now (staged), the device write happens in stream order.  For
+         * cudaMemcpy that is the legacy stream, after CUDA "performs a stream sync before the
+         * copy is initiated" (the API's synchronisation notes): the earlier legacy work is
+         * done on return, but the DMA to dst "may not have completed", so the copy stays
+         * queued here until something orders it (a legacy-stream synchronisation, a later
+         * synchronous legacy copy, work on a blocking stream, cudaDeviceSynchronize, an event).
+         * A non-blocking stream or a caller's stream using dst without such an order reads
+         * what was there before. */
+        if (host_synchronous) run_until(q, q->enqueued);
         std::shared_ptr<std::vector<char>> staged = std::make_shared<std::vector<char>>((const char *)src,
                                                                                        (const char *)src + bytes);
         e = enqueue(stream, [dst, staged, bytes]() { memcpy(dst, staged->data(), bytes); });
@@ -1030,6 +1237,8 @@ cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStream_t str
     if (!in_device(dst, bytes)) return fail(cudaErrorInvalidValue, "cudaMemsetAsync: not a range of one device allocation%s%s");
     return enqueue(stream, [dst, value, bytes]() { memset(dst, value, bytes); });
 }
+/* "asynchronous with respect to the host" for device memory (the API's synchronisation notes):
+ * legacy-stream work like any other, queued until something orders it */
 cudaError_t cudaMemset(void *dst, int value, size_t bytes) { return cudaMemsetAsync(dst, value, bytes, nullptr); }
 
 /* ---- streams */

@@ -56,6 +56,37 @@ __global__ void divergent_barrier(float *out)
     out[threadIdx.x] = 0.0f;
 }
 
+/* Block 0 publishes a value that the other blocks read: right only if block 0 runs first,
+ * which no GPU promises. */
+__global__ void first_block_publishes(float *shared_value, float *out)
+{
+    if (blockIdx.x == 0) {
+        if (threadIdx.x == 0) *shared_value = 42.0f;
+        return;
+    }
+    if (threadIdx.x == 0) out[blockIdx.x] = *shared_value;
+}
+
+/* One __shared__ slot used by every thread as if it were its own: each thread writes it and
+ * reads it back with no barrier, so another thread's write can come in between on a GPU. */
+__global__ void shared_scratch_race(const float *in, float *out)
+{
+    __shared__ float scratch;
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    scratch = in[i] * 2.0f;
+    const float twice = scratch;
+    out[i] = twice;
+}
+
+__global__ void real_parts(const float2 *in, float *out) { out[threadIdx.x] = in[threadIdx.x].x; }
+
+/* A float2 load through a pointer the kernel derives itself, 4 bytes past an aligned one. */
+__global__ void shifted_complex_load(const float *in, float *out)
+{
+    const float2 *pairs = (const float2 *)(in + 1);
+    out[threadIdx.x] = __ldg(&pairs[threadIdx.x]).y;
+}
+
 int fail(const char *scenario, const char *what)
 {
     printf("%s: FAILED %s\n", scenario, what);
@@ -222,6 +253,92 @@ int main(int argc, char **argv)
         cudaError_t e = cudaFreeAsync(buffer, other);
         cudaStreamSynchronize(other);
         printf("%s: %s %g\n", s, cudaGetErrorName(e), pinned[n - 1]);
+    } else if (!strcmp(s, "legacy_memset_unordered")) { /* cudaMemset, consumed on a non-blocking stream */
+        cudaStream_t stream;
+        cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+        fill<<<4, 256>>>(d, n, 5.0f);
+        cudaDeviceSynchronize();
+        cudaMemset(d, 0, n * sizeof(float)); /* asynchronous to the host, on the legacy stream */
+        cudaMemcpyAsync(pinned, d, n * sizeof(float), cudaMemcpyDeviceToHost, stream); /* no order on it */
+        cudaStreamSynchronize(stream);
+        printf("%s: %g\n", s, pinned[0]);
+    } else if (!strcmp(s, "legacy_upload_unordered")) { /* pageable cudaMemcpy, consumed on a non-blocking stream */
+        static float host[n];
+        for (int i = 0; i < n; ++i) host[i] = 7.0f;
+        cudaStream_t stream;
+        cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+        cudaMemset(d, 0, n * sizeof(float));
+        /* CUDA synchronises the legacy stream (the memset is done), stages host[] and returns:
+         * the write to d lands in legacy-stream order, which `stream` does not wait for */
+        cudaMemcpy(d, host, n * sizeof(float), cudaMemcpyHostToDevice);
+        cudaMemcpyAsync(pinned, d, n * sizeof(float), cudaMemcpyDeviceToHost, stream);
+        cudaStreamSynchronize(stream);
+        printf("%s: %g\n", s, pinned[0]);
+    } else if (!strcmp(s, "legacy_upload_ordered")) { /* what orders a pageable upload before other work */
+        static float host[n];
+        cudaStream_t blocking, other;
+        cudaEvent_t uploaded;
+        cudaStreamCreate(&blocking);
+        cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking);
+        cudaEventCreateWithFlags(&uploaded, cudaEventDisableTiming);
+        float *second = device_floats(n), got[6] = {0};
+        auto upload = [&](float value) {
+            for (int i = 0; i < n; ++i) host[i] = value;
+            cudaMemcpy(d, host, n * sizeof(float), cudaMemcpyHostToDevice);
+            for (int i = 0; i < n; ++i) host[i] = -1.0f; /* the source may change once the call returns */
+        };
+        auto read_on = [&](cudaStream_t stream, int k) {
+            cudaMemcpyAsync(pinned, d, n * sizeof(float), cudaMemcpyDeviceToHost, stream);
+            cudaStreamSynchronize(stream);
+            got[k] = pinned[n - 1];
+        };
+        upload(1.0f);
+        read_on(blocking, 0); /* a blocking stream waits for the legacy stream */
+        upload(2.0f);
+        cudaStreamSynchronize(cudaStreamLegacy);
+        read_on(other, 1);
+        upload(3.0f);
+        cudaDeviceSynchronize();
+        read_on(other, 2);
+        upload(4.0f);
+        cudaEventRecord(uploaded, cudaStreamLegacy);
+        cudaStreamWaitEvent(other, uploaded, 0);
+        read_on(other, 3);
+        upload(5.0f);
+        cudaMemcpy(second, host, sizeof(float), cudaMemcpyHostToDevice); /* syncs the legacy stream first */
+        read_on(other, 4);
+        upload(6.0f);
+        cudaMemcpy(&got[5], d + n - 1, sizeof(float), cudaMemcpyDeviceToHost); /* legacy stream, in order */
+        printf("%s: %g %g %g %g %g %g\n", s, got[0], got[1], got[2], got[3], got[4], got[5]);
+    } else if (!strcmp(s, "block_order")) { /* a kernel that needs block 0 to run first */
+        const int blocks = 64;
+        float *shared_value = device_floats(1), *out = device_floats(blocks);
+        first_block_publishes<<<blocks, 32>>>(shared_value, out);
+        cudaMemcpy(pinned, out, blocks * sizeof(float), cudaMemcpyDeviceToHost);
+        int saw = 0;
+        for (int b = 1; b < blocks; ++b) saw += pinned[b] == 42.0f;
+        printf("%s: %d of %d blocks saw block 0's value\n", s, saw, blocks - 1);
+    } else if (!strcmp(s, "shared_race")) { /* threads share a __shared__ slot without a barrier */
+        const int threads = 256, blocks = 4, total = threads * blocks;
+        static float host[threads * blocks];
+        float *in = device_floats(total), *out = device_floats(total);
+        for (int i = 0; i < total; ++i) host[i] = (float)i;
+        cudaMemcpy(in, host, sizeof host, cudaMemcpyHostToDevice);
+        shared_scratch_race<<<blocks, threads>>>(in, out);
+        cudaMemcpy(host, out, sizeof host, cudaMemcpyDeviceToHost);
+        int wrong = 0;
+        for (int i = 0; i < total; ++i) wrong += host[i] != 2.0f * (float)i;
+        printf("%s: %d of %d wrong\n", s, wrong, total);
+    } else if (!strcmp(s, "misaligned_argument")) { /* a complex64 view 4 bytes into a float buffer */
+        real_parts<<<1, 32>>>((const float2 *)(d + 1), d + 100);
+        cudaError_t launch = cudaGetLastError(), sync = cudaDeviceSynchronize();
+        void *p = nullptr;
+        cudaError_t later = cudaMalloc(&p, 64); /* sticky: the context is gone */
+        printf("%s: %s, %s, later %s\n", s, cudaGetErrorName(launch), cudaGetErrorName(sync), cudaGetErrorName(later));
+    } else if (!strcmp(s, "misaligned_load")) { /* a misaligned float2 load inside the kernel */
+        shifted_complex_load<<<1, 32>>>(d, d + 100);
+        cudaError_t launch = cudaGetLastError(), sync = cudaDeviceSynchronize();
+        printf("%s: %s, %s\n", s, cudaGetErrorName(launch), cudaGetErrorName(sync));
     } else if (!strcmp(s, "divergent_barrier")) {
         divergent_barrier<<<1, 32>>>(d);
         cudaDeviceSynchronize();

@@ -10,6 +10,16 @@ intrinsics):
   extern __shared__ [__align__(n)] T name[];
       -> T *const name = (T *)::usbeam_emu::dynamic_shared();
 
+and, for the stress mode (USBEAM_EMU_STRESS=1, cuda/emu/MODES.md), switch points in the bodies
+of __global__ and __device__ functions: ` USBEAM_EMU_POINT();` after every statement, and the
+same call at every loop back-edge (`for (a; b; USBEAM_EMU_POINT(), c)`, `while (USBEAM_EMU_POINT(), c)`).
+A point costs one test of a flag unless the stress mode is on, when the running GPU thread may
+hand over to another thread of its block there.  Points are placed from tokens (comments,
+strings and preprocessor lines skipped), never where they would change the meaning: not
+before an `else` or the `while` of a do-while, not in struct/class/union/enum bodies, not in
+constexpr functions.  Code in headers and in macros gets none (a macro's own statements; the
+statement a macro call is part of gets one after it).
+
 Line numbers are kept (no line is added or removed) so compiler messages and stack traces
 point at the CUDA source.  Usage: python translate.py in.cu out.cpp
 """
@@ -60,7 +70,111 @@ def _split_top_level(config):
     return [p.strip() for p in parts]
 
 
+_POINT = "USBEAM_EMU_POINT()"
+_TOKEN = re.compile(r"""
+    (?P<pre>^[ \t]*\#(?:\\\n|[^\n])*)
+  | (?P<skip>//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'|[ \t\r\f\v]+|\n)
+  | (?P<word>[A-Za-z_]\w*)
+  | (?P<number>\.?\d(?:[\w.]|[eEpP][+-])*)
+  | (?P<punct>.)""", re.VERBOSE | re.MULTILINE | re.DOTALL)
+_TYPE_KEYWORDS = {"struct", "class", "union", "enum"}
+
+
+def _tokens(text):
+    """(text, start, end) of the significant tokens: no comments, literals or preprocessor lines."""
+    return [(m.group(), m.start(), m.end()) for m in _TOKEN.finditer(text)
+            if m.lastgroup in ("word", "number", "punct")]
+
+
+def _matching(tokens, i, open_, close):
+    """Index of the token closing the bracket opened at tokens[i]."""
+    depth = 0
+    for j in range(i, len(tokens)):
+        if tokens[j][0] == open_:
+            depth += 1
+        elif tokens[j][0] == close:
+            depth -= 1
+            if depth == 0:
+                return j
+    raise ValueError(f"unbalanced {open_!r} at offset {tokens[i][1]}")
+
+
+def _body_points(tokens, first, last, inserts):
+    """Switch points in the function body tokens[first] ('{') .. tokens[last] ('}')."""
+    # Per open brace: is it a block of statements, and the parenthesis depth inside it (a
+    # ';' at depth 0 ends a statement; one inside a for header or call does not).
+    stack = []
+    for k in range(first, last + 1):
+        tok, start, end = tokens[k]
+        if tok == "{":
+            back = k - 1
+            while back > first and tokens[back][0] not in (";", "{", "}"):
+                if tokens[back][0] in _TYPE_KEYWORDS:
+                    break
+                back -= 1
+            stack.append([tokens[back][0] not in _TYPE_KEYWORDS, 0])
+        elif tok == "}":
+            stack.pop()
+        elif tok == "(":
+            stack[-1][1] += 1
+        elif tok == ")":
+            stack[-1][1] -= 1
+        elif tok == ";" and stack[-1][0] and stack[-1][1] == 0:
+            following = tokens[k + 1][0] if k + 1 <= last else ""
+            if following == "while":  # the while of `do statement; while (c);`?
+                back = k - 1
+                while tokens[back][0] not in (";", "{", "}") and tokens[back][0] != "do":
+                    back -= 1
+                following = "do-while" if tokens[back][0] == "do" else ""
+            if following not in ("else", "do-while"):
+                inserts.append((end, f" {_POINT};"))
+        elif tok in ("for", "while") and k + 1 <= last and tokens[k + 1][0] == "(":
+            close = _matching(tokens, k + 1, "(", ")")
+            if tok == "while":
+                inserts.append((tokens[k + 1][2], f"{_POINT}, "))
+                continue
+            depth, semicolons = 0, []
+            for j in range(k + 1, close):
+                depth += {"(": 1, ")": -1}.get(tokens[j][0], 0)
+                if tokens[j][0] == ";" and depth == 1:
+                    semicolons.append(j)
+            if len(semicolons) == 2:  # not a range-for
+                empty = semicolons[1] + 1 == close
+                inserts.append((tokens[semicolons[1]][2], f" {_POINT}" if empty else f" {_POINT},"))
+
+
+def stress_points(text):
+    """The text with switch points in every __global__ / __device__ function body."""
+    tokens = _tokens(text)
+    inserts = []
+    k = 0
+    while k < len(tokens):
+        if tokens[k][0] not in ("__global__", "__device__"):
+            k += 1
+            continue
+        # the declaration runs to its body ('{'), or ends (';') or is a variable ('=')
+        j, depth, constexpr = k, 0, False
+        while j < len(tokens):
+            tok = tokens[j][0]
+            depth += {"(": 1, ")": -1}.get(tok, 0)
+            constexpr = constexpr or tok == "constexpr"
+            if depth == 0 and tok in ("{", ";", "="):
+                break
+            j += 1
+        if j == len(tokens) or tokens[j][0] != "{":
+            k = j + 1
+            continue
+        close = _matching(tokens, j, "{", "}")
+        if not constexpr and not any(t[0] == "constexpr" for t in tokens[max(0, k - 4):k]):
+            _body_points(tokens, j, close, inserts)
+        k = close + 1
+    for pos, insert in sorted(inserts, reverse=True):
+        text = text[:pos] + insert + text[pos:]
+    return text
+
+
 def translate(text):
+    text = stress_points(text)
     # A launch with more threads than the kernel's __launch_bounds__ fails on a GPU: the
     # launch passes the bound (an expression visible at the launch site) to the emulator.
     bounds = {m.group(2): m.group(1) for m in _LAUNCH_BOUNDS.finditer(text)}

@@ -252,3 +252,144 @@ def test_the_readme_lists_exactly_what_the_emulator_defines():
     emulated = set().union(*_emulated().values())
     assert sorted(emulated - listed) == [], "emulated but not in cuda/emu/README.md"
     assert sorted(listed - emulated) == [], "in cuda/emu/README.md but not emulated"
+
+
+# ---- issue 14: checks the emulator could not make before (cuda/emu/MODES.md)
+
+def run_with(exe, scenario, **env):
+    """run() in an environment without the emulator's mode variables, plus `env`: the result must
+    not depend on a USBEAM_EMU_SEED / _STRESS / _ORDER the developer happens to have set."""
+    base = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD" and not k.startswith("USBEAM_EMU_")}
+    result = subprocess.run([str(exe), scenario], capture_output=True, text=True, timeout=120, env={**base, **env})
+    return result.returncode, result.stdout.strip(), result.stderr
+
+
+def test_legacy_stream_memset_is_not_ordered_before_a_non_blocking_stream(selftest):
+    """cudaMemset on device memory is asynchronous to the host: a non-blocking stream that reads
+    the buffer without an event sees what was there before (5), not the zeros."""
+    code, out, err = run_with(selftest, "legacy_memset_unordered")
+    assert (code, out) == (0, "legacy_memset_unordered: 5"), err
+
+
+def test_pageable_upload_lands_in_legacy_stream_order(selftest):
+    """A pageable cudaMemcpy host-to-device returns once the source is staged; the write lands in
+    legacy-stream order, so a non-blocking stream with no order on the legacy stream reads the
+    old contents (the zeros of the memset before it, which the copy's own synchronisation of
+    the legacy stream completed), not the 7s."""
+    code, out, err = run_with(selftest, "legacy_upload_unordered")
+    assert (code, out) == (0, "legacy_upload_unordered: 0"), err
+
+
+def test_pageable_upload_is_ordered_by_what_orders_the_legacy_stream(selftest):
+    """...and every correct order still sees it: a blocking stream, cudaStreamSynchronize(legacy),
+    cudaDeviceSynchronize, an event recorded on the legacy stream, a later pageable cudaMemcpy
+    (which synchronises the legacy stream first) and a device-to-host cudaMemcpy."""
+    code, out, err = run_with(selftest, "legacy_upload_ordered")
+    assert (code, out) == (0, "legacy_upload_ordered: 1 2 3 4 5 6"), err
+
+
+def _blocks_that_saw(out):
+    # "block_order: N of 63 blocks saw block 0's value"
+    return int(out.split(": ")[1].split(" of ")[0])
+
+
+@pytest.mark.parametrize("seed", ["0", "1", "12345"])
+def test_blocks_run_in_a_shuffled_order(selftest, seed):
+    """Block 0 publishes a value the other 63 blocks read: right only if block 0 runs first, which
+    no GPU promises.  In index order (USBEAM_EMU_ORDER=forward, the emulator before issue 14)
+    every block sees it; in the shuffled order some do not, the same ones for the same seed."""
+    code, out, err = run_with(selftest, "block_order", USBEAM_EMU_SEED=seed)
+    assert code == 0, err
+    assert _blocks_that_saw(out) < 63, out
+    assert run_with(selftest, "block_order", USBEAM_EMU_SEED=seed)[1] == out  # reproducible
+    code, out, err = run_with(selftest, "block_order", USBEAM_EMU_SEED=seed, USBEAM_EMU_ORDER="forward")
+    assert (code, out) == (0, "block_order: 63 of 63 blocks saw block 0's value"), err
+
+
+def test_misaligned_pointer_argument_is_a_sticky_error(selftest):
+    """A float2 pointer 4 bytes into a float buffer (a complex64 view at an odd float offset)
+    passed to a kernel: a GPU's 8-byte loads fault with cudaErrorMisalignedAddress, which kills
+    the context, so every later call fails too.  x86 loads it happily: the check is the
+    emulator's, at the launch, from the kernel's parameter types."""
+    code, out, err = run_with(selftest, "misaligned_argument")
+    assert (code, out) == (0, "misaligned_argument: cudaErrorMisalignedAddress, cudaErrorMisalignedAddress, "
+                              "later cudaErrorMisalignedAddress"), err
+    assert "kernel real_parts, argument 0" in err and "const float2*" in err, err
+
+
+def test_misaligned_load_through_ldg_is_a_sticky_error(selftest):
+    """A misaligned float2 __ldg inside the kernel (a pointer the kernel derives itself): the
+    launch succeeds, the synchronisation reports the fault, as on a GPU."""
+    code, out, err = run_with(selftest, "misaligned_load")
+    assert (code, out) == (0, "misaligned_load: cudaSuccess, cudaErrorMisalignedAddress"), err
+    assert "kernel shifted_complex_load" in err and "__ldg" in err, err
+
+
+def test_stress_mode_interleaves_threads_between_barriers(selftest):
+    """Threads that use one __shared__ slot as private scratch (write, read back, no barrier):
+    run to the next barrier one at a time, every thread reads its own value; in the stress mode
+    (USBEAM_EMU_STRESS=1) threads switch between statements, and other threads' writes come in
+    between, as they may on a GPU."""
+    code, out, err = run_with(selftest, "shared_race")
+    assert (code, out) == (0, "shared_race: 0 of 1024 wrong"), err
+    for seed in ("0", "1"):
+        code, out, err = run_with(selftest, "shared_race", USBEAM_EMU_STRESS="1", USBEAM_EMU_SEED=seed)
+        assert code == 0, err
+        assert int(out.split(": ")[1].split(" of ")[0]) > 0, f"not caught with seed {seed}: {out}"
+
+
+def test_stress_mode_keeps_correct_kernels_correct(selftest):
+    """Barriers, shuffles and atomics still work when threads switch between statements, and a
+    barrier that can never release is still reported."""
+    code, out, err = run_with(selftest, "reduction", USBEAM_EMU_STRESS="1")
+    assert (code, out) == (0, "reduction: %g" % sum(i % 7 for i in range(1000))), err
+    code, out, err = run_with(selftest, "divergent_barrier", USBEAM_EMU_STRESS="1")
+    assert code == -signal.SIGABRT and "divergent" in err, out + err
+
+
+def test_a_fault_in_a_kernel_names_the_kernel_and_the_seed(selftest):
+    code, out, err = run_with(selftest, "out_of_bounds", USBEAM_EMU_SEED="7")
+    assert code == -signal.SIGSEGV, out
+    assert "kernel write_at, block (0,0,0), thread (0,0,0)" in err and "USBEAM_EMU_SEED=7" in err, err
+
+
+def test_translate_puts_switch_points_only_where_they_keep_the_meaning():
+    """The stress mode's switch points: after statements and at loop back-edges of device code,
+    never before an else or a do-while's while, in a struct body, a for header's first two
+    clauses, a comment, a string, a preprocessor line or host code."""
+    sys.path.insert(0, str(EMU))
+    try:
+        import translate
+    finally:
+        sys.path.remove(str(EMU))
+    source = "\n".join([
+        '#define STEP(x) do { x; } while (0)',
+        'void host(int *p) { p[0] = 1; }',
+        '__device__ int helper(int a) {',
+        '    struct Pair { int x; int y; };',
+        '    if (a) a = 1; else a = 2;',
+        '    do a--; while (a > 0);',
+        '    for (int i = 0; i < 2; ++i) a += i; // a; comment',
+        '    for (;;) break;',
+        '    while (a < 3) a++;',
+        '    const char *s = "x; y";',
+        '    return a;',
+        '}',
+        '__global__ void kernel(int *out);',
+    ])
+    P = "USBEAM_EMU_POINT()"
+    assert translate.stress_points(source).split("\n") == [
+        '#define STEP(x) do { x; } while (0)',
+        'void host(int *p) { p[0] = 1; }',
+        '__device__ int helper(int a) {',
+        f'    struct Pair {{ int x; int y; }}; {P};',
+        f'    if (a) a = 1; else a = 2; {P};',
+        f'    do a--; while ({P}, a > 0); {P};',
+        f'    for (int i = 0; i < 2; {P}, ++i) a += i; {P}; // a; comment',
+        f'    for (;; {P}) break; {P};',
+        f'    while ({P}, a < 3) a++; {P};',
+        f'    const char *s = "x; y"; {P};',
+        f'    return a; {P};',
+        '}',
+        '__global__ void kernel(int *out);',
+    ]
