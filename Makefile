@@ -23,7 +23,7 @@ endif
 CORE_C := $(filter-out csrc/python/%,$(shell find csrc -name '*.c' | sort))
 CORE_H := $(shell find csrc -name '*.h')
 
-.PHONY: all venv build test test-package ctest pytest demo asan asan-emu bench clean client emu-build test-emu test-emu-if-headers bench-emu gpu-prep
+.PHONY: all venv build test test-package test-emu-stress ctest pytest demo asan asan-emu bench clean client emu-build test-emu test-emu-if-headers bench-emu gpu-prep
 
 all: build
 
@@ -111,6 +111,18 @@ asan-emu:
 test-emu: emu-build
 	cd $(EMU_PKG) && USBEAM_EMU_QUIET=1 $(abspath $(PY)) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) -m cuda $(abspath tests)
 
+# The emulated CUDA tests of the kernels with shared memory, barriers, shuffles or atomics, with
+# the threads of a block switching at random statements (cuda/emu/MODES.md, stress mode).
+EMU_STRESS_TESTS = acquire/test_cuda_hadamard demod/test_cuda_rf2iq bmode/test_cuda_bmode doppler/test_cuda_doppler \
+    ai/test_ai_cuda beamform/test_cuda_das beamform/test_cuda_rca
+EMU_STRESS_K = test_cuda_rf2iq or test_cuda_hadamard or test_cuda_bmode or svd_rank_deficient or svd_automatic \
+    or svd_non_finite or display or color or iir or projection or power or thin or single_image or regionprops \
+    or detect_max_candidates or detect_non_finite or plan_reused or stream_ordering or model_input \
+    or tiles_at_grid_edges or later_plan or bscans
+test-emu-stress: emu-build
+	cd $(EMU_PKG) && USBEAM_EMU_QUIET=1 USBEAM_EMU_STRESS=1 $(abspath $(PY)) -m pytest -q -p no:cacheprovider \
+	    $(PYTEST_ARGS) -m "cuda and not slow" -k "$(EMU_STRESS_K)" $(foreach t,$(EMU_STRESS_TESTS),$(abspath tests/$(t).py))
+
 # The GPU benchmark scripts on the emulator, at small sizes: they validate their results and
 # run end to end (their times mean nothing and are not recorded), so a GPU day is not spent
 # debugging a script.
@@ -141,6 +153,7 @@ CUDA_RUNTIME_H := $(firstword $(wildcard $(if $(CUDA_HOME),$(CUDA_HOME)/include/
 test-emu-if-headers:
 ifneq ($(CUDA_RUNTIME_H),)
 	$(MAKE) --no-print-directory test-emu
+	$(MAKE) --no-print-directory test-emu-stress
 	$(MAKE) --no-print-directory bench-emu
 else
 	@echo "CUDA emulator tests skipped: no CUDA headers (cuda_runtime.h) on this machine"

@@ -147,22 +147,8 @@ template <typename In, int M> struct FastBlocks {
 };
 
 /* Streaming (evict-first) accesses on the GPU: every value is read once and written once. */
-template <typename T> __device__ __forceinline__ T load_once(const T *p)
-{
-#ifdef __CUDA_ARCH__
-    return __ldcs(p);
-#else
-    return *p;
-#endif
-}
-template <typename T> __device__ __forceinline__ void store_once(T *p, T v)
-{
-#ifdef __CUDA_ARCH__
-    __stcs(p, v);
-#else
-    *p = v;
-#endif
-}
+template <typename T> __device__ __forceinline__ T load_once(const T *p) { return __ldcs(p); }
+template <typename T> __device__ __forceinline__ void store_once(T *p, T v) { __stcs(p, v); }
 
 __device__ __forceinline__ void unpack(const uint4 &r, int32_t (&v)[8])
 {

@@ -266,6 +266,19 @@ inline T __ldg(const T *p)
     ::usbeam_emu::check_aligned(p, "__ldg");
     return *p;
 }
+/* streaming (evict-first) load and store: only a cache hint on a GPU */
+template <class T>
+inline T __ldcs(const T *p)
+{
+    ::usbeam_emu::check_aligned(p, "__ldcs");
+    return *p;
+}
+template <class T>
+inline void __stcs(T *p, T v)
+{
+    ::usbeam_emu::check_aligned(p, "__stcs");
+    *p = v;
+}
 
 #endif /* __cplusplus */
 #endif
