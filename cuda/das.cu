@@ -86,12 +86,18 @@
 #include <limits.h>
 #include <math.h>
 
+#ifdef USBEAM_CUDA_EMULATED /* g++ (cuda/emu) has no __noinline__ */
+#define DAS_NOINLINE __attribute__((noinline))
+#else
+#define DAS_NOINLINE __noinline__
+#endif
+
 namespace {
 
 enum { STAGE_BEAMFORM = 0 };
 const char *const STAGE_NAMES[] = {"das.beamform"};
 
-constexpr int COLUMNS = 8;      /* warps per block: columns of a lattice tile (or runs of a list) */
+constexpr int COLUMNS = 4;      /* warps per block: columns of a lattice tile (or runs of a list) */
 constexpr int THREADS = 32 * COLUMNS;
 constexpr int ACC_FLOATS = 8;  /* frame accumulators per thread per pass */
 constexpr unsigned FULL = 0xffffffffu;
@@ -253,9 +259,8 @@ __device__ __forceinline__ void subtract_offset(float &n_hi, float &n_lo, float 
 /* What every lane of a point keeps: the point in float pieces (samples). */
 struct PointRef {
     float x_hi, x_lo;           /* x k split on the sample grid */
-    float rho_hi, m2rho_hi, m2rho_lo, rho2; /* rho k = rho_hi + rho_lo; -2 rho pieces; rho_hi^2 */
+    float rho_hi, m2rho_lo;     /* rho k = rho_hi + rho_lo (m2rho_lo = -2 rho_lo) */
     float inv_half;             /* 1 / aperture half-width (samples), f-number apertures */
-    double rho_m;               /* rho in m */
 };
 /* ... and per transmit: the reference sample and cycle. */
 struct TxRef {
@@ -271,39 +276,38 @@ __device__ __forceinline__ void split_samples(double v, float &hi, float &lo)
     lo = (float)(v - h);
 }
 
-__device__ __forceinline__ PointRef point_ref(const DasGeometry &g, double x, double y, double z)
+__device__ __forceinline__ PointRef point_ref(const DasGeometry &g, const double *pt)
 {
     PointRef r;
+    const double x = pt[0], y = pt[1], z = pt[2];
     split_samples(x * g.k, r.x_hi, r.x_lo);
-    r.rho_m = sqrt(y * y + z * z); /* once per point */
-    const double rho = r.rho_m * g.k;
+    const double rho = sqrt(y * y + z * z) * g.k; /* once per point */
     r.rho_hi = (float)rho;
     const float rho_lo = (float)(rho - (double)r.rho_hi);
-    r.m2rho_hi = -2.0f * r.rho_hi;
     r.m2rho_lo = -2.0f * rho_lo;
-    r.rho2 = r.rho_hi * r.rho_hi;
     const double half = z * g.half_per_z;
     r.inv_half = half > 0.0 ? (float)(1.0 / half) : 0.0f;
     return r;
 }
 
-template <bool IQ>
-__device__ __forceinline__ TxRef tx_ref(const DasGeometry &g, const PointRef &pr, double path)
+/* The reference of point pt for transmit t, in double.  Not inlined: it runs once per point and
+ * transmit, and inlined it would keep the point's doubles (and the virtual-source loop's state)
+ * in registers across the element loop. */
+__device__ DAS_NOINLINE TxRef transmit_ref(const double *pt, const usbeam_tx_model *tx, const double *tx_path,
+                                           size_t p, int t, int n_transmits, double k, double t0_fs, double cycles_per_m)
 {
-    TxRef r;
-    const double ref = path + pr.rho_m; /* m: transmit path + rho */
-    double s = fma(ref, g.k, -g.t0_fs);
+    const double x = pt[0], y = pt[1], z = pt[2];
+    const double path = tx_path ? tx_path[p * (size_t)n_transmits + t] : usbeam_tx_path(&tx[t], x, y, z);
+    const double ref = path + sqrt(y * y + z * z); /* m: transmit path + rho */
+    double s = fma(ref, k, -t0_fs);
     s = fmin(fmax(s, -MAX_REFERENCE), MAX_REFERENCE);
     const double fl = floor(s);
+    TxRef r;
     r.s_int = (int)fl;
     r.s_frac = (float)(s - fl);
     r.s_f = (float)s;
-    if (IQ) {
-        const double cycles = ref * g.cycles_per_m;
-        r.c_frac = (float)(cycles - rint(cycles));
-    } else {
-        r.c_frac = 0.0f;
-    }
+    const double cycles = ref * cycles_per_m;
+    r.c_frac = (float)(cycles - rint(cycles));
     return r;
 }
 
@@ -330,14 +334,25 @@ __device__ __forceinline__ int pair_delay(const DasGeometry &g, const PointRef &
         subtract_offset(n_hi, n_lo, yz.x, yz.y, 2.0f * h, 2.0f * l);
         split_samples(pt[2] * g.k, h, l);
         subtract_offset(n_hi, n_lo, yz.z, yz.w, 2.0f * h, 2.0f * l);
+        /* the pieces of e (integer + fraction) leave n_lo as large as |e_z| z: renormalise, or
+         * the guess below would miss it (TwoSum: either may be the larger) */
+        const float s = n_hi + n_lo, sb = s - n_hi;
+        n_lo = (n_hi - (s - sb)) + (n_lo - sb);
+        n_hi = s;
     }
-    /* Delta = r - rho: a guess from rsqrtf, then one Newton step on N = Delta (2 rho + Delta)
-     * with the residual formed by FMAs (the large terms cancel exactly) */
-    const float r2 = n_hi + pr.rho2;
+    /* Delta = r - rho: a guess d0 from rsqrtf (|error| ~ 1e-7 r), then one Newton step on
+     * N = Delta (2 rho + Delta): Delta = d0 + R / (2 r), R = N - d0^2 - 2 rho d0.  The products
+     * are split exactly (FMA) and the larger one is taken from N first: that difference is
+     * exact (Sterbenz: N lies within a factor 2 of it), and so is the next up to ~1e-14 N, so R
+     * is exact to float rounding of its small terms whatever the geometry. */
+    const float r2 = fmaf(pr.rho_hi, pr.rho_hi, n_hi);
     const float rs = r2 > 0.0f ? rsqrtf(r2) : 0.0f;
     const float d0 = r2 * rs - pr.rho_hi;
-    const float t2 = fmaf(pr.m2rho_hi, d0, n_hi);
-    const float residual = fmaf(-d0, d0, t2) + fmaf(pr.m2rho_lo, d0, n_lo);
+    const float m2rho = -2.0f * pr.rho_hi;
+    const float sq = __fmul_rn(d0, d0), sq_lo = fmaf(d0, d0, -sq);
+    const float pq = __fmul_rn(m2rho, d0), pq_lo = fmaf(m2rho, d0, -pq); /* -2 rho_hi d0 */
+    const float r_hi = sq >= fabsf(pq) ? __fadd_rn(n_hi - sq, pq) : __fsub_rn(n_hi + pq, sq);
+    const float residual = r_hi + (((n_lo - sq_lo) + pq_lo) + pr.m2rho_lo * d0);
     const float d_lo = residual * (0.5f * rs);
     /* s = S + d0 + d_lo: whole samples apart first, so no sum rounds at the size of s */
     const float s_est = tr.s_f + d0;
@@ -395,7 +410,7 @@ __device__ __forceinline__ void warp_range_union(int &lo, int &hi)
  * interpolated, windowed (IQ: phase-rotated) sample of frame f.  data: the scratch rows
  * (WIDE) or the input itself (one frame). */
 template <typename In, int TAPS, bool WIDE>
-__global__ void __launch_bounds__(THREADS, 2) das_kernel(const DasGeometry g, const void *__restrict__ data_,
+__global__ void __launch_bounds__(THREADS, 5) das_kernel(const DasGeometry g, const void *__restrict__ data_,
                                                       float *__restrict__ out)
 {
     typedef Frames<In, WIDE> F;
@@ -416,6 +431,11 @@ __global__ void __launch_bounds__(THREADS, 2) das_kernel(const DasGeometry g, co
         b = blockIdx.y * blockDim.y + threadIdx.y;
     }
     const bool inside = a < g.extent_a && b < g.extent_b;
+    /* the point's slot in the block's stage: consecutive slots are consecutive points in out */
+    __shared__ float stage[ACC_FLOATS * THREADS];
+    const int tid = (int)(threadIdx.y * blockDim.x + threadIdx.x), threads = (int)(blockDim.x * blockDim.y);
+    const int points_per_block = per_warp * (int)blockDim.y, block_shift = __ffs(points_per_block) - 1;
+    const int slot = g.list ? (int)threadIdx.y * per_warp + group : group * (int)blockDim.y + (int)threadIdx.y;
     const size_t p = inside ? a * g.stride_a + b * g.stride_b + blockIdx.z * g.stride_c : 0;
     const int first = inside ? g.aperture_first[p] : 0, last = inside ? first + g.aperture_count[p] : 0;
     /* The warp walks the union of its points' apertures (nested down a column): every lane
@@ -423,10 +443,9 @@ __global__ void __launch_bounds__(THREADS, 2) das_kernel(const DasGeometry g, co
     int union_first = first < last ? first : INT_MAX, union_last = first < last ? last : INT_MIN;
     warp_range_union(union_first, union_last); /* empty: the loops below run no element, zeros are stored */
 
-    const double x = g.points[3 * p], y = g.points[3 * p + 1], z = g.points[3 * p + 2];
-    const PointRef pr = point_ref(g, x, y, z);
-    const size_t channel_rows = (size_t)g.n_samples; /* rows per (transmit, element) */
-    const size_t row_vectors = WIDE ? (size_t)g.vectors : 1;
+    const double *pt = g.points + 3 * p;
+    const PointRef pr = point_ref(g, pt);
+    const unsigned row_vectors = WIDE ? (unsigned)g.vectors : 1u; /* 32-bit offsets: the plan checks the size */
     bool non_finite = false;
 
     for (int pass = 0; pass < g.passes; ++pass) {
@@ -441,16 +460,15 @@ __global__ void __launch_bounds__(THREADS, 2) das_kernel(const DasGeometry g, co
         for (int v = 0; v < VPT; ++v) vector_ok[v] = WIDE ? vector0 + v * fl < g.vectors : v == 0;
 
         for (int t = 0; t < g.n_transmits; ++t) {
-            const double path = g.tx_path ? g.tx_path[p * (size_t)g.n_transmits + t] : usbeam_tx_path(&g.tx[t], x, y, z);
-            const TxRef tr = tx_ref<IQ>(g, pr, path);
-            const Vec *channel0 = data + (size_t)t * g.n_elements * channel_rows * row_vectors + vector0;
+            const TxRef tr = transmit_ref(pt, g.tx, g.tx_path, p, t, g.n_transmits, g.k, g.t0_fs, g.cycles_per_m);
+            const unsigned channel0 = (unsigned)t * (unsigned)g.n_elements; /* (transmit, element 0) */
             for (int e0 = union_first; e0 < union_last; e0 += fl) {
                 const int e = e0 + lane_f;
                 float w[TAPS], rot_c = 1.0f, rot_s = 0.0f;
 #pragma unroll
                 for (int q = 0; q < TAPS; ++q) w[q] = 0.0f;
                 int tap = -1;
-                if (e >= first && e < last) tap = pair_delay<TAPS, IQ>(g, pr, tr, g.points + 3 * p, e, w, rot_c, rot_s);
+                if (e >= first && e < last) tap = pair_delay<TAPS, IQ>(g, pr, tr, pt, e, w, rot_c, rot_s);
                 const int n_here = min(fl, union_last - e0);
                 for (int j = 0; j < n_here; ++j) {
                     /* broadcast element e0 + j's delay from lane j of the group */
@@ -468,7 +486,9 @@ __global__ void __launch_bounds__(THREADS, 2) das_kernel(const DasGeometry g, co
                         }
                     }
                     if (tap_j < 0) continue;
-                    const Vec *row = channel0 + ((size_t)(e0 + j) * channel_rows + (size_t)tap_j) * row_vectors;
+                    const Vec *row =
+                        data + (((channel0 + (unsigned)(e0 + j)) * (unsigned)g.n_samples + (unsigned)tap_j) * row_vectors +
+                                (unsigned)vector0);
 #pragma unroll
                     for (int v = 0; v < VPT; ++v) {
                         if (!vector_ok[v]) continue;
@@ -507,27 +527,42 @@ __global__ void __launch_bounds__(THREADS, 2) das_kernel(const DasGeometry g, co
                 }
             }
         }
-        /* A NaN or inf read from data stays NaN or inf through every later sum (x * 0 included),
-         * so a non-finite output is the test for non-finite input the point read (int16 cannot
-         * be).  The flag is a plain store to mapped host memory, once per such thread. */
-        if (inside) {
+        /* Stores: the block's sums go through shared memory so that a warp writes runs of
+         * consecutive points of one frame (a lane holds frames of one point, which are
+         * n_points apart in out): stage[frame of the pass][point of the block]. */
+        __syncthreads(); /* the previous pass has read the stage */
 #pragma unroll
-            for (int v = 0; v < VPT; ++v) {
-                if (!vector_ok[v]) continue;
+        for (int v = 0; v < VPT; ++v)
 #pragma unroll
-                for (int i = 0; i < F::FPV; ++i) {
-                    const int f = WIDE ? (vector0 + v * fl) * F::FPV + i : 0;
-                    if (f >= g.n_frames) break;
-                    const size_t o = (size_t)f * g.n_points + p;
-                    if (IQ) {
-                        const float re = acc[v][2 * i], im = acc[v][2 * i + 1];
-                        ((float2 *)out)[o] = make_float2(re, im);
-                        non_finite |= !isfinite(re) || !isfinite(im);
-                    } else {
-                        out[o] = acc[v][i];
-                        if (sizeof(In) == sizeof(float)) non_finite |= !isfinite(acc[v][i]);
-                    }
-                }
+            for (int i = 0; i < NV; ++i) {
+                const int f = (lane_f + v * fl) * F::FPV + (IQ ? i / 2 : i); /* frame of the pass */
+                stage[(f * points_per_block + slot) * (IQ ? 2 : 1) + (IQ ? i % 2 : 0)] = acc[v][i];
+            }
+        __syncthreads();
+        const int frames_per_pass = fl * VPT * F::FPV, frame0 = pass * frames_per_pass;
+        for (int q = tid; q < frames_per_pass * points_per_block; q += threads) {
+            const int f = frame0 + (q >> block_shift), s = q & (points_per_block - 1);
+            if (f >= g.n_frames) break; /* q grows with f */
+            unsigned a_s, b_s;
+            if (g.list) {
+                a_s = (blockIdx.x * blockDim.y) * (unsigned)per_warp + (unsigned)s;
+                b_s = 0;
+            } else {
+                a_s = blockIdx.x * (unsigned)per_warp + (unsigned)s / blockDim.y;
+                b_s = blockIdx.y * blockDim.y + (unsigned)s % blockDim.y;
+            }
+            if (!(a_s < g.extent_a && b_s < g.extent_b)) continue;
+            const size_t o = (size_t)f * g.n_points + a_s * g.stride_a + b_s * g.stride_b + blockIdx.z * g.stride_c;
+            /* A NaN or inf read from data stays NaN or inf through every later sum (x * 0
+             * included), so a non-finite output is the test for non-finite input the point read
+             * (int16 cannot be).  The flag is a plain store to mapped host memory. */
+            if (IQ) {
+                const float re = stage[2 * q], im = stage[2 * q + 1];
+                ((float2 *)out)[o] = make_float2(re, im);
+                non_finite |= !isfinite(re) || !isfinite(im);
+            } else {
+                out[o] = stage[q];
+                if (sizeof(In) == sizeof(float)) non_finite |= !isfinite(stage[q]);
             }
         }
     }
@@ -718,6 +753,9 @@ static usbeam_status frame_layout(usbeam_das_cuda *p, const usbeam_das_params *p
     g->lanes = 1;
     g->vectors = 1;
     g->passes = 1;
+    size_t rows = 0; /* the kernel indexes rows and vectors in 32 bits */
+    if (usbeam_mul_size(p->channels, prm->n_samples, &rows) != 0 || rows > UINT32_MAX)
+        return usbeam_fail(USBEAM_ERR_UNSUPPORTED, "data: das on CUDA needs transmits x elements x samples < 2^32");
     if (!p->wide) return USBEAM_OK; /* one frame: the input is (transmit, element, sample, 1) already */
     const size_t frames_per_vector = 16 / bytes;
     const size_t vectors = (n_frames + frames_per_vector - 1) / frames_per_vector;
@@ -732,7 +770,7 @@ static usbeam_status frame_layout(usbeam_das_cuda *p, const usbeam_das_params *p
     p->row = (int)(vectors * frames_per_vector);
     size_t scratch_bytes = 0;
     if (usbeam_mul_size3(p->channels, prm->n_samples, vectors * 16, &scratch_bytes) != 0 ||
-        scratch_bytes > USBEAM_MAX_ALLOCATION)
+        scratch_bytes > USBEAM_MAX_ALLOCATION || scratch_bytes / 16 > UINT32_MAX)
         return usbeam_fail(USBEAM_ERR_SIZE_OVERFLOW, "data: its transposed copy (%zu frames) is too large", n_frames);
     p->sample_tiles = (unsigned)((prm->n_samples + 31) / 32);
     const size_t blocks = p->channels * p->sample_tiles, frame_tiles = ((size_t)p->row + 31) / 32;

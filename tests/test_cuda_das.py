@@ -229,6 +229,131 @@ def test_host_path_strict_and_other_frame_counts(rng):
         gpu(device.from_numpy(data.astype(np.complex64)))
 
 
+# ---- the frame layout, the float32 delay math and the transmit table (cuda/das.cu) --------
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("n_frames", [1, 7, 33])  # read in place; and rows that fill no whole vector or pass
+@pytest.mark.parametrize("interpolation", ["nearest", "linear", "cubic"])
+@pytest.mark.parametrize("dtype", [np.complex64, np.float32, np.int16])
+def test_frame_counts_off_the_chunk(rng, n_frames, interpolation, dtype):
+    """Frames go in 16-byte vectors (2 IQ, 4 float32, 8 int16 frames), split over the lanes of
+    a point: 7 and 33 frames leave part of a vector and of a lane group idle (int16 7: one lane
+    per point; 33 IQ: 16 lanes).  Every transmit kind, an f-number aperture, poisoned outputs."""
+    got, want, _, _ = pair(rng, dtype, n_frames, f_number=float(rng.uniform(0.8, 2.0)), window="hann",
+                           interpolation=interpolation)
+    assert_close_to_cpu(got, want, interpolation)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype, interpolation", [(np.float32, "cubic"), (np.int16, "nearest")])
+def test_rf_frames_in_two_passes(rng, dtype, interpolation):
+    """300 RF frames are more than 32 lanes hold (256 float32 or int16 frames per pass): the
+    element walk runs twice, the second pass partly idle."""
+    grid = grid_of_shape(rng, 11, 6)
+    got, want, _, _ = pair(rng, dtype, 300, grid=grid, f_number=1.2, interpolation=interpolation)
+    assert_close_to_cpu(got, want, interpolation)
+
+
+class OffAxisArray(usbeam.LinearArray):
+    """Elements off the x axis (elevation offsets and a curved face): the twin's general
+    geometry, N = |p - e|^2 - (y^2 + z^2) with the e_y and e_z terms (planar arrays skip them)."""
+
+    @property
+    def positions(self):
+        pos = super().positions
+        pos[:, 1] = 2e-4 * np.sin(np.arange(self.n_elements))
+        pos[:, 2] = -0.5 * pos[:, 0] ** 2 / 0.02  # a 20 mm radius of curvature
+        return pos
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype, interpolation", [(np.complex64, "linear"), (np.float32, "cubic")])
+def test_elements_off_the_axis(rng, dtype, interpolation):
+    probe = OffAxisArray(16, 3e-4, width=2.5e-4)
+    seq = [usbeam.PlaneWave(0.1), usbeam.SyntheticAperture(5)]
+    grid = usbeam.Grid(x=np.linspace(-3e-3, 3e-3, 23), z=np.linspace(1e-3, 1.1e-2, 31), y=[-3e-4, 4e-4])
+    common = dict(fs=FS, fc=FC, c=C, t0=T0, n_samples=N_SAMPLES, dtype=dtype, n_frames=3, f_number=0.0,
+                  window="tukey", tukey_alpha=0.4, interpolation=interpolation)
+    data = random_data(rng, (3, 2, 16, N_SAMPLES), dtype)
+    gpu = usbeam.Beamformer(probe, seq, grid, backend="cuda", **common)
+    out = device.from_numpy(np.full((3,) + grid.shape, np.nan, gpu.out_dtype))
+    gpu(device.from_numpy(data), out=out)
+    assert_close_to_cpu(out.to_numpy(), usbeam.Beamformer(probe, seq, grid, **common)(data), interpolation)
+
+
+@pytest.mark.cuda
+def test_virtual_sources_without_the_transmit_table(rng):
+    """Virtual-source transmits (Delays) get their paths tabulated at plan creation; a budget too
+    small for the table makes the kernel take the min over the sources itself, as correctly."""
+    got, want, _, _ = pair(rng, np.complex64, 2, f_number=1.0, max_table_bytes=64)
+    assert_close_to_cpu(got, want, "linear")
+
+
+def budget_case(dtype, fs, fc, n_samples, probe=None):
+    """One element (a single delay per point, no sum to hide an error in) under a wide, shallow
+    and deep grid: RF data 0, 1, 0, 1, ... read linearly is the triangle wave of s (slope +-1), so
+    the output's error is the delay error in samples; IQ data 1 + 0j gives exp(+j 2 pi fc tau), so
+    the output's phase error is the rotation's."""
+    probe = probe or usbeam.LinearArray(1, 3e-4)
+    seq = [usbeam.SyntheticAperture(0)]
+    grid = usbeam.Grid(x=np.linspace(-40e-3, 40e-3, 81), z=np.linspace(0.2e-3, 60e-3, 97))
+    common = dict(fs=fs, fc=fc, c=C, t0=0.0, n_samples=n_samples, dtype=dtype, n_frames=1, f_number=0.0)
+    if dtype == np.complex64:
+        data = np.ones((1, 1, 1, n_samples), np.complex64)
+    else:
+        data = (np.arange(n_samples) % 2).astype(np.float32)[None, None, None, :]
+    got = usbeam.Beamformer(probe, seq, grid, backend="cuda", **common)(device.from_numpy(data)).to_numpy().ravel()
+    cpu = usbeam.Beamformer(probe, seq, grid, **common)(data).ravel()
+    return got, cpu, data, grid
+
+
+def budget_errors(got, want, iq):
+    inside = np.abs(want) > 0.5 if iq else want != 0  # samples in the record
+    if iq:
+        return np.abs(np.angle(got[inside] * np.conj(want[inside])))
+    return np.abs(got[inside] - want[inside])
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [np.complex64, np.float32])
+@pytest.mark.parametrize("fs, fc", [(40e6, 7e6), (20e6 / 3, 5e6)])
+def test_delay_error_budget(dtype, fs, fc):
+    """The float32 delay math's budget (cuda/das.cu): against the float64 reference
+    (tests/reference/das.py) and the CPU backend, delays within das_cuda_delay_samples and the
+    rotation within das_cuda_phase_rad, from points 0.2 mm deep up to 40 mm to the side (the
+    receive distance 1000 samples off its per-point reference) to 60 mm deep."""
+    from reference import das as ref
+    iq = dtype == np.complex64
+    n_samples = int(2 * 0.075 / C * fs) + 8
+    got, cpu, data, grid = budget_case(dtype, fs, fc, n_samples)
+    want = ref.das(data.astype(np.complex128 if iq else np.float64), np.zeros(1), [("synthetic", 0)],
+                   grid.coordinates(), fs=fs, fc=fc, c=C, t0=0.0, f_number=0.0)[0]
+    limit = TOLERANCES["das_cuda_phase_rad" if iq else "das_cuda_delay_samples"]
+    assert np.count_nonzero(np.abs(want) > 0) > 0.9 * want.size
+    assert budget_errors(got, want, iq).max() <= limit
+    assert budget_errors(got, cpu, iq).max() <= limit
+    assert budget_errors(cpu, want, iq).max() <= limit / 4  # the CPU's own error is far smaller
+
+
+class OneElementOffAxis(usbeam.LinearArray):
+    @property
+    def positions(self):
+        return np.array([[0.0, 2e-4, -1e-4]])
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [np.complex64, np.float32])
+def test_delay_error_budget_off_the_axis(dtype):
+    """The same budget with the element off the x axis (the general geometry: 0.2 mm in
+    elevation, 0.1 mm behind the face), against the CPU (the float64 reference places elements
+    on the axis)."""
+    probe = OneElementOffAxis(1, 3e-4)
+    fs, fc = 40e6, 7e6
+    got, cpu, _, _ = budget_case(dtype, fs, fc, int(2 * 0.075 / C * fs) + 8, probe)
+    iq = dtype == np.complex64
+    assert budget_errors(got, cpu, iq).max() <= TOLERANCES["das_cuda_phase_rad" if iq else "das_cuda_delay_samples"]
+
+
 X_GRID = np.linspace(-12.5e-3, 12.5e-3, 251)
 Z_GRID = np.linspace(10e-3, 35e-3, 251)
 
