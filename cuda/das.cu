@@ -12,59 +12,74 @@
  *
  * Why this shape.  Per (point, element) the work is one delay and one set of weights that every
  * frame shares, then TAPS loads and a few FMAs per frame.  So:
- *   1. The input is transposed once per call (transpose_kernel, ~2 bytes moved per input byte)
- *      into plan-owned scratch laid out (transmit, element, sample, frame), frames padded to a
- *      multiple of 16 bytes: the frames of one (element, sample) are one contiguous row, read
- *      with 16-byte vector loads.  With a single frame the input already is that layout and is
- *      read in place (no scratch, no transpose).
- *   2. Thread mapping: a warp holds G = 32 / FL points; the FL lanes of a point ("group") split
- *      the row of frames, lane f of the group owning the 16-byte vectors f, f + FL, ... (VPT of
- *      them per frame pass, ACC_FLOATS = 16 float accumulators in registers: 8 IQ frames, 16 RF
- *      frames).  One warp load instruction then reads, for each point, FL x 16 contiguous bytes
- *      (whole 32-byte sectors whenever the row has two vectors or more).  PWI_disk (IQ, 32
- *      frames): rows of 256 B, FL = 4, VPT = 4, G = 8 points per warp.  Frame counts beyond one
- *      pass (FL x VPT vectors) run further passes (delays recomputed; they are cheap).
- *   3. The delays are computed once per (point, element), cooperatively: the FL lanes of a group
- *      compute FL consecutive elements, then broadcast them one at a time (__shfl_sync within the
- *      group).  No shared memory, no barrier.
- *   4. Blocks are 2-D tiles of a lattice (Grid order, detected at plan creation): G points down a
- *      column (a warp) x up to 8 columns (the block's warps), a y slice per grid z, so that a
+ *   1. Layout.  The input is transposed once per call (transpose_kernel: the input read once,
+ *      the scratch written once) into plan-owned scratch laid out (transmit, element, sample,
+ *      frame), frames zero-padded to a multiple of 16 bytes: the frames of one (element, sample)
+ *      are one contiguous row, read with 16-byte vector loads, so one delay serves every frame
+ *      with contiguous loads.  With a single frame the input already is that layout and is read
+ *      in place (no scratch, no transpose).  The scratch is allocated at plan creation.
+ *   2. Thread mapping.  A warp holds G = 32 / FL points; the FL lanes of a point (a "group")
+ *      split the row of frames: lane f of the group owns the 16-byte vectors f, f + FL, ..., VPT
+ *      of them per pass, ACC_FLOATS = 8 accumulators in registers (4 IQ or 8 RF frames).  One
+ *      warp load instruction thus reads FL x 16 contiguous bytes per point (whole 32-byte
+ *      sectors whenever a row holds two vectors or more).  FL is the power of two that covers
+ *      the row in one pass, at most 32; longer rows run further passes (the delays are
+ *      recomputed: cheap).  PWI_disk, IQ, 32 frames: rows of 256 B, FL = 8, VPT = 2, G = 4.
+ *      One frame: FL = 1, 32 points per warp.
+ *   3. Delays are computed once per (point, element): the FL lanes of a group compute FL
+ *      consecutive elements, then broadcast them one by one (__shfl_sync within the group).
+ *   4. Blocks are 2-D tiles of a lattice (Grid order, detected at plan creation): G points down
+ *      a column per warp x COLUMNS = 4 columns (the block's warps), a y slice per grid z, so a
  *      warp's delays are a few samples apart and the block's warps read the same channel rows
  *      (L1 reuse).  The warp walks the union of its points' apertures (nested: they share x); a
- *      point skips elements outside its own.  Any other point list runs in 1-D runs of points.
+ *      point skips the elements outside its own.  Any other point list runs in 1-D runs.
+ *   5. Stores go through a 4 KB shared-memory stage per block so that a warp writes runs of
+ *      consecutive points of one frame (a lane's frames are n_points apart in out).
+ *   6. Occupancy (ptxas, sm_90): 64-94 registers, no spill, 4 KB of static shared memory,
+ *      128-thread blocks: at most 96 registers give 5 blocks, 20 warps per multiprocessor; each
+ *      warp keeps VPT x TAPS independent 16-byte loads in flight per element.
  *
- * Delay math (no double-precision square root, sine or cosine per (point, element)).  Per point
- * and transmit, in double (once): the transmit path (tabulated at plan creation for virtual-
- * source transmits, whose min over 4N sources is the expensive part, else computed), the
- * distance rho = sqrt(y^2 + z^2) of the point to the array axis, the sample of the reference
- * tau_ref = (path + rho) / c as integer + float fraction, and the fraction of fc tau_ref in
- * cycles.  Per (point, element), in float32: Delta = |p - e| - rho in samples, the receive
- * distance relative to that reference, from
- *     N = |p - e|^2 - rho^2 = dx^2 - e_y (2 y - e_y) - e_z (2 z - e_z)   (exactly dx^2 for a
- *     planar array),  N = Delta (2 rho + Delta),
- * coordinates split on a one-sample grid (hi integer, lo fraction) so dx = x - x_e is exact
- * to 3e-8 sample and carries its rounding error (Fast2Sum), a first guess Delta0 = r - rho
- * with r from rsqrtf, and one Newton step on the residual R = N - Delta0 (2 rho + Delta0)
- * formed with FMAs (error-free products): Delta = Delta0 + R / (2 r).  Integer and fractional
- * parts are split before any sum that would round (s = S_int + floor(Delta0) + frac).
- * Phase: fc tau = C_ref + Delta fc / fs, fc / fs as a float pair, whole cycles removed before
- * the sums, sin and cos of the remaining fraction from float polynomials (sincos_turns_f).
- * Error budget against the exact double delay (measured: tests/test_cuda_das.py
- * test_delay_error_budget against tests/reference/das.py):
- *     samples:  |ds| <= 2e-7 + 3e-8 Delta^2 / r   (about 1e-7 typically; 1e-6 for a full
- *               aperture at a depth of a few samples; double math would give 1e-12)
- *     radians:  |dphi| <= 2 pi (6e-8 + fc / fs |ds|) + 2e-7 (polynomial, float rounding)
- * i.e. a few 1e-7 relative per term, the size of the float32 weights the CPU folds and rounds:
- * the existing DAS tolerances (das_cuda_rel_l2) hold unchanged.  The window (f-number apertures)
- * is float32 as well (|error| < 2e-7); full-aperture windows are per element, from the plan.
+ * Delay math: no double-precision square root, sine or cosine per (point, element).  Per point
+ * and transmit, in double, once (transmit_ref): the transmit path (tabulated at plan creation
+ * for virtual-source transmits, whose min over 4N sources would otherwise be the largest cost,
+ * else computed), rho = sqrt(y^2 + z^2), the point's distance to the array axis, the sample of
+ * the reference (path + rho) fs / c - t0 fs as integer + float fraction, and the fraction of
+ * its cycles (path + rho) fc / c.  Per (point, element), in float32 (pair_delay): Delta =
+ * |p - e| - rho in samples, the receive distance relative to that reference, from
+ *     N = |p - e|^2 - rho^2 = dx^2 - e_y (2 y - e_y) - e_z (2 z - e_z)   (dx^2 for a planar array),
+ *     N = Delta (2 rho + Delta),
+ * with coordinates split on a one-sample grid (integer + fraction, both exact in float) so that
+ * dx = x - x_e is correctly rounded (6e-8 sample) and carries its rounding error (Fast2Sum), a
+ * guess Delta0 = r - rho from rsqrtf, and one Newton step Delta = Delta0 + R / (2 r) on the
+ * residual R = N - Delta0^2 - 2 rho Delta0, formed exactly (FMA-split products, the larger
+ * subtracted first, which Sterbenz makes exact).  The integer part is split off before any sum
+ * that would round at the size of s.  Phase: fc tau = C_ref + Delta fc / fs with fc / fs as a
+ * float pair, whole cycles removed before each sum, sin and cos of the fraction from float
+ * polynomials (sincos_turns_f; written out so the emulator and the GPU evaluate the same).
+ * Error budget against the exact delay (tests/test_cuda_das.py test_delay_error_budget*, vs
+ * tests/reference/das.py and the CPU; tolerances das_cuda_delay_samples, das_cuda_phase_rad):
+ *     samples: |ds| <= 6e-8 (dx) + 1.2e-7 (the fraction's rounding) + ~1e-14 r (Newton);
+ *              measured <= 1.9e-7 from 0.2 mm to 60 mm deep and 40 mm to the side.
+ *     radians: |dphi| <= 2 pi (6e-8 cycle + fc / fs |ds|) + 1e-7 (polynomial);
+ *              measured <= 5.3e-7.
+ * That is the size of the float32 weights' rounding the CPU does anyway: the DAS tolerances
+ * against the CPU (das_cuda_rel_l2) hold unchanged (measured 1e-7 to 5e-7 relative L2, as the
+ * double version).  Windows with an f-number are float32 too (|error| < 2e-7); full-aperture
+ * windows are per element, computed by the plan in double (usbeam_window).
  *
- * Per (point, element) budget (one lane computes it, FL share it): ~25 FP32 instructions of
- * geometry, ~10 of sample split and range checks, ~25 of phase (IQ), ~15 of window (Hann /
- * Tukey with an f-number), one MUFU.RSQ, 2-7 shuffles to broadcast; then per frame: TAPS x
- * (bytes of a sample) loaded from L1/L2 and 8 (linear IQ) / 2 (linear RF) FMAs.  Bytes read
- * per point: n_aperture x TAPS x n_frames x sample bytes (PWI_disk: ~67 x 2 x 32 x 8 = 34 KB
- * per point, from L1 mostly: neighbouring points read the same rows), plus the point (24 B),
- * its aperture (8 B) and per element 16 B of geometry (L1 broadcast).
+ * Budget per (point, element), computed by one lane and shared by FL: ~30 FP32 instructions of
+ * geometry (one MUFU.RSQ), ~13 of sample split and range checks, ~6 of interpolation weights,
+ * ~35 of phase (IQ), ~25 of window (Hann / Tukey with an f-number; 0 otherwise), then 2 + TAPS
+ * (IQ) or 1 + TAPS (RF) shuffles per lane of the group; per frame: TAPS samples loaded from
+ * L1/L2 and 8 (linear IQ), 12 (cubic IQ), 2 (linear RF) FMAs (+ 2 integer-and-add conversions
+ * per int16 sample).  PWI_disk (IQ, linear, Hann-free auto f-number): ~85 instructions + 40
+ * shuffle lane-ops per pair against 256 FMAs and 512 bytes of loads.
+ * Bytes read per point: for each aperture element with its sample in range, TAPS x row bytes
+ * (PWI_disk: ~67 elements x 2 x 256 B = 34 KB per point, mostly L1 hits: neighbouring points
+ * read the same rows), plus the point (24 B), its aperture (8 B), its transmit paths (8 B per
+ * transmit, virtual sources) and 16 B per element of geometry (L1 broadcasts).  From DRAM per
+ * call: the input once (transpose), the scratch once each way (L2-resident when it fits) and
+ * the output once.
  *
  * Non-finite input: the CPU refuses data holding NaN or inf while it stages it.  Here a NaN or
  * inf a point reads makes its sums non-finite (x * 0 is NaN too), so a thread whose output is
@@ -76,7 +91,8 @@
  * sample), and a finite sum that overflows float32 counts too.  A sample of zero window weight
  * is never read (as on the CPU, where it adds nothing).
  *
- * Graph capture: execute launches two kernels into the plan's stream and allocates nothing.
+ * Graph capture: execute launches one or two kernels into the plan's stream and allocates
+ * nothing.
  * Reference: Perrot et al., "So you think you can DAS?", Ultrasonics 111 (2021) 106309.
  */
 #include "runtime/exec.cuh"
@@ -97,9 +113,12 @@ namespace {
 enum { STAGE_BEAMFORM = 0 };
 const char *const STAGE_NAMES[] = {"das.beamform"};
 
-constexpr int COLUMNS = 4;      /* warps per block: columns of a lattice tile (or runs of a list) */
+/* Tuning (to measure on a GPU; see the top): warps per block (columns of a lattice tile, runs of
+ * a list) and float accumulators per thread per pass (16 would halve the lanes per point and
+ * the shuffles, at ~20 more registers: 16 warps per multiprocessor instead of 20). */
+constexpr int COLUMNS = 4;
 constexpr int THREADS = 32 * COLUMNS;
-constexpr int ACC_FLOATS = 8;  /* frame accumulators per thread per pass */
+constexpr int ACC_FLOATS = 8;
 constexpr unsigned FULL = 0xffffffffu;
 /* Coordinates in samples are split as integer + fraction in float: the integers (and 2 y - e_y)
  * must stay exact, |.| < 2^24; the plan refuses geometry beyond this (hundreds of metres). */
@@ -129,7 +148,7 @@ struct DasGeometry {
     double t0_fs;                         /* t0 fs */
     double cycles_per_m;                  /* fc / c */
     float ratio_hi, ratio_lo;             /* fc / fs = ratio_hi + ratio_lo */
-    double half_per_z;                    /* k / (2 f_number): aperture half-width per unit depth, samples / m; 0: full */
+    double half_per_z;                    /* k / (2 f_number): aperture half-width per m of depth; 0: full */
     float tukey_flat, tukey_turns;        /* 1 - alpha, 0.5 / alpha (Tukey taper in turns) */
     int window;
 };
@@ -149,7 +168,8 @@ struct Frames<float2, true> {
     static constexpr int FPV = 2, NV = 4;
     static __device__ __forceinline__ void unpack(const Vec &v, float x[NV])
     {
-        x[0] = __uint_as_float(v.x), x[1] = __uint_as_float(v.y), x[2] = __uint_as_float(v.z), x[3] = __uint_as_float(v.w);
+        x[0] = __uint_as_float(v.x), x[1] = __uint_as_float(v.y);
+        x[2] = __uint_as_float(v.z), x[3] = __uint_as_float(v.w);
     }
 };
 template <>
@@ -159,12 +179,16 @@ struct Frames<float, true> {
     static constexpr int FPV = 4, NV = 4;
     static __device__ __forceinline__ void unpack(const Vec &v, float x[NV])
     {
-        x[0] = __uint_as_float(v.x), x[1] = __uint_as_float(v.y), x[2] = __uint_as_float(v.z), x[3] = __uint_as_float(v.w);
+        x[0] = __uint_as_float(v.x), x[1] = __uint_as_float(v.y);
+        x[2] = __uint_as_float(v.z), x[3] = __uint_as_float(v.w);
     }
 };
 /* int16 -> float without a conversion instruction (16 per clock per SM): 2^23 + (s + 2^15) as
  * float bits, minus 2^23 + 2^15, exact.  One LOP3 (and a shift for the high half) + one FADD. */
-__device__ __forceinline__ float int16_lo(unsigned w) { return __uint_as_float((w & 0xffffu) ^ 0x4b008000u) - 8421376.0f; }
+__device__ __forceinline__ float int16_lo(unsigned w)
+{
+    return __uint_as_float((w & 0xffffu) ^ 0x4b008000u) - 8421376.0f;
+}
 __device__ __forceinline__ float int16_hi(unsigned w) { return __uint_as_float((w >> 16) ^ 0x4b008000u) - 8421376.0f; }
 template <>
 struct Frames<short, true> {
@@ -294,7 +318,8 @@ __device__ __forceinline__ PointRef point_ref(const DasGeometry &g, const double
  * transmit, and inlined it would keep the point's doubles (and the virtual-source loop's state)
  * in registers across the element loop. */
 __device__ DAS_NOINLINE TxRef transmit_ref(const double *pt, const usbeam_tx_model *tx, const double *tx_path,
-                                           size_t p, int t, int n_transmits, double k, double t0_fs, double cycles_per_m)
+                                           size_t p, int t, int n_transmits, double k, double t0_fs,
+                                           double cycles_per_m)
 {
     const double x = pt[0], y = pt[1], z = pt[2];
     const double path = tx_path ? tx_path[p * (size_t)n_transmits + t] : usbeam_tx_path(&tx[t], x, y, z);
@@ -486,9 +511,9 @@ __global__ void __launch_bounds__(THREADS, 5) das_kernel(const DasGeometry g, co
                         }
                     }
                     if (tap_j < 0) continue;
-                    const Vec *row =
-                        data + (((channel0 + (unsigned)(e0 + j)) * (unsigned)g.n_samples + (unsigned)tap_j) * row_vectors +
-                                (unsigned)vector0);
+                    const unsigned sample_row =
+                        (channel0 + (unsigned)(e0 + j)) * (unsigned)g.n_samples + (unsigned)tap_j;
+                    const Vec *row = data + (sample_row * row_vectors + (unsigned)vector0);
 #pragma unroll
                     for (int v = 0; v < VPT; ++v) {
                         if (!vector_ok[v]) continue;
@@ -689,7 +714,8 @@ static usbeam_status element_tables(usbeam_das_cuda *p, const usbeam_das_tables 
         planar &= tables->element_y[e] == 0.0 && tables->element_z[e] == 0.0;
     }
     if (st == USBEAM_OK && !in_range)
-        st = usbeam_fail(USBEAM_ERR_UNSUPPORTED, "element_positions: das on CUDA needs |position| x fs / c < 2^22 samples");
+        st = usbeam_fail(USBEAM_ERR_UNSUPPORTED,
+                         "element_positions: das on CUDA needs |position| x fs / c < 2^22 samples");
     DasGeometry *g = &p->geometry;
     if (st == USBEAM_OK)
         st = upload(p->exec, xs, n_el * sizeof(float4), "elements", (void **)&g->element);
@@ -710,7 +736,8 @@ static usbeam_status transmit_tables(usbeam_das_cuda *p, const usbeam_das_tables
     const size_t n_tx = prm->n_transmits, n_sources = tables->n_sources;
     void *sources = nullptr;
     usbeam_status st = USBEAM_OK;
-    if (n_sources) st = upload(p->exec, tables->tx_sources, 3 * n_sources * sizeof(double), "transmit sources", &sources);
+    if (n_sources)
+        st = upload(p->exec, tables->tx_sources, 3 * n_sources * sizeof(double), "transmit sources", &sources);
     usbeam_tx_model *tx = nullptr;
     if (st == USBEAM_OK) {
         tx = (usbeam_tx_model *)usbeam_alloc(n_tx * sizeof *tx);
@@ -719,7 +746,8 @@ static usbeam_status transmit_tables(usbeam_das_cuda *p, const usbeam_das_tables
     if (st == USBEAM_OK) {
         for (size_t t = 0; t < n_tx; ++t) {
             tx[t] = tables->tx[t];
-            if (tx[t].n_sources > 0) tx[t].sources = (const double *)sources + (tables->tx[t].sources - tables->tx_sources);
+            if (tx[t].n_sources > 0)
+                tx[t].sources = (const double *)sources + (tables->tx[t].sources - tables->tx_sources);
         }
         st = upload(p->exec, tx, n_tx * sizeof *tx, "transmits", (void **)&g->tx);
     }
@@ -746,7 +774,8 @@ static usbeam_status frame_layout(usbeam_das_cuda *p, const usbeam_das_params *p
 {
     DasGeometry *g = &p->geometry;
     const size_t n_frames = prm->n_frames;
-    const size_t bytes = prm->input_dtype == USBEAM_DTYPE_COMPLEX64 ? 8 : prm->input_dtype == USBEAM_DTYPE_FLOAT32 ? 4 : 2;
+    const size_t bytes =
+        prm->input_dtype == USBEAM_DTYPE_COMPLEX64 ? 8 : prm->input_dtype == USBEAM_DTYPE_FLOAT32 ? 4 : 2;
     const size_t floats_per_vector = prm->input_dtype == USBEAM_DTYPE_INT16 ? 8 : 4; /* Frames<>::NV */
     p->wide = n_frames > 1;
     p->channels = prm->n_transmits * prm->n_elements;
@@ -767,11 +796,12 @@ static usbeam_status frame_layout(usbeam_das_cuda *p, const usbeam_das_params *p
     g->lanes = (int)lanes;
     g->vectors = (int)vectors;
     g->passes = (int)((vectors + lanes * per_thread - 1) / (lanes * per_thread));
-    p->row = (int)(vectors * frames_per_vector);
     size_t scratch_bytes = 0;
     if (usbeam_mul_size3(p->channels, prm->n_samples, vectors * 16, &scratch_bytes) != 0 ||
-        scratch_bytes > USBEAM_MAX_ALLOCATION || scratch_bytes / 16 > UINT32_MAX)
+        scratch_bytes > USBEAM_MAX_ALLOCATION || scratch_bytes / 16 > UINT32_MAX ||
+        vectors * frames_per_vector > INT32_MAX)
         return usbeam_fail(USBEAM_ERR_SIZE_OVERFLOW, "data: its transposed copy (%zu frames) is too large", n_frames);
+    p->row = (int)(vectors * frames_per_vector);
     p->sample_tiles = (unsigned)((prm->n_samples + 31) / 32);
     const size_t blocks = p->channels * p->sample_tiles, frame_tiles = ((size_t)p->row + 31) / 32;
     if (blocks > (size_t)INT32_MAX || frame_tiles > 65535)
@@ -787,7 +817,8 @@ extern "C" usbeam_status usbeam_das_cuda_create(const usbeam_das_tables *tables,
     const usbeam_das_params *prm = tables->params;
     if (prm->n_elements > (size_t)INT32_MAX || prm->n_transmits > (size_t)INT32_MAX ||
         prm->n_samples > (size_t)INT32_MAX / 2 || prm->n_frames > (size_t)INT32_MAX)
-        return usbeam_fail(USBEAM_ERR_UNSUPPORTED, "das on CUDA: elements, transmits, samples and frames must each be < 2^31");
+        return usbeam_fail(USBEAM_ERR_UNSUPPORTED,
+                           "das on CUDA: elements, transmits, samples and frames must each be < 2^31");
     usbeam_das_cuda *p = (usbeam_das_cuda *)usbeam_alloc(sizeof *p);
     if (!p) return usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "das CUDA plan");
     *p = usbeam_das_cuda{}; /* zeroed */
@@ -800,10 +831,13 @@ extern "C" usbeam_status usbeam_das_cuda_create(const usbeam_das_tables *tables,
     usbeam_status st = usbeam_cuda_exec_create(STAGE_NAMES, 1, &p->exec);
     if (st == USBEAM_OK) {
         bool in_range = true; /* the float split of the points' coordinates (point_ref) */
-        for (size_t q = 0; q < 3 * n_pts && in_range; ++q) in_range = fabs(tables->points[q] * k) < MAX_SAMPLES_COORDINATE;
-        if (!in_range) st = usbeam_fail(USBEAM_ERR_UNSUPPORTED, "points: das on CUDA needs |position| x fs / c < 2^22 samples");
+        for (size_t q = 0; q < 3 * n_pts && in_range; ++q)
+            in_range = fabs(tables->points[q] * k) < MAX_SAMPLES_COORDINATE;
+        if (!in_range)
+            st = usbeam_fail(USBEAM_ERR_UNSUPPORTED, "points: das on CUDA needs |position| x fs / c < 2^22 samples");
     }
-    if (st == USBEAM_OK) st = upload(p->exec, tables->points, 3 * n_pts * sizeof(double), "points", (void **)&g->points);
+    if (st == USBEAM_OK)
+        st = upload(p->exec, tables->points, 3 * n_pts * sizeof(double), "points", (void **)&g->points);
     if (st == USBEAM_OK)
         st = upload(p->exec, tables->aperture_first, n_pts * sizeof(int32_t), "apertures", (void **)&g->aperture_first);
     if (st == USBEAM_OK)
