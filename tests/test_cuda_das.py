@@ -282,6 +282,16 @@ def test_elements_off_the_axis(rng, dtype, interpolation):
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("nz, nx, ny", [(33, 9, None), (65, 1, None), (1, 70, None), (37, 5, 3), (2, 3, 2)])
+def test_tiles_at_grid_edges_with_lane_groups(rng, nz, nx, ny):
+    """33 IQ frames: 16 lanes per point, 2 points per warp, so the tiles (2 depths x 4 columns,
+    fewer columns in a narrow grid) and the stage of the stores are cut at every edge too."""
+    got, want, _, _ = pair(rng, np.complex64, 33, grid=grid_of_shape(rng, nz, nx, ny), f_number=1.5,
+                           window="tukey", tukey_alpha=0.5, interpolation="linear")
+    assert_close_to_cpu(got, want, "linear")
+
+
+@pytest.mark.cuda
 def test_virtual_sources_without_the_transmit_table(rng):
     """Virtual-source transmits (Delays) get their paths tabulated at plan creation; a budget too
     small for the table makes the kernel take the min over the sources itself, as correctly."""
