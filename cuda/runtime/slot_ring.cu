@@ -61,10 +61,31 @@ static usbeam_status check_slot(const usbeam_live_cuda_ring *ring, int slot)
     return USBEAM_OK;
 }
 
+/* The calling thread's current device, switched to the ring's for one call and restored on
+ * return: a session's threads may use other devices in between (a ring call must not leave
+ * them on this one). */
+struct DeviceScope {
+    int previous = -1;
+    cudaError_t enter(int device)
+    {
+        cudaError_t err = cudaGetDevice(&previous);
+        if (err != cudaSuccess || previous == device) {
+            previous = -1;
+            return err;
+        }
+        return cudaSetDevice(device);
+    }
+    ~DeviceScope()
+    {
+        if (previous >= 0) (void)cudaSetDevice(previous);
+    }
+};
+
 extern "C" void usbeam_live_cuda_ring_destroy(usbeam_live_cuda_ring *ring)
 {
     if (!ring) return;
-    (void)cudaSetDevice(ring->device);
+    DeviceScope scope;
+    (void)scope.enter(ring->device);
     if (ring->upload) (void)cudaStreamSynchronize(ring->upload);
     if (ring->compute) (void)cudaStreamSynchronize(ring->compute);
     for (int k = 0; k < LIVE_MAX_SLOTS; ++k) {
@@ -86,7 +107,8 @@ extern "C" int usbeam_live_cuda_ring_count(void) { return live_ring_count.load()
 
 static usbeam_status ring_init(usbeam_live_cuda_ring *r)
 {
-    USBEAM_CUDA_TRY(cudaSetDevice(r->device));
+    DeviceScope scope;
+    USBEAM_CUDA_TRY(scope.enter(r->device));
     USBEAM_CUDA_TRY(cudaStreamCreateWithFlags(&r->upload, cudaStreamNonBlocking));
     USBEAM_CUDA_TRY(cudaStreamCreateWithFlags(&r->compute, cudaStreamNonBlocking));
     for (int k = 0; k < r->n_slots; ++k) {
@@ -147,7 +169,8 @@ extern "C" usbeam_status usbeam_live_cuda_ring_upload(usbeam_live_cuda_ring *rin
     if (st != USBEAM_OK) return st;
     if (bytes == 0 || bytes > ring->slot_bytes)
         return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "bytes must be in 1..%zu (got %zu)", ring->slot_bytes, bytes);
-    USBEAM_CUDA_TRY(cudaSetDevice(ring->device));
+    DeviceScope scope;
+    USBEAM_CUDA_TRY(scope.enter(ring->device));
     /* the device buffer may still be read by the compute stream */
     if (ring->consume_recorded[slot]) USBEAM_CUDA_TRY(cudaStreamWaitEvent(ring->upload, ring->consumed[slot], 0));
     USBEAM_CUDA_TRY(cudaEventRecord(ring->upload_start[slot], ring->upload));
@@ -165,7 +188,8 @@ extern "C" usbeam_status usbeam_live_cuda_ring_acquire(usbeam_live_cuda_ring *ri
     if (!device || !stream) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "device and stream must not be NULL");
     if (!ring->upload_recorded[slot])
         return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "slot %d has not been uploaded", slot);
-    USBEAM_CUDA_TRY(cudaSetDevice(ring->device));
+    DeviceScope scope;
+    USBEAM_CUDA_TRY(scope.enter(ring->device));
     USBEAM_CUDA_TRY(cudaStreamWaitEvent(ring->compute, ring->uploaded[slot], 0));
     USBEAM_CUDA_TRY(cudaEventRecord(ring->compute_start[slot], ring->compute));
     ring->compute_started[slot] = true;
@@ -178,7 +202,8 @@ extern "C" usbeam_status usbeam_live_cuda_ring_release(usbeam_live_cuda_ring *ri
 {
     usbeam_status st = check_slot(ring, slot);
     if (st != USBEAM_OK) return st;
-    USBEAM_CUDA_TRY(cudaSetDevice(ring->device));
+    DeviceScope scope;
+    USBEAM_CUDA_TRY(scope.enter(ring->device));
     USBEAM_CUDA_TRY(cudaEventRecord(ring->consumed[slot], ring->compute));
     ring->consume_recorded[slot] = true;
     return USBEAM_OK;
@@ -192,7 +217,8 @@ extern "C" usbeam_status usbeam_live_cuda_ring_query(usbeam_live_cuda_ring *ring
     *done = 0;
     if (!ring->consume_recorded[slot])
         return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "slot %d has not been released", slot);
-    USBEAM_CUDA_TRY(cudaSetDevice(ring->device));
+    DeviceScope scope;
+    USBEAM_CUDA_TRY(scope.enter(ring->device));
     /* a query, never a wait: the session asks it before queueing the next frame's chain */
     cudaError_t err = cudaEventQuery(ring->consumed[slot]);
     if (err == cudaErrorNotReady) return USBEAM_OK;
@@ -232,7 +258,8 @@ extern "C" usbeam_status usbeam_live_cuda_ring_upload_seconds(usbeam_live_cuda_r
 extern "C" usbeam_status usbeam_live_cuda_ring_synchronize(usbeam_live_cuda_ring *ring)
 {
     if (!ring) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "ring must not be NULL");
-    USBEAM_CUDA_TRY(cudaSetDevice(ring->device));
+    DeviceScope scope;
+    USBEAM_CUDA_TRY(scope.enter(ring->device));
     USBEAM_CUDA_TRY(cudaStreamSynchronize(ring->upload));
     USBEAM_CUDA_TRY(cudaStreamSynchronize(ring->compute));
     return USBEAM_OK;
@@ -257,7 +284,8 @@ struct bandwidth_probe {
 
 static usbeam_status measure_h2d(int device, size_t bytes, int repeats, double *gbps)
 {
-    USBEAM_CUDA_TRY(cudaSetDevice(device));
+    DeviceScope scope;
+    USBEAM_CUDA_TRY(scope.enter(device));
     bandwidth_probe p;
     USBEAM_CUDA_TRY(cudaHostAlloc(&p.host, bytes, cudaHostAllocDefault));
     USBEAM_CUDA_TRY(cudaMalloc(&p.dev, bytes));
