@@ -680,7 +680,7 @@ static usbeam_status create_gemm(usbeam_hadamard_cuda *p, const int8_t *matrix, 
                                               (void **)&p->h_float);
     if (st == USBEAM_OK) st = usbeam_cuda_exec_upload(p->exec, p->h_float, host, (size_t)n * n * sizeof(float));
     usbeam_free(host);
-    size_t bytes;
+    size_t bytes = 0;
     if (st == USBEAM_OK && usbeam_mul_size(total, sizeof(float), &bytes) != 0)
         st = usbeam_fail(USBEAM_ERR_SIZE_OVERFLOW, "data: too large for the GEMM scratch");
     if (st == USBEAM_OK) st = usbeam_cuda_exec_alloc(p->exec, bytes, "hadamard converted input", (void **)&p->converted);

@@ -230,13 +230,12 @@ RF2IQ_UNROLL
                            : make_double2(0.0, 0.0);
 }
 
-/* The recursion over samples first, first + dir, ... (count of them) of a column with
- * stride L, in place, from state z (updated).  A ring of PREFETCH loads runs ahead of the
- * dependent arithmetic: slot u, once used, is refilled with the sample PREFETCH further on,
- * so PREFETCH loads are in flight at every step (the stores go to other samples). */
-template <int NB>
-__host__ __device__ __forceinline__ void run_recursion(double2 *__restrict__ col, size_t L, ptrdiff_t first, int dir,
-                                                       int count, const ButterCoefficients &c, double2 (&z)[NB])
+/* Walk count samples of one column, first, first + dir, ..., in place: *p = op(*p) in order,
+ * loading PREFETCH samples ahead so that many loads are in flight at every step (the stores go
+ * to other samples).  op carries the recursion's state (it runs one sample after another). */
+template <class Op>
+__host__ __device__ __forceinline__ void sweep_prefetched(double2 *__restrict__ col, size_t L, ptrdiff_t first, int dir,
+                                                          int count, Op op)
 {
     const ptrdiff_t step = dir * (ptrdiff_t)L, ahead = PREFETCH * step;
     double2 *p = col + first * (ptrdiff_t)L;
@@ -250,34 +249,32 @@ RF2IQ_UNROLL
             if (s0 + u >= count) break;
             const double2 in = v[u];
             if (s0 + u + PREFETCH < count) v[u] = p[ahead];
-            *p = tdf2_step<NB>(c, z, in);
+            *p = op(in);
         }
     }
 }
 
+/* The IIR recursion (direct form II transposed) over count samples from first in direction
+ * dir, in place, state z carried in and out. */
+template <int NB>
+__host__ __device__ __forceinline__ void run_recursion(double2 *__restrict__ col, size_t L, ptrdiff_t first, int dir,
+                                                       int count, const ButterCoefficients &c, double2 (&z)[NB])
+{
+    sweep_prefetched(col, L, first, dir, count, [&](double2 in) { return tdf2_step<NB>(c, z, in); });
+}
+
 /* y[s] += (zero-input response of state z)_0 over samples first, first + dir, ... (count of
- * them), in place, z updated; loads PREFETCH ahead as in run_recursion. */
+ * them), in place, z updated. */
 template <int NB>
 __host__ __device__ __forceinline__ void add_zero_input_response(double2 *__restrict__ col, size_t L, ptrdiff_t first,
                                                                  int dir, int count, const ButterCoefficients &c,
                                                                  double2 (&z)[NB])
 {
-    const ptrdiff_t step = dir * (ptrdiff_t)L, ahead = PREFETCH * step;
-    double2 *p = col + first * (ptrdiff_t)L;
-    double2 v[PREFETCH];
-RF2IQ_UNROLL
-    for (int u = 0; u < PREFETCH; ++u)
-        if (u < count) v[u] = p[u * step];
-    for (int s0 = 0; s0 < count; s0 += PREFETCH) {
-RF2IQ_UNROLL
-        for (int u = 0; u < PREFETCH; ++u, p += step) {
-            if (s0 + u >= count) break;
-            const double2 y = v[u];
-            if (s0 + u + PREFETCH < count) v[u] = p[ahead];
-            *p = make_double2(add_rn(y.x, z[0].x), add_rn(y.y, z[0].y));
-            zero_input_step<NB>(c, z);
-        }
-    }
+    sweep_prefetched(col, L, first, dir, count, [&](double2 y) {
+        const double2 out = make_double2(add_rn(y.x, z[0].x), add_rn(y.y, z[0].y));
+        zero_input_step<NB>(c, z);
+        return out;
+    });
 }
 
 /* Serial filtfilt of one line (already extended: total samples), as the CPU. */

@@ -62,20 +62,6 @@ void *usbeam_alloc(size_t bytes)
 
 void usbeam_free(void *ptr) { free(ptr); }
 
-int usbeam_mul_size(size_t a, size_t b, size_t *out)
-{
-    if (a != 0 && b > SIZE_MAX / a) return -1;
-    *out = a * b;
-    return 0;
-}
-
-int usbeam_mul_size3(size_t a, size_t b, size_t c, size_t *out)
-{
-    size_t ab;
-    if (usbeam_mul_size(a, b, &ab) != 0) return -1;
-    return usbeam_mul_size(ab, c, out);
-}
-
 usbeam_status usbeam_check_finite(const char *name, double value)
 {
     if (!isfinite(value))

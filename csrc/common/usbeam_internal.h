@@ -45,9 +45,20 @@ usbeam_status usbeam_fail(usbeam_status status, const char *format, ...)
 void *usbeam_alloc(size_t bytes);
 void usbeam_free(void *ptr);
 
-/* a*b (and a*b*c) with overflow detection: returns 0 and sets *out, or -1 on overflow. */
-int usbeam_mul_size(size_t a, size_t b, size_t *out);
-int usbeam_mul_size3(size_t a, size_t b, size_t c, size_t *out);
+/* a*b (and a*b*c) with overflow detection: returns 0 and sets *out, or -1 on overflow.  Inline
+ * here so that the C library and the CUDA module share one definition. */
+static inline int usbeam_mul_size(size_t a, size_t b, size_t *out)
+{
+    if (a != 0 && b > SIZE_MAX / a) return -1;
+    *out = a * b;
+    return 0;
+}
+static inline int usbeam_mul_size3(size_t a, size_t b, size_t c, size_t *out)
+{
+    size_t ab;
+    if (usbeam_mul_size(a, b, &ab) != 0) return -1;
+    return usbeam_mul_size(ab, c, out);
+}
 
 /* Largest buffer a plan may request, in bytes (guards against absurd sizes before the
  * allocator sees them; larger requests fail with USBEAM_ERR_SIZE_OVERFLOW). */

@@ -38,20 +38,6 @@ void *usbeam_alloc(size_t bytes) { return host->alloc(bytes); }
 
 void usbeam_free(void *ptr) { host->free(ptr); }
 
-int usbeam_mul_size(size_t a, size_t b, size_t *out)
-{
-    if (a != 0 && b > SIZE_MAX / a) return -1;
-    *out = a * b;
-    return 0;
-}
-
-int usbeam_mul_size3(size_t a, size_t b, size_t c, size_t *out)
-{
-    size_t ab;
-    if (usbeam_mul_size(a, b, &ab) != 0) return -1;
-    return usbeam_mul_size(ab, c, out);
-}
-
 #define USBEAM_SEAM_ENTRY(ret, name, params, args, fallback) .name = name,
 #define USBEAM_SEAM_ENTRY_V(name, params, args) .name = name,
 static const usbeam_cuda_api cuda_api = {
