@@ -34,7 +34,7 @@ PUBLIC = {
     "usbeam.doppler": ["ColorDopplerPlan", "DopplerDisplay", "PowerDopplerPlan", "color_doppler",
                        "nyquist_velocity", "power_doppler"],
     "usbeam.pipelines": ["DopplerMaps", "DopplerPipeline", "Pipeline"],
-    "usbeam.io": ["MustRecording", "VantageAcquisition", "VantageProbe", "VantageTransmit", "VantageWorkspace",
+    "usbeam.io": ["MustRecording", "Recording", "VantageAcquisition", "VantageProbe", "VantageTransmit", "VantageWorkspace",
                   "load_must", "load_vantage", "plane_wave_angle"],
     "usbeam.simulate": ["cyst_phantom", "gaussian_pulse", "pulse_sigma", "simulate_rca", "simulate_rf"],
     "usbeam.live": ["CallablePipeline", "ChannelMap", "FrameDropped", "FrameFailed", "Result", "Session",

@@ -1,5 +1,7 @@
 """Readers of recorded channel data: the first stage of the flow (acquire) from files.
 
+- :mod:`usbeam.io.recording`: ``Recording``, the object every reader returns (data plus every
+  acquisition parameter, SI units).
 - :mod:`usbeam.io.must`: MUST / PyMUST ``.mat`` recordings (``load_must`` -> ``MustRecording``,
   ``plane_wave_angle``), SI units, data ``(n_frames, n_elements, n_samples)``.
 - :mod:`usbeam.io.vantage`: saved Verasonics Vantage workspaces (``load_vantage`` ->
@@ -9,8 +11,9 @@
 Each module's docstring states its conventions and references.  The checksummed example
 recordings are located by :mod:`usbeam.datasets`.
 """
+from .recording import Recording
 from .must import MustRecording, load_must, plane_wave_angle
 from .vantage import VantageAcquisition, VantageProbe, VantageTransmit, VantageWorkspace, load_vantage
 
-__all__ = ["MustRecording", "load_must", "plane_wave_angle",
+__all__ = ["Recording", "MustRecording", "load_must", "plane_wave_angle",
            "VantageAcquisition", "VantageProbe", "VantageTransmit", "VantageWorkspace", "load_vantage"]

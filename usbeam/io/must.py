@@ -15,27 +15,23 @@ differ by up to ~1e-3 sample at depth: MUST's envelope is built from discrete so
 """
 from dataclasses import dataclass, field
 import math
+import os
 
 import numpy as np
 
 from .. import _validate
+from .recording import Recording
 from ..geometry import Delays, LinearArray, PlaneWave
 
 __all__ = ["MustRecording", "load_must", "plane_wave_angle"]
 
 
 @dataclass(frozen=True)
-class MustRecording:
-    data: np.ndarray        # (n_frames, n_elements, n_samples), int16/float RF or complex IQ
-    probe: LinearArray
-    sequence: tuple         # transmits: (Delays(TXdelay),) or (PlaneWave(0),) without TXdelay
-    fs: float               # Hz
-    fc: float               # Hz
-    c: float                # m/s
-    t0: float               # s, time of sample 0 (usbeam time origin)
-    prf: float              # Hz (nan when absent)
-    bandwidth: float        # fraction (nan when absent)
-    param: dict = field(repr=False, default_factory=dict)  # every field of MUST's param, as read
+class MustRecording(Recording):
+    """A MUST / PyMUST recording: ``data`` (n_frames, n_elements, n_samples), ``probe`` a
+    LinearArray, ``sequence`` (Delays(TXdelay),) or (PlaneWave(0),) without TXdelay, ``prf`` and
+    ``bandwidth`` nan when absent; ``param`` is every field of MUST's param, as read."""
+    param: dict = field(repr=False, default_factory=dict)
 
 
 def _scalar(param, name, required=True, default=math.nan):
@@ -134,5 +130,6 @@ def load_must(path, variable=None):
     else:
         transmit, first = PlaneWave(0.0), 0.0
     return MustRecording(data=data, probe=probe, sequence=(transmit,), fs=fs, fc=fc, c=c, t0=t0 - first,
-                         prf=_positive(param, "PRF", required=False), bandwidth=bandwidth, param=param)
+                         prf=_positive(param, "PRF", required=False), bandwidth=bandwidth, param=param,
+                         source=f"MUST {os.path.basename(str(path))}")
 
