@@ -229,11 +229,12 @@ void usbeam_das_plan_destroy(usbeam_das_plan *plan)
     usbeam_free(plan->tx_time);
     usbeam_free(plan->aperture_first);
     usbeam_free(plan->aperture_count);
-    usbeam_free(plan->entry_offset);
-    usbeam_free(plan->table_tap);
-    usbeam_free(plan->table_weight);
-    usbeam_free(plan->thread_tap);
-    usbeam_free(plan->thread_weight);
+    usbeam_free(plan->receive_offset);
+    usbeam_free(plan->visit);
+    usbeam_free(plan->table_sample);
+    usbeam_free(plan->table_re);
+    usbeam_free(plan->table_im);
+    usbeam_free(plan->scratch);
     usbeam_free(plan->tile);
     usbeam_free(plan->stage);
     usbeam_free(plan);
@@ -247,7 +248,7 @@ usbeam_cuda_exec *usbeam_das_plan_cuda(usbeam_das_plan *plan)
 size_t usbeam_das_table_bytes(const usbeam_das_plan *plan)
 {
     if (!plan || !plan->has_table) return 0;
-    return plan->n_entries * (sizeof(int32_t) + (size_t)plan->weight_stride * sizeof(float));
+    return plan->n_receive * (sizeof(double) + (plan->is_iq ? 2 : 1) * sizeof(float));
 }
 
 /* Allocate count * size bytes, failing with a message naming `what`. */
@@ -331,7 +332,7 @@ static void build_transmit_models(usbeam_das_plan *plan, const usbeam_transmit *
     }
 }
 
-/* Receive apertures (one contiguous element range per point) and the entry offsets. */
+/* Receive apertures (one contiguous element range per point) and the receive-table offsets. */
 static void build_apertures(usbeam_das_plan *plan)
 {
     const usbeam_das_params *prm = &plan->params;
@@ -345,16 +346,59 @@ static void build_apertures(usbeam_das_plan *plan)
         plan->aperture_first[p] = first;
         plan->aperture_count[p] = count;
     }
-    if (!plan->entry_offset) return; /* a CUDA plan: no entries on the host */
-    size_t offset = 0, widest = 0;
+    if (!plan->receive_offset) return; /* a CUDA plan: nothing tabulated on the host */
+    size_t offset = 0;
+    int widest = 0;
     for (ptrdiff_t p = 0; p < n_points; ++p) {
-        plan->entry_offset[p] = offset;
-        offset += (size_t)plan->aperture_count[p] * prm->n_transmits; /* <= n_points * n_el * n_tx, checked */
-        widest = (size_t)plan->aperture_count[p] > widest ? (size_t)plan->aperture_count[p] : widest;
+        plan->receive_offset[p] = offset;
+        offset += (size_t)plan->aperture_count[p]; /* <= n_points * n_el, checked */
+        widest = plan->aperture_count[p] > widest ? plan->aperture_count[p] : widest;
     }
-    plan->entry_offset[n_points] = offset;
-    plan->n_entries = offset;
-    plan->thread_entries = widest * prm->n_transmits;
+    plan->receive_offset[n_points] = offset;
+    plan->n_receive = offset;
+    plan->widest = widest;
+}
+
+/* 10 bits of v spread to every third bit. */
+static uint64_t spread3(uint64_t v)
+{
+    uint64_t r = 0;
+    for (int b = 0; b < 10; ++b) r |= ((v >> b) & 1u) << (3 * b);
+    return r;
+}
+
+static int compare_keys(const void *a, const void *b)
+{
+    const size_t *ka = a, *kb = b;
+    return (ka[0] > kb[0]) - (ka[0] < kb[0]);
+}
+
+/* The order execute visits the points in: sorted by their Z-order (Morton) key, the
+ * coordinates quantised to 10 bits over the bounding box and interleaved, so consecutive
+ * points (a tile) are neighbours in space whatever the grid: their delays differ by a few
+ * samples and a tile's reads stay in cache.  visit has room for (key, index) pairs. */
+static void build_visit_order(usbeam_das_plan *plan)
+{
+    const size_t n = plan->params.n_points;
+    double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+    for (size_t p = 0; p < n; ++p)
+        for (int k = 0; k < 3; ++k) {
+            lo[k] = fmin(lo[k], plan->points[3 * p + k]);
+            hi[k] = fmax(hi[k], plan->points[3 * p + k]);
+        }
+    size_t *pairs = plan->visit;
+    for (size_t p = 0; p < n; ++p) {
+        uint64_t key = 0;
+        for (int k = 0; k < 3; ++k) {
+            const double span = hi[k] - lo[k];
+            const uint64_t q = span > 0.0 ? (uint64_t)((plan->points[3 * p + k] - lo[k]) / span * 1023.0) : 0;
+            key |= spread3(q > 1023 ? 1023 : q) << k;
+        }
+        pairs[2 * p] = (size_t)key;
+        pairs[2 * p + 1] = p;
+    }
+    qsort(pairs, n, 2 * sizeof(size_t), compare_keys);
+    for (size_t p = 0; p < n; ++p) pairs[p] = pairs[2 * p + 1]; /* in place: p <= 2p + 1 */
 }
 
 usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_backend backend, usbeam_das_plan **plan_out)
@@ -379,7 +423,10 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
         usbeam_mul_size(max_entries, (size_t)weight_stride, &weight_floats) != 0)
         return usbeam_fail(USBEAM_ERR_SIZE_OVERFLOW, "points x elements x transmits is too large");
     if (usbeam_mul_size3(prm->n_transmits, prm->n_elements, prm->n_samples, &stage_plane) != 0 ||
-        usbeam_mul_size(stage_plane, prm->n_frames, &stage_plane) != 0 || stage_plane > USBEAM_MAX_ALLOCATION / 8)
+        usbeam_mul_size(stage_plane, prm->n_frames, &stage_plane) != 0 || stage_plane > USBEAM_MAX_ALLOCATION / 16 ||
+        usbeam_mul_size3(prm->n_transmits, prm->n_elements, usbeam_das_channel_floats(prm->n_samples, prm->n_frames),
+                         &stage_plane) != 0 ||
+        (stage_plane += 32) > USBEAM_MAX_ALLOCATION / 8)
         return usbeam_fail(USBEAM_ERR_SIZE_OVERFLOW, "data: frames x transmits x elements x samples is too large");
 
     usbeam_das_plan *plan = usbeam_alloc(sizeof *plan);
@@ -412,12 +459,13 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
         (st = alloc_array((void **)&plan->aperture_count, n_pts, sizeof(int32_t), "points")))
         goto fail;
     /* The CPU's alone (a CUDA plan computes its delays on the device and reads the data in
-     * place): transmit times, entry offsets, and the staging buffer, the largest of all. */
+     * place): transmit times, receive offsets, and the staging buffer, the largest of all. */
     if (backend == USBEAM_BACKEND_CPU &&
         ((st = alloc_array((void **)&plan->tx_sources_f, 3 * n_sources, sizeof(float), "transmits sources")) ||
          (st = alloc_array((void **)&plan->tx_source_bounds, 3 * prm->n_transmits, sizeof(double), "transmits sources")) ||
          (st = alloc_array((void **)&plan->tx_time, n_pts, prm->n_transmits * sizeof(double), "transmit times")) ||
-         (st = alloc_array((void **)&plan->entry_offset, n_pts + 1, sizeof(size_t), "points")) ||
+         (st = alloc_array((void **)&plan->receive_offset, n_pts + 1, sizeof(size_t), "points")) ||
+         (st = alloc_array((void **)&plan->visit, n_pts, 2 * sizeof(size_t), "points")) ||
          /* + 8 floats: the last frame block may read 7 lanes past the end (das.c) */
          (st = alloc_array((void **)&plan->stage, stage_plane * (is_iq ? 2 : 1) + 8, sizeof(float), "data staging buffer"))))
         goto fail;
@@ -451,6 +499,7 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
         *plan_out = plan;
         return USBEAM_OK;
     }
+    build_visit_order(plan);
     {   /* transmit times: what execute would otherwise recompute per call without a table */
         const ptrdiff_t n_points = (ptrdiff_t)n_pts;
         const size_t n_tx = prm->n_transmits;
@@ -464,24 +513,34 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
                           "output tiles")))
         goto fail;
 
-    const size_t entry_bytes = sizeof(int32_t) + (size_t)weight_stride * sizeof(float);
+    /* Per-thread scratch (floats): the receive part of the widest aperture (a double and two
+     * floats per element, each array rounded up to 16 floats so the next stays 64-byte
+     * aligned) and one block of entries (a ptrdiff_t row and weight_stride floats each). */
+    const size_t widest = (size_t)(plan->widest > 0 ? plan->widest : 1);
+    const size_t widest_floats = (widest + 15) / 16 * 16;
+    plan->thread_floats = 4 * widest_floats +
+                          (size_t)USBEAM_DAS_ENTRY_BLOCK * (sizeof(ptrdiff_t) / sizeof(float) + (size_t)weight_stride) +
+                          16; /* the pair kernels read 16 floats of weights from the last unit on (das.c) */
+    if ((st = alloc_array((void **)&plan->scratch, (size_t)plan->n_threads * plan->thread_floats, sizeof(float),
+                          "per-thread scratch")))
+        goto fail;
+
+    /* The receive table: s_rx and c_rx per (point, aperture element), shared by every transmit. */
+    const size_t pair_bytes = sizeof(double) + (is_iq ? 2 : 1) * sizeof(float);
     const size_t budget = prm->max_table_bytes ? prm->max_table_bytes : DEFAULT_MAX_TABLE_BYTES;
-    plan->has_table = plan->n_entries <= budget / entry_bytes;
+    plan->has_table = plan->n_receive <= budget / pair_bytes;
     if (plan->has_table) {
-        if ((st = alloc_table((void **)&plan->table_tap, plan->n_entries, sizeof(int32_t), "delay table")) ||
-            (st = alloc_table((void **)&plan->table_weight, plan->n_entries, (size_t)weight_stride * sizeof(float), "weight table")))
+        if ((st = alloc_table((void **)&plan->table_sample, plan->n_receive, sizeof(double), "receive table")) ||
+            (st = alloc_table((void **)&plan->table_re, plan->n_receive, sizeof(float), "receive table")) ||
+            (is_iq && (st = alloc_table((void **)&plan->table_im, plan->n_receive, sizeof(float), "receive table"))))
             goto fail;
         const ptrdiff_t n_points = (ptrdiff_t)n_pts;
 #pragma omp parallel for schedule(dynamic, 256)
         for (ptrdiff_t p = 0; p < n_points; ++p) {
-            const size_t off = plan->entry_offset[p];
-            usbeam_das_point_entries(plan, (size_t)p, plan->table_tap + off, plan->table_weight + off * (size_t)weight_stride);
+            const size_t off = plan->receive_offset[p];
+            usbeam_das_point_receive(plan, (size_t)p, plan->table_sample + off, plan->table_re + off,
+                                     is_iq ? plan->table_im + off : NULL);
         }
-    } else {
-        size_t per_thread = plan->thread_entries ? plan->thread_entries : 1;
-        if ((st = alloc_array((void **)&plan->thread_tap, (size_t)plan->n_threads, per_thread * sizeof(int32_t), "per-thread delays")) ||
-            (st = alloc_array((void **)&plan->thread_weight, (size_t)plan->n_threads, per_thread * (size_t)weight_stride * sizeof(float), "per-thread weights")))
-            goto fail;
     }
     *plan_out = plan;
     return USBEAM_OK;
