@@ -4,17 +4,24 @@
  * Layouts: in  (n_frames, n_transmits, n_elements, n_samples): int16 / float32 RF or
  *              complex64 IQ (interleaved re, im);
  *          out (n_frames, n_points): float32 (RF) or complex64 (IQ).
- * Units: none here; the plan (das_setup.c) turned geometry (m, s, Hz) into sample taps
- * and weights with the window and the IQ phase rotation exp(+j 2 pi fc tau) folded in.
+ * Units: none here; the plan (das_setup.c, das_delays.c) turned geometry (m, s, Hz) into
+ * sample indices and weights (layouts in das_internal.h).
  *
  * Why this shape: each (point, transmit, element) needs one delay and one set of weights
  * that all frames share, so the input is first staged in the plan as
- * (transmit, element, sample, frame) float32 planes (re and im apart).  The frame loop is
- * then innermost, contiguous and vectorised, and a tap of every frame is one row: the
- * kernels keep blocks of 32 (then 8) frames of sums in vector registers across all the
- * entries of a point; a single frame is vectorised over the entries instead.  Points run
- * in parallel, in tiles whose output rows are written contiguously; each thread has its
- * own scratch.
+ * (transmit, element, sample, frame) float32 planes (re and im apart; channels an odd
+ * number of cache lines apart).  The frame loop is then innermost, contiguous and
+ * vectorised, and a tap of every frame is one row.  Per point, the delay splits into a
+ * receive part per (point, element), from the table or computed once per point and shared
+ * by every transmit, and a transmit part per (point, transmit); the entries (row offset and
+ * weights) of a block of (transmit, element) pairs are formed in the thread's scratch
+ * (das_delays.c) and summed by the kernels: blocks of 32 and 16 frames in 16-lane vectors,
+ * 8 frames as two units (taps or entries) per vector, a last partial block of 8 lanes, and
+ * a single frame vectorised over the entries (gathers).  Each kernel splits its sums over
+ * enough independent accumulators to cover the FMA latency (8 chains).  The kernels are
+ * built for AVX-512, AVX2 + FMA and the baseline (das_kernels.h) and chosen at run time.
+ * Points run in parallel, in tiles of neighbours along a Z-order curve (das_setup.c), so a
+ * tile reads nearly the same rows; each thread has its own scratch.
  * Reference: Perrot et al., "So you think you can DAS?", Ultrasonics 111 (2021) 106309.
  */
 #include "beamform/das_internal.h"
@@ -412,19 +419,18 @@ static void beamform_point(const usbeam_das_plan *plan, entries_kernel beamform_
         const double s_tx = (tx_time - prm->t0) * prm->fs;
         double rot_re = 1.0, rot_im = 0.0;
         if (plan->is_iq) usbeam_das_rotation(prm->fc * tx_time, &rot_re, &rot_im);
+        if (n_frames == 1) { /* formed and summed in one loop */
+            const ptrdiff_t row0 = first_row + (ptrdiff_t)t * transmit_stride;
+            usbeam_das_transmit_sum_single(plan, count, sample, rx_re, rx_im, s_tx, (float)rot_re, (float)rot_im, channel,
+                                           view.re_plane + row0, view.im_plane + row0, acc_re, acc_im);
+            continue;
+        }
         for (size_t i0 = 0; i0 < count;) {
             const size_t n = count - i0 < block - view.n ? count - i0 : block - view.n;
-#ifndef H21_SKIP_FILL
             usbeam_das_transmit_entries(plan, n, sample + i0, rx_re + i0, rx_im ? rx_im + i0 : NULL, s_tx,
                                         (float)rot_re, (float)rot_im,
                                         first_row + (ptrdiff_t)t * transmit_stride + (ptrdiff_t)i0 * channel, channel,
                                         (ptrdiff_t)n_frames, row + view.n, weight + view.n * stride);
-#else
-            if (p == 0) usbeam_das_transmit_entries(plan, n, sample + i0, rx_re + i0, rx_im ? rx_im + i0 : NULL, s_tx,
-                                        (float)rot_re, (float)rot_im,
-                                        first_row + (ptrdiff_t)t * transmit_stride + (ptrdiff_t)i0 * channel, channel,
-                                        (ptrdiff_t)n_frames, row + view.n, weight + view.n * stride);
-#endif
             view.n += n;
             i0 += n;
             if (view.n == block) {

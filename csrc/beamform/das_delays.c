@@ -1,10 +1,13 @@
 /*
- * das_delays.c - the geometry of one point for delay-and-sum: transmit time, and for each
- * (transmit, element of the receive aperture) the first interpolation tap and its weights
- * with the window and the IQ phase rotation folded in (layout in das_internal.h).  Plan
- * creation runs this for every point (the table); without a table, execute does.
+ * das_delays.c - the geometry of one point for delay-and-sum (layouts in das_internal.h):
+ * its transmit times (plan creation), its receive part per element of its aperture, s_rx =
+ * |p - e| fs / c and c_rx = window x exp(+j 2 pi fc |p - e| / c) (usbeam_das_point_receive:
+ * the receive table at plan creation, or execute without one), and the entries of one
+ * transmit: s = s_tx + s_rx, the first tap's row and the interpolation weights times
+ * rot_tx x c_rx (usbeam_das_transmit_entries, execute).
  *
- * Units: positions m, times s; tau = tau_tx + |p - e| / c; s = (tau - t0) fs.
+ * Units: positions m, times s; tau = tau_tx + |p - e| / c; s = (tau - t0) fs
+ *        = (tau_tx - t0) fs + |p - e| fs / c, summed in double.
  * The math is that of usbeam_math.h (interpolation validity ranges, windows, transmit
  * models).  The loops here are written so the compiler vectorises them over the elements
  * of a chunk of the aperture: no calls but sqrt, branch-free selects, and sin/cos from
@@ -258,61 +261,189 @@ INLINE_BODY void transmit_entries(const usbeam_das_plan *plan, size_t count, con
         }
         return;
     }
+    /* one loop per (kind, RF / IQ), so each is branch-free; the tap goes through int32 (the
+     * plan bounds n_samples by INT32_MAX / 2), which converts from double in vectors */
+#define ROW(base) (row0 + i * channel + (ptrdiff_t)(int32_t)(base) * frames)
+#define ROTATED(RE, IM) const float RE = rot_re * re[i] - rot_im * im[i], IM = rot_re * im[i] + rot_im * re[i]
     if (kind == USBEAM_INTERP_NEAREST) {
-        for (ptrdiff_t i = 0; i < n; ++i) {
-            const double s = s_tx + sample[i];
-            const int valid = (s >= 0.0) & (s <= last);
-            const double tap = valid ? rint(s) : 0.0; /* ties to even */
-            row[i] = row0 + i * channel + (ptrdiff_t)tap * frames;
-            const float g = valid ? 1.0f : 0.0f;
-            if (is_iq) {
-                weight[2 * i] = g * (rot_re * re[i] - rot_im * im[i]);
-                weight[2 * i + 1] = g * (rot_re * im[i] + rot_im * re[i]);
-            } else {
-                weight[i] = g * re[i];
+        if (is_iq) {
+            for (ptrdiff_t i = 0; i < n; ++i) {
+                const double s = s_tx + sample[i];
+                const int valid = (s >= 0.0) & (s <= last);
+                const float g = valid ? 1.0f : 0.0f;
+                row[i] = ROW(valid ? rint(s) : 0.0); /* ties to even */
+                ROTATED(cr, ci);
+                weight[2 * i] = g * cr;
+                weight[2 * i + 1] = g * ci;
+            }
+        } else {
+            for (ptrdiff_t i = 0; i < n; ++i) {
+                const double s = s_tx + sample[i];
+                const int valid = (s >= 0.0) & (s <= last);
+                row[i] = ROW(valid ? rint(s) : 0.0);
+                weight[i] = valid ? re[i] : 0.0f;
             }
         }
     } else if (kind == USBEAM_INTERP_LINEAR) {
-        for (ptrdiff_t i = 0; i < n; ++i) {
-            const double s = s_tx + sample[i];
-            const int valid = (s >= 0.0) & (s <= last - 1.0);
-            const double base = floor(valid ? s : 0.0);
-            const float t = (float)(s - base), g = valid ? 1.0f : 0.0f;
-            const float w0 = g - g * t, w1 = g * t;
-            row[i] = row0 + i * channel + (ptrdiff_t)base * frames;
-            if (is_iq) {
-                const float cr = rot_re * re[i] - rot_im * im[i], ci = rot_re * im[i] + rot_im * re[i];
+        if (is_iq) {
+            for (ptrdiff_t i = 0; i < n; ++i) {
+                const double s = s_tx + sample[i];
+                const int valid = (s >= 0.0) & (s <= last - 1.0);
+                const double base = floor(valid ? s : 0.0);
+                const float t = (float)(s - base), g = valid ? 1.0f : 0.0f;
+                const float w0 = g - g * t, w1 = g * t;
+                row[i] = ROW(base);
+                ROTATED(cr, ci);
                 weight[4 * i] = w0 * cr;
                 weight[4 * i + 1] = w0 * ci;
                 weight[4 * i + 2] = w1 * cr;
                 weight[4 * i + 3] = w1 * ci;
-            } else {
-                weight[2 * i] = w0 * re[i];
-                weight[2 * i + 1] = w1 * re[i];
+            }
+        } else {
+            for (ptrdiff_t i = 0; i < n; ++i) {
+                const double s = s_tx + sample[i];
+                const int valid = (s >= 0.0) & (s <= last - 1.0);
+                const double base = floor(valid ? s : 0.0);
+                const float t = (float)(s - base), g = valid ? re[i] : 0.0f;
+                row[i] = ROW(base);
+                weight[2 * i] = g - g * t;
+                weight[2 * i + 1] = g * t;
             }
         }
     } else { /* cubic (Catmull-Rom, usbeam_math.h) */
-        for (ptrdiff_t i = 0; i < n; ++i) {
-            const double s = s_tx + sample[i];
-            const int valid = (s >= 1.0) & (s <= last - 2.0);
-            const double base = floor(valid ? s : 1.0);
-            const float t = (float)(s - base), g = valid ? 0.5f : 0.0f;
-            const float t2 = t * t, t3 = t2 * t;
-            const float w0 = g * (-t3 + 2.0f * t2 - t), w1 = g * (3.0f * t3 - 5.0f * t2 + 2.0f);
-            const float w2 = g * (-3.0f * t3 + 4.0f * t2 + t), w3 = g * (t3 - t2);
-            row[i] = row0 + i * channel + ((ptrdiff_t)base - 1) * frames;
-            if (is_iq) {
-                const float cr = rot_re * re[i] - rot_im * im[i], ci = rot_re * im[i] + rot_im * re[i];
+#define CUBIC_WEIGHTS                                                                                  \
+    const double s = s_tx + sample[i];                                                                 \
+    const int valid = (s >= 1.0) & (s <= last - 2.0);                                                  \
+    const double base = floor(valid ? s : 1.0);                                                        \
+    const float t = (float)(s - base), g = valid ? 0.5f : 0.0f;                                        \
+    const float t2 = t * t, t3 = t2 * t;                                                               \
+    const float w0 = g * (-t3 + 2.0f * t2 - t), w1 = g * (3.0f * t3 - 5.0f * t2 + 2.0f);               \
+    const float w2 = g * (-3.0f * t3 + 4.0f * t2 + t), w3 = g * (t3 - t2);                             \
+    row[i] = ROW(base - 1.0)
+        if (is_iq) {
+            for (ptrdiff_t i = 0; i < n; ++i) {
+                CUBIC_WEIGHTS;
+                ROTATED(cr, ci);
                 weight[8 * i] = w0 * cr, weight[8 * i + 1] = w0 * ci;
                 weight[8 * i + 2] = w1 * cr, weight[8 * i + 3] = w1 * ci;
                 weight[8 * i + 4] = w2 * cr, weight[8 * i + 5] = w2 * ci;
                 weight[8 * i + 6] = w3 * cr, weight[8 * i + 7] = w3 * ci;
-            } else {
+            }
+        } else {
+            for (ptrdiff_t i = 0; i < n; ++i) {
+                CUBIC_WEIGHTS;
                 weight[4 * i] = w0 * re[i], weight[4 * i + 1] = w1 * re[i];
                 weight[4 * i + 2] = w2 * re[i], weight[4 * i + 3] = w3 * re[i];
             }
         }
+#undef CUBIC_WEIGHTS
     }
+#undef ROW
+#undef ROTATED
+}
+
+/* One frame: the entries of one transmit formed and summed in the same vectorised loop (the
+ * same math as transmit_entries; the interpolation is applied to the samples first, then the
+ * rotation, which rounds differently only in the last bits): *acc_re (, *acc_im) += the sum.
+ * x_re / x_im point at the staged row of (this transmit, first aperture element). */
+INLINE_BODY void transmit_sum_single(const usbeam_das_plan *plan, size_t count, const double *restrict sample,
+                                     const float *restrict re, const float *restrict im, double s_tx, float rot_re,
+                                     float rot_im, ptrdiff_t channel, const float *restrict x_re,
+                                     const float *restrict x_im, float *acc_re, float *acc_im)
+{
+    const usbeam_das_params *prm = &plan->params;
+    const double last = (double)prm->n_samples - 1.0;
+    const ptrdiff_t n = (ptrdiff_t)count;
+    const int kind = (int)prm->interpolation;
+    if (plan->taps != usbeam_interp_taps(kind)) return; /* a record shorter than the taps: nothing in range */
+    float sum_re = 0.0f, sum_im = 0.0f;
+#define AT(base) (i * channel + (ptrdiff_t)(int32_t)(base))
+#define ROTATE_ADD(VA, VB)                                                                              \
+    {                                                                                                  \
+        const float cr = rot_re * re[i] - rot_im * im[i], ci = rot_re * im[i] + rot_im * re[i];       \
+        sum_re += cr * (VA) - ci * (VB);                                                               \
+        sum_im += cr * (VB) + ci * (VA);                                                               \
+    }
+#if defined(_OPENMP)
+#define SIMD_IQ _Pragma("omp simd reduction(+ : sum_re, sum_im)")
+#define SIMD_RF _Pragma("omp simd reduction(+ : sum_re)")
+#else
+#define SIMD_IQ
+#define SIMD_RF
+#endif
+    if (kind == USBEAM_INTERP_NEAREST) {
+        if (plan->is_iq) {
+            SIMD_IQ
+            for (ptrdiff_t i = 0; i < n; ++i) {
+                const double s = s_tx + sample[i];
+                const int valid = (s >= 0.0) & (s <= last);
+                const ptrdiff_t k = AT(valid ? rint(s) : 0.0);
+                const float g = valid ? 1.0f : 0.0f;
+                ROTATE_ADD(g * x_re[k], g * x_im[k])
+            }
+        } else {
+            SIMD_RF
+            for (ptrdiff_t i = 0; i < n; ++i) {
+                const double s = s_tx + sample[i];
+                const int valid = (s >= 0.0) & (s <= last);
+                const ptrdiff_t k = AT(valid ? rint(s) : 0.0);
+                sum_re += (valid ? re[i] : 0.0f) * x_re[k];
+            }
+        }
+    } else if (kind == USBEAM_INTERP_LINEAR) {
+#define LINEAR_WEIGHTS                                                                                 \
+    const double s = s_tx + sample[i];                                                                 \
+    const int valid = (s >= 0.0) & (s <= last - 1.0);                                                  \
+    const double base = floor(valid ? s : 0.0);                                                        \
+    const float t = (float)(s - base), g = valid ? 1.0f : 0.0f;                                        \
+    const float w0 = g - g * t, w1 = g * t;                                                            \
+    const ptrdiff_t k = AT(base)
+        if (plan->is_iq) {
+            SIMD_IQ
+            for (ptrdiff_t i = 0; i < n; ++i) {
+                LINEAR_WEIGHTS;
+                ROTATE_ADD(w0 * x_re[k] + w1 * x_re[k + 1], w0 * x_im[k] + w1 * x_im[k + 1])
+            }
+        } else {
+            SIMD_RF
+            for (ptrdiff_t i = 0; i < n; ++i) {
+                LINEAR_WEIGHTS;
+                sum_re += re[i] * (w0 * x_re[k] + w1 * x_re[k + 1]);
+            }
+        }
+#undef LINEAR_WEIGHTS
+    } else { /* cubic (Catmull-Rom) */
+#define CUBIC_WEIGHTS                                                                                  \
+    const double s = s_tx + sample[i];                                                                 \
+    const int valid = (s >= 1.0) & (s <= last - 2.0);                                                  \
+    const double base = floor(valid ? s : 1.0);                                                        \
+    const float t = (float)(s - base), g = valid ? 0.5f : 0.0f;                                        \
+    const float t2 = t * t, t3 = t2 * t;                                                               \
+    const float w0 = g * (-t3 + 2.0f * t2 - t), w1 = g * (3.0f * t3 - 5.0f * t2 + 2.0f);               \
+    const float w2 = g * (-3.0f * t3 + 4.0f * t2 + t), w3 = g * (t3 - t2);                             \
+    const ptrdiff_t k = AT(base - 1.0)
+        if (plan->is_iq) {
+            SIMD_IQ
+            for (ptrdiff_t i = 0; i < n; ++i) {
+                CUBIC_WEIGHTS;
+                ROTATE_ADD(w0 * x_re[k] + w1 * x_re[k + 1] + w2 * x_re[k + 2] + w3 * x_re[k + 3],
+                           w0 * x_im[k] + w1 * x_im[k + 1] + w2 * x_im[k + 2] + w3 * x_im[k + 3])
+            }
+        } else {
+            SIMD_RF
+            for (ptrdiff_t i = 0; i < n; ++i) {
+                CUBIC_WEIGHTS;
+                sum_re += re[i] * (w0 * x_re[k] + w1 * x_re[k + 1] + w2 * x_re[k + 2] + w3 * x_re[k + 3]);
+            }
+        }
+#undef CUBIC_WEIGHTS
+    }
+#undef AT
+#undef ROTATE_ADD
+#undef SIMD_IQ
+#undef SIMD_RF
+    *acc_re += sum_re;
+    if (plan->is_iq) *acc_im += sum_im;
 }
 
 /* The per-instruction-set copies and their dispatch. */
@@ -328,6 +459,13 @@ INLINE_BODY void transmit_entries(const usbeam_das_plan *plan, size_t count, con
                                                  ptrdiff_t frames, ptrdiff_t *row, float *weight)               \
     {                                                                                                       \
         transmit_entries(plan, count, sample, re, im, s_tx, rot_re, rot_im, row0, channel, frames, row, weight); \
+    }                                                                                                       \
+    TARGET static void transmit_sum_single_##SUFFIX(const usbeam_das_plan *plan, size_t count, const double *sample, \
+                                                    const float *re, const float *im, double s_tx, float rot_re, \
+                                                    float rot_im, ptrdiff_t channel, const float *x_re,         \
+                                                    const float *x_im, float *acc_re, float *acc_im)            \
+    {                                                                                                       \
+        transmit_sum_single(plan, count, sample, re, im, s_tx, rot_re, rot_im, channel, x_re, x_im, acc_re, acc_im); \
     }
 #if USBEAM_DAS_MULTI_ISA
 DEFINE_ISA_COPIES(avx2, TARGET_AVX2)
@@ -358,4 +496,18 @@ void usbeam_das_transmit_entries(const usbeam_das_plan *plan, size_t count, cons
     }
 #endif
     transmit_entries(plan, count, sample, re, im, s_tx, rot_re, rot_im, row0, channel, frames, row, weight);
+}
+
+void usbeam_das_transmit_sum_single(const usbeam_das_plan *plan, size_t count, const double *sample, const float *re,
+                                    const float *im, double s_tx, float rot_re, float rot_im, ptrdiff_t channel,
+                                    const float *x_re, const float *x_im, float *acc_re, float *acc_im)
+{
+#if USBEAM_DAS_MULTI_ISA
+    switch (usbeam_das_isa()) {
+    case 2: transmit_sum_single_avx512(plan, count, sample, re, im, s_tx, rot_re, rot_im, channel, x_re, x_im, acc_re, acc_im); return;
+    case 1: transmit_sum_single_avx2(plan, count, sample, re, im, s_tx, rot_re, rot_im, channel, x_re, x_im, acc_re, acc_im); return;
+    default: break;
+    }
+#endif
+    transmit_sum_single(plan, count, sample, re, im, s_tx, rot_re, rot_im, channel, x_re, x_im, acc_re, acc_im);
 }

@@ -102,6 +102,12 @@ void usbeam_das_transmit_entries(const usbeam_das_plan *plan, size_t count, cons
                                  ptrdiff_t channel, ptrdiff_t frames, ptrdiff_t *row, float *weight);
 /* Instruction set of the vectorised copies: 2 AVX-512, 1 AVX2 + FMA, 0 baseline; das_delays.c. */
 int usbeam_das_isa(void);
+/* One frame: the entries of one transmit formed and summed at once (no scratch), added to
+ * *acc_re (and *acc_im for IQ); x_re / x_im: the staged rows of (transmit, first aperture
+ * element); das_delays.c. */
+void usbeam_das_transmit_sum_single(const usbeam_das_plan *plan, size_t count, const double *sample, const float *re,
+                                    const float *im, double s_tx, float rot_re, float rot_im, ptrdiff_t channel,
+                                    const float *x_re, const float *x_im, float *acc_re, float *acc_im);
 /* Transmit time (s) of transmit t at point pt (x, y, z); das_delays.c. */
 double usbeam_das_transmit_time(const usbeam_das_plan *plan, size_t t, const double *pt);
 /* exp(+j 2 pi turns) as (cos, sin), exact to ~1e-11 for any finite turns; das_delays.c. */

@@ -27,9 +27,6 @@ DEFINE_SINGLE_KERNELS(4)
 static void DAS_ISA(beamform_entries)(const usbeam_das_plan *plan, const entries_view *v, size_t n_frames, float *acc_re,
                              float *acc_im)
 {
-#ifdef H21_SKIP_KERNEL
-    return;
-#endif
     if (n_frames == 1) {
         switch (plan->taps) {
         case 1: plan->is_iq ? DAS_ISA(iq_single_1)(v, acc_re, acc_im) : DAS_ISA(rf_single_1)(v, acc_re); break;
