@@ -102,8 +102,10 @@ class Beamformer:
     backend : 'cpu' or 'cuda' (cuda/das.cu: device arrays in and out without copies, delays
         computed on the GPU per call, nothing tabulated; see usbeam.device)
     strict : with backend='cuda', refuse host (NumPy) data instead of copying it (TypeError)
-    max_table_bytes : budget of the precomputed delay/weight table (default: 1 GiB or a
-        quarter of the memory); beyond it the delays are recomputed on every call.
+    max_table_bytes : budget of the precomputed receive table (per point and aperture element:
+        the receive delay and the window x IQ rotation, 16 bytes, shared by every transmit and
+        frame; default: 1 GiB or a quarter of the memory); beyond it they are recomputed on
+        every call (measured within ~15 % of the table path, benchmarks/bench_das.py).
 
     ``bf(data, out=None)`` beamforms ``data`` (see module doc for shapes).
     """
@@ -185,7 +187,7 @@ class Beamformer:
         return self._plan
 
     def table_bytes(self):
-        """Bytes of the precomputed delay/weight table (0 when the delays are recomputed on
+        """Bytes of the precomputed receive table (0 when the receive delays are recomputed on
         every call because the table would exceed max_table_bytes)."""
         return _core.das_table_bytes(self._plan)
 
