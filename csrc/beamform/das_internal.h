@@ -67,9 +67,6 @@ struct usbeam_das_plan {
     int32_t *aperture_first;    /* (n_points) */
     int32_t *aperture_count;    /* (n_points) */
     size_t *receive_offset;     /* (n_points + 1) (CPU only) */
-    size_t *visit;              /* (n_points) the order execute takes the points in: along a
-                                   Z-order (Morton) curve of their coordinates, so that the points
-                                   of a tile are neighbours and read the same samples (CPU only) */
     size_t n_receive;           /* (point, aperture element) pairs */
     int widest;                 /* largest aperture count */
 

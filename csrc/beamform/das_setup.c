@@ -7,8 +7,7 @@
  * Layouts: element_positions (n_elements, 3) and points (n_points, 3) as (x, y, z) in m.
  * Receive table (das_internal.h): per point, per element of its aperture, the receive
  * delay in samples (double) and the window times the IQ receive rotation (float32), shared
- * by every transmit (das_delays.c); transmit times per (point, transmit); the order
- * execute visits the points in (a Z-order curve).
+ * by every transmit (das_delays.c); transmit times per (point, transmit).
  * Reference: V. Perrot, M. Polichetti, F. Varray, D. Garcia, "So you think you can DAS?
  * A viewpoint on delay-and-sum beamforming", Ultrasonics 111 (2021) 106309; MUST/PyMUST
  * dasmtx and txdelay for the conventions; Brent, "Algorithms for Minimization without
@@ -231,7 +230,6 @@ void usbeam_das_plan_destroy(usbeam_das_plan *plan)
     usbeam_free(plan->aperture_first);
     usbeam_free(plan->aperture_count);
     usbeam_free(plan->receive_offset);
-    usbeam_free(plan->visit);
     usbeam_free(plan->table_sample);
     usbeam_free(plan->table_re);
     usbeam_free(plan->table_im);
@@ -360,48 +358,6 @@ static void build_apertures(usbeam_das_plan *plan)
     plan->widest = widest;
 }
 
-/* 10 bits of v spread to every third bit. */
-static uint64_t spread3(uint64_t v)
-{
-    uint64_t r = 0;
-    for (int b = 0; b < 10; ++b) r |= ((v >> b) & 1u) << (3 * b);
-    return r;
-}
-
-static int compare_keys(const void *a, const void *b)
-{
-    const size_t *ka = a, *kb = b;
-    return (ka[0] > kb[0]) - (ka[0] < kb[0]);
-}
-
-/* The order execute visits the points in: sorted by their Z-order (Morton) key, the
- * coordinates quantised to 10 bits over the bounding box and interleaved, so consecutive
- * points (a tile) are neighbours in space whatever the grid: their delays differ by a few
- * samples and a tile's reads stay in cache.  visit has room for (key, index) pairs. */
-static void build_visit_order(usbeam_das_plan *plan)
-{
-    const size_t n = plan->params.n_points;
-    double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
-    for (size_t p = 0; p < n; ++p)
-        for (int k = 0; k < 3; ++k) {
-            lo[k] = fmin(lo[k], plan->points[3 * p + k]);
-            hi[k] = fmax(hi[k], plan->points[3 * p + k]);
-        }
-    size_t *pairs = plan->visit;
-    for (size_t p = 0; p < n; ++p) {
-        uint64_t key = 0;
-        for (int k = 0; k < 3; ++k) {
-            const double span = hi[k] - lo[k];
-            const uint64_t q = span > 0.0 ? (uint64_t)((plan->points[3 * p + k] - lo[k]) / span * 1023.0) : 0;
-            key |= spread3(q > 1023 ? 1023 : q) << k;
-        }
-        pairs[2 * p] = (size_t)key;
-        pairs[2 * p + 1] = p;
-    }
-    qsort(pairs, n, 2 * sizeof(size_t), compare_keys);
-    for (size_t p = 0; p < n; ++p) pairs[p] = pairs[2 * p + 1]; /* in place: p <= 2p + 1 */
-}
-
 usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_backend backend, usbeam_das_plan **plan_out)
 {
     usbeam_status st;
@@ -466,7 +422,6 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
          (st = alloc_array((void **)&plan->tx_source_bounds, 3 * prm->n_transmits, sizeof(double), "transmits sources")) ||
          (st = alloc_array((void **)&plan->tx_time, n_pts, prm->n_transmits * sizeof(double), "transmit times")) ||
          (st = alloc_array((void **)&plan->receive_offset, n_pts + 1, sizeof(size_t), "points")) ||
-         (st = alloc_array((void **)&plan->visit, n_pts, 2 * sizeof(size_t), "points")) ||
          /* + 8 floats: the last frame block may read 7 lanes past the end (das.c).  Huge pages:
           * a point reads rows of ~10^3 channels tens of KiB apart, which with 4 KiB pages
           * would miss the TLB on nearly every row (measured 3.1 vs 2.2 ns per entry). */
@@ -503,7 +458,6 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
         *plan_out = plan;
         return USBEAM_OK;
     }
-    build_visit_order(plan);
     {   /* transmit times: what execute would otherwise recompute per call without a table */
         const ptrdiff_t n_points = (ptrdiff_t)n_pts;
         const size_t n_tx = prm->n_transmits;
