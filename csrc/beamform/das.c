@@ -17,7 +17,8 @@
  * weights) of a block of (transmit, element) pairs are formed in the thread's scratch
  * (das_delays.c) and summed by the kernels: blocks of 32 and 16 frames in 16-lane vectors,
  * 8 frames as two units (taps or entries) per vector, a last partial block of 8 lanes, and
- * a single frame vectorised over the entries (gathers).  Each kernel splits its sums over
+ * a single frame formed and summed in one loop over the entries (das_delays.c,
+ * usbeam_das_transmit_sum_single).  Each kernel splits its sums over
  * enough independent accumulators to cover the FMA latency (8 chains).  The kernels are
  * built for AVX-512, AVX2 + FMA and the baseline (das_kernels.h) and chosen at run time.
  * Points run in parallel, in tiles whose output rows are written contiguously; each thread
@@ -302,48 +303,6 @@ typedef float floats4 __attribute__((vector_size(16)));
         const frames16 wk = __builtin_shufflevector(wq, wq, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1); \
         PAIR_ROWS(a, v->re_plane, TAPS, CONTIG, W0, W1)                                                     \
         sum[H] += wk * a;                                                                                   \
-    }
-
-
-#if defined(_OPENMP)
-#define SIMD_SUM_IQ _Pragma("omp simd reduction(+ : sum_re, sum_im)")
-#define SIMD_SUM_RF _Pragma("omp simd reduction(+ : sum)")
-#else
-#define SIMD_SUM_IQ
-#define SIMD_SUM_RF
-#endif
-
-/* A single frame: no frame axis to vectorise, so the vector lanes take entries instead
- * (gathered samples, an OpenMP SIMD reduction). */
-#define DEFINE_SINGLE_KERNELS(TAPS)                                                                         \
-    static void DAS_ISA(iq_single_##TAPS)(const entries_view *v, float *acc_re, float *acc_im)              \
-    {                                                                                                       \
-        float sum_re = 0.0f, sum_im = 0.0f;                                                                 \
-        const float *re = v->re_plane, *im = v->im_plane, *w = v->weight;                                   \
-        const ptrdiff_t *row = v->row;                                                                      \
-        const ptrdiff_t n = (ptrdiff_t)v->n;                                                                \
-        SIMD_SUM_IQ                                                                                         \
-        for (ptrdiff_t j = 0; j < n; ++j) {                                                                 \
-            for (int k = 0; k < TAPS; ++k) {                                                                \
-                const float a = re[row[j] + k], b = im[row[j] + k];                                         \
-                const float wr = w[j * 2 * TAPS + 2 * k], wi = w[j * 2 * TAPS + 2 * k + 1];                 \
-                sum_re += wr * a - wi * b;                                                                  \
-                sum_im += wr * b + wi * a;                                                                  \
-            }                                                                                               \
-        }                                                                                                   \
-        *acc_re += sum_re;                                                                                  \
-        *acc_im += sum_im;                                                                                  \
-    }                                                                                                       \
-    static void DAS_ISA(rf_single_##TAPS)(const entries_view *v, float *acc_re)                            \
-    {                                                                                                       \
-        float sum = 0.0f;                                                                                   \
-        const float *x = v->re_plane, *w = v->weight;                                                       \
-        const ptrdiff_t *row = v->row;                                                                      \
-        const ptrdiff_t n = (ptrdiff_t)v->n;                                                                \
-        SIMD_SUM_RF                                                                                         \
-        for (ptrdiff_t j = 0; j < n; ++j)                                                                   \
-            for (int k = 0; k < TAPS; ++k) sum += w[j * TAPS + k] * x[row[j] + k];                         \
-        *acc_re += sum;                                                                                     \
     }
 
 

@@ -16,25 +16,14 @@ DEFINE_PAIR_KERNELS(4, 0, pair)
 DEFINE_PAIR_KERNELS(2, 1, pair8)
 DEFINE_PAIR_KERNELS(4, 1, pair8)
 
-DEFINE_SINGLE_KERNELS(1)
-DEFINE_SINGLE_KERNELS(2)
-DEFINE_SINGLE_KERNELS(4)
 
-/* Add a block of entries into all frames of one point (acc_re / acc_im): blocks of 32 and
+/* Add a block of entries into all frames (n_frames >= 2) of one point (acc_re / acc_im): blocks of 32 and
  * 16 frames, then 8; the last n_frames % 8 frames by an 8-frame block whose extra lanes read
  * past the row (into the next row, or the staging buffer's padding: finite values) and are
  * not stored. */
 static void DAS_ISA(beamform_entries)(const usbeam_das_plan *plan, const entries_view *v, size_t n_frames, float *acc_re,
                              float *acc_im)
 {
-    if (n_frames == 1) {
-        switch (plan->taps) {
-        case 1: plan->is_iq ? DAS_ISA(iq_single_1)(v, acc_re, acc_im) : DAS_ISA(rf_single_1)(v, acc_re); break;
-        case 2: plan->is_iq ? DAS_ISA(iq_single_2)(v, acc_re, acc_im) : DAS_ISA(rf_single_2)(v, acc_re); break;
-        default: plan->is_iq ? DAS_ISA(iq_single_4)(v, acc_re, acc_im) : DAS_ISA(rf_single_4)(v, acc_re); break;
-        }
-        return;
-    }
     size_t f0 = 0;
 #define RUN_WIDE(NVZ, RE, IM)                                                                   \
     switch (plan->taps) {                                                                       \
