@@ -49,6 +49,65 @@ def from_vantage(workspace, pipeline=None, *, make_pipeline=None, buffer=1, **se
     return Session(pipeline, channel_map=cmap, **session_kwargs)
 
 
+class VantageFactory:
+    """The pipeline factory of ``usbeam serve --vantage``: the workspace's beamformer
+    (``usbeam.Pipeline.from_vantage``), built once at start-up (so a workspace it cannot
+    serve, HVMux or an unsupported sample mode, stops the server before any client
+    connects) and reused for every parameter set.
+
+    ``complete_params`` fills in the frame layout and channel map of the workspace where the
+    client's parameters leave them out, and refuses parameters that contradict it (the
+    message names the field), so a client whose Trans/Receive differ from the served
+    workspace gets its frames REJECTED with the reason instead of a wrong image."""
+
+    def __init__(self, workspace, *, pdata=1, buffer=1, backend="cpu", **overrides):
+        from ..pipelines.bmode import Pipeline
+        if not isinstance(workspace, VantageWorkspace):
+            workspace = load_vantage(str(workspace), load_data=False, buffer=buffer)
+        self.workspace = workspace
+        self.pdata = pdata
+        self.overrides = dict(overrides)
+        self._pipelines = {backend: Pipeline.from_vantage(workspace, pdata=pdata, backend=backend, **self.overrides)}
+        cmap = workspace.channel_map()
+        self._frame = {"shape": [workspace.n_rows, workspace.n_channels], "dtype": "int16", "order": "F"}
+        self._cmap = {"element_channel": [int(v) for v in workspace.element_channel],
+                      "acquisition_row": [int(a.start_row) for a in workspace.acquisitions],
+                      "n_samples": int(cmap.output_shape[-1])}
+
+    def complete_params(self, params):
+        params = dict(params)
+        frame = params.get("frame")
+        if frame is None:
+            params["frame"] = dict(self._frame)
+        else:
+            got = [int(v) for v in np.atleast_1d(frame.get("shape", []))]
+            if got != self._frame["shape"]:
+                raise ValueError(f"frame.shape {got} differs from the workspace's RcvBuffer: rowsPerFrame x "
+                                 f"colsPerFrame = {self._frame['shape']}")
+            if str(frame.get("dtype", "int16")) != "int16" or str(frame.get("order", "F")).upper() != "F":
+                raise ValueError(f"frame must be int16 in column-major order, as RcvData (got dtype "
+                                 f"{frame.get('dtype')!r}, order {frame.get('order')!r})")
+        cmap = params.get("channel_map")
+        if cmap is None:
+            params["channel_map"] = dict(self._cmap)
+        else:
+            for key, want in self._cmap.items():
+                got = cmap.get(key)
+                got = [int(v) for v in np.atleast_1d(got)] if isinstance(want, list) else got
+                if got != want:
+                    raise ValueError(f"channel_map.{key} = {got} differs from the workspace's {want} "
+                                     f"(Trans.Connector / Receive.startSample, endSample)")
+        return params
+
+    def __call__(self, params):
+        backend = params.get("backend", "cpu")
+        if backend not in self._pipelines:
+            from ..pipelines.bmode import Pipeline
+            self._pipelines[backend] = Pipeline.from_vantage(self.workspace, pdata=self.pdata, backend=backend,
+                                                             **self.overrides)
+        return self._pipelines[backend]
+
+
 def _struct_array(records):
     """A list of dicts with the same keys -> a numpy record array (a MATLAB struct array)."""
     keys = list(records[0])
