@@ -19,7 +19,7 @@ already in SI units.  Mapping (Vantage Sequence Programming Manual conventions):
   The first sample of an acquisition was taken 2 startDepth / fc after the trigger, and it
   includes the round trip through the lens (Trans.lensCorrection), so
   ``t0 = 2 startDepth / fc - lens_correction_s - min(TX.Delay of the firing elements)``.
-- Sample modes: 'NS200BW' (and any mode with ``decimSampleRate``) is RF at fs; the BS modes
+- Sample modes: 'NS200BW' and 'custom' are RF at decimSampleRate; the BS modes
   ('BS100BW', 'BS67BW', 'BS50BW') store quadrature pairs: rows 2k, 2k+1 are samples a quarter
   period of ``demodFrequency`` (f_d) apart, one pair every 1, 1.5 or 2 periods.  They are
   converted to IQ (``bs_pairs_to_iq``): with s0 = rf(t_k), s1 = rf(t_k + 1/(4 f_d)), the
@@ -34,8 +34,9 @@ already in SI units.  Mapping (Vantage Sequence Programming Manual conventions):
   (``VantageWorkspace.channel_map``); the Recording's data are the mapped frames
   ``(n_frames, n_acquisitions, n_elements, n_samples)``.
 
-Not supported (ValueError naming the field): HVMux (refused by load_vantage), acquisitions of one
-frame with different sample modes, rates, sample counts or start times.
+Not supported (ValueError naming the field): HVMux (refused by load_vantage), the interleaved
+mode 'NS200BWI' (one line sampled over two acquisitions), acquisitions of one frame with
+different sample modes, rates, sample counts or start times.
 """
 import math
 
@@ -48,6 +49,7 @@ __all__ = ["to_recording", "vantage_grid", "vantage_probe", "vantage_sequence", 
 
 # BS sample modes: periods of demodFrequency between consecutive quadrature pairs
 BS_PERIODS_PER_PAIR = {"BS100BW": 1.0, "BS67BW": 1.5, "BS50BW": 2.0}
+_RF_MODES = ("NS200BW", "custom")  # uniformly sampled RF at decimSampleRate
 _DELAY_MATCH_PERIODS = 1e-3  # TX.Delay agrees with a geometric transmit within this fraction of a period
 
 
@@ -244,6 +246,11 @@ def _acquisition_timing(ws, first_delays):
             raise ValueError(f"{where}: sampleMode {mode!r} stores quadrature pairs, so endSample - startSample + 1 "
                              f"must be even (got {rows})")
         return mode, demod / periods, rows // 2, demod, t0
+    if mode not in _RF_MODES:
+        raise ValueError(f"Receive({ws.acquisitions[0].receive + 1}).sampleMode = {mode!r} is not supported by "
+                         f"usbeam's pipeline (RF: {', '.join(_RF_MODES)}; quadrature pairs: "
+                         f"{', '.join(BS_PERIODS_PER_PAIR)}); interleaved modes sample one line over two "
+                         f"acquisitions")
     fs = _common(ws, "decimSampleRate", [a.fs for a in ws.acquisitions], lambda v: f"{v / 1e6:g} MHz")
     return mode, fs, rows, 0.0, t0
 
