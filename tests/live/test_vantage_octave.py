@@ -254,6 +254,7 @@ save('-v7', '{out}', 'ids', 'msgs', 'ok', 'same');
     ids = [str(np.ravel(v)[0]) for v in np.ravel(res["ids"])]
     msgs = [str(np.ravel(v)[0]) for v in np.ravel(res["msgs"])]
     got = dict(zip(["class", "size", "refused", "hvmux", "mode", "restart", "none", "unstarted"], zip(ids, msgs)))
+    print("\n" + "\n".join(f"  {case}: {ident}: {msg}" for case, (ident, msg) in got.items()))
     assert got["class"][0] == "usbeam:frameType" and "int16" in got["class"][1] and "double" in got["class"][1]
     assert got["size"][0] == "usbeam:frameSize" and "100 x 128" in got["size"][1] and "2304 x 128" in got["size"][1]
     assert got["refused"][0] == "usbeam:rejected" and "25600 bytes" in got["refused"][1], got["refused"]
