@@ -6,7 +6,7 @@ structures), so that each RcvData frame pushed as MATLAB holds it (int16, rows x
 channels, column-major) is mapped to (acquisitions, elements, samples) during the copy.
 
 ``save_simulated_workspace`` writes a .mat laid out as the Vantage saves its workspace
-(Trans, TX, TW, Receive, Event, Resource, RcvData), with RF from this package's plane-wave
+(Trans, TX, TW, Receive, Event, Resource, PData, RcvData), with RF from this package's plane-wave
 simulator.  It is SIMULATED data for tests and demos, not a hardware recording.
 """
 import numpy as np
@@ -176,8 +176,16 @@ def simulated_workspace(*, n_elements=32, n_channels=64, n_acquisitions=3, n_sam
     event = [{"info": f"frame {f + 1} acq {a + 1}", "tx": float(a + 1), "rcv": float(f * n_acquisitions + a + 1),
               "recon": 0.0, "process": 0.0, "seqControl": 0.0}
              for f in range(n_frames) for a in range(n_acquisitions)]
+    # the image grid (wavelengths): x every pitch from the first element, z from startDepth to
+    # the last sample's depth every half wavelength (samples_per_wave samples per wavelength of
+    # round trip = half a wavelength of depth)
+    pitch_wl = pitch_mm * 1e-3 / wavelength
+    depth_wl = n_samples / samples_per_wave / 2
+    pdata = {"PDelta": np.array([pitch_wl, 0.0, 0.5]), "Size": np.array([float(int(depth_wl / 0.5)),
+                                                                        float(n_elements), 1.0]),
+             "Origin": np.array([x_mm[0] * 1e-3 / wavelength, 0.0, start_depth_wl])}
     variables = {"Trans": trans, "TX": _struct_array(tx), "TW": tw, "Receive": _struct_array(receive),
-                 "Resource": resource, "RcvData": rcvdata, "Event": _struct_array(event)}
+                 "Resource": resource, "RcvData": rcvdata, "Event": _struct_array(event), "PData": pdata}
     return variables, dict(mapped=mapped, element_channel=element_channel, start_rows=np.arange(n_acquisitions) * rows_per_acq,
                 rows_per_acq=rows_per_acq, n_rows=n_rows, c=c, fc=fc, fs=fs, t0=2 * start_depth_wl / fc,
                 angles=angles, x_m=x_mm * 1e-3, wavelength=wavelength, lens_s=2 * 0.5e-3 / c)
