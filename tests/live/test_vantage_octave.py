@@ -186,6 +186,7 @@ def test_bad_input_at_the_boundary_is_an_octave_error(mex_dir, workspace, tmp_pa
     name = _region_name()
     out = tmp_path / "errors.mat"
     ready, restarted = tmp_path / "ready_for_restart", tmp_path / "restarted"
+    ready_stop, stopped = tmp_path / "ready_for_stop", tmp_path / "stopped"
     server = _start_server(path, name)
     script = f"""{_paths(mex_dir)}
 load('{path}');
@@ -218,9 +219,12 @@ t = tic; while ~exist('{restarted}', 'file') && toc(t) < 60, pause(0.05); end
 [ids, msgs] = expect_error(ids, msgs, @() vantage_shm(frame));                       % 6 restarted
 vantage_shm('start', Trans, Receive, Resource, '{name}');
 [img5, info] = vantage_shm(frame); ok(end+1) = info.frame_id;                       % the new server
+fclose(fopen('{ready_stop}', 'w'));
+t = tic; while ~exist('{stopped}', 'file') && toc(t) < 60, pause(0.05); end
+[ids, msgs] = expect_error(ids, msgs, @() vantage_shm(frame));                       % 7 stopped, none new
 vantage_shm('stop');
-[ids, msgs] = expect_error(ids, msgs, @() vantage_shm('start', Trans, Receive, Resource, '/usbeam_none_h19', 200)); % 7
-[ids, msgs] = expect_error(ids, msgs, @() vantage_shm(frame));                       % 8 not started
+[ids, msgs] = expect_error(ids, msgs, @() vantage_shm('start', Trans, Receive, Resource, '/usbeam_none_h19', 200)); % 8
+[ids, msgs] = expect_error(ids, msgs, @() vantage_shm(frame));                       % 9 not started
 same = isequal(img0, img2, img3, img4, img5);
 save('-v7', '{out}', 'ids', 'msgs', 'ok', 'same');
 """
@@ -241,6 +245,14 @@ save('-v7', '{out}', 'ids', 'msgs', 'ok', 'same');
         first_log = _stop_server(server)
         new_server = _start_server(path, name)
         restarted.touch()
+        while not ready_stop.exists():
+            if octave.poll() is not None:
+                reader.join(timeout=5)
+                raise AssertionError("Octave ended before the stop step: " + "".join(output))
+            assert time.monotonic() < deadline, "Octave did not reach the stop step"
+            time.sleep(0.05)
+        _stop_server(new_server)
+        stopped.touch()
         octave.wait(timeout=120)
         reader.join(timeout=5)
         assert octave.returncode == 0, "".join(output)
@@ -253,7 +265,8 @@ save('-v7', '{out}', 'ids', 'msgs', 'ok', 'same');
     res = loadmat(out, squeeze_me=False, struct_as_record=False)
     ids = [str(np.ravel(v)[0]) for v in np.ravel(res["ids"])]
     msgs = [str(np.ravel(v)[0]) for v in np.ravel(res["msgs"])]
-    got = dict(zip(["class", "size", "refused", "hvmux", "mode", "restart", "none", "unstarted"], zip(ids, msgs)))
+    got = dict(zip(["class", "size", "refused", "hvmux", "mode", "restart", "gone", "none", "unstarted"],
+                   zip(ids, msgs)))
     print("\n" + "\n".join(f"  {case}: {ident}: {msg}" for case, (ident, msg) in got.items()))
     assert got["class"][0] == "usbeam:frameType" and "int16" in got["class"][1] and "double" in got["class"][1]
     assert got["size"][0] == "usbeam:frameSize" and "100 x 128" in got["size"][1] and "2304 x 128" in got["size"][1]
@@ -261,6 +274,7 @@ save('-v7', '{out}', 'ids', 'msgs', 'ok', 'same');
     assert got["hvmux"][0] == "usbeam:hvmux" and "Trans.HVMux" in got["hvmux"][1]
     assert got["mode"][0] == "usbeam:sampleMode" and "NS200BWI" in got["mode"][1]
     assert got["restart"][0] == "usbeam:serverRestarted" and "restarted" in got["restart"][1], got["restart"]
+    assert got["gone"][0] == "usbeam:serverGone" and "stopped or died" in got["gone"][1], got["gone"]
     assert got["none"][0] == "usbeam:noServer" and "/usbeam_none_h19" in got["none"][1]
     assert got["unstarted"][0] == "usbeam:notStarted"
     # the good frames around the bad ones were all served, by both servers, with one image
