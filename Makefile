@@ -189,8 +189,9 @@ octave:
 	if ! command -v apt-get >/dev/null 2>&1; then echo "no apt-get on this machine" > $(OCTAVE_NOTE); \
 	elif [ "$$(id -u)" != 0 ] && ! sudo -n true 2>/dev/null; then echo "apt-get needs root (or sudo without a password)" > $(OCTAVE_NOTE); \
 	else SUDO=$$([ "$$(id -u)" = 0 ] || echo "sudo -n"); echo "installing GNU Octave (apt-get install octave liboctave-dev)"; \
-	  ( $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
-	    $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends octave liboctave-dev ) \
+	  ( timeout 300 $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	    timeout 600 $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	      octave liboctave-dev ) \
 	    > build/octave-install.log 2>&1 || { echo "apt-get install octave liboctave-dev failed (no network?): $$(tail -n 2 build/octave-install.log | tr '\n' ' ')" > $(OCTAVE_NOTE); }; fi; \
 	if [ -f $(OCTAVE_NOTE) ]; then echo "GNU Octave unavailable, the Octave tests will skip: $$(cat $(OCTAVE_NOTE))"; fi
 
