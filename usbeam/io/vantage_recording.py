@@ -121,7 +121,7 @@ def _tx_has_delay(ws, index):
     return index < len(items) and not _empty(_field(items[index], "Delay"))
 
 
-def _vantage_transmit(ws, index, probe):
+def _vantage_transmit(ws, index):
     """(usbeam transmit, first firing delay in s) of TX(index + 1)."""
     from ..geometry import Delays, DivergingWave, Focused, PlaneWave
     tx = ws.transmits[index]
@@ -133,16 +133,18 @@ def _vantage_transmit(ws, index, probe):
     d_first = float(tx.delays_s[active].min())
     delays = np.where(active, tx.delays_s - d_first, np.nan)
     theta = float(tx.steer_rad[0])
-    x = probe.x
+    # the element positions as Trans gives them (z = 0 on a linear array, the arc on a convex one)
+    x, z = ws.probe.element_positions[:, 0], ws.probe.element_positions[:, 2]
     ox, oz = float(tx.origin_m[0]), float(tx.origin_m[2])
     geometric = None
     try:
         if tx.focus_m == 0:
             geometric = PlaneWave(theta)
-            law = (x - (x.min() if theta >= 0 else x.max())) * math.sin(theta) / c
+            arrival = x * math.sin(theta) + z * math.cos(theta)   # first firing: the element reached first
+            law = (arrival - arrival.min()) / c
         else:
             px, pz = ox + tx.focus_m * math.sin(theta), oz + tx.focus_m * math.cos(theta)
-            r = np.hypot(x - px, pz)
+            r = np.hypot(x - px, z - pz)
             if tx.focus_m > 0:
                 geometric, law = Focused((px, pz)), (r.max() - r) / c
             else:
@@ -166,7 +168,8 @@ def vantage_sequence(ws, probe=None):
     out, firsts = [], []
     for acq in ws.acquisitions:
         if acq.transmit not in cache:
-            cache[acq.transmit] = _vantage_transmit(ws, acq.transmit, probe)
+            tx, first = _vantage_transmit(ws, acq.transmit)
+            cache[acq.transmit] = (tx.check(probe), first)
         tx, first = cache[acq.transmit]
         out.append(tx)
         firsts.append(first)
