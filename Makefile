@@ -7,6 +7,8 @@
 #   make bench   benchmarks (see benchmarks/README.md)
 #   make test-emu  the CUDA tests on the CPU emulator (cuda/emu; needs the CUDA headers only)
 #   make asan-emu  the same under AddressSanitizer + UBSan
+#   make octave  GNU Octave from the Debian packages where absent (make test runs it first)
+#   make mex     the MEX client matlab/usbeam_mex.c for Octave (build/mex/usbeam_mex.mex)
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
