@@ -82,7 +82,7 @@ static void fail(const char *id, const char *format, ...)
     vsnprintf(message, sizeof message, format, args);
     va_end(args);
     mexErrMsgIdAndTxt(id, "%s", message);
-    abort(); /* not reached: mexErrMsgIdAndTxt does not return */
+    __builtin_unreachable(); /* mexErrMsgIdAndTxt unwinds to MATLAB/Octave and never returns */
 }
 
 static double scalar_arg(const mxArray *a, const char *what)
