@@ -51,10 +51,13 @@ N_FRAMES = 8
 def mex_dir(tmp_path_factory):
     """usbeam_mex built with mkoctfile --mex (as `make mex` does), warnings as errors."""
     out = tmp_path_factory.mktemp("mex")
-    env = dict(os.environ, CFLAGS="-std=gnu11 -O2 -Wall -Wextra -Wshadow -Wno-unused-parameter -Werror")
+    # USBEAM_MEX_CFLAGS adds flags (e.g. -fsanitize=address,undefined with libasan preloaded)
+    env = dict(os.environ, CFLAGS="-std=gnu11 -O2 -Wall -Wextra -Wshadow -Wno-unused-parameter -Werror " +
+               os.environ.get("USBEAM_MEX_CFLAGS", ""))
     proc = subprocess.run([MKOCTFILE, "--mex", f"-I{ROOT / 'csrc'}", str(ROOT / "matlab" / "usbeam_mex.c"),
                            str(ROOT / "csrc" / "shm" / "client.c"), "-lrt", "-lpthread",
-                           "-o", str(out / "usbeam_mex.mex")], capture_output=True, text=True, env=env, timeout=120)
+                           *os.environ.get("USBEAM_MEX_CFLAGS", "").split(), "-o", str(out / "usbeam_mex.mex")],
+                          capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return out
 
