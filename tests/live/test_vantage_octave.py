@@ -132,9 +132,11 @@ for k = 1:n
     if isempty(imgs), imgs = zeros([size(img), n], class(img)); end
     imgs(:, :, k) = img; ids(k) = info.frame_id; latency(k) = info.latency_s;
 end
-h = usbeam_mex('open', '{name}', 1000); counters = usbeam_mex('info', h); usbeam_mex('close', h);
+h = usbeam_mex('open', '{name}', 1000); counters = usbeam_mex('info', h);
+[latest, latest_info] = usbeam_mex('latest', h, 0, 1000);        % the newest image, from another handle
+usbeam_mex('close', h);
 vantage_shm('stop');
-save('-v7', '{out}', 'imgs', 'ids', 'latency', 'round_trip', 'counters');
+save('-v7', '{out}', 'imgs', 'ids', 'latency', 'round_trip', 'counters', 'latest', 'latest_info');
 """
         t = time.monotonic()
         proc = _octave(script, tmp_path)
@@ -150,6 +152,8 @@ save('-v7', '{out}', 'imgs', 'ids', 'latency', 'round_trip', 'counters');
     assert (counters.pushed, counters.processed, counters.dropped, counters.rejected, counters.failed) == \
         (N_FRAMES, N_FRAMES, 0, 0, 0), log
 
+    assert res["latest_info"].frame_id == N_FRAMES and res["latest_info"].status_text == "success"
+    np.testing.assert_array_equal(res["latest"], res["imgs"][:, :, -1])
     # bit for bit against the offline pipeline of the same workspace
     import usbeam
     from usbeam.io import load_vantage
