@@ -214,6 +214,10 @@ def test_serve_refuses_a_workspace_it_cannot_serve(tmp_path):
         r["sampleMode"] = "NS200BWI"
     proc = _serve("--vantage", str(_save(tmp_path, variables, "bwi.mat")), "--name", f"/usbeam_h19_{os.getpid()}")
     assert proc.returncode == 2 and "sampleMode = 'NS200BWI'" in proc.stderr
+    proc = _serve("--vantage", "x.mat", "--pipeline", "mypipe.py:make", "--name", f"/usbeam_h19_{os.getpid()}")
+    assert proc.returncode == 2 and "not both" in proc.stderr
+    proc = _serve("--vantage", str(tmp_path / "absent.mat"), "--name", f"/usbeam_h19_{os.getpid()}")
+    assert proc.returncode == 2 and "absent.mat" in proc.stderr
 
 
 def test_served_vantage_checks_the_client_parameters(l11, tmp_path):
@@ -252,3 +256,44 @@ def test_served_vantage_checks_the_client_parameters(l11, tmp_path):
         server.stop()
         thread.join(timeout=10)
     assert math.isfinite(truth["lens_s"])
+
+
+@pytest.mark.cuda
+def test_from_vantage_on_the_gpu_and_served(l11, tmp_path):
+    """backend='cuda': the same pipeline as on the CPU within the chain's CUDA tolerances, and
+    ``serve --vantage --backend cuda`` images equal the offline CUDA pipeline's bit for bit."""
+    import threading
+    from usbeam.live import ShmClient
+    from usbeam.live.serve import Server
+    variables, truth = l11
+    path = _save(tmp_path, variables)
+    ws = load_vantage(path)
+    frame = ws.channel_map()(ws.rcvdata[0])[None]
+    gpu = usbeam.Pipeline.from_vantage(ws, backend="cuda", bmode_output="db")
+    cpu = usbeam.Pipeline.from_vantage(ws, bmode_output="db")
+    got, want = gpu(frame), cpu(frame)
+    iq_gpu, iq_cpu = gpu.image.to_numpy(), cpu.image
+    assert np.linalg.norm(iq_gpu - iq_cpu) / np.linalg.norm(iq_cpu) <= TOLERANCES["das_cuda_rel_l2"]
+    assert np.median(np.abs(got - want)) <= TOLERANCES["pipeline_cuda_db_median_abs"]
+    offline = usbeam.Pipeline.from_vantage(ws, backend="cuda")
+    name = f"/usbeam_h19_cuda_{os.getpid()}"
+    server = Server(name, vantage=path, backend="cuda", slot_bytes=1 << 20, result_bytes=1 << 20, policy="block",
+                    log=lambda m: None)
+    thread = threading.Thread(target=server.serve, daemon=True)
+    thread.start()
+    try:
+        client = ShmClient(name, timeout=10)
+        client.set_params({})
+        for k in range(2):
+            image, _ = client.get(client.push(np.asfortranarray(ws.rcvdata[k])), timeout=30)
+            np.testing.assert_array_equal(image, offline(ws.channel_map()(ws.rcvdata[k])[None]))
+        client.close()
+    finally:
+        server.stop()
+        thread.join(timeout=30)
+
+
+def test_bs_pipeline_refuses_the_gpu(tmp_path):
+    variables, _ = vantage_l11.workspace(n_frames=1, sample_mode="BS100BW")
+    with pytest.raises(ValueError, match="runs on the CPU only"):
+        usbeam.Pipeline.from_vantage(_load(tmp_path, variables), backend="cuda")

@@ -335,6 +335,10 @@ def main(argv=None):
     parser.add_argument("--buffer", type=int, default=1,
                         help="--vantage: the RcvBuffer whose frames are pushed (1-based, as Receive.bufnum)")
     args = parser.parse_args(argv)
+    if args.vantage is not None and args.pipeline != parser.get_default("pipeline"):
+        print("usbeam serve: error: --vantage serves the workspace's own beamformer; give it or --pipeline, "
+              "not both", file=sys.stderr)
+        return 2
     try:
         server = Server(args.name, slots=args.slots, results=args.results, slot_bytes=args.slot_bytes,
                         result_bytes=args.result_bytes, policy=args.policy, pipeline=args.pipeline,
