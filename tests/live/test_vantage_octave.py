@@ -112,7 +112,7 @@ def _paths(mex_dir):
     return f"addpath('{mex_dir}'); addpath('{ROOT / 'examples'}');"
 
 
-def test_vantage_shm_in_octave_end_to_end(mex_dir, workspace, tmp_path):
+def test_vantage_shm_in_octave_end_to_end(mex_dir, workspace, tmp_path, summary_line):
     """Docs, "Vantage in 5 steps": serve the workspace, run vantage_shm once per frame."""
     path, truth = workspace
     name = _region_name()
@@ -179,7 +179,7 @@ save('-v7', '{out}', 'imgs', 'ids', 'latency', 'round_trip', 'counters', 'latest
             assert window.max() >= 200                    # a target, not speckle (noise is ~ -60 dB)
     latency = np.atleast_1d(res["latency"]) * 1e3
     round_trip = np.atleast_1d(res["round_trip"]) * 1e3
-    print(f"\nOctave + usbeam_mex + usbeam serve --vantage: frames pushed {int(counters.pushed)}, received "
+    summary_line(f"Octave + usbeam_mex + usbeam serve --vantage: frames pushed {int(counters.pushed)}, received "
           f"{ids.size}, images equal to the offline Pipeline.from_vantage {equal}/{N_FRAMES}; latency "
           f"push->posted p50 {np.percentile(latency, 50):.2f} ms p99 {np.percentile(latency, 99):.2f} ms; "
           f"round trip push+result through the MEX p50 {np.percentile(round_trip, 50):.2f} ms p99 "
