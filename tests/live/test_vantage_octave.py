@@ -69,6 +69,14 @@ def workspace(tmp_path_factory):
     return path, truth
 
 
+@pytest.fixture(scope="module")
+def workspace_bs(tmp_path_factory):
+    """The same set-up acquired in BS100BW (quadrature pairs, one per period)."""
+    path = tmp_path_factory.mktemp("vantage_bs") / "L11_4v_setup_bs100.mat"
+    truth = vantage_l11.save(path, n_frames=N_FRAMES, sample_mode="BS100BW")
+    return path, truth
+
+
 def _region_name():
     return f"/usbeam_oct_{os.getpid()}_{time.monotonic_ns() % 10**9}"
 
@@ -112,9 +120,10 @@ def _paths(mex_dir):
     return f"addpath('{mex_dir}'); addpath('{ROOT / 'examples'}');"
 
 
-def test_vantage_shm_in_octave_end_to_end(mex_dir, workspace, tmp_path, summary_line):
+@pytest.mark.parametrize("mode", ["NS200BW", "BS100BW"])
+def test_vantage_shm_in_octave_end_to_end(mode, mex_dir, request, tmp_path, summary_line):
     """Docs, "Vantage in 5 steps": serve the workspace, run vantage_shm once per frame."""
-    path, truth = workspace
+    path, truth = request.getfixturevalue("workspace" if mode == "NS200BW" else "workspace_bs")
     name = _region_name()
     out = tmp_path / "octave_out.mat"
     server = _start_server(path, name)
@@ -179,7 +188,7 @@ save('-v7', '{out}', 'imgs', 'ids', 'latency', 'round_trip', 'counters', 'latest
             assert window.max() >= 200                    # a target, not speckle (noise is ~ -60 dB)
     latency = np.atleast_1d(res["latency"]) * 1e3
     round_trip = np.atleast_1d(res["round_trip"]) * 1e3
-    summary_line(f"Octave + usbeam_mex + usbeam serve --vantage: frames pushed {int(counters.pushed)}, received "
+    summary_line(f"Octave + usbeam_mex + usbeam serve --vantage ({mode}): frames pushed {int(counters.pushed)}, received "
           f"{ids.size}, images equal to the offline Pipeline.from_vantage {equal}/{N_FRAMES}; latency "
           f"push->posted p50 {np.percentile(latency, 50):.2f} ms p99 {np.percentile(latency, 99):.2f} ms; "
           f"round trip push+result through the MEX p50 {np.percentile(round_trip, 50):.2f} ms p99 "
