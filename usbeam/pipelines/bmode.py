@@ -95,6 +95,18 @@ class Pipeline(Chain):
         self.image = empty(self.output_shape, np.complex64)
         self._device_out = device.empty(self.output_shape, self.output_dtype) if self.backend == "cuda" else None
 
+    @classmethod
+    def from_vantage(cls, workspace, *, grid=None, pdata=1, buffer=1, **overrides):
+        """The pipeline of a Verasonics Vantage workspace (usbeam.io.VantageWorkspace or the path
+        of a saved one): probe, transmits, fs, t0 (lens included) and the grid (PData(pdata))
+        from the workspace; its input is one channel-mapped RcvData frame (1, n_acquisitions,
+        n_elements, rows) int16.  BS sample modes give a
+        usbeam.pipelines.vantage.QuadraturePairPipeline.  Other keywords: as Pipeline
+        (f_number, window, dynamic_range, normalize, backend, ...).  See
+        usbeam/io/vantage_recording.py for the mapping."""
+        from ..io.vantage_recording import pipeline_from_vantage
+        return pipeline_from_vantage(workspace, grid=grid, pdata=pdata, buffer=buffer, **overrides)
+
     # ---- the chain's hooks (_chain.py) --------------------------------------------------
 
     def _plans(self):
