@@ -8,7 +8,7 @@
 #   make test-emu  the CUDA tests on the CPU emulator (cuda/emu; needs the CUDA headers only)
 #   make asan-emu  the same under AddressSanitizer + UBSan
 #   make octave  GNU Octave from the Debian packages where absent (make test runs it first)
-#   make mex     the MEX client matlab/usbeam_mex.c for Octave (build/mex/usbeam_mex.mex)
+#   make mex     the MEX client examples/usbeam_mex.c for Octave (build/mex/usbeam_mex.mex)
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -197,14 +197,14 @@ octave:
 	    > build/octave-install.log 2>&1 || { echo "apt-get install octave liboctave-dev failed (no network?): $$(tail -n 2 build/octave-install.log | tr '\n' ' ')" > $(OCTAVE_NOTE); }; fi; \
 	if [ -f $(OCTAVE_NOTE) ]; then echo "GNU Octave unavailable, the Octave tests will skip: $$(cat $(OCTAVE_NOTE))"; fi
 
-# The MEX client (matlab/usbeam_mex.c) for GNU Octave; MATLAB: mex -Icsrc matlab/usbeam_mex.c csrc/shm/client.c -lrt
+# The MEX client (examples/usbeam_mex.c) for GNU Octave; MATLAB: mex -Icsrc examples/usbeam_mex.c csrc/shm/client.c -lrt
 MEX := build/mex/usbeam_mex.mex
 mex: $(MEX)
 
-$(MEX): matlab/usbeam_mex.c csrc/shm/client.c csrc/shm/usbeam_client.h csrc/shm/shm_layout.h csrc/shm/shm_sync.h
+$(MEX): examples/usbeam_mex.c csrc/shm/client.c csrc/shm/usbeam_client.h csrc/shm/shm_layout.h csrc/shm/shm_sync.h
 	@mkdir -p build/mex
 	CFLAGS="-std=gnu11 -O2 -Wall -Wextra -Wshadow -Wno-unused-parameter $(if $(filter true,$(CI)),-Werror)" \
-	    mkoctfile --mex -Icsrc matlab/usbeam_mex.c csrc/shm/client.c -lrt -lpthread -o $@
+	    mkoctfile --mex -Icsrc examples/usbeam_mex.c csrc/shm/client.c -lrt -lpthread -o $@
 
 clean:
 	rm -rf build dist usbeam/_core*.so usbeam/_cuda*.so usbeam/_cuda_build.py usbeam/libusbeam_client.so \

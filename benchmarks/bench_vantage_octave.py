@@ -4,7 +4,7 @@ What docs/live.md's "Vantage in 5 steps" sets up (tests/live/test_vantage_octave
 same with 8 frames): `python -m usbeam serve --vantage` on the L11-4v-like workspace of
 tests/helpers/vantage_l11.py (3 plane waves, 128 channels, 2304 x 128 int16 frames, a
 190 x 128 PData grid), and examples/vantage_shm.m called once per frame in Octave through
-matlab/usbeam_mex.c, closed loop (push, wait for the image), as an External process function
+examples/usbeam_mex.c, closed loop (push, wait for the image), as an External process function
 runs.  Every image is checked against the offline usbeam.Pipeline.from_vantage result of its
 frame, bit for bit (validated first: a latency of wrong images is worthless).
 
@@ -52,7 +52,7 @@ def main():
     from usbeam.io import load_vantage
 
     tmp = Path(tempfile.mkdtemp(prefix="usbeam_bench_vantage_"))
-    subprocess.run([mkoctfile, "--mex", f"-I{ROOT / 'csrc'}", str(ROOT / "matlab" / "usbeam_mex.c"),
+    subprocess.run([mkoctfile, "--mex", f"-I{ROOT / 'csrc'}", str(ROOT / "examples" / "usbeam_mex.c"),
                     str(ROOT / "csrc" / "shm" / "client.c"), "-lrt", "-lpthread", "-o", str(tmp / "usbeam_mex.mex")],
                    check=True, capture_output=True)
     ws_path = tmp / "L11_4v_setup.mat"

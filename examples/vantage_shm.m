@@ -1,6 +1,6 @@
 function [img, info] = vantage_shm(RData, Trans, Receive, Resource, name, timeout_ms)
 % VANTAGE_SHM  Push each Vantage RcvData frame to an out-of-process usbeam server through the
-% usbeam_mex client (matlab/usbeam_mex.c; no Python inside MATLAB).  Three uses:
+% usbeam_mex client (examples/usbeam_mex.c; no Python inside MATLAB).  Three uses:
 %
 %   vantage_shm('start', Trans, Receive, Resource)   % once, after the SetUp script
 %   vantage_shm(RData)                               % the External process function, per frame
@@ -11,7 +11,7 @@ function [img, info] = vantage_shm(RData, Trans, Receive, Resource, name, timeou
 % with output arguments it returns the image (MATLAB size nx x nz for usbeam's (1, nz, nx):
 % img.' is nz x nx) and the result info (frame_id, latency_s, ...) instead of drawing it.
 %
-% Before: build the MEX file (MATLAB: `mex -Icsrc matlab/usbeam_mex.c csrc/shm/client.c -lrt`;
+% Before: build the MEX file (MATLAB: `mex -Icsrc examples/usbeam_mex.c csrc/shm/client.c -lrt`;
 % Octave: `make mex`, or mkoctfile --mex with the same arguments) and put it on the path; save
 % the workspace after the SetUp script (save MySetup.mat Trans TX TW Receive Resource Event
 % PData) and start the beamformer it describes in a shell:

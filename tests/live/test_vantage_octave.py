@@ -1,4 +1,4 @@
-"""A live Vantage session end to end in GNU Octave: the MEX client (matlab/usbeam_mex.c, built
+"""A live Vantage session end to end in GNU Octave: the MEX client (examples/usbeam_mex.c, built
 here with ``mkoctfile --mex``), ``examples/vantage_shm.m`` called once per frame as VSX calls
 an External process function, and ``python -m usbeam serve --vantage`` serving the workspace's
 own beamformer.  This is docs/live.md's "Vantage in 5 steps".
@@ -54,7 +54,7 @@ def mex_dir(tmp_path_factory):
     # USBEAM_MEX_CFLAGS adds flags (e.g. -fsanitize=address,undefined with libasan preloaded)
     env = dict(os.environ, CFLAGS="-std=gnu11 -O2 -Wall -Wextra -Wshadow -Wno-unused-parameter -Werror " +
                os.environ.get("USBEAM_MEX_CFLAGS", ""))
-    proc = subprocess.run([MKOCTFILE, "--mex", f"-I{ROOT / 'csrc'}", str(ROOT / "matlab" / "usbeam_mex.c"),
+    proc = subprocess.run([MKOCTFILE, "--mex", f"-I{ROOT / 'csrc'}", str(ROOT / "examples" / "usbeam_mex.c"),
                            str(ROOT / "csrc" / "shm" / "client.c"), "-lrt", "-lpthread",
                            *os.environ.get("USBEAM_MEX_CFLAGS", "").split(), "-o", str(out / "usbeam_mex.mex")],
                           capture_output=True, text=True, env=env, timeout=120)

@@ -27,8 +27,8 @@
  * (the handle belongs to the old region: the message says to open again), a frame the
  * server refused or failed on.
  *
- * Build: MATLAB  `mex -Icsrc matlab/usbeam_mex.c csrc/shm/client.c -lrt`
- *        Octave  `mkoctfile --mex -Icsrc matlab/usbeam_mex.c csrc/shm/client.c -lrt`
+ * Build: MATLAB  `mex -Icsrc examples/usbeam_mex.c csrc/shm/client.c -lrt`
+ *        Octave  `mkoctfile --mex -Icsrc examples/usbeam_mex.c csrc/shm/client.c -lrt`
  *        (`make mex` does the latter into build/mex/).
  */
 #include "mex.h"
