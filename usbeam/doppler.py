@@ -80,7 +80,7 @@ class ColorDopplerPlan:
         _validate.check_allocation("iq", self.shape, 8)
         self._plan = _core.color_plan(self.shape[0], n_images, nz, nx, self.fc, self.prf, c=self.c, lag=self.lag,
                                       window_z=self.average[0], window_x=self.average[1], window=window,
-                                      axial_correction=self.axial_correction, dz=self.dz, backend=backend)
+                                      axial_correction=self.axial_correction, dz=self.dz, backend=self.backend)
         self.cuda = None
         if self.backend == "cuda":
             self.cuda = device.CudaExecution(_core.color_cuda_exec(self._plan))  # stream, stage_times()
@@ -186,7 +186,7 @@ class PowerDopplerPlan:
         _validate.check_allocation("iq", self.shape, 8)
         n_pixels = int(np.prod(self.spatial, dtype=np.int64))
         self._plan = _core.power_plan(self.shape[0], n_pixels, output_db=self.db, reference=self.reference,
-                                      noise_floor=self.noise_floor, backend=backend)
+                                      noise_floor=self.noise_floor, backend=self.backend)
         self.cuda = None
         if self.backend == "cuda":
             self._runner = device.PlanRunner(_core.power_cuda_exec(self._plan), strict)
@@ -257,7 +257,7 @@ class DopplerDisplay:
         threshold = _NO_POWER_THRESHOLD if self.power_threshold is None else self.power_threshold
         self._plan = _core.doppler_display_plan(n_images, self.shape[-2], self.shape[-1], median=bool(median),
                                                 persistence=self.persistence, power_threshold=threshold,
-                                                velocity_threshold=self.velocity_threshold, backend=backend)
+                                                velocity_threshold=self.velocity_threshold, backend=self.backend)
         self.cuda = None
         self._strict = bool(strict)
         if self.backend == "cuda":

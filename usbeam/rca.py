@@ -340,7 +340,7 @@ class RCABeamformer:
             int(self.tx == "rows"), int(self.rx == "rows"), self.n_frames, self.n_acquisitions, self.n_channels,
             self.n_samples, self.data == "iq", fs, fc, c, t0, _INTERP[self.interpolation],
             empty if waves is None else waves[0], empty if waves is None else waves[1],
-            sparse, f_number, _WINDOW[window], tukey_alpha, bool(coherence_factor), self.sum_frames, backend)
+            sparse, f_number, _WINDOW[window], tukey_alpha, bool(coherence_factor), self.sum_frames, self.backend)
         self.cuda = None
         if self.backend == "cuda":
             self._runner = PlanRunner(_core.rca_cuda_exec(self._plan), strict)

@@ -141,7 +141,7 @@ class RF2IQPlan:
         kwargs = dict(t0=self.t0, decimation=self.decimation, backend=self.backend)
         self.wn = None
         if isinstance(filter, str):
-            _validate.choice("filter", filter, ("butter", "kaiser"))
+            filter = _validate.choice("filter", filter, ("butter", "kaiser"))
             if filter == "butter":
                 self.order = _validate.integer("order", order, minimum=1, maximum=MAX_ORDER)
                 if transition_width is not None:
