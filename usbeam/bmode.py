@@ -60,6 +60,11 @@ class BModePlan:
             self._runner = PlanRunner(_core.bmode_cuda_exec(self._plan), strict)
             self.cuda = self._runner.execution  # stream, stage_times(), set_stream()
 
+    def __repr__(self):
+        from ._repr import attrs_repr
+
+        return attrs_repr(self, ('shape', 'dynamic_range', 'output', 'normalize', 'backend'))
+
     def __call__(self, image, out=None):
         if self.cuda is not None:
             return self._runner(lambda i, o: _core.bmode_execute(self._plan, i, o), "image", image, self.shape,

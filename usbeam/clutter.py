@@ -127,6 +127,11 @@ class ClutterFilter:
             self._runner = PlanRunner(_core.clutter_cuda_exec(self._plan), strict)
             self.cuda = self._runner.execution  # stream, stage_times(), set_stream()
 
+    def __repr__(self):
+        from ._repr import attrs_repr
+
+        return attrs_repr(self, ('shape', 'method', 'order', 'low', 'high', 'cutoff', 'backend'))
+
     def __call__(self, iq, out=None):
         """Filter one ensemble (or, for 'iir', the next block of a stream); returns complex64."""
         if self.cuda is not None:

@@ -86,6 +86,11 @@ class ColorDopplerPlan:
             self.cuda = device.CudaExecution(_core.color_cuda_exec(self._plan))  # stream, stage_times()
             self._strict = bool(strict)
 
+    def __repr__(self):
+        from ._repr import attrs_repr
+
+        return attrs_repr(self, ('shape', 'fc', 'prf', 'c', 'lag', 'average', 'window', 'backend'))
+
     @property
     def nyquist_velocity(self):
         """c*prf/(4*fc*lag), m/s: velocities beyond it alias."""
@@ -192,6 +197,11 @@ class PowerDopplerPlan:
             self._runner = device.PlanRunner(_core.power_cuda_exec(self._plan), strict)
             self.cuda = self._runner.execution  # stream, stage_times(), set_stream()
 
+    def __repr__(self):
+        from ._repr import attrs_repr
+
+        return attrs_repr(self, ('shape', 'db', 'noise_floor', 'backend'))
+
     def __call__(self, iq, out=None):
         if self.cuda is not None:
             return self._runner(lambda i, o: _core.power_execute(self._plan, i, o), "iq", iq, self.shape,
@@ -263,6 +273,11 @@ class DopplerDisplay:
         if self.backend == "cuda":
             self.cuda = device.CudaExecution(_core.doppler_display_cuda_exec(self._plan))  # stream, stage_times()
             self.cuda.input_name = "velocity or power"
+
+    def __repr__(self):
+        from ._repr import attrs_repr
+
+        return attrs_repr(self, ('shape', 'persistence', 'power_threshold', 'velocity_threshold', 'backend'))
 
     def _input(self, name, value):
         if value is None:

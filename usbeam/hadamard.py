@@ -144,6 +144,11 @@ class HadamardDecodePlan:
             self._runner = PlanRunner(_core.hadamard_cuda_exec(self._plan), strict)
             self.cuda = self._runner.execution  # stream, stage_times(), set_stream()
 
+    def __repr__(self):
+        from ._repr import attrs_repr
+
+        return attrs_repr(self, ('shape', 'axis', 'dtype', 'algorithm', 'out_shape', 'backend'))
+
     def __call__(self, data, out=None):
         if self.cuda is not None:
             return self._runner(lambda d, o: _core.hadamard_execute(self._plan, d, o), "data", data, self.shape,

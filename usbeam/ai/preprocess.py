@@ -127,6 +127,11 @@ class ModelInputPlan:
             self._own_stream = self.cuda.stream
             self._lock = threading.Lock()
 
+    def __repr__(self):
+        from .._repr import attrs_repr
+
+        return attrs_repr(self, ('image_shape', 'image_dtype', 'shape', 'layout', 'dtype', 'backend'))
+
     def __call__(self, image, out=None, *, stream=None):
         """The model input for ``image``; written into ``out`` (e.g. a bound model input) when given."""
         if self.cuda is not None:
