@@ -286,8 +286,7 @@ def leading_axes(name, shape, n_transmits, n_elements, n_samples):
                          f"(n_transmits, n_elements, n_samples) (got {shape})")
     expected = ((n_transmits,) if has_tx else ()) + (n_elements, n_samples)
     if core != expected:
-        flipped = shape[::-1]
-        if len(flipped) >= 2 and flipped[:2] == (n_samples, n_elements) and n_samples != n_elements:
+        if ndim >= 2 and shape[:2] == (n_samples, n_elements) and n_samples != n_elements:
             raise ValueError(f"{name} has shape {shape}: it looks like MATLAB layout (samples, elements, "
                              f"frames): pass {name}.T (usbeam takes (frames, elements, samples))")
         if has_tx and core[0] != n_transmits:
@@ -296,7 +295,7 @@ def leading_axes(name, shape, n_transmits, n_elements, n_samples):
             raise ValueError(f"{name} has {core[0]} transmits (axis -3) but the sequence has {n_transmits}{hint}")
         if core[-2] != n_elements:
             raise ValueError(f"{name} has {core[-2]} elements (axis -2) but the probe has {n_elements}")
-        raise ValueError(f"{name} has {core[-1]} samples (axis -1) but the plan was built for {n_samples}")
+        raise ValueError(f"{name} has {core[-1]} samples (axis -1) but the plan was built for n_samples={n_samples}")
     if any(s == 0 for s in leading):
         raise ValueError(f"{name} has no frames (shape {shape})")
     return leading, has_tx

@@ -29,9 +29,11 @@ shape has its transmit axis (of 1) third from last.
 
 Plausibility (errors rather than a silently wrong image; README, "Errors"): ``fs``/``fc`` below
 1 kHz (MHz given for Hz), a grid or probe beyond 1 m (mm given for m), ``c`` outside
-100..20000 m/s, RF with fewer samples than elements (MATLAB layout ``(samples, elements,
-frames)``: pass ``rf.T``), and a grid most of whose pixels receive no recorded sample
-(``min_coverage``) raise ValueError naming the likely cause.
+100..20000 m/s, data in MATLAB layout ``(samples, elements, frames)`` (at the call: a shape
+that does not fit and whose first axes are (n_samples, n_elements); in ``das``, which takes
+n_samples from the data: RF with fewer samples than elements), and a grid most of whose
+pixels receive no recorded sample (``min_coverage``) raise ValueError naming the likely
+cause ("pass rf.T").
 """
 import math
 
@@ -215,8 +217,6 @@ class Beamformer:
             raise ValueError(f"tukey_alpha must be in [0, 1] (got {self.tukey_alpha})")
         self.interpolation = _validate.choice("interpolation", interpolation, ("nearest", "linear", "cubic"))
         self.dtype = np.dtype(_DTYPES[_dtype_name(dtype)])
-        if self.dtype != np.complex64:  # RF: never fewer samples than elements
-            _validate.samples_vs_elements("data", self.n_samples, probe.n_elements)
         self.backend = check_backend(backend)
         if f_number is None:  # PyMUST's param.fnumber = None: the automatic f-number
             f_number = "auto"
@@ -236,15 +236,6 @@ class Beamformer:
         self.min_coverage = _validate.real_scalar("min_coverage", min_coverage)
         if not 0 <= self.min_coverage <= 1:
             raise ValueError(f"min_coverage must be in [0, 1] (got {self.min_coverage})")
-        if self.min_coverage > 0:
-            fraction, n_checked, window = grid_coverage(probe, self.sequence, grid, fs=self.fs, c=self.c,
-                                                        t0=self.t0, n_samples=self.n_samples)
-            if fraction < self.min_coverage:
-                raise ValueError(_validate.coverage_error("grid", round(fraction * n_checked), n_checked, window,
-                                                          self.min_coverage))
-            self.coverage = fraction
-        else:
-            self.coverage = None
         self.out_dtype = np.dtype(np.complex64 if self.dtype == np.complex64 else np.float32)
         if max_table_bytes is None:
             max_table_bytes = min(1 << 30, _validate._memory_limit() // _DEFAULT_TABLE_FRACTION)
@@ -257,6 +248,16 @@ class Beamformer:
         self._runner = None  # backend='cuda': the usbeam.device.PlanRunner of the current plan
         self.cuda = None     # backend='cuda': CUDA state (stream, stage_times) of the current plan
         self._ensure_capacity(_validate.integer("n_frames", n_frames, minimum=1))
+        # after the size checks (MemoryError first), before any frame
+        if self.min_coverage > 0:
+            fraction, n_checked, window = grid_coverage(probe, self.sequence, grid, fs=self.fs, c=self.c,
+                                                        t0=self.t0, n_samples=self.n_samples)
+            if fraction < self.min_coverage:
+                raise ValueError(_validate.coverage_error("grid", round(fraction * n_checked), n_checked, window,
+                                                          self.min_coverage))
+            self.coverage = fraction
+        else:
+            self.coverage = None
 
     @property
     def n_transmits(self):
@@ -478,7 +479,8 @@ def das(data, probe, sequence, grid, *, fs, fc, c=1540.0, t0=0.0, f_number=1.0, 
         raise TypeError(f"data must be int16, float or complex (got {data.dtype})")
     n_tx = len(as_sequence(sequence))
     n_el = getattr(probe, "n_elements", None)
-    if dtype != np.complex64 and n_el is not None and data.shape[-2] == n_el:
+    # n_samples comes from the data here: RF shorter than the probe is MATLAB layout
+    if dtype != np.complex64 and n_el is not None and data.shape[-2] == n_el and min_coverage > 0:
         _validate.samples_vs_elements("data", data.shape[-1], n_el)
     if n_el is not None:
         leading, _ = _validate.leading_axes("data", data.shape, n_tx, n_el, data.shape[-1])

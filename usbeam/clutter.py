@@ -72,7 +72,7 @@ class ClutterFilter:
         self.shape = _validate.plan_shape("shape", shape, 2)
         self.method = method = _validate.choice("method", method, ("poly", "mean", "svd", "iir"))
         self.algorithm = _validate.choice("algorithm", algorithm, ("kernel", "gemm"))
-        backend = check_backend(backend)
+        backend = backend.lower() if isinstance(backend, str) else backend  # case-insensitive options
         if self.algorithm == "gemm" and self.method not in ("poly", "mean"):
             raise ValueError(f"algorithm='gemm' is for method 'poly' or 'mean' (got method='{self.method}')")
         if self.algorithm == "gemm" and backend != "cuda":

@@ -131,7 +131,7 @@ class SimulatedScanner:
         want = tuple(want)
         if have != want and tuple(s for s in have if s != 1) != tuple(s for s in want if s != 1):
             hint = ""
-            if len(have) >= 2 and have[::-1][:2] == want[-2:]:
+            if len(have) >= 2 and tuple(have[:2]) == tuple(want[:-3:-1]):
                 hint = "; they look like MATLAB layout (samples, elements): pass the frames transposed"
             raise ValueError(f"source frames have shape {have} but the target takes frames of shape {want}"
                              f"{hint}")

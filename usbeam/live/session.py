@@ -393,7 +393,7 @@ class Session(metaclass=_BackendLookup):
             if _without_ones(frame.shape) == _without_ones(gen.input_shape):
                 return frame.reshape(gen.input_shape)
             hint = ""
-            if len(frame.shape) >= 2 and frame.shape[::-1][:2] == gen.input_shape[-2:]:
+            if len(frame.shape) >= 2 and tuple(frame.shape[:2]) == tuple(gen.input_shape[:-3:-1]):
                 hint = ": it looks like MATLAB layout (samples, elements[, frames]): pass frame.T"
             raise ValueError(f"frame must have shape {gen.input_shape} (or that shape without its axes of 1, "
                              f"e.g. {_without_ones(gen.input_shape)}) (got {frame.shape}){hint}")

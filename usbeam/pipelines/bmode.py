@@ -75,7 +75,6 @@ class Pipeline(Chain):
         self.sequence = as_sequence(sequence, probe)
         n_frames = _validate.integer("n_frames", n_frames, minimum=1)
         n_samples = _validate.integer("n_samples", n_samples, minimum=1)
-        _validate.samples_vs_elements("rf", n_samples, probe.n_elements)
         self.input_shape = (n_frames, len(self.sequence), probe.n_elements, n_samples)
         self.input_dtype = np.dtype(rf_dtype)
         self.strict = bool(strict)

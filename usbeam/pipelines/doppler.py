@@ -114,7 +114,6 @@ class DopplerPipeline(Chain):
         sequence = as_sequence(sequence, probe)
         self.rf_shape = (self.n_frames, len(sequence), probe.n_elements,
                          _validate.integer("n_samples", n_samples, minimum=1))
-        _validate.samples_vs_elements("rf", self.rf_shape[-1], probe.n_elements)
         self.rf_dtype = np.dtype(rf_dtype)
         self.strict = bool(strict)
         self.rf2iq = RF2IQPlan(self.rf_shape, self.rf_dtype, fs=fs, fc=fc, t0=t0, bandwidth=bandwidth,
