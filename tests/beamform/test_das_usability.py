@@ -159,16 +159,16 @@ def test_shape_rule_leading_axes_kept(synthetic):
     np.testing.assert_allclose(bf(iq[:1])[0], both[0], **tol)
     assert bf(iq[0]).shape == grid.shape                                 # (elements, samples): no axis
     assert bf(iq[:, None]).shape == (2,) + grid.shape                    # explicit transmit axis
-    assert bf(iq[None]).shape == (1, 2) + grid.shape                     # more leading axes
-    np.testing.assert_allclose(bf(iq[None])[0], both, **tol)
+    assert bf(iq[None, :, None]).shape == (1, 2) + grid.shape            # more leading axes
+    np.testing.assert_allclose(bf(iq[None, :, None])[0], both, **tol)
     batches = np.stack([iq, iq])[:, :, None]   # (2, 2, 1, el, samples): 4-D and longer name the transmit axis
     np.testing.assert_allclose(bf(batches)[1], both, **tol)
     with pytest.raises(ValueError, match=r"has 2 transmits .*\(\.\.\., 1, n_elements, n_samples\)"):
         bf(np.stack([iq, iq]))
     out = np.empty((1, 2) + grid.shape, np.complex64)
-    assert bf(iq[None], out=out) is out
+    assert bf(iq[None, :, None], out=out) is out
     with pytest.raises(ValueError, match="out must have shape"):
-        bf(iq[None], out=np.empty((2,) + grid.shape, np.complex64))
+        bf(iq[None, :, None], out=np.empty((2,) + grid.shape, np.complex64))
     # with several transmits the transmit axis is required and summed away
     seq = [usbeam.PlaneWave(0.0), usbeam.PlaneWave(0.0)]
     bf2 = usbeam.Beamformer(probe, seq, grid, fs=FS, fc=FC, c=C, n_samples=700, n_frames=2)
