@@ -67,8 +67,11 @@ class DopplerPipeline(Chain):
         The former default, 'svd' with its automatic cut-off, removed nothing on PWI_disk
         (the disk's rotation dominates every singular vector: none has a mean Doppler
         frequency below 0.05 PRF), leaving the maps identical to no filter; 'poly' removes the
-        zero-Doppler (stationary) part by more than 100 dB there while the disk keeps the sign
-        of its velocity (tests/doppler/test_doppler_usability.py).
+        zero-Doppler (stationary) part by 148 dB there while the disk keeps the sign of its
+        velocity, and tissue added 30 dB above the disk, moving at 0 / 0.005 / 0.01 / 0.02 of
+        the PRF, by 152 / 50 / 32 / 15 dB (tests/doppler/test_doppler_usability.py).  Tissue
+        moving faster than about 0.01 PRF (here 1.5 cm/s) needs 'svd' (44 dB at 0.02 PRF, when
+        that tissue dominates the ensemble) or a higher 'poly' order.
     lag, average, window :
         Color Doppler options (``usbeam.ColorDopplerPlan``).
     outputs : tuple of {'color', 'power'}
