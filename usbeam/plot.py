@@ -143,6 +143,7 @@ def show_timings(pipeline, *, ax=None, title=None):
     ax = _axes(ax)
     bars = ax.barh(stages, ms, color="tab:blue")
     ax.invert_yaxis()  # first stage on top, as the chain runs
+    ax.set_xlim(0, 1.25 * max(max(ms), 1e-6))  # room for the value labels
     ax.set_xlabel("time of the last call (ms)")
     for bar, value in zip(bars, ms):
         ax.annotate(f"{value:.2f} ms", (bar.get_width(), bar.get_y() + bar.get_height() / 2),
