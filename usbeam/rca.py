@@ -116,11 +116,11 @@ class RowColumnArray:
 
     def strips(self, orientation):
         """Positions of the strips of 'rows' (y) or 'columns' (x)."""
-        _validate.choice("orientation", orientation, ("rows", "columns"))
+        orientation = _validate.choice("orientation", orientation, ("rows", "columns"))
         return self.row_y if orientation == "rows" else self.column_x
 
     def n_strips(self, orientation):
-        _validate.choice("orientation", orientation, ("rows", "columns"))
+        orientation = _validate.choice("orientation", orientation, ("rows", "columns"))
         return self.n_rows if orientation == "rows" else self.n_columns
 
     def to_array(self, points):
@@ -184,7 +184,7 @@ class RCAGrid:
     def bscan(cls, lateral, z, plane="xz", offset=0.0):
         """B-scan (nz, n_lateral) in the plane 'xz' (lateral = x, at y = offset) or 'yz'
         (lateral = y, at x = offset)."""
-        _validate.choice("plane", plane, ("xz", "yz"))
+        plane = _validate.choice("plane", plane, ("xz", "yz"))
         offset = _validate.real_scalar("offset", offset)
         (l0, dl, nl), (z0, dz, nz) = _uniform_axis("lateral", lateral), _uniform_axis("z", z)
         m = np.eye(4)

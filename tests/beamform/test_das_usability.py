@@ -273,6 +273,10 @@ def test_f_number_none_means_auto_and_options_ignore_case(synthetic):
     assert usbeam.ModelInputPlan((64, 64), 32, layout="NCHW").layout == "nchw"
     assert usbeam.ClutterFilter((8, 10), "SVD").method == "svd"
     assert usbeam.BModePlan((3, 4), 40, output="dB", normalize="Frame").output == "db"
+    assert usbeam.ModelInputPlan((8, 8), 4, dtype="Float16", layout="NHWC", channels=3).dtype == np.float16
+    np.testing.assert_array_equal(usbeam.RCAGrid.bscan([0, 1e-3], [1e-3, 2e-3], plane="YZ").voxel_transform,
+                                  usbeam.RCAGrid.bscan([0, 1e-3], [1e-3, 2e-3], plane="yz").voxel_transform)
+    assert usbeam.live.SimulatedScanner(lambda f: 0, 10.0, np.zeros((2, 3, 4)), layout="Mapped").layout == "mapped"
 
 
 def test_defaults_per_family_are_documented():

@@ -100,7 +100,7 @@ class ModelInputPlan:
         if c == 3 and channels == 1:
             raise ValueError("channels: a 3-channel image needs channels=3 (no colour conversion)")
         self.layout = _validate.choice("layout", layout, ("nchw", "nhwc"))
-        self.dtype = _MODEL_DTYPES.get(str(np.dtype(dtype)) if not isinstance(dtype, str) else dtype)
+        self.dtype = _MODEL_DTYPES.get(str(np.dtype(dtype)) if not isinstance(dtype, str) else dtype.lower())
         if self.dtype is None:
             raise TypeError(f"dtype must be 'float32' or 'float16' (got {dtype!r})")
         if scale is None:

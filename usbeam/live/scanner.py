@@ -102,7 +102,7 @@ class SimulatedScanner:
             raise TypeError("target must be a Session or a callable push(frame[, meta])")
         self.frame_rate = _validate.positive("frame_rate", frame_rate)
         self.n_frames = None if n_frames is None else _validate.integer("n_frames", n_frames, minimum=1)
-        self.layout = _validate.choice("layout", layout, ("mapped", "vantage"))
+        self.layout = layout = _validate.choice("layout", layout, ("mapped", "vantage"))
         if layout == "mapped" and not (n_channels is None and element_channel is None and rows_per_acquisition is None):
             raise TypeError("n_channels, element_channel and rows_per_acquisition apply to layout='vantage' only")
         self.frames = self._load(source, simulator)
