@@ -126,3 +126,26 @@ def test_simulated_scanner_wrong_frames_get_a_message(disk, grid):
         assert scanner.join(30)
     assert len(scanner.errors) == 2
     assert any("push of frame 0 failed" in str(w.message) for w in caught)
+
+
+@pytest.mark.cuda
+def test_cuda_chains_follow_the_shape_rule(disk):
+    # the same rule on the device: load_must's layout, host or device, and leading axes kept
+    from usbeam import device
+
+    grid = usbeam.Grid(x=X_GRID[::3], z=Z_GRID[::3])
+    cpu = usbeam.Pipeline.from_recording(disk, grid, n_frames=2)(disk.data[:2])
+    pipeline = usbeam.Pipeline.from_recording(disk, grid, n_frames=2, backend="cuda")
+    host = pipeline(disk.data[:2])                                                # host (2, 128, 334)
+    assert host.shape == cpu.shape
+    assert np.abs(host.astype(int) - cpu).max() <= TOLERANCES["das_cuda_bmode_max_levels"]
+    on_device = pipeline(device.from_numpy(np.ascontiguousarray(disk.data[:2])))  # device (2, 128, 334)
+    np.testing.assert_array_equal(on_device.to_numpy(), host)
+    one = usbeam.Pipeline.from_recording(disk, grid, n_frames=1, backend="cuda")
+    assert one(disk.data[0]).shape == grid.shape and one(disk.data[:1]).shape == (1,) + grid.shape
+    bf = usbeam.Beamformer.from_recording(disk, grid, n_frames=2, backend="cuda")
+    assert bf(disk.data[:1]).shape == (1,) + grid.shape and bf(disk.data[0]).shape == grid.shape
+    doppler = usbeam.DopplerPipeline.from_recording(disk, grid, backend="cuda")
+    maps = doppler(device.from_numpy(np.ascontiguousarray(disk.data)))
+    want = usbeam.DopplerPipeline.from_recording(disk, grid)(disk.data)
+    np.testing.assert_allclose(maps.power.to_numpy(), want.power, rtol=0, atol=1e-3)
