@@ -77,6 +77,9 @@ def test_pipeline_reprs(disk, grid):
     assert "<table>" in html and "last call" in html and "rf2iq" in html
     doppler = usbeam.DopplerPipeline.from_recording(disk, usbeam.Grid(x=X_GRID[::5], z=Z_GRID[::5]))
     assert "clutter=poly" in repr(doppler) and "prf=10000 Hz" in repr(doppler)
+    maps = doppler(disk.data)
+    assert repr(maps) == "DopplerMaps(velocity=float32(26, 26), variance=float32(26, 26), power=float32(26, 26))"
+    assert repr(grid) == "Grid(x=-12.5..12.5 mm (126, step 0.2 mm), z=10..35 mm (126, step 0.2 mm), shape (126, 126))"
     for obj in (pipeline, doppler):
         assert "object at 0x" not in repr(obj)
 

@@ -37,7 +37,14 @@ from ..geometry import as_sequence
 from ..rf2iq import RF2IQPlan
 from ._chain import Chain
 
-DopplerMaps = namedtuple("DopplerMaps", ["velocity", "variance", "power"])
+class DopplerMaps(namedtuple("DopplerMaps", ["velocity", "variance", "power"])):
+    """The maps of one call (None for an output not asked for); prints by shape, not values."""
+    __slots__ = ()
+
+    def __repr__(self):
+        def text(m):
+            return "None" if m is None else f"{getattr(m, 'dtype', '')}{tuple(m.shape)}"
+        return f"DopplerMaps(velocity={text(self.velocity)}, variance={text(self.variance)}, power={text(self.power)})"
 
 
 class DopplerPipeline(Chain):
