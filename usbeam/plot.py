@@ -22,7 +22,6 @@ speed, to yellow at +Nyquist and to cyan at -Nyquist:
                 -> red (1, 0, 0) -> yellow (1, 1, 0)  +v_nyquist
 """
 try:
-    import matplotlib
     from matplotlib.colors import LinearSegmentedColormap
 except ImportError as exc:  # pragma: no cover - exercised in an environment without matplotlib
     raise ImportError("usbeam.plot needs matplotlib: pip install 'usbeam[plot]' (or pip install matplotlib)") \

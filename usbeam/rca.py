@@ -279,8 +279,8 @@ class RCABeamformer:
         String options are case-insensitive.  Defaults differ from ``Beamformer``'s ('linear',
         'rect') for two reasons of this family: its default input is RF (``data='rf'``),
         where linear interpolation of the carrier between samples loses amplitude (at 4
-        samples per period up to 29 % halfway between samples, where cubic (Catmull-Rom) loses 12 %), while ``Beamformer``'s
-        default input is baseband IQ; and a long strip's receive aperture ends abruptly,
+        samples per period up to 29 % halfway between samples, where cubic (Catmull-Rom)
+        loses 12 %), while ``Beamformer``'s default input is baseband IQ; and a long strip's receive aperture ends abruptly,
         whose edge waves a Hann taper suppresses (Rasmussen et al., IEEE TUFFC 2015).
     min_coverage : least fraction of voxels (a sample of them) that a record can reach,
         round trip ``2 z / c <= t0 + (n_samples - 1) / fs`` with z the depth below the array

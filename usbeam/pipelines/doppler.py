@@ -3,8 +3,8 @@
 One call takes one ensemble of RF channel data, ``(n_frames, n_transmits, n_elements,
 n_samples)`` (int16 as scanners deliver it, or float32; any layout of the shape rule of README
 "Shapes" holding n_frames frames, e.g. ``load_must``'s ``(n_frames, n_elements, n_samples)``),
-and returns the Doppler maps of the grid.  The transmits of a frame are compounded coherently by the beamformer, so ``prf`` is
-the slow-time rate of the compounded frames (the pulse repetition frequency divided by the
+and returns the Doppler maps of the grid.  The transmits of a frame are compounded
+coherently by the beamformer, so ``prf`` is the slow-time rate of the compounded frames (the pulse repetition frequency divided by the
 number of transmits per frame).  Stages: ``usbeam.RF2IQPlan``, ``usbeam.Beamformer``,
 ``usbeam.ClutterFilter``, ``usbeam.ColorDopplerPlan``, ``usbeam.PowerDopplerPlan``.
 
