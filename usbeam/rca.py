@@ -249,9 +249,18 @@ def _check_rca_plausible(array, grid, n_samples, n_channels, data, fs, c, t0, mi
     if not 0 <= min_coverage <= 1:
         raise ValueError(f"min_coverage must be in [0, 1] (got {min_coverage})")
     if min_coverage > 0:
-        depth = np.abs(array.to_array(points)[:, 2])
+        local = array.to_array(points)
+        depth = np.abs(local[:, 2])
+        # bounds of the round trip, whatever the method: at least down and back, 2 z / c; at
+        # most twice the distance to the farthest array corner plus a transmit delay spread of
+        # at most the aperture's diagonal
+        half = np.array([array.column_x.max() if array.n_columns > 1 else 0.0,
+                         array.row_y.max() if array.n_rows > 1 else 0.0])
+        far = np.hypot(np.abs(local[:, 0]) + half[0] + array.pitch_x, np.abs(local[:, 1]) + half[1] + array.pitch_y)
+        farthest = np.hypot(far, depth)
         t_end = t0 + (n_samples - 1) / fs
-        covered = int(np.count_nonzero(2 * depth / c <= t_end))
+        latest = (2 * farthest + 2 * np.hypot(*half)) / c
+        covered = int(np.count_nonzero((2 * depth / c <= t_end) & (latest >= t0)))
         if covered < min_coverage * len(points):
             raise ValueError(_validate.coverage_error("grid", covered, len(points), (t0, t_end), min_coverage))
 
@@ -282,9 +291,10 @@ class RCABeamformer:
         samples per period up to 29 % halfway between samples, where cubic (Catmull-Rom)
         loses 12 %), while ``Beamformer``'s default input is baseband IQ; and a long strip's receive aperture ends abruptly,
         whose edge waves a Hann taper suppresses (Rasmussen et al., IEEE TUFFC 2015).
-    min_coverage : least fraction of voxels (a sample of them) that a record can reach,
-        round trip ``2 z / c <= t0 + (n_samples - 1) / fs`` with z the depth below the array
-        (default 0.5; 0 to skip): below it ValueError naming the likely causes (MATLAB layout,
+    min_coverage : least fraction of voxels (a sample of them) that a record can reach: the
+        round trip, between ``2 z / c`` (z the depth below the array) and twice the distance to
+        the farthest array corner plus the aperture's diagonal over c, must overlap the record
+        ``[t0, t0 + (n_samples - 1) / fs]`` (default 0.5; 0 to skip): below it ValueError naming the likely causes (MATLAB layout,
         mm, t0), as ``Beamformer``'s check.
     coherence_factor : weight by |sum|^2 / (N sum |v|^2)
     sum_frames : one output, the coherent sum over frames

@@ -332,3 +332,28 @@ def test_reprs_name_parameters_not_addresses(disk):
     assert "int16(32, 128, 334)" in repr(disk) and "t0=9.95 us" in repr(disk)     # data by shape, never values
     assert "t0=9.95 us" in texts[0] and "c=1480 m/s" in texts[0] and "f_number=1.125" in texts[0]
     assert "<table>" in texts[2] and "6.66667 MHz" in texts[2]
+
+
+def test_rca_plausibility_checks():
+    array = usbeam.RowColumnArray(32, 32, 3e-4)
+    grid = usbeam.RCAGrid.bscan(np.linspace(-3e-3, 3e-3, 13), np.linspace(5e-3, 15e-3, 21))
+    kw = dict(n_samples=600, fs=FS)
+    assert usbeam.RCABeamformer(array, "forces", grid, **kw).n_samples == 600
+    with pytest.raises(ValueError, match="fs = 20 Hz is below 1 kHz"):
+        usbeam.RCABeamformer(array, "forces", grid, n_samples=600, fs=20.0)
+    with pytest.raises(ValueError, match="fc = 5 Hz is below 1 kHz"):
+        usbeam.RCABeamformer(array, "forces", grid, data="iq", fc=5.0, **kw)
+    mm = usbeam.RCAGrid.bscan(np.linspace(-3, 3, 13), np.linspace(5, 15, 21))
+    with pytest.raises(ValueError, match="grid reaches 15 m from the array.*not mm"):
+        usbeam.RCABeamformer(array, "forces", mm, **kw)
+    with pytest.raises(ValueError, match=r"16 samples per channel, fewer than its 32 elements.*MATLAB layout"):
+        usbeam.RCABeamformer(array, "forces", grid, n_samples=16, fs=FS)
+    # the record reaches 2 z / c <= 299 / fs: z <= 11.5 mm, about 2/3 of the depths (accepted);
+    # a t0 of 30 us starts the record after (almost) every echo of the grid (the bound on the
+    # latest echo is generous: 11 % of the voxels stay "covered")
+    with pytest.raises(ValueError, match=r"only \d+ % of the grid's pixels"):
+        usbeam.RCABeamformer(array, "forces", grid, n_samples=300, fs=FS, t0=30e-6)
+    assert usbeam.RCABeamformer(array, "forces", grid, n_samples=300, fs=FS, t0=30e-6, min_coverage=0)
+    assert usbeam.RCABeamformer(array, "forces", grid, n_samples=300, fs=FS)
+    with pytest.raises(ValueError, match="c = 1.54 m/s"):
+        usbeam.RCABeamformer(array, "forces", grid, c=1.54, **kw)
