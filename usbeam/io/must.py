@@ -26,7 +26,7 @@ from ..geometry import Delays, LinearArray, PlaneWave
 __all__ = ["MustRecording", "load_must", "plane_wave_angle"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)  # Recording's __repr__
 class MustRecording(Recording):
     """A MUST / PyMUST recording: ``data`` (n_frames, n_elements, n_samples), ``probe`` a
     LinearArray, ``sequence`` (Delays(TXdelay),) or (PlaneWave(0),) without TXdelay, ``prf`` and
