@@ -5,6 +5,21 @@ entry needs a recorded reason in this file.
 """
 
 TOLERANCES = {
+
+    # ---- usbeam.metrics (tests/bmode/test_metrics.py) ----
+    # Hand-computed cases (constant regions, a few listed values, piecewise-linear profiles
+    # whose half-maximum crossings lie on linear segments): exact up to double rounding.
+    "metrics_exact_abs": 1e-12,
+    # Synthetic images with a known answer drawn from a fixed seed: speckle SNR of 200 000
+    # Rayleigh samples (standard error of mu/sigma ~ 0.0027, 5 sigma), gCNR of two Gaussian
+    # populations of 200 000 samples against 1 - 2 Phi(-d / 2 sigma) (sampling ~0.002 plus the
+    # 256-bin histogram's discretisation of min(p, q) ~ 0.005 measured at this spacing).
+    "metrics_speckle_snr_abs": 0.015,
+    "metrics_gcnr_abs": 0.01,
+    # FWHM of a sampled Gaussian point spread: the half-maximum crossing is interpolated
+    # linearly between samples 1/8 of sigma apart, which misplaces it by at most
+    # h^2/8 |f''|/|f'| ~ 1.3e-3 sigma per side; 3e-3 sigma on the width.
+    "metrics_fwhm_gaussian_rel": 3e-3 / 2.3548,
     # B-mode uint8: the C kernel computes the dB value in double from float32 IQ; the
     # float64 reference uses float64 |IQ|.  A level within ~1e-6 of an integer boundary may
     # truncate to the neighbouring grey level, so allow 1 grey level on a tiny fraction.
