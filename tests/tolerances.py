@@ -24,6 +24,10 @@ TOLERANCES = {
     # L2 on the same data and geometry: usbeam's float32 table weights (~6e-8) and ultraspy's
     # fastmath reassociation in double; 1e-5 leaves room for MV's solve (its own Cholesky).
     "adaptive_ultraspy_rel": 1e-5,
+    # UFF read: usbeam's DAS of the loaded recording vs a float64 DAS from USTB's own transmit
+    # formulas on the file's clock (tests/acquire/test_uff.py), relative L2: DAS's float32 weights
+    # (das_rel_l2) plus the clock shift folded into t0 in double (< 1e-15 s).
+    "uff_das_rel_l2": 1e-5,
     # ---- usbeam.metrics (tests/bmode/test_metrics.py) ----
     # Hand-computed cases (constant regions, a few listed values, piecewise-linear profiles
     # whose half-maximum crossings lie on linear segments): exact up to double rounding.

@@ -35,7 +35,7 @@ PUBLIC = {
                        "nyquist_velocity", "power_doppler"],
     "usbeam.pipelines": ["DopplerMaps", "DopplerPipeline", "Pipeline"],
     "usbeam.io": ["MustRecording", "Recording", "VantageAcquisition", "VantageProbe", "VantageTransmit", "VantageWorkspace",
-                  "load_must", "load_vantage", "plane_wave_angle"],
+                  "load_must", "load_uff", "load_vantage", "plane_wave_angle", "save_uff"],
     "usbeam.metrics": ["annulus", "circle", "cnr", "contrast", "envelope", "fwhm", "gcnr", "rectangle",
                        "speckle_snr"],
     "usbeam.simulate": ["cyst_phantom", "gaussian_pulse", "pulse_sigma", "simulate_rca", "simulate_rf"],
