@@ -228,6 +228,12 @@ def main():
     out = ROOT / "docs" / "image_quality.png"
     out.parent.mkdir(exist_ok=True)
     fig.savefig(out, dpi=110)
+    try:  # grey levels only: store as an 8-bit greyscale PNG (about half the RGBA file)
+        from PIL import Image
+
+        Image.open(out).convert("L").save(out, optimize=True)
+    except ImportError:
+        pass
     print(f"figure: {out}")
 
     notes = (f"Simulated PICMUS-like phantoms (usbeam.simulate, 7 plane waves -8..8 deg, 128 elements, 5.2 MHz, "
