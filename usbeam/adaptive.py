@@ -11,7 +11,8 @@ aperture by the method instead of summed:
 
 - ``"cf"``: ``CF * sum_e s_e``, ``CF = |sum s|^2 / (N sum |s|^2)`` -- Mallart & Fink, "Adaptive
   focusing in scattering media through sound-speed inhomogeneities: the van Cittert Zernike
-  approach and focusing criterion", JASA 96(6) 1994; Hollman et al., IEEE UFFC 1999.
+  approach and focusing criterion", JASA 96(6) 1994; Hollman, Rigby, O'Donnell, IEEE Ultrasonics
+  Symposium 1999.
 - ``"gcf"``: ``GCF * sum_e s_e``, ``GCF = sum_{|k| <= M0} |S(k)|^2 / (N sum |s|^2)`` with ``S`` the
   N-point DFT of ``s`` across the aperture (``gcf_m0`` = M0, default 2; M0 = 0 is CF) -- Li &
   Li, "Adaptive imaging using the generalized coherence factor", IEEE UFFC 50(2) 2003.
