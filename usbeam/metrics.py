@@ -12,8 +12,8 @@ Formulas (``a`` the envelope, ``mu``/``sigma`` its mean and standard deviation o
 - contrast, dB: ``20 log10(mu_i / mu_o)`` (negative for an anechoic cyst) -- PICMUS, Liebgott
   et al., "Plane-wave imaging challenge in medical ultrasound", IEEE IUS 2016.
 - CNR: ``|mu_i - mu_o| / sqrt(sigma_i^2 + sigma_o^2)`` (linear; Rindal et al., "The dark region
-  artifact in adaptive ultrasound beamforming", IEEE IUS 2017, and Rodriguez-Molares et al.
-  2020, eq. 2).  ``definition="picmus"`` gives PICMUS's
+  artifact in adaptive ultrasound beamforming", IEEE IUS 2017; the form Rodriguez-Molares et
+  al. 2020 discuss).  ``definition="picmus"`` gives PICMUS's
   ``20 log10(|mu_i - mu_o| / sqrt((sigma_i^2 + sigma_o^2) / 2))`` in dB.
 - gCNR: ``1 - OVL``, ``OVL = sum_k min(p_i(k), p_o(k))`` with ``p`` the histograms of the two
   regions' envelopes on the same ``bins`` (256 by default) equal-width bins spanning both,
