@@ -262,3 +262,13 @@ def test_save_bad_input(tmp_path):
     bad[0, 0] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         usbeam.io.save_uff(tmp_path / "z.uff", bad, GRID)
+
+
+@pytest.mark.parametrize("shape", [(N_SAMPLES, N_EL), (N_SAMPLES, N_EL, 1)], ids=["2-D", "3-D"])
+def test_fewer_dimensions_and_int16(tmp_path, rng, shape):
+    # MATLAB drops trailing singleton dimensions: [time x channel] or [time x channel x wave]
+    data = rng.integers(-2000, 2000, shape).astype(np.int16)
+    write_channel_data(tmp_path / "d.uff", [plane(0.0)], data)
+    rec = usbeam.io.load_uff(tmp_path / "d.uff")
+    assert rec.data.shape == (1, 1, N_EL, N_SAMPLES) and rec.data.dtype == np.int16
+    np.testing.assert_array_equal(rec.data[0, 0], data.reshape(N_SAMPLES, N_EL).T)
