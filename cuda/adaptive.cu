@@ -122,7 +122,8 @@ extern "C" usbeam_status usbeam_adaptive_cuda_create(const usbeam_adaptive_table
     const size_t weight_floats = (size_t)(tables->is_iq ? 2 : 1) * (size_t)tables->taps;
     t->thread_values = (size_t)tables->n_offsets * (size_t)(tables->widest > 0 ? tables->widest : 1) +
                        (prm->method == USBEAM_ADAPTIVE_MV
-                            ? (size_t)tables->widest_subarray * (size_t)(tables->widest_subarray + 1) : 0);
+                            ? (size_t)tables->widest_subarray * (size_t)(tables->widest_subarray + 1)
+                            : prm->method == USBEAM_ADAPTIVE_GCF ? (size_t)(tables->widest > 0 ? tables->widest : 1) : 0);
     const size_t per_worker = t->thread_values * sizeof(usbeam_adaptive_cplx);
     size_t workers = MAX_SCRATCH_BYTES / per_worker;
     const size_t items = n_pts * prm->das.n_frames;

@@ -197,9 +197,11 @@ usbeam_status usbeam_adaptive_plan_create(const usbeam_adaptive_params *params, 
         }
         if ((st = design_fdmas(plan)) != USBEAM_OK) goto fail;
     }
-    /* scratch per thread (complex doubles): v (n_offsets x widest), R (L x L), u (L) */
+    /* scratch per thread (complex doubles): v (n_offsets x widest), then MV's R (L x L) and u (L)
+     * or GCF's twiddles (widest) */
     plan->thread_values = (size_t)plan->n_offsets * (size_t)(widest > 0 ? widest : 1) +
-                          (params->method == USBEAM_ADAPTIVE_MV ? (size_t)widest_l * (size_t)(widest_l + 1) : 0);
+                          (params->method == USBEAM_ADAPTIVE_MV ? (size_t)widest_l * (size_t)(widest_l + 1)
+                           : params->method == USBEAM_ADAPTIVE_GCF ? (size_t)(widest > 0 ? widest : 1) : 0);
     if (plan->thread_values > ((size_t)1 << 28)) {
         st = usbeam_fail(USBEAM_ERR_SIZE_OVERFLOW, "temporal_averaging/fdmas_half_taps x aperture is too large");
         goto fail;

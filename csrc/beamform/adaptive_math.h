@@ -101,20 +101,34 @@ static inline USBEAM_HD usbeam_adaptive_cplx usbeam_adaptive_sum(const usbeam_ad
     return r;
 }
 
-/* Generalised coherence factor; m0 = 0 is the coherence factor.  0 when the signals are 0. */
-static inline USBEAM_HD double usbeam_adaptive_gcf(const usbeam_adaptive_cplx *s, int n, int m0)
+/* Generalised coherence factor; m0 = 0 is the coherence factor.  0 when the signals are 0.
+ * twiddle: scratch of n values (the n-th roots of unity, computed once per call). */
+static inline USBEAM_HD double usbeam_adaptive_gcf(const usbeam_adaptive_cplx *s, int n, int m0,
+                                                   usbeam_adaptive_cplx *twiddle)
 {
     const double energy = usbeam_adaptive_energy(s, n);
     if (!(energy > 0.0)) return 0.0;
     if (2 * m0 + 1 >= n) return 1.0; /* the low band holds every DFT bin */
+    if (m0 == 0) { /* CF: |S(0)|^2 */
+        const usbeam_adaptive_cplx sum = usbeam_adaptive_sum(s, n);
+        return (sum.re * sum.re + sum.im * sum.im) / ((double)n * energy);
+    }
+    for (int m = 0; m < n; ++m) { /* exp(-j 2 pi m / n) */
+        const double angle = -2.0 * USBEAM_PI * (double)m / (double)n;
+        twiddle[m].re = cos(angle);
+        twiddle[m].im = sin(angle);
+    }
     double low = 0.0;
     for (int k = -m0; k <= m0; ++k) {
         double re = 0.0, im = 0.0;
-        for (int e = 0; e < n; ++e) { /* S(k) = sum_e s_e exp(-j 2 pi k e / n) */
-            const double angle = -2.0 * USBEAM_PI * (double)(((long long)k * e) % n) / (double)n;
-            const double c = cos(angle), sn = sin(angle);
-            re += s[e].re * c - s[e].im * sn;
-            im += s[e].re * sn + s[e].im * c;
+        const int step = ((k % n) + n) % n;
+        int m = 0;
+        for (int e = 0; e < n; ++e) { /* S(k) = sum_e s_e exp(-j 2 pi k e / n), m = k e mod n */
+            const usbeam_adaptive_cplx w = twiddle[m];
+            re += s[e].re * w.re - s[e].im * w.im;
+            im += s[e].re * w.im + s[e].im * w.re;
+            m += step;
+            if (m >= n) m -= n;
         }
         low += re * re + im * im;
     }
@@ -273,7 +287,8 @@ static inline USBEAM_HD int usbeam_adaptive_subarray(const usbeam_adaptive_param
 
 /* One point of one frame: the method's value from its entries (tap, weight: the point's
  * (n_transmits, count) entries), frame (n_transmits, n_elements, n_samples), the F-DMAS taps
- * (n_offsets, reversed; NULL otherwise) and scratch (n_offsets * count + L (L + 1) values). */
+ * (n_offsets, reversed; NULL otherwise) and scratch (n_offsets * count values, then L (L + 1) for
+ * MV or count for GCF's twiddles). */
 static inline USBEAM_HD usbeam_adaptive_cplx usbeam_adaptive_point(const usbeam_adaptive_params *prm, int kind, int is_iq, int taps,
                                            int n_offsets, int centre, int first, int count, const int32_t *tap,
                                            const float *weight, const void *frame, const double *fir_re,
@@ -290,7 +305,8 @@ static inline USBEAM_HD usbeam_adaptive_cplx usbeam_adaptive_point(const usbeam_
     switch (prm->method) {
     case USBEAM_ADAPTIVE_CF:
     case USBEAM_ADAPTIVE_GCF: {
-        const double factor = usbeam_adaptive_gcf(s, count, prm->method == USBEAM_ADAPTIVE_CF ? 0 : (int)prm->gcf_m0);
+        const double factor = usbeam_adaptive_gcf(s, count, prm->method == USBEAM_ADAPTIVE_CF ? 0 : (int)prm->gcf_m0,
+                                                  v + (size_t)n_offsets * (size_t)count);
         y = usbeam_adaptive_sum(s, count);
         y.re *= factor;
         y.im *= factor;
