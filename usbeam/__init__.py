@@ -15,6 +15,7 @@ The names below are grouped in the order the data flows:
   ai         model input, detection, segmentation      ai
   live       sessions at the scanner's rate, serve     live/
   data       recordings, datasets, simulators          io/, datasets.py, simulate/
+  quality    image-quality metrics (PICMUS, CUBDL)     metrics.py
 """
 try:
     from . import _core
@@ -62,7 +63,7 @@ from .ai import (ComponentsPlan, DetectPlan, ModelInputPlan, detect_postprocess,
 from . import live
 
 # data and simulation
-from . import datasets, io, simulate
+from . import datasets, io, metrics, simulate
 from .io import MustRecording, load_must, plane_wave_angle
 from .simulate import cyst_phantom, simulate_rca, simulate_rf
 
@@ -94,5 +95,5 @@ __all__ = [
     "live",
     # data and simulation
     "io", "MustRecording", "load_must", "plane_wave_angle", "datasets", "simulate", "simulate_rf",
-    "cyst_phantom", "simulate_rca",
+    "cyst_phantom", "simulate_rca", "metrics",
 ]

@@ -39,7 +39,7 @@ import math
 
 import numpy as np
 
-from . import _core, _validate, device
+from . import _core, _validate, adaptive, device
 from ._backend import check_backend
 from .geometry import Delays, DivergingWave, Focused, Grid, LinearArray, PlaneWave, SyntheticAperture, as_sequence
 
@@ -183,6 +183,12 @@ class Beamformer:
         legitimate exception, a display grid deliberately deeper or wider than a short record
         (a live display that keeps its grid while the depth changes), passes
         ``min_coverage=0``.
+    method : 'das' (default) or an adaptive beamformer, 'cf' | 'gcf' | 'dmas' | 'fdmas' |
+        'pdas' | 'mv' (usbeam.adaptive: formulas, references, defaults), with its options
+        p (pdas), gcf_m0 (gcf), subarray_length or subarray_fraction, diagonal_loading,
+        temporal_averaging (mv), fdmas_band = (low, high) Hz and fdmas_half_taps (fdmas).
+        An option of another method is refused (ValueError).  The CUDA twin of an adaptive
+        method needs the delay table within max_table_bytes.
 
     ``bf(data, out=None)`` beamforms ``data`` (see module doc for shapes).
 
@@ -197,7 +203,9 @@ class Beamformer:
 
     def __init__(self, probe, sequence, grid, *, fs, fc, c=1540.0, t0=0.0, n_samples, f_number=1.0,
                  window="rect", tukey_alpha=0.5, interpolation="linear", dtype=np.complex64, n_frames=1,
-                 bandwidth=None, backend="cpu", max_table_bytes=None, strict=False, min_coverage=0.5):
+                 bandwidth=None, backend="cpu", max_table_bytes=None, strict=False, min_coverage=0.5,
+                 method="das", p=None, gcf_m0=None, subarray_length=None, subarray_fraction=None,
+                 diagonal_loading=None, temporal_averaging=None, fdmas_band=None, fdmas_half_taps=None):
         if not isinstance(probe, LinearArray):
             raise TypeError(f"probe must be a LinearArray (got {type(probe).__name__})")
         if not isinstance(grid, Grid):
@@ -236,6 +244,13 @@ class Beamformer:
         self.min_coverage = _validate.real_scalar("min_coverage", min_coverage)
         if not 0 <= self.min_coverage <= 1:
             raise ValueError(f"min_coverage must be in [0, 1] (got {self.min_coverage})")
+        self._method_args = adaptive.method_arguments(
+            method, {"p": p, "gcf_m0": gcf_m0, "subarray_length": subarray_length,
+                     "subarray_fraction": subarray_fraction, "diagonal_loading": diagonal_loading,
+                     "temporal_averaging": temporal_averaging, "fdmas_band": fdmas_band,
+                     "fdmas_half_taps": fdmas_half_taps},
+            n_elements=probe.n_elements, fs=self.fs, fc=self.fc)
+        self.method = self._method_args[0]
         self.out_dtype = np.dtype(np.complex64 if self.dtype == np.complex64 else np.float32)
         if max_table_bytes is None:
             max_table_bytes = min(1 << 30, _validate._memory_limit() // _DEFAULT_TABLE_FRACTION)
@@ -282,18 +297,26 @@ class Beamformer:
             self._points = np.ascontiguousarray(self.grid.coordinates(), dtype=np.float64)
         self._plan, self._capacity = None, 0  # free the old plan's table and staging first
         self._runner = None
-        self._plan = _core.das_plan(
-            np.ascontiguousarray(self.probe.positions), [_transmit_tuple(t, self.probe, self.c) for t in self.sequence],
-            self._points, n_frames, self.n_samples, self.fs, self.fc, self.c, self.t0, self.f_number,
-            self.window, self.tukey_alpha, self.interpolation, self.dtype.name, self.max_table_bytes,
-            self.backend)
+        args = (np.ascontiguousarray(self.probe.positions),
+                [_transmit_tuple(t, self.probe, self.c) for t in self.sequence], self._points, n_frames,
+                self.n_samples, self.fs, self.fc, self.c, self.t0, self.f_number, self.window, self.tukey_alpha,
+                self.interpolation, self.dtype.name, self.max_table_bytes, self.backend)
+        if self.method == "das":
+            self._plan = _core.das_plan(*args)
+        else:  # usbeam.adaptive: the same geometry, then the method's options
+            self._plan = _core.adaptive_plan(*args, *self._method_args)
         self._capacity = n_frames
         return self._plan
 
     def table_bytes(self):
         """Bytes of the precomputed delay/weight table (0 when the delays are recomputed on
         every call because the table would exceed max_table_bytes)."""
-        return _core.das_table_bytes(self._plan)
+        return _core.das_table_bytes(self._plan) if self.method == "das" else 0
+
+    def _execute(self, plan, data, out, n_frames):
+        if self.method == "das":
+            return _core.das_execute(plan, data, out, n_frames)
+        return _core.adaptive_execute(plan, data, out, n_frames)
 
     def _layout(self, data):
         """(n_frames, leading axes) of data by the shape rule (module doc), checking its shape
@@ -324,7 +347,7 @@ class Beamformer:
         # the kernel sees (n_frames, n_transmits, n_elements, n_samples) and (n_frames, n_points):
         # C-contiguous reshapes, views of the same memory
         flat_data = data.reshape((n_frames, self.n_transmits, self.probe.n_elements, self.n_samples))
-        _core.das_execute(plan, flat_data, out.reshape((n_frames,) + self.grid.shape), n_frames)
+        self._execute(plan, flat_data, out.reshape((n_frames,) + self.grid.shape), n_frames)  # ValueError for NaN or inf data (checked while staging)
         return out
 
     def _call_cuda(self, data, out):
@@ -350,13 +373,14 @@ class Beamformer:
             self._capacity = 0
         plan = self._ensure_capacity(n_frames)
         if self._runner is None:
-            self._runner = device.PlanRunner(_core.das_cuda_exec(plan), self.strict)
+            exec_of = _core.das_cuda_exec if self.method == "das" else _core.adaptive_cuda_exec
+            self._runner = device.PlanRunner(exec_of(plan), self.strict)
         self.cuda = self._runner.execution
         shape = leading + self.grid.shape
         data_shape = tuple(data.shape)
         if isinstance(data, _DeviceShape):
             data = data.array
-        return self._runner(lambda i, o: _core.das_execute(plan, i, o, n_frames), "data", data, data_shape,
+        return self._runner(lambda i, o: self._execute(plan, i, o, n_frames), "data", data, data_shape,
                             self.dtype, self._host_data, out, shape, self.out_dtype)
 
     @classmethod

@@ -177,6 +177,26 @@ usbeam_status usbeam_das_cuda_execute(usbeam_das_cuda *plan, const void *in, voi
 void usbeam_das_cuda_destroy(usbeam_das_cuda *plan);
 usbeam_cuda_exec *usbeam_das_cuda_exec(usbeam_das_cuda *plan);
 
+/* adaptive: the CPU plan's DAS table and apertures (csrc/beamform/adaptive.c), read during
+ * create only; the twin uploads them (it needs the table: no per-call delays on the device). */
+typedef struct usbeam_adaptive_tables {
+    const usbeam_adaptive_params *params; /* validated; das pointers NULL */
+    int kind, is_iq, taps;                /* USBEAM_ADAPTIVE_INT16/FLOAT32/COMPLEX64, IQ, interpolation taps */
+    int n_offsets, centre;                /* sample offsets -centre..centre */
+    int widest, widest_subarray;          /* largest aperture, largest MV subarray */
+    const int32_t *aperture_first, *aperture_count; /* [n_points] */
+    const size_t *entry_offset;           /* [n_points + 1] */
+    size_t n_entries;
+    const int32_t *table_tap;             /* [n_entries] */
+    const float *table_weight;            /* [n_entries][taps or 2 taps] */
+    const double *fir_re, *fir_im;        /* F-DMAS [n_offsets] (reversed), else NULL */
+} usbeam_adaptive_tables;
+typedef struct usbeam_adaptive_cuda usbeam_adaptive_cuda;
+usbeam_status usbeam_adaptive_cuda_create(const usbeam_adaptive_tables *tables, usbeam_adaptive_cuda **plan);
+usbeam_status usbeam_adaptive_cuda_execute(usbeam_adaptive_cuda *plan, size_t n_frames, const void *in, void *out);
+void usbeam_adaptive_cuda_destroy(usbeam_adaptive_cuda *plan);
+usbeam_cuda_exec *usbeam_adaptive_cuda_exec(usbeam_adaptive_cuda *plan);
+
 /* hadamard: the validated params, the +-1 matrix (row = transmit) and the Paley base order
  * m of FAST (n = 2^k m), read during create only. */
 typedef struct usbeam_hadamard_cuda usbeam_hadamard_cuda;

@@ -144,6 +144,7 @@ static PyMethodDef *const method_tables[] = {
     usbeam_py_live_methods,
     usbeam_py_rf2iq_methods,
     usbeam_py_das_methods,
+    usbeam_py_adaptive_methods,
     usbeam_py_rca_methods,
     usbeam_py_bmode_methods,
     usbeam_py_doppler_methods,

@@ -74,6 +74,7 @@ extern PyMethodDef usbeam_py_hadamard_methods[];
 extern PyMethodDef usbeam_py_live_methods[];
 extern PyMethodDef usbeam_py_rf2iq_methods[];
 extern PyMethodDef usbeam_py_das_methods[];
+extern PyMethodDef usbeam_py_adaptive_methods[];
 extern PyMethodDef usbeam_py_rca_methods[];
 extern PyMethodDef usbeam_py_bmode_methods[];
 extern PyMethodDef usbeam_py_doppler_methods[];

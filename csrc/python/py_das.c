@@ -248,3 +248,10 @@ PyMethodDef usbeam_py_das_methods[] = {
      "PyMUST's automatic f-number: (element_width, fc, bandwidth fraction, c)."},
     {NULL, NULL, 0, NULL},
 };
+
+/* The DAS plan's geometry arguments, parsed the same way for the adaptive plans (py_adaptive.c). */
+PyArrayObject *usbeam_py_das_xyz_array(PyObject *obj, const char *name) { return xyz_array(obj, name); }
+int usbeam_py_das_transmits(PyObject *seq, usbeam_transmit **out, size_t *count, PyObject **keep)
+{
+    return parse_transmits(seq, out, count, keep);
+}

@@ -98,6 +98,43 @@ size_t usbeam_das_table_bytes(const usbeam_das_plan *plan);
 usbeam_status usbeam_das_auto_f_number(double element_width, double fc, double bandwidth, double c,
                                        double *f_number);
 
+/* Adaptive beamformers for linear arrays (csrc/beamform/adaptive.c; per-point math in
+ * csrc/beamform/adaptive_math.h).  The delays, apertures, windows and interpolation are
+ * those of the DAS plan built from `das` (the same table); per point the delayed element
+ * signals are compounded over transmits, then combined across the receive aperture by the
+ * method instead of summed.  in/out as usbeam_das_execute.  Formulas and references:
+ * adaptive_math.h and usbeam/adaptive.py. */
+typedef enum usbeam_adaptive_method {
+    USBEAM_ADAPTIVE_CF = 0,    /* coherence factor x DAS */
+    USBEAM_ADAPTIVE_GCF = 1,   /* generalised coherence factor (cut-off gcf_m0) x DAS */
+    USBEAM_ADAPTIVE_DMAS = 2,  /* delay-multiply-and-sum */
+    USBEAM_ADAPTIVE_FDMAS = 3, /* DMAS band-passed around 2 fc along time (fdmas_* below) */
+    USBEAM_ADAPTIVE_PDAS = 4,  /* p-th root DAS (p) */
+    USBEAM_ADAPTIVE_MV = 5     /* minimum variance (subarray_*, diagonal_loading, temporal_averaging) */
+} usbeam_adaptive_method;
+
+typedef struct usbeam_adaptive_params {
+    usbeam_das_params das;        /* geometry, transmits, grid, interpolation, window, dtype, table budget */
+    usbeam_adaptive_method method;
+    double p;                     /* PDAS: root order, >= 1 */
+    size_t gcf_m0;                /* GCF: low-frequency cut-off, DFT bins |k| <= gcf_m0, < n_elements / 2 */
+    size_t subarray_length;       /* MV: L, 1 <= L <= n_elements; a point with a smaller aperture uses all of it */
+    double subarray_fraction;     /* MV: > 0 (<= 1): L = max(1, round(fraction x the point's aperture)) instead */
+    double diagonal_loading;      /* MV: delta >= 0, R + delta trace(R) / L I */
+    size_t temporal_averaging;    /* MV: K, the covariance averages 2K + 1 samples (offsets -K..K / fs) */
+    double fdmas_low, fdmas_high; /* FDMAS: band-pass edges, Hz, 0 < low < high (high >= fs/2: high-pass) */
+    size_t fdmas_half_taps;       /* FDMAS: K >= 1, a (2K + 1)-tap Hann-windowed-sinc FIR along time */
+} usbeam_adaptive_params;
+
+typedef struct usbeam_adaptive_plan usbeam_adaptive_plan;
+usbeam_status usbeam_adaptive_plan_create(const usbeam_adaptive_params *params, usbeam_backend backend,
+                                          usbeam_adaptive_plan **plan);
+/* in (n_frames <= das.n_frames, n_transmits, n_elements, n_samples), out (n_frames, n_points). */
+usbeam_status usbeam_adaptive_execute(usbeam_adaptive_plan *plan, size_t n_frames, const void *in, void *out);
+void usbeam_adaptive_plan_destroy(usbeam_adaptive_plan *plan);
+/* The F-DMAS filter taps the plan uses (2 fdmas_half_taps + 1 doubles), for tests. */
+const double *usbeam_adaptive_fdmas_taps(const usbeam_adaptive_plan *plan, size_t *n_taps);
+
 /* Row-column (RCA) and TOBE arrays: delay-and-sum of decoded acquisitions.
  * Array coordinates (m): the array lies in z = 0, centred on the origin.  Column c is a
  * strip along y at x_c = (c - (n_columns-1)/2) pitch_x; row r a strip along x at
@@ -155,6 +192,8 @@ struct usbeam_das_plan;
 usbeam_cuda_exec *usbeam_das_plan_cuda(struct usbeam_das_plan *plan);
 struct usbeam_rca_plan;
 usbeam_cuda_exec *usbeam_rca_plan_cuda(struct usbeam_rca_plan *plan);
+struct usbeam_adaptive_plan;
+usbeam_cuda_exec *usbeam_adaptive_plan_cuda(struct usbeam_adaptive_plan *plan);
 
 #ifdef __cplusplus
 }
