@@ -104,13 +104,18 @@ class Beamformer:
     strict : with backend='cuda', refuse host (NumPy) data instead of copying it (TypeError)
     max_table_bytes : budget of the precomputed delay/weight table (default: 1 GiB or a
         quarter of the memory); beyond it the delays are recomputed on every call.
+    formulation : 'gather' (default: per-point delay/weight entries, csrc/beamform/das.c) or
+        'sparse': the same operator built once as a CSR matrix (pixels x element-samples,
+        csrc/beamform/das_sparse.c) and applied as a sparse x dense product over the frames
+        (OpenMP on the CPU, cuSPARSE on CUDA).  Same image; its memory is ``sparse_bytes``
+        and ``sparse_operator()`` returns the matrix (CPU plans).
 
     ``bf(data, out=None)`` beamforms ``data`` (see module doc for shapes).
     """
 
     def __init__(self, probe, sequence, grid, *, fs, fc, c=1540.0, t0=0.0, n_samples, f_number=1.0,
                  window="rect", tukey_alpha=0.5, interpolation="linear", dtype=np.complex64, n_frames=1,
-                 bandwidth=None, backend="cpu", max_table_bytes=None, strict=False):
+                 bandwidth=None, backend="cpu", max_table_bytes=None, strict=False, formulation="gather"):
         if not isinstance(probe, LinearArray):
             raise TypeError(f"probe must be a LinearArray (got {type(probe).__name__})")
         if not isinstance(grid, Grid):
@@ -149,6 +154,7 @@ class Beamformer:
         self._plan = None
         self._capacity = 0
         self.strict = bool(strict)
+        self.formulation = _validate.choice("formulation", formulation, ("gather", "sparse"))
         self._runner = None  # backend='cuda': the usbeam.device.PlanRunner of the current plan
         self.cuda = None     # backend='cuda': CUDA state (stream, stage_times) of the current plan
         self._ensure_capacity(_validate.integer("n_frames", n_frames, minimum=1))
@@ -176,7 +182,8 @@ class Beamformer:
             self._points = np.ascontiguousarray(self.grid.coordinates(), dtype=np.float64)
         self._plan, self._capacity = None, 0  # free the old plan's table and staging first
         self._runner = None
-        self._plan = _core.das_plan(
+        make_plan = _core.das_sparse_plan if self.formulation == "sparse" else _core.das_plan
+        self._plan = make_plan(
             np.ascontiguousarray(self.probe.positions), [_transmit_tuple(t, self.probe, self.c) for t in self.sequence],
             self._points, n_frames, self.n_samples, self.fs, self.fc, self.c, self.t0, self.f_number,
             self.window, self.tukey_alpha, self.interpolation, self.dtype.name, self.max_table_bytes,
@@ -187,7 +194,33 @@ class Beamformer:
     def table_bytes(self):
         """Bytes of the precomputed delay/weight table (0 when the delays are recomputed on
         every call because the table would exceed max_table_bytes)."""
+        if self.formulation == "sparse":
+            return 0
         return _core.das_table_bytes(self._plan)
+
+    @property
+    def sparse_bytes(self):
+        """formulation='sparse': bytes of the CSR operator (row offsets, int32 columns and
+        float32 / complex64 values), on the host or the device; 0 for 'gather'."""
+        return _core.das_sparse_bytes(self._plan) if self.formulation == "sparse" else 0
+
+    def sparse_operator(self):
+        """The DAS operator as a ``scipy.sparse.csr_array`` of shape (n_points, n_transmits *
+        n_elements * n_samples), columns in the input's order: ``out[f] = A @ data[f].ravel()``
+        (complex64 values for IQ, float32 for RF; the window and the IQ rotation folded in).
+        Built by a CPU sparse plan of the same parameters (this one when it is one)."""
+        try:
+            import scipy.sparse
+        except ImportError:  # pragma: no cover - scipy is the `io` extra
+            raise ImportError("Beamformer.sparse_operator needs scipy (pip install usbeam[io])") from None
+        plan = self._plan
+        if self.formulation != "sparse" or self.backend == "cuda":
+            plan = _core.das_sparse_plan(
+                np.ascontiguousarray(self.probe.positions), [_transmit_tuple(t, self.probe, self.c) for t in self.sequence],
+                self._points, 1, self.n_samples, self.fs, self.fc, self.c, self.t0, self.f_number,
+                self.window, self.tukey_alpha, self.interpolation, self.dtype.name, self.max_table_bytes, "cpu")
+        offsets, columns, values, shape = _core.das_sparse_csr(plan)
+        return scipy.sparse.csr_array((values, columns, offsets), shape=shape)
 
     def _layout(self, data):
         """(n_frames, has_frame_axis) of data, checking its shape against the plan."""
@@ -235,7 +268,8 @@ class Beamformer:
         else:
             _validate.out_array("out", out, shape, self.out_dtype)
             _validate.no_overlap("out", out, "data", given, data)
-        _core.das_execute(plan, data, out, n_frames)  # ValueError for NaN or inf data (checked while staging)
+        execute = _core.das_sparse_execute if self.formulation == "sparse" else _core.das_execute
+        execute(plan, data, out, n_frames)  # ValueError for NaN or inf data
         return out
 
     def _call_cuda(self, data, out):
@@ -261,13 +295,15 @@ class Beamformer:
             self._capacity = 0
         plan = self._ensure_capacity(n_frames)
         if self._runner is None:
-            self._runner = device.PlanRunner(_core.das_cuda_exec(plan), self.strict)
+            cuda_exec = _core.das_sparse_cuda_exec if self.formulation == "sparse" else _core.das_cuda_exec
+            self._runner = device.PlanRunner(cuda_exec(plan), self.strict)
         self.cuda = self._runner.execution
         shape = ((n_frames,) if framed else ()) + self.grid.shape
         data_shape = tuple(data.shape)
         if isinstance(data, _DeviceShape):
             data = data.array
-        return self._runner(lambda i, o: _core.das_execute(plan, i, o, n_frames), "data", data, data_shape,
+        execute = _core.das_sparse_execute if self.formulation == "sparse" else _core.das_execute
+        return self._runner(lambda i, o: execute(plan, i, o, n_frames), "data", data, data_shape,
                             self.dtype, self._host_data, out, shape, self.out_dtype)
 
     def _host_data(self, data):
