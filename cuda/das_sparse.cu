@@ -17,7 +17,11 @@
 #include "runtime/cuda_common.cuh"
 #include "runtime/exec.cuh"
 
+/* cusparse.h names parameters blockDim, which the CUDA emulator defines as a macro */
+#pragma push_macro("blockDim")
+#undef blockDim
 #include <cusparse.h>
+#pragma pop_macro("blockDim")
 #include <stdint.h>
 #include <string.h>
 

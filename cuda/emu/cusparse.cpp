@@ -14,7 +14,11 @@
 #include <complex>
 #include <cstdio>
 #include <cstring>
+/* cusparse.h names parameters blockDim, which the CUDA emulator defines as a macro */
+#pragma push_macro("blockDim")
+#undef blockDim
 #include <cusparse.h>
+#pragma pop_macro("blockDim")
 
 struct cusparseContext {
     cudaStream_t stream = nullptr;
