@@ -2,7 +2,7 @@
 pre-processing and a user's ONNX model, as one graph (RF -> the model's outputs)."""
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper, version_converter
+from onnx import helper, version_converter
 
 from .. import _validate
 from ..ai.preprocess import _per_channel, _size_pair
