@@ -100,7 +100,7 @@ def compose(usbeam_graph, model, *, size=None, image_output=None, model_input=No
     b = (_per_channel("offset", offset, channels) - _per_channel("mean", mean, channels)) / _per_channel(
         "std", std, channels)
 
-    g = _graph.GraphBuilder(np.float32)
+    g = _graph.GraphBuilder(np.float32, prefix="model_input/")
     x = g.cast(image_output, np.float32)
     ry = g.const("resize_rows", _operators.resize_matrix(h, out_h, align_corners))
     rx = g.const("resize_cols", _operators.resize_matrix(w, out_w, align_corners).T)

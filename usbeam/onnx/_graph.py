@@ -34,13 +34,14 @@ def onnx_type(dtype):
 class GraphBuilder:
     """Nodes and initializers with unique names; `compute` is the dtype of the linear path."""
 
-    def __init__(self, compute=np.float32):
+    def __init__(self, compute=np.float32, prefix=""):
         self.nodes, self.initializers, self._count = [], [], 0
         self.compute = np.dtype(compute)
+        self.prefix = prefix  # keeps the names apart from another graph's (compose)
 
     def name(self, hint):
         self._count += 1
-        return f"{hint}_{self._count}"
+        return f"{self.prefix}{hint}_{self._count}"
 
     def const(self, hint, array, dtype=None):
         """An initializer; float arrays become `dtype` (default: the compute dtype)."""
