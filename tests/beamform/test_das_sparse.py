@@ -65,11 +65,15 @@ def test_sparse_bad_input(rng):
     with pytest.raises(ValueError, match="formulation"):
         usbeam.Beamformer(probe, usbeam.PlaneWave(0.0), grid, fs=FS, fc=FC, n_samples=N_SAMPLES,
                           formulation="dense")
-    bf = usbeam.Beamformer(probe, usbeam.PlaneWave(0.0), grid, fs=FS, fc=FC, n_samples=N_SAMPLES, dtype=np.float32,
-                           formulation="sparse")
-    data = random_data(rng, (probe.n_elements, N_SAMPLES), np.float32)
-    data[3, 7] = np.nan
-    with pytest.raises(ValueError, match="NaN or infinite"):
-        bf(data)
+    for dtype in (np.float32, np.complex64):
+        bf = usbeam.Beamformer(probe, usbeam.PlaneWave(0.0), grid, fs=FS, fc=FC, n_samples=N_SAMPLES, dtype=dtype,
+                               formulation="sparse")
+        for value in (np.nan, np.inf, -np.inf):
+            data = random_data(rng, (probe.n_elements, N_SAMPLES), dtype)
+            data[int(rng.integers(probe.n_elements)), int(rng.integers(N_SAMPLES))] = value
+            copy = data.copy()
+            with pytest.raises(ValueError, match="NaN or infinite"):
+                bf(data)
+            np.testing.assert_array_equal(data, copy)
     with pytest.raises(ValueError, match="elements"):
-        bf(np.zeros((probe.n_elements + 1, N_SAMPLES), np.float32))
+        bf(np.zeros((probe.n_elements + 1, N_SAMPLES), np.complex64))
