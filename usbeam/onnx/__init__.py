@@ -51,9 +51,10 @@ DAS operator (P x transmits x aperture x interpolation taps) and columns C = T E
   aperture, (sqrt(z^2 + a^2) - z) fs / c for a half-aperture a) and E_t its element span.
   Where it stops scaling: the weights grow with pixels x channels x window, not with the
   non-zeros: the zeros of each tile's matrix are stored and multiplied (the density is taps /
-  W per channel).  A 48 x 40 grid of a 32-element probe (tests) takes ~10 MB; PWI_disk's full
-  251 x 251 grid (128 elements, F/# 1.12, 0.1 mm pixels, fs = 6.7 MHz, 334 samples) takes
-  584 MiB against 97 MiB for 'sparse-dense' (8.1 M non-zeros): 6x the sparse operator,
+  W per channel).  A 48 x 40 grid of a 32-element probe with 3 steered plane waves (tests)
+  takes 32 MiB (8 MiB for 'sparse-dense'); PWI_disk's full 251 x 251 grid (128 elements,
+  F/# 1.12, 0.1 mm pixels, fs = 6.7 MHz, 334 samples) takes 584 MiB against 185 MiB for
+  'sparse-dense' (8.1 M non-zeros x 24 bytes): 3.2x the sparse operator,
   though ONNX Runtime runs those dense MatMuls far faster than the gathers on a CPU
   (benchmarks/RESULTS.md).  ``cnn_weight_bytes`` computes it before anything is built; above
   ``max_weight_bytes`` (default 1 GiB, a parameter) the export refuses with a MemoryError
