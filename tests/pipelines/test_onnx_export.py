@@ -236,3 +236,24 @@ def test_pwi_disk_doppler(formulation):
                             average=(5, 5))
     maps = run(uonnx.export(pipe, formulation=formulation), rf)
     assert_doppler_close(maps, pipe(rf), pipe.nyquist_velocity, "fp32")
+
+
+# ---- ONNX Runtime's GPU execution providers, where installed (onnxruntime-gpu) -------------
+
+@pytest.mark.parametrize("provider", ["CUDAExecutionProvider", "TensorrtExecutionProvider"])
+@pytest.mark.parametrize("formulation", ["gather", "sparse-dense", "cnn"])
+def test_gpu_execution_providers(provider, formulation):
+    """The same checks through ORT's CUDA / TensorRT providers (skipped where the installed
+    onnxruntime has none, as on a CPU-only machine)."""
+    if provider not in ort.get_available_providers():
+        pytest.skip(f"{provider} is not in this onnxruntime ({ort.get_available_providers()})")
+    seq, rf = phantom_bmode_rf()
+    pipe = bmode_pipeline("uint8")
+    session = ort.InferenceSession(uonnx.export(pipe, formulation=formulation).SerializeToString(),
+                                   providers=[provider, "CPUExecutionProvider"])
+    assert_bmode_close(session.run(None, {"rf": rf})[0], pipe(rf), "uint8", "fp32")
+    drf = phantom_doppler_rf()
+    dpipe = doppler_pipeline(("color", "power"), drf.shape, average=(3, 3))
+    session = ort.InferenceSession(uonnx.export(dpipe, formulation=formulation).SerializeToString(),
+                                   providers=[provider, "CPUExecutionProvider"])
+    assert_doppler_close(session.run(None, {"rf": drf}), dpipe(drf), dpipe.nyquist_velocity, "fp32")
