@@ -18,8 +18,10 @@ Engines x formulations (CPU):
                           slow-time mean subtraction (PyMUST has no clutter filter) +
                           pymust.iq2doppler (no smoothing); power Doppler: PyMUST has none, so
                           mean |IQ|^2 in NumPy after its beamforming (noted in the row)
-GPU rows (usbeam CUDA gather, cuSPARSE, ORT CUDA / TensorRT): n/a unless a GPU is present
-(none on the machine this was written on).
+GPU rows (usbeam CUDA gather and sparse/cuSPARSE with host RF in and maps out, ORT CUDA /
+TensorRT providers per formulation, J/run from NVML through pynvml): run when usbeam's CUDA
+backend or those providers are available, else printed as n/a.  They have never run (no GPU
+on the machine this was written on).
 Reported: forward-pass median and p95 (ms), FPS (images per second: 32 B-mode frames, or one
 Doppler map, per pass / median), sustained input MB/s (RF bytes per pass / median), J/run
 (incremental energy from NVML, where NVML and a GPU exist: n/a here), peak memory (peak RSS of
@@ -47,14 +49,32 @@ sys.path.insert(0, str(ROOT))
 
 PIPELINES = ("RF2IQ_DAS_BMODE", "RF2IQ_DAS_DOPPLER", "RF2IQ_DAS_POWERDOPPLER")
 ENGINES = ("usbeam C gather", "usbeam C sparse", "ORT gather", "ORT cnn", "ORT sparse-dense", "PyMUST sparse")
-GPU_ENGINES = ("usbeam CUDA gather", "usbeam CUDA sparse (cuSPARSE)", "ORT CUDA", "ORT TensorRT")
+GPU_ENGINES = ("usbeam CUDA gather", "usbeam CUDA sparse (cuSPARSE)", "ORT CUDA gather", "ORT CUDA cnn",
+               "ORT CUDA sparse-dense", "ORT TensorRT gather", "ORT TensorRT cnn")
 
 
-def build_usbeam(pipeline, cfg, formulation="gather"):
+def gpu_engines():
+    """The GPU rows this machine can run (usbeam's CUDA backend, ORT's GPU providers)."""
+    import onnxruntime as ort
+
+    import usbeam
+
+    found = []
+    if usbeam.cuda_available():
+        found += ["usbeam CUDA gather", "usbeam CUDA sparse (cuSPARSE)"]
+    providers = ort.get_available_providers()
+    if "CUDAExecutionProvider" in providers:
+        found += ["ORT CUDA gather", "ORT CUDA cnn", "ORT CUDA sparse-dense"]
+    if "TensorrtExecutionProvider" in providers:
+        found += ["ORT TensorRT gather", "ORT TensorRT cnn"]
+    return found
+
+
+def build_usbeam(pipeline, cfg, formulation="gather", backend="cpu"):
     import usbeam
 
     rf = cfg["rf"]
-    common = dict(fs=cfg["fs"], fc=cfg["fc"], c=cfg["c"], t0=cfg["t0"], n_samples=rf.shape[-1],
+    common = dict(fs=cfg["fs"], fc=cfg["fc"], c=cfg["c"], t0=cfg["t0"], n_samples=rf.shape[-1], backend=backend,
                   bandwidth=cfg["bandwidth"], f_number=cfg["f_number"], interpolation="linear",
                   das_options={"formulation": formulation})
     if pipeline == "RF2IQ_DAS_BMODE":
@@ -69,6 +89,15 @@ def engine_runner(pipeline, engine, cfg):
     """run(rf) -> outputs (a tuple of arrays), images per pass, note."""
     rf = cfg["rf"]
     n_images = rf.shape[0] if pipeline == "RF2IQ_DAS_BMODE" else 1
+    if engine.startswith("usbeam CUDA"):  # host RF in, host maps out: each pass ends synchronised
+        pipe = build_usbeam(pipeline, cfg, "sparse" if "sparse" in engine else "gather", backend="cuda")
+        if pipeline == "RF2IQ_DAS_BMODE":
+            return (lambda data: (pipe(data),)), n_images, "host RF in, host B-mode out"
+
+        def run_cuda(data):
+            maps = pipe(data)
+            return tuple(m.to_numpy() for m in (maps[:2] if pipeline == "RF2IQ_DAS_DOPPLER" else (maps.power,)))
+        return run_cuda, n_images, "host RF in, maps copied out"
     if engine.startswith("usbeam C"):
         pipe = build_usbeam(pipeline, cfg, "sparse" if engine.endswith("sparse") else "gather")
         if pipeline == "RF2IQ_DAS_BMODE":
@@ -83,10 +112,15 @@ def engine_runner(pipeline, engine, cfg):
         import usbeam
         import usbeam.onnx
 
-        model = usbeam.onnx.export(build_usbeam(pipeline, cfg), formulation=engine.split()[1])
+        provider = {"ORT CUDA": "CUDAExecutionProvider", "ORT TensorRT": "TensorrtExecutionProvider"}.get(
+            " ".join(engine.split()[:2]), "CPUExecutionProvider")
+        formulation = engine.split()[-1] if provider == "CPUExecutionProvider" else engine.split()[2]
+        model = usbeam.onnx.export(build_usbeam(pipeline, cfg), formulation=formulation)
         options = ort.SessionOptions()
         options.intra_op_num_threads = usbeam.build_info()["cpu_threads"]
-        session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(model.SerializeToString(), options,
+                                       providers=[provider] + (["CPUExecutionProvider"] if provider != "CPUExecutionProvider"
+                                                               else []))
         del model
         return (lambda data: tuple(session.run(None, {"rf": data}))), n_images, f"onnxruntime {ort.__version__}"
     from bench_pipelines import pymust_pipeline
@@ -158,9 +192,21 @@ def child(pipeline, engine, repeat, validate_it):
         result["check"] = validate(pipeline, engine, got, want, nyquist)
         print(json.dumps(result))
         return
+    energy = None
+    try:  # incremental energy of the GPU over the timed passes, where NVML and a GPU exist
+        import pynvml
+
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+        energy = pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)  # mJ
+    except Exception:  # no pynvml, no NVML, no GPU: J/run is n/a
+        handle = None
     timing = harness.measure(lambda: run(rf), warmup=1, repeat=repeat, max_seconds=120.0)
+    joules = None
+    if handle is not None and energy is not None:
+        joules = (pynvml.nvmlDeviceGetTotalEnergyConsumption(handle) - energy) / 1e3 / len(timing.samples)
     result.update(samples=timing.samples, images=images, input_bytes=int(rf.nbytes),
-                  peak_rss_mib=harness.peak_rss_mib())
+                  peak_rss_mib=harness.peak_rss_mib(), joules=joules)
     print(json.dumps(result))
 
 
@@ -180,10 +226,11 @@ def plot(rows, path):
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(10, 4.5))
-    width = 0.8 / len(ENGINES)
-    for k, engine in enumerate(ENGINES):
+    engines = sorted({e for _, e in rows}, key=lambda e: (ENGINES + GPU_ENGINES).index(e))
+    width = 0.8 / len(engines)
+    for k, engine in enumerate(engines):
         values = [rows[(p, engine)]["median_ms"] for p in PIPELINES]
-        bars = ax.bar(np.arange(len(PIPELINES)) + (k - (len(ENGINES) - 1) / 2) * width, values, width, label=engine)
+        bars = ax.bar(np.arange(len(PIPELINES)) + (k - (len(engines) - 1) / 2) * width, values, width, label=engine)
         ax.bar_label(bars, labels=[f"{v:.0f}" for v in values], fontsize=7, rotation=90, padding=2)
     ax.set_yscale("log")
     ax.set_xticks(np.arange(len(PIPELINES)), PIPELINES)
@@ -200,16 +247,21 @@ def main():
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--record", action="store_true")
     parser.add_argument("--plot", default=None)
-    parser.add_argument("--engines", nargs="*", default=list(ENGINES))
+    parser.add_argument("--engines", nargs="*", default=None,
+                        help="default: the CPU engines, and the GPU ones this machine has")
     parser.add_argument("--pipelines", nargs="*", default=list(PIPELINES))
     parser.add_argument("--child", nargs=2, metavar=("PIPELINE", "ENGINE"))
     parser.add_argument("--validate", action="store_true")
     args = parser.parse_args()
+    args.engines_given = args.engines is not None
+    args.engines = list(ENGINES) if args.engines is None else args.engines
     if args.child:
         child(*args.child, args.repeat, args.validate)
         return
     import harness
 
+    if not args.engines_given:
+        args.engines += gpu_engines()
     checks = {}
     for pipeline in args.pipelines:
         for engine in args.engines:
@@ -233,15 +285,18 @@ def main():
             med, p95 = float(np.median(s)), float(np.percentile(s, 95))
             rows[(pipeline, engine)] = dict(median_ms=med * 1e3)
             note = "; ".join(x for x in (checks[(pipeline, engine)]["check"], res["note"]) if x)
+            joules = "n/a (no NVML)" if res.get("joules") is None else f"{res['joules']:.3f}"
             table.append([pipeline, engine, f"{med * 1e3:.1f}", f"{p95 * 1e3:.1f}", f"{res['images'] / med:.1f}",
-                          f"{res['input_bytes'] / med / 1e6:.1f}", "n/a (no NVML)", f"{res['peak_rss_mib']:.0f}",
+                          f"{res['input_bytes'] / med / 1e6:.1f}", joules, f"{res['peak_rss_mib']:.0f}",
                           f"{len(s)}", note])
         for engine in GPU_ENGINES:
-            table.append([pipeline, engine, "n/a", "n/a", "n/a", "n/a", "n/a", "n/a", "0", "no GPU on this machine"])
+            if engine not in args.engines:
+                table.append([pipeline, engine, "n/a", "n/a", "n/a", "n/a", "n/a", "n/a", "0",
+                              "no GPU / provider on this machine"])
     header = ["pipeline", "engine / formulation", "median ms", "p95 ms", "FPS", "input MB/s", "J/run",
               "peak RSS MiB", "passes", "check / note"]
     print(harness.markdown_table(header, table))
-    if args.plot and set(args.pipelines) == set(PIPELINES) and set(args.engines) == set(ENGINES):
+    if args.plot and set(args.pipelines) == set(PIPELINES):
         plot(rows, ROOT / args.plot)
     if args.record:
         notes = (f"Input: PWI_disk, one RF ensemble per forward pass: (32, 1, 128, 334) int16, 2.74 MB; grid 251 x 251 "

@@ -257,3 +257,16 @@ def test_gpu_execution_providers(provider, formulation):
     session = ort.InferenceSession(uonnx.export(dpipe, formulation=formulation).SerializeToString(),
                                    providers=[provider, "CPUExecutionProvider"])
     assert_doppler_close(session.run(None, {"rf": drf}), dpipe(drf), dpipe.nyquist_velocity, "fp32")
+
+
+@pytest.mark.parametrize("normalize", ["frame", 3e5])
+def test_bmode_other_references(normalize):
+    """Per-frame maxima and a fixed amplitude reference (below the image's max, ~6.8e5), uint8
+    and dB; the images are not trivial (a spread of levels, most pixels above the floor)."""
+    seq, rf = phantom_bmode_rf()
+    for output in ("uint8", "db"):
+        pipe = bmode_pipeline(output, normalize=normalize, dynamic_range=50.0)
+        want = pipe(rf)
+        assert np.ptp(want.astype(np.float64)) > 20 and np.median(want) > (50 if output == "uint8" else -40)
+        (got,) = run(uonnx.export(pipe, formulation="sparse-dense"), rf)
+        assert_bmode_close(got, want, output, "fp32")
