@@ -12,8 +12,8 @@
  * element of p's receive aperture, the interpolation taps (nearest 1, linear 2, cubic 4) of
  * sample (tau - t0) fs with the window and, for IQ, the rotation exp(+j 2 pi fc tau) folded in:
  * exactly the entries the gather formulation uses (das_delays.c, computed in double, stored in
- * float32), with the zero weights (samples outside the record, taps beyond the aperture's
- * window) left out.  Columns within a row ascend.
+ * float32), with the zero weights (samples outside the record, the window's zero ends) left
+ * out.  Columns within a row ascend.
  * Values: float32 (RF) or complex64 (IQ, interleaved re, im); row offsets and column indices
  * int32 (cuSPARSE's 32-bit CSR; a grid whose operator needs more is refused at create).
  * Execute (CPU) stages the input as (column, frame) float32 planes (frame fastest, as das.c
