@@ -233,6 +233,8 @@ def plot(rows, path):
         bars = ax.bar(np.arange(len(PIPELINES)) + (k - (len(engines) - 1) / 2) * width, values, width, label=engine)
         ax.bar_label(bars, labels=[f"{v:.0f}" for v in values], fontsize=7, rotation=90, padding=2)
     ax.set_yscale("log")
+    top = max(r["median_ms"] for r in rows.values())
+    ax.set_ylim(top=top * 6)  # room for the labels and the legend
     ax.set_xticks(np.arange(len(PIPELINES)), PIPELINES)
     ax.set_ylabel("forward pass, median (ms, log scale)")
     ax.set_title("seed-002 table, PWI_disk (one 32-frame ensemble per pass), CPU (shared machine)")
