@@ -189,6 +189,11 @@ class Beamformer:
         temporal_averaging (mv), fdmas_band = (low, high) Hz and fdmas_half_taps (fdmas).
         An option of another method is refused (ValueError).  The CUDA twin of an adaptive
         method needs the delay table within max_table_bytes.
+    formulation : 'gather' (default: per-point delay/weight entries, csrc/beamform/das.c) or
+        'sparse': the same operator built once as a CSR matrix (pixels x element-samples,
+        csrc/beamform/das_sparse.c) and applied as a sparse x dense product over the frames
+        (OpenMP on the CPU, cuSPARSE on CUDA).  Same image; its memory is ``sparse_bytes``
+        and ``sparse_operator()`` returns the matrix (CPU plans).
 
     ``bf(data, out=None)`` beamforms ``data`` (see module doc for shapes).
 
@@ -205,7 +210,8 @@ class Beamformer:
                  window="rect", tukey_alpha=0.5, interpolation="linear", dtype=np.complex64, n_frames=1,
                  bandwidth=None, backend="cpu", max_table_bytes=None, strict=False, min_coverage=0.5,
                  method="das", p=None, gcf_m0=None, subarray_length=None, subarray_fraction=None,
-                 diagonal_loading=None, temporal_averaging=None, fdmas_band=None, fdmas_half_taps=None):
+                 diagonal_loading=None, temporal_averaging=None, fdmas_band=None, fdmas_half_taps=None,
+                 formulation="gather"):
         if not isinstance(probe, LinearArray):
             raise TypeError(f"probe must be a LinearArray (got {type(probe).__name__})")
         if not isinstance(grid, Grid):
@@ -260,6 +266,9 @@ class Beamformer:
         self._plan = None
         self._capacity = 0
         self.strict = bool(strict)
+        self.formulation = _validate.choice("formulation", formulation, ("gather", "sparse"))
+        if self.formulation == "sparse" and self.method != "das":
+            raise ValueError(f"formulation='sparse' is a delay-and-sum operator: it takes method='das' (got method={self.method!r})")
         self._runner = None  # backend='cuda': the usbeam.device.PlanRunner of the current plan
         self.cuda = None     # backend='cuda': CUDA state (stream, stage_times) of the current plan
         self._ensure_capacity(_validate.integer("n_frames", n_frames, minimum=1))
@@ -302,7 +311,8 @@ class Beamformer:
                 self.n_samples, self.fs, self.fc, self.c, self.t0, self.f_number, self.window, self.tukey_alpha,
                 self.interpolation, self.dtype.name, self.max_table_bytes, self.backend)
         if self.method == "das":
-            self._plan = _core.das_plan(*args)
+            make_plan = _core.das_sparse_plan if self.formulation == "sparse" else _core.das_plan
+            self._plan = make_plan(*args)
         else:  # usbeam.adaptive: the same geometry, then the method's options
             self._plan = _core.adaptive_plan(*args, *self._method_args)
         self._capacity = n_frames
@@ -311,12 +321,40 @@ class Beamformer:
     def table_bytes(self):
         """Bytes of the precomputed delay/weight table (0 when the delays are recomputed on
         every call because the table would exceed max_table_bytes)."""
-        return _core.das_table_bytes(self._plan) if self.method == "das" else 0
+        if self.method != "das" or self.formulation == "sparse":
+            return 0
+        return _core.das_table_bytes(self._plan)
 
     def _execute(self, plan, data, out, n_frames):
-        if self.method == "das":
-            return _core.das_execute(plan, data, out, n_frames)
-        return _core.adaptive_execute(plan, data, out, n_frames)
+        if self.method != "das":
+            return _core.adaptive_execute(plan, data, out, n_frames)
+        if self.formulation == "sparse":
+            return _core.das_sparse_execute(plan, data, out, n_frames)
+        return _core.das_execute(plan, data, out, n_frames)
+
+    @property
+    def sparse_bytes(self):
+        """formulation='sparse': bytes of the CSR operator (row offsets, int32 columns and
+        float32 / complex64 values), on the host or the device; 0 for 'gather'."""
+        return _core.das_sparse_bytes(self._plan) if self.formulation == "sparse" else 0
+
+    def sparse_operator(self):
+        """The DAS operator as a ``scipy.sparse.csr_array`` of shape (n_points, n_transmits *
+        n_elements * n_samples), columns in the input's order: ``out[f] = A @ data[f].ravel()``
+        (complex64 values for IQ, float32 for RF; the window and the IQ rotation folded in).
+        Built by a CPU sparse plan of the same parameters (this one when it is one)."""
+        try:
+            import scipy.sparse
+        except ImportError:  # pragma: no cover - scipy is the `io` extra
+            raise ImportError("Beamformer.sparse_operator needs scipy (pip install usbeam[io])") from None
+        plan = self._plan
+        if self.formulation != "sparse" or self.backend == "cuda":
+            plan = _core.das_sparse_plan(
+                np.ascontiguousarray(self.probe.positions), [_transmit_tuple(t, self.probe, self.c) for t in self.sequence],
+                self._points, 1, self.n_samples, self.fs, self.fc, self.c, self.t0, self.f_number,
+                self.window, self.tukey_alpha, self.interpolation, self.dtype.name, self.max_table_bytes, "cpu")
+        offsets, columns, values, shape = _core.das_sparse_csr(plan)
+        return scipy.sparse.csr_array((values, columns, offsets), shape=shape)
 
     def _layout(self, data):
         """(n_frames, leading axes) of data by the shape rule (module doc), checking its shape
@@ -373,7 +411,10 @@ class Beamformer:
             self._capacity = 0
         plan = self._ensure_capacity(n_frames)
         if self._runner is None:
-            exec_of = _core.das_cuda_exec if self.method == "das" else _core.adaptive_cuda_exec
+            if self.method != "das":
+                exec_of = _core.adaptive_cuda_exec
+            else:
+                exec_of = _core.das_sparse_cuda_exec if self.formulation == "sparse" else _core.das_cuda_exec
             self._runner = device.PlanRunner(exec_of(plan), self.strict)
         self.cuda = self._runner.execution
         shape = leading + self.grid.shape

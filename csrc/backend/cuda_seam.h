@@ -115,6 +115,10 @@ extern "C" {
     XV(usbeam_adaptive_cuda_destroy, (usbeam_adaptive_cuda *plan), (plan)) \
     X(usbeam_cuda_exec *, usbeam_adaptive_cuda_exec, (usbeam_adaptive_cuda *plan), (plan), (NULL)) \
     X(usbeam_status, usbeam_adaptive_cuda_execute, (usbeam_adaptive_cuda *plan, size_t n_frames, const void *in, void *out), (plan, n_frames, in, out), (USBEAM_SEAM_MISSING)) \
+    X(usbeam_status, usbeam_das_sparse_cuda_create, (const usbeam_das_params *params, const usbeam_das_sparse_view *csr, usbeam_das_sparse_cuda **plan), (params, csr, plan), (USBEAM_SEAM_CLEAR(plan, NULL), USBEAM_SEAM_MISSING)) \
+    XV(usbeam_das_sparse_cuda_destroy, (usbeam_das_sparse_cuda *plan), (plan)) \
+    X(usbeam_cuda_exec *, usbeam_das_sparse_cuda_exec, (usbeam_das_sparse_cuda *plan), (plan), (NULL)) \
+    X(usbeam_status, usbeam_das_sparse_cuda_execute, (usbeam_das_sparse_cuda *plan, const void *in, void *out), (plan, in, out), (USBEAM_SEAM_MISSING)) \
     X(usbeam_status, usbeam_doppler_display_cuda_create, (const usbeam_doppler_display_params *params, usbeam_doppler_display_cuda **plan), (params, plan), (USBEAM_SEAM_CLEAR(plan, NULL), USBEAM_SEAM_MISSING)) \
     XV(usbeam_doppler_display_cuda_destroy, (usbeam_doppler_display_cuda *plan), (plan)) \
     X(usbeam_cuda_exec *, usbeam_doppler_display_cuda_exec, (usbeam_doppler_display_cuda *plan), (plan), (NULL)) \

@@ -196,6 +196,14 @@ usbeam_status usbeam_adaptive_cuda_create(const usbeam_adaptive_tables *tables, 
 usbeam_status usbeam_adaptive_cuda_execute(usbeam_adaptive_cuda *plan, size_t n_frames, const void *in, void *out);
 void usbeam_adaptive_cuda_destroy(usbeam_adaptive_cuda *plan);
 usbeam_cuda_exec *usbeam_adaptive_cuda_exec(usbeam_adaptive_cuda *plan);
+/* das sparse: the CSR operator built by csrc/beamform/das_sparse.c, uploaded by the twin
+ * (cuda/das_sparse.cu) at create; the host copy is freed afterwards. */
+typedef struct usbeam_das_sparse_cuda usbeam_das_sparse_cuda;
+usbeam_status usbeam_das_sparse_cuda_create(const usbeam_das_params *params, const usbeam_das_sparse_view *csr,
+                                            usbeam_das_sparse_cuda **plan);
+usbeam_status usbeam_das_sparse_cuda_execute(usbeam_das_sparse_cuda *plan, const void *in, void *out);
+void usbeam_das_sparse_cuda_destroy(usbeam_das_sparse_cuda *plan);
+usbeam_cuda_exec *usbeam_das_sparse_cuda_exec(usbeam_das_sparse_cuda *plan);
 
 /* hadamard: the validated params, the +-1 matrix (row = transmit) and the Paley base order
  * m of FAST (n = 2^k m), read during create only. */

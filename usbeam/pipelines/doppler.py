@@ -88,6 +88,9 @@ class DopplerPipeline(Chain):
         rf2iq decimation (the beamformer then reads the decimated IQ).
     capture_graph : bool
         backend='cuda': replay the chain as one CUDA graph after the first call (see above).
+    das_options : dict or None
+        More keyword arguments of ``usbeam.Beamformer`` (e.g. ``formulation='sparse'``,
+        ``window``), as ``usbeam.Pipeline`` takes them.
     strict : bool
         backend='cuda': refuse host (NumPy) RF with a TypeError instead of copying it to the
         device (passed to every plan too); ignored on the CPU, as by the plans.
@@ -106,7 +109,7 @@ class DopplerPipeline(Chain):
                  rf_dtype=np.int16, bandwidth=None, f_number=1.0, interpolation="linear", clutter="poly",
                  clutter_options=None, lag=1, average=1, window="hamming", outputs=("color", "power"),
                  power_db=True, noise_floor=0.0, decimation=1, backend="cpu", capture_graph=False,
-                 strict=False):
+                 strict=False, das_options=None):
         self.n_frames = _validate.integer("n_frames", n_frames, minimum=2)
         self.prf = _validate.positive("prf", prf)
         _validate.frequency("fs", fs)
@@ -131,7 +134,7 @@ class DopplerPipeline(Chain):
         self.beamformer = Beamformer(probe, sequence, grid, fs=self.rf2iq.fs_out, fc=fc, c=c, t0=t0,
                                      n_samples=self.rf2iq.n_out, f_number=f_number, interpolation=interpolation,
                                      dtype=np.complex64, n_frames=self.n_frames, bandwidth=bandwidth,
-                                     backend=backend, strict=self.strict)
+                                     backend=backend, strict=self.strict, **(das_options or {}))
         self.image_shape = tuple(grid.shape)
         ensemble_shape = (self.n_frames,) + self.image_shape
         self.clutter = (ClutterFilter(ensemble_shape, clutter, backend=backend, strict=self.strict,

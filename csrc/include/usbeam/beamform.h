@@ -91,6 +91,31 @@ void usbeam_das_plan_destroy(usbeam_das_plan *plan);
 /* Bytes of the precomputed delay/weight table (0 when the plan recomputes per call). */
 size_t usbeam_das_table_bytes(const usbeam_das_plan *plan);
 
+/* The sparse-matrix formulation of DAS (csrc/beamform/das_sparse.c): the same parameters,
+ * the delay-interpolation-apodization operator built at create as CSR (n_points rows,
+ * n_transmits * n_elements * n_samples columns in the input's own order) and applied as a
+ * sparse x dense product over the frames; the CUDA twin uses cuSPARSE.  Same image as the
+ * gather plan (usbeam_das_plan) of the same parameters. */
+typedef struct usbeam_das_sparse_view {
+    size_t n_rows, n_columns, nnz;
+    int is_complex;              /* 1: values are (nnz, 2) (re, im) for IQ input; 0: (nnz) */
+    const int32_t *row_offsets;  /* (n_rows + 1) */
+    const int32_t *columns;      /* (nnz), ascending within a row */
+    const float *values;         /* (nnz) or (nnz, 2) */
+} usbeam_das_sparse_view;
+typedef struct usbeam_das_sparse_plan usbeam_das_sparse_plan;
+usbeam_status usbeam_das_sparse_plan_create(const usbeam_das_params *params, usbeam_backend backend,
+                                            usbeam_das_sparse_plan **plan);
+/* in (n_frames, n_transmits, n_elements, n_samples), out (n_frames, n_points), n_frames <=
+ * params.n_frames (a CUDA plan: exactly). */
+usbeam_status usbeam_das_sparse_execute_frames(usbeam_das_sparse_plan *plan, size_t n_frames, const void *in,
+                                               void *out);
+void usbeam_das_sparse_plan_destroy(usbeam_das_sparse_plan *plan);
+/* Bytes of the operator (row offsets, columns, values), on the host or the device. */
+size_t usbeam_das_sparse_bytes(const usbeam_das_sparse_plan *plan);
+/* The CSR of a CPU plan (pointers into the plan; all NULL / 0 for a CUDA plan). */
+void usbeam_das_sparse_csr(const usbeam_das_sparse_plan *plan, usbeam_das_sparse_view *view);
+
 /* PyMUST dasmtx's automatic f-number from the element directivity: lambda_min =
  * c / (fc (1 + bandwidth/2)); alpha minimises |cos(th) sinc(width/lambda_min sin th) - 0.71|
  * on [0, pi/2] by Brent's bounded method with xtol = pi/100 (the iterates of
@@ -190,6 +215,8 @@ void usbeam_rca_plan_destroy(usbeam_rca_plan *plan);
 /* The CUDA execution state of a plan (NULL for a CPU plan): usbeam/device.h. */
 struct usbeam_das_plan;
 usbeam_cuda_exec *usbeam_das_plan_cuda(struct usbeam_das_plan *plan);
+struct usbeam_das_sparse_plan;
+usbeam_cuda_exec *usbeam_das_sparse_plan_cuda(struct usbeam_das_sparse_plan *plan);
 struct usbeam_rca_plan;
 usbeam_cuda_exec *usbeam_rca_plan_cuda(struct usbeam_rca_plan *plan);
 struct usbeam_adaptive_plan;
