@@ -1,4 +1,5 @@
-"""Delay-and-sum (DAS) beamforming for linear arrays (C kernel: csrc/beamform/das_setup.c, csrc/beamform/das.c).
+"""Delay-and-sum (DAS) beamforming for any probe: linear, phased, convex and matrix arrays
+(C kernel: csrc/beamform/das_setup.c, das_delays.c, das.c).
 
 Conventions are those of MUST/PyMUST (see ``usbeam.geometry``): x along the array (0 at
 its centre), z depth; t = 0 when the first element fires; received sample n is at
@@ -15,6 +16,11 @@ Receive aperture: element e contributes when ``|x_p - x_e| <= z_p / (2 F)`` (F t
 f-number; ``f_number=0`` is the full aperture; ``'auto'`` is PyMUST ``dasmtx``'s choice from
 the element directivity).  The window ``w`` is evaluated at ``u = (x_e - x_p) / (z_p/(2F))``
 (``u = x_e / half-length of the array`` for the full aperture): rect, Hann or Tukey.
+Probes with element normals (``ConvexArray``) or a 2-D face (``MatrixArray``): each element
+accepts the points in its cone around its normal, ``|lateral| <= axial / (2F)`` with
+``axial = (p - e) . n_e`` and ``lateral`` the in-plane component (both lateral directions on
+a matrix array), the window at ``u = lateral 2F / axial`` (PyMUST dasmtx for convex arrays,
+dasmtx3 for matrix arrays; on a linear array this is the rule above).
 
 Interpolation of the channel samples at s (MUST's validity ranges; outside them a sample
 contributes nothing): 'nearest' (round half to even, 0 <= s <= n-1), 'linear'
@@ -30,7 +36,8 @@ import numpy as np
 
 from . import _core, _validate, device
 from ._backend import check_backend
-from .geometry import Delays, DivergingWave, Focused, Grid, LinearArray, PlaneWave, SyntheticAperture, as_sequence
+from .geometry import Delays, DivergingWave, Focused, Grid, PlaneWave, SyntheticAperture, as_sequence
+from .probes import check_probe
 
 __all__ = ["Beamformer", "das", "auto_f_number"]
 
@@ -56,18 +63,33 @@ def auto_f_number(width, fc, bandwidth, c):
 
 
 def _transmit_tuple(tx, probe, c):
-    """(kind, angle, x, z, element[, sources]) as csrc/include/usbeam/beamform.h's usbeam_transmit."""
+    """(kind, angle, x, z, element, sources, y, angle_y, axis_x, axis_y, axis_z) as
+    csrc/include/usbeam/beamform.h's usbeam_transmit."""
     if isinstance(tx, PlaneWave):
-        return (0, tx.angle, 0.0, 0.0, 0)
+        return (0, tx.angle, 0.0, 0.0, 0, None, 0.0, tx.angle_y, 0.0, 0.0, 0.0)
     if isinstance(tx, DivergingWave):
-        return (1, 0.0, tx.source[0], tx.source[1], 0)
+        x, y, z = tx.point
+        return (1, 0.0, x, z, 0, None, y, 0.0, 0.0, 0.0, 0.0)
     if isinstance(tx, Focused):
-        return (2, 0.0, tx.focus[0], tx.focus[1], 0)
+        x, y, z = tx.point
+        axis = tx.axis if tx.origin is not None else (0.0, 0.0, 0.0)
+        return (2, 0.0, x, z, 0, None, y, 0.0) + tuple(axis)
     if isinstance(tx, SyntheticAperture):
         return (3, 0.0, 0.0, 0.0, tx.element)
     if isinstance(tx, Delays):
         return (4, 0.0, 0.0, 0.0, 0, np.ascontiguousarray(tx.sources(probe, c)))
     raise TypeError(f"unsupported transmit {type(tx).__name__}")
+
+
+def probe_geometry(probe):
+    """(positions, normals or None, surface) for the C plan: normals None for a probe whose
+    normals are all +z (the linear-array case)."""
+    pos = np.ascontiguousarray(probe.positions, dtype=np.float64)
+    nrm = np.ascontiguousarray(probe.normals, dtype=np.float64)
+    surface = int(bool(getattr(probe, "two_dimensional", False)))
+    if np.all(nrm == (0.0, 0.0, 1.0)):
+        nrm = None
+    return pos, nrm, surface
 
 
 def _dtype_name(dtype):
@@ -87,9 +109,9 @@ class Beamformer:
 
     Parameters
     ----------
-    probe : LinearArray
+    probe : LinearArray, ConvexArray, MatrixArray or ElementArray
     sequence : a transmit or a list of transmits (summed coherently)
-    grid : Grid
+    grid : Grid, or a PolarGrid / VolumeGrid / SphericalGrid (usbeam.grids)
     fs, fc : sampling and centre (demodulation) frequencies, Hz
     c : speed of sound, m/s;  t0 : time of sample 0, s
     n_samples : samples per channel
@@ -111,10 +133,13 @@ class Beamformer:
     def __init__(self, probe, sequence, grid, *, fs, fc, c=1540.0, t0=0.0, n_samples, f_number=1.0,
                  window="rect", tukey_alpha=0.5, interpolation="linear", dtype=np.complex64, n_frames=1,
                  bandwidth=None, backend="cpu", max_table_bytes=None, strict=False):
-        if not isinstance(probe, LinearArray):
-            raise TypeError(f"probe must be a LinearArray (got {type(probe).__name__})")
-        if not isinstance(grid, Grid):
-            raise TypeError(f"grid must be a usbeam.Grid (got {type(grid).__name__})")
+        check_probe(probe)
+        if not (isinstance(grid, Grid) or hasattr(grid, "coordinates") and hasattr(grid, "shape")
+                and hasattr(grid, "n_points")):
+            raise TypeError(f"grid must be a usbeam.Grid, PolarGrid, VolumeGrid or SphericalGrid "
+                            f"(got {type(grid).__name__})")
+        if hasattr(grid, "check_probe"):
+            grid.check_probe(probe)
         self.probe = probe
         self.sequence = as_sequence(sequence, probe)
         self.grid = grid
@@ -133,7 +158,8 @@ class Beamformer:
         if isinstance(f_number, str):
             _validate.choice("f_number", f_number, ("auto",))
             if probe.width is None:
-                raise ValueError("f_number='auto' needs the element width: give LinearArray(width=...) or kerf=")
+                raise ValueError("f_number='auto' needs the element width: give LinearArray(width=...) or kerf=, "
+                                 "ConvexArray(element_width=...), MatrixArray(element_width=...)")
             if bandwidth is None:
                 bandwidth = probe.bandwidth if probe.bandwidth is not None else 0.75
             self.f_number = auto_f_number(probe.width, self.fc, bandwidth, self.c)
@@ -176,11 +202,12 @@ class Beamformer:
             self._points = np.ascontiguousarray(self.grid.coordinates(), dtype=np.float64)
         self._plan, self._capacity = None, 0  # free the old plan's table and staging first
         self._runner = None
+        positions, normals, surface = probe_geometry(self.probe)
         self._plan = _core.das_plan(
-            np.ascontiguousarray(self.probe.positions), [_transmit_tuple(t, self.probe, self.c) for t in self.sequence],
+            positions, [_transmit_tuple(t, self.probe, self.c) for t in self.sequence],
             self._points, n_frames, self.n_samples, self.fs, self.fc, self.c, self.t0, self.f_number,
             self.window, self.tukey_alpha, self.interpolation, self.dtype.name, self.max_table_bytes,
-            self.backend)
+            self.backend, element_normals=normals, surface=surface)
         self._capacity = n_frames
         return self._plan
 

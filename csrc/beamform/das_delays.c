@@ -1,5 +1,5 @@
 /*
- * das_delays.c - the geometry of one point for delay-and-sum: transmit time, and for each
+ * das_delays.c - the geometry of one point for delay-and-sum (any probe): transmit time, and for each
  * (transmit, element of the receive aperture) the first interpolation tap and its weights
  * with the window and the IQ phase rotation folded in (layout in das_internal.h).  Plan
  * creation runs this for every point (the table); without a table, execute does.
@@ -129,7 +129,7 @@ static double sources_path(const double *sources, const float *sources_f, int n,
 double usbeam_das_transmit_time(const usbeam_das_plan *plan, size_t t, const double *pt)
 {
     const usbeam_tx_model *m = &plan->tx[t];
-    if (m->n_sources > 0)
+    if (m->n_sources > 0 && m->source_rows == 3)
         return sources_path(m->sources, plan->tx_sources_f + (m->sources - plan->tx_sources), m->n_sources,
                             plan->tx_source_bounds + 3 * t, pt[0], pt[1], pt[2]) /
                plan->params.c;
@@ -164,6 +164,24 @@ USBEAM_VECTOR static void chunk_times(const usbeam_das_plan *plan, const double 
         }
     } else { /* rect, and Tukey with alpha = 0 */
         for (int i = 0; i < n; ++i) apod[i] = fabs((ex[i] - centre) * inv_half) <= 1.0 ? 1.0 : 0.0;
+    }
+}
+
+/* chunk_times for the general geometry (elements with normals, surfaces): the window of
+ * each element's own acceptance cone (usbeam_math.h), or its full-aperture weight. */
+static void chunk_times_general(const usbeam_das_plan *plan, const double *pt, double tx_time, int e0, int n,
+                                double *restrict tau, double *restrict apod)
+{
+    const usbeam_das_params *prm = &plan->params;
+    const double *ex = plan->element_x + e0, *ey = plan->element_y + e0, *ez = plan->element_z + e0;
+    const double inv_c = 1.0 / prm->c;
+    for (int i = 0; i < n; ++i) {
+        const double dx = pt[0] - ex[i], dy = pt[1] - ey[i], dz = pt[2] - ez[i];
+        tau[i] = tx_time + sqrt(dx * dx + dy * dy + dz * dz) * inv_c;
+        apod[i] = prm->f_number > 0.0
+                      ? usbeam_element_window(plan->element_frame + 9 * (size_t)(e0 + i), prm->surface, prm->f_number,
+                                              (int)prm->window, prm->tukey_alpha, dx, dy, dz)
+                      : plan->element_window[e0 + i];
     }
 }
 
@@ -234,7 +252,8 @@ void usbeam_das_point_entries(const usbeam_das_plan *plan, size_t p, int32_t *ta
         const double tx_time = plan->tx_time[p * prm->n_transmits + t];
         for (int e0 = first; e0 < first + count; e0 += CHUNK) {
             const int n = first + count - e0 < CHUNK ? first + count - e0 : CHUNK;
-            chunk_times(plan, pt, tx_time, e0, n, centre, inv_half, tau, apod);
+            if (plan->general) chunk_times_general(plan, pt, tx_time, e0, n, tau, apod);
+            else chunk_times(plan, pt, tx_time, e0, n, centre, inv_half, tau, apod);
             chunk_weights(plan, tau, apod, n, first_tap, w);
             if (plan->is_iq) chunk_rotation(prm->fc, tau, n, re, im);
             for (int i = 0; i < n; ++i, ++j) {

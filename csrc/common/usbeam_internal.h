@@ -166,10 +166,13 @@ typedef struct usbeam_das_tables {
     const double *points;                 /* [n_points][3] (x, y, z) */
     const struct usbeam_tx_model *tx;     /* [n_transmits]; SOURCES models point into tx_sources */
     const double *tx_sources;             /* virtual sources of every SOURCES transmit, concatenated */
-    size_t n_sources;                     /* sources in tx_sources (3 doubles each) */
+    size_t n_source_values;               /* doubles in tx_sources (3 or 4 per source) */
     const int32_t *aperture_first, *aperture_count; /* [n_points]: each point's receive elements */
     double window_center, window_half_width; /* full-aperture (f_number = 0) window mapping, m */
     int is_iq;                            /* complex64 IQ input (else RF) */
+    int general;                          /* 1: apertures and windows from element normals */
+    const double *element_frame;          /* general: [n_elements][9] t1, t2, n (usbeam_math.h) */
+    const double *element_window;         /* general: [n_elements] full-aperture window weights */
 } usbeam_das_tables;
 typedef struct usbeam_das_cuda usbeam_das_cuda;
 usbeam_status usbeam_das_cuda_create(const usbeam_das_tables *tables, usbeam_das_cuda **plan);

@@ -16,7 +16,8 @@ import usbeam
 
 PUBLIC = {
     "usbeam": [
-        "BModePlan", "Beamformer", "ClutterFilter", "ColorDopplerPlan", "ComponentsPlan", "Delays", "DetectPlan",
+        "BModePlan", "Beamformer", "ClutterFilter", "ColorDopplerPlan", "ComponentsPlan", "ConvexArray", "Delays",
+        "DetectPlan", "ElementArray", "MatrixArray",
         "DeviceArray", "DivergingWave", "DopplerDisplay", "DopplerMaps", "DopplerPipeline", "Focused", "Grid",
         "HadamardDecodePlan", "LinearArray", "ModelInputPlan", "MustRecording", "Pipeline", "PlaneWave",
         "PowerDopplerPlan", "RCABeamformer", "RCAGrid", "RCA_METHODS", "RF2IQPlan", "RowColumnArray",
