@@ -13,6 +13,14 @@ TOLERANCES = {
     # B-mode dB: float32 input, log10 computed in double; relative error of |IQ| in float32
     # is ~1e-7, i.e. ~1e-6 dB; 1e-4 dB leaves room for the float32 cast of the output.
     "bmode_db_abs": 1e-4,
+    # Scan conversion (float32) against scipy.ndimage.map_coordinates(order=1) in float64 at
+    # the same (u, v): the plan stores the fractions in float32 (rounding 2^-25 relative) and
+    # mixes in float32 (a few roundings of 2^-24), so |error| <= ~1e-6 of the image's largest
+    # magnitude; 1e-5 leaves room.  uint8: rounding half up of the same mix, so a level may
+    # differ by 1 where the exact value lies within ~1e-4 of a half level.
+    "scan_convert_rel": 1e-5,
+    "scan_convert_uint8_max_levels": 1,
+    "scan_convert_uint8_fraction_off": 1e-3,
 
     # ---- family cuda ----
     # CUDA B-mode vs the CPU backend.  uint8: no entry, the levels are compared for equality:

@@ -40,12 +40,14 @@ from .rf2iq import RF2IQPlan, rf2iq
 from .probes import ConvexArray, ElementArray, LinearArray, MatrixArray
 from .geometry import (Delays, DivergingWave, Focused, Grid, PlaneWave, SyntheticAperture,
                        plane_wave_sequence)
+from .grids import PolarGrid, SphericalGrid, VolumeGrid
 from .beamformer import Beamformer, auto_f_number, das
 from .rca import (RCA_METHODS, RCABeamformer, RCAGrid, RowColumnArray, rca_beamform, rca_cross_planes,
                   rca_decode, tobe_unflip)
 
 # bmode
 from .bmode import BModePlan, bmode
+from .scan_convert import ScanConvertPlan, scan_convert
 from .pipelines import Pipeline
 
 # doppler
@@ -79,11 +81,11 @@ __all__ = [
     "RF2IQPlan", "rf2iq",
     # beamform
     "LinearArray", "ConvexArray", "MatrixArray", "ElementArray", "PlaneWave", "DivergingWave", "Focused", "SyntheticAperture", "Delays", "Grid",
-    "plane_wave_sequence", "Beamformer", "das", "auto_f_number",
+    "PolarGrid", "VolumeGrid", "SphericalGrid", "plane_wave_sequence", "Beamformer", "das", "auto_f_number",
     "RowColumnArray", "RCAGrid", "RCABeamformer", "RCA_METHODS", "rca_beamform", "rca_cross_planes",
     "rca_decode", "tobe_unflip",
     # bmode
-    "BModePlan", "bmode", "Pipeline",
+    "BModePlan", "bmode", "ScanConvertPlan", "scan_convert", "Pipeline",
     # doppler
     "ClutterFilter", "clutter_filter", "ColorDopplerPlan", "color_doppler", "PowerDopplerPlan",
     "power_doppler", "DopplerDisplay", "nyquist_velocity", "DopplerPipeline", "DopplerMaps",

@@ -87,6 +87,20 @@ void usbeam_fill_nan(float *out, size_t n);
  * then, for USBEAM_BACKEND_CUDA, hands them to usbeam_<family>_cuda_create, which copies
  * them to the device; execute and destroy forward to the twin.  In a build without CUDA
  * (csrc/cuda_seam.h: usbeam._cuda not loaded) create fails with USBEAM_ERR_NO_BACKEND. */
+/* scan conversion: the CPU plan's table (each output point's first neighbour and fractions),
+ * read during create only. */
+typedef struct usbeam_scan_convert_tables {
+    const usbeam_scan_convert_params *params; /* validated; its points pointer is NULL */
+    const int32_t *first;                 /* [n_points] first neighbour (row * n_theta + column), -1 outside */
+    const float *fraction;                /* [n_points][2] (fr, ft) */
+    float fill;                           /* the fill value in the output's type (uint8: integral) */
+} usbeam_scan_convert_tables;
+typedef struct usbeam_scan_convert_cuda usbeam_scan_convert_cuda;
+usbeam_status usbeam_scan_convert_cuda_create(const usbeam_scan_convert_tables *tables, usbeam_scan_convert_cuda **plan);
+usbeam_status usbeam_scan_convert_cuda_execute(usbeam_scan_convert_cuda *plan, const void *in, void *out);
+void usbeam_scan_convert_cuda_destroy(usbeam_scan_convert_cuda *plan);
+usbeam_cuda_exec *usbeam_scan_convert_cuda_exec(usbeam_scan_convert_cuda *plan);
+
 typedef struct usbeam_bmode_cuda usbeam_bmode_cuda;
 usbeam_status usbeam_bmode_cuda_create(const usbeam_bmode_params *params, usbeam_bmode_cuda **plan);
 usbeam_status usbeam_bmode_cuda_execute(usbeam_bmode_cuda *plan, const void *in, void *out);

@@ -607,6 +607,26 @@ static inline USBEAM_HD usbeam_tx_model usbeam_rca_wave_model(double angle, doub
 }
 
 /* ------------------------------------------------------------------------------------ */
+/* Scan conversion (csrc/bmode/scan_convert.c and cuda/scan_convert.cu)                  */
+/* A pixel's four polar neighbours start at `first` = i * n_theta + j (row i, column j)   */
+/* with fractions (fr along r, ft along theta) in [0, 1]; first < 0 marks a pixel outside */
+/* the sector.  Bilinear: (1-fr)((1-ft) v00 + ft v01) + fr ((1-ft) v10 + ft v11).         */
+/* ------------------------------------------------------------------------------------ */
+static inline USBEAM_HD float usbeam_bilinear_f(float v00, float v01, float v10, float v11, float fr, float ft)
+{
+    const float near_row = v00 + ft * (v01 - v00), far_row = v10 + ft * (v11 - v10);
+    return near_row + fr * (far_row - near_row);
+}
+
+/* float -> uint8 for a bilinear mix of uint8 values: round half up (the value is in [0, 255]
+ * up to rounding, clamped). */
+static inline USBEAM_HD unsigned char usbeam_round_u8(float v)
+{
+    const float r = floorf(v + 0.5f);
+    return (unsigned char)(r < 0.0f ? 0.0f : (r > 255.0f ? 255.0f : r));
+}
+
+/* ------------------------------------------------------------------------------------ */
 /* Median of 9 (Doppler display, csrc/doppler_display.c and cuda/doppler_display.cu)    */
 /* ------------------------------------------------------------------------------------ */
 static inline USBEAM_HD void usbeam_sort2f(float *a, float *b)

@@ -147,3 +147,37 @@ def test_phased_steered_focus_side(rng):
     want = ref.transmit_path_general(("focused", beam.point, beam.axis), pts, probe.positions, C) / C
     np.testing.assert_allclose(tau, want, rtol=1e-14)
     assert tau[0] < tau[1] < tau[2]
+
+
+def test_polar_and_volume_grids(rng):
+    """Images come out in the grid's shape: PolarGrid (n_r, n_theta), VolumeGrid (nz, ny, nx),
+    SphericalGrid (n_r, n_elevation, n_azimuth); values are those of the same points as a list."""
+    convex = convex_probe()
+    polar = usbeam.PolarGrid.for_probe(convex, 8e-3, 7, 9)
+    assert polar.apex == pytest.approx((0.0, -convex.apothem))
+    seq = usbeam.DivergingWave((0.0, -convex.apothem))
+    data = random_data(rng, (convex.n_elements, N_SAMPLES), np.complex64)
+    kw = dict(fs=FS, fc=FC, c=C, t0=T0, f_number=1.0)
+    img = usbeam.das(data, convex, seq, polar, **kw)
+    assert img.shape == (7, 9)
+    flat = usbeam.das(data, convex, seq, usbeam.Grid.points(polar.coordinates()), **kw)
+    np.testing.assert_array_equal(img.ravel(), flat)
+    matrix = usbeam.MatrixArray(4, 4, 3e-4, 3e-4)
+    mdata = random_data(rng, (16, N_SAMPLES), np.complex64)
+    for grid, shape in ((usbeam.VolumeGrid(x=[-1e-3, 0, 1e-3], y=[0.0, 1e-3], z=[3e-3, 4e-3, 5e-3, 6e-3]), (4, 2, 3)),
+                        (usbeam.SphericalGrid([3e-3, 5e-3], [-0.3, 0.0, 0.3], [-0.2, 0.2]), (2, 2, 3))):
+        vol = usbeam.das(mdata, matrix, usbeam.PlaneWave(0.0), grid, **kw)
+        assert vol.shape == shape
+        np.testing.assert_array_equal(vol.ravel(), usbeam.das(mdata, matrix, usbeam.PlaneWave(0.0),
+                                                              usbeam.Grid.points(grid.coordinates()), **kw))
+
+
+@pytest.mark.parametrize("grid, word", [
+    (usbeam.PolarGrid(np.linspace(0.005, 0.02, 5), np.linspace(-1.5, 1.5, 7), apex=(0.0, -0.011)), "angles"),
+    (usbeam.PolarGrid(np.linspace(0.002, 0.02, 5), np.linspace(-0.3, 0.3, 7), apex=(0.0, -0.011)), "radii"),
+])
+def test_grid_beyond_reach(grid, word):
+    """A polar grid reaching behind every element's face is refused, naming what to change."""
+    probe = convex_probe()  # radius 12 mm, apothem ~11 mm
+    with pytest.raises(ValueError, match=word):
+        usbeam.Beamformer(probe, usbeam.PlaneWave(0.0), grid, fs=FS, fc=FC, n_samples=64)

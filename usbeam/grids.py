@@ -1,0 +1,238 @@
+"""Sector and volume grids: ``PolarGrid`` (convex and phased sectors), ``VolumeGrid`` (3-D
+Cartesian) and ``SphericalGrid`` (3-D sectors of matrix arrays).  Every grid gives the
+beamformer ``coordinates()`` (n_points, 3) as (x, y, z) in m, in output (C) order, and its
+``shape``; images come out as ``(..., *grid.shape)``:
+
+* ``PolarGrid(radii, angles, apex=(0, 0))``: ``(n_r, n_theta)``; point (i, j) at
+  apex + radii[i] (sin angles[j], 0, cos angles[j]) - angles from +z toward +x.  For a
+  convex array the apex is its centre of curvature, ``(0, -h)``, behind the array (MUST's
+  impolgrid); for a phased array the array centre.  The apex may not lie in the medium
+  (z > 0).
+* ``VolumeGrid(x, y, z)``: ``(nz, ny, nx)``, x fastest.
+* ``SphericalGrid(radii, azimuths, elevations, apex=(0, 0, 0))``: ``(n_r, n_elevation,
+  n_azimuth)``; direction (sin a cos e, sin e, cos a cos e) (as ``PlaneWave(angle, angle_y)``).
+
+``grid.check_probe(probe)`` of the sector grids (the Beamformer calls it) refuses points no element can see
+(behind every element's face: (p - e) . n_e <= 0 for all e), naming ``angles`` when whole
+rays are unreachable, else ``radii``.  ``image_extent(grid)`` gives matplotlib's
+``imshow(..., extent=)`` of a Cartesian ``Grid`` (pixel edges, depth down).
+"""
+from dataclasses import dataclass
+import math
+
+import numpy as np
+
+from . import _validate
+from .geometry import Grid, _coordinate_vector
+
+__all__ = ["PolarGrid", "VolumeGrid", "SphericalGrid", "image_extent"]
+
+
+def _increasing(name, values):
+    v = _coordinate_vector(name, values)
+    if v.size > 1 and not np.all(np.diff(v) > 0):
+        raise ValueError(f"{name} must be strictly increasing")
+    return v
+
+
+def _angles(name, values):
+    v = _increasing(name, values)
+    if not np.all(np.abs(v) < math.pi / 2):
+        raise ValueError(f"{name} must lie within (-pi/2, pi/2) rad (got {v.min():.4g} to {v.max():.4g}): "
+                         f"beyond that the rays leave the medium")
+    return v
+
+
+def _radii(values):
+    v = _increasing("radii", values)
+    if not np.all(v >= 0):
+        raise ValueError(f"radii must be >= 0 (got {v.min():.4g})")
+    return v
+
+
+def _apex(value, size):
+    try:
+        a = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"apex must be {size} numbers (got {value!r})") from None
+    if a.shape != (size,) or not np.all(np.isfinite(a)):
+        raise ValueError(f"apex must be {size} finite numbers in m (got {value!r})")
+    if a[-1] > 0:
+        raise ValueError(f"apex must not lie inside the medium: its z must be <= 0 (got {a[-1]})")
+    return tuple(float(v) for v in a)
+
+
+def _check_visible(points, probe, shape, what):
+    """ValueError when a point is behind every element (what the probe cannot reach); shape
+    (n_radii or n_depths, n_rays...): a ray blind at every radius names ``what``."""
+    pos, nrm = np.asarray(probe.positions), np.asarray(probe.normals)
+    seen = np.zeros(points.shape[0], dtype=bool)
+    for i0 in range(0, pos.shape[0], 256):  # blocks keep memory at O(points x 256)
+        axial = np.einsum("pk,ek->pe", points, nrm[i0:i0 + 256]) - np.sum(pos[i0:i0 + 256] * nrm[i0:i0 + 256], axis=1)
+        seen |= np.any(axial >= -1e-12, axis=1)  # on the face counts (a phased sector's apex)
+    if seen.all():
+        return
+    blind = ~seen.reshape(shape)
+    rays = np.all(blind, axis=0)
+    if rays.any():
+        raise ValueError(f"{what}: some rays lie outside what the probe can reach (behind every element's "
+                         f"face); narrow the angles")
+    raise ValueError("radii: some points lie behind the probe's face (the first radius is too small for this "
+                     "apex)")
+
+
+@dataclass(frozen=True, eq=False)
+class PolarGrid:
+    """A sector: ``radii`` (m, from the apex, increasing), ``angles`` (rad from +z toward +x,
+    increasing, |angle| < pi/2), ``apex`` (x, z) in m with z <= 0.  Images ``(n_r, n_theta)``."""
+    radii: np.ndarray
+    angles: np.ndarray
+    apex: tuple = (0.0, 0.0)
+
+    def __post_init__(self):
+        object.__setattr__(self, "radii", _radii(self.radii))
+        object.__setattr__(self, "angles", _angles("angles", self.angles))
+        object.__setattr__(self, "apex", _apex(self.apex, 2))
+
+    @classmethod
+    def for_probe(cls, probe, depth, n_r, n_theta, *, sector=None, start=None):
+        """A sector in front of ``probe`` down to ``depth`` (m) below its face: for a convex
+        array the apex is its centre of curvature and the angles span its elements' normals
+        (MUST impolgrid); otherwise the apex is the array centre and the angles span
+        ``sector`` (rad, default pi/2: +-45 degrees).  ``start``: first radius (default the
+        face: R for a convex array, 0 otherwise, plus a tenth of a millimetre)."""
+        depth = _validate.positive("depth", depth)
+        n_r = _validate.integer("n_r", n_r, minimum=2)
+        n_theta = _validate.integer("n_theta", n_theta, minimum=2)
+        centre = getattr(probe, "center_of_curvature", None)
+        if centre is not None:
+            apex = (centre[0], centre[2])
+            theta = np.asarray(probe.angles)
+            angles = np.linspace(theta.min(), theta.max(), n_theta)
+            r0 = probe.radius + 1e-4 if start is None else _validate.nonnegative("start", start)
+        else:
+            apex = (0.0, 0.0)
+            sector = math.pi / 2 if sector is None else _validate.positive("sector", sector)
+            if not sector < math.pi:
+                raise ValueError(f"sector must be < pi rad (got {sector})")
+            angles = np.linspace(-sector / 2, sector / 2, n_theta)
+            r0 = 1e-4 if start is None else _validate.nonnegative("start", start)
+        return cls(np.linspace(r0, r0 + depth, n_r), angles, apex)
+
+    @property
+    def shape(self):
+        return (self.radii.size, self.angles.size)
+
+    @property
+    def n_points(self):
+        return self.radii.size * self.angles.size
+
+    def coordinates(self):
+        """All points (n_points, 3) as (x, y, z) in m, radius slowest."""
+        rr, tt = np.meshgrid(self.radii, self.angles, indexing="ij")
+        pts = np.zeros((rr.size, 3))
+        pts[:, 0] = (self.apex[0] + rr * np.sin(tt)).ravel()
+        pts[:, 2] = (self.apex[1] + rr * np.cos(tt)).ravel()
+        return pts
+
+    def check_probe(self, probe):
+        _check_visible(self.coordinates(), probe, self.shape, "angles")
+        return self
+
+    def is_uniform(self):
+        """Radii and angles equally spaced (to 1e-9 of their step): what scan conversion needs."""
+        return all(v.size < 3 or np.max(np.abs(np.diff(v, 2))) <= 1e-9 * abs(v[1] - v[0])
+                   for v in (self.radii, self.angles))
+
+    def bounds(self):
+        """(x_min, x_max, z_min, z_max) of the sector (m): the arcs and the edge rays."""
+        r = np.array([self.radii[0], self.radii[-1]])
+        th = list(self.angles[[0, -1]]) + ([0.0] if self.angles[0] < 0 < self.angles[-1] else [])
+        th = np.array(th)
+        x = self.apex[0] + r[:, None] * np.sin(th)[None, :]
+        z = self.apex[1] + r[:, None] * np.cos(th)[None, :]
+        return float(x.min()), float(x.max()), float(z.min()), float(z.max())
+
+    def cartesian_grid(self, nx=None, nz=None, spacing=None):
+        """A Cartesian ``Grid`` over the sector's bounding box: ``spacing`` (m) or ``nx`` / ``nz``
+        points (default: spacing = the radial step)."""
+        x0, x1, z0, z1 = self.bounds()
+        if spacing is None and nx is None and nz is None:
+            spacing = float(self.radii[1] - self.radii[0]) if self.radii.size > 1 else (z1 - z0) / 100
+        if spacing is not None:
+            spacing = _validate.positive("spacing", spacing)
+            nx = max(2, int(math.ceil((x1 - x0) / spacing)) + 1)
+            nz = max(2, int(math.ceil((z1 - z0) / spacing)) + 1)
+        nx = _validate.integer("nx", nx if nx is not None else nz, minimum=2)
+        nz = _validate.integer("nz", nz if nz is not None else nx, minimum=2)
+        return Grid(x=np.linspace(x0, x1, nx), z=np.linspace(z0, z1, nz))
+
+
+@dataclass(frozen=True, eq=False)
+class VolumeGrid:
+    """A 3-D Cartesian grid: ``x``, ``y``, ``z`` vectors (m).  Volumes ``(nz, ny, nx)``, x fastest."""
+    x: np.ndarray
+    y: np.ndarray
+    z: np.ndarray
+
+    def __post_init__(self):
+        for name in ("x", "y", "z"):
+            object.__setattr__(self, name, _coordinate_vector(name, getattr(self, name)))
+
+    @property
+    def shape(self):
+        return (self.z.size, self.y.size, self.x.size)
+
+    @property
+    def n_points(self):
+        return self.x.size * self.y.size * self.z.size
+
+    def coordinates(self):
+        zz, yy, xx = np.meshgrid(self.z, self.y, self.x, indexing="ij")
+        return np.stack([xx.ravel(), yy.ravel(), zz.ravel()], axis=1)
+
+
+@dataclass(frozen=True, eq=False)
+class SphericalGrid:
+    """A 3-D sector: ``radii`` (m), ``azimuths`` (rad, toward +x in the x-z plane), ``elevations``
+    (rad, toward +y), ``apex`` (x, y, z) with z <= 0.  Volumes ``(n_r, n_elevation, n_azimuth)``;
+    point (i, k, j) at apex + radii[i] (sin a_j cos e_k, sin e_k, cos a_j cos e_k)."""
+    radii: np.ndarray
+    azimuths: np.ndarray
+    elevations: np.ndarray
+    apex: tuple = (0.0, 0.0, 0.0)
+
+    def __post_init__(self):
+        object.__setattr__(self, "radii", _radii(self.radii))
+        object.__setattr__(self, "azimuths", _angles("azimuths", self.azimuths))
+        object.__setattr__(self, "elevations", _angles("elevations", self.elevations))
+        object.__setattr__(self, "apex", _apex(self.apex, 3))
+
+    @property
+    def shape(self):
+        return (self.radii.size, self.elevations.size, self.azimuths.size)
+
+    @property
+    def n_points(self):
+        return int(np.prod(self.shape))
+
+    def coordinates(self):
+        rr, ee, aa = np.meshgrid(self.radii, self.elevations, self.azimuths, indexing="ij")
+        d = np.stack([np.sin(aa) * np.cos(ee), np.sin(ee), np.cos(aa) * np.cos(ee)], axis=-1)
+        return (np.asarray(self.apex) + rr[..., None] * d).reshape(-1, 3)
+
+    def check_probe(self, probe):
+        shape = self.shape
+        _check_visible(self.coordinates(), probe, (shape[0], shape[1] * shape[2]), "azimuths/elevations")
+        return self
+
+
+def image_extent(grid):
+    """matplotlib ``extent`` (left, right, bottom, top) of a 2-D Cartesian ``Grid`` image shown
+    with depth down (``imshow(image, extent=image_extent(grid))``): pixel edges in m."""
+    if not isinstance(grid, Grid) or grid.x is None or grid.y is not None:
+        raise TypeError("grid must be a 2-D usbeam.Grid(x=..., z=...)")
+    dx = float(grid.x[1] - grid.x[0]) if grid.x.size > 1 else 0.0
+    dz = float(grid.z[1] - grid.z[0]) if grid.z.size > 1 else 0.0
+    return (float(grid.x[0] - dx / 2), float(grid.x[-1] + dx / 2), float(grid.z[-1] + dz / 2),
+            float(grid.z[0] - dz / 2))
