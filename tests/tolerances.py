@@ -181,6 +181,15 @@ TOLERANCES = {
     "das_pwi_rho_linear": 0.995,
     # Against PyMUST's own M @ IQ on the same IQ (complex64 vs complex128 data).
     "das_pymust_rel_l2": 1e-5,
+    # Convex, phased and matrix arrays against PyMUST on data PyMUST simulates (simus /
+    # simus3), the issue's criteria: dB images (floored at -60 dB) correlate at rho >= 0.99;
+    # point targets (envelope peak on a lambda/20 grid) within lambda/2 of the truth; the
+    # 10 mm anechoic cyst's contrast within 1 dB of PyMUST's own image.  The images use the
+    # same IQ and delay model, so the residual is float32 data and weight rounding (~1e-6
+    # relative): measured rho > 0.9999 (recorded in the tests' docstrings).
+    "sector_db_rho": 0.99,
+    "sector_point_position_wavelengths": 0.5,
+    "sector_cyst_contrast_db": 1.0,
     # Automatic f-number: the same Brent iterates in double as scipy's fminbound.
     "das_auto_f_number_abs": 1e-12,
     # Delays transmit: our not-a-knot spline (dense solve) vs scipy interp1d 'cubic'.
