@@ -138,8 +138,6 @@ class Beamformer:
                 and hasattr(grid, "n_points")):
             raise TypeError(f"grid must be a usbeam.Grid, PolarGrid, VolumeGrid or SphericalGrid "
                             f"(got {type(grid).__name__})")
-        if hasattr(grid, "check_probe"):
-            grid.check_probe(probe)
         self.probe = probe
         self.sequence = as_sequence(sequence, probe)
         self.grid = grid
@@ -166,6 +164,8 @@ class Beamformer:
         else:
             self.f_number = _validate.nonnegative("f_number", f_number)
         self.bandwidth = bandwidth
+        if hasattr(grid, "check_probe"):  # sector grids: every ray within some element's cone
+            grid.check_probe(probe, self.f_number)
         self.out_dtype = np.dtype(np.complex64 if self.dtype == np.complex64 else np.float32)
         if max_table_bytes is None:
             max_table_bytes = min(1 << 30, _validate._memory_limit() // _DEFAULT_TABLE_FRACTION)

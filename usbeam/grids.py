@@ -12,8 +12,9 @@ beamformer ``coordinates()`` (n_points, 3) as (x, y, z) in m, in output (C) orde
 * ``SphericalGrid(radii, azimuths, elevations, apex=(0, 0, 0))``: ``(n_r, n_elevation,
   n_azimuth)``; direction (sin a cos e, sin e, cos a cos e) (as ``PlaneWave(angle, angle_y)``).
 
-``grid.check_probe(probe)`` of the sector grids (the Beamformer calls it) refuses points no element can see
-(behind every element's face: (p - e) . n_e <= 0 for all e), naming ``angles`` when whole
+``grid.check_probe(probe, f_number)`` of the sector grids (the Beamformer calls it) refuses
+points no element can receive from (outside every element's acceptance cone: behind its
+face, or beyond axial / 2F sideways with an f-number F > 0), naming ``angles`` when whole
 rays are unreachable, else ``radii``.  ``image_extent(grid)`` gives matplotlib's
 ``imshow(..., extent=)`` of a Cartesian ``Grid`` (pixel edges, depth down).
 """
@@ -62,23 +63,55 @@ def _apex(value, size):
     return tuple(float(v) for v in a)
 
 
-def _check_visible(points, probe, shape, what):
-    """ValueError when a point is behind every element (what the probe cannot reach); shape
-    (n_radii or n_depths, n_rays...): a ray blind at every radius names ``what``."""
+def _seen(points, probe, f_number=0.0):
+    """For each point: inside some element's acceptance cone, the beamformer's aperture
+    (usbeam_math.h): (p - e) . n_e >= 0 and, with an f-number F > 0, |lateral| <= axial / 2F
+    (both lateral directions on a matrix array); F = 0 accepts the whole half-space."""
     pos, nrm = np.asarray(probe.positions), np.asarray(probe.normals)
+    surface = bool(getattr(probe, "two_dimensional", False))
+    if surface:
+        t1 = np.array([1.0, 0.0, 0.0])[None, :] - nrm[:, :1] * nrm
+        t1 /= np.linalg.norm(t1, axis=1, keepdims=True)
+        t2 = np.cross(nrm, t1)
+    else:
+        t1 = np.stack([nrm[:, 2], np.zeros(len(nrm)), -nrm[:, 0]], axis=1)
+        t1 /= np.linalg.norm(t1, axis=1, keepdims=True)
     seen = np.zeros(points.shape[0], dtype=bool)
     for i0 in range(0, pos.shape[0], 256):  # blocks keep memory at O(points x 256)
-        axial = np.einsum("pk,ek->pe", points, nrm[i0:i0 + 256]) - np.sum(pos[i0:i0 + 256] * nrm[i0:i0 + 256], axis=1)
-        seen |= np.any(axial >= -1e-12, axis=1)  # on the face counts (a phased sector's apex)
-    if seen.all():
-        return
-    blind = ~seen.reshape(shape)
-    rays = np.all(blind, axis=0)
-    if rays.any():
-        raise ValueError(f"{what}: some rays lie outside what the probe can reach (behind every element's "
-                         f"face); narrow the angles")
-    raise ValueError("radii: some points lie behind the probe's face (the first radius is too small for this "
-                     "apex)")
+        sl = slice(i0, i0 + 256)
+        d = points[:, None, :] - pos[None, sl, :]
+        axial = np.einsum("pek,ek->pe", d, nrm[sl])
+        ok = axial >= -1e-12  # on the face counts (a phased sector's apex)
+        if f_number > 0:
+            half = axial / (2 * f_number) + 1e-12
+            ok &= np.abs(np.einsum("pek,ek->pe", d, t1[sl])) <= half
+            if surface:
+                ok &= np.abs(np.einsum("pek,ek->pe", d, t2[sl])) <= half
+        seen |= ok.any(axis=1)
+    return seen
+
+
+def _check_visible(points, probe, apex, directions, what, f_number=0.0):
+    """ValueError naming what to change when the grid asks for what the probe cannot give.
+    With an f-number F > 0: a ray (points are n_radii x n_rays, radius slowest) none of whose
+    points lies in any element's receive cone (near the face some points always fall between
+    the cones: normal).  Then, at F = 0: a ray with a point behind every element's face.  Such
+    a ray names ``what`` (the angles) when it stays unreachable far away, else ``radii`` (the
+    first radius is too small for the apex)."""
+    n_rays = directions.shape[0]
+    span = np.ptp(np.asarray(probe.positions), axis=0).max() + np.abs(np.asarray(apex)).max() + 1.0
+    far = np.asarray(apex)[None, :] + 100.0 * span * directions  # each ray, far away
+    for f in ((f_number, 0.0) if f_number > 0 else (0.0,)):
+        seen = _seen(points, probe, f)
+        blind_rays = ~seen.reshape(-1, n_rays).any(axis=0) if f > 0 else ~seen.reshape(-1, n_rays).all(axis=0)
+        if not blind_rays.any():
+            continue
+        if not _seen(far[blind_rays], probe, f).all():
+            cone = f"every element's receive cone at f-number {f:.3g}" if f > 0 else "every element's face"
+            raise ValueError(f"{what}: {int(blind_rays.sum())} ray(s) lie outside {cone}, beyond what the probe "
+                             f"can reach; narrow the {what}")
+        raise ValueError("radii: some points lie behind the probe's face (the first radius is too small for "
+                         "this apex)")
 
 
 @dataclass(frozen=True, eq=False)
@@ -135,8 +168,9 @@ class PolarGrid:
         pts[:, 2] = (self.apex[1] + rr * np.cos(tt)).ravel()
         return pts
 
-    def check_probe(self, probe):
-        _check_visible(self.coordinates(), probe, self.shape, "angles")
+    def check_probe(self, probe, f_number=0.0):
+        dirs = np.stack([np.sin(self.angles), np.zeros(self.angles.size), np.cos(self.angles)], axis=1)
+        _check_visible(self.coordinates(), probe, (self.apex[0], 0.0, self.apex[1]), dirs, "angles", f_number)
         return self
 
     def is_uniform(self):
@@ -221,9 +255,10 @@ class SphericalGrid:
         d = np.stack([np.sin(aa) * np.cos(ee), np.sin(ee), np.cos(aa) * np.cos(ee)], axis=-1)
         return (np.asarray(self.apex) + rr[..., None] * d).reshape(-1, 3)
 
-    def check_probe(self, probe):
-        shape = self.shape
-        _check_visible(self.coordinates(), probe, (shape[0], shape[1] * shape[2]), "azimuths/elevations")
+    def check_probe(self, probe, f_number=0.0):
+        ee, aa = np.meshgrid(self.elevations, self.azimuths, indexing="ij")
+        dirs = np.stack([np.sin(aa) * np.cos(ee), np.sin(ee), np.cos(aa) * np.cos(ee)], axis=-1).reshape(-1, 3)
+        _check_visible(self.coordinates(), probe, self.apex, dirs, "azimuths and elevations", f_number)
         return self
 
 
