@@ -745,7 +745,7 @@ static usbeam_status element_tables(usbeam_das_cuda *p, const usbeam_das_tables 
             rows[12 * e] = tables->element_x[e];
             rows[12 * e + 1] = tables->element_y[e];
             rows[12 * e + 2] = tables->element_z[e];
-            for (int q = 0; q < 9; ++q) rows[12 * e + 3 + q] = tables->element_frame[9 * e + q];
+            for (int q = 0; q < 9; ++q) rows[12 * e + 3 + q] = tables->element_frame[q * n_el + e];
         }
         st = upload(p->exec, rows, n_el * 12 * sizeof(double), "element frames", (void **)&g->element_general);
         usbeam_free(rows);

@@ -77,16 +77,17 @@ def _seen(points, probe, f_number=0.0):
         t1 = np.stack([nrm[:, 2], np.zeros(len(nrm)), -nrm[:, 0]], axis=1)
         t1 /= np.linalg.norm(t1, axis=1, keepdims=True)
     seen = np.zeros(points.shape[0], dtype=bool)
-    for i0 in range(0, pos.shape[0], 256):  # blocks keep memory at O(points x 256)
-        sl = slice(i0, i0 + 256)
-        d = points[:, None, :] - pos[None, sl, :]
-        axial = np.einsum("pek,ek->pe", d, nrm[sl])
+    block = max(1, (1 << 22) // max(1, points.shape[0]))  # (points x block) arrays of ~32 MiB
+    for i0 in range(0, pos.shape[0], block):
+        sl = slice(i0, i0 + block)
+        # (p - e) . v = p . v - e . v for each element's unit vectors: matrix products, no (P, E, 3)
+        axial = points @ nrm[sl].T - np.sum(pos[sl] * nrm[sl], axis=1)
         ok = axial >= -1e-12  # on the face counts (a phased sector's apex)
         if f_number > 0:
             half = axial / (2 * f_number) + 1e-12
-            ok &= np.abs(np.einsum("pek,ek->pe", d, t1[sl])) <= half
+            ok &= np.abs(points @ t1[sl].T - np.sum(pos[sl] * t1[sl], axis=1)) <= half
             if surface:
-                ok &= np.abs(np.einsum("pek,ek->pe", d, t2[sl])) <= half
+                ok &= np.abs(points @ t2[sl].T - np.sum(pos[sl] * t2[sl], axis=1)) <= half
         seen |= ok.any(axis=1)
     return seen
 
@@ -101,9 +102,16 @@ def _check_visible(points, probe, apex, directions, what, f_number=0.0):
     n_rays = directions.shape[0]
     span = np.ptp(np.asarray(probe.positions), axis=0).max() + np.abs(np.asarray(apex)).max() + 1.0
     far = np.asarray(apex)[None, :] + 100.0 * span * directions  # each ray, far away
+    rays = points.reshape(-1, n_rays, 3)  # (radius, ray, xyz)
     for f in ((f_number, 0.0) if f_number > 0 else (0.0,)):
-        seen = _seen(points, probe, f)
-        blind_rays = ~seen.reshape(-1, n_rays).any(axis=0) if f > 0 else ~seen.reshape(-1, n_rays).all(axis=0)
+        if f > 0:  # blind: no point of the ray in any cone; a few radii first, all only where needed
+            sample = np.unique(np.linspace(0, rays.shape[0] - 1, min(rays.shape[0], 16)).round().astype(int))
+            blind_rays = ~_seen(rays[sample].reshape(-1, 3), probe, f).reshape(sample.size, n_rays).any(axis=0)
+            if blind_rays.any():
+                todo = np.flatnonzero(blind_rays)
+                blind_rays[todo] = ~_seen(rays[:, todo].reshape(-1, 3), probe, f).reshape(-1, todo.size).any(axis=0)
+        else:  # behind every face: along a ray from the apex (behind or on the face) the first radius decides
+            blind_rays = ~_seen(rays[0], probe, f)
         if not blind_rays.any():
             continue
         if not _seen(far[blind_rays], probe, f).all():

@@ -167,21 +167,49 @@ USBEAM_VECTOR static void chunk_times(const usbeam_das_plan *plan, const double 
     }
 }
 
-/* chunk_times for the general geometry (elements with normals, surfaces): the window of
- * each element's own acceptance cone (usbeam_math.h), or its full-aperture weight. */
-static void chunk_times_general(const usbeam_das_plan *plan, const double *pt, double tx_time, int e0, int n,
-                                double *restrict tau, double *restrict apod)
+/* chunk_times for the general geometry (elements with normals, surfaces): each element's own
+ * acceptance cone and window, usbeam_element_window (usbeam_math.h) written branch-free over
+ * the chunk so it vectorises (frames in plan->element_frame are (9, n) rows); or the
+ * element's full-aperture weight (f_number = 0). */
+USBEAM_VECTOR static void chunk_times_general(const usbeam_das_plan *plan, const double *pt, double tx_time, int e0,
+                                              int n, double *restrict tau, double *restrict apod)
 {
     const usbeam_das_params *prm = &plan->params;
+    const size_t ne = prm->n_elements;
     const double *ex = plan->element_x + e0, *ey = plan->element_y + e0, *ez = plan->element_z + e0;
-    const double inv_c = 1.0 / prm->c;
+    const double *f = plan->element_frame + e0;
+    const double *t1x = f, *t1y = f + ne, *t1z = f + 2 * ne, *t2x = f + 3 * ne, *t2y = f + 4 * ne, *t2z = f + 5 * ne;
+    const double *nx = f + 6 * ne, *ny = f + 7 * ne, *nz = f + 8 * ne;
+    const double inv_c = 1.0 / prm->c, two_f = 2.0 * prm->f_number, alpha = prm->tukey_alpha;
+    const int surface = prm->surface, window = (int)prm->window;
+    double u1[CHUNK], u2[CHUNK];
     for (int i = 0; i < n; ++i) {
         const double dx = pt[0] - ex[i], dy = pt[1] - ey[i], dz = pt[2] - ez[i];
         tau[i] = tx_time + sqrt(dx * dx + dy * dy + dz * dz) * inv_c;
-        apod[i] = prm->f_number > 0.0
-                      ? usbeam_element_window(plan->element_frame + 9 * (size_t)(e0 + i), prm->surface, prm->f_number,
-                                              (int)prm->window, prm->tukey_alpha, dx, dy, dz)
-                      : plan->element_window[e0 + i];
+        const double axial = dx * nx[i] + dy * ny[i] + dz * nz[i];
+        const double l1 = dx * t1x[i] + dy * t1y[i] + dz * t1z[i];
+        const double l2 = surface ? dx * t2x[i] + dy * t2y[i] + dz * t2z[i] : 0.0;
+        const double half = axial / two_f;
+        const int inside = (axial > 0.0) & (fabs(l1) <= half) & (fabs(l2) <= half);
+        const double scale = inside ? two_f / axial : 0.0;
+        u1[i] = fabs(l1 * scale);
+        u2[i] = fabs(l2 * scale);
+        apod[i] = inside ? 1.0 : 0.0;
+    }
+    if (!(prm->f_number > 0.0)) {
+        for (int i = 0; i < n; ++i) apod[i] = plan->element_window[e0 + i];
+        return;
+    }
+    if (window == USBEAM_DAS_HANN || (window == USBEAM_DAS_TUKEY && alpha > 0.0)) {
+        const double flat = window == USBEAM_DAS_HANN ? 0.0 : 1.0 - alpha;
+        const double turns_per_u = window == USBEAM_DAS_HANN ? 0.5 : 0.5 / alpha;
+        for (int i = 0; i < n; ++i) { /* 0.5 (1 + cos(pi (a - flat) / (1 - flat))) past the flat part */
+            double s, c1, c2;
+            sincos_turns((u1[i] - flat) * turns_per_u, &s, &c1);
+            sincos_turns((u2[i] - flat) * turns_per_u, &s, &c2);
+            const double w1 = u1[i] <= flat ? 1.0 : 0.5 * (1.0 + c1), w2 = u2[i] <= flat ? 1.0 : 0.5 * (1.0 + c2);
+            apod[i] *= w1 * (surface ? w2 : 1.0);
+        }
     }
 }
 

@@ -39,7 +39,8 @@ struct usbeam_das_plan {
     double window_center, window_half_width; /* full aperture (f_number = 0) window mapping, m */
     int general;                /* 1: apertures from element normals (convex, matrix, any line
                                    that is not x strictly increasing with normals +z) */
-    double *element_frame;      /* general: (n_elements, 9) t1, t2, n (usbeam_element_frame) */
+    double *element_frame;      /* general: (9, n_elements) rows t1x t1y t1z t2x t2y t2z nx ny nz
+                                   (usbeam_element_frame), so loops over elements vectorise */
     double *element_window;     /* general: (n_elements) full-aperture window (f_number = 0) */
 
     double *tx_time;            /* (n_points, n_transmits) transmit times, s (CPU only) */

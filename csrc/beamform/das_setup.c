@@ -384,7 +384,9 @@ static void build_element_frames(usbeam_das_plan *plan, const double *normals)
     for (size_t e = 0; e < n; ++e) {
         const double nx = normals ? normals[3 * e] : 0.0, ny = normals ? normals[3 * e + 1] : 0.0;
         const double nz = normals ? normals[3 * e + 2] : 1.0;
-        (void)usbeam_element_frame(nx, ny, nz, prm->surface, plan->element_frame + 9 * e); /* validated */
+        double frame[9] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0};
+        (void)usbeam_element_frame(nx, ny, nz, prm->surface, frame); /* validated: never degenerate */
+        for (int q = 0; q < 9; ++q) plan->element_frame[(size_t)q * n + e] = frame[q]; /* (9, n): vector loads */
         y_lo = fmin(y_lo, plan->element_y[e]);
         y_hi = fmax(y_hi, plan->element_y[e]);
     }
@@ -412,8 +414,10 @@ static void build_apertures(usbeam_das_plan *plan)
         } else if (prm->f_number > 0.0) { /* first and last element whose cone holds the point */
             first = n, last = -1;
             for (int e = 0; e < n; ++e) {
-                if (usbeam_element_in_aperture(plan->element_frame + 9 * (size_t)e, prm->surface, prm->f_number,
-                                               pt[0] - plan->element_x[e], pt[1] - plan->element_y[e], pt[2] - plan->element_z[e])) {
+                double frame[9];
+                for (int q = 0; q < 9; ++q) frame[q] = plan->element_frame[(size_t)q * (size_t)n + (size_t)e];
+                if (usbeam_element_in_aperture(frame, prm->surface, prm->f_number, pt[0] - plan->element_x[e],
+                                               pt[1] - plan->element_y[e], pt[2] - plan->element_z[e])) {
                     first = e < first ? e : first;
                     last = e;
                 }

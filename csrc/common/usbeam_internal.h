@@ -185,7 +185,7 @@ typedef struct usbeam_das_tables {
     double window_center, window_half_width; /* full-aperture (f_number = 0) window mapping, m */
     int is_iq;                            /* complex64 IQ input (else RF) */
     int general;                          /* 1: apertures and windows from element normals */
-    const double *element_frame;          /* general: [n_elements][9] t1, t2, n (usbeam_math.h) */
+    const double *element_frame;          /* general: [9][n_elements] t1, t2, n (usbeam_math.h) */
     const double *element_window;         /* general: [n_elements] full-aperture window weights */
 } usbeam_das_tables;
 typedef struct usbeam_das_cuda usbeam_das_cuda;
