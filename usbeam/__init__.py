@@ -42,6 +42,7 @@ from .geometry import (Delays, DivergingWave, Focused, Grid, PlaneWave, Syntheti
                        plane_wave_sequence)
 from .grids import PolarGrid, SphericalGrid, VolumeGrid
 from .beamformer import Beamformer, auto_f_number, das
+from .scanlines import ScanLineBeamformer
 from .rca import (RCA_METHODS, RCABeamformer, RCAGrid, RowColumnArray, rca_beamform, rca_cross_planes,
                   rca_decode, tobe_unflip)
 
@@ -81,7 +82,7 @@ __all__ = [
     "RF2IQPlan", "rf2iq",
     # beamform
     "LinearArray", "ConvexArray", "MatrixArray", "ElementArray", "PlaneWave", "DivergingWave", "Focused", "SyntheticAperture", "Delays", "Grid",
-    "PolarGrid", "VolumeGrid", "SphericalGrid", "plane_wave_sequence", "Beamformer", "das", "auto_f_number",
+    "PolarGrid", "VolumeGrid", "SphericalGrid", "plane_wave_sequence", "Beamformer", "ScanLineBeamformer", "das", "auto_f_number",
     "RowColumnArray", "RCAGrid", "RCABeamformer", "RCA_METHODS", "rca_beamform", "rca_cross_planes",
     "rca_decode", "tobe_unflip",
     # bmode

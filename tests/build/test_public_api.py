@@ -21,7 +21,7 @@ PUBLIC = {
         "DeviceArray", "DivergingWave", "DopplerDisplay", "DopplerMaps", "DopplerPipeline", "Focused", "Grid",
         "HadamardDecodePlan", "LinearArray", "ModelInputPlan", "MustRecording", "Pipeline", "PlaneWave",
         "PolarGrid", "PowerDopplerPlan", "RCABeamformer", "RCAGrid", "RCA_METHODS", "RF2IQPlan", "RowColumnArray",
-        "ScanConvertPlan", "SphericalGrid", "SyntheticAperture", "UsbeamError", "VolumeGrid", "auto_f_number", "backends", "bmode", "build_info", "clutter_filter",
+        "ScanConvertPlan", "ScanLineBeamformer", "SphericalGrid", "SyntheticAperture", "UsbeamError", "VolumeGrid", "auto_f_number", "backends", "bmode", "build_info", "clutter_filter",
         "color_doppler", "cuda_available", "cuda_devices", "cyst_phantom", "das", "datasets",
         "detect_postprocess", "device", "fill_holes", "float16_to_float32", "float32_to_float16", "hadamard",
         "hadamard_decode", "hadamard_orders", "io", "label", "largest_component", "live", "load_must",
