@@ -115,3 +115,26 @@ def test_convex_pipeline_cuda_matches_cpu(rng):
     img = gpu.image.to_numpy()
     assert np.linalg.norm(img - cpu.image) <= TOLERANCES["das_cuda_rel_l2"] * np.linalg.norm(cpu.image)
     assert np.median(np.abs(got - want)) <= TOLERANCES["pipeline_cuda_db_median_abs"]
+
+
+@pytest.mark.cuda
+def test_phased_doppler_pipeline_cuda_matches_cpu(rng):
+    """The checks of tests/pipelines/test_cuda_pipeline.py's Doppler chain, on a phased sector."""
+    probe = usbeam.LinearArray(32, 2e-4, width=1.8e-4, fc=FC, bandwidth=0.6)
+    polar = usbeam.PolarGrid(np.linspace(5e-3, 12e-3, 16), np.linspace(-0.4, 0.4, 11))
+    seq = usbeam.DivergingWave((0.0, -4e-3))
+    rf = rng.integers(-2000, 2000, (8, 1, 32, 512), dtype=np.int16)
+    kw = dict(n_frames=8, n_samples=512, fs=FS, fc=FC, c=C, prf=PRF, f_number=1.0, clutter="poly",
+              clutter_options=dict(order=1))
+    cpu = usbeam.DopplerPipeline(probe, seq, polar, **kw)
+    gpu = usbeam.DopplerPipeline(probe, seq, polar, backend="cuda", **kw)
+    want = cpu(rf)
+    maps = gpu(device.from_numpy(rf))
+    filtered = gpu._filtered.to_numpy()
+    assert np.linalg.norm(filtered - cpu._filtered) <= TOLERANCES["das_cuda_rel_l2"] * np.linalg.norm(cpu._filtered)
+    power = maps.power.to_numpy()
+    assert power.shape == polar.shape and np.all(np.isfinite(power))
+    assert np.median(np.abs(power - want.power)) <= TOLERANCES["pipeline_cuda_db_median_abs"]
+    velocity = maps.velocity.to_numpy()
+    assert np.median(np.abs(velocity - want.velocity)) <= (TOLERANCES["pipeline_cuda_velocity_median_vn"]
+                                                          * gpu.nyquist_velocity)
