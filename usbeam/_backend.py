@@ -166,6 +166,8 @@ def backends():
 
 def check_backend(backend):
     """Validate a backend name against what this machine offers; returns it."""
+    if isinstance(backend, str) and backend.lower() in ("cpu", "cuda"):
+        backend = backend.lower()  # string options are case-insensitive (README, "Conventions")
     if backend not in ("cpu", "cuda"):
         raise ValueError(f"backend must be 'cpu' or 'cuda' (got {backend!r})")
     if backend == "cuda" and not cuda_available():

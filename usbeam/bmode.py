@@ -46,19 +46,24 @@ class BModePlan:
         per_image, reference = 0, 0.0
         n_images = 1
         if isinstance(normalize, str):
-            _validate.choice("normalize", normalize, ("global", "frame"))
+            normalize = _validate.choice("normalize", normalize, ("global", "frame"))
             if normalize == "frame":
                 per_image, n_images = 1, (self.shape[0] if len(self.shape) > 2 else 1)
         else:
             reference = _validate.positive("normalize", normalize)
         self.normalize = normalize
-        self.out_dtype = np.dtype(np.uint8 if output == "uint8" else np.float32)
-        self._plan = _core.bmode_plan(n_values, n_images, self.dynamic_range, output=output,
-                                      per_image=per_image, reference=reference, backend=backend)
+        self.out_dtype = np.dtype(np.uint8 if self.output == "uint8" else np.float32)
+        self._plan = _core.bmode_plan(n_values, n_images, self.dynamic_range, output=self.output,
+                                      per_image=per_image, reference=reference, backend=self.backend)
         self.cuda = None
         if self.backend == "cuda":
             self._runner = PlanRunner(_core.bmode_cuda_exec(self._plan), strict)
             self.cuda = self._runner.execution  # stream, stage_times(), set_stream()
+
+    def __repr__(self):
+        from ._repr import attrs_repr
+
+        return attrs_repr(self, ('shape', 'dynamic_range', 'output', 'normalize', 'backend'))
 
     def __call__(self, image, out=None):
         if self.cuda is not None:

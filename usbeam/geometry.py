@@ -416,6 +416,17 @@ class Grid:
     def n_points(self):
         return int(np.prod(self.shape))
 
+    def __repr__(self):
+        """The axes by range and count (in mm), never every coordinate."""
+        if self._points is not None:
+            return f"Grid.points({self._points.shape[0]} points)"
+
+        def axis(name, v):
+            step = f", step {1e3 * (v[-1] - v[0]) / (v.size - 1):.4g} mm" if v.size > 1 else ""
+            return f"{name}={1e3 * v[0]:.4g}..{1e3 * v[-1]:.4g} mm ({v.size}{step})"
+        axes = [axis("x", self.x), axis("z", self.z)] + ([axis("y", self.y)] if self.y is not None else [])
+        return f"Grid({', '.join(axes)}, shape {self.shape})"
+
     def coordinates(self):
         """All points (n_points, 3) as (x, y, z) in m, in output (C) order."""
         if self._points is not None:

@@ -93,7 +93,7 @@ def point_error(image_of, points, wavelength):
     for px, pz in points:
         step = wavelength / 20
         grid = usbeam.Grid(x=px + np.arange(-1.5e-3, 1.5e-3, step), z=pz + np.arange(-1.5e-3, 1.5e-3, step))
-        env = np.abs(image_of(grid))
+        env = np.abs(image_of(grid)).reshape(grid.shape)  # one frame, with or without its axis
         iz, ix = np.unravel_index(np.argmax(env), env.shape)
         worst = max(worst, math.hypot(grid.x[ix] - px, grid.z[iz] - pz) / wavelength)
     return worst
@@ -171,7 +171,7 @@ def test_phased_p4_2v_sector(sim_cache, mode):
     data = np.stack([iqs[k].T for k in chosen]).astype(np.complex64)
     polar = usbeam.PolarGrid(np.linspace(0.025, 0.075, 150), np.linspace(-0.6, 0.6, 91))
     kw = dict(fs=rec.fs, fc=rec.fc, c=rec.c, t0=0.0, f_number=1.5)
-    got = usbeam.das(data, probe, seq, polar, **kw)
+    got = usbeam.das(data[None], probe, seq, polar, **kw)[0]  # (frames, transmits, ...): one frame
     pts = polar.coordinates()
     xs, zs = pts[:, 0].reshape(polar.shape), pts[:, 2].reshape(polar.shape)
     want = sum(pymust_image(iqs[k], xs, zs, param, laws[k], 1.5) for k in chosen)

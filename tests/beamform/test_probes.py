@@ -91,6 +91,6 @@ def test_bad_probes(make, exc, word):
 def test_matrix_element_count_must_match_data():
     probe = usbeam.MatrixArray(4, 5, 3e-4, 3e-4, missing_rows=(2,))
     grid = usbeam.Grid(x=[0.0], z=[5e-3])
-    bf = usbeam.Beamformer(probe, usbeam.PlaneWave(0.0), grid, fs=20e6, fc=5e6, n_samples=64)
+    bf = usbeam.Beamformer(probe, usbeam.PlaneWave(0.0), grid, fs=20e6, fc=5e6, n_samples=200)
     with pytest.raises(ValueError, match="probe has 16"):
-        bf(np.zeros((20, 64), np.complex64))
+        bf(np.zeros((20, 200), np.complex64))

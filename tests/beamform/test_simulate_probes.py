@@ -20,7 +20,7 @@ def peak_error(probe, seq, target, rf, t0=0.0):
     grid = usbeam.Grid(x=target[0] + np.arange(-1e-3, 1e-3, step), z=target[2] + np.arange(-1e-3, 1e-3, step),
                        y=np.array([target[1]]))
     iq = usbeam.rf2iq(rf, fs=FS, fc=FC, t0=t0, bandwidth=0.6)
-    env = np.abs(usbeam.das(iq, probe, seq, grid, fs=FS, fc=FC, c=C, t0=t0, f_number=1.0))[0]
+    env = np.abs(usbeam.das(iq, probe, seq, grid, fs=FS, fc=FC, c=C, t0=t0, f_number=1.0)).reshape(grid.shape)[0]
     iz, ix = np.unravel_index(np.argmax(env), env.shape)
     return math.hypot(grid.x[ix] - target[0], grid.z[iz] - target[2]) / wl
 

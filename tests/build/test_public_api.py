@@ -36,7 +36,7 @@ PUBLIC = {
                        "nyquist_velocity", "power_doppler"],
     "usbeam.pipelines": ["DopplerMaps", "DopplerPipeline", "Pipeline"],
     "usbeam.io": ["MustRecording", "Recording", "VantageAcquisition", "VantageProbe", "VantageTransmit", "VantageWorkspace",
-                  "load_must", "load_vantage", "plane_wave_angle"],
+                  "load_must", "load_vantage", "plane_wave_angle", "vantage_to_recording"],
     "usbeam.simulate": ["cyst_phantom", "gaussian_pulse", "pulse_sigma", "simulate_rca", "simulate_rf"],
     "usbeam.live": ["CallablePipeline", "ChannelMap", "FrameDropped", "FrameFailed", "Result", "Session",
                     "SessionStopped", "ShmClient", "SimulatedScanner", "as_pipeline", "channel_map_from_vantage",

@@ -14,6 +14,8 @@ recordings are located by :mod:`usbeam.datasets`.
 from .recording import Recording
 from .must import MustRecording, load_must, plane_wave_angle
 from .vantage import VantageAcquisition, VantageProbe, VantageTransmit, VantageWorkspace, load_vantage
+from .vantage_recording import to_recording as vantage_to_recording
 
 __all__ = ["Recording", "MustRecording", "load_must", "plane_wave_angle",
-           "VantageAcquisition", "VantageProbe", "VantageTransmit", "VantageWorkspace", "load_vantage"]
+           "VantageAcquisition", "VantageProbe", "VantageTransmit", "VantageWorkspace", "load_vantage",
+           "vantage_to_recording"]

@@ -28,7 +28,7 @@ from ..probes import ConvexArray, LinearArray
 __all__ = ["MustRecording", "load_must", "plane_wave_angle"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)  # Recording's __repr__
 class MustRecording(Recording):
     """A MUST / PyMUST recording: ``data`` (n_frames, n_elements, n_samples), ``probe`` a
     LinearArray (or ConvexArray for a finite param.radius), ``sequence`` (Delays(TXdelay),) or (PlaneWave(0),) without TXdelay, ``prf`` and

@@ -138,6 +138,14 @@ class VantageWorkspace:
             raise ValueError(f"Receive: acquisitions of one frame have different sample counts {sorted(counts)}")
         return counts.pop()
 
+    def to_recording(self, pdata=1, load_data=True):
+        """This workspace as a usbeam.io.Recording (usbeam.io.vantage_recording.to_recording)."""
+        return to_recording(self, pdata=pdata, load_data=load_data)
+
+    def grid(self, pdata=1):
+        """The usbeam.Grid of PData(pdata) (1-based), in m."""
+        return vantage_grid(self, pdata)
+
     def channel_map(self):
         """The usbeam.live.ChannelMap from a raw RcvData frame to (acquisitions, elements, samples)."""
         # imported here, not at the top: usbeam.live (its __init__ imports live/vantage.py)
@@ -510,3 +518,8 @@ def load_vantage(path, load_data=True, buffer=1):
     return VantageWorkspace(c, probe, transmits, acquisitions, waveforms, n_rows, n_channels, n_frames, rcvdata,
                             raw={k: v for k, v in mat.items() if not k.startswith("__") and k != "RcvData"},
                             buffer=buffer)
+
+
+# the workspace -> recording / grid / pipeline mapping (its own module; imported last because
+# it reads the classes above)
+from .vantage_recording import to_recording, vantage_grid  # noqa: E402
