@@ -9,7 +9,8 @@ The names below are grouped in the order the data flows:
 
   acquire    Hadamard-encoded transmits decoded        hadamard.py
   demod      RF -> IQ                                  rf2iq.py
-  beamform   IQ -> image: linear arrays, row-column    geometry.py, beamformer.py, rca.py
+  beamform   IQ -> image: linear, convex, phased,      probes.py, geometry.py, grids.py,
+             matrix and row-column arrays              beamformer.py, rca.py
   bmode      image -> display; the chain RF -> B-mode  bmode.py, pipelines/
   doppler    ensemble -> clutter filter -> maps        clutter.py, doppler.py, pipelines/
   ai         model input, detection, segmentation      ai
@@ -37,14 +38,18 @@ from .hadamard import HadamardDecodePlan, hadamard, hadamard_decode, hadamard_or
 from .rf2iq import RF2IQPlan, rf2iq
 
 # beamform
-from .geometry import (Delays, DivergingWave, Focused, Grid, LinearArray, PlaneWave, SyntheticAperture,
+from .probes import ConvexArray, ElementArray, LinearArray, MatrixArray
+from .geometry import (Delays, DivergingWave, Focused, Grid, PlaneWave, SyntheticAperture,
                        plane_wave_sequence)
+from .grids import PolarGrid, SphericalGrid, VolumeGrid
 from .beamformer import Beamformer, auto_f_number, das
+from .scanlines import ScanLineBeamformer
 from .rca import (RCA_METHODS, RCABeamformer, RCAGrid, RowColumnArray, rca_beamform, rca_cross_planes,
                   rca_decode, tobe_unflip)
 
 # bmode
 from .bmode import BModePlan, bmode
+from .scan_convert import ScanConvertPlan, scan_convert
 from .pipelines import Pipeline
 
 # doppler
@@ -77,12 +82,12 @@ __all__ = [
     # demod
     "RF2IQPlan", "rf2iq",
     # beamform
-    "LinearArray", "PlaneWave", "DivergingWave", "Focused", "SyntheticAperture", "Delays", "Grid",
-    "plane_wave_sequence", "Beamformer", "das", "auto_f_number",
+    "LinearArray", "ConvexArray", "MatrixArray", "ElementArray", "PlaneWave", "DivergingWave", "Focused", "SyntheticAperture", "Delays", "Grid",
+    "PolarGrid", "VolumeGrid", "SphericalGrid", "plane_wave_sequence", "Beamformer", "ScanLineBeamformer", "das", "auto_f_number",
     "RowColumnArray", "RCAGrid", "RCABeamformer", "RCA_METHODS", "rca_beamform", "rca_cross_planes",
     "rca_decode", "tobe_unflip",
     # bmode
-    "BModePlan", "bmode", "Pipeline",
+    "BModePlan", "bmode", "ScanConvertPlan", "scan_convert", "Pipeline",
     # doppler
     "ClutterFilter", "clutter_filter", "ColorDopplerPlan", "color_doppler", "PowerDopplerPlan",
     "power_doppler", "DopplerDisplay", "nyquist_velocity", "DopplerPipeline", "DopplerMaps",

@@ -1,4 +1,5 @@
-"""Delay-and-sum (DAS) beamforming for linear arrays (C kernel: csrc/beamform/das_setup.c, csrc/beamform/das.c).
+"""Delay-and-sum (DAS) beamforming for any probe: linear, phased, convex and matrix arrays
+(C kernel: csrc/beamform/das_setup.c, das_delays.c, das.c).
 
 Conventions are those of MUST/PyMUST (see ``usbeam.geometry``): x along the array (0 at
 its centre), z depth; t = 0 when the first element fires; received sample n is at
@@ -15,6 +16,11 @@ Receive aperture: element e contributes when ``|x_p - x_e| <= z_p / (2 F)`` (F t
 f-number; ``f_number=0`` is the full aperture; ``'auto'`` is PyMUST ``dasmtx``'s choice from
 the element directivity).  The window ``w`` is evaluated at ``u = (x_e - x_p) / (z_p/(2F))``
 (``u = x_e / half-length of the array`` for the full aperture): rect, Hann or Tukey.
+Probes with element normals (``ConvexArray``) or a 2-D face (``MatrixArray``): each element
+accepts the points in its cone around its normal, ``|lateral| <= axial / (2F)`` with
+``axial = (p - e) . n_e`` and ``lateral`` the in-plane component (both lateral directions on
+a matrix array), the window at ``u = lateral 2F / axial`` (PyMUST dasmtx for convex arrays,
+dasmtx3 for matrix arrays; on a linear array this is the rule above).
 
 Interpolation of the channel samples at s (MUST's validity ranges; outside them a sample
 contributes nothing): 'nearest' (round half to even, 0 <= s <= n-1), 'linear'
@@ -41,7 +47,8 @@ import numpy as np
 
 from . import _core, _validate, adaptive, device
 from ._backend import check_backend
-from .geometry import Delays, DivergingWave, Focused, Grid, LinearArray, PlaneWave, SyntheticAperture, as_sequence
+from .geometry import Delays, DivergingWave, Focused, Grid, PlaneWave, SyntheticAperture, as_sequence
+from .probes import LinearArray, check_probe
 
 __all__ = ["Beamformer", "das", "auto_f_number"]
 
@@ -67,18 +74,33 @@ def auto_f_number(width, fc, bandwidth, c):
 
 
 def _transmit_tuple(tx, probe, c):
-    """(kind, angle, x, z, element[, sources]) as csrc/include/usbeam/beamform.h's usbeam_transmit."""
+    """(kind, angle, x, z, element, sources, y, angle_y, axis_x, axis_y, axis_z) as
+    csrc/include/usbeam/beamform.h's usbeam_transmit."""
     if isinstance(tx, PlaneWave):
-        return (0, tx.angle, 0.0, 0.0, 0)
+        return (0, tx.angle, 0.0, 0.0, 0, None, 0.0, tx.angle_y, 0.0, 0.0, 0.0)
     if isinstance(tx, DivergingWave):
-        return (1, 0.0, tx.source[0], tx.source[1], 0)
+        x, y, z = tx.point
+        return (1, 0.0, x, z, 0, None, y, 0.0, 0.0, 0.0, 0.0)
     if isinstance(tx, Focused):
-        return (2, 0.0, tx.focus[0], tx.focus[1], 0)
+        x, y, z = tx.point
+        axis = tx.axis if tx.origin is not None else (0.0, 0.0, 0.0)
+        return (2, 0.0, x, z, 0, None, y, 0.0) + tuple(axis)
     if isinstance(tx, SyntheticAperture):
         return (3, 0.0, 0.0, 0.0, tx.element)
     if isinstance(tx, Delays):
         return (4, 0.0, 0.0, 0.0, 0, np.ascontiguousarray(tx.sources(probe, c)))
     raise TypeError(f"unsupported transmit {type(tx).__name__}")
+
+
+def probe_geometry(probe):
+    """(positions, normals or None, surface) for the C plan: normals None for a probe whose
+    normals are all +z (the linear-array case)."""
+    pos = np.ascontiguousarray(probe.positions, dtype=np.float64)
+    nrm = np.ascontiguousarray(probe.normals, dtype=np.float64)
+    surface = int(bool(getattr(probe, "two_dimensional", False)))
+    if np.all(nrm == (0.0, 0.0, 1.0)):
+        nrm = None
+    return pos, nrm, surface
 
 
 _COVERAGE_POINTS = 1024     # grid points sampled by the coverage check (32 x 32 for an image)
@@ -92,6 +114,9 @@ def _sample_indices(n, k):
 
 def _coverage_points(grid):
     """A few points spread over the grid, (n, 3) as (x, y, z)."""
+    if not isinstance(grid, Grid):  # PolarGrid, VolumeGrid, SphericalGrid: a sample of its points
+        pts = grid.coordinates()
+        return pts[_sample_indices(len(pts), _COVERAGE_POINTS)]
     if grid._points is not None:
         pts = grid._points
         return pts[_sample_indices(len(pts), _COVERAGE_POINTS)]
@@ -125,11 +150,13 @@ def _check_geometry(probe, grid, c):
     """Plausibility of units: grid and probe within 1 m, c a speed of sound in m/s."""
     if c < 100 or c > 20000:
         raise ValueError(f"c = {c:g} m/s is not a speed of sound: c is in m/s (SI), e.g. 1540 for soft tissue")
-    for axis in ("x", "y", "z"):
+    if not isinstance(grid, Grid):  # sector and volume grids: their points
+        _validate.distances("grid points", grid.coordinates(), "grid coordinates")
+    for axis in ("x", "y", "z") if isinstance(grid, Grid) else ():
         values = getattr(grid, axis)
         if values is not None:
             _validate.distances(f"grid {axis}", values, "grid coordinates")
-    if grid._points is not None:
+    if isinstance(grid, Grid) and grid._points is not None:
         _validate.distances("grid points", grid._points, "grid coordinates")
     _validate.distances("probe", probe.positions, "element positions (pitch)")
 
@@ -151,9 +178,9 @@ class Beamformer:
 
     Parameters
     ----------
-    probe : LinearArray
+    probe : LinearArray, ConvexArray, MatrixArray or ElementArray
     sequence : a transmit or a list of transmits (summed coherently)
-    grid : Grid
+    grid : Grid, or a PolarGrid / VolumeGrid / SphericalGrid (usbeam.grids)
     fs, fc : sampling and centre (demodulation) frequencies, Hz
     c : speed of sound, m/s;  t0 : time of sample 0, s
     n_samples : samples per channel
@@ -212,10 +239,11 @@ class Beamformer:
                  method="das", p=None, gcf_m0=None, subarray_length=None, subarray_fraction=None,
                  diagonal_loading=None, temporal_averaging=None, fdmas_band=None, fdmas_half_taps=None,
                  formulation="gather"):
-        if not isinstance(probe, LinearArray):
-            raise TypeError(f"probe must be a LinearArray (got {type(probe).__name__})")
-        if not isinstance(grid, Grid):
-            raise TypeError(f"grid must be a usbeam.Grid (got {type(grid).__name__})")
+        check_probe(probe)
+        if not (isinstance(grid, Grid) or hasattr(grid, "coordinates") and hasattr(grid, "shape")
+                and hasattr(grid, "n_points")):
+            raise TypeError(f"grid must be a usbeam.Grid, PolarGrid, VolumeGrid or SphericalGrid "
+                            f"(got {type(grid).__name__})")
         self.probe = probe
         self.sequence = as_sequence(sequence, probe)
         self.grid = grid
@@ -237,7 +265,8 @@ class Beamformer:
         if isinstance(f_number, str):
             f_number = _validate.choice("f_number", f_number, ("auto",))
             if probe.width is None:
-                raise ValueError("f_number='auto' needs the element width: give LinearArray(width=...) or kerf=")
+                raise ValueError("f_number='auto' needs the element width: give LinearArray(width=...) or kerf=, "
+                                 "ConvexArray(element_width=...), MatrixArray(element_width=...)")
             if bandwidth is None:
                 bandwidth = probe.bandwidth if probe.bandwidth is not None else 0.75
             self.f_number = auto_f_number(probe.width, self.fc, bandwidth, self.c)
@@ -247,6 +276,8 @@ class Beamformer:
                                 f"got {type(f_number).__name__})")
             self.f_number = _validate.nonnegative("f_number", f_number)
         self.bandwidth = bandwidth
+        if hasattr(grid, "check_probe"):  # sector grids: every ray within some element's cone
+            grid.check_probe(probe, self.f_number)
         self.min_coverage = _validate.real_scalar("min_coverage", min_coverage)
         if not 0 <= self.min_coverage <= 1:
             raise ValueError(f"min_coverage must be in [0, 1] (got {self.min_coverage})")
@@ -257,6 +288,9 @@ class Beamformer:
                      "fdmas_half_taps": fdmas_half_taps},
             n_elements=probe.n_elements, fs=self.fs, fc=self.fc)
         self.method = self._method_args[0]
+        if self.method != "das" and not isinstance(probe, LinearArray):
+            raise TypeError(f"method={self.method!r} (an adaptive beamformer) takes a LinearArray probe "
+                            f"(got {type(probe).__name__}); use method='das' for other geometries")
         self.out_dtype = np.dtype(np.complex64 if self.dtype == np.complex64 else np.float32)
         if max_table_bytes is None:
             max_table_bytes = min(1 << 30, _validate._memory_limit() // _DEFAULT_TABLE_FRACTION)
@@ -306,14 +340,14 @@ class Beamformer:
             self._points = np.ascontiguousarray(self.grid.coordinates(), dtype=np.float64)
         self._plan, self._capacity = None, 0  # free the old plan's table and staging first
         self._runner = None
-        args = (np.ascontiguousarray(self.probe.positions),
-                [_transmit_tuple(t, self.probe, self.c) for t in self.sequence], self._points, n_frames,
-                self.n_samples, self.fs, self.fc, self.c, self.t0, self.f_number, self.window, self.tukey_alpha,
-                self.interpolation, self.dtype.name, self.max_table_bytes, self.backend)
+        positions, normals, surface = probe_geometry(self.probe)
+        args = (positions, [_transmit_tuple(t, self.probe, self.c) for t in self.sequence], self._points,
+                n_frames, self.n_samples, self.fs, self.fc, self.c, self.t0, self.f_number, self.window,
+                self.tukey_alpha, self.interpolation, self.dtype.name, self.max_table_bytes, self.backend)
         if self.method == "das":
             make_plan = _core.das_sparse_plan if self.formulation == "sparse" else _core.das_plan
-            self._plan = make_plan(*args)
-        else:  # usbeam.adaptive: the same geometry, then the method's options
+            self._plan = make_plan(*args, element_normals=normals, surface=surface)
+        else:  # usbeam.adaptive: the same geometry (linear arrays), then the method's options
             self._plan = _core.adaptive_plan(*args, *self._method_args)
         self._capacity = n_frames
         return self._plan

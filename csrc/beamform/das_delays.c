@@ -1,5 +1,5 @@
 /*
- * das_delays.c - the geometry of one point for delay-and-sum: transmit time, and for each
+ * das_delays.c - the geometry of one point for delay-and-sum (any probe): transmit time, and for each
  * (transmit, element of the receive aperture) the first interpolation tap and its weights
  * with the window and the IQ phase rotation folded in (layout in das_internal.h).  Plan
  * creation runs this for every point (the table); without a table, execute does.
@@ -129,7 +129,7 @@ static double sources_path(const double *sources, const float *sources_f, int n,
 double usbeam_das_transmit_time(const usbeam_das_plan *plan, size_t t, const double *pt)
 {
     const usbeam_tx_model *m = &plan->tx[t];
-    if (m->n_sources > 0)
+    if (m->n_sources > 0 && m->source_rows == 3)
         return sources_path(m->sources, plan->tx_sources_f + (m->sources - plan->tx_sources), m->n_sources,
                             plan->tx_source_bounds + 3 * t, pt[0], pt[1], pt[2]) /
                plan->params.c;
@@ -164,6 +164,52 @@ USBEAM_VECTOR static void chunk_times(const usbeam_das_plan *plan, const double 
         }
     } else { /* rect, and Tukey with alpha = 0 */
         for (int i = 0; i < n; ++i) apod[i] = fabs((ex[i] - centre) * inv_half) <= 1.0 ? 1.0 : 0.0;
+    }
+}
+
+/* chunk_times for the general geometry (elements with normals, surfaces): each element's own
+ * acceptance cone and window, usbeam_element_window (usbeam_math.h) written branch-free over
+ * the chunk so it vectorises (frames in plan->element_frame are (9, n) rows); or the
+ * element's full-aperture weight (f_number = 0). */
+USBEAM_VECTOR static void chunk_times_general(const usbeam_das_plan *plan, const double *pt, double tx_time, int e0,
+                                              int n, double *restrict tau, double *restrict apod)
+{
+    const usbeam_das_params *prm = &plan->params;
+    const size_t ne = prm->n_elements;
+    const double *ex = plan->element_x + e0, *ey = plan->element_y + e0, *ez = plan->element_z + e0;
+    const double *f = plan->element_frame + e0;
+    const double *t1x = f, *t1y = f + ne, *t1z = f + 2 * ne, *t2x = f + 3 * ne, *t2y = f + 4 * ne, *t2z = f + 5 * ne;
+    const double *nx = f + 6 * ne, *ny = f + 7 * ne, *nz = f + 8 * ne;
+    const double inv_c = 1.0 / prm->c, two_f = 2.0 * prm->f_number, alpha = prm->tukey_alpha;
+    const int surface = prm->surface, window = (int)prm->window;
+    double u1[CHUNK], u2[CHUNK];
+    for (int i = 0; i < n; ++i) {
+        const double dx = pt[0] - ex[i], dy = pt[1] - ey[i], dz = pt[2] - ez[i];
+        tau[i] = tx_time + sqrt(dx * dx + dy * dy + dz * dz) * inv_c;
+        const double axial = dx * nx[i] + dy * ny[i] + dz * nz[i];
+        const double l1 = dx * t1x[i] + dy * t1y[i] + dz * t1z[i];
+        const double l2 = surface ? dx * t2x[i] + dy * t2y[i] + dz * t2z[i] : 0.0;
+        const double half = axial / two_f;
+        const int inside = (axial > 0.0) & (fabs(l1) <= half) & (fabs(l2) <= half);
+        const double scale = inside ? two_f / axial : 0.0;
+        u1[i] = fabs(l1 * scale);
+        u2[i] = fabs(l2 * scale);
+        apod[i] = inside ? 1.0 : 0.0;
+    }
+    if (!(prm->f_number > 0.0)) {
+        for (int i = 0; i < n; ++i) apod[i] = plan->element_window[e0 + i];
+        return;
+    }
+    if (window == USBEAM_DAS_HANN || (window == USBEAM_DAS_TUKEY && alpha > 0.0)) {
+        const double flat = window == USBEAM_DAS_HANN ? 0.0 : 1.0 - alpha;
+        const double turns_per_u = window == USBEAM_DAS_HANN ? 0.5 : 0.5 / alpha;
+        for (int i = 0; i < n; ++i) { /* 0.5 (1 + cos(pi (a - flat) / (1 - flat))) past the flat part */
+            double s, c1, c2;
+            sincos_turns((u1[i] - flat) * turns_per_u, &s, &c1);
+            sincos_turns((u2[i] - flat) * turns_per_u, &s, &c2);
+            const double w1 = u1[i] <= flat ? 1.0 : 0.5 * (1.0 + c1), w2 = u2[i] <= flat ? 1.0 : 0.5 * (1.0 + c2);
+            apod[i] *= w1 * (surface ? w2 : 1.0);
+        }
     }
 }
 
@@ -234,7 +280,8 @@ void usbeam_das_point_entries(const usbeam_das_plan *plan, size_t p, int32_t *ta
         const double tx_time = plan->tx_time[p * prm->n_transmits + t];
         for (int e0 = first; e0 < first + count; e0 += CHUNK) {
             const int n = first + count - e0 < CHUNK ? first + count - e0 : CHUNK;
-            chunk_times(plan, pt, tx_time, e0, n, centre, inv_half, tau, apod);
+            if (plan->general) chunk_times_general(plan, pt, tx_time, e0, n, tau, apod);
+            else chunk_times(plan, pt, tx_time, e0, n, centre, inv_half, tau, apod);
             chunk_weights(plan, tau, apod, n, first_tap, w);
             if (plan->is_iq) chunk_rotation(prm->fc, tau, n, re, im);
             for (int i = 0; i < n; ++i, ++j) {

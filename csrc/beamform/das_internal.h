@@ -37,6 +37,11 @@ struct usbeam_das_plan {
     int taps;                   /* interpolation taps per entry */
     int weight_stride;          /* floats per entry: taps (RF) or 2 taps (IQ) */
     double window_center, window_half_width; /* full aperture (f_number = 0) window mapping, m */
+    int general;                /* 1: apertures from element normals (convex, matrix, any line
+                                   that is not x strictly increasing with normals +z) */
+    double *element_frame;      /* general: (9, n_elements) rows t1x t1y t1z t2x t2y t2z nx ny nz
+                                   (usbeam_element_frame), so loops over elements vectorise */
+    double *element_window;     /* general: (n_elements) full-aperture window (f_number = 0) */
 
     double *tx_time;            /* (n_points, n_transmits) transmit times, s (CPU only) */
     int32_t *aperture_first;    /* (n_points) */

@@ -87,6 +87,20 @@ void usbeam_fill_nan(float *out, size_t n);
  * then, for USBEAM_BACKEND_CUDA, hands them to usbeam_<family>_cuda_create, which copies
  * them to the device; execute and destroy forward to the twin.  In a build without CUDA
  * (csrc/cuda_seam.h: usbeam._cuda not loaded) create fails with USBEAM_ERR_NO_BACKEND. */
+/* scan conversion: the CPU plan's table (each output point's first neighbour and fractions),
+ * read during create only. */
+typedef struct usbeam_scan_convert_tables {
+    const usbeam_scan_convert_params *params; /* validated; its points pointer is NULL */
+    const int32_t *first;                 /* [n_points] first neighbour (row * n_theta + column), -1 outside */
+    const float *fraction;                /* [n_points][2] (fr, ft) */
+    float fill;                           /* the fill value in the output's type (uint8: integral) */
+} usbeam_scan_convert_tables;
+typedef struct usbeam_scan_convert_cuda usbeam_scan_convert_cuda;
+usbeam_status usbeam_scan_convert_cuda_create(const usbeam_scan_convert_tables *tables, usbeam_scan_convert_cuda **plan);
+usbeam_status usbeam_scan_convert_cuda_execute(usbeam_scan_convert_cuda *plan, const void *in, void *out);
+void usbeam_scan_convert_cuda_destroy(usbeam_scan_convert_cuda *plan);
+usbeam_cuda_exec *usbeam_scan_convert_cuda_exec(usbeam_scan_convert_cuda *plan);
+
 typedef struct usbeam_bmode_cuda usbeam_bmode_cuda;
 usbeam_status usbeam_bmode_cuda_create(const usbeam_bmode_params *params, usbeam_bmode_cuda **plan);
 usbeam_status usbeam_bmode_cuda_execute(usbeam_bmode_cuda *plan, const void *in, void *out);
@@ -166,10 +180,13 @@ typedef struct usbeam_das_tables {
     const double *points;                 /* [n_points][3] (x, y, z) */
     const struct usbeam_tx_model *tx;     /* [n_transmits]; SOURCES models point into tx_sources */
     const double *tx_sources;             /* virtual sources of every SOURCES transmit, concatenated */
-    size_t n_sources;                     /* sources in tx_sources (3 doubles each) */
+    size_t n_source_values;               /* doubles in tx_sources (3 or 4 per source) */
     const int32_t *aperture_first, *aperture_count; /* [n_points]: each point's receive elements */
     double window_center, window_half_width; /* full-aperture (f_number = 0) window mapping, m */
     int is_iq;                            /* complex64 IQ input (else RF) */
+    int general;                          /* 1: apertures and windows from element normals */
+    const double *element_frame;          /* general: [9][n_elements] t1, t2, n (usbeam_math.h) */
+    const double *element_window;         /* general: [n_elements] full-aperture window weights */
 } usbeam_das_tables;
 typedef struct usbeam_das_cuda usbeam_das_cuda;
 usbeam_status usbeam_das_cuda_create(const usbeam_das_tables *tables, usbeam_das_cuda **plan);

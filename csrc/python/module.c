@@ -147,6 +147,7 @@ static PyMethodDef *const method_tables[] = {
     usbeam_py_adaptive_methods,
     usbeam_py_rca_methods,
     usbeam_py_bmode_methods,
+    usbeam_py_scan_convert_methods,
     usbeam_py_doppler_methods,
     usbeam_py_ai_methods,
     usbeam_py_segment_methods,

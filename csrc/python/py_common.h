@@ -77,6 +77,7 @@ extern PyMethodDef usbeam_py_das_methods[];
 extern PyMethodDef usbeam_py_adaptive_methods[];
 extern PyMethodDef usbeam_py_rca_methods[];
 extern PyMethodDef usbeam_py_bmode_methods[];
+extern PyMethodDef usbeam_py_scan_convert_methods[];
 extern PyMethodDef usbeam_py_doppler_methods[];
 extern PyMethodDef usbeam_py_ai_methods[];
 extern PyMethodDef usbeam_py_segment_methods[];

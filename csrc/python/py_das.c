@@ -2,10 +2,12 @@
  * py_das.c - Python bindings of delay-and-sum beamforming (see beamform/das_setup.c, das.c);
  * plans, buffers, the GIL and the lock follow py_plan.h.
  *   das_plan(element_positions, transmits, points, n_frames, n_samples, fs, fc, c, t0,
- *            f_number, window, tukey_alpha, interpolation, dtype, max_table_bytes, backend)
- *       element_positions: float64 (n_elements, 3); points: float64 (n_points, 3);
- *       transmits: sequence of (kind, angle, x, z, element[, sources (3, n) float64]) tuples
- *       (kind: usbeam_transmit_kind, include/usbeam/beamform.h);
+ *            f_number, window, tukey_alpha, interpolation, dtype, max_table_bytes, backend,
+ *            element_normals=None, surface=0)
+ *       element_positions, element_normals: float64 (n_elements, 3); points: float64 (n_points, 3);
+ *       transmits: sequence of (kind, angle, x, z, element[, sources (3 or 4, n) float64 or
+ *       None[, y, angle_y, axis_x, axis_y, axis_z]]) tuples (kind: usbeam_transmit_kind,
+ *       include/usbeam/beamform.h; a 4-row sources array holds x, y, z, offset);
  *       window: 'rect' | 'hann' | 'tukey'; interpolation: 'nearest' | 'linear' | 'cubic';
  *       dtype: 'int16' | 'float32' | 'complex64'.
  *   das_execute(plan, data, out[, n_frames])   data (n_frames, n_tx, n_el, n_samples)
@@ -65,9 +67,11 @@ static int parse_transmits(PyObject *seq_obj, usbeam_transmit **out, size_t *cou
         int kind;
         Py_ssize_t element;
         PyObject *sources = Py_None;
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, k), "idddn|O", &kind, &tx[k].angle, &tx[k].x, &tx[k].z,
-                              &element, &sources)) {
-            PyErr_Format(PyExc_TypeError, "transmits[%zd] must be a tuple (kind, angle, x, z, element[, sources])", k);
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, k), "idddn|Oddddd", &kind, &tx[k].angle, &tx[k].x, &tx[k].z,
+                              &element, &sources, &tx[k].y, &tx[k].angle_y, &tx[k].axis[0], &tx[k].axis[1],
+                              &tx[k].axis[2])) {
+            PyErr_Format(PyExc_TypeError,
+                         "transmits[%zd] must be a tuple (kind, angle, x, z, element[, sources[, y, angle_y, axis_x, axis_y, axis_z]])", k);
             goto fail;
         }
         if (element < 0) {
@@ -79,13 +83,14 @@ static int parse_transmits(PyObject *seq_obj, usbeam_transmit **out, size_t *cou
         if (sources != Py_None) {
             PyArrayObject *arr = (PyArrayObject *)PyArray_FromAny(sources, PyArray_DescrFromType(NPY_FLOAT64), 2, 2,
                                                                   NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED, NULL);
-            if (!arr || PyArray_DIM(arr, 0) != 3 || PyList_Append(arrays, (PyObject *)arr) < 0) {
+            if (!arr || (PyArray_DIM(arr, 0) != 3 && PyArray_DIM(arr, 0) != 4) || PyList_Append(arrays, (PyObject *)arr) < 0) {
                 Py_XDECREF(arr);
                 PyErr_Clear();
-                PyErr_Format(PyExc_ValueError, "transmits[%zd] sources must be a float array of shape (3, n)", k);
+                PyErr_Format(PyExc_ValueError, "transmits[%zd] sources must be a float array of shape (3, n) or (4, n)", k);
                 goto fail;
             }
             Py_DECREF(arr); /* the list holds it */
+            tx[k].source_rows = (int)PyArray_DIM(arr, 0);
             tx[k].n_sources = (size_t)PyArray_DIM(arr, 1);
             tx[k].sources = PyArray_DATA(arr);
         }
@@ -121,7 +126,7 @@ typedef struct das_args {
     int in_type, out_type;
     usbeam_transmit *transmits;
     PyObject *keep;
-    PyArrayObject *elements, *points;
+    PyArrayObject *elements, *normals, *points;
 } das_args;
 
 static void das_args_release(das_args *a)
@@ -129,6 +134,7 @@ static void das_args_release(das_args *a)
     PyMem_Free(a->transmits);
     Py_XDECREF(a->keep);
     Py_XDECREF(a->elements);
+    Py_XDECREF(a->normals);
     Py_XDECREF(a->points);
 }
 
@@ -136,17 +142,19 @@ static int das_args_parse(PyObject *args, PyObject *kwargs, das_args *a)
 {
     static char *keywords[] = {"element_positions", "transmits", "points", "n_frames", "n_samples", "fs", "fc",
                                "c", "t0", "f_number", "window", "tukey_alpha", "interpolation", "dtype",
-                               "max_table_bytes", "backend", NULL};
+                               "max_table_bytes", "backend", "element_normals", "surface", NULL};
     static const char *const windows[] = {"rect", "hann", "tukey", NULL};
     static const char *const methods[] = {"nearest", "linear", "cubic", NULL};
     memset(a, 0, sizeof *a);
-    PyObject *elements_obj, *transmits_obj, *points_obj;
+    PyObject *elements_obj, *transmits_obj, *points_obj, *normals_obj = Py_None;
+    int surface = 0;
     Py_ssize_t n_frames, n_samples, max_table_bytes = 0;
     double fs, fc, c, t0, f_number, tukey_alpha = 0.5;
     const char *window = "rect", *interpolation = "nearest", *dtype = "complex64", *backend_name = "cpu";
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOnndddddsdss|ns", keywords, &elements_obj, &transmits_obj,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOnndddddsdss|nsOi", keywords, &elements_obj, &transmits_obj,
                                      &points_obj, &n_frames, &n_samples, &fs, &fc, &c, &t0, &f_number, &window,
-                                     &tukey_alpha, &interpolation, &dtype, &max_table_bytes, &backend_name))
+                                     &tukey_alpha, &interpolation, &dtype, &max_table_bytes, &backend_name,
+                                     &normals_obj, &surface))
         return -1;
     if (usbeam_py_backend(backend_name, &a->backend) < 0) return -1;
     if (n_frames < 1 || n_samples < 1 || max_table_bytes < 0) {
@@ -168,6 +176,18 @@ static int das_args_parse(PyObject *args, PyObject *kwargs, das_args *a)
         return -1;
     }
     if (!(a->elements = xyz_array(elements_obj, "element_positions"))) return -1;
+    if (normals_obj != Py_None) {
+        if (!(a->normals = xyz_array(normals_obj, "element_normals"))) {
+            das_args_release(a);
+            return -1;
+        }
+        if (PyArray_DIM(a->normals, 0) != PyArray_DIM(a->elements, 0)) {
+            PyErr_Format(PyExc_ValueError, "element_normals must have the shape of element_positions (%zd, 3)",
+                         PyArray_DIM(a->elements, 0));
+            das_args_release(a);
+            return -1;
+        }
+    }
     if (!(a->points = xyz_array(points_obj, "points"))) {
         das_args_release(a);
         return -1;
@@ -178,6 +198,8 @@ static int das_args_parse(PyObject *args, PyObject *kwargs, das_args *a)
     }
     p->n_elements = (size_t)PyArray_DIM(a->elements, 0);
     p->element_positions = PyArray_DATA(a->elements);
+    p->element_normals = a->normals ? PyArray_DATA(a->normals) : NULL;
+    p->surface = surface;
     p->transmits = a->transmits;
     p->n_points = (size_t)PyArray_DIM(a->points, 0);
     p->points = PyArray_DATA(a->points);

@@ -16,16 +16,17 @@ import usbeam
 
 PUBLIC = {
     "usbeam": [
-        "BModePlan", "Beamformer", "ClutterFilter", "ColorDopplerPlan", "ComponentsPlan", "Delays", "DetectPlan",
+        "BModePlan", "Beamformer", "ClutterFilter", "ColorDopplerPlan", "ComponentsPlan", "ConvexArray", "Delays",
+        "DetectPlan", "ElementArray", "MatrixArray",
         "DeviceArray", "DivergingWave", "DopplerDisplay", "DopplerMaps", "DopplerPipeline", "Focused", "Grid",
         "HadamardDecodePlan", "LinearArray", "ModelInputPlan", "MustRecording", "Pipeline", "PlaneWave",
-        "PowerDopplerPlan", "RCABeamformer", "RCAGrid", "RCA_METHODS", "RF2IQPlan", "RowColumnArray",
-        "SyntheticAperture", "UsbeamError", "auto_f_number", "backends", "bmode", "build_info", "clutter_filter",
+        "PolarGrid", "PowerDopplerPlan", "RCABeamformer", "RCAGrid", "RCA_METHODS", "RF2IQPlan", "RowColumnArray",
+        "ScanConvertPlan", "ScanLineBeamformer", "SphericalGrid", "SyntheticAperture", "UsbeamError", "VolumeGrid", "auto_f_number", "backends", "bmode", "build_info", "clutter_filter",
         "color_doppler", "cuda_available", "cuda_devices", "cyst_phantom", "das", "datasets",
         "detect_postprocess", "device", "fill_holes", "float16_to_float32", "float32_to_float16", "hadamard",
         "hadamard_decode", "hadamard_orders", "io", "label", "largest_component", "live", "load_must", "metrics",
         "model_input", "nms", "nyquist_velocity", "plane_wave_angle", "plane_wave_sequence", "power_doppler",
-        "rca_beamform", "rca_cross_planes", "rca_decode", "regionprops_basic", "regionprops_basic_device",
+        "rca_beamform", "rca_cross_planes", "rca_decode", "regionprops_basic", "scan_convert", "regionprops_basic_device",
         "remove_small_components", "rf2iq", "segment_argmax", "segment_threshold", "simulate", "simulate_rca",
         "simulate_rf", "tobe_unflip",
     ],

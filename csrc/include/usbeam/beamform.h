@@ -13,7 +13,8 @@
 extern "C" {
 #endif
 
-/* Delay-and-sum beamforming for linear arrays (csrc/das_setup.c, csrc/das.c).
+/* Delay-and-sum beamforming for any probe: linear, phased, convex and matrix arrays
+ * (csrc/beamform/das_setup.c, das_delays.c, das.c).
  * in : channel data (n_frames, n_transmits, n_elements, n_samples), C order;
  *      int16 or float32 RF, or complex64 IQ (down-mixed with the same t0).
  * out: (n_frames, n_points); float32 for RF input, complex64 for IQ input.
@@ -21,7 +22,10 @@ extern "C" {
  * first element fires; sample n is at t0 + n/fs.  tau = tau_tx(p) + |p - e|/c, sample
  * index s = (tau - t0) fs; IQ samples are rotated by exp(+j 2 pi fc tau).  Element e
  * contributes when |x_p - x_e| <= z_p / (2 F) (F = f_number; 0 = full aperture), weighted
- * by the window; sums over elements and transmits, no normalisation. */
+ * by the window; sums over elements and transmits, no normalisation.  Elements with
+ * normals (convex arrays), off a strictly increasing x line, or on a surface (matrix
+ * arrays): the aperture is each element's acceptance cone around its normal (usbeam_math.h,
+ * "Receive aperture and window of an element with a normal"; PyMUST dasmtx / dasmtx3). */
 typedef enum usbeam_transmit_kind {
     USBEAM_TRANSMIT_PLANE_WAVE = 0,   /* angle (rad), |angle| < pi/2, > 0 steers to +x */
     USBEAM_TRANSMIT_DIVERGING = 1,    /* virtual source (x, z), z < 0 */
@@ -39,7 +43,14 @@ typedef struct usbeam_transmit {
     double x, z;     /* diverging: virtual source; focused: focus; m */
     size_t element;  /* synthetic aperture: index of the firing element */
     size_t n_sources;        /* sources: number of virtual sources, >= 1 */
-    const double *sources;   /* sources: (3, n_sources) rows x (m), z (m), offset o (m) */
+    const double *sources;   /* sources: (source_rows, n_sources) rows x (m), [y (m),] z (m),
+                                offset o (m) */
+    double y;                /* diverging: source y; focused: focus y; m (0 for 2-D imaging) */
+    double angle_y;          /* plane wave: steering toward +y, rad, |angle_y| < pi/2; direction
+                                (sin a cos b, sin b, cos a cos b) */
+    double axis[3];          /* focused: unit beam axis (side of the focus = sign((p - f) . axis));
+                                all 0: +z, side = sign(z - z_f) */
+    int source_rows;         /* sources: 3 (x, z, o; sources at y = 0) or 4 (x, y, z, o); 0 = 3 */
 } usbeam_transmit;
 
 typedef enum usbeam_das_interpolation {
@@ -56,8 +67,7 @@ typedef enum usbeam_das_window {
 
 typedef struct usbeam_das_params {
     size_t n_elements;
-    const double *element_positions;  /* (n_elements, 3) as (x, y, z), m; x strictly
-                                         increasing; transmit models use x only (z = 0) */
+    const double *element_positions;  /* (n_elements, 3) as (x, y, z), m */
     size_t n_transmits;
     const usbeam_transmit *transmits; /* (n_transmits) */
     size_t n_points;
@@ -76,6 +86,11 @@ typedef struct usbeam_das_params {
     usbeam_dtype input_dtype;         /* INT16 or FLOAT32 (RF) or COMPLEX64 (IQ) */
     size_t max_table_bytes;           /* delay/weight table budget; above it, execute
                                          recomputes them per call.  0: 1 GiB */
+    const double *element_normals;    /* (n_elements, 3) unit normals into the medium (n_z > 0);
+                                         NULL: +z for every element */
+    int surface;                      /* 0: a line array (linear, phased, convex): aperture and
+                                         window in each element's x-z plane; 1: a surface
+                                         (matrix array): box aperture in both lateral directions */
 } usbeam_das_params;
 
 typedef struct usbeam_das_plan usbeam_das_plan;
