@@ -28,6 +28,12 @@ int usbeam_py_error_init(PyObject *module)
 
 PyObject *usbeam_py_raise(usbeam_status st)
 {
+    /* an interrupted call stopped because the signal handler raised (usbeam_py_check_signals):
+     * that exception, KeyboardInterrupt for Ctrl-C, is already set and is the one to keep */
+    if (st == USBEAM_ERR_INTERRUPTED && PyErr_Occurred()) {
+        usbeam_clear_error();
+        return NULL;
+    }
     PyObject *type = usbeam_error_type;
     switch (st) {
 #define VALUE PyExc_ValueError
@@ -35,6 +41,7 @@ PyObject *usbeam_py_raise(usbeam_status st)
 #define MEMORY PyExc_MemoryError
 #define RUNTIME usbeam_error_type
 #define NOTIMPL PyExc_NotImplementedError
+#define INTERRUPT PyExc_KeyboardInterrupt
 #define USBEAM_X_EXC(name, value, message, pykind) \
     case name:                                     \
         type = pykind;                             \
@@ -46,6 +53,7 @@ PyObject *usbeam_py_raise(usbeam_status st)
 #undef MEMORY
 #undef RUNTIME
 #undef NOTIMPL
+#undef INTERRUPT
     }
     /* the library's message says what was wrong; the table's only which kind of failure */
     const char *detail = usbeam_last_error();
@@ -148,3 +156,41 @@ int usbeam_py_backend(const char *name, usbeam_backend *backend)
     PyErr_Format(PyExc_ValueError, "backend must be 'cpu' or 'cuda' (got '%s')", name);
     return -1;
 }
+
+/* ---- Ctrl-C during a long call (common/interrupt.h) ------------------------------------- */
+
+/* The check the library calls, on the calling thread with the GIL released, every ~50 ms of a
+ * long execute: take the GIL back for a moment and run the Python signal handlers.  A handler
+ * that raised (KeyboardInterrupt) leaves its exception set on this thread state, which the
+ * binding finds when the call returns USBEAM_ERR_INTERRUPTED (usbeam_py_raise). */
+static int check_signals(void *thread_state)
+{
+    PyEval_RestoreThread((PyThreadState *)thread_state);
+    const int raised = PyErr_CheckSignals() != 0;
+    (void)PyEval_SaveThread();
+    return raised;
+}
+
+/* The identity of the main thread, the only one CPython runs signal handlers on; 0 until
+ * known (threading.main_thread() is what CPython itself compares with). */
+static unsigned long main_thread_ident(void)
+{
+    static unsigned long ident;
+    if (ident || PyErr_Occurred()) return ident; /* a pending exception is not ours to clear */
+    PyObject *threading = PyImport_ImportModule("threading");
+    PyObject *main = threading ? PyObject_CallMethod(threading, "main_thread", NULL) : NULL;
+    PyObject *value = main ? PyObject_GetAttrString(main, "ident") : NULL;
+    if (value && PyLong_Check(value)) ident = PyLong_AsUnsignedLong(value);
+    if (PyErr_Occurred()) ident = 0;
+    Py_XDECREF(value);
+    Py_XDECREF(main);
+    Py_XDECREF(threading);
+    PyErr_Clear(); /* no answer: calls stay uninterruptible, as before */
+    return ident;
+}
+
+int usbeam_py_interrupt_wanted(void) { return PyThread_get_thread_ident() == main_thread_ident(); }
+
+void usbeam_py_interrupt_begin(PyThreadState *released) { usbeam_set_interrupt_check(check_signals, released); }
+
+void usbeam_py_interrupt_end(void) { usbeam_set_interrupt_check(NULL, NULL); }
