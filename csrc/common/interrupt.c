@@ -11,13 +11,17 @@
  * (CPython runs signal handlers on its main thread only). */
 static _Thread_local usbeam_interrupt_check thread_check;
 static _Thread_local void *thread_context;
+static _Thread_local double thread_interval;
 /* Its address tells the threads apart: the owner of a scope is the thread that began it. */
 static _Thread_local char thread_marker;
 
-usbeam_status usbeam_set_interrupt_check(usbeam_interrupt_check check, void *context)
+usbeam_status usbeam_set_interrupt_check(usbeam_interrupt_check check, void *context, double interval)
 {
+    if (interval != interval) /* NaN */
+        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "interval must be a number of seconds (got NaN)");
     thread_check = check;
     thread_context = check ? context : NULL;
+    thread_interval = interval > 0 ? interval : USBEAM_INTERRUPT_POLL_SECONDS;
     return USBEAM_OK;
 }
 
@@ -33,7 +37,8 @@ void usbeam_interrupt_begin(usbeam_interrupt *interrupt)
     interrupt->check = thread_check;
     interrupt->context = thread_context;
     interrupt->owner = &thread_marker;
-    interrupt->next_poll = interrupt->check ? monotonic_seconds() + USBEAM_INTERRUPT_POLL_SECONDS : 0.0;
+    interrupt->interval = thread_interval;
+    interrupt->next_poll = interrupt->check ? monotonic_seconds() + interrupt->interval : 0.0;
     atomic_init(&interrupt->stop, 0);
 }
 
@@ -47,7 +52,7 @@ int usbeam_interrupt_poll_owner(usbeam_interrupt *interrupt)
         return 1;
     }
     /* from the end of the check: a check that waited (for the GIL) does not shorten the next gap */
-    interrupt->next_poll = monotonic_seconds() + USBEAM_INTERRUPT_POLL_SECONDS;
+    interrupt->next_poll = monotonic_seconds() + interrupt->interval;
     return 0;
 }
 

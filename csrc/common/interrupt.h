@@ -15,7 +15,8 @@
  *     if ((st = usbeam_interrupt_end(&interrupt)) != USBEAM_OK) { fill out with NaN; return st; }
  *
  * Who calls what: only the thread that began the scope (the caller, OpenMP's master) reads
- * the clock and calls the check, never more often than every USBEAM_INTERRUPT_POLL_SECONDS and
+ * the clock and calls the check, never more often than every USBEAM_INTERRUPT_POLL_SECONDS (or
+ * the interval the check was registered with) and
  * not at all in a call shorter than that, so a short execute never touches the check and a
  * long one pays a clock read per tile.  When the check says stop it sets an atomic flag that
  * every thread reads (a relaxed load) before its next tile, so the team drains within one
@@ -35,7 +36,7 @@
 
 #include <stdatomic.h>
 
-/* The check runs at most this often (seconds): with a tile of at most a few ms, a signal is
+/* The check runs at most this often by default (seconds): with a tile of at most a few ms, a signal is
  * seen well within the 0.5 s a user waits for Ctrl-C, and reacquiring the GIL 20 times a
  * second costs nothing measurable. */
 #define USBEAM_INTERRUPT_POLL_SECONDS 0.05
@@ -44,6 +45,7 @@ typedef struct usbeam_interrupt {
     usbeam_interrupt_check check; /* the caller's check; NULL: this call cannot be interrupted */
     void *context;
     const void *owner;            /* identity of the thread that began the scope */
+    double interval;              /* seconds between checks */
     double next_poll;             /* CLOCK_MONOTONIC seconds; written by the owner only */
     atomic_int stop;              /* set once, read by every thread of the team */
 } usbeam_interrupt;

@@ -191,6 +191,6 @@ static unsigned long main_thread_ident(void)
 
 int usbeam_py_interrupt_wanted(void) { return PyThread_get_thread_ident() == main_thread_ident(); }
 
-void usbeam_py_interrupt_begin(PyThreadState *released) { usbeam_set_interrupt_check(check_signals, released); }
+void usbeam_py_interrupt_begin(PyThreadState *released) { (void)usbeam_set_interrupt_check(check_signals, released, 0.0); }
 
-void usbeam_py_interrupt_end(void) { usbeam_set_interrupt_check(NULL, NULL); }
+void usbeam_py_interrupt_end(void) { (void)usbeam_set_interrupt_check(NULL, NULL, 0.0); }

@@ -83,16 +83,16 @@ int usbeam_cpu_threads(void);
  * that copies frames in; an OpenMP team sharing a core with it waits for its slowest thread
  * at every barrier).  No effect without OpenMP. */
 usbeam_status usbeam_set_thread_limit(int n);
-/* Interrupting long work.  A CPU execute that runs longer than about 50 ms calls the check
- * registered by the calling OS thread, from that thread, at most every 50 ms (never from an
- * OpenMP worker); when it returns nonzero the execute stops within about one tile per thread
+/* Interrupting long work.  A CPU execute that runs longer than interval seconds (<= 0: the
+ * default, 0.05) calls the check registered by the calling OS thread, from that thread, at
+ * most every interval (never from an OpenMP worker); when it returns nonzero the execute stops within about one tile per thread
  * and returns USBEAM_ERR_INTERRUPTED, its float outputs filled with NaN (no partial result)
  * and the plan as usable as after a finished call.  NULL unregisters.  The Python binding
  * registers a check that runs CPython's signal handlers, so Ctrl-C raises KeyboardInterrupt;
  * a MATLAB client could register one that asks utIsInterruptPending.  The check must not call
  * into the plan being executed. */
 typedef int (*usbeam_interrupt_check)(void *context);
-usbeam_status usbeam_set_interrupt_check(usbeam_interrupt_check check, void *context);
+usbeam_status usbeam_set_interrupt_check(usbeam_interrupt_check check, void *context, double interval);
 /* 1 when the CUDA backend (the module usbeam._cuda, csrc/backend/cuda_seam.h) is loaded. */
 int usbeam_built_with_cuda(void);
 
