@@ -43,7 +43,7 @@ from .rca import (RCA_METHODS, RCABeamformer, RCAGrid, RowColumnArray, rca_beamf
                   rca_decode, tobe_unflip)
 
 # bmode
-from .bmode import BModePlan, bmode
+from .bmode import BModePlan, EnvelopePlan, bmode, envelope
 from .pipelines import Pipeline
 
 # doppler
@@ -81,7 +81,7 @@ __all__ = [
     "RowColumnArray", "RCAGrid", "RCABeamformer", "RCA_METHODS", "rca_beamform", "rca_cross_planes",
     "rca_decode", "tobe_unflip",
     # bmode
-    "BModePlan", "bmode", "Pipeline",
+    "BModePlan", "EnvelopePlan", "bmode", "envelope", "Pipeline",
     # doppler
     "ClutterFilter", "clutter_filter", "ColorDopplerPlan", "color_doppler", "PowerDopplerPlan",
     "power_doppler", "DopplerDisplay", "nyquist_velocity", "DopplerPipeline", "DopplerMaps",

@@ -17,12 +17,12 @@ import usbeam
 PUBLIC = {
     "usbeam": [
         "BModePlan", "Beamformer", "ClutterFilter", "ColorDopplerPlan", "ComponentsPlan", "Delays", "DetectPlan",
-        "DeviceArray", "DivergingWave", "DopplerDisplay", "DopplerMaps", "DopplerPipeline", "Focused", "Grid",
+        "DeviceArray", "DivergingWave", "DopplerDisplay", "EnvelopePlan", "DopplerMaps", "DopplerPipeline", "Focused", "Grid",
         "HadamardDecodePlan", "LinearArray", "ModelInputPlan", "MustRecording", "Pipeline", "PlaneWave",
         "PowerDopplerPlan", "RCABeamformer", "RCAGrid", "RCA_METHODS", "RF2IQPlan", "RowColumnArray",
         "SyntheticAperture", "UsbeamError", "auto_f_number", "backends", "bmode", "build_info", "clutter_filter",
         "color_doppler", "cuda_available", "cuda_devices", "cyst_phantom", "das", "datasets",
-        "detect_postprocess", "device", "fill_holes", "float16_to_float32", "float32_to_float16", "hadamard",
+        "detect_postprocess", "device", "envelope", "fill_holes", "float16_to_float32", "float32_to_float16", "hadamard",
         "hadamard_decode", "hadamard_orders", "io", "label", "largest_component", "live", "load_must",
         "model_input", "nms", "nyquist_velocity", "plane_wave_angle", "plane_wave_sequence", "power_doppler",
         "rca_beamform", "rca_cross_planes", "rca_decode", "regionprops_basic", "regionprops_basic_device",
