@@ -18,13 +18,14 @@ positions have one.
 import numpy as np
 
 from .. import _validate
+from .._progress import progress_bar
 from ..geometry import LinearArray, as_sequence
 from .pulse import echo_trace
 
 __all__ = ["simulate_rf", "cyst_phantom"]
 
 
-def _rf_one_frame(positions, amplitudes, probe, sequence, fs, fc, c, t0, n_samples, bandwidth):
+def _rf_one_frame(positions, amplitudes, probe, sequence, fs, fc, c, t0, n_samples, bandwidth, bar):
     xe = probe.x
     rf = np.zeros((len(sequence), probe.n_elements, n_samples), dtype=np.float64)
     for k, tx in enumerate(sequence):
@@ -33,11 +34,12 @@ def _rf_one_frame(positions, amplitudes, probe, sequence, fs, fc, c, t0, n_sampl
             tau = tau_tx + np.sqrt((positions[:, 0] - xe[e]) ** 2 + positions[:, 1] ** 2
                                    + positions[:, 2] ** 2) / c
             rf[k, e] = echo_trace(tau, amplitudes, fs=fs, fc=fc, bandwidth=bandwidth, t0=t0, n_samples=n_samples)
+        bar.update(1)
     return rf
 
 
 def simulate_rf(positions, amplitudes, probe, sequence, *, fs, fc, n_samples, c=1540.0, t0=0.0,
-                bandwidth=None, n_frames=None, noise=0.0, seed=None):
+                bandwidth=None, n_frames=None, noise=0.0, seed=None, progress=None):
     """RF channel data of point scatterers.
 
     Parameters
@@ -53,6 +55,9 @@ def simulate_rf(positions, amplitudes, probe, sequence, *, fs, fc, n_samples, c=
     n_frames : repeat static scatterers over this many frames (adds the frame axis)
     noise : standard deviation of white Gaussian noise relative to the RMS of the
         noiseless RF (0: none); ``seed`` seeds its generator.
+    progress : a tqdm bar over the transmits (of every frame): None shows it in a terminal or
+        notebook once the call has run 0.5 s, True always, False never (``usbeam._progress``;
+        needs tqdm, the ``progress`` extra, else no bar).
 
     Returns float32 ``(n_transmits, n_elements, n_samples)`` or
     ``(n_frames, n_transmits, n_elements, n_samples)``.
@@ -84,12 +89,13 @@ def simulate_rf(positions, amplitudes, probe, sequence, *, fs, fc, n_samples, c=
     n_out = pos.shape[0] if moving else (n_frames or 1)
     _validate.check_allocation("simulated RF", (n_out, len(sequence), probe.n_elements, n_samples), 8)
 
-    if moving:
-        rf = np.stack([_rf_one_frame(pos[f], amp, probe, sequence, fs, fc, c, t0, n_samples, bandwidth)
-                       for f in range(n_out)])
-    else:
-        one = _rf_one_frame(pos, amp, probe, sequence, fs, fc, c, t0, n_samples, bandwidth)
-        rf = np.broadcast_to(one, (n_out,) + one.shape).copy()
+    with progress_bar((n_out if moving else 1) * len(sequence), "simulate_rf", progress) as bar:
+        if moving:
+            rf = np.stack([_rf_one_frame(pos[f], amp, probe, sequence, fs, fc, c, t0, n_samples, bandwidth, bar)
+                           for f in range(n_out)])
+        else:
+            one = _rf_one_frame(pos, amp, probe, sequence, fs, fc, c, t0, n_samples, bandwidth, bar)
+            rf = np.broadcast_to(one, (n_out,) + one.shape).copy()
     if noise > 0:
         rms = float(np.sqrt(np.mean(rf ** 2)))
         rf += np.random.default_rng(seed).normal(0.0, noise * rms, rf.shape)
