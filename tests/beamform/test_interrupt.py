@@ -2,7 +2,10 @@
 measured from the signal to the exception, and the same plan then gives a correct volume.
 
 The work runs in a child process (a signal to the test process would hit pytest itself): an
-RCA volume of 72^3 voxels from a 64 x 64 FORCES acquisition, about 3 s on one core.  The child
+RCA volume from a 64 x 64 FORCES acquisition on two threads (the master polls the check, the
+worker stops on the flag it sets), its size calibrated in the child so that the call takes
+about 3 s on the machine at hand (a 24^3 volume is timed first), so the signal surely lands
+inside it.  The child
 says on a pipe that it is about to call the plan; the parent waits a further 0.3 s so the call
 is well inside the C loop, sends SIGINT and takes the time; the child takes the time at the
 exception (CLOCK_MONOTONIC, time.monotonic(), is one clock for every process of the machine).
@@ -25,9 +28,13 @@ from tolerances import TOLERANCES
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 
-N_STRIPS, PITCH, N_VOXELS, N_SAMPLES, FS, C = 64, 0.2e-3, 72, 600, 20e6, 1540.0
-AXIS = np.linspace(-5e-3, 5e-3, N_VOXELS)
-DEPTH = np.linspace(5e-3, 15e-3, N_VOXELS)
+N_STRIPS, PITCH, N_SAMPLES, FS, C = 64, 0.2e-3, 600, 20e6, 1540.0
+TARGET_SECONDS = 3.0
+
+
+def volume_grid(n_voxels):
+    axis = np.linspace(-5e-3, 5e-3, n_voxels)
+    return usbeam.RCAGrid.volume(axis, axis, np.linspace(5e-3, 15e-3, n_voxels))
 
 CHILD = r"""
 import sys, time
@@ -36,13 +43,25 @@ import usbeam
 
 out_path, data_path = sys.argv[1], sys.argv[2]
 array = usbeam.RowColumnArray({n}, {n}, {pitch!r}, {pitch!r})
-axis, depth = np.linspace(-5e-3, 5e-3, {nv}), np.linspace(5e-3, 15e-3, {nv})
-grid = usbeam.RCAGrid.volume(axis, axis, depth)
-plan = usbeam.RCABeamformer(array, "forces", grid, n_samples={ns}, fs={fs!r}, c={c!r}, interpolation="linear",
-                            f_number=0.0)
-data = np.random.default_rng(7).standard_normal(plan.data_shape, dtype=np.float32)
+
+
+def make_plan(n_voxels):
+    axis, depth = np.linspace(-5e-3, 5e-3, n_voxels), np.linspace(5e-3, 15e-3, n_voxels)
+    grid = usbeam.RCAGrid.volume(axis, axis, depth)
+    return usbeam.RCABeamformer(array, "forces", grid, n_samples={ns}, fs={fs!r}, c={c!r},
+                                interpolation="linear", f_number=0.0)
+
+
+data = np.random.default_rng(7).standard_normal((1, {n}, {n}, {ns}), dtype=np.float32)
+small = make_plan(24)
+small(data)  # warm-up
+start = time.monotonic()
+small(data)
+per_voxel = (time.monotonic() - start) / 24 ** 3
+n_voxels = int(min(160, max(24, round(({target} / per_voxel) ** (1 / 3)))))
+plan = make_plan(n_voxels)
 np.save(data_path, data)
-print("started", flush=True)
+print("started", n_voxels, flush=True)
 try:
     plan(data)
     print("finished", flush=True)  # the signal came too late: the parent fails the test
@@ -52,12 +71,13 @@ start = time.monotonic()
 volume = plan(data)  # the same plan, after the interrupt
 print("done", time.monotonic() - start, flush=True)
 np.save(out_path, volume)
-""".format(n=N_STRIPS, pitch=PITCH, nv=N_VOXELS, ns=N_SAMPLES, fs=FS, c=C)
+""".format(n=N_STRIPS, pitch=PITCH, ns=N_SAMPLES, fs=FS, c=C, target=TARGET_SECONDS)
 
 
 def _child_env():
     env = dict(os.environ)
-    env["OMP_NUM_THREADS"] = "1"  # the slowest case for the poll: one thread does every tile
+    # a team of two: the master asks the check, the worker stops on the flag it sets
+    env["OMP_NUM_THREADS"] = "2"
     package_root = str(Path(usbeam.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join([package_root] + [p for p in [env.get("PYTHONPATH")] if p])
     return env
@@ -68,7 +88,9 @@ def test_sigint_interrupts_a_long_rca_volume_and_the_plan_stays_usable(tmp_path)
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(out_path), str(data_path)], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, env=_child_env())
     try:
-        assert child.stdout.readline().split() == ["started"], child.stderr.read()
+        started = child.stdout.readline().split()
+        assert started and started[0] == "started", child.stderr.read()
+        n_voxels = int(started[1])
         time.sleep(0.3)
         signalled = time.monotonic()
         child.send_signal(signal.SIGINT)
@@ -83,7 +105,8 @@ def test_sigint_interrupts_a_long_rca_volume_and_the_plan_stays_usable(tmp_path)
         if child.poll() is None:
             child.kill()
             child.wait()
-    print(f"SIGINT -> KeyboardInterrupt: {latency * 1e3:.1f} ms; the whole call takes {full_call:.2f} s")
+    print(f"SIGINT -> KeyboardInterrupt: {latency * 1e3:.1f} ms; the whole call ({n_voxels}^3 voxels) "
+          f"takes {full_call:.2f} s")
     # the call would have run on for seconds: the exception is the interrupt, not the end of the work
     assert full_call > 0.3 + 0.5, f"the volume took only {full_call:.2f} s: make the case longer"
     assert 0 <= latency < 0.5, f"KeyboardInterrupt came {latency:.3f} s after SIGINT"
@@ -91,9 +114,8 @@ def test_sigint_interrupts_a_long_rca_volume_and_the_plan_stays_usable(tmp_path)
     # the plan's next call is a correct volume: a sample of voxels against the float64 reference
     volume = np.load(out_path)
     data = np.load(data_path)
-    assert volume.size == N_VOXELS ** 3 and np.isfinite(volume).all()
-    grid = usbeam.RCAGrid.volume(AXIS, AXIS, DEPTH)
-    points = grid.points().reshape(-1, 3)
+    assert volume.size == n_voxels ** 3 and np.isfinite(volume).all()
+    points = volume_grid(n_voxels).points().reshape(-1, 3)
     pick = np.random.default_rng(3).choice(points.shape[0], 64, replace=False)
     tx, rx, _ = ref.geometry(points[pick], method="forces", n_columns=N_STRIPS, n_rows=N_STRIPS, pitch_x=PITCH,
                              pitch_y=PITCH)
