@@ -8,6 +8,10 @@
 #define USBEAM_PY_MODULE_MAIN
 #include "python/py_common.h"
 
+#include "backend/cuda_seam.h"
+
+#include <time.h>
+
 int usbeam_py_import_numpy(void)
 {
     import_array1(-1);
@@ -194,3 +198,76 @@ int usbeam_py_interrupt_wanted(void) { return PyThread_get_thread_ident() == mai
 void usbeam_py_interrupt_begin(PyThreadState *released) { (void)usbeam_set_interrupt_check(check_signals, released, 0.0); }
 
 void usbeam_py_interrupt_end(void) { (void)usbeam_set_interrupt_check(NULL, NULL, 0.0); }
+
+/* ---- Ctrl-C while the host waits for CUDA work ---------------------------------------------
+ * A CUDA plan queues its kernels and returns; the host waits when it copies a result out or
+ * synchronises, and cudaStreamSynchronize cannot be interrupted.  On the main thread the binding
+ * therefore first polls the stream (cudaStreamQuery, through the seam) with the GIL released,
+ * sleeping 20 us, doubling to 200 us (so a wait ends at most ~0.2 ms after the work), and every
+ * 50 ms takes the GIL to run the signal handlers; once the stream is idle the blocking call
+ * returns at once.  The CUDA emulator runs queued work only when the host synchronises (a query
+ * never advances it, cuda/emu/README.md), so there, as on other threads, the wait is left to
+ * the blocking call. */
+
+static double monotonic_seconds(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
+}
+
+/* Poll ready(context) (1: done, 0: not yet, -1: cannot tell) until it is not 0; returns 0, or
+ * -1 with the exception a signal handler raised. */
+static int poll_interruptibly(int (*ready)(void *context), void *context)
+{
+    long sleep_ns = 20000;
+    for (;;) {
+        int state;
+        Py_BEGIN_ALLOW_THREADS
+        const double check_at = monotonic_seconds() + 0.05;
+        while ((state = ready(context)) == 0 && monotonic_seconds() < check_at) {
+            const struct timespec pause = {0, sleep_ns};
+            nanosleep(&pause, NULL);
+            sleep_ns = sleep_ns < 100000 ? 2 * sleep_ns : 200000;
+        }
+        Py_END_ALLOW_THREADS
+        if (state != 0) return 0;
+        if (PyErr_CheckSignals() < 0) return -1;
+    }
+}
+
+static int stream_idle(void *stream)
+{
+    int idle = 0;
+    if (usbeam_stream_query(stream, &idle) != USBEAM_OK) {
+        usbeam_clear_error(); /* the blocking call that follows reports it */
+        return -1;
+    }
+    return idle ? 1 : 0;
+}
+
+int usbeam_py_wait_stream(void *stream)
+{
+    const usbeam_cuda_api *cuda = usbeam_cuda_installed();
+    if (!cuda || cuda->emulated || !usbeam_py_interrupt_wanted()) return 0;
+    if (stream_idle(stream) != 0) return 0; /* done already (or an error for the blocking call) */
+    return poll_interruptibly(stream_idle, stream);
+}
+
+/* The test of the polling loop without a GPU: a "stream" that becomes idle `seconds` after the
+ * call (tests/device/test_interrupt_wait.py sends SIGINT into a long one). */
+static int deadline_passed(void *deadline) { return monotonic_seconds() >= *(double *)deadline; }
+
+PyObject *usbeam_py_wait_test(PyObject *self, PyObject *seconds)
+{
+    (void)self;
+    const double wait = PyFloat_AsDouble(seconds);
+    if (wait == -1.0 && PyErr_Occurred()) return NULL;
+    if (!(wait >= 0.0 && wait <= 3600.0)) {
+        PyErr_SetString(PyExc_ValueError, "seconds must be in [0, 3600]");
+        return NULL;
+    }
+    double deadline = monotonic_seconds() + wait;
+    if (poll_interruptibly(deadline_passed, &deadline) < 0) return NULL;
+    Py_RETURN_NONE;
+}

@@ -48,6 +48,16 @@ int usbeam_py_interrupt_wanted(void);
 void usbeam_py_interrupt_begin(PyThreadState *released);
 void usbeam_py_interrupt_end(void);
 
+/* Before a host wait for a CUDA stream (a copy of a result out, a synchronize), with the GIL
+ * held: on the main thread of a GPU build, wait for the stream by polling it with the GIL
+ * released and the signal handlers run every 50 ms, so Ctrl-C interrupts the wait.  Returns 0
+ * (the stream is idle, or the wait is left to the blocking call: other threads, the CUDA
+ * emulator) or -1 with the handler's exception (KeyboardInterrupt) set. */
+int usbeam_py_wait_stream(void *stream);
+/* _core._interruptible_wait_test(seconds): the same polling loop on a stand-in that is idle
+ * after `seconds` (tests without a GPU). */
+PyObject *usbeam_py_wait_test(PyObject *self, PyObject *seconds);
+
 /* None for USBEAM_OK, otherwise usbeam_py_raise(st). */
 PyObject *usbeam_py_none_or_raise(usbeam_status st);
 
