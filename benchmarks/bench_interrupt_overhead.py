@@ -1,0 +1,105 @@
+"""What Ctrl-C costs a long execute (issue 15): the interrupt checks of csrc/common/interrupt.h
+(a flag read per tile on every thread, a clock read per tile and the Python check every 50 ms on
+the caller's thread, which takes the GIL back for a moment) against a build without them.
+
+Two source trees, each built in place: BEFORE (without the checks) and AFTER.  Each round starts
+one process per tree, alternating which goes first; each builds the plans once, checks the
+outputs (a SHA-256, identical between the trees: the checks change no arithmetic), warms up and
+times `--repeat` executes of each case, called from the main thread, so the AFTER build runs its
+Python check (the path a Ctrl-C takes) on every call longer than 50 ms.  Reported per case and
+build: median and p95 over all rounds, and the after/before ratio of the medians.
+
+Cases: RCA FORCES volume (64 x 64 strips, 48^3 voxels, RF, linear) and DAS (128 elements, 3 plane
+waves, 600 x 400 grid, 8 frames, IQ, linear), each a few hundred ms on one core.
+
+    python benchmarks/bench_interrupt_overhead.py BEFORE_TREE AFTER_TREE [--rounds 6] [--repeat 5]
+"""
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+CHILD = r'''
+import hashlib, json, sys, time
+import numpy as np
+import usbeam
+
+repeat = int(sys.argv[1])
+rng = np.random.default_rng(11)
+cases = {}
+
+def case(name, run):
+    out = run()
+    digest = hashlib.sha256(np.ascontiguousarray(out).tobytes()).hexdigest()
+    run()
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter(); run(); times.append(time.perf_counter() - t)
+    cases[name] = {"times": times, "sha256": digest}
+
+array = usbeam.RowColumnArray(64, 64, 0.2e-3, 0.2e-3)
+axis = np.linspace(-5e-3, 5e-3, 48)
+grid = usbeam.RCAGrid.volume(axis, axis, np.linspace(5e-3, 15e-3, 48))
+rca = usbeam.RCABeamformer(array, "forces", grid, n_samples=600, fs=20e6, c=1540.0, interpolation="linear",
+                           f_number=0.0)
+data = rng.standard_normal(rca.data_shape, dtype=np.float32)
+case("rca_volume", lambda: rca(data))
+
+probe = usbeam.LinearArray(n_elements=128, pitch=0.3e-3, width=0.27e-3, bandwidth=0.6)
+seq = usbeam.plane_wave_sequence(np.deg2rad([-8.0, 0.0, 8.0]))
+das_grid = usbeam.Grid(x=np.linspace(-12e-3, 12e-3, 400), z=np.linspace(8e-3, 36e-3, 600))
+bf = usbeam.Beamformer(probe, seq, das_grid, fs=5e6, fc=5e6, c=1540.0, t0=0.0, n_samples=300, f_number=1.5,
+                       interpolation="linear", dtype=np.complex64, n_frames=8)
+iq = (rng.standard_normal((8, 3, 128, 300)) + 1j * rng.standard_normal((8, 3, 128, 300))).astype(np.complex64)
+case("das_iq", lambda: bf(iq))
+print(json.dumps(cases))
+'''
+
+
+def run_child(tree, repeat):
+    env = dict(os.environ, PYTHONPATH=os.path.abspath(tree))
+    out = subprocess.run([sys.executable, "-c", CHILD, str(repeat)], cwd=os.path.abspath(tree), env=env,
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def percentile(values, q):
+    values = sorted(values)
+    k = (len(values) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(values) - 1)
+    return values[lo] + (values[hi] - values[lo]) * (k - lo)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("before")
+    parser.add_argument("after")
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    times = {"before": {}, "after": {}}
+    digests = {"before": {}, "after": {}}
+    for r in range(args.rounds):
+        order = ("before", "after") if r % 2 == 0 else ("after", "before")
+        for which in order:
+            result = run_child(getattr(args, which), args.repeat)
+            for name, entry in result.items():
+                times[which].setdefault(name, []).extend(entry["times"])
+                digests[which][name] = entry["sha256"]
+    print(f"machine: {platform.machine()} {os.cpu_count()} CPUs, OMP_NUM_THREADS="
+          f"{os.environ.get('OMP_NUM_THREADS', 'unset')}; {args.rounds} interleaved rounds x {args.repeat} executes; "
+          f"{time.strftime('%Y-%m-%d %H:%M')}")
+    print(f"{'case':<12} {'before ms (p50 / p95)':>24} {'after ms (p50 / p95)':>24} {'after/before':>13}  same output")
+    for name in times["before"]:
+        b, a = times["before"][name], times["after"][name]
+        b50, a50 = percentile(b, 0.5), percentile(a, 0.5)
+        same = "yes" if digests["before"][name] == digests["after"][name] else "NO"
+        print(f"{name:<12} {b50 * 1e3:>10.2f} / {percentile(b, 0.95) * 1e3:>10.2f}  "
+              f"{a50 * 1e3:>10.2f} / {percentile(a, 0.95) * 1e3:>10.2f}  {a50 / b50:>12.4f}  {same}")
+
+
+if __name__ == "__main__":
+    main()
