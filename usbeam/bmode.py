@@ -189,7 +189,11 @@ class BModePlan:
             _validate.out_array("out", out, self.shape, self.out_dtype)
             _validate.no_overlap("out", out, "image", given, image)
         if self.data == "rf":
-            _core.envelope_execute(self._analytic._plan, image, self._buffer)
+            try:
+                _core.envelope_execute(self._analytic._plan, image, self._buffer)
+            except ValueError:  # NaN / inf: out as a refused B-mode leaves it (0, or NaN dB)
+                out[...] = 0 if self.output == "uint8" else np.nan
+                raise
             image = self._buffer
         _core.bmode_execute(self._plan, image, out)
         return out
