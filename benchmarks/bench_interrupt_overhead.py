@@ -13,6 +13,12 @@ Cases: RCA FORCES volume (64 x 64 strips, 48^3 voxels, RF, linear) and DAS (128 
 waves, 600 x 400 grid, 8 frames, IQ, linear), each a few hundred ms on one core.
 
     python benchmarks/bench_interrupt_overhead.py BEFORE_TREE AFTER_TREE [--rounds 6] [--repeat 5]
+
+On a shared machine the two processes of a round see different loads; `--in-process TREE` is the
+tighter check of the same cost: one process of one build alternates calls of each case from the
+main thread (the check registered and run every 50 ms) and from a second thread (CPython runs
+signal handlers on the main thread only, so no check is registered there; the loops' flag test
+remains), call by call, and reports both and their ratio.
 """
 import argparse
 import json
@@ -59,6 +65,66 @@ print(json.dumps(cases))
 '''
 
 
+IN_PROCESS = r'''
+import json, sys, threading, time
+import numpy as np
+import usbeam
+exec(compile(sys.argv[2], "cases", "exec"))  # defines make_cases() -> {name: run}
+repeat = int(sys.argv[1])
+result = {}
+for name, run in make_cases().items():
+    run(); run()
+    main_times, thread_times = [], []
+    for i in range(repeat):
+        for where in (("main", "thread") if i % 2 == 0 else ("thread", "main")):
+            if where == "main":
+                t = time.perf_counter(); run(); main_times.append(time.perf_counter() - t)
+            else:
+                box = []
+                def timed():
+                    t = time.perf_counter(); run(); box.append(time.perf_counter() - t)
+                worker = threading.Thread(target=timed)
+                worker.start(); worker.join()
+                thread_times.append(box[0])
+    result[name] = {"main": main_times, "thread": thread_times}
+print(json.dumps(result))
+'''
+
+CASES = r'''
+def make_cases():
+    rng = np.random.default_rng(11)
+    array = usbeam.RowColumnArray(64, 64, 0.2e-3, 0.2e-3)
+    axis = np.linspace(-5e-3, 5e-3, 48)
+    grid = usbeam.RCAGrid.volume(axis, axis, np.linspace(5e-3, 15e-3, 48))
+    rca = usbeam.RCABeamformer(array, "forces", grid, n_samples=600, fs=20e6, c=1540.0, interpolation="linear",
+                               f_number=0.0)
+    data = rng.standard_normal(rca.data_shape, dtype=np.float32)
+    probe = usbeam.LinearArray(n_elements=128, pitch=0.3e-3, width=0.27e-3, bandwidth=0.6)
+    seq = usbeam.plane_wave_sequence(np.deg2rad([-8.0, 0.0, 8.0]))
+    das_grid = usbeam.Grid(x=np.linspace(-12e-3, 12e-3, 400), z=np.linspace(8e-3, 36e-3, 600))
+    bf = usbeam.Beamformer(probe, seq, das_grid, fs=5e6, fc=5e6, c=1540.0, t0=0.0, n_samples=300, f_number=1.5,
+                           interpolation="linear", dtype=np.complex64, n_frames=8)
+    iq = (rng.standard_normal((8, 3, 128, 300)) + 1j * rng.standard_normal((8, 3, 128, 300))).astype(np.complex64)
+    return {"rca_volume": lambda: rca(data), "das_iq": lambda: bf(iq)}
+'''
+
+
+def in_process(tree, repeat):
+    env = dict(os.environ, PYTHONPATH=os.path.abspath(tree))
+    out = subprocess.run([sys.executable, "-c", IN_PROCESS, str(repeat), CASES], cwd=os.path.abspath(tree), env=env,
+                         capture_output=True, text=True, check=True)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    print(f"machine: {platform.machine()} {os.cpu_count()} CPUs, OMP_NUM_THREADS="
+          f"{os.environ.get('OMP_NUM_THREADS', 'unset')}; {repeat} alternating calls per side; "
+          f"{time.strftime('%Y-%m-%d %H:%M')}")
+    print(f"{'case':<12} {'checks on ms (p50 / p95)':>26} {'checks off ms (p50 / p95)':>27} {'on/off':>8}")
+    for name, entry in result.items():
+        on, off = entry["main"], entry["thread"]
+        print(f"{name:<12} {percentile(on, 0.5) * 1e3:>11.2f} / {percentile(on, 0.95) * 1e3:>10.2f}  "
+              f"{percentile(off, 0.5) * 1e3:>12.2f} / {percentile(off, 0.95) * 1e3:>10.2f}  "
+              f"{percentile(on, 0.5) / percentile(off, 0.5):>8.4f}")
+
+
 def run_child(tree, repeat):
     env = dict(os.environ, PYTHONPATH=os.path.abspath(tree))
     out = subprocess.run([sys.executable, "-c", CHILD, str(repeat)], cwd=os.path.abspath(tree), env=env,
@@ -75,11 +141,17 @@ def percentile(values, q):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("before")
-    parser.add_argument("after")
+    parser.add_argument("before", nargs="?")
+    parser.add_argument("after", nargs="?")
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--in-process", metavar="TREE", help="checks on (main thread) vs off (other thread)")
     args = parser.parse_args()
+    if args.in_process:
+        in_process(args.in_process, args.repeat)
+        return
+    if not (args.before and args.after):
+        parser.error("give BEFORE_TREE and AFTER_TREE, or --in-process TREE")
     times = {"before": {}, "after": {}}
     digests = {"before": {}, "after": {}}
     for r in range(args.rounds):
