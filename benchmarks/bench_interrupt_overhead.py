@@ -7,7 +7,9 @@ one process per tree, alternating which goes first; each builds the plans once, 
 outputs (a SHA-256, identical between the trees: the checks change no arithmetic), warms up and
 times `--repeat` executes of each case, called from the main thread, so the AFTER build runs its
 Python check (the path a Ctrl-C takes) on every call longer than 50 ms.  Reported per case and
-build: median and p95 over all rounds, and the after/before ratio of the medians.
+build: median and p95 over all rounds of the wall time and of the calling thread's CPU time
+(time.thread_time: with OMP_NUM_THREADS=1 the caller is the whole team, and the time other jobs
+of a shared machine take the core is left out), and the after/before ratio of the medians.
 
 Cases: RCA FORCES volume (64 x 64 strips, 48^3 voxels, RF, linear) and DAS (128 elements, 3 plane
 waves, 600 x 400 grid, 8 frames, IQ, linear), each a few hundred ms on one core.
@@ -18,7 +20,9 @@ On a shared machine the two processes of a round see different loads; `--in-proc
 tighter check of the same cost: one process of one build alternates calls of each case from the
 main thread (the check registered and run every 50 ms) and from a second thread (CPython runs
 signal handlers on the main thread only, so no check is registered there; the loops' flag test
-remains), call by call, and reports both and their ratio.
+remains), call by call, and reports both and their ratio: wall time, and the CPU time of the
+calling thread (time.thread_time; with OMP_NUM_THREADS=1 the caller is the whole team), which
+leaves out the time other jobs of a shared machine take the core.
 """
 import argparse
 import json
@@ -41,10 +45,13 @@ def case(name, run):
     out = run()
     digest = hashlib.sha256(np.ascontiguousarray(out).tobytes()).hexdigest()
     run()
-    times = []
+    times, cpu = [], []
     for _ in range(repeat):
-        t = time.perf_counter(); run(); times.append(time.perf_counter() - t)
-    cases[name] = {"times": times, "sha256": digest}
+        t, c = time.perf_counter(), time.thread_time()
+        run()
+        cpu.append(time.thread_time() - c)
+        times.append(time.perf_counter() - t)
+    cases[name] = {"times": times, "cpu": cpu, "sha256": digest}
 
 array = usbeam.RowColumnArray(64, 64, 0.2e-3, 0.2e-3)
 axis = np.linspace(-5e-3, 5e-3, 48)
@@ -74,19 +81,20 @@ repeat = int(sys.argv[1])
 result = {}
 for name, run in make_cases().items():
     run(); run()
-    main_times, thread_times = [], []
+    times = {"main": [], "thread": [], "main_cpu": [], "thread_cpu": []}
+    def timed(where):
+        t, c = time.perf_counter(), time.thread_time()
+        run()
+        times[where + "_cpu"].append(time.thread_time() - c)
+        times[where].append(time.perf_counter() - t)
     for i in range(repeat):
         for where in (("main", "thread") if i % 2 == 0 else ("thread", "main")):
             if where == "main":
-                t = time.perf_counter(); run(); main_times.append(time.perf_counter() - t)
+                timed("main")
             else:
-                box = []
-                def timed():
-                    t = time.perf_counter(); run(); box.append(time.perf_counter() - t)
-                worker = threading.Thread(target=timed)
+                worker = threading.Thread(target=timed, args=("thread",))
                 worker.start(); worker.join()
-                thread_times.append(box[0])
-    result[name] = {"main": main_times, "thread": thread_times}
+    result[name] = times
 print(json.dumps(result))
 '''
 
@@ -117,12 +125,13 @@ def in_process(tree, repeat):
     print(f"machine: {platform.machine()} {os.cpu_count()} CPUs, OMP_NUM_THREADS="
           f"{os.environ.get('OMP_NUM_THREADS', 'unset')}; {repeat} alternating calls per side; "
           f"{time.strftime('%Y-%m-%d %H:%M')}")
-    print(f"{'case':<12} {'checks on ms (p50 / p95)':>26} {'checks off ms (p50 / p95)':>27} {'on/off':>8}")
+    print(f"{'case':<20} {'checks on ms (p50 / p95)':>26} {'checks off ms (p50 / p95)':>27} {'on/off':>8}")
     for name, entry in result.items():
-        on, off = entry["main"], entry["thread"]
-        print(f"{name:<12} {percentile(on, 0.5) * 1e3:>11.2f} / {percentile(on, 0.95) * 1e3:>10.2f}  "
-              f"{percentile(off, 0.5) * 1e3:>12.2f} / {percentile(off, 0.95) * 1e3:>10.2f}  "
-              f"{percentile(on, 0.5) / percentile(off, 0.5):>8.4f}")
+        for clock, suffix in (("wall", ""), ("thread CPU", "_cpu")):
+            on, off = entry["main" + suffix], entry["thread" + suffix]
+            print(f"{name + ' ' + clock:<20} {percentile(on, 0.5) * 1e3:>11.2f} / {percentile(on, 0.95) * 1e3:>10.2f}  "
+                  f"{percentile(off, 0.5) * 1e3:>12.2f} / {percentile(off, 0.95) * 1e3:>10.2f}  "
+                  f"{percentile(on, 0.5) / percentile(off, 0.5):>8.4f}")
 
 
 def run_child(tree, repeat):
@@ -153,6 +162,7 @@ def main():
     if not (args.before and args.after):
         parser.error("give BEFORE_TREE and AFTER_TREE, or --in-process TREE")
     times = {"before": {}, "after": {}}
+    cpu = {"before": {}, "after": {}}
     digests = {"before": {}, "after": {}}
     for r in range(args.rounds):
         order = ("before", "after") if r % 2 == 0 else ("after", "before")
@@ -160,17 +170,19 @@ def main():
             result = run_child(getattr(args, which), args.repeat)
             for name, entry in result.items():
                 times[which].setdefault(name, []).extend(entry["times"])
+                cpu[which].setdefault(name, []).extend(entry["cpu"])
                 digests[which][name] = entry["sha256"]
     print(f"machine: {platform.machine()} {os.cpu_count()} CPUs, OMP_NUM_THREADS="
           f"{os.environ.get('OMP_NUM_THREADS', 'unset')}; {args.rounds} interleaved rounds x {args.repeat} executes; "
           f"{time.strftime('%Y-%m-%d %H:%M')}")
-    print(f"{'case':<12} {'before ms (p50 / p95)':>24} {'after ms (p50 / p95)':>24} {'after/before':>13}  same output")
+    print(f"{'case':<20} {'before ms (p50 / p95)':>24} {'after ms (p50 / p95)':>24} {'after/before':>13}  same output")
     for name in times["before"]:
-        b, a = times["before"][name], times["after"][name]
-        b50, a50 = percentile(b, 0.5), percentile(a, 0.5)
         same = "yes" if digests["before"][name] == digests["after"][name] else "NO"
-        print(f"{name:<12} {b50 * 1e3:>10.2f} / {percentile(b, 0.95) * 1e3:>10.2f}  "
-              f"{a50 * 1e3:>10.2f} / {percentile(a, 0.95) * 1e3:>10.2f}  {a50 / b50:>12.4f}  {same}")
+        for clock, table in (("wall", times), ("thread CPU", cpu)):
+            b, a = table["before"][name], table["after"][name]
+            b50, a50 = percentile(b, 0.5), percentile(a, 0.5)
+            print(f"{name + ' ' + clock:<20} {b50 * 1e3:>10.2f} / {percentile(b, 0.95) * 1e3:>10.2f}  "
+                  f"{a50 * 1e3:>10.2f} / {percentile(a, 0.95) * 1e3:>10.2f}  {a50 / b50:>12.4f}  {same}")
 
 
 if __name__ == "__main__":
