@@ -51,7 +51,7 @@ def test_sigint_interrupts_a_long_wait():
                              text=True, env=env)
     try:
         assert child.stdout.readline().split() == ["started"], child.stderr.read()
-        time.sleep(0.3)
+        time.sleep(0.325)  # mid-way between two 50 ms checks
         signalled = time.monotonic()
         child.send_signal(signal.SIGINT)
         answer = child.stdout.readline().split()
