@@ -58,6 +58,33 @@ TOLERANCES = {
     "scan_convert_rel": 1e-5,
     "scan_convert_uint8_max_levels": 1,
     "scan_convert_uint8_fraction_off": 1e-3,
+    # Envelope (csrc/bmode/envelope.c) vs the float64 DFT reference and scipy.signal.hilbert,
+    # max|got - want| / max|want|: the kernel is the exact circulant form of the same operator,
+    # summed in double from float32 input, so only the float32 rounding of the input (already
+    # the reference's input) and of the output (2^-24 ~ 6e-8) remain; measured ~4e-8.  No edge
+    # allowance: the method has no FIR transient (the whole line is one DFT period, as scipy).
+    "envelope_rel": 1e-6,
+    # A Gaussian-windowed cosine (sigma 20 samples, 0.1 cycle/sample): its analytic envelope is
+    # the Gaussian up to the negative-frequency tail of the spectrum, exp(-(f/sigma_f)^2 / 2)
+    # ~ 1e-34 here, and the window's values at the ends of the line (13 sigma: ~1e-37); what is
+    # left is the float32 rounding of input and output.
+    "envelope_gaussian_rel": 1e-6,
+    # B-mode of real RF (data='rf': analytic signal, then the dB compression) vs the dB of the
+    # float64 reference envelope: the analytic signal is float32 (~1e-7 relative, ~1e-6 dB)
+    # before the compression's own float32 cast; as bmode_db_abs.
+    "envelope_bmode_db_abs": 1e-4,
+    # bmode(das(rf)) vs bmode(das(rf2iq(rf))) on the project's simulated cyst phantom (usbeam.demo,
+    # 3 plane waves, 5 MHz, fs 20 MHz, dB images over 40 dB): the two are different estimators of
+    # the same echo amplitude (the RF path keeps the whole band and its noise, rf2iq low-passes it
+    # and beamforms the baseband), so speckle valleys and the cyst's noise floor differ by a few
+    # dB while the structure agrees; measured correlation 0.919, median |difference| 0.21 dB.
+    "envelope_rf_vs_iq_bmode_rho": 0.9,
+    "envelope_rf_vs_iq_median_db": 0.5,
+    # CUDA envelope vs the CPU backend, max|gpu - cpu| / max|cpu|: the same double products of
+    # the same double kernel table, summed in the same order (over the line, sample by sample),
+    # so the only difference is FMA contraction on the device (~1e-16 relative before the
+    # float32 cast).  Measured on the CUDA emulator only (no GPU in the session that wrote it).
+    "envelope_cuda_rel": 1e-6,
 
     # ---- family cuda ----
     # CUDA B-mode vs the CPU backend.  uint8: no entry, the levels are compared for equality:

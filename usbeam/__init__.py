@@ -48,7 +48,7 @@ from .rca import (RCA_METHODS, RCABeamformer, RCAGrid, RowColumnArray, rca_beamf
                   rca_decode, tobe_unflip)
 
 # bmode
-from .bmode import BModePlan, bmode
+from .bmode import BModePlan, EnvelopePlan, bmode, envelope
 from .scan_convert import ScanConvertPlan, scan_convert
 from .pipelines import Pipeline
 
@@ -87,7 +87,7 @@ __all__ = [
     "RowColumnArray", "RCAGrid", "RCABeamformer", "RCA_METHODS", "rca_beamform", "rca_cross_planes",
     "rca_decode", "tobe_unflip",
     # bmode
-    "BModePlan", "bmode", "ScanConvertPlan", "scan_convert", "Pipeline",
+    "BModePlan", "EnvelopePlan", "bmode", "envelope", "ScanConvertPlan", "scan_convert", "Pipeline",
     # doppler
     "ClutterFilter", "clutter_filter", "ColorDopplerPlan", "color_doppler", "PowerDopplerPlan",
     "power_doppler", "DopplerDisplay", "nyquist_velocity", "DopplerPipeline", "DopplerMaps",

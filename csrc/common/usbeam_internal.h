@@ -107,6 +107,15 @@ usbeam_status usbeam_bmode_cuda_execute(usbeam_bmode_cuda *plan, const void *in,
 void usbeam_bmode_cuda_destroy(usbeam_bmode_cuda *plan);
 usbeam_cuda_exec *usbeam_bmode_cuda_exec(usbeam_bmode_cuda *plan);
 
+/* envelope (cuda/envelope.cu): the validated params and the Hilbert kernel envelope.c
+ * computed in double, kernel[n_axis] (usbeam_hilbert_kernel), read during create only. */
+typedef struct usbeam_envelope_cuda usbeam_envelope_cuda;
+usbeam_status usbeam_envelope_cuda_create(const usbeam_envelope_params *params, const double *kernel,
+                                          usbeam_envelope_cuda **plan);
+usbeam_status usbeam_envelope_cuda_execute(usbeam_envelope_cuda *plan, const void *in, void *out);
+void usbeam_envelope_cuda_destroy(usbeam_envelope_cuda *plan);
+usbeam_cuda_exec *usbeam_envelope_cuda_exec(usbeam_envelope_cuda *plan);
+
 /* doppler (cuda/doppler.cu): color Doppler gets the windows and the Nyquist velocity doppler.c
  * computed in double; the CPU plan has checked every size. */
 typedef struct usbeam_color_cuda usbeam_color_cuda;

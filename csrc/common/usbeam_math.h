@@ -658,4 +658,24 @@ static inline USBEAM_HD long long usbeam_clamp_index(long long i, long long n)
     return i < 0 ? 0 : (i >= n ? n - 1 : i);
 }
 
+/* ---- envelope: the discrete Hilbert transform of a line (csrc/bmode/envelope.c) --------
+ * scipy.signal.hilbert forms the analytic signal of an n-sample line as ifft(h fft(x)), h = 1
+ * at DC (and at n/2 for even n), 2 on the positive bins, 0 on the negative ones.  Its
+ * imaginary part is the circular convolution y[i] = sum_m kernel[(i - m) mod n] x[m] with
+ *   kernel[d] = (2/n) sum_{k=1}^{K} sin(2 pi k d / n),  K = ceil(n/2) - 1
+ *             = (2/n) sin(K t / 2) sin((K + 1) t / 2) / sin(t / 2),  t = 2 pi d / n
+ * (a sum of sines in closed form), kernel[0] = 0.  The plan tabulates it in double. */
+static inline USBEAM_HD double usbeam_hilbert_kernel(long long d, long long n)
+{
+    const long long K = (n + 1) / 2 - 1;
+    d %= n;
+    if (d < 0) d += n;
+    if (K <= 0 || d == 0) return 0.0;
+    const double t = 2.0 * 3.14159265358979323846 * (double)d / (double)n;
+    return 2.0 / (double)n * sin(0.5 * (double)K * t) * sin(0.5 * (double)(K + 1) * t) / sin(0.5 * t);
+}
+
+/* The envelope of one sample: |x + j y| of the line value and its Hilbert transform. */
+static inline USBEAM_HD float usbeam_envelope_magnitude(double x, double y) { return (float)sqrt(x * x + y * y); }
+
 #endif /* USBEAM_MATH_H */

@@ -127,6 +127,8 @@ PyMethodDef usbeam_py_core_methods[] = {
     {"cuda_device_count", py_cuda_device_count, METH_NOARGS, "Number of usable CUDA devices (0 without CUDA)."},
     {"cuda_device_info", py_cuda_device_info, METH_VARARGS, "Properties of one CUDA device."},
     {"status_table", py_status_table, METH_NOARGS, "The status code table: {code: (name, message)}."},
+    {"_interruptible_wait_test", usbeam_py_wait_test, METH_O,
+     "Test of the Ctrl-C-aware host wait for CUDA work: poll a stand-in that is idle after `seconds`."},
     {"_install_cuda", py_install_cuda, METH_O, "Install usbeam._cuda's table (usbeam._backend.load_cuda)."},
     {"_set_cuda_unavailable", py_set_cuda_unavailable, METH_O, "Why the CUDA backend is absent (one line)."},
     {NULL, NULL, 0, NULL},

@@ -23,6 +23,7 @@ positions have one.
 import numpy as np
 
 from .. import _validate
+from .._progress import progress_bar
 from ..geometry import as_sequence
 from ..probes import check_probe
 from .pulse import echo_traces
@@ -30,7 +31,7 @@ from .pulse import echo_traces
 __all__ = ["simulate_rf", "cyst_phantom"]
 
 
-def _rf_one_frame(positions, amplitudes, probe, sequence, fs, fc, c, t0, n_samples, bandwidth, directivity):
+def _rf_one_frame(positions, amplitudes, probe, sequence, fs, fc, c, t0, n_samples, bandwidth, directivity, bar):
     pe = np.asarray(probe.positions, dtype=np.float64)
     offset = positions[None, :, :] - pe[:, None, :]          # (elements, scatterers, 3)
     tau_rx = np.sqrt(np.sum(offset ** 2, axis=2)) / c
@@ -43,11 +44,13 @@ def _rf_one_frame(positions, amplitudes, probe, sequence, fs, fc, c, t0, n_sampl
     for k, tx in enumerate(sequence):
         tau = tx.transmit_time(positions, probe, c)[None, :] + tau_rx
         rf[k] = echo_traces(tau, gain, fs=fs, fc=fc, bandwidth=bandwidth, t0=t0, n_samples=n_samples)
+        bar.update(1)
     return rf
 
 
 def simulate_rf(positions, amplitudes, probe, sequence, *, fs, fc, n_samples, c=1540.0, t0=0.0,
-                bandwidth=None, n_frames=None, noise=0.0, seed=None, directivity=False):
+                bandwidth=None, n_frames=None, noise=0.0, seed=None, directivity=False,
+                progress=None):
     """RF channel data of point scatterers.
 
     Parameters
@@ -64,6 +67,9 @@ def simulate_rf(positions, amplitudes, probe, sequence, *, fs, fc, n_samples, c=
     noise : standard deviation of white Gaussian noise relative to the RMS of the
         noiseless RF (0: none); ``seed`` seeds its generator.
     directivity : weight each echo by the element's obliquity max(0, cos angle to its normal)
+    progress : a tqdm bar over the transmits (of every frame): None shows it in a terminal or
+        notebook once the call has run 0.5 s, True always, False never (``usbeam._progress``;
+        needs tqdm, the ``progress`` extra, else no bar).
 
     Returns float32 ``(n_transmits, n_elements, n_samples)`` or
     ``(n_frames, n_transmits, n_elements, n_samples)``.
@@ -94,12 +100,14 @@ def simulate_rf(positions, amplitudes, probe, sequence, *, fs, fc, n_samples, c=
     n_out = pos.shape[0] if moving else (n_frames or 1)
     _validate.check_allocation("simulated RF", (n_out, len(sequence), probe.n_elements, n_samples), 8)
 
-    if moving:
-        rf = np.stack([_rf_one_frame(pos[f], amp, probe, sequence, fs, fc, c, t0, n_samples, bandwidth,
-                                     bool(directivity)) for f in range(n_out)])
-    else:
-        one = _rf_one_frame(pos, amp, probe, sequence, fs, fc, c, t0, n_samples, bandwidth, bool(directivity))
-        rf = np.broadcast_to(one, (n_out,) + one.shape).copy()
+    with progress_bar((n_out if moving else 1) * len(sequence), "simulate_rf", progress) as bar:
+        if moving:
+            rf = np.stack([_rf_one_frame(pos[f], amp, probe, sequence, fs, fc, c, t0, n_samples, bandwidth,
+                                         bool(directivity), bar) for f in range(n_out)])
+        else:
+            one = _rf_one_frame(pos, amp, probe, sequence, fs, fc, c, t0, n_samples, bandwidth,
+                                bool(directivity), bar)
+            rf = np.broadcast_to(one, (n_out,) + one.shape).copy()
     if noise > 0:
         rms = float(np.sqrt(np.mean(rf ** 2)))
         rf += np.random.default_rng(seed).normal(0.0, noise * rms, rf.shape)

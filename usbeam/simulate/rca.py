@@ -30,6 +30,7 @@ import math
 import numpy as np
 
 from .. import _validate
+from .._progress import progress_bar
 from ..hadamard import hadamard
 from ..rca import RCA_METHODS, RowColumnArray
 from .pulse import echo_traces
@@ -79,13 +80,15 @@ def _paths(points, array, method, tx, rx, angles, depths, sparse):
 
 def simulate_rca(positions, amplitudes, array, method, *, fs, fc, n_samples, c=1540.0, t0=0.0,
                  bandwidth=None, tx="columns", rx="columns", angles=None, focal_depths=None,
-                 sparse_elements=None, encode=False, n_frames=None):
+                 sparse_elements=None, encode=False, n_frames=None, progress=None):
     """RF data of point scatterers for an RCA/TOBE acquisition (see the module docstring).
 
     positions : (n, 3) world points (m), mapped by ``array.transform``; amplitudes (n,).
     angles / focal_depths / sparse_elements as for ``RCABeamformer``.
     encode : Hadamard-encode FORCES or HERCULES acquisitions (with the TOBE flips when
         ``array.tobe``); the transmit count must then be a Hadamard order.
+    progress : a tqdm bar over the acquisitions (None: in a terminal or notebook after 0.5 s;
+        True: always; False: never; needs tqdm, the ``progress`` extra).
     Returns float32 (n_acquisitions, n_channels, n_samples) or (n_frames, ...).
     """
     if not isinstance(array, RowColumnArray):
@@ -119,10 +122,12 @@ def simulate_rca(positions, amplitudes, array, method, *, fs, fc, n_samples, c=1
     n_acq, n_ch = tx_paths.shape[0], rx_paths.shape[1]
     _validate.check_allocation("simulated RF", (n_acq, n_ch, n_samples), 8)
     rf = np.zeros((n_acq, n_ch, n_samples))
-    for a in range(n_acq):  # the sampling is the linear simulator's (pulse.echo_traces)
-        rx_a = rx_paths[a if rx_paths.shape[0] > 1 else 0]
-        rf[a] = echo_traces((tx_paths[a][None, :] + rx_a) / c, amp, fs=fs, fc=fc, bandwidth=bandwidth, t0=t0,
-                            n_samples=n_samples)
+    with progress_bar(n_acq, "simulate_rca", progress) as bar:
+        for a in range(n_acq):  # the sampling is the linear simulator's (pulse.echo_traces)
+            rx_a = rx_paths[a if rx_paths.shape[0] > 1 else 0]
+            rf[a] = echo_traces((tx_paths[a][None, :] + rx_a) / c, amp, fs=fs, fc=fc, bandwidth=bandwidth,
+                                t0=t0, n_samples=n_samples)
+            bar.update(1)
     if encode:
         h = hadamard(n_acq).astype(np.float64)
         rf = np.einsum("te,ecs->tcs", h, rf)

@@ -79,6 +79,33 @@ usbeam_status usbeam_scan_convert_execute(usbeam_scan_convert_plan *plan, const 
 void usbeam_scan_convert_plan_destroy(usbeam_scan_convert_plan *plan);
 struct usbeam_scan_convert_plan;
 usbeam_cuda_exec *usbeam_scan_convert_plan_cuda(struct usbeam_scan_convert_plan *plan);
+/* Envelope: the analytic signal of real RF lines (csrc/bmode/envelope.c)    */
+/* in : float32 [n_outer][n_axis][n_inner], the lines run along the middle   */
+/*      axis (depth of an RF image (..., nz, nx): n_axis = nz, n_inner = nx) */
+/* out: float32 envelope |x + j H x|, or complex64 analytic signal x + j H x,*/
+/*      same layout.  H is scipy.signal.hilbert's discrete Hilbert transform */
+/*      of the whole line (one DFT period: exact, no FIR edge transient).    */
+/* ------------------------------------------------------------------------ */
+typedef enum usbeam_envelope_output {
+    USBEAM_ENVELOPE_MAGNITUDE = 0, /* float32 |x + j H x| */
+    USBEAM_ENVELOPE_ANALYTIC = 1   /* complex64 x + j H x */
+} usbeam_envelope_output;
+
+typedef struct usbeam_envelope_params {
+    size_t n_outer;                 /* lines' leading count (frames, ...), >= 1 */
+    size_t n_axis;                  /* samples per line (the transformed axis), >= 1 */
+    size_t n_inner;                 /* stride of the axis in elements (trailing count), >= 1 */
+    usbeam_envelope_output output;
+} usbeam_envelope_params;
+
+typedef struct usbeam_envelope_plan usbeam_envelope_plan;
+usbeam_status usbeam_envelope_plan_create(const usbeam_envelope_params *params, usbeam_backend backend,
+                                          usbeam_envelope_plan **plan);
+/* in: float32[n_outer * n_axis * n_inner]; out: float32 or complex64, same count */
+usbeam_status usbeam_envelope_execute(usbeam_envelope_plan *plan, const void *in, void *out);
+void usbeam_envelope_plan_destroy(usbeam_envelope_plan *plan);
+struct usbeam_envelope_plan;
+usbeam_cuda_exec *usbeam_envelope_plan_cuda(struct usbeam_envelope_plan *plan);
 
 #ifdef __cplusplus
 }
