@@ -151,6 +151,12 @@ class Recipe:
             raise ValueError(f"pipeline: the spec is not valid JSON ({exc})") from None
         return cls.from_spec(spec)
 
+    def save(self, path):
+        """Write the spec as JSON (``python -m usbeam reconstruct --pipeline path``)."""
+        with open(path, "w") as f:
+            f.write(json.dumps(self.spec, indent=1, sort_keys=True))
+        return path
+
     def with_options(self, **options):
         """A copy with some parameters replaced (``--set`` on the command line)."""
         return Recipe(self.kind, {**self.params, **options})
