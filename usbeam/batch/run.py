@@ -80,14 +80,14 @@ def check_source(source, recipe):
 def layout(source, recipe, frames, chunk_frames):
     a, b = parse_frames(frames, source.n_frames)
     fpc = recipe.frames_per_call
-    unit = "an ensemble" if recipe.kind == "doppler" else "a call"
+    noun = "ensemble" if recipe.kind == "doppler" else "call"
     chunk_frames = _validate.integer("chunk_frames", chunk_frames, minimum=1)
     if chunk_frames % fpc:
-        raise ValueError(f"chunk_frames: {chunk_frames} frames would split {unit} of {fpc} frames "
+        raise ValueError(f"chunk_frames: {chunk_frames} frames would split {'an' if noun == 'ensemble' else 'a'} {noun} of {fpc} frames "
                          f"(use a multiple of {fpc})")
     n_used = (b - a) // fpc * fpc
     if n_used == 0:
-        raise ValueError(f"frames: {b - a} frames hold no whole {unit} of {fpc} frames")
+        raise ValueError(f"frames: {b - a} frames hold no whole {noun} of {fpc} frames")
     if recipe.kind != "doppler" and n_used != b - a:
         raise ValueError(f"frames: {b - a} frames are not a whole number of calls of frames_per_call={fpc}")
     n_chunks = -(-n_used // chunk_frames)

@@ -36,6 +36,7 @@ Formats
 """
 import glob
 import json
+import mmap
 import os
 import struct
 import threading
@@ -131,6 +132,22 @@ class FrameSource:
         return f"{type(self).__name__}({self.describe()!r}, shape={self.shape}, dtype={self.dtype})"
 
 
+def _drop_pages(memmap, offset, length):
+    """Let the pages of a read-only file map that were just copied go from this process's
+    resident set (they stay in the page cache): without it, a reconstruction touching every
+    frame would keep the whole file resident and its RSS would grow to the recording's size."""
+    m = getattr(memmap, "_mmap", None)
+    if m is None or not hasattr(m, "madvise") or not hasattr(mmap, "MADV_DONTNEED"):
+        return
+    page = mmap.ALLOCATIONGRANULARITY
+    # the numpy map may start past the file start (offset rounded down to a page by numpy)
+    base = memmap.offset - memmap.offset % page
+    start = (offset - base) // page * page
+    end = min(len(m), offset - base + length)
+    if end > start:
+        m.madvise(mmap.MADV_DONTNEED, start, end - start)
+
+
 def _existing(name, path):
     path = os.fspath(path)
     if not os.path.exists(path):
@@ -198,7 +215,10 @@ class RawSource(FrameSource):
             return self._handle
 
     def _read(self, start, stop):
-        return np.array(self._map()[start:stop])  # a copy: the map is read-only and stays private
+        handle = self._map()
+        frames = np.array(handle[start:stop])  # a copy: the map is read-only and stays private
+        _drop_pages(handle, self.header_len + start * self.frame_bytes, (stop - start) * self.frame_bytes)
+        return frames
 
     def describe(self):
         return {"kind": "raw", "path": self.path}
@@ -348,6 +368,9 @@ class VantageFrameSource(FrameSource):
             # a C-order (channels, rows) frame is MATLAB's column-major (rows, channels): .T is
             # that view without a copy, and the gather reads it through its strides
             channel_map(np.asarray(raw[i]).T, out=out[i])
+        if not self.per_file:
+            raw_bytes = self.n_rows * self.n_channels * 2
+            _drop_pages(self._handle, start * raw_bytes, (stop - start) * raw_bytes)
         return out
 
     def describe(self):
