@@ -52,16 +52,16 @@ def bmode_pipeline(n_frames, **options):
 DOPPLER = dict(n_frames=8, n_samples=N_SAMPLES, fs=FS, fc=FC, prf=PRF, c=C)
 
 
-def doppler_recipe(clutter="svd", clutter_options=None, **options):
+def doppler_recipe(clutter="svd", clutter_options=None, nx=12, nz=16, **options):
     from usbeam.batch import Recipe
-    return Recipe.doppler(probe(), usbeam.PlaneWave(0.0), grid(), clutter=clutter,
+    return Recipe.doppler(probe(), usbeam.PlaneWave(0.0), grid(nx, nz), clutter=clutter,
                           clutter_options=clutter_options, **DOPPLER, **options)
 
 
-def doppler_pipeline(clutter="svd", clutter_options=None, **options):
+def doppler_pipeline(clutter="svd", clutter_options=None, nx=12, nz=16, **options):
     options.pop("warmup", None)
     options.pop("iir_tolerance", None)
-    return usbeam.DopplerPipeline(probe(), usbeam.PlaneWave(0.0), grid(), clutter=clutter,
+    return usbeam.DopplerPipeline(probe(), usbeam.PlaneWave(0.0), grid(nx, nz), clutter=clutter,
                                   clutter_options=clutter_options, **DOPPLER, **options)
 
 
@@ -108,3 +108,4 @@ def rca_recipe(frames_per_call=4):
 def rca_beamformer(n_frames):
     return usbeam.RCABeamformer(rca_array(), "forces", rca_grid(), n_samples=RCA_SAMPLES, fs=FS, c=C,
                                 n_frames=n_frames)
+
