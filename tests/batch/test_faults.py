@@ -11,7 +11,6 @@
 """
 import json
 import os
-import resource
 import signal
 import subprocess
 import sys
@@ -157,8 +156,9 @@ MEMORY_CHILD = textwrap.dedent("""
     baseline = status("VmRSS")
     resource.setrlimit(resource.RLIMIT_DATA, (vm_data() + budget, resource.RLIM_INFINITY))
     report = batch.reconstruct({big!r}, {big_out!r}, recipe, chunk_frames=16, n_workers=1, progress=False)
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    print(json.dumps({{"chunks": report.n_chunks, "maxrss": usage.ru_maxrss * 1024, "baseline": baseline, "budget": budget}}))
+    # VmHWM, not getrusage's ru_maxrss: the latter survives exec and would report the peak of
+    # the pytest process this child was forked from
+    print(json.dumps({{"chunks": report.n_chunks, "maxrss": status("VmHWM"), "baseline": baseline, "budget": budget}}))
 """)
 
 

@@ -116,25 +116,37 @@ def _chunk_task(frames, *, recipe, path, chunk_ids, warmups, regions, block_info
 
 
 def build_graph(source, recipe, store, pending):
-    """One dask array whose block i is chunk pending[i] (with its warm-up), mapped onto
-    _chunk_task; returns its per-block delayed objects."""
+    """The per-chunk delayed tasks of chunks ``pending``: dask array blocks mapped onto
+    _chunk_task.  Without warm-up, the input's own blocks (one per chunk): the read and the
+    reconstruction are one blockwise map, which Dask fuses into one task per chunk (no
+    transfer of RF between workers), and chunks not pending are culled.  With the IIR
+    warm-up, each pending chunk is a block of its own, its frames preceded by the warm-up."""
     da = require("dask.array")
     lay = store.layout
     a, b = lay["frames"]
     c = lay["chunk_frames"]
     rf = source.to_dask(c, start=a, stop=b)
+    drop = list(range(1, rf.ndim))
+    if recipe.warmup_frames == 0:
+        n = lay["n_chunks"]
+        done = da.map_blocks(_chunk_task, rf, recipe=recipe, path=store.path, chunk_ids=list(range(n)),
+                             warmups=[0] * n, regions=[store.region(k) for k in range(n)], chunks=((1,) * n,),
+                             drop_axis=drop, dtype=np.int64, meta=np.empty((0,), np.int64),
+                             token="usbeam-chunk-" + recipe.key)
+        blocks = done.to_delayed().ravel()
+        return [blocks[k] for k in pending]
     pieces, warmups, regions = [], [], []
     for k in pending:
         start, stop = k * c, min((k + 1) * c, b - a)
         first = max(0, start - recipe.warmup_frames)
-        piece = rf.blocks[k] if first == start else rf[first:stop].rechunk({0: stop - first})
-        pieces.append(piece)
+        pieces.append(rf[first:stop].rechunk({0: stop - first}))
         warmups.append(start - first)
         regions.append(store.region(k))
     stacked = pieces[0] if len(pieces) == 1 else da.concatenate(pieces, axis=0)
-    return da.map_blocks(_chunk_task, stacked, recipe=recipe, path=store.path, chunk_ids=list(pending), chunks=((1,) * len(pending),),
-                         warmups=warmups, regions=regions, drop_axis=list(range(1, stacked.ndim)),
+    done = da.map_blocks(_chunk_task, stacked, recipe=recipe, path=store.path, chunk_ids=list(pending),
+                         chunks=((1,) * len(pending),), warmups=warmups, regions=regions, drop_axis=drop,
                          dtype=np.int64, meta=np.empty((0,), np.int64), token="usbeam-chunk-" + recipe.key)
+    return done.to_delayed().ravel().tolist()
 
 
 # ---- schedulers -------------------------------------------------------------------------
@@ -247,8 +259,7 @@ def reconstruct(input, output, recipe, *, chunk_frames=None, frames=None, schedu
         bar, tick = _progress(progress, lay["n_chunks"], lay["n_chunks"] - len(pending))
         try:
             if pending:
-                done = build_graph(source, recipe, store, pending)
-                runner.run(done.to_delayed().ravel().tolist(), tick)
+                runner.run(build_graph(source, recipe, store, pending), tick)
         finally:
             if bar is not None:
                 bar.close()
