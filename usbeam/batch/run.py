@@ -172,8 +172,13 @@ class _Scheduler:
             self.client = scheduler
             return
         if scheduler == "local":
-            self.cluster = distributed.LocalCluster(n_workers=n_workers or 1, threads_per_worker=1, processes=True,
-                                                    memory_limit=memory_limit or "auto", dashboard_address=None)
+            dask = require("dask")
+            # the workers' statistical profiler samples every thread's stack every 10 ms: CPU
+            # taken from the reconstruction, and of no use to a batch job
+            with dask.config.set({"distributed.worker.profile.enabled": False}):
+                self.cluster = distributed.LocalCluster(n_workers=n_workers or 1, threads_per_worker=1,
+                                                        processes=True, memory_limit=memory_limit or "auto",
+                                                        dashboard_address=None)
         elif scheduler == "cuda":
             try:
                 from dask_cuda import LocalCUDACluster
@@ -282,6 +287,6 @@ def _progress(progress, total, already):
         return None, progress
     if not progress:
         return None, lambda k: None
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
     bar = tqdm(total=total, initial=already, unit="chunk", desc="reconstruct", smoothing=0.1)
     return bar, lambda k: bar.update(1)
