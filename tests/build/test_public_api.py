@@ -36,6 +36,10 @@ PUBLIC = {
     "usbeam.pipelines": ["DopplerMaps", "DopplerPipeline", "Pipeline"],
     "usbeam.io": ["MustRecording", "Recording", "VantageAcquisition", "VantageProbe", "VantageTransmit", "VantageWorkspace",
                   "load_must", "load_vantage", "plane_wave_angle"],
+    # needs the batch extra (dask, zarr): requirements-dev.txt installs it
+    "usbeam.batch": ["FrameSource", "HDF5Source", "OutputStore", "RawSource", "RawWriter", "Recipe", "RunReport",
+                     "VantageFrameSource", "ZarrSource", "clear_plans", "default_chunk_frames", "iir_pole_radius",
+                     "open_source", "plan_builds", "plan_for", "read_raw_header", "reconstruct", "write_raw"],
     "usbeam.simulate": ["cyst_phantom", "gaussian_pulse", "pulse_sigma", "simulate_rca", "simulate_rf"],
     "usbeam.live": ["CallablePipeline", "ChannelMap", "FrameDropped", "FrameFailed", "Result", "Session",
                     "SessionStopped", "ShmClient", "SimulatedScanner", "as_pipeline", "channel_map_from_vantage",
