@@ -264,7 +264,7 @@ class Recipe:
             if self.kind == "bmode":
                 if "iq" in result:
                     plan(block)
-                    result["iq"][k * fpc:(k + 1) * fpc] = plan.image
+                    result["iq"][k * fpc:(k + 1) * fpc] = _host(plan.image)
                 else:
                     plan(block, out=result["bmode"][k * fpc:(k + 1) * fpc])
             elif self.kind == "doppler":
