@@ -102,17 +102,16 @@ class FrameSource:
 
     def to_dask(self, frames_per_chunk, start=0, stop=None):
         """A dask array of frames [start, stop) chunked by ``frames_per_chunk`` along axis 0
-        (whole frames in each chunk); reading happens in the tasks, chunk by chunk."""
+        (whole frames in each chunk, the first chunk starting at ``start``); reading happens
+        in the tasks, chunk by chunk."""
         import dask.array as da
         from dask.base import tokenize
         frames_per_chunk = _validate.integer("frames_per_chunk", frames_per_chunk, minimum=1)
         stop = self.n_frames if stop is None else stop
-        name = "usbeam-source-" + tokenize(self.describe(), self.shape, str(self.dtype))
-        array = da.from_array(self, chunks=(frames_per_chunk,) + self.frame_shape, name=name, lock=False,
-                              asarray=True, fancy=False, meta=np.empty((0,) * self.ndim, self.dtype))
-        if start or stop != self.n_frames:
-            array = array[start:stop].rechunk((frames_per_chunk,) + self.frame_shape)
-        return array
+        window = self if (start, stop) == (0, self.n_frames) else FrameWindow(self, start, stop)
+        name = "usbeam-source-" + tokenize(window.describe(), window.shape, str(window.dtype))
+        return da.from_array(window, chunks=(frames_per_chunk,) + window.frame_shape, name=name, lock=False,
+                             asarray=True, fancy=False, meta=np.empty((0,) * window.ndim, window.dtype))
 
     def describe(self):
         """JSON-able description (kind, path, ...) stored in the output's attributes."""
@@ -130,6 +129,24 @@ class FrameSource:
 
     def __repr__(self):
         return f"{type(self).__name__}({self.describe()!r}, shape={self.shape}, dtype={self.dtype})"
+
+
+class FrameWindow(FrameSource):
+    """Frames [start, stop) of another source, as a source of its own (``--frames a:b``)."""
+
+    def __init__(self, source, start, stop):
+        if not 0 <= start < stop <= source.n_frames:
+            raise ValueError(f"frames {start}:{stop} is outside the input's 0:{source.n_frames}")
+        self.source, self.start, self.stop = source, int(start), int(stop)
+        self.shape = (self.stop - self.start,) + source.frame_shape
+        self.dtype, self.meta = source.dtype, source.meta
+        self._lock = threading.Lock()
+
+    def _read(self, start, stop):
+        return self.source._read(self.start + start, self.start + stop)
+
+    def describe(self):
+        return {**self.source.describe(), "frames": [self.start, self.stop]}
 
 
 def _drop_pages(memmap, offset, length):
