@@ -123,3 +123,32 @@ def test_recipe_spec_round_trip():
         again = batch.Recipe.from_json(recipe.json)
         assert again.key == recipe.key and again.outputs == recipe.outputs
         assert again.frame_shape == recipe.frame_shape and again.warmup_frames == recipe.warmup_frames
+
+
+def test_vantage_workspace_frames_through_the_command(tmp_path):
+    """RcvData saved frame by frame (MATLAB's fwrite of RcvData{1}(:,:,f)) plus the workspace's
+    layout (--vantage-workspace): the command's B-mode equals the in-memory pipeline on the
+    frames mapped by the simulator's own truth."""
+    pytest.importorskip("scipy")
+    import usbeam
+    from usbeam.io import load_vantage
+    from usbeam.live.vantage import save_simulated_workspace
+    ws_path = tmp_path / "ws.mat"
+    truth = save_simulated_workspace(ws_path, n_elements=24, n_channels=48, n_acquisitions=3, n_samples=200,
+                                     n_frames=4, c=1480.0, fc_mhz=5.0, pitch_mm=0.3, angles_deg=[-4, 0, 4])
+    ws = load_vantage(ws_path)
+    with open(tmp_path / "frames.bin", "wb") as f:
+        for k in range(ws.n_frames):
+            f.write(np.asarray(ws.rcvdata[k]).tobytes(order="F"))
+    probe = usbeam.LinearArray(24, 0.3e-3, fc=5e6)
+    sequence = [usbeam.PlaneWave(np.deg2rad(a)) for a in (-4, 0, 4)]
+    grid = usbeam.Grid(x=np.linspace(-3e-3, 3e-3, 10), z=np.linspace(1e-3, 6e-3, 12))
+    recipe = batch.Recipe.bmode(probe, sequence, grid, n_samples=200, fs=20e6, fc=5e6, c=1480.0, t0=ws.t0,
+                                frames_per_call=2, output="db")
+    spec = recipe.save(tmp_path / "spec.json")
+    assert main(["reconstruct", str(tmp_path / "frames.bin"), str(tmp_path / "out.zarr"), "--pipeline", str(spec),
+                 "--vantage-workspace", str(ws_path), "--chunk-frames", "2", "--no-progress"]) == 0
+    pipe = usbeam.Pipeline(probe, sequence, grid, fs=20e6, fc=5e6, c=1480.0, t0=ws.t0, n_samples=200, n_frames=4,
+                           bmode_output="db", normalize="frame", dynamic_range=60.0)
+    expected = pipe(np.ascontiguousarray(truth["mapped"]).astype(np.int16))
+    np.testing.assert_array_equal(zarr.open_group(str(tmp_path / "out.zarr"), mode="r")["bmode"][:], expected)
