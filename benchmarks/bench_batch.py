@@ -5,7 +5,8 @@ Every mode does the same work per chunk: read the chunk's frames from a usbeam r
 run the recipe on a plan built once, write the chunk and its completion marker into a Zarr
 store (usbeam.batch.store.write_chunk).  Modes, interleaved round by round:
 - loop: a Python loop over the chunks in this process (no Dask);
-- threads-1: reconstruct() on dask's local threaded scheduler, 1 thread;
+- threads-1 / threads-2: reconstruct() on dask's local threaded scheduler, 1 / 2 threads (one
+  plan per thread; the C execute releases the GIL);
 - local-1 / local-2: reconstruct() on a dask.distributed LocalCluster of 1 / 2 worker
   processes, one thread each (clusters started before timing; plans built in a warm-up run).
 OMP_NUM_THREADS=1 everywhere, so a worker is one core.  Chunks are sized to about
@@ -75,8 +76,10 @@ def main():
             for start in range(0, n_frames, 64):
                 w.write(rng.integers(-3000, 3000, (min(64, n_frames - start),) + rec.frame_shape, dtype=np.int16))
         source = batch.RawSource(os.path.join(work, "rec.usr"))
-        clusters = {n: distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                                dashboard_address=None) for n in (1, 2)}
+        import dask
+        with dask.config.set({"distributed.worker.profile.enabled": False}):  # as scheduler='local' does
+            clusters = {n: distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                                                    dashboard_address=None) for n in (1, 2)}
         clients = {n: distributed.Client(c) for n, c in clusters.items()}
 
         def run(mode):
@@ -85,14 +88,15 @@ def main():
             t = time.perf_counter()
             if mode == "loop":
                 plain_loop(source, rec, out, chunk_frames)
-            elif mode == "threads-1":
-                batch.reconstruct(source, out, rec, chunk_frames=chunk_frames, n_workers=1, progress=False)
+            elif mode.startswith("threads"):
+                batch.reconstruct(source, out, rec, chunk_frames=chunk_frames, n_workers=int(mode[-1]),
+                                  progress=False)
             else:
                 batch.reconstruct(source, out, rec, chunk_frames=chunk_frames, progress=False,
                                   scheduler=clients[int(mode[-1])])
             return time.perf_counter() - t, out
 
-        modes = ["loop", "threads-1", "local-1", "local-2"]
+        modes = ["loop", "threads-1", "threads-2", "local-1", "local-2"]
         # validate and warm up (plans built in every worker): every mode's output equals the loop's
         outputs = {m: run(m)[1] for m in modes}
         reference = zarr.open_group(outputs["loop"], mode="r")["bmode"][:]

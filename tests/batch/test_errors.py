@@ -145,3 +145,13 @@ def test_usbeam_imports_without_the_extra_and_batch_names_it():
     assert "ERR usbeam.batch needs the 'dask' package" in done.stdout
     assert "pip install 'usbeam[batch]'" in done.stdout
     assert "RC 2" in done.stdout and "usbeam[batch]" in done.stderr
+
+
+def test_output_that_is_a_file_is_refused(tmp_path, written):
+    path, _, _ = written
+    target = tmp_path / "file.zarr"
+    target.write_text("not a store")
+    with pytest.raises(ValueError, match="output: .* is a file"):
+        batch.reconstruct(path, str(target), data.doppler_recipe("svd"), chunk_frames=8, progress=False,
+                          overwrite=True)
+    assert target.read_text() == "not a store"

@@ -78,6 +78,8 @@ class OutputStore:
                       "outputs": {k: [list(s), np.dtype(d).str] for k, (s, d) in recipe.outputs.items()},
                       **self.identity}
         self.resumed = False
+        if os.path.exists(self.path) and not os.path.isdir(self.path):
+            raise ValueError(f"output: {self.path!r} is a file, not a Zarr store; not touching it")
         if os.path.exists(self.path):
             if overwrite:
                 self._check_removable()
