@@ -16,12 +16,14 @@ h5py = pytest.importorskip("h5py")
 import batch_data as data  # noqa: E402
 from usbeam import batch  # noqa: E402
 from usbeam.__main__ import main  # noqa: E402
+from usbeam.batch.store import _create_array  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _run_cli(*args):
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT + os.pathsep + os.path.join(ROOT, "tests", "helpers"))
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(
+        [ROOT, os.path.join(ROOT, "tests", "helpers"), os.environ.get("PYTHONPATH", "")]))
     return subprocess.run([sys.executable, "-m", "usbeam", "reconstruct", *map(str, args)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=120)
 
@@ -82,7 +84,7 @@ def test_hdf5_zarr_and_vantage_inputs_end_to_end(tmp_path):
     with h5py.File(tmp_path / "rec.h5", "w") as f:
         f.create_dataset("rf", data=rf, chunks=(4,) + rf.shape[1:])
     store = zarr.open_group(str(tmp_path / "rec.zarr"), mode="w")
-    store.create_array("rf", shape=rf.shape, chunks=(4,) + rf.shape[1:], dtype=rf.dtype)[:] = rf
+    _create_array(store, "rf", rf.shape, (4,) + rf.shape[1:], rf.dtype)[:] = rf  # zarr 2 or 3
     # Vantage: 16 elements on channels 16..31 of 32, one acquisition starting at row 10 of 300
     rcv = np.zeros((16, 300, 32), np.int16)
     rcv[:, 10:10 + data.N_SAMPLES, 16:] = rf[:, 0].transpose(0, 2, 1)

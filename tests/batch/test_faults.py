@@ -66,7 +66,7 @@ def test_killed_worker_run_completes_with_every_chunk_correct(tmp_path):
 
 
 def _cli(args, **kwargs):
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT)
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return subprocess.Popen([sys.executable, "-m", "usbeam", "reconstruct", *args], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
 
@@ -177,7 +177,7 @@ def test_recording_four_times_the_memory_budget(tmp_path, capsys):
     code = MEMORY_CHILD.format(tests=os.path.join(ROOT, "tests"), helpers=os.path.join(ROOT, "tests", "helpers"),
                                small=str(tmp_path / "small.usr"), small_out=str(tmp_path / "small.zarr"),
                                big=str(tmp_path / "big.usr"), big_out=str(tmp_path / "big.zarr"), budget=budget)
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT)
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -14,6 +14,7 @@ h5py = pytest.importorskip("h5py")
 
 from usbeam import batch  # noqa: E402
 from usbeam.batch import sources  # noqa: E402
+from usbeam.batch.store import _create_array  # noqa: E402
 
 
 def test_raw_layout_is_as_documented(tmp_path, rng):
@@ -106,7 +107,7 @@ def test_hdf5_and_zarr_sources(tmp_path, rng):
         batch.open_source(f"{tmp_path / 'r.h5'}:nope")
 
     group = zarr.open_group(str(tmp_path / "r.zarr"), mode="w")
-    arr = group.create_array("rf", shape=frames.shape, chunks=(2, 2, 3, 5), dtype=np.float32)
+    arr = _create_array(group, "rf", frames.shape, (2, 2, 3, 5), np.float32)  # zarr 2 or 3
     arr[:] = frames
     src = batch.open_source(f"{tmp_path / 'r.zarr'}:rf")
     assert isinstance(src, batch.ZarrSource)
