@@ -13,7 +13,7 @@ OMP_NUM_THREADS=1 everywhere, so a worker is one core.  Chunks are sized to abou
 ``--chunk-seconds`` of work (measured first).  The result is validated (bit-identical to the
 loop's output) before timing.
 
-    python benchmarks/bench_batch.py [--rounds 5] [--chunks 6] [--chunk-seconds 1.0] [--record]
+    python benchmarks/bench_batch.py [--rounds 5] [--chunks 6] [--chunk-seconds 1.0] [--no-record]
 """
 import argparse
 import os
@@ -55,7 +55,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--chunks", type=int, default=6)
     ap.add_argument("--chunk-seconds", type=float, default=1.0)
-    ap.add_argument("--record", action="store_true")
+    ap.add_argument("--no-record", action="store_true", help="print only; do not append to RESULTS.md")
     args = ap.parse_args()
     import distributed
     import zarr
@@ -127,7 +127,7 @@ def main():
     print(f"{n_frames} frames in {args.chunks} chunks of {chunk_frames} frames (~{chunk_frames * per_frame:.2f} s "
           f"of work each); {args.rounds} interleaved rounds")
     print(harness.markdown_table(header, rows))
-    if args.record:
+    if not args.no_record:
         notes = (f"B-mode (64 elements x 1024 samples int16 -> 96 x 128 grid, dB), {n_frames} frames in "
                  f"{args.chunks} chunks of {chunk_frames} frames (~{chunk_frames * per_frame:.2f} s of work each), "
                  f"{args.rounds} rounds interleaved (order alternating); each run writes the Zarr output and its "
