@@ -22,7 +22,3 @@ def require(*names):
                 f"pip install 'usbeam[{EXTRA}]' (installs dask, distributed, zarr and tqdm)") from exc
     return modules[0] if len(modules) == 1 else modules
 
-
-def zarr_major():
-    zarr = require("zarr")
-    return int(zarr.__version__.split(".")[0])
