@@ -162,7 +162,7 @@ else
 	@echo "CUDA emulator tests skipped: no CUDA headers (cuda_runtime.h) on this machine"
 endif
 
-CPU_BENCHMARKS := bench_pwi_disk bench_demod bench_beamform bench_rca bench_pipelines bench_live bench_ai
+CPU_BENCHMARKS := bench_pwi_disk bench_demod bench_beamform bench_rca bench_pipelines bench_live bench_ai bench_batch
 GPU_BENCHMARKS := bench_acquire_gpu bench_beamform_gpu bench_rca_gpu bench_pipelines_gpu bench_twins_gpu
 bench: build
 	@set -e; for b in $(CPU_BENCHMARKS); do echo "== benchmarks/$$b.py"; $(PY) benchmarks/$$b.py; done

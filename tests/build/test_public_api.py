@@ -39,6 +39,10 @@ PUBLIC = {
                   "load_must", "load_uff", "load_vantage", "plane_wave_angle", "save_uff", "vantage_to_recording"],
     "usbeam.metrics": ["annulus", "circle", "cnr", "contrast", "envelope", "fwhm", "gcnr", "rectangle",
                        "speckle_snr"],
+    # needs the batch extra (dask, zarr): requirements-dev.txt installs it
+    "usbeam.batch": ["FrameSource", "HDF5Source", "OutputStore", "RawSource", "RawWriter", "Recipe", "RunReport",
+                     "VantageFrameSource", "ZarrSource", "clear_plans", "default_chunk_frames", "iir_pole_radius",
+                     "open_source", "plan_builds", "plan_for", "read_raw_header", "reconstruct", "write_raw"],
     "usbeam.simulate": ["cyst_phantom", "gaussian_pulse", "pulse_sigma", "simulate_rca", "simulate_rf"],
     "usbeam.live": ["CallablePipeline", "ChannelMap", "FrameDropped", "FrameFailed", "Result", "Session",
                     "SessionStopped", "ShmClient", "SimulatedScanner", "as_pipeline", "channel_map_from_vantage",
