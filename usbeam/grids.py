@@ -272,7 +272,8 @@ class SphericalGrid:
 
 def image_extent(grid):
     """matplotlib ``extent`` (left, right, bottom, top) of a 2-D Cartesian ``Grid`` image shown
-    with depth down (``imshow(image, extent=image_extent(grid))``): pixel edges in m."""
+    with depth down (``imshow(image, extent=image_extent(grid))``): pixel edges in m
+    (``usbeam.plot.extent`` gives the same edges in mm, for its figures)."""
     if not isinstance(grid, Grid) or grid.x is None or grid.y is not None:
         raise TypeError("grid must be a 2-D usbeam.Grid(x=..., z=...)")
     dx = float(grid.x[1] - grid.x[0]) if grid.x.size > 1 else 0.0

@@ -55,10 +55,9 @@ def extent(grid):
     if x is None or z is None or getattr(grid, "y", None) is not None:
         raise ValueError("grid must be a 2-D usbeam.Grid(x=..., z=...) (a volume or a list of points has no "
                          "image extent)")
-    x, z = np.asarray(x, np.float64), np.asarray(z, np.float64)
-    dx = (x[-1] - x[0]) / (x.size - 1) if x.size > 1 else 0.0
-    dz = (z[-1] - z[0]) / (z.size - 1) if z.size > 1 else 0.0
-    return (1e3 * (x[0] - dx / 2), 1e3 * (x[-1] + dx / 2), 1e3 * (z[-1] + dz / 2), 1e3 * (z[0] - dz / 2))
+    # one definition of the pixel edges (usbeam.grids.image_extent, metres), shown in mm here
+    from .grids import image_extent
+    return tuple(1e3 * edge for edge in image_extent(grid))
 
 
 def _image_2d(name, image, grid):
