@@ -21,6 +21,7 @@
  * to unit gain at 2 fc.  Output at the point's own time: out = sum_k g[-k] y_dmas(k).
  */
 #include "beamform/adaptive_internal.h"
+#include "common/interrupt.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -262,6 +263,10 @@ usbeam_status usbeam_adaptive_execute(usbeam_adaptive_plan *plan, size_t n_frame
     const size_t sample_bytes = plan->kind == USBEAM_ADAPTIVE_INT16 ? 2 : (plan->kind == USBEAM_ADAPTIVE_FLOAT32 ? 4 : 8);
     const ptrdiff_t n_points = (ptrdiff_t)das->n_points;
     const size_t per = d->thread_entries ? d->thread_entries : 1;
+    /* Ctrl-C between points (common/interrupt.h): a point of MV costs microseconds to
+     * milliseconds, so a poll per point is cheap and a long image stops within one point */
+    usbeam_interrupt interrupt;
+    usbeam_interrupt_begin(&interrupt);
 #pragma omp parallel
     {
 #ifdef _OPENMP
@@ -274,6 +279,7 @@ usbeam_status usbeam_adaptive_execute(usbeam_adaptive_plan *plan, size_t n_frame
         float *weight_buf = plan->thread_weight ? plan->thread_weight + (size_t)thread * per * (size_t)d->weight_stride : NULL;
 #pragma omp for schedule(dynamic, 16)
         for (ptrdiff_t p = 0; p < n_points; ++p) {
+            if (usbeam_interrupt_poll(&interrupt)) continue;
             const int32_t *tap;
             const float *weight;
             if (d->has_table) {
@@ -300,5 +306,7 @@ usbeam_status usbeam_adaptive_execute(usbeam_adaptive_plan *plan, size_t n_frame
             }
         }
     }
-    return USBEAM_OK;
+    usbeam_status st = usbeam_interrupt_end(&interrupt);
+    if (st != USBEAM_OK) usbeam_fill_nan(out, n_frames * (size_t)n_points * (plan->is_iq ? 2 : 1)); /* no partial image */
+    return st;
 }

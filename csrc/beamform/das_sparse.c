@@ -27,6 +27,7 @@
  * PyMUST dasmtx (D. Garcia) builds the same operator as a SciPy sparse matrix.
  */
 #include "beamform/das_internal.h"
+#include "common/interrupt.h"
 
 /* Let the compiler fuse a*b + c into FMA in the row loops (ISO C mode would not), as das.c. */
 #if defined(__GNUC__) && !defined(__clang__)
@@ -381,6 +382,8 @@ usbeam_status usbeam_das_sparse_execute_frames(usbeam_das_sparse_plan *plan, siz
         return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "data contains NaN or infinite values (%zu of %zu samples)",
                            bad, n_frames * plan->n_columns);
     const ptrdiff_t n_blocks = (ptrdiff_t)((n_points + ROW_BLOCK - 1) / ROW_BLOCK);
+    usbeam_interrupt interrupt; /* Ctrl-C between row blocks (common/interrupt.h) */
+    usbeam_interrupt_begin(&interrupt);
 #pragma omp parallel num_threads(usbeam_team_size(plan->n_threads))
     {
 #ifdef _OPENMP
@@ -391,6 +394,7 @@ usbeam_status usbeam_das_sparse_execute_frames(usbeam_das_sparse_plan *plan, siz
         float *acc_re = plan->accumulators + (size_t)thread * 2 * prm->n_frames, *acc_im = acc_re + prm->n_frames;
 #pragma omp for schedule(dynamic, 4)
         for (ptrdiff_t b = 0; b < n_blocks; ++b) {
+            if (usbeam_interrupt_poll(&interrupt)) continue;
             const size_t p0 = (size_t)b * ROW_BLOCK, p1 = p0 + ROW_BLOCK < n_points ? p0 + ROW_BLOCK : n_points;
             for (size_t p = p0; p < p1; ++p) {
                 if (plan->is_iq) {
@@ -407,5 +411,7 @@ usbeam_status usbeam_das_sparse_execute_frames(usbeam_das_sparse_plan *plan, siz
             }
         }
     }
-    return USBEAM_OK;
+    usbeam_status st = usbeam_interrupt_end(&interrupt);
+    if (st != USBEAM_OK) usbeam_fill_nan(out, n_frames * n_points * (plan->is_iq ? 2 : 1)); /* no partial image */
+    return st;
 }

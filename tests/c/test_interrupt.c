@@ -111,6 +111,11 @@ static usbeam_status run_color(void *p, const void *in, void *out)
 static usbeam_status run_hadamard(void *p, const void *in, void *out) { return usbeam_hadamard_execute(p, in, out); }
 static usbeam_status run_rf2iq(void *p, const void *in, void *out) { return usbeam_rf2iq_execute(p, in, out); }
 static usbeam_status run_envelope(void *p, const void *in, void *out) { return usbeam_envelope_execute(p, in, out); }
+static usbeam_status run_das_sparse(void *p, const void *in, void *out)
+{
+    return usbeam_das_sparse_execute_frames(p, 2, in, out);
+}
+static usbeam_status run_adaptive(void *p, const void *in, void *out) { return usbeam_adaptive_execute(p, 2, in, out); }
 
 static void test_das(void)
 {
@@ -149,6 +154,21 @@ static void test_das(void)
     fill_noise(rf, 2 * NE * NS);
     if (plan) check_family("das", plan, run_das, rf, sizeof(float) * 2 * NP, 1);
     usbeam_das_plan_destroy(plan);
+    /* the same operator as a sparse matrix, and minimum variance on the same delays */
+    usbeam_das_sparse_plan *sparse = NULL;
+    CHECK(usbeam_das_sparse_plan_create(&p, USBEAM_BACKEND_CPU, &sparse) == USBEAM_OK);
+    if (sparse) check_family("das_sparse", sparse, run_das_sparse, rf, sizeof(float) * 2 * NP, 1);
+    usbeam_das_sparse_plan_destroy(sparse);
+    usbeam_adaptive_params ap;
+    memset(&ap, 0, sizeof ap);
+    ap.das = p;
+    ap.method = USBEAM_ADAPTIVE_MV;
+    ap.subarray_length = NE / 2;
+    ap.diagonal_loading = 0.01;
+    usbeam_adaptive_plan *adaptive = NULL;
+    CHECK(usbeam_adaptive_plan_create(&ap, USBEAM_BACKEND_CPU, &adaptive) == USBEAM_OK);
+    if (adaptive) check_family("adaptive (mv)", adaptive, run_adaptive, rf, sizeof(float) * 2 * NP, 1);
+    usbeam_adaptive_plan_destroy(adaptive);
     free(rf);
 }
 
