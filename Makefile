@@ -7,6 +7,8 @@
 #   make bench   benchmarks (see benchmarks/README.md)
 #   make test-emu  the CUDA tests on the CPU emulator (cuda/emu; needs the CUDA headers only)
 #   make asan-emu  the same under AddressSanitizer + UBSan
+#   make octave  GNU Octave from the Debian packages where absent (make test runs it first)
+#   make mex     the MEX client examples/usbeam_mex.c for Octave (build/mex/usbeam_mex.mex)
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -23,7 +25,7 @@ endif
 CORE_C := $(filter-out csrc/python/%,$(shell find csrc -name '*.c' | sort))
 CORE_H := $(shell find csrc -name '*.h')
 
-.PHONY: all venv build test test-package test-emu-stress ctest pytest demo asan asan-emu bench clean client emu-build test-emu test-emu-if-headers bench-emu gpu-prep
+.PHONY: octave mex all venv build test test-package test-emu-stress ctest pytest demo asan asan-emu bench clean client emu-build test-emu test-emu-if-headers bench-emu gpu-prep
 
 all: build
 
@@ -54,6 +56,7 @@ pytest: build
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 test: build ctest
+	@$(MAKE) --no-print-directory octave
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-package
 	$(MAKE) --no-print-directory test-emu-if-headers
@@ -159,7 +162,7 @@ else
 	@echo "CUDA emulator tests skipped: no CUDA headers (cuda_runtime.h) on this machine"
 endif
 
-CPU_BENCHMARKS := bench_pwi_disk bench_demod bench_beamform bench_rca bench_pipelines bench_live bench_ai
+CPU_BENCHMARKS := bench_pwi_disk bench_demod bench_beamform bench_rca bench_pipelines bench_live bench_ai bench_batch
 GPU_BENCHMARKS := bench_acquire_gpu bench_beamform_gpu bench_rca_gpu bench_pipelines_gpu bench_twins_gpu
 bench: build
 	@set -e; for b in $(CPU_BENCHMARKS); do echo "== benchmarks/$$b.py"; $(PY) benchmarks/$$b.py; done
@@ -176,6 +179,32 @@ $(CLIENT_LIB): csrc/shm/client.c csrc/shm/usbeam_client.h csrc/shm/shm_layout.h 
 	@mkdir -p build
 	$(CC) -std=c11 -O2 -g -Wall -Wextra -Wshadow -Wno-unused-parameter $(if $(filter true,$(CI)),-Werror) \
 	    -fPIC -shared -Icsrc csrc/shm/client.c -o $@ -lpthread -lrt
+
+# GNU Octave for the Vantage end-to-end test (tests/live/test_vantage_octave.py): installed from
+# the Debian packages where absent (root or sudo, apt-get: 15 s, 138 packages, 282 MiB on this
+# project's Debian 12 image, measured 2026-11-24).  Never fatal: where it cannot be installed
+# the reason goes to build/octave-unavailable.txt and the test skips with it.
+OCTAVE_NOTE := build/octave-unavailable.txt
+octave:
+	@mkdir -p build; rm -f $(OCTAVE_NOTE)
+	@if command -v octave >/dev/null 2>&1 && command -v mkoctfile >/dev/null 2>&1; then exit 0; fi; \
+	if ! command -v apt-get >/dev/null 2>&1; then echo "no apt-get on this machine" > $(OCTAVE_NOTE); \
+	elif [ "$$(id -u)" != 0 ] && ! sudo -n true 2>/dev/null; then echo "apt-get needs root (or sudo without a password)" > $(OCTAVE_NOTE); \
+	else SUDO=$$([ "$$(id -u)" = 0 ] || echo "sudo -n"); echo "installing GNU Octave (apt-get install octave liboctave-dev)"; \
+	  ( timeout 300 $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	    timeout 600 $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	      octave liboctave-dev ) \
+	    > build/octave-install.log 2>&1 || { echo "apt-get install octave liboctave-dev failed (no network?): $$(tail -n 2 build/octave-install.log | tr '\n' ' ')" > $(OCTAVE_NOTE); }; fi; \
+	if [ -f $(OCTAVE_NOTE) ]; then echo "GNU Octave unavailable, the Octave tests will skip: $$(cat $(OCTAVE_NOTE))"; fi
+
+# The MEX client (examples/usbeam_mex.c) for GNU Octave; MATLAB: mex -Icsrc examples/usbeam_mex.c csrc/shm/client.c -lrt
+MEX := build/mex/usbeam_mex.mex
+mex: $(MEX)
+
+$(MEX): examples/usbeam_mex.c csrc/shm/client.c csrc/shm/usbeam_client.h csrc/shm/shm_layout.h csrc/shm/shm_sync.h
+	@mkdir -p build/mex
+	CFLAGS="-std=gnu11 -O2 -Wall -Wextra -Wshadow -Wno-unused-parameter $(if $(filter true,$(CI)),-Werror)" \
+	    mkoctfile --mex -Icsrc examples/usbeam_mex.c csrc/shm/client.c -lrt -lpthread -o $@
 
 clean:
 	rm -rf build dist usbeam/_core*.so usbeam/_cuda*.so usbeam/_cuda_build.py usbeam/libusbeam_client.so \

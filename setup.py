@@ -227,8 +227,8 @@ class UsbeamBuildExt(build_ext):
         # toolkit's, the NVIDIA wheels', or one already loaded by PyTorch/CuPy) before import.
         ext.runtime_library_dirs += WHEEL_LIBRARY_DIRS.get(major, [])
         # Static CUDA runtime: the module needs only the driver's libcuda.so.1 and cuBLAS.
-        ext.libraries += ["cudart_static", "cublas", "rt", "pthread", "dl", "stdc++"]
-        self.cuda_libraries = [f"libcublasLt.so.{major}", f"libcublas.so.{major}"]
+        ext.libraries += ["cudart_static", "cublas", "cusparse", "rt", "pthread", "dl", "stdc++"]
+        self.cuda_libraries = [f"libcublasLt.so.{major}", f"libcublas.so.{major}"] + cusparse_libraries(lib_dirs, major)
         self.cuda_major, self.cuda_arch_text, self.cuda_emulated = major, arch_text, False
         log(f"CUDA {major}: usbeam._cuda from {len(jobs)} CUDA source(s) with {nvcc} ({arch_text})")
 
@@ -253,7 +253,8 @@ class UsbeamBuildExt(build_ext):
         if self.sanitize:  # kernels and host code under ASan + UBSan
             flags += ["-fsanitize=address,undefined", "-fno-omit-frame-pointer"]
         sources = [(src, True) for src in cuda_sources()]
-        sources += [(str(emu / "runtime.cpp"), False), (str(emu / "cublas.cpp"), False)]
+        sources += [(str(emu / "runtime.cpp"), False), (str(emu / "cublas.cpp"), False),
+                    (str(emu / "cusparse.cpp"), False)]
         emulator_files = glob(str(emu / "**" / "*"), recursive=True)
         jobs = []
         for src, translate in sources:
@@ -271,7 +272,7 @@ class UsbeamBuildExt(build_ext):
                               ("USBEAM_CUDA_ARCHITECTURES", '"emulated"')]
         ext.libraries += ["stdc++", "dl", "pthread", "rt"]
         self.cuda_libraries, self.cuda_major, self.cuda_arch_text, self.cuda_emulated = [], 0, "emulated", True
-        log(f"CUDA: EMULATED on the CPU ({len(sources) - 2} CUDA sources with {cxx}); "
+        log(f"CUDA: EMULATED on the CPU ({len(sources) - 3} CUDA sources with {cxx}); "
             "for testing only: no GPU is used")
 
     def _write_cuda_build_info(self):
@@ -295,6 +296,19 @@ class UsbeamBuildExt(build_ext):
         include = package / "include"
         include.mkdir(exist_ok=True)
         shutil.copy2(ROOT / "csrc" / "shm" / "usbeam_client.h", include / "usbeam_client.h")
+
+
+def cusparse_libraries(lib_dirs, major):
+    """The cuSPARSE soname the module links and the nvJitLink it needs, in load order.  cuSPARSE's
+    soname major is not the toolkit's (CUDA 13.0 ships libcusparse.so.12), so it is read from
+    the toolkit's libcusparse.so link; its dependency libnvJitLink.so.<major> is preloaded first."""
+    for d in lib_dirs:
+        link = Path(d, "libcusparse.so")
+        if link.exists():
+            names = [f"libnvJitLink.so.{major}"] if Path(d, f"libnvJitLink.so.{major}").exists() else []
+            found = re.match(r"libcusparse\.so\.\d+", link.resolve().name)
+            return names + [found.group(0) if found else f"libcusparse.so.{major}"]
+    return [f"libcusparse.so.{major}"]
 
 
 def relative_sources(pattern, exclude=()):

@@ -157,12 +157,15 @@ def verdict(doppler_rates, standard):
     return f"Verdict: sustained input {rates}; target >= {TARGET_GBPS:.0f} GB/s: {'PASS' if ok else 'FAIL'}."
 
 
-def geometry(n_elements, n_angles, grid_n):
+def geometry(n_elements, n_angles, grid_n, n_samples):
     probe = usbeam.LinearArray(n_elements=n_elements, pitch=3e-4, width=2.7e-4, fc=FC, bandwidth=0.6)
     half = 0.5 * (n_elements - 1) * 3e-4
     angles = np.deg2rad(np.linspace(-5, 5, n_angles)) if n_angles > 1 else [0.0]
     sequence = [usbeam.PlaneWave(float(a)) for a in angles]
-    grid = usbeam.Grid(x=np.linspace(-half, half, grid_n), z=np.linspace(5e-3, 35e-3, grid_n))
+    # 5..35 mm, or as deep as the record reaches (a short smoke-run record): a deeper grid would
+    # be mostly empty, which Beamformer refuses (its min_coverage check)
+    z_max = min(35e-3, 0.9 * C * (n_samples - 1) / FS / 2)
+    grid = usbeam.Grid(x=np.linspace(-half, half, grid_n), z=np.linspace(min(5e-3, z_max / 4), z_max, grid_n))
     return probe, sequence, grid
 
 
@@ -226,7 +229,7 @@ def main():
         print(f"bench_pipelines_gpu: skipped: {reason}.")
         return 0
     nvml = Nvml()
-    probe, sequence, grid = geometry(args.elements, args.angles, args.grid)
+    probe, sequence, grid = geometry(args.elements, args.angles, args.grid, args.samples)
     rng = np.random.default_rng(0)
     rf = rng.integers(-4000, 4000, (args.frames, len(sequence), args.elements, args.samples), dtype=np.int16)
     input_bytes = rf.nbytes

@@ -1,5 +1,6 @@
 /*
- * das.cu - delay-and-sum beamforming for linear arrays, CUDA twin of csrc/beamform/das.c.
+ * das.cu - delay-and-sum beamforming for any probe (linear, phased, convex, matrix arrays), CUDA
+ * twin of csrc/beamform/das.c.
  *
  * Layouts: in  (n_frames, n_transmits, n_elements, n_samples) on the device: int16 / float32
  *              RF or complex64 IQ (interleaved re, im);
@@ -65,7 +66,10 @@
  * That is the size of the float32 weights' rounding the CPU does anyway: the DAS tolerances
  * against the CPU (das_cuda_rel_l2) hold unchanged (measured 1e-7 to 5e-7 relative L2, as the
  * double version).  Windows with an f-number are float32 too (|error| < 2e-7); full-aperture
- * windows are per element, computed by the plan in double (usbeam_window).
+ * windows are per element, computed by the plan in double (usbeam_window).  Probes with element
+ * normals or a 2-D face (the plan's "general" geometry: convex, matrix arrays) take each
+ * element's aperture and window from its acceptance cone in double, the CPU's own function
+ * (usbeam_element_window, usbeam_math.h), on a per-element table of position and frame.
  *
  * Budget per (point, element), computed by one lane and shared by FL: ~30 FP32 instructions of
  * geometry (one MUFU.RSQ), ~13 of sample split and range checks, ~6 of interpolation weights,
@@ -129,6 +133,10 @@ struct DasGeometry {
     const double *points;                 /* (n_points, 3), m */
     const float4 *element;                /* (n_elements): x_hi, x_lo (samples), full-aperture window, 0 */
     const float4 *element_yz;             /* (n_elements): y_hi, y_lo, z_hi, z_lo (samples); NULL: planar */
+    const double *element_general;        /* (n_elements, 12): x, y, z (m), frame t1, t2, n; NULL: the
+                                             linear array's aperture |dx| <= z / 2F */
+    int surface;                          /* general: a 2-D face (both lateral directions) */
+    double f_number, tukey_alpha;         /* general: the cone's f-number; the window's taper */
     const usbeam_tx_model *tx;            /* (n_transmits), sources on the device */
     const double *tx_path;                /* (n_points, n_transmits) transmit paths, m; NULL: computed */
     const int32_t *aperture_first, *aperture_count; /* (n_points) */
@@ -403,7 +411,14 @@ __device__ __forceinline__ int pair_delay(const DasGeometry &g, const PointRef &
         first = k - 1;
         usbeam_catmull_rom_weights(t, w);
     }
-    const float apod = g.half_per_z > 0.0 ? window_f(g, fminf(fabsf(dx * pr.inv_half), 1.0f)) : el.z;
+    float apod;
+    if (g.element_general && g.f_number > 0.0) { /* the element's own cone, in double (rare geometry) */
+        const double *row = g.element_general + 12 * (size_t)e;
+        apod = (float)usbeam_element_window(row + 3, g.surface, g.f_number, g.window, g.tukey_alpha, pt[0] - row[0],
+                                            pt[1] - row[1], pt[2] - row[2]);
+    } else {
+        apod = g.half_per_z > 0.0 && !g.element_general ? window_f(g, fminf(fabsf(dx * pr.inv_half), 1.0f)) : el.z;
+    }
     if (apod == 0.0f) return -1;
     if (IQ) {
         /* fc tau = C_ref + (d0 + d_lo) fc / fs, whole cycles removed before each sum */
@@ -705,7 +720,7 @@ static usbeam_status element_tables(usbeam_das_cuda *p, const usbeam_das_tables 
     const double half = tables->window_half_width, inv_half = half > 0.0 ? 1.0 / half : 0.0;
     for (size_t e = 0; st == USBEAM_OK && e < n_el; ++e) {
         const double u = (tables->element_x[e] - tables->window_center) * inv_half;
-        float w = (float)usbeam_window((int)prm->window, u, prm->tukey_alpha);
+        float w = (float)(tables->general ? tables->element_window[e] : usbeam_window((int)prm->window, u, prm->tukey_alpha));
         xs[e] = make_float4(0.0f, 0.0f, w, 0.0f);
         yz[e] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         in_range &= split_host(tables->element_x[e] * k, &xs[e].x, &xs[e].y);
@@ -723,6 +738,21 @@ static usbeam_status element_tables(usbeam_das_cuda *p, const usbeam_das_tables 
         st = upload(p->exec, yz, n_el * sizeof(float4), "elements", (void **)&g->element_yz);
     usbeam_free(xs);
     usbeam_free(yz);
+    if (st == USBEAM_OK && tables->general) { /* positions and frames for the cone apertures */
+        double *rows = (double *)usbeam_alloc(n_el * 12 * sizeof(double));
+        if (!rows) return usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "das CUDA plan: element frames");
+        for (size_t e = 0; e < n_el; ++e) {
+            rows[12 * e] = tables->element_x[e];
+            rows[12 * e + 1] = tables->element_y[e];
+            rows[12 * e + 2] = tables->element_z[e];
+            for (int q = 0; q < 9; ++q) rows[12 * e + 3 + q] = tables->element_frame[q * n_el + e];
+        }
+        st = upload(p->exec, rows, n_el * 12 * sizeof(double), "element frames", (void **)&g->element_general);
+        usbeam_free(rows);
+        g->surface = prm->surface;
+        g->f_number = prm->f_number;
+        g->tukey_alpha = prm->tukey_alpha;
+    }
     return st;
 }
 
@@ -733,11 +763,11 @@ static usbeam_status transmit_tables(usbeam_das_cuda *p, const usbeam_das_tables
 {
     const usbeam_das_params *prm = tables->params;
     DasGeometry *g = &p->geometry;
-    const size_t n_tx = prm->n_transmits, n_sources = tables->n_sources;
+    const size_t n_tx = prm->n_transmits, n_sources = tables->n_source_values; /* doubles */
     void *sources = nullptr;
     usbeam_status st = USBEAM_OK;
     if (n_sources)
-        st = upload(p->exec, tables->tx_sources, 3 * n_sources * sizeof(double), "transmit sources", &sources);
+        st = upload(p->exec, tables->tx_sources, n_sources * sizeof(double), "transmit sources", &sources);
     usbeam_tx_model *tx = nullptr;
     if (st == USBEAM_OK) {
         tx = (usbeam_tx_model *)usbeam_alloc(n_tx * sizeof *tx);

@@ -1,5 +1,6 @@
 """Live demo on the CPU: a simulated scanner pushes Vantage-layout RF frames into a
-session at a set rate; the session maps channels, runs a stand-in pipeline and reports
+session at a set rate; the session maps channels, runs the workspace's own beamformer
+(usbeam.Pipeline.from_vantage: 3 plane waves, its PData grid) and reports
 latency and throughput.  Uses SIMULATED data (usbeam.live.vantage.save_simulated_workspace).
 
     python examples/live_demo.py --rate 200 --frames 400

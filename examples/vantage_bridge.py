@@ -9,10 +9,11 @@ MATLAB calls these functions through its Python interface (see vantage_inprocess
 
 ``push`` takes one RcvData frame exactly as MATLAB holds it: int16, rows x channels,
 column-major (MATLAB passes it to NumPy without a transpose); the session maps channels
-while copying it into a slot, so the callback returns at once.  The pipeline here is a
-stand-in (compound of the acquisitions + B-mode of sample pairs); a real set-up passes
-a beamforming pipeline built from the workspace (``make_pipeline(workspace)``).
-tests/test_live_vantage.py calls these same functions with Vantage-laid-out arrays.
+while copying it into a slot, so the callback returns at once.  The pipeline is the
+workspace's own beamformer, ``usbeam.Pipeline.from_vantage(workspace)`` (probe, transmits,
+t0 with the lens correction, the PData grid; BS sample modes converted from their
+quadrature pairs), or ``make_pipeline(workspace)`` when given.
+tests/live/test_live_vantage.py calls these same functions with Vantage-laid-out arrays.
 """
 import numpy as np
 
@@ -23,19 +24,8 @@ from usbeam.live import from_vantage
 _session = None
 
 
-class _CompoundBMode:
-    """Stand-in pipeline: (acquisitions, elements, samples) int16 -> uint8 (elements, samples/2)."""
-
-    def __init__(self, workspace):
-        n_acq, n_el, n_s = workspace.channel_map().output_shape
-        self.input_shape, self.input_dtype = (n_acq, n_el, n_s), np.dtype(np.int16)
-        self.output_shape, self.output_dtype = (n_el, n_s // 2), np.dtype(np.uint8)
-        self._bmode = usbeam.BModePlan(self.output_shape, 40.0, normalize=2000.0 * n_acq)
-
-    def __call__(self, frame, out=None):
-        rf = frame.sum(axis=0, dtype=np.float32)
-        iq = (rf[:, 0::2][:, :self.output_shape[1]] + 1j * rf[:, 1::2][:, :self.output_shape[1]]).astype(np.complex64)
-        return self._bmode(iq, out=out)
+def _workspace_pipeline(workspace):
+    return usbeam.Pipeline.from_vantage(workspace)
 
 
 def start(workspace_path, slots=3, policy="drop_oldest", make_pipeline=None, buffer=1):
@@ -44,7 +34,7 @@ def start(workspace_path, slots=3, policy="drop_oldest", make_pipeline=None, buf
     global _session
     stop()
     workspace = load_vantage(str(workspace_path), load_data=False, buffer=int(buffer))
-    _session = from_vantage(workspace, make_pipeline=make_pipeline or _CompoundBMode, slots=int(slots),
+    _session = from_vantage(workspace, make_pipeline=make_pipeline or _workspace_pipeline, slots=int(slots),
                             policy=str(policy))
     return _session.frame_shape
 
@@ -55,13 +45,19 @@ def push(rcv_frame):
 
 
 def latest():
-    """The newest image as a uint8 array (empty when nothing is processed yet)."""
+    """The newest image as a 2-D uint8 array nz x nx (empty when nothing is processed yet)."""
     result = _session.latest()
-    return np.zeros((0, 0), np.uint8) if result is None else result.image
+    return np.zeros((0, 0), np.uint8) if result is None else _image2d(result.image)
+
+
+def _image2d(image):
+    """(1, nz, nx) -> (nz, nx): the batch axis of one frame dropped for display."""
+    image = np.asarray(image)
+    return image[0] if image.ndim == 3 and image.shape[0] == 1 else image
 
 
 def get(frame_id, timeout=1.0):
-    return _session.get(int(frame_id), timeout=float(timeout)).image
+    return _image2d(_session.get(int(frame_id), timeout=float(timeout)).image)
 
 
 def stats(wait=0.0):

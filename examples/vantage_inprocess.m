@@ -14,10 +14,14 @@ function vantage_inprocess(RData, workspace)
 %                            'dstbuffer','none'};
 % and an Event with .process = 1 after each frame's transfer to the host.
 % RData is RcvData{1}(:,:,frame): int16, rows x channels.  The usbeam session maps the
-% channels while copying the frame into its slot, so this returns at once; the image is
+% channels while copying the frame into its slot, so this returns at once; the image (the
+% workspace's own beamformer, usbeam.Pipeline.from_vantage: nz x nx on the PData grid) is
 % shown from the newest processed frame.
-% Not run against hardware here: tests/test_live_vantage.py calls the same Python
-% functions (examples/vantage_bridge.py) with arrays laid out as the Vantage lays them out.
+% Not run against hardware, nor in MATLAB: GNU Octave has no Python interface in Debian's
+% packages (tests/live/test_vantage_octave.py skips this route, saying so), and
+% tests/live/test_live_vantage.py calls the same Python functions (examples/vantage_bridge.py)
+% with arrays laid out as the Vantage lays them out.  The MEX route (vantage_shm.m) is tested
+% in Octave end to end.
 
 persistent hImage
 if ischar(RData) && strcmp(RData, 'start')
@@ -35,9 +39,9 @@ py.vantage_bridge.push(RData);
 img = uint8(py.vantage_bridge.latest());
 if ~isempty(img)
     if isempty(hImage) || ~isvalid(hImage)
-        figure; hImage = imagesc(img'); colormap gray; axis image;
+        figure; hImage = imagesc(img); colormap gray; axis image;
     else
-        set(hImage, 'CData', img');
+        set(hImage, 'CData', img);
     end
     drawnow limitrate;
 end

@@ -37,6 +37,16 @@ def rng(request):
     return np.random.default_rng(seed)
 
 
+_SUMMARY_LINES = []
+
+
+@pytest.fixture
+def summary_line():
+    """``summary_line(text)`` prints text at the end of the run, after the results (figures
+    a CI log should show even with -q, e.g. the Octave Vantage session's frames and latency)."""
+    return _SUMMARY_LINES.append
+
+
 def pytest_addoption(parser):
     parser.addoption("--packaging", action="store_true",
                      help="run the tests marked packaging (sdist, wheels, fresh venvs: make test-package)")
@@ -62,6 +72,8 @@ def pytest_collection_modifyitems(config, items):
 def pytest_terminal_summary(terminalreporter, config):
     """pytest-randomly (requirements-dev.txt) shuffles the tests; its seed is in the header,
     which -q hides, so say it at the end too: the order of a failed run replays exactly."""
+    for line in _SUMMARY_LINES:
+        terminalreporter.write_line(line)
     seed = getattr(config.option, "randomly_seed", None)   # absent with -p no:randomly
     if isinstance(seed, int):
         terminalreporter.write_line(f"random order: rerun it with --randomly-seed={seed} (-p no:randomly: file order)")

@@ -9,12 +9,14 @@ The names below are grouped in the order the data flows:
 
   acquire    Hadamard-encoded transmits decoded        hadamard.py
   demod      RF -> IQ                                  rf2iq.py
-  beamform   IQ -> image: linear arrays, row-column    geometry.py, beamformer.py, rca.py
+  beamform   IQ -> image: linear, convex, phased,      probes.py, geometry.py, grids.py,
+             matrix and row-column arrays              beamformer.py, rca.py
   bmode      image -> display; the chain RF -> B-mode  bmode.py, pipelines/
   doppler    ensemble -> clutter filter -> maps        clutter.py, doppler.py, pipelines/
   ai         model input, detection, segmentation      ai
   live       sessions at the scanner's rate, serve     live/
   data       recordings, datasets, simulators          io/, datasets.py, simulate/
+  quality    image-quality metrics (PICMUS, CUBDL)     metrics.py
 """
 try:
     from . import _core
@@ -36,14 +38,18 @@ from .hadamard import HadamardDecodePlan, hadamard, hadamard_decode, hadamard_or
 from .rf2iq import RF2IQPlan, rf2iq
 
 # beamform
-from .geometry import (Delays, DivergingWave, Focused, Grid, LinearArray, PlaneWave, SyntheticAperture,
+from .probes import ConvexArray, ElementArray, LinearArray, MatrixArray
+from .geometry import (Delays, DivergingWave, Focused, Grid, PlaneWave, SyntheticAperture,
                        plane_wave_sequence)
+from .grids import PolarGrid, SphericalGrid, VolumeGrid
 from .beamformer import Beamformer, auto_f_number, das
+from .scanlines import ScanLineBeamformer
 from .rca import (RCA_METHODS, RCABeamformer, RCAGrid, RowColumnArray, rca_beamform, rca_cross_planes,
                   rca_decode, tobe_unflip)
 
 # bmode
-from .bmode import BModePlan, bmode
+from .bmode import BModePlan, EnvelopePlan, bmode, envelope
+from .scan_convert import ScanConvertPlan, scan_convert
 from .pipelines import Pipeline
 
 # doppler
@@ -62,7 +68,7 @@ from .ai import (ComponentsPlan, DetectPlan, ModelInputPlan, detect_postprocess,
 from . import live
 
 # data and simulation
-from . import datasets, io, simulate
+from . import datasets, io, metrics, simulate
 from .io import MustRecording, load_must, plane_wave_angle
 from .simulate import cyst_phantom, simulate_rca, simulate_rf
 
@@ -76,12 +82,12 @@ __all__ = [
     # demod
     "RF2IQPlan", "rf2iq",
     # beamform
-    "LinearArray", "PlaneWave", "DivergingWave", "Focused", "SyntheticAperture", "Delays", "Grid",
-    "plane_wave_sequence", "Beamformer", "das", "auto_f_number",
+    "LinearArray", "ConvexArray", "MatrixArray", "ElementArray", "PlaneWave", "DivergingWave", "Focused", "SyntheticAperture", "Delays", "Grid",
+    "PolarGrid", "VolumeGrid", "SphericalGrid", "plane_wave_sequence", "Beamformer", "ScanLineBeamformer", "das", "auto_f_number",
     "RowColumnArray", "RCAGrid", "RCABeamformer", "RCA_METHODS", "rca_beamform", "rca_cross_planes",
     "rca_decode", "tobe_unflip",
     # bmode
-    "BModePlan", "bmode", "Pipeline",
+    "BModePlan", "EnvelopePlan", "bmode", "envelope", "ScanConvertPlan", "scan_convert", "Pipeline",
     # doppler
     "ClutterFilter", "clutter_filter", "ColorDopplerPlan", "color_doppler", "PowerDopplerPlan",
     "power_doppler", "DopplerDisplay", "nyquist_velocity", "DopplerPipeline", "DopplerMaps",
@@ -94,5 +100,5 @@ __all__ = [
     "live",
     # data and simulation
     "io", "MustRecording", "load_must", "plane_wave_angle", "datasets", "simulate", "simulate_rf",
-    "cyst_phantom", "simulate_rca",
+    "cyst_phantom", "simulate_rca", "metrics",
 ]

@@ -40,7 +40,8 @@ def _toolkit_library_dirs():
 
 def _wheel_library_dirs(major):
     """Where the NVIDIA wheels put cuBLAS: nvidia/cu13/lib (CUDA 13), nvidia/cublas/lib (CUDA 12)."""
-    subdirs = [Path("nvidia", f"cu{major}", "lib"), Path("nvidia", "cublas", "lib")]
+    subdirs = [Path("nvidia", f"cu{major}", "lib"), Path("nvidia", "cublas", "lib"), Path("nvidia", "cusparse", "lib"),
+               Path("nvidia", "nvjitlink", "lib")]
     dirs = []
     for entry in sys.path:
         for sub in subdirs:
@@ -166,6 +167,8 @@ def backends():
 
 def check_backend(backend):
     """Validate a backend name against what this machine offers; returns it."""
+    if isinstance(backend, str) and backend.lower() in ("cpu", "cuda"):
+        backend = backend.lower()  # string options are case-insensitive (README, "Conventions")
     if backend not in ("cpu", "cuda"):
         raise ValueError(f"backend must be 'cpu' or 'cuda' (got {backend!r})")
     if backend == "cuda" and not cuda_available():

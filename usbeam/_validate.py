@@ -68,9 +68,15 @@ def timeout(name, value):
 
 
 def choice(name, value, options):
-    if value not in options:
-        raise ValueError(f"{name} must be one of {', '.join(repr(o) for o in options)} (got {value!r})")
-    return value
+    """``value`` if it is one of ``options``; strings match case-insensitively ('Hann',
+    'NCHW') and come back spelled as in ``options``.  ValueError listing them otherwise."""
+    if isinstance(value, str):
+        for o in options:
+            if isinstance(o, str) and o.lower() == value.lower():
+                return o
+    elif value in options:
+        return value
+    raise ValueError(f"{name} must be one of {', '.join(repr(o) for o in options)} (got {value!r})")
 
 
 def ndarray(name, value):
@@ -200,3 +206,96 @@ def _memory_limit():
         return pages * page
     except (ValueError, OSError, AttributeError):
         return 1 << 40
+
+
+# ---- plausibility: values that are valid numbers but almost certainly a mistake -------------
+#
+# These checks never pass a wrong image silently (README, "Errors"): each names the parameter,
+# the value and the likely cause.  They reject only what no real acquisition produces:
+# ultrasound is sampled and modulated in the kHz..GHz range (a frequency below 1 kHz is a
+# value in MHz or kHz given for Hz), and no imaging grid or probe reaches 1 m from the array
+# (a value beyond that is millimetres given for metres).
+
+MIN_FREQUENCY_HZ = 1e3
+MAX_DISTANCE_M = 1.0
+
+
+def frequency(name, value):
+    """A sampling or centre frequency in Hz: > 0 and at least 1 kHz (ValueError naming
+    MHz otherwise: fs=6.67 means 6.67 Hz, not 6.67 MHz)."""
+    value = positive(name, value)
+    if value < MIN_FREQUENCY_HZ:
+        raise ValueError(f"{name} = {value:g} Hz is below 1 kHz: frequencies are in Hz (SI), not MHz "
+                         f"(for {value:g} MHz pass {name}={value:g}e6)")
+    return value
+
+
+def distances(name, coordinates, what="coordinates"):
+    """Positions in metres (an array, any shape): ValueError when one lies beyond 1 m of the
+    origin along an axis, the sign of millimetres given for metres."""
+    arr = np.asarray(coordinates, dtype=np.float64)
+    if arr.size == 0:
+        return arr
+    reach = float(np.max(np.abs(arr)))
+    if reach > MAX_DISTANCE_M:
+        raise ValueError(f"{name} reaches {reach:g} m from the array: {what} are in metres (SI), not mm "
+                         f"(multiply millimetres by 1e-3)")
+    return arr
+
+
+def samples_vs_elements(name, n_samples, n_elements):
+    """RF whose sample axis is shorter than its element axis: RF handed over in MATLAB /
+    PyMUST layout ``(samples, elements, frames)`` instead of usbeam's ``(frames, elements,
+    samples)``.  ValueError: RF is sampled at >= 2 fc over more than a few mm of depth (128
+    samples at 20 MHz are 5 mm), so it always has more samples than a probe has elements.
+    Not applied to IQ, which decimation can make that short for a shallow record; a plan's
+    grid coverage check still refuses an image that would be mostly empty."""
+    if n_samples >= n_elements:
+        return
+    raise ValueError(f"{name} has {n_samples} samples per channel, fewer than its {n_elements} elements: "
+                     f"{name} looks like MATLAB layout (samples, elements, frames): pass {name}.T "
+                     f"(usbeam takes (frames, elements, samples), samples last)")
+
+
+def coverage_error(name, covered, n_checked, window, min_coverage):
+    """The message for an image that would be mostly empty (see Beamformer's min_coverage)."""
+    return (f"{name}: only {100 * covered / n_checked:.0f} % of the grid's pixels (of {n_checked} checked) "
+            f"receive any recorded sample (records cover round-trip times {window[0] * 1e6:.3g} to "
+            f"{window[1] * 1e6:.3g} us); the image would be mostly empty.  Likely causes: channel data in "
+            f"MATLAB layout (samples, elements, frames): pass rf.T; a grid in mm instead of m; a wrong t0 "
+            f"or n_samples.  (min_coverage={min_coverage:g}; pass min_coverage=0 to build it anyway)")
+
+
+
+def leading_axes(name, shape, n_transmits, n_elements, n_samples):
+    """Split channel data's shape by the one shape rule (README, "Shapes"): ``(*leading,
+    n_transmits, n_elements, n_samples)``, where a one-transmit sequence may leave its
+    transmit axis out: ``(n_elements, n_samples)`` and ``(n_frames, n_elements, n_samples)``
+    (what ``load_must`` returns) are one-transmit data with leading axes () and (n_frames,),
+    and with one transmit a 4-D or longer shape has its transmit axis (of 1) third from last.
+    Returns (leading, has_transmit_axis); ValueError naming the axis that does not fit, and
+    the likely cause when the shape is MATLAB's layout."""
+    shape = tuple(int(s) for s in shape)
+    ndim = len(shape)
+    if n_transmits == 1 and ndim in (2, 3):
+        leading, core, has_tx = shape[:-2], shape[-2:], False
+    elif ndim >= 3:
+        leading, core, has_tx = shape[:-3], shape[-3:], True
+    else:
+        raise ValueError(f"{name} must have shape (..., {n_transmits}, {n_elements}, {n_samples}) "
+                         f"(n_transmits, n_elements, n_samples) (got {shape})")
+    expected = ((n_transmits,) if has_tx else ()) + (n_elements, n_samples)
+    if core != expected:
+        if ndim >= 2 and shape[:2] == (n_samples, n_elements) and n_samples != n_elements:
+            raise ValueError(f"{name} has shape {shape}: it looks like MATLAB layout (samples, elements, "
+                             f"frames): pass {name}.T (usbeam takes (frames, elements, samples))")
+        if has_tx and core[0] != n_transmits:
+            hint = (" (with one transmit, data is (n_elements, n_samples), (n_frames, n_elements, n_samples) "
+                    "or (..., 1, n_elements, n_samples))" if n_transmits == 1 else "")
+            raise ValueError(f"{name} has {core[0]} transmits (axis -3) but the sequence has {n_transmits}{hint}")
+        if core[-2] != n_elements:
+            raise ValueError(f"{name} has {core[-2]} elements (axis -2) but the probe has {n_elements}")
+        raise ValueError(f"{name} has {core[-1]} samples (axis -1) but the plan was built for n_samples={n_samples}")
+    if any(s == 0 for s in leading):
+        raise ValueError(f"{name} has no frames (shape {shape})")
+    return leading, has_tx

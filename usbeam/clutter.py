@@ -70,8 +70,9 @@ class ClutterFilter:
                  cutoff=0.05, init="projection", init_frames=None, backend="cpu", strict=False,
                  algorithm="kernel"):
         self.shape = _validate.plan_shape("shape", shape, 2)
-        self.method = _validate.choice("method", method, ("poly", "mean", "svd", "iir"))
+        self.method = method = _validate.choice("method", method, ("poly", "mean", "svd", "iir"))
         self.algorithm = _validate.choice("algorithm", algorithm, ("kernel", "gemm"))
+        backend = backend.lower() if isinstance(backend, str) else backend  # case-insensitive options
         if self.algorithm == "gemm" and self.method not in ("poly", "mean"):
             raise ValueError(f"algorithm='gemm' is for method 'poly' or 'mean' (got method='{self.method}')")
         if self.algorithm == "gemm" and backend != "cuda":
@@ -92,7 +93,7 @@ class ClutterFilter:
             self.cutoff = _validate.positive("cutoff", cutoff)
             if self.cutoff >= 0.5:
                 raise ValueError(f"cutoff must be < 0.5 (a fraction of the PRF; got {self.cutoff})")
-            self.init = _validate.choice("init", init, ("projection", "zero"))
+            self.init = init = _validate.choice("init", init, ("projection", "zero"))
             frames = 0 if init_frames is None else _validate.integer("init_frames", init_frames, minimum=1)
             if init == "projection" and not (self.order < (frames or n_frames) <= n_frames):
                 raise ValueError(f"init_frames: projection initialisation needs order ({self.order}) < "
@@ -106,7 +107,7 @@ class ClutterFilter:
                 if not 0 <= high_i <= n_frames - 1:
                     raise ValueError(f"high must be in [0, n_frames-1 = {n_frames - 1}] (got {high_i})")
             if isinstance(low, str):
-                _validate.choice("low", low, ("auto",))
+                low = _validate.choice("low", low, ("auto",))
                 low_i = -1
                 self.auto_frequency = _validate.positive("auto_frequency", auto_frequency)
                 if self.auto_frequency >= 0.5:
@@ -125,6 +126,11 @@ class ClutterFilter:
         if self.backend == "cuda":
             self._runner = PlanRunner(_core.clutter_cuda_exec(self._plan), strict)
             self.cuda = self._runner.execution  # stream, stage_times(), set_stream()
+
+    def __repr__(self):
+        from ._repr import attrs_repr
+
+        return attrs_repr(self, ('shape', 'method', 'order', 'low', 'high', 'cutoff', 'backend'))
 
     def __call__(self, iq, out=None):
         """Filter one ensemble (or, for 'iir', the next block of a stream); returns complex64."""

@@ -80,11 +80,16 @@ class ColorDopplerPlan:
         _validate.check_allocation("iq", self.shape, 8)
         self._plan = _core.color_plan(self.shape[0], n_images, nz, nx, self.fc, self.prf, c=self.c, lag=self.lag,
                                       window_z=self.average[0], window_x=self.average[1], window=window,
-                                      axial_correction=self.axial_correction, dz=self.dz, backend=backend)
+                                      axial_correction=self.axial_correction, dz=self.dz, backend=self.backend)
         self.cuda = None
         if self.backend == "cuda":
             self.cuda = device.CudaExecution(_core.color_cuda_exec(self._plan))  # stream, stage_times()
             self._strict = bool(strict)
+
+    def __repr__(self):
+        from ._repr import attrs_repr
+
+        return attrs_repr(self, ('shape', 'fc', 'prf', 'c', 'lag', 'average', 'window', 'backend'))
 
     @property
     def nyquist_velocity(self):
@@ -186,11 +191,16 @@ class PowerDopplerPlan:
         _validate.check_allocation("iq", self.shape, 8)
         n_pixels = int(np.prod(self.spatial, dtype=np.int64))
         self._plan = _core.power_plan(self.shape[0], n_pixels, output_db=self.db, reference=self.reference,
-                                      noise_floor=self.noise_floor, backend=backend)
+                                      noise_floor=self.noise_floor, backend=self.backend)
         self.cuda = None
         if self.backend == "cuda":
             self._runner = device.PlanRunner(_core.power_cuda_exec(self._plan), strict)
             self.cuda = self._runner.execution  # stream, stage_times(), set_stream()
+
+    def __repr__(self):
+        from ._repr import attrs_repr
+
+        return attrs_repr(self, ('shape', 'db', 'noise_floor', 'backend'))
 
     def __call__(self, iq, out=None):
         if self.cuda is not None:
@@ -257,12 +267,17 @@ class DopplerDisplay:
         threshold = _NO_POWER_THRESHOLD if self.power_threshold is None else self.power_threshold
         self._plan = _core.doppler_display_plan(n_images, self.shape[-2], self.shape[-1], median=bool(median),
                                                 persistence=self.persistence, power_threshold=threshold,
-                                                velocity_threshold=self.velocity_threshold, backend=backend)
+                                                velocity_threshold=self.velocity_threshold, backend=self.backend)
         self.cuda = None
         self._strict = bool(strict)
         if self.backend == "cuda":
             self.cuda = device.CudaExecution(_core.doppler_display_cuda_exec(self._plan))  # stream, stage_times()
             self.cuda.input_name = "velocity or power"
+
+    def __repr__(self):
+        from ._repr import attrs_repr
+
+        return attrs_repr(self, ('shape', 'persistence', 'power_threshold', 'velocity_threshold', 'backend'))
 
     def _input(self, name, value):
         if value is None:

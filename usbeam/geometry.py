@@ -1,17 +1,22 @@
-"""Probe, transmit and grid geometry for linear arrays (frozen, validated dataclasses).
+"""Transmit and grid geometry for any probe (frozen, validated dataclasses); probes are in
+``usbeam.probes`` (LinearArray, ConvexArray, MatrixArray, ElementArray).
 
 Conventions (SI units, those of MUST/PyMUST so results compare with theirs):
 
 * x along the array, x = 0 at its centre; y elevation; z depth (> 0 in the medium).
-* Element e of a ``LinearArray`` sits at ``x_e = (e - (N-1)/2) * pitch``, y = z = 0.
+* Element e of a ``LinearArray`` sits at ``x_e = (e - (N-1)/2) * pitch``, y = z = 0; a
+  ``ConvexArray`` follows MUST's convention for curved arrays (usbeam.probes).  Element
+  positions e are 3-D throughout below.
 * Time t = 0 is when the FIRST element fires (MUST ``txdelay``: delays shifted so their
   minimum is 0).  Received sample n is at time ``t0 + n/fs``.
 * A transmit gives the transmit time ``tau_tx(p)`` of a point p:
 
-  ``PlaneWave(angle)``           ((x - x_first) sin a + z cos a) / c, x_first the
-                                 first-firing element (x_min for a > 0, x_max for a < 0)
-  ``DivergingWave(source)``      (|p - v| - min_e |e - v|) / c, v = (xv, zv), zv < 0
-  ``Focused(focus)``             (max_e |e - f| + sign(z - zf) |p - f|) / c, zf > 0
+  ``PlaneWave(angle, angle_y=0)`` (p - e_first) . d / c, d = (sin a cos b, sin b, cos a cos b),
+                                 e_first the first-firing element (min e . d; on a linear
+                                 array x_min for a > 0, x_max for a < 0)
+  ``DivergingWave(source)``      (|p - v| - min_e |e - v|) / c, v = (xv, [yv,] zv), zv < 0
+  ``Focused(focus, origin)``     (max_e |e - f| + side |p - f|) / c, zf > 0, side the sign
+                                 of (p - f) . axis (axis +z, or from origin to f)
                                  (virtual-source model: before the focus the wave
                                  converges, after it diverges from f)
   ``SyntheticAperture(element)`` |p - e_k| / c, element k fires alone
@@ -19,11 +24,14 @@ Conventions (SI units, those of MUST/PyMUST so results compare with theirs):
                                  element, NaN = off): min_i (c d_i + |p - s_i|) / c over
                                  4 n_active virtual sources s_i on the array, positions and
                                  delays interpolated by not-a-knot cubic splines of the
-                                 element index (as PyMUST ``interp1(..., 'cubic')``)
+                                 element index (as PyMUST ``interp1(..., 'cubic')``); on a
+                                 matrix array the elements themselves (PyMUST ``dasmtx3``)
 
 * A sequence is a list (or tuple) of transmits; the beamformer sums them coherently.
 * ``Grid(x=..., z=...)`` gives images ``(nz, nx)``; with ``y=`` too, volumes
   ``(ny, nz, nx)``; ``Grid.points(p)`` an arbitrary list of points ``(n_points,)``.
+  Sector and volume grids (``PolarGrid``, ``VolumeGrid``, ``SphericalGrid``) are in
+  ``usbeam.grids``.
 """
 from dataclasses import dataclass, field
 import math
@@ -32,151 +40,158 @@ import numbers
 import numpy as np
 
 from . import _validate
+from .probes import ConvexArray, ElementArray, LinearArray, MatrixArray, check_probe
 
-__all__ = ["LinearArray", "PlaneWave", "DivergingWave", "Focused", "SyntheticAperture", "Delays", "Grid",
+__all__ = ["LinearArray", "ConvexArray", "MatrixArray", "ElementArray", "PlaneWave", "DivergingWave", "Focused", "SyntheticAperture", "Delays", "Grid",
            "plane_wave_sequence", "as_sequence"]
 
 
-def _optional_positive(name, value):
-    return None if value is None else _validate.positive(name, value)
-
-
-def _point2(name, value):
-    """An (x, z) pair of finite floats."""
+def _point(name, value):
+    """An (x, z) pair or an (x, y, z) triple of finite floats, as (x, y, z)."""
     try:
         arr = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a pair (x, z) of numbers (got {value!r})") from None
-    if arr.shape != (2,):
-        raise ValueError(f"{name} must be a pair (x, z) in m (got shape {arr.shape})")
+        raise TypeError(f"{name} must be a pair (x, z) or a triple (x, y, z) of numbers (got {value!r})") from None
+    if arr.shape not in ((2,), (3,)):
+        raise ValueError(f"{name} must be a pair (x, z) or a triple (x, y, z) in m (got shape {arr.shape})")
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} must be finite (got {tuple(arr)})")
-    return (float(arr[0]), float(arr[1]))
+    if arr.size == 2:
+        return (float(arr[0]), 0.0, float(arr[1])), (float(arr[0]), float(arr[1]))
+    return (float(arr[0]), float(arr[1]), float(arr[2])), tuple(float(v) for v in arr)
 
 
-@dataclass(frozen=True)
-class LinearArray:
-    """A linear array of ``n_elements`` elements at ``pitch`` (m), centred on x = 0.
-
-    ``width`` (element width, m) and ``kerf`` (gap, m) satisfy pitch = width + kerf; give
-    either (the other is derived) or both (they must agree).  ``fc`` (Hz) and
-    ``bandwidth`` (fractional -6 dB pulse-echo bandwidth, e.g. 0.75 for 75 %) are optional
-    defaults for the beamformer's automatic f-number and for the simulator.
-    """
-    n_elements: int
-    pitch: float
-    width: float = None
-    kerf: float = None
-    fc: float = None
-    bandwidth: float = None
-
-    def __post_init__(self):
-        n = _validate.integer("n_elements", self.n_elements, minimum=1, maximum=1 << 20)
-        pitch = _validate.positive("pitch", self.pitch)
-        width = _optional_positive("width", self.width)
-        kerf = None if self.kerf is None else _validate.nonnegative("kerf", self.kerf)
-        if width is None and kerf is not None:
-            width = pitch - kerf
-            if not width > 0:
-                raise ValueError(f"kerf ({kerf}) must be smaller than pitch ({pitch})")
-        elif width is not None and kerf is None:
-            kerf = pitch - width
-        elif width is not None and kerf is not None and abs(width + kerf - pitch) > 1e-9 * pitch:
-            raise ValueError(f"width + kerf must equal pitch (got {width} + {kerf} != {pitch})")
-        if width is not None and width > pitch * (1 + 1e-12):
-            raise ValueError(f"width ({width}) must be <= pitch ({pitch})")
-        if kerf is not None and kerf < 0:
-            kerf = 0.0
-        fc = _optional_positive("fc", self.fc)
-        bandwidth = _optional_positive("bandwidth", self.bandwidth)
-        if bandwidth is not None and not bandwidth < 2:
-            raise ValueError(f"bandwidth is a fraction in (0, 2) (got {bandwidth}; MUST's % / 100)")
-        for name, value in (("n_elements", n), ("pitch", pitch), ("width", width), ("kerf", kerf),
-                            ("fc", fc), ("bandwidth", bandwidth)):
-            object.__setattr__(self, name, value)
-
-    @property
-    def x(self):
-        """Element x positions (m), float64 ``(n_elements,)``."""
-        return (np.arange(self.n_elements) - (self.n_elements - 1) / 2) * self.pitch
-
-    @property
-    def positions(self):
-        """Element positions (m), float64 ``(n_elements, 3)`` as (x, y, z)."""
-        pos = np.zeros((self.n_elements, 3))
-        pos[:, 0] = self.x
-        return pos
-
-    @property
-    def aperture(self):
-        """Distance between the centres of the outer elements (m)."""
-        return (self.n_elements - 1) * self.pitch
+def _positions(probe):
+    return np.asarray(probe.positions, dtype=np.float64)
 
 
 @dataclass(frozen=True)
 class PlaneWave:
-    """Plane wave steered by ``angle`` (rad, |angle| < pi/2, > 0 toward +x)."""
+    """Plane wave steered by ``angle`` (rad, |angle| < pi/2, > 0 toward +x) and, for matrix
+    arrays, ``angle_y`` (rad, toward +y): direction (sin a cos b, sin b, cos a cos b).  t = 0
+    when the first element fires: the element e minimising e . d (MUST txdelay, also for
+    convex arrays, where the wavefront is the tangent plane)."""
     angle: float = 0.0
+    angle_y: float = 0.0
 
     def __post_init__(self):
         angle = _validate.real_scalar("angle", self.angle)
         if not abs(angle) < math.pi / 2:
             raise ValueError(f"angle must satisfy |angle| < pi/2 rad (got {angle})")
+        angle_y = _validate.real_scalar("angle_y", self.angle_y)
+        if not abs(angle_y) < math.pi / 2:
+            raise ValueError(f"angle_y must satisfy |angle_y| < pi/2 rad (got {angle_y})")
         object.__setattr__(self, "angle", angle)
+        object.__setattr__(self, "angle_y", angle_y)
 
     def check(self, probe):
         return self
 
+    @property
+    def direction(self):
+        a, b = self.angle, self.angle_y
+        return np.array([math.sin(a) * math.cos(b), math.sin(b), math.cos(a) * math.cos(b)])
+
+    def first_element(self, probe):
+        """Position (x, y, z) of the first-firing element."""
+        pos = _positions(probe)
+        if self.angle_y == 0.0 and np.all(pos[:, 1:] == 0):  # a line on the x axis: x_min or x_max
+            return pos[np.argmin(pos[:, 0]) if self.angle >= 0 else np.argmax(pos[:, 0])]
+        return pos[np.argmin(pos @ self.direction)]
+
     def transmit_time(self, points, probe, c):
         """tau_tx (s) of ``points`` (n, 3)."""
-        xe = probe.x
-        x_first = xe.min() if self.angle >= 0 else xe.max()
+        first = self.first_element(probe)
+        d = self.direction
         p = np.asarray(points, dtype=np.float64)
-        return ((p[:, 0] - x_first) * math.sin(self.angle) + p[:, 2] * math.cos(self.angle)) / c
+        return ((p[:, 0] - first[0]) * d[0] + (p[:, 2] - first[2]) * d[2] + (p[:, 1] - first[1]) * d[1]) / c
 
 
 @dataclass(frozen=True)
 class DivergingWave:
-    """Diverging wave from a virtual source ``source = (xv, zv)`` (m) behind the array (zv < 0)."""
+    """Diverging wave from a virtual source ``source`` = (xv, zv) or (xv, yv, zv) (m) behind
+    the array (zv < 0; for a convex array its centre of curvature, ``probe.center_of_curvature``,
+    gives MUST's circular wave).  tau_tx = (|p - v| - min_e |e - v|) / c."""
     source: tuple = (0.0, -0.01)
 
     def __post_init__(self):
-        xv, zv = _point2("source", self.source)
-        if not zv < 0:
-            raise ValueError(f"source must be behind the array: its z must be < 0 (got {zv})")
-        object.__setattr__(self, "source", (xv, zv))
+        xyz, given = _point("source", self.source)
+        if not xyz[2] < 0:
+            raise ValueError(f"source must be behind the array: its z must be < 0 (got {xyz[2]})")
+        object.__setattr__(self, "source", given)
+
+    @property
+    def point(self):
+        """The source as (x, y, z), m."""
+        return _point("source", self.source)[0]
 
     def check(self, probe):
         return self
 
     def transmit_time(self, points, probe, c):
-        xv, zv = self.source
+        v = np.array(self.point)
         p = np.asarray(points, dtype=np.float64)
-        first = np.min(np.hypot(probe.x - xv, zv))
-        r = np.sqrt((p[:, 0] - xv) ** 2 + p[:, 1] ** 2 + (p[:, 2] - zv) ** 2)
+        first = np.min(np.linalg.norm(_positions(probe) - v, axis=1))
+        r = np.sqrt((p[:, 0] - v[0]) ** 2 + (p[:, 1] - v[1]) ** 2 + (p[:, 2] - v[2]) ** 2)
         return (r - first) / c
 
 
 @dataclass(frozen=True)
 class Focused:
-    """Focused wave through ``focus = (xf, zf)`` (m), zf > 0 (virtual-source model)."""
+    """Focused wave through ``focus`` = (xf, zf) or (xf, yf, zf) (m), zf > 0 (virtual-source
+    model): tau_tx = (max_e |e - f| + side |p - f|) / c, side = sign((p - f) . axis), -1
+    before the focus and +1 past it.  ``origin`` (a point of the array, (x, z) or (x, y, z))
+    sets the beam axis, from origin to focus; None: the axis is +z (a beam straight down, as
+    line-by-line imaging with a linear array).  ``Focused.steered(angle, depth)`` builds a
+    phased array's steered beam from the array centre."""
     focus: tuple = (0.0, 0.03)
+    origin: tuple = None
 
     def __post_init__(self):
-        xf, zf = _point2("focus", self.focus)
-        if not zf > 0:
-            raise ValueError(f"focus must be in front of the array: its z must be > 0 (got {zf})")
-        object.__setattr__(self, "focus", (xf, zf))
+        xyz, given = _point("focus", self.focus)
+        if not xyz[2] > 0:
+            raise ValueError(f"focus must be in front of the array: its z must be > 0 (got {xyz[2]})")
+        object.__setattr__(self, "focus", given)
+        if self.origin is not None:
+            o, o_given = _point("origin", self.origin)
+            if np.linalg.norm(np.subtract(xyz, o)) == 0:
+                raise ValueError("origin must differ from focus (it sets the beam axis)")
+            object.__setattr__(self, "origin", o_given)
+
+    @classmethod
+    def steered(cls, angle, depth, origin=(0.0, 0.0)):
+        """Focus at ``depth`` (m) along the direction ``angle`` (rad from +z toward +x) from
+        ``origin`` ((x, z) m, default the array centre)."""
+        angle = _validate.real_scalar("angle", angle)
+        if not abs(angle) < math.pi / 2:
+            raise ValueError(f"angle must satisfy |angle| < pi/2 rad (got {angle})")
+        depth = _validate.positive("depth", depth)
+        (ox, oy, oz), _ = _point("origin", origin)
+        return cls((ox + depth * math.sin(angle), oy, oz + depth * math.cos(angle)), origin=(ox, oy, oz))
+
+    @property
+    def point(self):
+        return _point("focus", self.focus)[0]
+
+    @property
+    def axis(self):
+        """Unit vector of the beam axis (x, y, z)."""
+        if self.origin is None:
+            return (0.0, 0.0, 1.0)
+        d = np.subtract(self.point, _point("origin", self.origin)[0])
+        return tuple(float(v) for v in d / np.linalg.norm(d))
 
     def check(self, probe):
         return self
 
     def transmit_time(self, points, probe, c):
-        xf, zf = self.focus
+        f = np.array(self.point)
+        ax = self.axis
         p = np.asarray(points, dtype=np.float64)
-        farthest = np.max(np.hypot(probe.x - xf, zf))
-        r = np.sqrt((p[:, 0] - xf) ** 2 + p[:, 1] ** 2 + (p[:, 2] - zf) ** 2)
-        return (farthest + np.sign(p[:, 2] - zf) * r) / c
+        farthest = np.max(np.linalg.norm(_positions(probe) - f, axis=1))
+        r = np.sqrt((p[:, 0] - f[0]) ** 2 + (p[:, 1] - f[1]) ** 2 + (p[:, 2] - f[2]) ** 2)
+        along = (ax[0] * (p[:, 0] - f[0]) + ax[1] * (p[:, 1] - f[1])) + ax[2] * (p[:, 2] - f[2])
+        return (farthest + np.sign(along) * r) / c
 
 
 @dataclass(frozen=True)
@@ -195,8 +210,8 @@ class SyntheticAperture:
 
     def transmit_time(self, points, probe, c):
         p = np.asarray(points, dtype=np.float64)
-        xk = probe.x[self.element]
-        return np.sqrt((p[:, 0] - xk) ** 2 + p[:, 1] ** 2 + p[:, 2] ** 2) / c
+        e = _positions(probe)[self.element]
+        return np.sqrt((p[:, 0] - e[0]) ** 2 + (p[:, 1] - e[1]) ** 2 + (p[:, 2] - e[2]) ** 2) / c
 
 
 def _not_a_knot_spline(values, t):
@@ -261,9 +276,6 @@ class Delays:
             raise ValueError("delays: no element fires (all NaN)")
         if not np.all(np.isfinite(d[active])):
             raise ValueError("delays must be finite (NaN marks an element that does not fire)")
-        on = np.flatnonzero(active)
-        if on[-1] - on[0] + 1 != on.size:
-            raise ValueError("delays: the firing elements must be one contiguous sub-aperture")
         d = d - d[active].min()
         d.flags.writeable = False
         object.__setattr__(self, "delays", d)
@@ -276,25 +288,39 @@ class Delays:
     def check(self, probe):
         if self.delays.size != probe.n_elements:
             raise ValueError(f"delays has {self.delays.size} entries for a probe of {probe.n_elements} elements")
+        on = np.flatnonzero(~np.isnan(self.delays))
+        if not getattr(probe, "two_dimensional", False) and on[-1] - on[0] + 1 != on.size:
+            raise ValueError("delays: the firing elements must be one contiguous sub-aperture")
         return self
 
     def sources(self, probe, c):
-        """Virtual sources (3, n) as rows x (m), z (m), path offset c * delay (m)."""
+        """Virtual sources as rows.  Line arrays (linear, convex): (3, 4 n_active) rows x (m),
+        z (m), path offset c * delay (m), positions and delays interpolated by not-a-knot
+        splines of the element index (PyMUST dasmtx; z is 0 for a linear array).  Matrix
+        arrays: (4, n_active) rows x, y, z, offset, the elements themselves (PyMUST dasmtx3)."""
         active = ~np.isnan(self.delays)
-        xe, de = probe.x[active], self.delays[active]
-        n = xe.size
+        pos, de = _positions(probe)[active], self.delays[active]
+        if getattr(probe, "two_dimensional", False):
+            return np.stack([pos[:, 0], pos[:, 1], pos[:, 2], c * de])
+        n = de.size
         if n == 1:
-            return np.array([[xe[0]], [0.0], [c * de[0]]])
+            return np.array([[pos[0, 0]], [pos[0, 2]], [c * de[0]]])
         t = np.linspace(0, n - 1, 4 * n)
-        return np.stack([_not_a_knot_spline(xe, t), np.zeros(t.size), c * _not_a_knot_spline(de, t)])
+        z = np.zeros(t.size) if np.all(pos[:, 2] == 0) else _not_a_knot_spline(pos[:, 2], t)
+        return np.stack([_not_a_knot_spline(pos[:, 0], t), z, c * _not_a_knot_spline(de, t)])
 
     def transmit_time(self, points, probe, c):
         src = self.sources(probe, c)
         p = np.asarray(points, dtype=np.float64)
         best = np.full(p.shape[0], np.inf)
+        if src.shape[0] == 4:
+            xs, ys, zs, offset = src
+        else:
+            xs, zs, offset = src
+            ys = np.zeros_like(xs)
         for i in range(src.shape[1]):  # a loop keeps the memory at O(n_points)
-            r = np.sqrt((p[:, 0] - src[0, i]) ** 2 + p[:, 1] ** 2 + (p[:, 2] - src[1, i]) ** 2)
-            np.minimum(best, src[2, i] + r, out=best)
+            r = np.sqrt((p[:, 0] - xs[i]) ** 2 + (p[:, 1] - ys[i]) ** 2 + (p[:, 2] - zs[i]) ** 2)
+            np.minimum(best, offset[i] + r, out=best)
         return best / c
 
 
@@ -311,8 +337,8 @@ def plane_wave_sequence(angles):
 
 def as_sequence(sequence, probe=None):
     """A tuple of transmits from one transmit or a list of them (checked against probe)."""
-    if probe is not None and not isinstance(probe, LinearArray):
-        raise TypeError(f"probe must be a usbeam.LinearArray (got {type(probe).__name__})")
+    if probe is not None:
+        check_probe(probe)
     if isinstance(sequence, TRANSMIT_TYPES):
         sequence = (sequence,)
     if not isinstance(sequence, (list, tuple)):
@@ -389,6 +415,17 @@ class Grid:
     @property
     def n_points(self):
         return int(np.prod(self.shape))
+
+    def __repr__(self):
+        """The axes by range and count (in mm), never every coordinate."""
+        if self._points is not None:
+            return f"Grid.points({self._points.shape[0]} points)"
+
+        def axis(name, v):
+            step = f", step {1e3 * (v[-1] - v[0]) / (v.size - 1):.4g} mm" if v.size > 1 else ""
+            return f"{name}={1e3 * v[0]:.4g}..{1e3 * v[-1]:.4g} mm ({v.size}{step})"
+        axes = [axis("x", self.x), axis("z", self.z)] + ([axis("y", self.y)] if self.y is not None else [])
+        return f"Grid({', '.join(axes)}, shape {self.shape})"
 
     def coordinates(self):
         """All points (n_points, 3) as (x, y, z) in m, in output (C) order."""

@@ -118,6 +118,7 @@ class HadamardDecodePlan:
             raise ValueError("transmit_last is not available for complex64 data (its (re, im) pairs stay last)")
         self.algorithm = _validate.choice("algorithm", algorithm, ("direct", "fast", "gemm"))
         self.transmit_last = bool(transmit_last)
+        backend = backend.lower() if isinstance(backend, str) else backend  # case-insensitive options
         if backend == "cuda" and self.complex:
             raise TypeError("data: complex64 is decoded on backend='cpu' only (decode its float32 view on CUDA)")
         if self.algorithm == "gemm" and backend != "cuda":
@@ -137,11 +138,16 @@ class HadamardDecodePlan:
         self._float_shape = self.shape + (2,) if self.complex else None
         kernel_dtype = "float32" if self.complex else self.dtype.name
         self._plan = _core.hadamard_plan(self.order, n_outer, n_inner * (2 if self.complex else 1), kernel_dtype,
-                                         self.output, self.algorithm, int(self.transmit_last), matrix, backend)
+                                         self.output, self.algorithm, int(self.transmit_last), matrix, self.backend)
         self.cuda = None
         if self.backend == "cuda":
             self._runner = PlanRunner(_core.hadamard_cuda_exec(self._plan), strict)
             self.cuda = self._runner.execution  # stream, stage_times(), set_stream()
+
+    def __repr__(self):
+        from ._repr import attrs_repr
+
+        return attrs_repr(self, ('shape', 'axis', 'dtype', 'algorithm', 'out_shape', 'backend'))
 
     def __call__(self, data, out=None):
         if self.cuda is not None:

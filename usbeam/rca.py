@@ -116,11 +116,11 @@ class RowColumnArray:
 
     def strips(self, orientation):
         """Positions of the strips of 'rows' (y) or 'columns' (x)."""
-        _validate.choice("orientation", orientation, ("rows", "columns"))
+        orientation = _validate.choice("orientation", orientation, ("rows", "columns"))
         return self.row_y if orientation == "rows" else self.column_x
 
     def n_strips(self, orientation):
-        _validate.choice("orientation", orientation, ("rows", "columns"))
+        orientation = _validate.choice("orientation", orientation, ("rows", "columns"))
         return self.n_rows if orientation == "rows" else self.n_columns
 
     def to_array(self, points):
@@ -184,7 +184,7 @@ class RCAGrid:
     def bscan(cls, lateral, z, plane="xz", offset=0.0):
         """B-scan (nz, n_lateral) in the plane 'xz' (lateral = x, at y = offset) or 'yz'
         (lateral = y, at x = offset)."""
-        _validate.choice("plane", plane, ("xz", "yz"))
+        plane = _validate.choice("plane", plane, ("xz", "yz"))
         offset = _validate.real_scalar("offset", offset)
         (l0, dl, nl), (z0, dz, nz) = _uniform_axis("lateral", lateral), _uniform_axis("z", z)
         m = np.eye(4)
@@ -229,6 +229,42 @@ def _acquisition_count(array, method, rx, angles, sparse):
     return len(angles)
 
 
+def _rca_sample_points(grid, per_axis=12):
+    """World points of a few voxels spread over the grid (up to per_axis per axis)."""
+    idx = [np.unique(np.linspace(0, n - 1, min(n, per_axis)).round()) for n in grid.shape]
+    k, j, i = np.meshgrid(*idx, indexing="ij")
+    ijk = np.stack([i.ravel(), j.ravel(), k.ravel(), np.ones(i.size)], axis=1)
+    return (ijk @ grid.voxel_transform.T)[:, :3]
+
+
+def _check_rca_plausible(array, grid, n_samples, n_channels, data, fs, c, t0, min_coverage):
+    """The plausibility checks of Beamformer for row-column arrays: grid and array within 1 m
+    (mm given for m), RF with fewer samples than channels (MATLAB layout), and a grid most of
+    whose voxels lie deeper than the record reaches."""
+    points = _rca_sample_points(grid)
+    _validate.distances("grid", points, "grid coordinates")
+    _validate.distances("array", [array.column_x.max(), array.row_y.max()], "strip positions (pitch)")
+    if data == "rf":
+        _validate.samples_vs_elements("data", n_samples, n_channels)
+    if not 0 <= min_coverage <= 1:
+        raise ValueError(f"min_coverage must be in [0, 1] (got {min_coverage})")
+    if min_coverage > 0:
+        local = array.to_array(points)
+        depth = np.abs(local[:, 2])
+        # bounds of the round trip, whatever the method: at least down and back, 2 z / c; at
+        # most twice the distance to the farthest array corner plus a transmit delay spread of
+        # at most the aperture's diagonal
+        half = np.array([array.column_x.max() if array.n_columns > 1 else 0.0,
+                         array.row_y.max() if array.n_rows > 1 else 0.0])
+        far = np.hypot(np.abs(local[:, 0]) + half[0] + array.pitch_x, np.abs(local[:, 1]) + half[1] + array.pitch_y)
+        farthest = np.hypot(far, depth)
+        t_end = t0 + (n_samples - 1) / fs
+        latest = (2 * farthest + 2 * np.hypot(*half)) / c
+        covered = int(np.count_nonzero((2 * depth / c <= t_end) & (latest >= t0)))
+        if covered < min_coverage * len(points):
+            raise ValueError(_validate.coverage_error("grid", covered, len(points), (t0, t_end), min_coverage))
+
+
 class RCABeamformer:
     """Delay-and-sum plan for one RCA acquisition scheme and one output grid.
 
@@ -247,7 +283,19 @@ class RCABeamformer:
         (radians; m, inf = plane wave).  Defaults: 0 and inf (plane wave).
     sparse_elements : strip indices of uforces / uhercules acquisitions
     interpolation : 'nearest', 'linear' or 'cubic' (cubic Hermite / Catmull-Rom)
-    f_number, window, tukey_alpha : receive apodization (f_number 0 = none)
+    f_number, window, tukey_alpha : receive apodization (f_number 0 = none; a number: there
+        is no 'auto' for row-column arrays, whose strips have no element directivity model)
+        String options are case-insensitive.  Defaults differ from ``Beamformer``'s ('linear',
+        'rect') for two reasons of this family: its default input is RF (``data='rf'``),
+        where linear interpolation of the carrier between samples loses amplitude (at 4
+        samples per period up to 29 % halfway between samples, where cubic (Catmull-Rom)
+        loses 12 %), while ``Beamformer``'s default input is baseband IQ; and a long strip's receive aperture ends abruptly,
+        whose edge waves a Hann taper suppresses (Rasmussen et al., IEEE TUFFC 2015).
+    min_coverage : least fraction of voxels (a sample of them) that a record can reach: the
+        round trip, between ``2 z / c`` (z the depth below the array) and twice the distance to
+        the farthest array corner plus the aperture's diagonal over c, must overlap the record
+        ``[t0, t0 + (n_samples - 1) / fs]`` (default 0.5; 0 to skip): below it ValueError naming the likely causes (MATLAB layout,
+        mm, t0), as ``Beamformer``'s check.
     coherence_factor : weight by |sum|^2 / (N sum |v|^2)
     sum_frames : one output, the coherent sum over frames
     backend : 'cpu' or 'cuda' (cuda/rca.cu): 'cuda' takes and returns device arrays; NumPy
@@ -257,7 +305,7 @@ class RCABeamformer:
     def __init__(self, array, method, grid, *, n_samples, fs, c=1540.0, t0=0.0, fc=None, data="rf",
                  n_frames=1, tx="columns", rx="columns", angles=None, focal_depths=None,
                  sparse_elements=None, interpolation="cubic", f_number=1.0, window="hann", tukey_alpha=0.5,
-                 coherence_factor=False, sum_frames=False, backend="cpu", strict=False):
+                 coherence_factor=False, sum_frames=False, backend="cpu", strict=False, min_coverage=0.5):
         if not isinstance(array, RowColumnArray):
             raise TypeError(f"array must be a RowColumnArray (got {type(array).__name__})")
         if not isinstance(grid, RCAGrid):
@@ -270,17 +318,24 @@ class RCABeamformer:
             self.tx = self.rx
         self.n_samples = _validate.integer("n_samples", n_samples, minimum=1)
         self.n_frames = _validate.integer("n_frames", n_frames, minimum=1)
-        fs = _validate.positive("fs", fs)
+        fs = _validate.frequency("fs", fs)
         c = _validate.positive("c", c)
+        if c < 100 or c > 20000:
+            raise ValueError(f"c = {c:g} m/s is not a speed of sound: c is in m/s (SI), e.g. 1540 for soft tissue")
         t0 = _validate.real_scalar("t0", t0)
         if fc is None:
             fc = array.fc
         if self.data == "iq" and fc is None:
             raise ValueError("fc is needed for IQ data (the phase rotation exp(j 2 pi fc tau))")
-        fc = 0.0 if fc is None else _validate.positive("fc", fc)
+        fc = 0.0 if fc is None else _validate.frequency("fc", fc)
+        self.fs, self.fc, self.c, self.t0 = fs, fc, c, t0
         self.interpolation = _validate.choice("interpolation", interpolation, tuple(_INTERP))
+        if f_number is None or isinstance(f_number, str):
+            raise TypeError(f"f_number must be a number >= 0 (0: no receive apodization); RCABeamformer has "
+                            f"no 'auto' f-number (got {f_number!r})")
         f_number = _validate.nonnegative("f_number", f_number)
-        window = _validate.choice("window", window, tuple(_WINDOW))
+        self.f_number = f_number
+        self.window = window = _validate.choice("window", window, tuple(_WINDOW))
         tukey_alpha = _validate.real_scalar("tukey_alpha", tukey_alpha)
         if not 0 <= tukey_alpha <= 1:
             raise ValueError(f"tukey_alpha must be in [0, 1] (got {tukey_alpha})")
@@ -324,6 +379,8 @@ class RCABeamformer:
         elif angles is not None or focal_depths is not None:
             raise ValueError(f"angles and focal_depths do not apply to {self.method}")
 
+        _check_rca_plausible(array, grid, self.n_samples, array.n_strips(self.rx), self.data, fs, c, t0,
+                             _validate.real_scalar("min_coverage", min_coverage))
         self.n_acquisitions = _acquisition_count(array, self.method, self.rx, None if waves is None else waves[0],
                                                  sparse)
         self.n_channels = array.n_strips(self.rx)
@@ -340,11 +397,18 @@ class RCABeamformer:
             int(self.tx == "rows"), int(self.rx == "rows"), self.n_frames, self.n_acquisitions, self.n_channels,
             self.n_samples, self.data == "iq", fs, fc, c, t0, _INTERP[self.interpolation],
             empty if waves is None else waves[0], empty if waves is None else waves[1],
-            sparse, f_number, _WINDOW[window], tukey_alpha, bool(coherence_factor), self.sum_frames, backend)
+            sparse, f_number, _WINDOW[window], tukey_alpha, bool(coherence_factor), self.sum_frames, self.backend)
         self.cuda = None
         if self.backend == "cuda":
             self._runner = PlanRunner(_core.rca_cuda_exec(self._plan), strict)
             self.cuda = self._runner.execution  # stream, stage_times(), set_stream()
+
+    def __repr__(self):
+        return (f"RCABeamformer({self.method!r}, {self.array.n_columns}x{self.array.n_rows} strips, "
+                f"grid {self.grid.image_shape}, data={self.data!r}, n_acquisitions={self.n_acquisitions}, "
+                f"n_samples={self.n_samples}, fs={self.fs / 1e6:.4g} MHz, c={self.c:g} m/s, "
+                f"t0={self.t0 * 1e6:.4g} us, {self.interpolation}, {self.window}, f_number={self.f_number:g}, "
+                f"n_frames={self.n_frames}, backend={self.backend!r})")
 
     def __call__(self, data, out=None):
         """Beamform ``data`` (n_frames, n_acquisitions, n_channels, n_samples), or without the

@@ -113,8 +113,8 @@ class RF2IQPlan:
         if any(s == 0 for s in self.shape):
             raise ValueError(f"rf is empty (shape {self.shape})")
         self.dtype = np.dtype(_rf_dtype(dtype))
-        self.fs = _validate.positive("fs", fs)
-        self.fc = _validate.positive("fc", fc)
+        self.fs = _validate.frequency("fs", fs)
+        self.fc = _validate.frequency("fc", fc)
         self.t0 = _validate.real_scalar("t0", t0)
         self.decimation = _validate.integer("decimation", decimation, minimum=1,
                                              maximum=_validate.SSIZE_MAX)
@@ -141,7 +141,7 @@ class RF2IQPlan:
         kwargs = dict(t0=self.t0, decimation=self.decimation, backend=self.backend)
         self.wn = None
         if isinstance(filter, str):
-            _validate.choice("filter", filter, ("butter", "kaiser"))
+            filter = _validate.choice("filter", filter, ("butter", "kaiser"))
             if filter == "butter":
                 self.order = _validate.integer("order", order, minimum=1, maximum=MAX_ORDER)
                 if transition_width is not None:
@@ -195,6 +195,11 @@ class RF2IQPlan:
         if self.backend == "cuda":  # cuda/rf2iq.cu; device arrays in and out (see usbeam.device)
             self._runner = PlanRunner(_core.rf2iq_cuda_exec(self._plan), strict)
             self.cuda = self._runner.execution
+
+    def __repr__(self):
+        from ._repr import attrs_repr
+
+        return attrs_repr(self, ('shape', 'dtype', 'fs', 'fc', 'filter', 'decimation', 'out_shape', 'backend'))
 
     def __call__(self, rf, out=None):
         """Demodulate ``rf`` (shape and dtype of the plan); returns complex64 ``out_shape``."""

@@ -36,6 +36,7 @@
  * exactly when one of them is; element 0 of every sample is tested as the tile is scattered
  * (one compare per n values).  A refused call fills out with NaN (no partial result).
  */
+#include "common/interrupt.h"
 #include "common/usbeam_internal.h"
 
 #include <math.h>
@@ -414,8 +415,11 @@ usbeam_status usbeam_hadamard_execute(usbeam_hadamard_plan *plan, const void *in
     const ptrdiff_t n_tiles = (ptrdiff_t)((samples + TILE - 1) / TILE);
     const usbeam_dtype dtype = plan->params.in_dtype;
     int bad = 0;
+    usbeam_interrupt interrupt; /* Ctrl-C between tiles (common/interrupt.h) */
+    usbeam_interrupt_begin(&interrupt);
 #pragma omp parallel for schedule(static) num_threads(usbeam_team_size(plan->n_threads)) reduction(| : bad)
     for (ptrdiff_t tile = 0; tile < n_tiles; ++tile) {
+        if (usbeam_interrupt_poll(&interrupt)) continue;
         int thread = 0;
 #ifdef _OPENMP
         thread = omp_get_thread_num();
@@ -430,6 +434,14 @@ usbeam_status usbeam_hadamard_execute(usbeam_hadamard_plan *plan, const void *in
             decode_tile_int32(plan, in, out, first, count, (int64_t *)scratch, (int64_t *)(scratch + half));
         else
             bad |= decode_tile_float32(plan, in, out, first, count, (double *)scratch, (double *)(scratch + half));
+    }
+    const usbeam_status st = usbeam_interrupt_end(&interrupt);
+    if (st != USBEAM_OK) { /* no partial result: NaN, or 0 for integer output */
+        if (plan->params.out_dtype == USBEAM_DTYPE_FLOAT32)
+            usbeam_fill_nan(out, samples * plan->n);
+        else
+            memset(out, 0, samples * plan->n * usbeam_dtype_size(plan->params.out_dtype));
+        return st;
     }
     if (bad) { /* float input, float32 output */
         usbeam_fill_nan(out, samples * plan->n);

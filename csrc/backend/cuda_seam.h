@@ -92,6 +92,14 @@ extern "C" {
     XV(usbeam_bmode_cuda_destroy, (usbeam_bmode_cuda *plan), (plan)) \
     X(usbeam_cuda_exec *, usbeam_bmode_cuda_exec, (usbeam_bmode_cuda *plan), (plan), (NULL)) \
     X(usbeam_status, usbeam_bmode_cuda_execute, (usbeam_bmode_cuda *plan, const void *in, void *out), (plan, in, out), (USBEAM_SEAM_MISSING)) \
+    X(usbeam_status, usbeam_scan_convert_cuda_create, (const usbeam_scan_convert_tables *tables, usbeam_scan_convert_cuda **plan), (tables, plan), (USBEAM_SEAM_CLEAR(plan, NULL), USBEAM_SEAM_MISSING)) \
+    XV(usbeam_scan_convert_cuda_destroy, (usbeam_scan_convert_cuda *plan), (plan)) \
+    X(usbeam_cuda_exec *, usbeam_scan_convert_cuda_exec, (usbeam_scan_convert_cuda *plan), (plan), (NULL)) \
+    X(usbeam_status, usbeam_scan_convert_cuda_execute, (usbeam_scan_convert_cuda *plan, const void *in, void *out), (plan, in, out), (USBEAM_SEAM_MISSING)) \
+    X(usbeam_status, usbeam_envelope_cuda_create, (const usbeam_envelope_params *params, const double *kernel, usbeam_envelope_cuda **plan), (params, kernel, plan), (USBEAM_SEAM_CLEAR(plan, NULL), USBEAM_SEAM_MISSING)) \
+    XV(usbeam_envelope_cuda_destroy, (usbeam_envelope_cuda *plan), (plan)) \
+    X(usbeam_cuda_exec *, usbeam_envelope_cuda_exec, (usbeam_envelope_cuda *plan), (plan), (NULL)) \
+    X(usbeam_status, usbeam_envelope_cuda_execute, (usbeam_envelope_cuda *plan, const void *in, void *out), (plan, in, out), (USBEAM_SEAM_MISSING)) \
     X(usbeam_status, usbeam_clutter_cuda_create, (const usbeam_clutter_params *params, const double *basis, int n_basis, usbeam_clutter_cuda **plan), (params, basis, n_basis, plan), (USBEAM_SEAM_CLEAR(plan, NULL), USBEAM_SEAM_MISSING)) \
     X(usbeam_status, usbeam_clutter_cuda_create_iir, (const usbeam_clutter_params *params, int n_sections, const int *section_order, const double *sos_b, const double *sos_a, int n_state, size_t init_frames, const double *natural_q, const double *state_gain, usbeam_clutter_cuda **plan), (params, n_sections, section_order, sos_b, sos_a, n_state, init_frames, natural_q, state_gain, plan), (USBEAM_SEAM_CLEAR(plan, NULL), USBEAM_SEAM_MISSING)) \
     XV(usbeam_clutter_cuda_destroy, (usbeam_clutter_cuda *plan), (plan)) \
@@ -111,6 +119,14 @@ extern "C" {
     XV(usbeam_das_cuda_destroy, (usbeam_das_cuda *plan), (plan)) \
     X(usbeam_cuda_exec *, usbeam_das_cuda_exec, (usbeam_das_cuda *plan), (plan), (NULL)) \
     X(usbeam_status, usbeam_das_cuda_execute, (usbeam_das_cuda *plan, const void *in, void *out), (plan, in, out), (USBEAM_SEAM_MISSING)) \
+    X(usbeam_status, usbeam_adaptive_cuda_create, (const usbeam_adaptive_tables *tables, usbeam_adaptive_cuda **plan), (tables, plan), (USBEAM_SEAM_CLEAR(plan, NULL), USBEAM_SEAM_MISSING)) \
+    XV(usbeam_adaptive_cuda_destroy, (usbeam_adaptive_cuda *plan), (plan)) \
+    X(usbeam_cuda_exec *, usbeam_adaptive_cuda_exec, (usbeam_adaptive_cuda *plan), (plan), (NULL)) \
+    X(usbeam_status, usbeam_adaptive_cuda_execute, (usbeam_adaptive_cuda *plan, size_t n_frames, const void *in, void *out), (plan, n_frames, in, out), (USBEAM_SEAM_MISSING)) \
+    X(usbeam_status, usbeam_das_sparse_cuda_create, (const usbeam_das_params *params, const usbeam_das_sparse_view *csr, usbeam_das_sparse_cuda **plan), (params, csr, plan), (USBEAM_SEAM_CLEAR(plan, NULL), USBEAM_SEAM_MISSING)) \
+    XV(usbeam_das_sparse_cuda_destroy, (usbeam_das_sparse_cuda *plan), (plan)) \
+    X(usbeam_cuda_exec *, usbeam_das_sparse_cuda_exec, (usbeam_das_sparse_cuda *plan), (plan), (NULL)) \
+    X(usbeam_status, usbeam_das_sparse_cuda_execute, (usbeam_das_sparse_cuda *plan, const void *in, void *out), (plan, in, out), (USBEAM_SEAM_MISSING)) \
     X(usbeam_status, usbeam_doppler_display_cuda_create, (const usbeam_doppler_display_params *params, usbeam_doppler_display_cuda **plan), (params, plan), (USBEAM_SEAM_CLEAR(plan, NULL), USBEAM_SEAM_MISSING)) \
     XV(usbeam_doppler_display_cuda_destroy, (usbeam_doppler_display_cuda *plan), (plan)) \
     X(usbeam_cuda_exec *, usbeam_doppler_display_cuda_exec, (usbeam_doppler_display_cuda *plan), (plan), (NULL)) \

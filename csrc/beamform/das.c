@@ -26,6 +26,7 @@
  * Reference: Perrot et al., "So you think you can DAS?", Ultrasonics 111 (2021) 106309.
  */
 #include "beamform/das_internal.h"
+#include "common/interrupt.h"
 
 /* Let the compiler fuse a*b + c into FMA in the hot loops (ISO C mode would not). */
 #if defined(__GNUC__) && !defined(__clang__)
@@ -438,6 +439,8 @@ usbeam_status usbeam_das_execute_frames(usbeam_das_plan *plan, size_t n_frames, 
     const size_t tile = USBEAM_DAS_POINT_TILE;
     const entries_kernel kernels = choose_kernels();
     const ptrdiff_t n_tiles = (ptrdiff_t)((n_points + tile - 1) / tile);
+    usbeam_interrupt interrupt; /* Ctrl-C between tiles (common/interrupt.h) */
+    usbeam_interrupt_begin(&interrupt);
 #pragma omp parallel num_threads(usbeam_team_size(plan->n_threads))
     {
 #ifdef _OPENMP
@@ -451,6 +454,7 @@ usbeam_status usbeam_das_execute_frames(usbeam_das_plan *plan, size_t n_frames, 
         float *scratch = plan->scratch + (size_t)thread * plan->thread_floats;
 #pragma omp for schedule(dynamic, 1)
         for (ptrdiff_t k = 0; k < n_tiles; ++k) {
+            if (usbeam_interrupt_poll(&interrupt)) continue;
             const size_t p0 = (size_t)k * tile, m = n_points - p0 < tile ? n_points - p0 : tile;
             for (size_t i = 0; i < m; ++i)
                 beamform_point(plan, kernels, scratch, p0 + i, n_frames, tile_re + i * n_frames, tile_im + i * n_frames);
@@ -469,5 +473,7 @@ usbeam_status usbeam_das_execute_frames(usbeam_das_plan *plan, size_t n_frames, 
             }
         }
     }
-    return USBEAM_OK;
+    usbeam_status st = usbeam_interrupt_end(&interrupt);
+    if (st != USBEAM_OK) usbeam_fill_nan(out, n_frames * n_points * (plan->is_iq ? 2 : 1)); /* no partial image */
+    return st;
 }

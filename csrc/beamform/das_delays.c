@@ -1,10 +1,14 @@
 /*
- * das_delays.c - the geometry of one point for delay-and-sum (layouts in das_internal.h):
- * its transmit times (plan creation), its receive part per element of its aperture, s_rx =
- * |p - e| fs / c and c_rx = window x exp(+j 2 pi fc |p - e| / c) (usbeam_das_point_receive:
- * the receive table at plan creation, or execute without one), and the entries of one
- * transmit: s = s_tx + s_rx, the first tap's row and the interpolation weights times
- * rot_tx x c_rx (usbeam_das_transmit_entries, execute).
+ * das_delays.c - the geometry of one point for delay-and-sum, any probe (layouts in
+ * das_internal.h): its transmit times (plan creation), its receive part per element of its
+ * aperture, s_rx = |p - e| fs / c and c_rx = window x exp(+j 2 pi fc |p - e| / c)
+ * (usbeam_das_point_receive: the receive table at plan creation, or execute without one), and
+ * the entries of one transmit: s = s_tx + s_rx, the first tap's row and the interpolation
+ * weights times rot_tx x c_rx (usbeam_das_transmit_entries, execute); and the whole entries
+ * of a point in double for the sparse and adaptive plans (usbeam_das_point_entries).
+ * The window is the linear array's (over the point's aperture along x, or over the array)
+ * or, in the general geometry (convex, phased, matrix arrays: plan->general), each element's
+ * acceptance cone around its normal (usbeam_element_window, usbeam_math.h).
  *
  * Units: positions m, times s; tau = tau_tx + |p - e| / c; s = (tau - t0) fs
  *        = (tau_tx - t0) fs + |p - e| fs / c, summed in double.
@@ -160,7 +164,7 @@ static double sources_path(const double *sources, const float *sources_f, int n,
 double usbeam_das_transmit_time(const usbeam_das_plan *plan, size_t t, const double *pt)
 {
     const usbeam_tx_model *m = &plan->tx[t];
-    if (m->n_sources > 0)
+    if (m->n_sources > 0 && m->source_rows == 3)
         return sources_path(m->sources, plan->tx_sources_f + (m->sources - plan->tx_sources), m->n_sources,
                             plan->tx_source_bounds + 3 * t, pt[0], pt[1], pt[2]) /
                plan->params.c;
@@ -200,6 +204,52 @@ INLINE_BODY void chunk_distances(const usbeam_das_plan *plan, const double *pt, 
     }
 }
 
+/* chunk_distances for the general geometry (elements with normals, surfaces): each element's
+ * own acceptance cone and window, usbeam_element_window (usbeam_math.h) written branch-free
+ * over the chunk so it vectorises (frames in plan->element_frame are (9, n) rows); or the
+ * element's full-aperture weight (f_number = 0). */
+INLINE_BODY void chunk_distances_general(const usbeam_das_plan *plan, const double *pt, int e0, int n,
+                                         double *restrict d, double *restrict apod)
+{
+    const usbeam_das_params *prm = &plan->params;
+    const size_t ne = prm->n_elements;
+    const double *ex = plan->element_x + e0, *ey = plan->element_y + e0, *ez = plan->element_z + e0;
+    const double *f = plan->element_frame + e0;
+    const double *t1x = f, *t1y = f + ne, *t1z = f + 2 * ne, *t2x = f + 3 * ne, *t2y = f + 4 * ne, *t2z = f + 5 * ne;
+    const double *nx = f + 6 * ne, *ny = f + 7 * ne, *nz = f + 8 * ne;
+    const double two_f = 2.0 * prm->f_number, alpha = prm->tukey_alpha;
+    const int surface = prm->surface, window = (int)prm->window;
+    double u1[CHUNK], u2[CHUNK];
+    for (int i = 0; i < n; ++i) {
+        const double dx = pt[0] - ex[i], dy = pt[1] - ey[i], dz = pt[2] - ez[i];
+        d[i] = sqrt(dx * dx + dy * dy + dz * dz);
+        const double axial = dx * nx[i] + dy * ny[i] + dz * nz[i];
+        const double l1 = dx * t1x[i] + dy * t1y[i] + dz * t1z[i];
+        const double l2 = surface ? dx * t2x[i] + dy * t2y[i] + dz * t2z[i] : 0.0;
+        const double half = axial / two_f;
+        const int inside = (axial > 0.0) & (fabs(l1) <= half) & (fabs(l2) <= half);
+        const double scale = inside ? two_f / axial : 0.0;
+        u1[i] = fabs(l1 * scale);
+        u2[i] = fabs(l2 * scale);
+        apod[i] = inside ? 1.0 : 0.0;
+    }
+    if (!(prm->f_number > 0.0)) {
+        for (int i = 0; i < n; ++i) apod[i] = plan->element_window[e0 + i];
+        return;
+    }
+    if (window == USBEAM_DAS_HANN || (window == USBEAM_DAS_TUKEY && alpha > 0.0)) {
+        const double flat = window == USBEAM_DAS_HANN ? 0.0 : 1.0 - alpha;
+        const double turns_per_u = window == USBEAM_DAS_HANN ? 0.5 : 0.5 / alpha;
+        for (int i = 0; i < n; ++i) { /* 0.5 (1 + cos(pi (a - flat) / (1 - flat))) past the flat part */
+            double s, c1, c2;
+            sincos_turns((u1[i] - flat) * turns_per_u, &s, &c1);
+            sincos_turns((u2[i] - flat) * turns_per_u, &s, &c2);
+            const double w1 = u1[i] <= flat ? 1.0 : 0.5 * (1.0 + c1), w2 = u2[i] <= flat ? 1.0 : 0.5 * (1.0 + c2);
+            apod[i] *= w1 * (surface ? w2 : 1.0);
+        }
+    }
+}
+
 /* s_rx = d fs / c and c_rx = apod exp(+j 2 pi fc d / c) (RF: apod) of n elements. */
 INLINE_BODY void chunk_receive(const usbeam_das_plan *plan, int n, const double *restrict d,
                                         const double *restrict apod, double *restrict sample, float *restrict re,
@@ -220,24 +270,129 @@ INLINE_BODY void chunk_receive(const usbeam_das_plan *plan, int n, const double 
     }
 }
 
-INLINE_BODY void point_receive(const usbeam_das_plan *plan, size_t p, double *sample, float *re, float *im)
+/* The window mapping of the linear array: u = (x_e - centre) * inv_half over the point's
+ * aperture (f_number > 0) or the array (f_number = 0). */
+INLINE_BODY void window_mapping(const usbeam_das_plan *plan, const double *pt, double *centre, double *inv_half)
 {
     const usbeam_das_params *prm = &plan->params;
-    const double *pt = plan->points + 3 * p;
-    const int first = plan->aperture_first[p], count = plan->aperture_count[p];
-    /* window coordinate u = (x_e - centre) / half_width: the point's aperture, or the array */
-    double centre = plan->window_center, half_width = plan->window_half_width;
+    double half_width = plan->window_half_width;
+    *centre = plan->window_center;
     if (prm->f_number > 0.0) {
-        centre = pt[0];
+        *centre = pt[0];
         half_width = pt[2] / (2.0 * prm->f_number);
     }
-    const double inv_half = half_width > 0.0 ? 1.0 / half_width : 0.0;
+    *inv_half = half_width > 0.0 ? 1.0 / half_width : 0.0;
+}
+
+/* The per-(point, element) math, the one definition every path uses: distances d (m) and
+ * window weights of elements e0 .. e0+n-1, linear array or general geometry. */
+INLINE_BODY void chunk_geometry(const usbeam_das_plan *plan, const double *pt, int e0, int n, double centre,
+                                double inv_half, double *restrict d, double *restrict apod)
+{
+    if (plan->general) chunk_distances_general(plan, pt, e0, n, d, apod);
+    else chunk_distances(plan, pt, e0, n, centre, inv_half, d, apod);
+}
+
+INLINE_BODY void point_receive(const usbeam_das_plan *plan, size_t p, double *sample, float *re, float *im)
+{
+    const double *pt = plan->points + 3 * p;
+    const int first = plan->aperture_first[p], count = plan->aperture_count[p];
+    double centre, inv_half;
+    window_mapping(plan, pt, &centre, &inv_half);
     double d[CHUNK], apod[CHUNK];
     for (int e0 = first; e0 < first + count; e0 += CHUNK) {
         const int n = first + count - e0 < CHUNK ? first + count - e0 : CHUNK;
         const int i0 = e0 - first;
-        chunk_distances(plan, pt, e0, n, centre, inv_half, d, apod);
+        chunk_geometry(plan, pt, e0, n, centre, inv_half, d, apod);
         chunk_receive(plan, n, d, apod, sample + i0, re + i0, plan->is_iq ? im + i0 : NULL);
+    }
+}
+
+/* Interpolation taps and weights (times apod) of n delays s (samples), in double; w is
+ * (taps, n).  The validity ranges and Catmull-Rom weights of usbeam_math.h. */
+INLINE_BODY void chunk_weights(const usbeam_das_plan *plan, const double *restrict sample, const double *restrict apod,
+                               int n, int32_t *restrict first_tap, double *restrict w)
+{
+    const usbeam_das_params *prm = &plan->params;
+    const double last = (double)prm->n_samples - 1.0;
+    switch ((int)prm->interpolation) {
+    case USBEAM_INTERP_NEAREST:
+        for (int i = 0; i < n; ++i) {
+            const double s = sample[i];
+            const int valid = (s >= 0.0) & (s <= last);
+            first_tap[i] = valid ? (int32_t)rint(s) : 0; /* ties to even */
+            w[i] = valid ? apod[i] : 0.0;
+        }
+        break;
+    case USBEAM_INTERP_LINEAR:
+        for (int i = 0; i < n; ++i) {
+            const double s = sample[i];
+            const int valid = (s >= 0.0) & (s <= last - 1.0);
+            const double base = floor(valid ? s : 0.0), t = s - base;
+            first_tap[i] = (int32_t)base;
+            w[i] = valid ? (1.0 - t) * apod[i] : 0.0;
+            w[n + i] = valid ? t * apod[i] : 0.0;
+        }
+        break;
+    default: /* cubic (Catmull-Rom) */
+        for (int i = 0; i < n; ++i) {
+            const double s = sample[i];
+            const int valid = (s >= 1.0) & (s <= last - 2.0);
+            const double base = floor(valid ? s : 1.0), t = s - base;
+            const double t2 = t * t, t3 = t2 * t, g = valid ? 0.5 * apod[i] : 0.0;
+            first_tap[i] = (int32_t)base - 1;
+            w[i] = g * (-t3 + 2.0 * t2 - t);
+            w[n + i] = g * (3.0 * t3 - 5.0 * t2 + 2.0);
+            w[2 * n + i] = g * (-3.0 * t3 + 4.0 * t2 + t);
+            w[3 * n + i] = g * (t3 - t2);
+        }
+        break;
+    }
+}
+
+/* Whole entries of point p (das_internal.h), for the sparse and adaptive plans at their plan
+ * time: the receive part of chunk_geometry and the transmit times, all in double (s = s_tx +
+ * s_rx as execute sums it, the rotation exp(+j 2 pi fc tau_tx) exp(+j 2 pi fc |p - e| / c)),
+ * each weight rounded once to float32, as the former full table was. */
+INLINE_BODY void point_entries(const usbeam_das_plan *plan, size_t p, int32_t *tap, float *weight)
+{
+    const usbeam_das_params *prm = &plan->params;
+    const double *pt = plan->points + 3 * p;
+    const int first = plan->aperture_first[p], count = plan->aperture_count[p];
+    const int taps = plan->taps, stride = plan->weight_stride;
+    const double samples_per_m = prm->fs / prm->c, turns_per_m = prm->fc / prm->c;
+    double centre, inv_half;
+    window_mapping(plan, pt, &centre, &inv_half);
+    double d[CHUNK], apod[CHUNK], s[CHUNK], w[USBEAM_INTERP_MAX_TAPS * CHUNK], rx_re[CHUNK], rx_im[CHUNK];
+    int32_t first_tap[CHUNK];
+    for (int e0 = first; e0 < first + count; e0 += CHUNK) {
+        const int n = first + count - e0 < CHUNK ? first + count - e0 : CHUNK;
+        const int i0 = e0 - first;
+        chunk_geometry(plan, pt, e0, n, centre, inv_half, d, apod);
+        if (plan->is_iq)
+            for (int i = 0; i < n; ++i) sincos_turns(d[i] * turns_per_m, &rx_im[i], &rx_re[i]);
+        for (size_t t = 0; t < prm->n_transmits; ++t) {
+            const double tx_time = plan->tx_time[p * prm->n_transmits + t];
+            const double s_tx = (tx_time - prm->t0) * prm->fs;
+            for (int i = 0; i < n; ++i) s[i] = s_tx + d[i] * samples_per_m;
+            chunk_weights(plan, s, apod, n, first_tap, w);
+            double tx_re = 1.0, tx_im = 0.0;
+            if (plan->is_iq) sincos_turns(prm->fc * tx_time, &tx_im, &tx_re);
+            for (int i = 0; i < n; ++i) {
+                const size_t j = t * (size_t)count + (size_t)(i0 + i);
+                float *wj = weight + j * (size_t)stride;
+                tap[j] = first_tap[i];
+                if (plan->is_iq) {
+                    const double cr = tx_re * rx_re[i] - tx_im * rx_im[i], ci = tx_re * rx_im[i] + tx_im * rx_re[i];
+                    for (int k = 0; k < taps; ++k) {
+                        wj[2 * k] = (float)(w[k * n + i] * cr);
+                        wj[2 * k + 1] = (float)(w[k * n + i] * ci);
+                    }
+                } else {
+                    for (int k = 0; k < taps; ++k) wj[k] = (float)w[k * n + i];
+                }
+            }
+        }
     }
 }
 
@@ -453,6 +608,10 @@ INLINE_BODY void transmit_sum_single(const usbeam_das_plan *plan, size_t count, 
     {                                                                                                       \
         point_receive(plan, p, sample, re, im);                                                             \
     }                                                                                                       \
+    TARGET static void point_entries_##SUFFIX(const usbeam_das_plan *plan, size_t p, int32_t *tap, float *weight) \
+    {                                                                                                       \
+        point_entries(plan, p, tap, weight);                                                                \
+    }                                                                                                       \
     TARGET static void transmit_entries_##SUFFIX(const usbeam_das_plan *plan, size_t count, const double *sample, \
                                                  const float *re, const float *im, double s_tx, float rot_re,   \
                                                  float rot_im, ptrdiff_t row0, ptrdiff_t channel,               \
@@ -482,6 +641,18 @@ void usbeam_das_point_receive(const usbeam_das_plan *plan, size_t p, double *sam
     }
 #endif
     point_receive(plan, p, sample, re, im);
+}
+
+void usbeam_das_point_entries(const usbeam_das_plan *plan, size_t p, int32_t *tap, float *weight)
+{
+#if USBEAM_DAS_MULTI_ISA
+    switch (usbeam_das_isa()) {
+    case 2: point_entries_avx512(plan, p, tap, weight); return;
+    case 1: point_entries_avx2(plan, p, tap, weight); return;
+    default: break;
+    }
+#endif
+    point_entries(plan, p, tap, weight);
 }
 
 void usbeam_das_transmit_entries(const usbeam_das_plan *plan, size_t count, const double *sample, const float *re,

@@ -1,7 +1,9 @@
 /*
  * das_internal.h - the DAS plan as the family's files share it (not part of the public
  * contract): das_setup.c (validation, plan create/destroy, transmit times, apertures,
- * table), das_delays.c (per-point delays and weights), das.c (execute).
+ * table), das_delays.c (per-point delays and weights), das.c (execute).  The sparse
+ * (das_sparse.c) and adaptive (adaptive.c) plans build on a CPU DAS plan for its geometry
+ * and read whole entries (below).
  *
  * The delay of (point p, transmit t, element e) is split into its two parts:
  *   s(p, t, e) = s_tx(p, t) + s_rx(p, e),  s_tx = (tau_tx - t0) fs,  s_rx = |p - e| fs / c
@@ -13,10 +15,23 @@
  * double, the weights are multiplied out in float32 (das_delays.c; error bound in
  * tests/tolerances.py, das_factored_weight_rel).
  *
+ * The receive part is the only place the per-(point, element) math lives (distance, and the
+ * window: the linear array's over the point's aperture along x, or in the general geometry
+ * each element's acceptance cone around its normal, usbeam_math.h); das.c's fast paths serve
+ * both geometries.
+ *
  * Receive table (optional, within max_table_bytes): for point p the elements of its aperture
  * (a contiguous range [aperture_first[p], aperture_first[p] + aperture_count[p])) at
  * receive_offset[p]: rx_sample (double) and rx_re, rx_im (float; IQ only for rx_im).  Without
  * it execute recomputes them per point (usbeam_das_point_receive).
+ *
+ * Whole entries (usbeam_das_point_entries, for the sparse and adaptive plans, formed at their
+ * plan time from the same receive part and the transmit times, in double, rounded once to
+ * float32): for point p, transmit t and element e of its aperture, ordered (transmit,
+ * element), the first interpolation tap (a sample index, int32) and `weight_stride` float
+ * weights: `taps` real weights (RF) or `taps` (re, im) pairs (IQ) in which the window and the
+ * IQ phase rotation exp(+j 2 pi fc tau) are folded.  Out-of-range samples have zero weights
+ * and tap 0.  usbeam_das_entry_table_create tabulates them for every point (entry_offset).
  *
  * Entries (execute's per-thread scratch, filled per point by usbeam_das_transmit_entries):
  * for each (transmit, aperture element) of the point, ordered (transmit, element): `row`, the
@@ -62,6 +77,11 @@ struct usbeam_das_plan {
     int taps;                   /* interpolation taps per entry */
     int weight_stride;          /* floats per entry: taps (RF) or 2 taps (IQ) */
     double window_center, window_half_width; /* full aperture (f_number = 0) window mapping, m */
+    int general;                /* 1: apertures from element normals (convex, matrix, any line
+                                   that is not x strictly increasing with normals +z) */
+    double *element_frame;      /* general: (9, n_elements) rows t1x t1y t1z t2x t2y t2z nx ny nz
+                                   (usbeam_element_frame), so loops over elements vectorise */
+    double *element_window;     /* general: (n_elements) full-aperture window (f_number = 0) */
 
     double *tx_time;            /* (n_points, n_transmits) transmit times, s (CPU only) */
     int32_t *aperture_first;    /* (n_points) */
@@ -69,6 +89,7 @@ struct usbeam_das_plan {
     size_t *receive_offset;     /* (n_points + 1) (CPU only) */
     size_t n_receive;           /* (point, aperture element) pairs */
     int widest;                 /* largest aperture count */
+    size_t max_point_entries;   /* n_transmits x widest: whole entries of one point at most */
 
     int has_table;              /* 1: receive parts precomputed; 0: computed per point in execute */
     double *table_sample;       /* (n_receive) s_rx, samples */
@@ -105,6 +126,21 @@ int usbeam_das_isa(void);
 void usbeam_das_transmit_sum_single(const usbeam_das_plan *plan, size_t count, const double *sample, const float *re,
                                     const float *im, double s_tx, float rot_re, float rot_im, ptrdiff_t channel,
                                     const float *x_re, const float *x_im, float *acc_re, float *acc_im);
+/* Whole entries of point p (layout above) into tap[] (max_point_entries) and weight[]
+ * (max_point_entries x weight_stride); das_delays.c. */
+void usbeam_das_point_entries(const usbeam_das_plan *plan, size_t p, int32_t *tap, float *weight);
+
+/* Whole entries of every point: point p's at offset[p] .. offset[p + 1]. */
+typedef struct usbeam_das_entry_table {
+    size_t *offset;   /* (n_points + 1) */
+    size_t n_entries;
+    int32_t *tap;     /* (n_entries), NULL when the table exceeds the budget */
+    float *weight;    /* (n_entries, weight_stride), NULL likewise */
+} usbeam_das_entry_table;
+/* The offsets, and the entries when n_entries x (4 + 4 weight_stride) bytes fit `budget` (0:
+ * the DAS default, as max_table_bytes); das_setup.c.  Free with usbeam_das_entry_table_free. */
+usbeam_status usbeam_das_entry_table_create(const usbeam_das_plan *plan, size_t budget, usbeam_das_entry_table *table);
+void usbeam_das_entry_table_free(usbeam_das_entry_table *table);
 /* Transmit time (s) of transmit t at point pt (x, y, z); das_delays.c. */
 double usbeam_das_transmit_time(const usbeam_das_plan *plan, size_t t, const double *pt);
 /* exp(+j 2 pi turns) as (cos, sin), exact to ~1e-11 for any finite turns; das_delays.c. */

@@ -1,13 +1,19 @@
 /*
- * das_setup.c - delay-and-sum for linear arrays: parameter validation, plan creation
- * (copies of the geometry, receive apertures, the delay/weight table) and PyMUST's
- * automatic f-number.  The execute kernel is in das.c; the conventions are in usbeam.h
- * (family das) and usbeam_math.h.
+ * das_setup.c - delay-and-sum for any probe (linear, phased, convex, matrix arrays):
+ * parameter validation, plan creation (copies of the geometry, element frames from the
+ * normals, receive apertures, the receive table) and PyMUST's automatic f-number.  The
+ * execute kernel is in das.c; the conventions are in usbeam.h (family das) and usbeam_math.h.
  *
- * Layouts: element_positions (n_elements, 3) and points (n_points, 3) as (x, y, z) in m.
+ * Layouts: element_positions, element_normals (n_elements, 3) and points (n_points, 3) as
+ * (x, y, z) in m.  Two aperture models: the linear array's (x strictly increasing, normals
+ * +z, a line: |x_p - x_e| <= z_p / 2F, MUST's own predicate, a binary search) and the
+ * general one (each element's acceptance cone around its normal, usbeam_math.h; the point's
+ * aperture is the index range from its first to its last accepted element, the elements in
+ * between outside the cone weighing 0).
  * Receive table (das_internal.h): per point, per element of its aperture, the receive
  * delay in samples (double) and the window times the IQ receive rotation (float32), shared
- * by every transmit (das_delays.c); transmit times per (point, transmit).
+ * by every transmit (das_delays.c, either aperture model); transmit times per (point,
+ * transmit).
  * Reference: V. Perrot, M. Polichetti, F. Varray, D. Garcia, "So you think you can DAS?
  * A viewpoint on delay-and-sum beamforming", Ultrasonics 111 (2021) 106309; MUST/PyMUST
  * dasmtx and txdelay for the conventions; Brent, "Algorithms for Minimization without
@@ -141,12 +147,18 @@ static usbeam_status check_finite_array(const char *name, const double *values, 
     return USBEAM_OK;
 }
 
+static size_t source_rows(const usbeam_transmit *tx) { return tx->source_rows == 4 ? 4 : 3; }
+
 static usbeam_status check_transmit(const usbeam_transmit *tx, size_t k, size_t n_elements)
 {
+    if (!isfinite(tx->y))
+        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "transmits[%zu].y must be finite (got %g)", k, tx->y);
     switch (tx->kind) {
     case USBEAM_TRANSMIT_PLANE_WAVE:
         if (!(fabs(tx->angle) < USBEAM_PI / 2.0))
             return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "transmits[%zu].angle must be finite with |angle| < pi/2 (got %g)", k, tx->angle);
+        if (!(fabs(tx->angle_y) < USBEAM_PI / 2.0))
+            return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "transmits[%zu].angle_y must be finite with |angle_y| < pi/2 (got %g)", k, tx->angle_y);
         return USBEAM_OK;
     case USBEAM_TRANSMIT_DIVERGING:
         if (!isfinite(tx->x) || !(tx->z < 0.0) || !isfinite(tx->z))
@@ -155,12 +167,19 @@ static usbeam_status check_transmit(const usbeam_transmit *tx, size_t k, size_t 
     case USBEAM_TRANSMIT_FOCUSED:
         if (!isfinite(tx->x) || !(tx->z > 0.0) || !isfinite(tx->z))
             return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "transmits[%zu] focus must be finite and in front of the array, z > 0 (got x=%g, z=%g)", k, tx->x, tx->z);
+        if (tx->axis[0] != 0.0 || tx->axis[1] != 0.0 || tx->axis[2] != 0.0) {
+            const double norm = sqrt(tx->axis[0] * tx->axis[0] + tx->axis[1] * tx->axis[1] + tx->axis[2] * tx->axis[2]);
+            if (!(fabs(norm - 1.0) < 1e-9))
+                return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "transmits[%zu].axis must be a unit vector (norm %g)", k, norm);
+        }
         return USBEAM_OK;
     case USBEAM_TRANSMIT_SOURCES:
         if (tx->n_sources == 0 || tx->n_sources > INT32_MAX / 4)
             return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "transmits[%zu].n_sources must be in [1, %d] (got %zu)", k, INT32_MAX / 4, tx->n_sources);
         if (!tx->sources) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "transmits[%zu].sources is NULL", k);
-        for (size_t i = 0; i < 3 * tx->n_sources; ++i)
+        if (tx->source_rows != 0 && tx->source_rows != 3 && tx->source_rows != 4)
+            return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "transmits[%zu].source_rows must be 3 or 4 (got %d)", k, tx->source_rows);
+        for (size_t i = 0; i < source_rows(tx) * tx->n_sources; ++i)
             if (!isfinite(tx->sources[i]))
                 return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "transmits[%zu].sources must be finite (entry %zu is %g)", k, i, tx->sources[i]);
         return USBEAM_OK;
@@ -203,9 +222,20 @@ static usbeam_status validate(const usbeam_das_params *prm)
     if (usbeam_interp_taps((int)prm->interpolation) == 0)
         return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "interpolation: unknown method %d", (int)prm->interpolation);
     if ((st = check_finite_array("element_positions", prm->element_positions, 3 * prm->n_elements)) != USBEAM_OK) return st;
-    for (size_t e = 1; e < prm->n_elements; ++e)
-        if (!(prm->element_positions[3 * e] > prm->element_positions[3 * (e - 1)]))
-            return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "element_positions: x must be strictly increasing (element %zu)", e);
+    if (prm->surface != 0 && prm->surface != 1)
+        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "surface must be 0 (a line array) or 1 (a matrix array) (got %d)", prm->surface);
+    if (prm->element_normals) {
+        if ((st = check_finite_array("element_normals", prm->element_normals, 3 * prm->n_elements)) != USBEAM_OK) return st;
+        for (size_t e = 0; e < prm->n_elements; ++e) {
+            const double *nrm = prm->element_normals + 3 * e;
+            const double norm = sqrt(nrm[0] * nrm[0] + nrm[1] * nrm[1] + nrm[2] * nrm[2]);
+            double frame[9];
+            if (!(fabs(norm - 1.0) < 1e-9) || !(nrm[2] > 0.0) || !usbeam_element_frame(nrm[0], nrm[1], nrm[2], prm->surface, frame))
+                return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT,
+                                   "element_normals: element %zu must have a unit normal into the medium (n_z > 0%s) (got %g, %g, %g)",
+                                   e, prm->surface ? "" : ", in the x-z plane", nrm[0], nrm[1], nrm[2]);
+        }
+    }
     if ((st = check_finite_array("points", prm->points, 3 * prm->n_points)) != USBEAM_OK) return st;
     for (size_t k = 0; k < prm->n_transmits; ++k)
         if ((st = check_transmit(&prm->transmits[k], k, prm->n_elements)) != USBEAM_OK) return st;
@@ -225,6 +255,8 @@ void usbeam_das_plan_destroy(usbeam_das_plan *plan)
     usbeam_free(plan->tx);
     usbeam_free(plan->tx_sources);
     usbeam_free(plan->tx_sources_f);
+    usbeam_free(plan->element_frame);
+    usbeam_free(plan->element_window);
     usbeam_free(plan->tx_source_bounds);
     usbeam_free(plan->tx_time);
     usbeam_free(plan->aperture_first);
@@ -300,17 +332,28 @@ static void sort_sources_by_x(double *sources, size_t n)
 static void build_transmit_models(usbeam_das_plan *plan, const usbeam_transmit *transmits)
 {
     const int n = (int)plan->params.n_elements;
+    const double *ex = plan->element_x, *ey = plan->element_y, *ez = plan->element_z;
     double *sources = plan->tx_sources;
     for (size_t k = 0; k < plan->params.n_transmits; ++k) {
         const usbeam_transmit *tx = &transmits[k];
+        const int has_axis = tx->axis[0] != 0.0 || tx->axis[1] != 0.0 || tx->axis[2] != 0.0;
         switch (tx->kind) {
-        case USBEAM_TRANSMIT_PLANE_WAVE: plan->tx[k] = usbeam_tx_model_plane(tx->angle, plan->element_x, n); break;
-        case USBEAM_TRANSMIT_DIVERGING: plan->tx[k] = usbeam_tx_model_diverging(tx->x, tx->z, plan->element_x, n); break;
-        case USBEAM_TRANSMIT_FOCUSED: plan->tx[k] = usbeam_tx_model_focused(tx->x, tx->z, plan->element_x, n); break;
-        case USBEAM_TRANSMIT_SYNTHETIC: plan->tx[k] = usbeam_tx_model_synthetic(plan->element_x[tx->element]); break;
+        case USBEAM_TRANSMIT_PLANE_WAVE: plan->tx[k] = usbeam_tx_model_plane3(tx->angle, tx->angle_y, ex, ey, ez, n); break;
+        case USBEAM_TRANSMIT_DIVERGING: plan->tx[k] = usbeam_tx_model_diverging3(tx->x, tx->y, tx->z, ex, ey, ez, n); break;
+        case USBEAM_TRANSMIT_FOCUSED:
+            plan->tx[k] = usbeam_tx_model_focused3(tx->x, tx->y, tx->z, has_axis ? tx->axis : NULL, ex, ey, ez, n);
+            break;
+        case USBEAM_TRANSMIT_SYNTHETIC:
+            plan->tx[k] = usbeam_tx_model_synthetic3(ex[tx->element], ey[tx->element], ez[tx->element]);
+            break;
         case USBEAM_TRANSMIT_SOURCES: {
-            const size_t n_src = tx->n_sources;
-            memcpy(sources, tx->sources, 3 * n_src * sizeof(double));
+            const size_t n_src = tx->n_sources, rows = source_rows(tx);
+            memcpy(sources, tx->sources, rows * n_src * sizeof(double));
+            if (rows == 4) { /* a matrix array's law: min over the sources, brute force */
+                plan->tx[k] = usbeam_tx_model_sources3(sources, (int)n_src);
+                sources += 4 * n_src;
+                break;
+            }
             sort_sources_by_x(sources, n_src);
             if (plan->tx_source_bounds) { /* the CPU's transmit times only (das_delays.c) */
                 double *bounds = plan->tx_source_bounds + 3 * k;
@@ -331,6 +374,32 @@ static void build_transmit_models(usbeam_das_plan *plan, const usbeam_transmit *
     }
 }
 
+/* The general geometry: element frames from the normals, and each element's full-aperture
+ * window (f_number = 0): w(u_x) along x over the array's x extent, times w(u_y) along y for
+ * a surface (separable, as a matrix array's row and column windows). */
+static void build_element_frames(usbeam_das_plan *plan, const double *normals)
+{
+    const usbeam_das_params *prm = &plan->params;
+    const size_t n = prm->n_elements;
+    double y_lo = plan->element_y[0], y_hi = plan->element_y[0];
+    for (size_t e = 0; e < n; ++e) {
+        const double nx = normals ? normals[3 * e] : 0.0, ny = normals ? normals[3 * e + 1] : 0.0;
+        const double nz = normals ? normals[3 * e + 2] : 1.0;
+        double frame[9] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0};
+        (void)usbeam_element_frame(nx, ny, nz, prm->surface, frame); /* validated: never degenerate */
+        for (int q = 0; q < 9; ++q) plan->element_frame[(size_t)q * n + e] = frame[q]; /* (9, n): vector loads */
+        y_lo = fmin(y_lo, plan->element_y[e]);
+        y_hi = fmax(y_hi, plan->element_y[e]);
+    }
+    const double x_half = plan->window_half_width, y_centre = 0.5 * (y_lo + y_hi), y_half = 0.5 * (y_hi - y_lo);
+    for (size_t e = 0; e < n; ++e) {
+        const double ux = x_half > 0.0 ? (plan->element_x[e] - plan->window_center) / x_half : 0.0;
+        double w = usbeam_window((int)prm->window, ux, prm->tukey_alpha);
+        if (prm->surface) w *= usbeam_window((int)prm->window, y_half > 0.0 ? (plan->element_y[e] - y_centre) / y_half : 0.0, prm->tukey_alpha);
+        plan->element_window[e] = w;
+    }
+}
+
 /* Receive apertures (one contiguous element range per point) and the receive-table offsets. */
 static void build_apertures(usbeam_das_plan *plan)
 {
@@ -340,8 +409,23 @@ static void build_apertures(usbeam_das_plan *plan)
 #pragma omp parallel for schedule(static)
     for (ptrdiff_t p = 0; p < n_points; ++p) {
         int first = 0, last = n - 1, count = n;
-        if (prm->f_number > 0.0)
-            count = usbeam_aperture_range(plan->element_x, n, plan->points[3 * p], plan->points[3 * p + 2] / (2.0 * prm->f_number), &first, &last);
+        const double *pt = plan->points + 3 * p;
+        if (prm->f_number > 0.0 && !plan->general) {
+            count = usbeam_aperture_range(plan->element_x, n, pt[0], pt[2] / (2.0 * prm->f_number), &first, &last);
+        } else if (prm->f_number > 0.0) { /* first and last element whose cone holds the point */
+            first = n, last = -1;
+            for (int e = 0; e < n; ++e) {
+                double frame[9];
+                for (int q = 0; q < 9; ++q) frame[q] = plan->element_frame[(size_t)q * (size_t)n + (size_t)e];
+                if (usbeam_element_in_aperture(frame, prm->surface, prm->f_number, pt[0] - plan->element_x[e],
+                                               pt[1] - plan->element_y[e], pt[2] - plan->element_z[e])) {
+                    first = e < first ? e : first;
+                    last = e;
+                }
+            }
+            count = last >= first ? last - first + 1 : 0;
+            if (count == 0) first = 0;
+        }
         plan->aperture_first[p] = first;
         plan->aperture_count[p] = count;
     }
@@ -356,6 +440,7 @@ static void build_apertures(usbeam_das_plan *plan)
     plan->receive_offset[n_points] = offset;
     plan->n_receive = offset;
     plan->widest = widest;
+    plan->max_point_entries = (size_t)widest * prm->n_transmits; /* <= n_el * n_tx, checked */
 }
 
 usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_backend backend, usbeam_das_plan **plan_out)
@@ -402,23 +487,34 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
     plan->n_threads = 1;
 #endif
     const size_t n_el = prm->n_elements, n_pts = prm->n_points;
-    size_t n_sources = 0;
+    size_t n_source_values = 0; /* doubles of every transmit's virtual sources */
     for (size_t k = 0; k < prm->n_transmits; ++k)
-        if (prm->transmits[k].kind == USBEAM_TRANSMIT_SOURCES) n_sources += prm->transmits[k].n_sources;
+        if (prm->transmits[k].kind == USBEAM_TRANSMIT_SOURCES)
+            n_source_values += source_rows(&prm->transmits[k]) * prm->transmits[k].n_sources;
+    /* the general aperture model: normals other than +z, a surface, or x not strictly increasing */
+    int general = prm->surface;
+    for (size_t e = 0; e < n_el && !general; ++e) {
+        const double *nrm = prm->element_normals ? prm->element_normals + 3 * e : NULL;
+        if (nrm && (nrm[0] != 0.0 || nrm[1] != 0.0 || nrm[2] != 1.0)) general = 1;
+        if (e > 0 && !(prm->element_positions[3 * e] > prm->element_positions[3 * (e - 1)])) general = 1;
+    }
+    plan->general = general;
     /* What both backends read: geometry, transmit models, apertures. */
     if ((st = alloc_array((void **)&plan->element_x, n_el, sizeof(double), "element_positions")) ||
         (st = alloc_array((void **)&plan->element_y, n_el, sizeof(double), "element_positions")) ||
         (st = alloc_array((void **)&plan->element_z, n_el, sizeof(double), "element_positions")) ||
         (st = alloc_array((void **)&plan->points, 3 * n_pts, sizeof(double), "points")) ||
         (st = alloc_array((void **)&plan->tx, prm->n_transmits, sizeof(usbeam_tx_model), "transmits")) ||
-        (st = alloc_array((void **)&plan->tx_sources, 3 * n_sources, sizeof(double), "transmits sources")) ||
+        (st = alloc_array((void **)&plan->tx_sources, n_source_values, sizeof(double), "transmits sources")) ||
+        (general && (st = alloc_array((void **)&plan->element_frame, 9 * n_el, sizeof(double), "element_normals"))) ||
+        (general && (st = alloc_array((void **)&plan->element_window, n_el, sizeof(double), "element_normals"))) ||
         (st = alloc_array((void **)&plan->aperture_first, n_pts, sizeof(int32_t), "points")) ||
         (st = alloc_array((void **)&plan->aperture_count, n_pts, sizeof(int32_t), "points")))
         goto fail;
     /* The CPU's alone (a CUDA plan computes its delays on the device and reads the data in
      * place): transmit times, receive offsets, and the staging buffer, the largest of all. */
     if (backend == USBEAM_BACKEND_CPU &&
-        ((st = alloc_array((void **)&plan->tx_sources_f, 3 * n_sources, sizeof(float), "transmits sources")) ||
+        ((st = alloc_array((void **)&plan->tx_sources_f, n_source_values, sizeof(float), "transmits sources")) ||
          (st = alloc_array((void **)&plan->tx_source_bounds, 3 * prm->n_transmits, sizeof(double), "transmits sources")) ||
          (st = alloc_array((void **)&plan->tx_time, n_pts, prm->n_transmits * sizeof(double), "transmit times")) ||
          (st = alloc_array((void **)&plan->receive_offset, n_pts + 1, sizeof(size_t), "points")) ||
@@ -436,16 +532,19 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
     }
     plan->window_center = 0.5 * (plan->element_x[0] + plan->element_x[n_el - 1]);
     plan->window_half_width = 0.5 * (plan->element_x[n_el - 1] - plan->element_x[0]);
+    if (general) build_element_frames(plan, prm->element_normals);
     build_transmit_models(plan, prm->transmits);
     build_apertures(plan);
     if (backend == USBEAM_BACKEND_CUDA) { /* the twin computes delays on the device: no table */
         const usbeam_das_tables tables = {&plan->params, plan->element_x, plan->element_y, plan->element_z,
-                                          plan->points, plan->tx, plan->tx_sources, n_sources,
+                                          plan->points, plan->tx, plan->tx_sources, n_source_values,
                                           plan->aperture_first, plan->aperture_count, plan->window_center,
-                                          plan->window_half_width, plan->is_iq};
+                                          plan->window_half_width, plan->is_iq, general, plan->element_frame,
+                                          plan->element_window};
         if ((st = usbeam_das_cuda_create(&tables, &plan->cuda)) != USBEAM_OK) goto fail;
         /* the twin has its device copies: the host geometry served plan creation only */
-        double **geometry[] = {&plan->element_x, &plan->element_y, &plan->element_z, &plan->points, &plan->tx_sources};
+        double **geometry[] = {&plan->element_x, &plan->element_y, &plan->element_z, &plan->points, &plan->tx_sources,
+                               &plan->element_frame, &plan->element_window};
         for (size_t k = 0; k < sizeof geometry / sizeof geometry[0]; ++k) {
             usbeam_free(*geometry[k]);
             *geometry[k] = NULL;
@@ -505,4 +604,50 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
 fail:
     usbeam_das_plan_destroy(plan);
     return st;
+}
+
+void usbeam_das_entry_table_free(usbeam_das_entry_table *table)
+{
+    if (!table) return;
+    usbeam_free(table->offset);
+    usbeam_free(table->tap);
+    usbeam_free(table->weight);
+    table->offset = NULL;
+    table->tap = NULL;
+    table->weight = NULL;
+    table->n_entries = 0;
+}
+
+usbeam_status usbeam_das_entry_table_create(const usbeam_das_plan *plan, size_t budget, usbeam_das_entry_table *table)
+{
+    usbeam_status st;
+    if (!plan || !table || !plan->tx_time) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "entry table: a CPU DAS plan is needed");
+    const size_t n_pts = plan->params.n_points, n_tx = plan->params.n_transmits;
+    table->offset = NULL;
+    table->tap = NULL;
+    table->weight = NULL;
+    table->n_entries = 0;
+    if ((st = alloc_array((void **)&table->offset, n_pts + 1, sizeof(size_t), "points")) != USBEAM_OK) return st;
+    size_t offset = 0;
+    for (size_t p = 0; p < n_pts; ++p) {
+        table->offset[p] = offset;
+        offset += (size_t)plan->aperture_count[p] * n_tx; /* <= n_points * n_el * n_tx, checked at plan create */
+    }
+    table->offset[n_pts] = offset;
+    table->n_entries = offset;
+    const size_t entry_bytes = sizeof(int32_t) + (size_t)plan->weight_stride * sizeof(float);
+    if (budget == 0) budget = DEFAULT_MAX_TABLE_BYTES;
+    if (offset > budget / entry_bytes) return USBEAM_OK; /* over budget: entries per point at execute */
+    if ((st = alloc_table((void **)&table->tap, offset, sizeof(int32_t), "delay table")) ||
+        (st = alloc_table((void **)&table->weight, offset, (size_t)plan->weight_stride * sizeof(float), "weight table"))) {
+        usbeam_das_entry_table_free(table);
+        return st;
+    }
+    const ptrdiff_t n_points = (ptrdiff_t)n_pts;
+#pragma omp parallel for schedule(dynamic, 256)
+    for (ptrdiff_t p = 0; p < n_points; ++p) {
+        const size_t off = table->offset[p];
+        usbeam_das_point_entries(plan, (size_t)p, table->tap + off, table->weight + off * (size_t)plan->weight_stride);
+    }
+    return USBEAM_OK;
 }

@@ -28,7 +28,10 @@
  * consecutive voxels; for real RF with strip receive the pair loop is outside the voxel
  * loop, so each record is read once per tile (the records of one frame, 128 x 128 x 2816
  * float32 in the paper's configuration, are far larger than the caches).
+ * A volume can take seconds: the tile loop polls the caller's interrupt check
+ * (common/interrupt.h); an interrupted call fills out with NaN.
  */
+#include "common/interrupt.h"
 #include "common/usbeam_internal.h"
 #include "common/usbeam_math.h"
 
@@ -543,8 +546,11 @@ usbeam_status usbeam_rca_execute(usbeam_rca_plan *plan, const void *in, void *ou
     const size_t n_voxels = p->n_i * p->n_j * p->n_k, stride = block_doubles(p);
     const ptrdiff_t n_tiles = (ptrdiff_t)((n_voxels + VOXEL_TILE - 1) / VOXEL_TILE);
     const int strips_real = !p->data_complex && !is_hercules(p->method);
+    usbeam_interrupt interrupt;
+    usbeam_interrupt_begin(&interrupt);
 #pragma omp parallel for schedule(dynamic, 4) num_threads(usbeam_team_size(plan->n_threads))
     for (ptrdiff_t t = 0; t < n_tiles; ++t) {
+        if (usbeam_interrupt_poll(&interrupt)) continue; /* Ctrl-C: the other tiles are skipped */
         int thread = 0;
 #ifdef _OPENMP
         thread = omp_get_thread_num();
@@ -563,7 +569,10 @@ usbeam_status usbeam_rca_execute(usbeam_rca_plan *plan, const void *in, void *ou
             for (size_t v = 0; v < n_tile; ++v) accumulate_general(plan, in, &tile[v]);
         for (size_t v = 0; v < n_tile; ++v) write_voxel(p, &tile[v], out, first + v, n_voxels);
     }
-    return USBEAM_OK;
+    usbeam_status st = usbeam_interrupt_end(&interrupt);
+    if (st != USBEAM_OK) /* no partial volume survives */
+        usbeam_fill_nan(out, n_voxels * (p->sum_frames ? 1 : p->n_frames) * (p->data_complex ? 2 : 1));
+    return st;
 }
 
 usbeam_cuda_exec *usbeam_rca_plan_cuda(usbeam_rca_plan *plan)

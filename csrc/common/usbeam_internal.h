@@ -87,11 +87,34 @@ void usbeam_fill_nan(float *out, size_t n);
  * then, for USBEAM_BACKEND_CUDA, hands them to usbeam_<family>_cuda_create, which copies
  * them to the device; execute and destroy forward to the twin.  In a build without CUDA
  * (csrc/cuda_seam.h: usbeam._cuda not loaded) create fails with USBEAM_ERR_NO_BACKEND. */
+/* scan conversion: the CPU plan's table (each output point's first neighbour and fractions),
+ * read during create only. */
+typedef struct usbeam_scan_convert_tables {
+    const usbeam_scan_convert_params *params; /* validated; its points pointer is NULL */
+    const int32_t *first;                 /* [n_points] first neighbour (row * n_theta + column), -1 outside */
+    const float *fraction;                /* [n_points][2] (fr, ft) */
+    float fill;                           /* the fill value in the output's type (uint8: integral) */
+} usbeam_scan_convert_tables;
+typedef struct usbeam_scan_convert_cuda usbeam_scan_convert_cuda;
+usbeam_status usbeam_scan_convert_cuda_create(const usbeam_scan_convert_tables *tables, usbeam_scan_convert_cuda **plan);
+usbeam_status usbeam_scan_convert_cuda_execute(usbeam_scan_convert_cuda *plan, const void *in, void *out);
+void usbeam_scan_convert_cuda_destroy(usbeam_scan_convert_cuda *plan);
+usbeam_cuda_exec *usbeam_scan_convert_cuda_exec(usbeam_scan_convert_cuda *plan);
+
 typedef struct usbeam_bmode_cuda usbeam_bmode_cuda;
 usbeam_status usbeam_bmode_cuda_create(const usbeam_bmode_params *params, usbeam_bmode_cuda **plan);
 usbeam_status usbeam_bmode_cuda_execute(usbeam_bmode_cuda *plan, const void *in, void *out);
 void usbeam_bmode_cuda_destroy(usbeam_bmode_cuda *plan);
 usbeam_cuda_exec *usbeam_bmode_cuda_exec(usbeam_bmode_cuda *plan);
+
+/* envelope (cuda/envelope.cu): the validated params and the Hilbert kernel envelope.c
+ * computed in double, kernel[n_axis] (usbeam_hilbert_kernel), read during create only. */
+typedef struct usbeam_envelope_cuda usbeam_envelope_cuda;
+usbeam_status usbeam_envelope_cuda_create(const usbeam_envelope_params *params, const double *kernel,
+                                          usbeam_envelope_cuda **plan);
+usbeam_status usbeam_envelope_cuda_execute(usbeam_envelope_cuda *plan, const void *in, void *out);
+void usbeam_envelope_cuda_destroy(usbeam_envelope_cuda *plan);
+usbeam_cuda_exec *usbeam_envelope_cuda_exec(usbeam_envelope_cuda *plan);
 
 /* doppler (cuda/doppler.cu): color Doppler gets the windows and the Nyquist velocity doppler.c
  * computed in double; the CPU plan has checked every size. */
@@ -166,16 +189,47 @@ typedef struct usbeam_das_tables {
     const double *points;                 /* [n_points][3] (x, y, z) */
     const struct usbeam_tx_model *tx;     /* [n_transmits]; SOURCES models point into tx_sources */
     const double *tx_sources;             /* virtual sources of every SOURCES transmit, concatenated */
-    size_t n_sources;                     /* sources in tx_sources (3 doubles each) */
+    size_t n_source_values;               /* doubles in tx_sources (3 or 4 per source) */
     const int32_t *aperture_first, *aperture_count; /* [n_points]: each point's receive elements */
     double window_center, window_half_width; /* full-aperture (f_number = 0) window mapping, m */
     int is_iq;                            /* complex64 IQ input (else RF) */
+    int general;                          /* 1: apertures and windows from element normals */
+    const double *element_frame;          /* general: [9][n_elements] t1, t2, n (usbeam_math.h) */
+    const double *element_window;         /* general: [n_elements] full-aperture window weights */
 } usbeam_das_tables;
 typedef struct usbeam_das_cuda usbeam_das_cuda;
 usbeam_status usbeam_das_cuda_create(const usbeam_das_tables *tables, usbeam_das_cuda **plan);
 usbeam_status usbeam_das_cuda_execute(usbeam_das_cuda *plan, const void *in, void *out);
 void usbeam_das_cuda_destroy(usbeam_das_cuda *plan);
 usbeam_cuda_exec *usbeam_das_cuda_exec(usbeam_das_cuda *plan);
+
+/* adaptive: the CPU plan's DAS table and apertures (csrc/beamform/adaptive.c), read during
+ * create only; the twin uploads them (it needs the table: no per-call delays on the device). */
+typedef struct usbeam_adaptive_tables {
+    const usbeam_adaptive_params *params; /* validated; das pointers NULL */
+    int kind, is_iq, taps;                /* USBEAM_ADAPTIVE_INT16/FLOAT32/COMPLEX64, IQ, interpolation taps */
+    int n_offsets, centre;                /* sample offsets -centre..centre */
+    int widest, widest_subarray;          /* largest aperture, largest MV subarray */
+    const int32_t *aperture_first, *aperture_count; /* [n_points] */
+    const size_t *entry_offset;           /* [n_points + 1] */
+    size_t n_entries;
+    const int32_t *table_tap;             /* [n_entries] */
+    const float *table_weight;            /* [n_entries][taps or 2 taps] */
+    const double *fir_re, *fir_im;        /* F-DMAS [n_offsets] (reversed), else NULL */
+} usbeam_adaptive_tables;
+typedef struct usbeam_adaptive_cuda usbeam_adaptive_cuda;
+usbeam_status usbeam_adaptive_cuda_create(const usbeam_adaptive_tables *tables, usbeam_adaptive_cuda **plan);
+usbeam_status usbeam_adaptive_cuda_execute(usbeam_adaptive_cuda *plan, size_t n_frames, const void *in, void *out);
+void usbeam_adaptive_cuda_destroy(usbeam_adaptive_cuda *plan);
+usbeam_cuda_exec *usbeam_adaptive_cuda_exec(usbeam_adaptive_cuda *plan);
+/* das sparse: the CSR operator built by csrc/beamform/das_sparse.c, uploaded by the twin
+ * (cuda/das_sparse.cu) at create; the host copy is freed afterwards. */
+typedef struct usbeam_das_sparse_cuda usbeam_das_sparse_cuda;
+usbeam_status usbeam_das_sparse_cuda_create(const usbeam_das_params *params, const usbeam_das_sparse_view *csr,
+                                            usbeam_das_sparse_cuda **plan);
+usbeam_status usbeam_das_sparse_cuda_execute(usbeam_das_sparse_cuda *plan, const void *in, void *out);
+void usbeam_das_sparse_cuda_destroy(usbeam_das_sparse_cuda *plan);
+usbeam_cuda_exec *usbeam_das_sparse_cuda_exec(usbeam_das_sparse_cuda *plan);
 
 /* hadamard: the validated params, the +-1 matrix (row = transmit) and the Paley base order
  * m of FAST (n = 2^k m), read during create only. */

@@ -28,6 +28,7 @@
  * vectorise and hide the latency of the recursion.  Each channel sees the same arithmetic as
  * a line filtered alone.
  */
+#include "common/interrupt.h"
 #include "common/usbeam_internal.h"
 
 #include <math.h>
@@ -462,6 +463,8 @@ usbeam_status usbeam_rf2iq_execute(usbeam_rf2iq_plan *plan, const void *in, void
     const int butter = plan->params.filter == USBEAM_RF2IQ_BUTTER;
     const ptrdiff_t n_items = (ptrdiff_t)(butter ? (n_lines + BUTTER_LINES - 1) / BUTTER_LINES : n_lines);
     int bad = 0;
+    usbeam_interrupt interrupt; /* Ctrl-C between lines (common/interrupt.h) */
+    usbeam_interrupt_begin(&interrupt);
 #pragma omp parallel num_threads(usbeam_team_size(plan->n_threads)) reduction(| : bad)
     {
         int tid = 0;
@@ -471,14 +474,17 @@ usbeam_status usbeam_rf2iq_execute(usbeam_rf2iq_plan *plan, const void *in, void
         double *scratch = plan->scratch + (size_t)tid * plan->scratch_per_thread;
 #pragma omp for schedule(static)
         for (ptrdiff_t item = 0; item < n_items; ++item) {
+            if (usbeam_interrupt_poll(&interrupt)) continue;
             if (butter)
                 bad |= butter_lines(plan, in, (size_t)item * BUTTER_LINES, scratch, out);
             else
                 bad |= fir_line(plan, in, (size_t)item, scratch, (float *)out + 2 * (size_t)item * plan->n_out);
         }
     }
-    if (bad) {
+    const usbeam_status st = usbeam_interrupt_end(&interrupt);
+    if (bad || st != USBEAM_OK) {
         usbeam_fill_nan(out, 2 * n_lines * plan->n_out);
+        if (st != USBEAM_OK) return st;
         return usbeam_fail_nonfinite("rf", "rf2iq refuses them; out is filled with NaN");
     }
     return USBEAM_OK;

@@ -293,22 +293,31 @@ usbeam_status usbeam_clutter_execute(usbeam_clutter_plan *plan, const void *in, 
     if (plan->cuda) return usbeam_clutter_cuda_execute(plan->cuda, in, out);
     if (plan->svd_cuda) return usbeam_clutter_svd_cuda_execute(plan->svd_cuda, in, out);
     int bad = 0;
+    usbeam_interrupt interrupt; /* Ctrl-C between pixel blocks (common/interrupt.h) */
+    usbeam_interrupt_begin(&interrupt);
+    usbeam_status st = USBEAM_OK;
     switch (plan->params.method) {
     case USBEAM_CLUTTER_MEAN:
     case USBEAM_CLUTTER_POLY:
-        bad = clutter_apply_projection(plan, in, out);
+        bad = clutter_apply_projection(plan, in, out, &interrupt);
         break;
     case USBEAM_CLUTTER_SVD:
-        return clutter_svd_filter(plan, in, out);
+        st = clutter_svd_filter(plan, in, out, &interrupt);
+        if (st != USBEAM_OK) return st;
+        break;
     case USBEAM_CLUTTER_IIR:
-        bad = clutter_iir_filter(plan, in, out);
-        if (!bad) { /* the block was finite: its state becomes the filter's */
+        bad = clutter_iir_filter(plan, in, out, &interrupt);
+        if (!bad && usbeam_interrupt_end(&interrupt) == USBEAM_OK) { /* the block was finite: its state becomes the filter's */
             double *swap = plan->state;
             plan->state = plan->state_next;
             plan->state_next = swap;
             plan->started = 1;
         }
         break;
+    }
+    if ((st = usbeam_interrupt_end(&interrupt)) != USBEAM_OK) { /* no partial block; IIR state as it was */
+        usbeam_fill_nan(out, 2 * plan->params.n_frames * plan->params.n_pixels);
+        return st;
     }
     if (bad) {
         usbeam_fill_nan(out, 2 * plan->params.n_frames * plan->params.n_pixels);

@@ -154,7 +154,7 @@ usbeam_status clutter_iir_prepare_projection(usbeam_clutter_plan *p)
     return USBEAM_OK;
 }
 
-int clutter_iir_filter(usbeam_clutter_plan *p, const float *in, float *out)
+int clutter_iir_filter(usbeam_clutter_plan *p, const float *in, float *out, usbeam_interrupt *interrupt)
 {
     const size_t n_frames = p->params.n_frames, n_pixels = p->params.n_pixels;
     const ptrdiff_t n_blocks = (ptrdiff_t)((n_pixels + PIXEL_BLOCK - 1) / PIXEL_BLOCK);
@@ -168,6 +168,7 @@ int clutter_iir_filter(usbeam_clutter_plan *p, const float *in, float *out)
         double *y0 = p->y0 + (size_t)clutter_thread_id() * 2 * p->init_frames * PIXEL_BLOCK;
 #pragma omp for schedule(static)
         for (ptrdiff_t blk = 0; blk < n_blocks; ++blk) {
+            if (usbeam_interrupt_poll(interrupt)) continue;
             size_t first = (size_t)blk * PIXEL_BLOCK;
             size_t count = n_pixels - first < PIXEL_BLOCK ? n_pixels - first : PIXEL_BLOCK;
             int nonfinite = 0;

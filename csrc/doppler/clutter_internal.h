@@ -9,6 +9,7 @@
 #ifndef USBEAM_CLUTTER_INTERNAL_H
 #define USBEAM_CLUTTER_INTERNAL_H
 
+#include "common/interrupt.h"
 #include "common/usbeam_internal.h"
 
 #include <complex.h>
@@ -91,18 +92,21 @@ int clutter_max_threads(void);
 /* Modified Gram-Schmidt, twice, on the m columns of a (n x m, column-major); -1 when a column
  * is numerically dependent. */
 int clutter_orthonormalise(double *a, size_t n, int m);
+/* The pixel-block loops below poll interrupt (common/interrupt.h) and skip the rest of their
+ * blocks once it is stopped; the caller (usbeam_clutter_execute) then fills out with NaN and
+ * commits no IIR state. */
 /* out = in - C B B^H (p->subtract) or C B B^H, with B = p->basis (n_frames x p->n_basis).
  * Returns 1 when a coefficient of component 0 was NaN or inf (polynomial bases: a non-finite
  * sample); out is then partly written. */
-int clutter_apply_projection(usbeam_clutter_plan *p, const float *in, float *out);
+int clutter_apply_projection(usbeam_clutter_plan *p, const float *in, float *out, usbeam_interrupt *interrupt);
 /* clutter_svd.c.  SVD filter: Gram matrix, eigen-decomposition, cut-offs, then the projection. */
 /* USBEAM_ERR_INVALID_ARGUMENT when the ensemble holds NaN or inf (out untouched). */
-usbeam_status clutter_svd_filter(usbeam_clutter_plan *p, const float *in, float *out);
+usbeam_status clutter_svd_filter(usbeam_clutter_plan *p, const float *in, float *out, usbeam_interrupt *interrupt);
 /* clutter_iir.c.  IIR: section coefficients from the parameters; projection-initialisation tables. */
 void clutter_iir_design(usbeam_clutter_plan *p);
 usbeam_status clutter_iir_prepare_projection(usbeam_clutter_plan *p);
 /* Filters one block from p->state into p->state_next (the caller swaps them); returns 1 when
  * a sample was NaN or inf (out is then partly written, p->state untouched). */
-int clutter_iir_filter(usbeam_clutter_plan *p, const float *in, float *out);
+int clutter_iir_filter(usbeam_clutter_plan *p, const float *in, float *out, usbeam_interrupt *interrupt);
 
 #endif

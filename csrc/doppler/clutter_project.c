@@ -100,7 +100,7 @@ static int project_block(const zdouble *basis, int n_basis, int subtract, size_t
     return 0;
 }
 
-int clutter_apply_projection(usbeam_clutter_plan *p, const float *in, float *out)
+int clutter_apply_projection(usbeam_clutter_plan *p, const float *in, float *out, usbeam_interrupt *interrupt)
 {
     const size_t n_frames = p->params.n_frames, n_pixels = p->params.n_pixels;
     const ptrdiff_t n_blocks = (ptrdiff_t)((n_pixels + PIXEL_BLOCK - 1) / PIXEL_BLOCK);
@@ -110,6 +110,7 @@ int clutter_apply_projection(usbeam_clutter_plan *p, const float *in, float *out
         double *coef = (double *)(p->coef + (size_t)clutter_thread_id() * n_frames * PIXEL_BLOCK);
 #pragma omp for schedule(static)
         for (ptrdiff_t blk = 0; blk < n_blocks; ++blk) {
+            if (usbeam_interrupt_poll(interrupt)) continue;
             size_t first = (size_t)blk * PIXEL_BLOCK;
             size_t count = n_pixels - first < PIXEL_BLOCK ? n_pixels - first : PIXEL_BLOCK;
             bad |= project_block(p->basis, p->n_basis, p->subtract, n_frames, n_pixels, in, out, first, count, coef);

@@ -58,7 +58,7 @@ static void gram_block(double *g, const double *re, const double *im, size_t n2,
 /* G = C^H C in double.  Pixels are taken in blocks of PIXEL_BLOCK, de-interleaved into
  * per-thread double rows (n_frames rounded up to even, the extra row zero), and the upper
  * triangle is accumulated 2 x 2 entries at a time so each loaded row feeds two products. */
-static void compute_gram(usbeam_clutter_plan *p, const float *in)
+static void compute_gram(usbeam_clutter_plan *p, const float *in, usbeam_interrupt *interrupt)
 {
     const size_t n = p->params.n_frames, n_pixels = p->params.n_pixels;
     const size_t n2 = (n + 1) & ~(size_t)1, g_stride = n2;
@@ -74,6 +74,7 @@ static void compute_gram(usbeam_clutter_plan *p, const float *in)
         for (size_t i = 0; i < (n2 - n) * PIXEL_BLOCK; ++i) re[n * PIXEL_BLOCK + i] = im[n * PIXEL_BLOCK + i] = 0.0;
 #pragma omp for schedule(static)
         for (ptrdiff_t blk = 0; blk < n_blocks; ++blk) {
+            if (usbeam_interrupt_poll(interrupt)) continue;
             size_t first = (size_t)blk * PIXEL_BLOCK;
             size_t count = n_pixels - first < PIXEL_BLOCK ? n_pixels - first : PIXEL_BLOCK;
             for (size_t t = 0; t < n; ++t) {
@@ -156,10 +157,11 @@ static double temporal_frequency(const zdouble *v, size_t n, int k)
     return fabs(carg(r)) / (2.0 * CLUTTER_PI);
 }
 
-usbeam_status clutter_svd_filter(usbeam_clutter_plan *p, const float *in, float *out)
+usbeam_status clutter_svd_filter(usbeam_clutter_plan *p, const float *in, float *out, usbeam_interrupt *interrupt)
 {
     const size_t n = p->params.n_frames;
-    compute_gram(p, in);
+    compute_gram(p, in, interrupt);
+    if (usbeam_interrupt_poll(interrupt)) return USBEAM_OK; /* a partial Gram matrix: the caller stops */
     /* A NaN or inf sample makes its frame's energy, a diagonal entry, non-finite; the
      * eigenvectors would then be garbage and (automatic cut-off) the input would pass through
      * unfiltered: refuse it instead, at the cost of n checks. */
@@ -210,7 +212,7 @@ usbeam_status clutter_svd_filter(usbeam_clutter_plan *p, const float *in, float 
             ++p->n_basis;
         }
     }
-    (void)clutter_apply_projection(p, in, out); /* finite input, checked above */
+    (void)clutter_apply_projection(p, in, out, interrupt); /* finite input, checked above */
     return USBEAM_OK;
 }
 

@@ -36,6 +36,7 @@
  * backend CUDA: create validates and builds the windows here exactly as for the CPU, then
  * hands them to the twin in cuda/doppler.cu (no host accumulators); execute forwards.
  */
+#include "common/interrupt.h"
 #include "common/usbeam_internal.h"
 
 #include <float.h>
@@ -233,9 +234,12 @@ usbeam_status usbeam_color_execute(usbeam_color_plan *plan, const void *in, floa
     double *az_re = plan->acc[3], *az_im = plan->acc[4];
     const ptrdiff_t n_blocks = (ptrdiff_t)((n_pixels + PIXEL_BLOCK - 1) / PIXEL_BLOCK);
     int bad = 0;
+    usbeam_interrupt interrupt; /* Ctrl-C between pixel blocks (common/interrupt.h) */
+    usbeam_interrupt_begin(&interrupt);
 
 #pragma omp parallel for schedule(static) reduction(| : bad)
     for (ptrdiff_t blk = 0; blk < n_blocks; ++blk) {
+        if (usbeam_interrupt_poll(&interrupt)) continue;
         const size_t first = (size_t)blk * PIXEL_BLOCK;
         const size_t count = n_pixels - first < PIXEL_BLOCK ? n_pixels - first : PIXEL_BLOCK;
         accumulate_block(iq, n_frames, n_pixels, lag, first, count, r_re + first, r_im + first, pw + first);
@@ -261,10 +265,12 @@ usbeam_status usbeam_color_execute(usbeam_color_plan *plan, const void *in, floa
         }
     }
 
-    if (bad) {
+    const usbeam_status interrupted = usbeam_interrupt_end(&interrupt);
+    if (bad || interrupted != USBEAM_OK) {
         usbeam_fill_nan(velocity, n_pixels);
         if (variance) usbeam_fill_nan(variance, n_pixels);
         if (power) usbeam_fill_nan(power, n_pixels);
+        if (interrupted != USBEAM_OK) return interrupted;
         return usbeam_fail_nonfinite("iq", "color Doppler refuses them; its outputs are filled with NaN");
     }
 
@@ -350,8 +356,11 @@ usbeam_status usbeam_power_execute(usbeam_power_plan *plan, const void *in, floa
     const ptrdiff_t n_blocks = (ptrdiff_t)((n_pixels + PIXEL_BLOCK - 1) / PIXEL_BLOCK);
     double max_power = 0.0;
     int bad = 0;
+    usbeam_interrupt interrupt;
+    usbeam_interrupt_begin(&interrupt);
 #pragma omp parallel for schedule(static) reduction(max : max_power) reduction(| : bad)
     for (ptrdiff_t blk = 0; blk < n_blocks; ++blk) {
+        if (usbeam_interrupt_poll(&interrupt)) continue;
         const size_t first = (size_t)blk * PIXEL_BLOCK;
         const size_t count = n_pixels - first < PIXEL_BLOCK ? n_pixels - first : PIXEL_BLOCK;
         double sp[PIXEL_BLOCK] = {0};
@@ -371,8 +380,10 @@ usbeam_status usbeam_power_execute(usbeam_power_plan *plan, const void *in, floa
         }
         bad |= nonfinite;
     }
-    if (bad) {
+    const usbeam_status interrupted = usbeam_interrupt_end(&interrupt);
+    if (bad || interrupted != USBEAM_OK) {
         usbeam_fill_nan(out, n_pixels);
+        if (interrupted != USBEAM_OK) return interrupted;
         return usbeam_fail_nonfinite("iq", "power Doppler refuses them; out is filled with NaN");
     }
     if (prm->output_db) {

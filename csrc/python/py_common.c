@@ -8,6 +8,10 @@
 #define USBEAM_PY_MODULE_MAIN
 #include "python/py_common.h"
 
+#include "backend/cuda_seam.h"
+
+#include <time.h>
+
 int usbeam_py_import_numpy(void)
 {
     import_array1(-1);
@@ -28,6 +32,12 @@ int usbeam_py_error_init(PyObject *module)
 
 PyObject *usbeam_py_raise(usbeam_status st)
 {
+    /* an interrupted call stopped because the signal handler raised (usbeam_py_check_signals):
+     * that exception, KeyboardInterrupt for Ctrl-C, is already set and is the one to keep */
+    if (st == USBEAM_ERR_INTERRUPTED && PyErr_Occurred()) {
+        usbeam_clear_error();
+        return NULL;
+    }
     PyObject *type = usbeam_error_type;
     switch (st) {
 #define VALUE PyExc_ValueError
@@ -35,6 +45,7 @@ PyObject *usbeam_py_raise(usbeam_status st)
 #define MEMORY PyExc_MemoryError
 #define RUNTIME usbeam_error_type
 #define NOTIMPL PyExc_NotImplementedError
+#define INTERRUPT PyExc_KeyboardInterrupt
 #define USBEAM_X_EXC(name, value, message, pykind) \
     case name:                                     \
         type = pykind;                             \
@@ -46,6 +57,7 @@ PyObject *usbeam_py_raise(usbeam_status st)
 #undef MEMORY
 #undef RUNTIME
 #undef NOTIMPL
+#undef INTERRUPT
     }
     /* the library's message says what was wrong; the table's only which kind of failure */
     const char *detail = usbeam_last_error();
@@ -147,4 +159,115 @@ int usbeam_py_backend(const char *name, usbeam_backend *backend)
     }
     PyErr_Format(PyExc_ValueError, "backend must be 'cpu' or 'cuda' (got '%s')", name);
     return -1;
+}
+
+/* ---- Ctrl-C during a long call (common/interrupt.h) ------------------------------------- */
+
+/* The check the library calls, on the calling thread with the GIL released, every ~50 ms of a
+ * long execute: take the GIL back for a moment and run the Python signal handlers.  A handler
+ * that raised (KeyboardInterrupt) leaves its exception set on this thread state, which the
+ * binding finds when the call returns USBEAM_ERR_INTERRUPTED (usbeam_py_raise). */
+static int check_signals(void *thread_state)
+{
+    PyEval_RestoreThread((PyThreadState *)thread_state);
+    const int raised = PyErr_CheckSignals() != 0;
+    (void)PyEval_SaveThread();
+    return raised;
+}
+
+/* The identity of the main thread, the only one CPython runs signal handlers on; 0 until
+ * known (threading.main_thread() is what CPython itself compares with). */
+static unsigned long main_thread_ident(void)
+{
+    static unsigned long ident;
+    if (ident || PyErr_Occurred()) return ident; /* a pending exception is not ours to clear */
+    PyObject *threading = PyImport_ImportModule("threading");
+    PyObject *main = threading ? PyObject_CallMethod(threading, "main_thread", NULL) : NULL;
+    PyObject *value = main ? PyObject_GetAttrString(main, "ident") : NULL;
+    if (value && PyLong_Check(value)) ident = PyLong_AsUnsignedLong(value);
+    if (PyErr_Occurred()) ident = 0;
+    Py_XDECREF(value);
+    Py_XDECREF(main);
+    Py_XDECREF(threading);
+    PyErr_Clear(); /* no answer: calls stay uninterruptible, as before */
+    return ident;
+}
+
+int usbeam_py_interrupt_wanted(void) { return PyThread_get_thread_ident() == main_thread_ident(); }
+
+void usbeam_py_interrupt_begin(PyThreadState *released) { (void)usbeam_set_interrupt_check(check_signals, released, 0.0); }
+
+void usbeam_py_interrupt_end(void) { (void)usbeam_set_interrupt_check(NULL, NULL, 0.0); }
+
+/* ---- Ctrl-C while the host waits for CUDA work ---------------------------------------------
+ * A CUDA plan queues its kernels and returns; the host waits when it copies a result out or
+ * synchronises, and cudaStreamSynchronize cannot be interrupted.  On the main thread the binding
+ * therefore first polls the stream (cudaStreamQuery, through the seam) with the GIL released,
+ * sleeping 20 us, doubling to 200 us (so a wait ends at most ~0.2 ms after the work), and every
+ * 50 ms takes the GIL to run the signal handlers; once the stream is idle the blocking call
+ * returns at once.  The CUDA emulator runs queued work only when the host synchronises (a query
+ * never advances it, cuda/emu/README.md), so there, as on other threads, the wait is left to
+ * the blocking call. */
+
+static double monotonic_seconds(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
+}
+
+/* Poll ready(context) (1: done, 0: not yet, -1: cannot tell) until it is not 0; returns 0, or
+ * -1 with the exception a signal handler raised. */
+static int poll_interruptibly(int (*ready)(void *context), void *context)
+{
+    long sleep_ns = 20000;
+    for (;;) {
+        int state;
+        Py_BEGIN_ALLOW_THREADS
+        const double check_at = monotonic_seconds() + 0.05;
+        while ((state = ready(context)) == 0 && monotonic_seconds() < check_at) {
+            const struct timespec pause = {0, sleep_ns};
+            nanosleep(&pause, NULL);
+            sleep_ns = sleep_ns < 100000 ? 2 * sleep_ns : 200000;
+        }
+        Py_END_ALLOW_THREADS
+        if (state != 0) return 0;
+        if (PyErr_CheckSignals() < 0) return -1;
+    }
+}
+
+static int stream_idle(void *stream)
+{
+    int idle = 0;
+    if (usbeam_stream_query(stream, &idle) != USBEAM_OK) {
+        usbeam_clear_error(); /* the blocking call that follows reports it */
+        return -1;
+    }
+    return idle ? 1 : 0;
+}
+
+int usbeam_py_wait_stream(void *stream)
+{
+    const usbeam_cuda_api *cuda = usbeam_cuda_installed();
+    if (!cuda || cuda->emulated || !usbeam_py_interrupt_wanted()) return 0;
+    if (stream_idle(stream) != 0) return 0; /* done already (or an error for the blocking call) */
+    return poll_interruptibly(stream_idle, stream);
+}
+
+/* The test of the polling loop without a GPU: a "stream" that becomes idle `seconds` after the
+ * call (tests/device/test_interrupt_wait.py sends SIGINT into a long one). */
+static int deadline_passed(void *deadline) { return monotonic_seconds() >= *(double *)deadline; }
+
+PyObject *usbeam_py_wait_test(PyObject *self, PyObject *seconds)
+{
+    (void)self;
+    const double wait = PyFloat_AsDouble(seconds);
+    if (wait == -1.0 && PyErr_Occurred()) return NULL;
+    if (!(wait >= 0.0 && wait <= 3600.0)) {
+        PyErr_SetString(PyExc_ValueError, "seconds must be in [0, 3600]");
+        return NULL;
+    }
+    double deadline = monotonic_seconds() + wait;
+    if (poll_interruptibly(deadline_passed, &deadline) < 0) return NULL;
+    Py_RETURN_NONE;
 }

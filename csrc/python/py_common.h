@@ -36,6 +36,28 @@ int usbeam_py_error_init(PyObject *module);
  * thread's detailed message.  Returns NULL so callers can `return usbeam_py_raise(st);`. */
 PyObject *usbeam_py_raise(usbeam_status st);
 
+/* Ctrl-C during a long library call (common/interrupt.h).  With the GIL held, before it is
+ * released: usbeam_py_interrupt_wanted() says whether the calling thread is the main thread,
+ * the only one CPython runs signal handlers on (other threads' calls stay as they were).  If
+ * so, with the GIL released: usbeam_py_interrupt_begin(the released thread state) registers a
+ * check that takes the GIL back for a moment every ~50 ms of a long execute and runs
+ * PyErr_CheckSignals; usbeam_py_interrupt_end() unregisters it, before the GIL is taken back.
+ * A call stopped by it returns USBEAM_ERR_INTERRUPTED and usbeam_py_raise keeps the handler's
+ * exception (KeyboardInterrupt). */
+int usbeam_py_interrupt_wanted(void);
+void usbeam_py_interrupt_begin(PyThreadState *released);
+void usbeam_py_interrupt_end(void);
+
+/* Before a host wait for a CUDA stream (a copy of a result out, a synchronize), with the GIL
+ * held: on the main thread of a GPU build, wait for the stream by polling it with the GIL
+ * released and the signal handlers run every 50 ms, so Ctrl-C interrupts the wait.  Returns 0
+ * (the stream is idle, or the wait is left to the blocking call: other threads, the CUDA
+ * emulator) or -1 with the handler's exception (KeyboardInterrupt) set. */
+int usbeam_py_wait_stream(void *stream);
+/* _core._interruptible_wait_test(seconds): the same polling loop on a stand-in that is idle
+ * after `seconds` (tests without a GPU). */
+PyObject *usbeam_py_wait_test(PyObject *self, PyObject *seconds);
+
 /* None for USBEAM_OK, otherwise usbeam_py_raise(st). */
 PyObject *usbeam_py_none_or_raise(usbeam_status st);
 
@@ -74,8 +96,10 @@ extern PyMethodDef usbeam_py_hadamard_methods[];
 extern PyMethodDef usbeam_py_live_methods[];
 extern PyMethodDef usbeam_py_rf2iq_methods[];
 extern PyMethodDef usbeam_py_das_methods[];
+extern PyMethodDef usbeam_py_adaptive_methods[];
 extern PyMethodDef usbeam_py_rca_methods[];
 extern PyMethodDef usbeam_py_bmode_methods[];
+extern PyMethodDef usbeam_py_scan_convert_methods[];
 extern PyMethodDef usbeam_py_doppler_methods[];
 extern PyMethodDef usbeam_py_ai_methods[];
 extern PyMethodDef usbeam_py_segment_methods[];

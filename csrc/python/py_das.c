@@ -2,10 +2,12 @@
  * py_das.c - Python bindings of delay-and-sum beamforming (see beamform/das_setup.c, das.c);
  * plans, buffers, the GIL and the lock follow py_plan.h.
  *   das_plan(element_positions, transmits, points, n_frames, n_samples, fs, fc, c, t0,
- *            f_number, window, tukey_alpha, interpolation, dtype, max_table_bytes, backend)
- *       element_positions: float64 (n_elements, 3); points: float64 (n_points, 3);
- *       transmits: sequence of (kind, angle, x, z, element[, sources (3, n) float64]) tuples
- *       (kind: usbeam_transmit_kind, include/usbeam/beamform.h);
+ *            f_number, window, tukey_alpha, interpolation, dtype, max_table_bytes, backend,
+ *            element_normals=None, surface=0)
+ *       element_positions, element_normals: float64 (n_elements, 3); points: float64 (n_points, 3);
+ *       transmits: sequence of (kind, angle, x, z, element[, sources (3 or 4, n) float64 or
+ *       None[, y, angle_y, axis_x, axis_y, axis_z]]) tuples (kind: usbeam_transmit_kind,
+ *       include/usbeam/beamform.h; a 4-row sources array holds x, y, z, offset);
  *       window: 'rect' | 'hann' | 'tukey'; interpolation: 'nearest' | 'linear' | 'cubic';
  *       dtype: 'int16' | 'float32' | 'complex64'.
  *   das_execute(plan, data, out[, n_frames])   data (n_frames, n_tx, n_el, n_samples)
@@ -13,12 +15,16 @@
  *       the plan's capacity and may be smaller.  Runs with the GIL released, under a
  *       per-plan lock (a plan's scratch is not re-entrant).
  *   das_table_bytes(plan) -> int;  das_auto_f_number(width, fc, bandwidth, c) -> float
+ *   das_sparse_plan(<das_plan's arguments>), das_sparse_execute(plan, data, out[, n_frames]),
+ *   das_sparse_bytes(plan) -> int, das_sparse_csr(plan) -> (row_offsets, columns, values,
+ *       (n_rows, n_columns)) or None (CUDA): the sparse-matrix formulation (das_sparse.c).
  */
 #include "python/py_plan.h"
 
 /* An execute works in the plan's scratch (CPU) or device state (CUDA): one at a time, on
  * either backend. */
 USBEAM_PY_PLAN_TYPE(das, 0);
+USBEAM_PY_PLAN_TYPE(das_sparse, 0);
 
 /* A C-contiguous float64 array of shape (n, 3); returns a new reference or NULL. */
 static PyArrayObject *xyz_array(PyObject *obj, const char *name)
@@ -61,9 +67,11 @@ static int parse_transmits(PyObject *seq_obj, usbeam_transmit **out, size_t *cou
         int kind;
         Py_ssize_t element;
         PyObject *sources = Py_None;
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, k), "idddn|O", &kind, &tx[k].angle, &tx[k].x, &tx[k].z,
-                              &element, &sources)) {
-            PyErr_Format(PyExc_TypeError, "transmits[%zd] must be a tuple (kind, angle, x, z, element[, sources])", k);
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, k), "idddn|Oddddd", &kind, &tx[k].angle, &tx[k].x, &tx[k].z,
+                              &element, &sources, &tx[k].y, &tx[k].angle_y, &tx[k].axis[0], &tx[k].axis[1],
+                              &tx[k].axis[2])) {
+            PyErr_Format(PyExc_TypeError,
+                         "transmits[%zd] must be a tuple (kind, angle, x, z, element[, sources[, y, angle_y, axis_x, axis_y, axis_z]])", k);
             goto fail;
         }
         if (element < 0) {
@@ -75,13 +83,14 @@ static int parse_transmits(PyObject *seq_obj, usbeam_transmit **out, size_t *cou
         if (sources != Py_None) {
             PyArrayObject *arr = (PyArrayObject *)PyArray_FromAny(sources, PyArray_DescrFromType(NPY_FLOAT64), 2, 2,
                                                                   NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED, NULL);
-            if (!arr || PyArray_DIM(arr, 0) != 3 || PyList_Append(arrays, (PyObject *)arr) < 0) {
+            if (!arr || (PyArray_DIM(arr, 0) != 3 && PyArray_DIM(arr, 0) != 4) || PyList_Append(arrays, (PyObject *)arr) < 0) {
                 Py_XDECREF(arr);
                 PyErr_Clear();
-                PyErr_Format(PyExc_ValueError, "transmits[%zd] sources must be a float array of shape (3, n)", k);
+                PyErr_Format(PyExc_ValueError, "transmits[%zd] sources must be a float array of shape (3, n) or (4, n)", k);
                 goto fail;
             }
             Py_DECREF(arr); /* the list holds it */
+            tx[k].source_rows = (int)PyArray_DIM(arr, 0);
             tx[k].n_sources = (size_t)PyArray_DIM(arr, 1);
             tx[k].sources = PyArray_DATA(arr);
         }
@@ -109,89 +118,122 @@ static int lookup(const char *name, const char *value, const char *const *option
     return -1;
 }
 
-static PyObject *py_das_plan(PyObject *self, PyObject *args, PyObject *kwargs)
+/* The parameters of das_plan / das_sparse_plan (the same keywords).  On success the caller
+ * frees *transmits (PyMem_Free) and drops *keep, *elements and *points after plan creation. */
+typedef struct das_args {
+    usbeam_das_params p;
+    usbeam_backend backend;
+    int in_type, out_type;
+    usbeam_transmit *transmits;
+    PyObject *keep;
+    PyArrayObject *elements, *normals, *points;
+} das_args;
+
+static void das_args_release(das_args *a)
 {
-    (void)self;
+    PyMem_Free(a->transmits);
+    Py_XDECREF(a->keep);
+    Py_XDECREF(a->elements);
+    Py_XDECREF(a->normals);
+    Py_XDECREF(a->points);
+}
+
+static int das_args_parse(PyObject *args, PyObject *kwargs, das_args *a)
+{
     static char *keywords[] = {"element_positions", "transmits", "points", "n_frames", "n_samples", "fs", "fc",
                                "c", "t0", "f_number", "window", "tukey_alpha", "interpolation", "dtype",
-                               "max_table_bytes", "backend", NULL};
+                               "max_table_bytes", "backend", "element_normals", "surface", NULL};
     static const char *const windows[] = {"rect", "hann", "tukey", NULL};
     static const char *const methods[] = {"nearest", "linear", "cubic", NULL};
-    PyObject *elements_obj, *transmits_obj, *points_obj;
+    memset(a, 0, sizeof *a);
+    PyObject *elements_obj, *transmits_obj, *points_obj, *normals_obj = Py_None;
+    int surface = 0;
     Py_ssize_t n_frames, n_samples, max_table_bytes = 0;
     double fs, fc, c, t0, f_number, tukey_alpha = 0.5;
     const char *window = "rect", *interpolation = "nearest", *dtype = "complex64", *backend_name = "cpu";
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOnndddddsdss|ns", keywords, &elements_obj, &transmits_obj,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOnndddddsdss|nsOi", keywords, &elements_obj, &transmits_obj,
                                      &points_obj, &n_frames, &n_samples, &fs, &fc, &c, &t0, &f_number, &window,
-                                     &tukey_alpha, &interpolation, &dtype, &max_table_bytes, &backend_name))
-        return NULL;
-    usbeam_backend backend;
-    if (usbeam_py_backend(backend_name, &backend) < 0) return NULL;
+                                     &tukey_alpha, &interpolation, &dtype, &max_table_bytes, &backend_name,
+                                     &normals_obj, &surface))
+        return -1;
+    if (usbeam_py_backend(backend_name, &a->backend) < 0) return -1;
     if (n_frames < 1 || n_samples < 1 || max_table_bytes < 0) {
         PyErr_SetString(PyExc_ValueError, "n_frames and n_samples must be >= 1, max_table_bytes >= 0");
-        return NULL;
+        return -1;
     }
-    usbeam_das_params p = {0};
+    usbeam_das_params *p = &a->p;
     int window_code, method_code;
-    if (lookup("window", window, windows, &window_code) < 0) return NULL;
-    if (lookup("interpolation", interpolation, methods, &method_code) < 0) return NULL;
-    int in_type, out_type;
+    if (lookup("window", window, windows, &window_code) < 0) return -1;
+    if (lookup("interpolation", interpolation, methods, &method_code) < 0) return -1;
     if (strcmp(dtype, "int16") == 0) {
-        p.input_dtype = USBEAM_DTYPE_INT16, in_type = NPY_INT16, out_type = NPY_FLOAT32;
+        p->input_dtype = USBEAM_DTYPE_INT16, a->in_type = NPY_INT16, a->out_type = NPY_FLOAT32;
     } else if (strcmp(dtype, "float32") == 0) {
-        p.input_dtype = USBEAM_DTYPE_FLOAT32, in_type = NPY_FLOAT32, out_type = NPY_FLOAT32;
+        p->input_dtype = USBEAM_DTYPE_FLOAT32, a->in_type = NPY_FLOAT32, a->out_type = NPY_FLOAT32;
     } else if (strcmp(dtype, "complex64") == 0) {
-        p.input_dtype = USBEAM_DTYPE_COMPLEX64, in_type = NPY_COMPLEX64, out_type = NPY_COMPLEX64;
+        p->input_dtype = USBEAM_DTYPE_COMPLEX64, a->in_type = NPY_COMPLEX64, a->out_type = NPY_COMPLEX64;
     } else {
         PyErr_Format(PyExc_TypeError, "dtype must be 'int16', 'float32' or 'complex64' (got '%s')", dtype);
-        return NULL;
+        return -1;
     }
-    PyArrayObject *elements = xyz_array(elements_obj, "element_positions");
-    if (!elements) return NULL;
-    PyArrayObject *points = xyz_array(points_obj, "points");
-    if (!points) {
-        Py_DECREF(elements);
-        return NULL;
+    if (!(a->elements = xyz_array(elements_obj, "element_positions"))) return -1;
+    if (normals_obj != Py_None) {
+        if (!(a->normals = xyz_array(normals_obj, "element_normals"))) {
+            das_args_release(a);
+            return -1;
+        }
+        if (PyArray_DIM(a->normals, 0) != PyArray_DIM(a->elements, 0)) {
+            PyErr_Format(PyExc_ValueError, "element_normals must have the shape of element_positions (%zd, 3)",
+                         PyArray_DIM(a->elements, 0));
+            das_args_release(a);
+            return -1;
+        }
     }
-    usbeam_transmit *transmits = NULL;
-    PyObject *keep = NULL;
-    if (parse_transmits(transmits_obj, &transmits, &p.n_transmits, &keep) < 0) {
-        Py_DECREF(elements);
-        Py_DECREF(points);
-        return NULL;
+    if (!(a->points = xyz_array(points_obj, "points"))) {
+        das_args_release(a);
+        return -1;
     }
-    p.n_elements = (size_t)PyArray_DIM(elements, 0);
-    p.element_positions = PyArray_DATA(elements);
-    p.transmits = transmits;
-    p.n_points = (size_t)PyArray_DIM(points, 0);
-    p.points = PyArray_DATA(points);
-    p.n_frames = (size_t)n_frames;
-    p.n_samples = (size_t)n_samples;
-    p.fs = fs, p.fc = fc, p.c = c, p.t0 = t0, p.f_number = f_number;
-    p.window = (usbeam_das_window)window_code;
-    p.tukey_alpha = tukey_alpha;
-    p.interpolation = (usbeam_das_interpolation)method_code;
-    p.max_table_bytes = (size_t)max_table_bytes;
+    if (parse_transmits(transmits_obj, &a->transmits, &p->n_transmits, &a->keep) < 0) {
+        das_args_release(a);
+        return -1;
+    }
+    p->n_elements = (size_t)PyArray_DIM(a->elements, 0);
+    p->element_positions = PyArray_DATA(a->elements);
+    p->element_normals = a->normals ? PyArray_DATA(a->normals) : NULL;
+    p->surface = surface;
+    p->transmits = a->transmits;
+    p->n_points = (size_t)PyArray_DIM(a->points, 0);
+    p->points = PyArray_DATA(a->points);
+    p->n_frames = (size_t)n_frames;
+    p->n_samples = (size_t)n_samples;
+    p->fs = fs, p->fc = fc, p->c = c, p->t0 = t0, p->f_number = f_number;
+    p->window = (usbeam_das_window)window_code;
+    p->tukey_alpha = tukey_alpha;
+    p->interpolation = (usbeam_das_interpolation)method_code;
+    p->max_table_bytes = (size_t)max_table_bytes;
+    return 0;
+}
 
+static PyObject *py_das_plan(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    (void)self;
+    das_args a;
+    if (das_args_parse(args, kwargs, &a) < 0) return NULL;
     /* building the delay tables of a large grid takes long: other threads run meanwhile */
     usbeam_py_plan *h = usbeam_py_plan_new(&das_plan_type);
     usbeam_das_plan *plan = NULL;
     usbeam_status st = USBEAM_OK;
     if (h) {
         Py_BEGIN_ALLOW_THREADS
-        st = usbeam_das_plan_create(&p, backend, &plan);
+        st = usbeam_das_plan_create(&a.p, a.backend, &plan);
         Py_END_ALLOW_THREADS
     }
-    PyMem_Free(transmits);
-    Py_DECREF(keep);
-    Py_DECREF(elements);
-    Py_DECREF(points);
+    das_args_release(&a);
     if (!h) return NULL;
-    h->npy_in = in_type;
-    h->npy_out = out_type;
-    h->n_outer = p.n_frames; /* frames the plan can take per call */
-    h->n_in = p.n_transmits * p.n_elements * p.n_samples; /* per frame */
-    h->n_out = p.n_points;                                /* per frame */
+    h->npy_in = a.in_type;
+    h->npy_out = a.out_type;
+    h->n_outer = a.p.n_frames; /* frames the plan can take per call */
+    h->n_in = a.p.n_transmits * a.p.n_elements * a.p.n_samples; /* per frame */
+    h->n_out = a.p.n_points;                                    /* per frame */
     return usbeam_py_plan_wrap(h, st, plan);
 }
 
@@ -238,13 +280,110 @@ static PyObject *py_das_auto_f_number(PyObject *self, PyObject *args)
 
 USBEAM_PY_PLAN_CUDA_EXEC_BINDING(das)
 
+/* ---- the sparse-matrix formulation (beamform/das_sparse.c) ------------------------------ */
+
+static PyObject *py_das_sparse_plan(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    (void)self;
+    das_args a;
+    if (das_args_parse(args, kwargs, &a) < 0) return NULL;
+    usbeam_py_plan *h = usbeam_py_plan_new(&das_sparse_plan_type);
+    usbeam_das_sparse_plan *plan = NULL;
+    usbeam_status st = USBEAM_OK;
+    if (h) {
+        Py_BEGIN_ALLOW_THREADS
+        st = usbeam_das_sparse_plan_create(&a.p, a.backend, &plan);
+        Py_END_ALLOW_THREADS
+    }
+    das_args_release(&a);
+    if (!h) return NULL;
+    h->npy_in = a.in_type;
+    h->npy_out = a.out_type;
+    h->n_outer = a.p.n_frames;
+    h->n_in = a.p.n_transmits * a.p.n_elements * a.p.n_samples;
+    h->n_out = a.p.n_points;
+    return usbeam_py_plan_wrap(h, st, plan);
+}
+
+static PyObject *py_das_sparse_execute(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *capsule, *in_obj, *out_obj;
+    Py_ssize_t n_frames = -1;
+    if (!PyArg_ParseTuple(args, "OOO|n", &capsule, &in_obj, &out_obj, &n_frames)) return NULL;
+    usbeam_py_plan *h = usbeam_py_plan_from(capsule, &das_sparse_plan_type);
+    if (!h) return NULL;
+    if (n_frames == -1) n_frames = (Py_ssize_t)h->n_outer;
+    if (n_frames < 1 || (size_t)n_frames > h->n_outer) {
+        PyErr_Format(PyExc_ValueError, "n_frames must be in [1, %zu] for this plan (got %zd)", h->n_outer, n_frames);
+        return NULL;
+    }
+    usbeam_cuda_exec *cuda = usbeam_py_plan_cuda(h);
+    const void *in = usbeam_py_plan_buffer(in_obj, "data", h->npy_in, (size_t)n_frames * h->n_in, 0, cuda);
+    if (!in) return NULL;
+    void *out = usbeam_py_plan_buffer(out_obj, "out", h->npy_out, (size_t)n_frames * h->n_out, 1, cuda);
+    if (!out) return NULL;
+    usbeam_py_plan_call call = usbeam_py_plan_enter(h, cuda);
+    usbeam_status st = usbeam_das_sparse_execute_frames(h->plan, (size_t)n_frames, in, out);
+    return usbeam_py_plan_finish(&call, st);
+}
+
+static PyObject *py_das_sparse_bytes(PyObject *self, PyObject *capsule)
+{
+    (void)self;
+    usbeam_py_plan *h = usbeam_py_plan_from(capsule, &das_sparse_plan_type);
+    if (!h) return NULL;
+    return PyLong_FromSize_t(usbeam_das_sparse_bytes(h->plan));
+}
+
+/* (row_offsets int32 (n_rows + 1), columns int32 (nnz), values float32 (nnz) or complex64,
+ * (n_rows, n_columns)): copies of a CPU plan's operator; None for a CUDA plan. */
+static PyObject *py_das_sparse_csr(PyObject *self, PyObject *capsule)
+{
+    (void)self;
+    usbeam_py_plan *h = usbeam_py_plan_from(capsule, &das_sparse_plan_type);
+    if (!h) return NULL;
+    usbeam_das_sparse_view v;
+    usbeam_das_sparse_csr(h->plan, &v);
+    if (!v.row_offsets) Py_RETURN_NONE;
+    npy_intp n_off = (npy_intp)v.n_rows + 1, nnz = (npy_intp)v.nnz;
+    PyArrayObject *off = (PyArrayObject *)PyArray_SimpleNew(1, &n_off, NPY_INT32);
+    PyArrayObject *col = (PyArrayObject *)PyArray_SimpleNew(1, &nnz, NPY_INT32);
+    PyArrayObject *val = (PyArrayObject *)PyArray_SimpleNew(1, &nnz, v.is_complex ? NPY_COMPLEX64 : NPY_FLOAT32);
+    if (!off || !col || !val) {
+        Py_XDECREF(off);
+        Py_XDECREF(col);
+        Py_XDECREF(val);
+        return NULL;
+    }
+    memcpy(PyArray_DATA(off), v.row_offsets, (size_t)n_off * sizeof(int32_t));
+    memcpy(PyArray_DATA(col), v.columns, (size_t)nnz * sizeof(int32_t));
+    memcpy(PyArray_DATA(val), v.values, (size_t)nnz * (v.is_complex ? 2 : 1) * sizeof(float));
+    return Py_BuildValue("NNN(nn)", off, col, val, (Py_ssize_t)v.n_rows, (Py_ssize_t)v.n_columns);
+}
+
+USBEAM_PY_PLAN_CUDA_EXEC_BINDING(das_sparse)
+
 PyMethodDef usbeam_py_das_methods[] = {
     {"das_cuda_exec", py_das_cuda_exec, METH_O, "CUDA state of a DAS plan (None for the CPU)."},
     {"das_plan", (PyCFunction)(void (*)(void))py_das_plan, METH_VARARGS | METH_KEYWORDS,
      "Create a delay-and-sum plan."},
     {"das_execute", py_das_execute, METH_VARARGS, "Run a delay-and-sum plan: (plan, data, out[, n_frames])."},
     {"das_table_bytes", py_das_table_bytes, METH_O, "Bytes of a plan's precomputed delay/weight table."},
+    {"das_sparse_cuda_exec", py_das_sparse_cuda_exec, METH_O, "CUDA state of a sparse DAS plan (None for the CPU)."},
+    {"das_sparse_plan", (PyCFunction)(void (*)(void))py_das_sparse_plan, METH_VARARGS | METH_KEYWORDS,
+     "Create a sparse-matrix delay-and-sum plan (das_plan's arguments)."},
+    {"das_sparse_execute", py_das_sparse_execute, METH_VARARGS, "Run a sparse DAS plan: (plan, data, out[, n_frames])."},
+    {"das_sparse_bytes", py_das_sparse_bytes, METH_O, "Bytes of a sparse DAS plan's operator."},
+    {"das_sparse_csr", py_das_sparse_csr, METH_O, "A CPU sparse DAS plan's CSR operator (copies)."},
     {"das_auto_f_number", py_das_auto_f_number, METH_VARARGS,
      "PyMUST's automatic f-number: (element_width, fc, bandwidth fraction, c)."},
     {NULL, NULL, 0, NULL},
 };
+
+/* The DAS plan's geometry arguments, parsed the same way for the adaptive plans (py_adaptive.c). */
+PyArrayObject *usbeam_py_das_xyz_array(PyObject *obj, const char *name) { return xyz_array(obj, name); }
+int usbeam_py_das_transmits(PyObject *seq, usbeam_transmit **out, size_t *count, PyObject **keep)
+{
+    return parse_transmits(seq, out, count, keep);
+}

@@ -100,9 +100,14 @@ PyObject *usbeam_py_plan_cuda_exec(PyObject *capsule, const usbeam_py_plan_type 
 
 usbeam_py_plan_call usbeam_py_plan_enter(usbeam_py_plan *h, usbeam_cuda_exec *cuda)
 {
-    usbeam_py_plan_call call = {h, NULL, 0};
+    usbeam_py_plan_call call = {h, NULL, 0, 0};
     if (cuda && (h->type->rules & USBEAM_PY_PLAN_CUDA_KEEPS_GIL)) return call;
+    const int interruptible = usbeam_py_interrupt_wanted();
     call.released = PyEval_SaveThread();
+    if (interruptible) {
+        usbeam_py_interrupt_begin(call.released);
+        call.interruptible = 1;
+    }
     /* with the GIL released first, a thread waiting here stalls no other Python thread */
     if (h->lock) {
         PyThread_acquire_lock(h->lock, WAIT_LOCK);
@@ -113,8 +118,10 @@ usbeam_py_plan_call usbeam_py_plan_enter(usbeam_py_plan *h, usbeam_cuda_exec *cu
 
 void usbeam_py_plan_leave(usbeam_py_plan_call *call)
 {
+    if (call->interruptible) usbeam_py_interrupt_end();
     if (call->locked) PyThread_release_lock(call->handle->lock);
     if (call->released) PyEval_RestoreThread(call->released);
+    call->interruptible = 0;
     call->locked = 0;
     call->released = NULL;
 }

@@ -112,13 +112,16 @@ PyObject *usbeam_py_plan_cuda_exec(PyObject *capsule, const usbeam_py_plan_type 
  *     usbeam_py_plan_call call = usbeam_py_plan_enter(h, cuda);
  *     usbeam_status st = usbeam_<family>_execute(h->plan, ...);   (no Python API in between)
  *     return usbeam_py_plan_finish(&call, st);
- * enter releases the GIL and takes the lock as the type's rules say; cuda is the plan's CUDA
+ * enter releases the GIL and takes the lock as the type's rules say, and on the main thread
+ * registers the Ctrl-C check (usbeam_py_interrupt_begin: a long CPU execute stops with
+ * KeyboardInterrupt within ~50 ms plus a tile); cuda is the plan's CUDA
  * state for an execute (usbeam_py_plan_cuda) and NULL for a call that runs on the host
  * (reset, info), which always takes the lock. */
 typedef struct {
     usbeam_py_plan *handle;
     PyThreadState *released; /* the thread state the GIL was released from; NULL: GIL kept */
     int locked;
+    int interruptible;       /* a check for Ctrl-C is registered (main thread, GIL released) */
 } usbeam_py_plan_call;
 
 usbeam_py_plan_call usbeam_py_plan_enter(usbeam_py_plan *h, usbeam_cuda_exec *cuda);

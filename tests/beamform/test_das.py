@@ -123,8 +123,12 @@ def test_volume_grid_layout(rng):
     data = random_data(rng, (1, 1, probe.n_elements, N_SAMPLES), np.complex64)
     got = usbeam.das(data, probe, usbeam.PlaneWave(0.1), grid, fs=FS, fc=FC, c=C, t0=T0, f_number=1.0)
     assert got.shape == (1, 3, 4, 5)
-    # without a frame axis the output has none either
-    assert usbeam.das(data[0], probe, usbeam.PlaneWave(0.1), grid, fs=FS, fc=FC, c=C, t0=T0).shape == (3, 4, 5)
+    # the shape rule (README "Shapes"): leading axes as given.  One frame stays a batch of one
+    # ((1, n_elements, n_samples) is load_must's layout), without a leading axis there is none
+    kw = dict(fs=FS, fc=FC, c=C, t0=T0)
+    assert usbeam.das(data[0], probe, usbeam.PlaneWave(0.1), grid, **kw).shape == (1, 3, 4, 5)
+    assert usbeam.das(data[0, 0], probe, usbeam.PlaneWave(0.1), grid, **kw).shape == (3, 4, 5)
+    assert usbeam.das(data[None], probe, usbeam.PlaneWave(0.1), grid, **kw).shape == (1, 1, 3, 4, 5)
     pts = grid.coordinates()
     assert np.allclose(pts.reshape(3, 4, 5, 3)[1, 2, 3], [grid.x[3], grid.y[1], grid.z[2]])
     want = ref.das(data, probe.x, [("plane", 0.1)], pts, fs=FS, fc=FC, c=C, t0=T0, f_number=1.0)
@@ -174,7 +178,7 @@ def test_out_of_record_contributes_nothing(rng):
     for index, method in ((-0.4, "nearest"), (N_SAMPLES - 1.5, "linear"), (0.5, "cubic"), (N_SAMPLES - 2.5, "cubic")):
         probe, grid, _ = one_element_setup(index)
         got = usbeam.das(rf, probe, usbeam.SyntheticAperture(0), grid, fs=FS, fc=FC, c=C, t0=T0, f_number=0,
-                         interpolation=method)
+                         interpolation=method, min_coverage=0)  # the one point outside the record on purpose
         assert got[0, 0] == 0.0
 
 
@@ -199,7 +203,7 @@ def test_frames_are_independent_and_batch_equals_single(rng):
     kw = dict(fs=FS, fc=FC, c=C, t0=T0, f_number=1.0, interpolation="linear")
     batch = usbeam.das(data, probe, usbeam.PlaneWave(0.05), grid, **kw)
     for f in range(5):
-        single = usbeam.das(data[f], probe, usbeam.PlaneWave(0.05), grid, **kw)
+        single = usbeam.das(data[f, 0], probe, usbeam.PlaneWave(0.05), grid, **kw)  # (n_elements, n_samples)
         np.testing.assert_allclose(batch[f], single, rtol=0, atol=1e-6 * np.abs(single).max())
     # the 3-D single-transmit layout (n_frames, n_elements, n_samples) means frames
     np.testing.assert_array_equal(usbeam.das(data[:, 0], probe, usbeam.PlaneWave(0.05), grid, **kw), batch)
@@ -255,8 +259,9 @@ def test_point_scatterer_imaged_at_its_position(rng, transmit):
     z = target[2] + np.arange(-30, 31) * step
     # Hann: elements enter the aperture with zero weight, so the envelope is smooth around
     # the peak (with rect, an edge element switching in between grid points dents it)
+    # simulate_rf's (n_transmits=1, n_elements, n_samples) is read as one frame: (1, nz, nx)
     image = usbeam.das(iq, probe, transmit, usbeam.Grid(x=x, z=z), fs=fs, fc=fc, c=c, t0=t0, f_number=1.5,
-                       window="hann", interpolation="cubic")
+                       window="hann", interpolation="cubic")[0]
     px, pz = envelope_peak(image, x, z)
     limit = TOLERANCES["das_point_position_wavelengths"] * wavelength
     assert abs(px - target[0]) <= limit and abs(pz - target[2]) <= limit, (px - target[0], pz - target[2])
@@ -291,7 +296,7 @@ def test_points_without_aperture_are_zero(rng):
     assert np.all(out[:, :2] == 0) and np.all(out[:, 2] != 0)
     # the only-empty-apertures plan has an empty table and still runs
     bf = usbeam.Beamformer(probe, usbeam.PlaneWave(0.0), usbeam.Grid.points(pts[:1]), fs=FS, fc=FC, c=C, t0=T0,
-                           n_samples=N_SAMPLES, f_number=1.0, n_frames=2)
+                           n_samples=N_SAMPLES, f_number=1.0, n_frames=2, min_coverage=0)  # empty on purpose
     assert np.all(bf(data) == 0)
 
 

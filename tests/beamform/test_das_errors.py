@@ -40,7 +40,8 @@ def setup():
     (lambda: usbeam.Delays([]), ValueError, "delays"),
     (lambda: usbeam.Delays([NAN, NAN]), ValueError, "delays"),
     (lambda: usbeam.Delays([0.0, INF]), ValueError, "delays"),
-    (lambda: usbeam.Delays([0.0, NAN, 0.0]), ValueError, "delays"),
+    # the firing elements of a line array form one sub-aperture (a matrix array may fire any set)
+    (lambda: usbeam.Delays([0.0, NAN, 0.0]).check(usbeam.LinearArray(3, 3e-4)), ValueError, "delays"),
     (lambda: usbeam.Grid(x=[], z=[1e-3]), ValueError, "x"),
     (lambda: usbeam.Grid(x=[0.0], z=[NAN]), ValueError, "z"),
     (lambda: usbeam.Grid(x=np.zeros((2, 2)), z=[1e-3]), ValueError, "x"),
@@ -193,7 +194,14 @@ def test_binding_checks_without_crashing():
     for key, value, exc, word in [
         ("points", np.array([[0.0, NAN, 3e-3]]), ValueError, "points"),
         ("points", np.zeros((2, 2)), ValueError, "points"),
-        ("element_positions", pos[::-1].copy(), ValueError, "increasing"),
+        # elements in any order are a geometry (the general aperture model); bad normals are not
+        ("element_normals", np.zeros((4, 3)), ValueError, "element_normals"),
+        ("element_normals", np.tile([0.0, 0.0, -1.0], (4, 1)), ValueError, "element_normals"),
+        ("element_normals", np.zeros((3, 3)), ValueError, "element_normals"),
+        ("surface", 2, ValueError, "surface"),
+        ("transmits", [(0, 0.0, 0.0, 0.0, 0, None, 0.0, 2.0)], ValueError, "angle_y"),
+        ("transmits", [(2, 0.0, 0.0, 0.01, 0, None, 0.0, 0.0, 0.0, 0.0, 2.0)], ValueError, "axis"),
+        ("transmits", [(4, 0.0, 0.0, 0.0, 0, np.zeros((5, 2)))], ValueError, "sources"),
         ("transmits", [(9, 0.0, 0.0, 0.0, 0)], ValueError, "kind"),
         ("transmits", [(0, 2.0, 0.0, 0.0, 0)], ValueError, "angle"),
         ("transmits", [(1, 0.0, 0.0, 0.01, 0)], ValueError, "source"),

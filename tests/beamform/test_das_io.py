@@ -63,7 +63,9 @@ def test_load_must_single_frame_and_iq(tmp_path, rng):
     (dict(c=-1540.0), "param.c"),
     (dict(PRF=-4000.0), "PRF"),
     (dict(pitch=-3e-4), "pitch"),
-    (dict(radius=0.04), "convex"),
+    (dict(radius=0.0), "radius"),  # a convex array needs radius > 0 (finite ones are read: test_convex)
+    (dict(radius=-0.04), "radius"),
+    (dict(radius=0.001), "radius"),  # 16 elements at 0.3 mm do not fit half a 1 mm circle
     (dict(TXdelay=np.zeros((1, 5))), "TXdelay"),
 ])
 def test_load_must_bad_files(tmp_path, rng, change, word):

@@ -83,8 +83,10 @@ def test_bad_parameters(rng, bad, exc, word):
 
 
 def test_bad_arrays(rng):
-    with pytest.raises(TypeError, match="image"):
-        usbeam.bmode(np.ones((4, 4), np.float32))
+    with pytest.raises(TypeError, match="image"):  # float RF is taken (its envelope), integers are not
+        usbeam.bmode(np.ones((4, 4), np.int16))
+    with pytest.raises(TypeError, match="data='rf'"):
+        usbeam.BModePlan((4, 4))(np.ones((4, 4), np.float32))
     with pytest.raises(ValueError, match="empty"):
         usbeam.bmode(np.ones((0, 4), np.complex64))
     iq = random_iq(rng, (4, 4))

@@ -130,13 +130,13 @@ def test_barriers_that_cannot_all_release_are_reported(selftest):
 
 BACKEND_SOURCES = sorted(list((ROOT / "cuda").glob("*.cu")) +
                          [p for p in (ROOT / "cuda" / "runtime").iterdir() if p.suffix in (".cu", ".cuh", ".c")])
-EMULATOR_SOURCES = [EMU / "runtime.cpp", EMU / "cublas.cpp", EMU / "cuda_emu.h"]
+EMULATOR_SOURCES = [EMU / "runtime.cpp", EMU / "cublas.cpp", EMU / "cusparse.cpp", EMU / "cuda_emu.h"]
 CUB_HEADER = EMU / "include" / "cub" / "cub.cuh"
 
 # Comments and string literals go first: a call named in a comment or a message is no use.
 _COMMENT_OR_STRING = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'", re.S)
-# Host runtime and cuBLAS calls; a trailing _t is a type in a cast, not a call.
-_API_CALL = re.compile(r"\b((?:cuda|cublas)[A-Z]\w*)\s*\(")
+# Host runtime, cuBLAS and cuSPARSE calls; a trailing _t is a type in a cast, not a call.
+_API_CALL = re.compile(r"\b((?:cuda|cublas|cusparse)[A-Z]\w*)\s*\(")
 # Device intrinsics.  Names ending in __ are CUDA qualifiers (__launch_bounds__, __align__), and
 # __builtin_*, __atomic_*, __sync_* are the host compiler's own builtins, there for g++ too.
 _INTRINSIC_CALL = re.compile(r"\b(__[a-z]\w*|atomic[A-Z]\w*)\s*\(")
@@ -203,7 +203,7 @@ def _emulated():
             cub.add("cub::" + struct)
         elif struct and (m := re.match(r"\s+static cudaError_t (\w+)\s*\(", line)):
             cub.add(f"cub::{struct}::{m.group(1)}")
-    return {"call": _definitions(code, r"(?:cuda|cublas)[A-Z]\w*"),
+    return {"call": _definitions(code, r"(?:cuda|cublas|cusparse)[A-Z]\w*"),
             "intrinsic": _definitions(code, r"__[a-z]\w*|atomic[A-Z]\w*"),
             "cub": cub,
             "value": set(_INTERPRETED_VALUE.findall(code))}
@@ -247,7 +247,7 @@ def test_the_readme_lists_exactly_what_the_emulator_defines():
     section = text.split("## Supported API", 1)[1].split("\n## ", 1)[0]
     # API names only: the section may quote other things (qualifiers such as `__global__`, paths)
     listed = {name for name in re.findall(r"`([^`]+)`", section)
-              if re.fullmatch(r"(?:cuda|cublas)[A-Z]\w*|cub::[\w:]+|atomic[A-Z]\w*|__[a-z]\w*", name)
+              if re.fullmatch(r"(?:cuda|cublas|cusparse)[A-Z]\w*|cub::[\w:]+|atomic[A-Z]\w*|__[a-z]\w*", name)
               and not name.endswith("__")}
     emulated = set().union(*_emulated().values())
     assert sorted(emulated - listed) == [], "emulated but not in cuda/emu/README.md"

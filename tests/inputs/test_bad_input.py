@@ -38,7 +38,7 @@ def test_das_short_record_reads_in_bounds(rng, interpolation, n_samples, dtype, 
     copy = data.copy()
     bf = usbeam.Beamformer(probe, usbeam.PlaneWave(0), grid, fs=FS, fc=FC, c=C, t0=1e-2 * 2 / C - 0.3 / FS,
                            n_samples=n_samples, f_number=0, interpolation=interpolation, dtype=dtype,
-                           n_frames=n_frames)
+                           n_frames=n_frames, min_coverage=0)  # an empty image on purpose
     out_dtype = np.complex64 if dtype == np.complex64 else np.float32
     out = np.full((n_frames,) + grid.shape, np.nan, out_dtype)
     bf(data, out=out)
@@ -52,7 +52,7 @@ def test_das_short_record_reads_in_bounds(rng, interpolation, n_samples, dtype, 
 def test_das_one_shot_short_record(rng):
     data = random_channels(rng, (2000, 1, 1), np.complex64)
     out = usbeam.das(data, usbeam.LinearArray(1, 3e-4), usbeam.PlaneWave(0), usbeam.Grid(x=[0.0], z=[1e-2]),
-                     fs=FS, fc=FC, interpolation="linear")
+                     fs=FS, fc=FC, interpolation="linear", min_coverage=0)  # empty on purpose
     assert out.shape == (2000, 1, 1) and not out.any()
 
 
@@ -413,7 +413,8 @@ def test_das_short_record_without_table(rng, interpolation, n_samples):
     grid = usbeam.Grid(x=[-3e-4, 0.0, 2e-4], z=[1e-2, 2e-2])
     n_frames = 20001
     bf = usbeam.Beamformer(probe, usbeam.PlaneWave(0), grid, fs=FS, fc=FC, c=C, n_samples=n_samples,
-                           interpolation=interpolation, n_frames=n_frames, max_table_bytes=1)
+                           interpolation=interpolation, n_frames=n_frames, max_table_bytes=1,
+                           min_coverage=0)  # an empty image on purpose
     out = np.full((n_frames,) + grid.shape, np.nan, np.complex64)
     bf(random_channels(rng, (n_frames, 1, 3, n_samples), np.complex64), out=out)
     assert not out.any()

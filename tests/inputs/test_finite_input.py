@@ -66,6 +66,32 @@ def test_bmode_refuses(rng, value, normalize, output):
                                                              normalize=normalize)(iq))
 
 
+@pytest.mark.parametrize("value", BAD_VALUES)
+@pytest.mark.parametrize("output", ["magnitude", "analytic"])
+def test_envelope_refuses(rng, value, output):
+    rf = rng.standard_normal((2, 33, 7)).astype(np.float32)
+    bad = plant(rng, rf, value)
+    plan = usbeam.EnvelopePlan(rf.shape, output=output)
+    out = np.full(rf.shape, 7, plan.out_dtype)
+    assert_refused(lambda x: plan(x, out=out), bad, "image")
+    assert np.all(np.isnan(out))
+    with pytest.raises(ValueError, match="^image contains NaN"):
+        usbeam.envelope(bad, output=output)
+    np.testing.assert_array_equal(plan(rf), usbeam.EnvelopePlan(rf.shape, output=output)(rf))
+
+
+@pytest.mark.parametrize("value", BAD_VALUES)
+@pytest.mark.parametrize("output", ["uint8", "db"])
+def test_bmode_of_rf_refuses(rng, value, output):
+    rf = rng.standard_normal((2, 33, 7)).astype(np.float32)
+    bad = plant(rng, rf, value)
+    plan = usbeam.BModePlan(rf.shape, 40.0, output=output, data="rf")
+    out = np.full(rf.shape, 7, plan.out_dtype)
+    assert_refused(lambda x: plan(x, out=out), bad, "image")
+    assert np.all(out == 0) if output == "uint8" else np.all(np.isnan(out))
+    np.testing.assert_array_equal(plan(rf), usbeam.BModePlan(rf.shape, 40.0, output=output, data="rf")(rf))
+
+
 # ---- RF -> IQ ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("value", BAD_VALUES)

@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 from scipy.io import savemat
 
+import usbeam
+
 from live_pipelines import CompoundBMode
 from reference import live as ref
 from usbeam.io import load_vantage
@@ -125,11 +127,15 @@ def test_matlab_inprocess_bridge_with_vantage_layout(workspace, monkeypatch):
     ws = load_vantage(path)
     # MATLAB hands RcvData{1}(:,:,k) over as a column-major int16 rows x channels matrix
     ids = [vantage_bridge.push(np.asfortranarray(ws.rcvdata[k])) for k in range(3)]
+    # the workspace's own beamformer (Pipeline.from_vantage on its PData grid), not a stand-in
+    offline = usbeam.Pipeline.from_vantage(ws)
+    grid = ws.grid()
+    assert grid.shape == (50, 24)
     for frame_id, k in zip(ids, range(3)):
         image = vantage_bridge.get(frame_id)
-        assert image.dtype == np.uint8 and image.shape == (24, 100)
-        np.testing.assert_array_equal(image, vantage_bridge._CompoundBMode(ws)(truth["mapped"][k]))
-    assert vantage_bridge.latest().shape == (24, 100)
+        assert image.dtype == np.uint8 and image.shape == grid.shape
+        np.testing.assert_array_equal(image, offline(truth["mapped"][k][None])[0])
+    assert vantage_bridge.latest().shape == grid.shape
     assert vantage_bridge.stats(wait=1.0)["processed"] == 3
     vantage_bridge.stop()
     sys.modules.pop("vantage_bridge", None)

@@ -140,3 +140,117 @@ def das(data, xe, transmits, points, *, fs, fc, c, t0, f_number, window_kind="re
                 sample = sample * np.exp(2j * np.pi * fc * tau)
             result += weight * sample
     return result
+
+
+# ---- any probe: element positions and normals (convex, phased, matrix arrays) ----------------
+# Element e at position e (3-D), unit normal n_e into the medium.  Line arrays (linear, convex):
+# the lateral direction t1 = (n_z, 0, -n_x) / |.|, in the x-z plane; surfaces (matrix arrays):
+# t1 = x projected on the element plane, t2 = n x t1.  For d = p - e, axial a = d . n,
+# lateral l = d . t1 (and d . t2): the f-number aperture is a > 0 and |l| <= a / (2F) (both
+# lateral directions on a surface), the window w(l 2F / a) (times w(l2 2F / a)) - PyMUST
+# dasmtx's |asin(dx / r) - theta_e| <= atan(1 / 2F) for convex arrays, dasmtx3's box for
+# matrix arrays.  Full aperture: w((x_e - x_c) / half x extent) (times the same along y on a
+# surface).  Transmits (MUST txdelay's t = 0, elements in 3-D):
+#   ('plane', a, b)            (p - e_first) . d, d = (sin a cos b, sin b, cos a cos b), e_first
+#                              the element of least e . d
+#   ('diverging', v)           |p - v| - min_e |e - v|
+#   ('focused', f, axis)       max_e |e - f| + sign((p - f) . axis) |p - f| (axis None: +z)
+#   ('synthetic', k)           |p - e_k|
+#   ('delays', d)              line arrays: MUST dasmtx's sources, x and z of the active elements
+#                              and d interpolated by interp1d 'cubic' on 4 n points;
+#                              surfaces: min_e (c d_e + |p - e|) (PyMUST dasmtx3)
+# (paths in m; tau_tx = path / c).
+
+
+def frames_of(normals, surface):
+    frames = []
+    for n in np.asarray(normals, dtype=np.float64):
+        if not surface:
+            t1 = np.array([n[2], 0.0, -n[0]]) / np.hypot(n[0], n[2])
+            t2 = np.zeros(3)
+        else:
+            t1 = np.array([1.0, 0.0, 0.0]) - n[0] * n
+            if np.linalg.norm(t1) < 1e-6:
+                t1 = np.array([0.0, 1.0, 0.0]) - n[1] * n
+            t1 = t1 / np.linalg.norm(t1)
+            t2 = np.cross(n, t1)
+        frames.append((t1, t2, n))
+    return frames
+
+
+def transmit_path_general(transmit, points, positions, c, surface=False):
+    p = np.asarray(points, dtype=np.float64)
+    pos = np.asarray(positions, dtype=np.float64)
+    kind = transmit[0]
+    if kind == "plane":
+        a, b = transmit[1], transmit[2]
+        d = np.array([np.sin(a) * np.cos(b), np.sin(b), np.cos(a) * np.cos(b)])
+        first = pos[np.argmin(pos @ d)]
+        return (p - first) @ d
+    if kind == "diverging":
+        v = np.asarray(transmit[1], dtype=np.float64)
+        return np.linalg.norm(p - v, axis=1) - np.min(np.linalg.norm(pos - v, axis=1))
+    if kind == "focused":
+        f = np.asarray(transmit[1], dtype=np.float64)
+        axis = np.array([0.0, 0.0, 1.0]) if transmit[2] is None else np.asarray(transmit[2], dtype=np.float64)
+        side = np.sign((p - f) @ axis)
+        return np.max(np.linalg.norm(pos - f, axis=1)) + side * np.linalg.norm(p - f, axis=1)
+    if kind == "synthetic":
+        return np.linalg.norm(p - pos[transmit[1]], axis=1)
+    if kind == "delays":
+        from scipy.interpolate import interp1d
+
+        d = np.asarray(transmit[1], dtype=np.float64)
+        active = ~np.isnan(d)
+        pa, da = pos[active], d[active] - np.nanmin(d)
+        if surface or pa.shape[0] == 1:
+            src = np.c_[pa, c * da]
+        else:
+            t = np.linspace(0, pa.shape[0] - 1, 4 * pa.shape[0])
+            k = np.arange(pa.shape[0])
+            src = np.c_[interp1d(k, pa[:, 0], kind="cubic")(t), np.zeros(t.size),
+                        interp1d(k, pa[:, 2], kind="cubic")(t), c * interp1d(k, da, kind="cubic")(t)]
+        r = np.linalg.norm(p[:, None, :] - src[None, :, :3], axis=2)
+        return np.min(src[None, :, 3] + r, axis=1)
+    raise ValueError(kind)
+
+
+def das_general(data, positions, normals, transmits, points, *, fs, fc, c, t0, f_number, window_kind="rect",
+                tukey_alpha=0.5, interpolation="linear", surface=False):
+    """DAS of data (n_frames, n_transmits, n_elements, n_samples) for any probe (see above)."""
+    data = np.asarray(data)
+    iq = np.iscomplexobj(data)
+    data = data.astype(np.complex128 if iq else np.float64)
+    p = np.asarray(points, dtype=np.float64)
+    pos = np.asarray(positions, dtype=np.float64)
+    frames = frames_of(normals, surface)
+    xc, xh = (pos[:, 0].max() + pos[:, 0].min()) / 2, (pos[:, 0].max() - pos[:, 0].min()) / 2
+    yc, yh = (pos[:, 1].max() + pos[:, 1].min()) / 2, (pos[:, 1].max() - pos[:, 1].min()) / 2
+    result = np.zeros((data.shape[0], len(p)), dtype=data.dtype)
+    for k, tx in enumerate(transmits):
+        tau_tx = transmit_path_general(tx, p, pos, c, surface) / c
+        for e in range(pos.shape[0]):
+            d = p - pos[e]
+            tau = tau_tx + np.linalg.norm(d, axis=1) / c
+            if f_number > 0:
+                t1, t2, n = frames[e]
+                axial = d @ n
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    scale = np.where(axial > 0, 2 * f_number / np.where(axial > 0, axial, 1), 0.0)
+                u1 = (d @ t1) * scale
+                inside = (axial > 0) & (np.abs(d @ t1) <= axial / (2 * f_number))
+                weight = window(window_kind, u1, tukey_alpha)
+                if surface:
+                    inside &= np.abs(d @ t2) <= axial / (2 * f_number)
+                    weight = weight * window(window_kind, (d @ t2) * scale, tukey_alpha)
+                weight = np.where(inside, weight, 0.0)
+            else:
+                w = window(window_kind, np.array([(pos[e, 0] - xc) / xh if xh > 0 else 0.0]), tukey_alpha)[0]
+                if surface:
+                    w *= window(window_kind, np.array([(pos[e, 1] - yc) / yh if yh > 0 else 0.0]), tukey_alpha)[0]
+                weight = np.full(len(p), w)
+            sample = interpolate(data[:, k, e], (tau - t0) * fs, interpolation)
+            if iq:
+                sample = sample * np.exp(2j * np.pi * fc * tau)
+            result += weight * sample
+    return result

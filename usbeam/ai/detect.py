@@ -77,6 +77,11 @@ class DetectPlan:
             self._own_stream = self.cuda.stream
             self._lock = threading.Lock()
 
+    def __repr__(self):
+        from .._repr import attrs_repr
+
+        return attrs_repr(self, ('raw_shape', 'dtype', 'conf', 'iou', 'max_det', 'shape', 'backend'))
+
     def __call__(self, raw, out=None, *, stream=None):
         if out is not None and (not isinstance(out, tuple) or len(out) != 2):
             raise TypeError("out must be a tuple (detections, counts)")

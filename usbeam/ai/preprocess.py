@@ -100,7 +100,7 @@ class ModelInputPlan:
         if c == 3 and channels == 1:
             raise ValueError("channels: a 3-channel image needs channels=3 (no colour conversion)")
         self.layout = _validate.choice("layout", layout, ("nchw", "nhwc"))
-        self.dtype = _MODEL_DTYPES.get(str(np.dtype(dtype)) if not isinstance(dtype, str) else dtype)
+        self.dtype = _MODEL_DTYPES.get(str(np.dtype(dtype)) if not isinstance(dtype, str) else dtype.lower())
         if self.dtype is None:
             raise TypeError(f"dtype must be 'float32' or 'float16' (got {dtype!r})")
         if scale is None:
@@ -126,6 +126,11 @@ class ModelInputPlan:
             self.cuda = self._runner.execution  # stream, stage_times(), set_stream(), check_input()
             self._own_stream = self.cuda.stream
             self._lock = threading.Lock()
+
+    def __repr__(self):
+        from .._repr import attrs_repr
+
+        return attrs_repr(self, ('image_shape', 'image_dtype', 'shape', 'layout', 'dtype', 'backend'))
 
     def __call__(self, image, out=None, *, stream=None):
         """The model input for ``image``; written into ``out`` (e.g. a bound model input) when given."""

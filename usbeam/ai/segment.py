@@ -135,6 +135,11 @@ class ComponentsPlan:
             self._own_stream = self.cuda.stream
             self._lock = threading.Lock()
 
+    def __repr__(self):
+        from .._repr import attrs_repr
+
+        return attrs_repr(self, ('shape', 'connectivity', 'backend'))
+
     def _mask(self, mask):
         mask = host_array("mask", mask)
         if mask.shape != self.shape:

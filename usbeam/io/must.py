@@ -1,6 +1,7 @@
 """Reading MUST / PyMUST ``.mat`` recordings (RF or IQ channel data plus ``param``).
 
-``load_must(path)`` returns a ``MustRecording`` whose ``data`` is a C-order view
+``load_must(path)`` returns a ``MustRecording`` (probe: ``LinearArray`` for linear and phased
+arrays, ``ConvexArray`` when ``param.radius`` is finite) whose ``data`` is a C-order view
 ``(n_frames, n_elements, n_samples)`` of MATLAB's column-major ``(n_samples, n_elements,
 n_frames)`` array (``RF.T``, no copy), ready for ``usbeam.das`` with a one-transmit sequence.
 
@@ -21,15 +22,16 @@ import numpy as np
 
 from .. import _validate
 from .recording import Recording
-from ..geometry import Delays, LinearArray, PlaneWave
+from ..geometry import Delays, PlaneWave
+from ..probes import ConvexArray, LinearArray
 
 __all__ = ["MustRecording", "load_must", "plane_wave_angle"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)  # Recording's __repr__
 class MustRecording(Recording):
     """A MUST / PyMUST recording: ``data`` (n_frames, n_elements, n_samples), ``probe`` a
-    LinearArray, ``sequence`` (Delays(TXdelay),) or (PlaneWave(0),) without TXdelay, ``prf`` and
+    LinearArray (or ConvexArray for a finite param.radius), ``sequence`` (Delays(TXdelay),) or (PlaneWave(0),) without TXdelay, ``prf`` and
     ``bandwidth`` nan when absent; ``param`` is every field of MUST's param, as read."""
     param: dict = field(repr=False, default_factory=dict)
 
@@ -113,14 +115,24 @@ def load_must(path, variable=None):
     if n_elements != data.shape[1]:
         raise ValueError(f"param.Nelements ({n_elements}) disagrees with the data ({data.shape[1]} elements)")
     radius = np.asarray(param.get("radius", math.inf), dtype=np.float64).ravel()
-    if radius.size and np.isfinite(radius[0]):
-        raise ValueError("convex arrays (finite param.radius) are not supported: usbeam.das is for linear arrays")
+    if radius.size != 1 or np.isnan(radius[0]):
+        raise ValueError(f"param.radius must be a scalar (Inf for a linear array) (got {param.get('radius')!r})")
+    radius = float(radius[0])
     width = _scalar(param, "width", required=False, default=None) if "width" in param else None
     kerf = _scalar(param, "kerf", required=False, default=None) if "kerf" in param else None
     bandwidth_pct = _scalar(param, "bandwidth", required=False)
     bandwidth = bandwidth_pct / 100.0
-    probe = LinearArray(n_elements, pitch, width=width, kerf=kerf if width is None else None, fc=fc,
-                        bandwidth=bandwidth if math.isfinite(bandwidth) else None)
+    bandwidth = bandwidth if math.isfinite(bandwidth) else None
+    if math.isinf(radius):
+        probe = LinearArray(n_elements, pitch, width=width, kerf=kerf if width is None else None, fc=fc,
+                            bandwidth=bandwidth)
+    else:  # a convex array, MUST's coordinates (usbeam.probes); radius <= 0 is refused there
+        if width is None and kerf is not None:
+            width = pitch - kerf
+        try:
+            probe = ConvexArray(n_elements, pitch, radius, element_width=width, fc=fc, bandwidth=bandwidth)
+        except ValueError as exc:
+            raise ValueError(f"param.radius / pitch / width: {exc}") from None
     if "TXdelay" in param:
         delays = np.asarray(param["TXdelay"], dtype=np.float64).ravel()
         if delays.size != n_elements:

@@ -15,7 +15,7 @@ import numpy as np
 __all__ = ["Recording"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)  # __repr__ below: the data by shape, never its values
 class Recording:
     data: np.ndarray = field(repr=False)  # channel data, layout above (may be None: geometry only)
     probe: object                          # a usbeam.geometry probe (element positions, normals)
@@ -41,3 +41,34 @@ class Recording:
     @property
     def is_iq(self):
         return self.data is not None and np.iscomplexobj(self.data)
+
+    def _summary(self):
+        """{field: short text}: the data by shape and dtype (never its values), SI values in
+        the units people read them in."""
+        data = "none" if self.data is None else f"{np.dtype(self.data.dtype).name}{tuple(np.shape(self.data))}"
+        probe = self.probe
+        n_el = getattr(probe, "n_elements", None)
+        pitch = getattr(probe, "pitch", None)
+        probe_text = type(probe).__name__ + (f"({n_el} elements" if n_el is not None else "(")
+        probe_text += f", pitch {pitch * 1e3:.4g} mm)" if pitch is not None else ")"
+        kinds = sorted({type(tx).__name__ for tx in self.sequence})
+        rows = {"data": data + (" IQ" if self.is_iq else " RF"), "probe": probe_text,
+                "sequence": f"{len(self.sequence)} x {'/'.join(kinds)}", "fs": f"{self.fs / 1e6:.6g} MHz",
+                "fc": f"{self.fc / 1e6:.6g} MHz", "c": f"{self.c:g} m/s", "t0": f"{self.t0 * 1e6:.6g} us"}
+        if math.isfinite(self.prf):
+            rows["prf"] = f"{self.prf:g} Hz"
+        if math.isfinite(self.bandwidth):
+            rows["bandwidth"] = f"{self.bandwidth:g}"
+        if self.modulation_frequency:
+            rows["modulation_frequency"] = f"{self.modulation_frequency / 1e6:.6g} MHz"
+        if self.source:
+            rows["source"] = self.source
+        return rows
+
+    def __repr__(self):
+        return f"{type(self).__name__}(" + ", ".join(f"{k}={v}" for k, v in self._summary().items()) + ")"
+
+    def _repr_html_(self):
+        from .._repr import html_table
+
+        return html_table(type(self).__name__, self._summary())

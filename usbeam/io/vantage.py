@@ -55,6 +55,25 @@ class VantageProbe:
     fc: float                         # Hz (Trans.frequency)
     lens_correction_s: float          # round-trip time through the lens, s
     connector: np.ndarray             # (n_elements,) 1-based channel, as Trans.Connector
+    radius: float = float("inf")      # m, Trans.radiusMm (or Trans.radius): curved arrays; inf flat
+    normals: np.ndarray = None        # (n_elements, 3) unit: (sin a, 0, cos a), a = Trans.ElementPos(:, 4)
+
+    def to_probe(self):
+        """A usbeam probe with these element positions and normals (Verasonics coordinates: a
+        convex array's centre element at z = 0, the others at z < 0, which is not MUST's
+        ConvexArray convention; the positions are kept as recorded, so times stay consistent):
+        LinearArray for a flat line of elements along x with normals +z, else ElementArray."""
+        from ..probes import ElementArray, LinearArray
+
+        width = self.element_width if np.isfinite(self.element_width) else None
+        pos = np.asarray(self.element_positions, dtype=np.float64)
+        nrm = self.normals
+        flat = nrm is None or np.all(nrm == (0.0, 0.0, 1.0))
+        if flat and self.n_elements > 1 and np.all(pos[:, 1:] == 0) and np.isfinite(self.pitch):
+            x = (np.arange(self.n_elements) - (self.n_elements - 1) / 2) * self.pitch
+            if np.allclose(pos[:, 0], x, rtol=0, atol=1e-9):
+                return LinearArray(self.n_elements, self.pitch, width=width, fc=self.fc)
+        return ElementArray(pos, nrm, width=width, fc=self.fc)
 
 
 @dataclass
@@ -118,6 +137,14 @@ class VantageWorkspace:
         if len(counts) != 1:
             raise ValueError(f"Receive: acquisitions of one frame have different sample counts {sorted(counts)}")
         return counts.pop()
+
+    def to_recording(self, pdata=1, load_data=True):
+        """This workspace as a usbeam.io.Recording (usbeam.io.vantage_recording.to_recording)."""
+        return to_recording(self, pdata=pdata, load_data=load_data)
+
+    def grid(self, pdata=1):
+        """The usbeam.Grid of PData(pdata) (1-based), in m."""
+        return vantage_grid(self, pdata)
 
     def channel_map(self):
         """The usbeam.live.ChannelMap from a raw RcvData frame to (acquisitions, elements, samples)."""
@@ -387,8 +414,17 @@ def load_vantage(path, load_data=True, buffer=1):
     if not np.all(connector == np.round(connector)):
         raise ValueError(f"{connector_name} must hold integer channel numbers")
     connector = connector.astype(np.int64)
+    radius_mm = _field(trans, "radiusMm", None, required=False)
+    radius_wl = _field(trans, "radius", None, required=False)
+    radius = (_scalar(radius_mm, "Trans.radiusMm") * 1e-3 if not _empty(radius_mm)
+              else _scalar(radius_wl, "Trans.radius") * wavelength if not _empty(radius_wl) else float("inf"))
+    if not radius > 0:
+        raise ValueError(f"Trans.radius must be > 0 (or inf for a flat array) (got {radius})")
+    normals = None
+    if pos.shape[1] >= 4 and np.any(pos[:, 3] != 0):  # Trans.ElementPos(:, 4): the normal's angle, rad
+        normals = np.stack([np.sin(pos[:, 3]), np.zeros(n_elements), np.cos(pos[:, 3])], axis=1)
     probe = VantageProbe(_string(_field(trans, "name", "unknown", required=False)), n_elements, positions, pitch,
-                         width, fc, lens_s, connector)
+                         width, fc, lens_s, connector, radius if np.isfinite(radius) else float("inf"), normals)
 
     waveforms = []
     for i, tw in enumerate(_struct_list(mat.get("TW", []))):
@@ -482,3 +518,8 @@ def load_vantage(path, load_data=True, buffer=1):
     return VantageWorkspace(c, probe, transmits, acquisitions, waveforms, n_rows, n_channels, n_frames, rcvdata,
                             raw={k: v for k, v in mat.items() if not k.startswith("__") and k != "RcvData"},
                             buffer=buffer)
+
+
+# the workspace -> recording / grid / pipeline mapping (its own module; imported last because
+# it reads the classes above)
+from .vantage_recording import to_recording, vantage_grid  # noqa: E402

@@ -87,6 +87,15 @@ class Result:
         except Exception:  # interpreter shutdown
             pass
 
+    def __array__(self, dtype=None, copy=None):
+        """``np.asarray(result)`` is the image (a host image; a CUDA session's image is on the
+        device: TypeError naming ``result.image.to_numpy()``, the explicit copy)."""
+        if not isinstance(self.image, np.ndarray):
+            raise TypeError("this Result's image is on the device: copy it with result.image.to_numpy()")
+        if copy:
+            return np.array(self.image, dtype=dtype, copy=True)
+        return self.image if dtype is None else self.image.astype(dtype, copy=False)
+
     def __repr__(self):
         return (f"Result(frame_id={self.frame_id}, shape={self.image.shape}, dtype={self.image.dtype}, "
                 f"latency_s={self.latency_s:.6f})")

@@ -17,6 +17,7 @@ they are then pushed at once, and counted in ``late``.
 import os
 import threading
 import time
+import warnings
 
 import numpy as np
 
@@ -101,7 +102,7 @@ class SimulatedScanner:
             raise TypeError("target must be a Session or a callable push(frame[, meta])")
         self.frame_rate = _validate.positive("frame_rate", frame_rate)
         self.n_frames = None if n_frames is None else _validate.integer("n_frames", n_frames, minimum=1)
-        self.layout = _validate.choice("layout", layout, ("mapped", "vantage"))
+        self.layout = layout = _validate.choice("layout", layout, ("mapped", "vantage"))
         if layout == "mapped" and not (n_channels is None and element_channel is None and rows_per_acquisition is None):
             raise TypeError("n_channels, element_channel and rows_per_acquisition apply to layout='vantage' only")
         self.frames = self._load(source, simulator)
@@ -109,6 +110,7 @@ class SimulatedScanner:
         if layout == "vantage":
             self.frames, self.channel_map = self._vantage(self.frames, n_channels, element_channel,
                                                           rows_per_acquisition)
+        self._check_frames(target)
         self.meta = bool(meta)
         self._stop = threading.Event()
         self._thread = None
@@ -117,6 +119,29 @@ class SimulatedScanner:
         self.errors = []
         self.frame_ids = []
         self.elapsed_s = 0.0
+
+    def _check_frames(self, target):
+        """A target that tells its frame shape (a Session's frame_shape) is checked now: frames
+        that it would refuse are a ValueError here, with both shapes, instead of pushes that
+        all fail on the scanner's thread (see also ``errors``)."""
+        want = getattr(target, "frame_shape", None)
+        if want is None:
+            return
+        have = np.shape(self.frames[0])
+        want = tuple(want)
+        if have != want and tuple(s for s in have if s != 1) != tuple(s for s in want if s != 1):
+            hint = ""
+            if len(have) >= 2 and tuple(have[:2]) == tuple(want[:-3:-1]):
+                hint = "; they look like MATLAB layout (samples, elements): pass the frames transposed"
+            raise ValueError(f"source frames have shape {have} but the target takes frames of shape {want}"
+                             f"{hint}")
+
+    def __repr__(self):
+        n = len(self.frames)
+        shape = np.shape(self.frames[0])
+        state = "running" if self._thread is not None and self._thread.is_alive() else "stopped"
+        return (f"SimulatedScanner({n} frames of {shape}, {self.frame_rate:g} frames/s, layout={self.layout!r}, "
+                f"{state}, sent={self.sent}, late={self.late}, errors={len(self.errors)})")
 
     @staticmethod
     def _load(source, simulator):
@@ -185,6 +210,10 @@ class SimulatedScanner:
                 frame_id = self._push(frame, {"index": k, "due": due}) if self.meta else self._push(frame)
                 self.frame_ids.append(frame_id)
             except Exception as exc:  # e.g. SessionStopped: stop pushing
+                if not self.errors and type(exc).__name__ != "SessionStopped":
+                    # said once, not silently: the scanner's thread has no caller to raise to
+                    warnings.warn(f"SimulatedScanner: push of frame {k} failed ({type(exc).__name__}: {exc}); "
+                                  f"the failures are kept in scanner.errors", RuntimeWarning, stacklevel=1)
                 self.errors.append(exc)
                 if len(self.errors) > 100 or type(exc).__name__ == "SessionStopped":
                     break

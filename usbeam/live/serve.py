@@ -165,11 +165,16 @@ class Server:
 
     def __init__(self, name="/usbeam", *, slots=3, results=8, slot_bytes=64 << 20, result_bytes=16 << 20,
                  policy="drop_oldest", pipeline="usbeam.live.serve:passthrough", write_timeout_ms=1000,
-                 replace_stale=False, session_slots=3, log=None, backend="cpu"):
+                 replace_stale=False, session_slots=3, log=None, backend="cpu", vantage=None, pdata=1,
+                 buffer=1):
         if policy not in _POLICIES:
             raise ValueError(f"policy must be 'drop_oldest' or 'block' (got {policy!r})")
         self.backend = _backend.check_backend(backend)
-        self.factory = load_factory(pipeline)
+        if vantage is not None:   # the workspace's own beamformer (usbeam.Pipeline.from_vantage)
+            from .vantage import VantageFactory
+            self.factory = VantageFactory(vantage, pdata=pdata, buffer=buffer, backend=self.backend)
+        else:
+            self.factory = load_factory(pipeline)
         self.name = name
         self.session_slots = int(session_slots)
         self._log = log or (lambda msg: print(f"usbeam serve: {msg}", file=sys.stderr, flush=True))
@@ -214,6 +219,9 @@ class Server:
         try:
             params = normalize_params(json.loads(text))
             params["backend"] = self.backend
+            complete = getattr(self.factory, "complete_params", None)
+            if complete is not None:       # e.g. --vantage: the workspace fills in / checks the frame
+                params = complete(params)
             spec = _FrameSpec(params)
             pipeline = self.factory(params)
             same_slots = (self._session is not None and self._spec is not None and
@@ -319,13 +327,24 @@ def main(argv=None):
     parser.add_argument("--max-frames", type=int, default=None, help="exit after this many frames")
     parser.add_argument("--backend", choices=("cpu", "cuda"), default="cpu",
                         help="run the session on the CPU or on the GPU (pipeline factories get params['backend'])")
+    parser.add_argument("--vantage", default=None, metavar="WORKSPACE.mat",
+                        help="serve the beamformer of this saved Vantage workspace (usbeam.Pipeline.from_vantage: "
+                             "probe, transmits, t0, PData grid); the workspace fills in or checks the client's "
+                             "frame layout and channel map (replaces --pipeline)")
+    parser.add_argument("--pdata", type=int, default=1, help="--vantage: the PData giving the image grid (1-based)")
+    parser.add_argument("--buffer", type=int, default=1,
+                        help="--vantage: the RcvBuffer whose frames are pushed (1-based, as Receive.bufnum)")
     args = parser.parse_args(argv)
+    if args.vantage is not None and args.pipeline != parser.get_default("pipeline"):
+        print("usbeam serve: error: --vantage serves the workspace's own beamformer; give it or --pipeline, "
+              "not both", file=sys.stderr)
+        return 2
     try:
         server = Server(args.name, slots=args.slots, results=args.results, slot_bytes=args.slot_bytes,
                         result_bytes=args.result_bytes, policy=args.policy, pipeline=args.pipeline,
                         write_timeout_ms=args.write_timeout_ms, replace_stale=args.replace_stale,
-                        backend=args.backend)
-    except (ValueError, TypeError, MemoryError, ImportError, _core.UsbeamError) as exc:
+                        backend=args.backend, vantage=args.vantage, pdata=args.pdata, buffer=args.buffer)
+    except (ValueError, TypeError, MemoryError, ImportError, OSError, _core.UsbeamError) as exc:
         print(f"usbeam serve: error: {exc}", file=sys.stderr)
         return 2
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -53,9 +53,18 @@ class _BackendLookup(type):
     registered for ``name``; a subclass called by its own name builds itself."""
 
     def __call__(cls, *args, **kwargs):
+        if isinstance(kwargs.get("backend"), str):  # string options are case-insensitive
+            kwargs["backend"] = kwargs["backend"].lower()
         if cls is Session:
             cls = _BACKENDS.get(kwargs.get("backend", "cpu"), cls)
         return super().__call__(*args, **kwargs)
+
+
+def _without_ones(shape):
+    """Shape without any axis of 1: two shapes equal this way hold the same elements in the
+    same C order, so one is a reshaped view of the other (the shape rule of README "Shapes":
+    a frame (n_elements, n_samples) from load_must fills a slot (1, 1, n_elements, n_samples))."""
+    return tuple(s for s in shape if s != 1)
 
 
 def _strip_ones(shape):
@@ -381,7 +390,13 @@ class Session(metaclass=_BackendLookup):
         if frame.dtype != gen.input_dtype:
             raise TypeError(f"frame must have dtype {gen.input_dtype} (got {frame.dtype})")
         if frame.shape != gen.input_shape:
-            raise ValueError(f"frame must have shape {gen.input_shape} (got {frame.shape})")
+            if _without_ones(frame.shape) == _without_ones(gen.input_shape):
+                return frame.reshape(gen.input_shape)
+            hint = ""
+            if len(frame.shape) >= 2 and tuple(frame.shape[:2]) == tuple(gen.input_shape[:-3:-1]):
+                hint = ": it looks like MATLAB layout (samples, elements[, frames]): pass frame.T"
+            raise ValueError(f"frame must have shape {gen.input_shape} (or that shape without its axes of 1, "
+                             f"e.g. {_without_ones(gen.input_shape)}) (got {frame.shape}){hint}")
         return frame
 
     def push(self, frame, meta=None, timeout=None):
@@ -736,6 +751,29 @@ class Session(metaclass=_BackendLookup):
                     return False
                 self._slot_freed.wait(left if left is not None else 0.1)
             return True
+
+    def __repr__(self):
+        gen = self._generation
+        state = "running" if self._running else "stopped"
+        return (f"{type(self).__name__}({type(gen.pipeline).__name__}, frame {gen.input_dtype.name}"
+                f"{tuple(self.frame_shape)}, slots={self.n_slots}, policy={self.policy!r}, "
+                f"backend={self.backend!r}, {state}, pushed={self._counts['pushed']})")
+
+    def _repr_html_(self):
+        from .._repr import html_table
+
+        stats = self.stats()
+        latency = stats["latency_s"]
+        rows = {"pipeline": type(self._generation.pipeline).__name__,
+                "frame": f"{self._generation.input_dtype.name}{tuple(self.frame_shape)}",
+                "backend": self.backend, "policy": self.policy, "slots": self.n_slots,
+                "running": stats["running"]}
+        for key in ("pushed", "processed", "dropped", "failed", "rejected"):
+            if key in stats:
+                rows[key] = stats[key]
+        if latency.get("count"):
+            rows["latency p50 / p99"] = f"{latency['p50'] * 1e3:.2f} / {latency['p99'] * 1e3:.2f} ms"
+        return html_table(type(self).__name__, rows)
 
     def stats(self):
         """Counters, push-to-result latency (s) over the last frames, mean stage times (s),

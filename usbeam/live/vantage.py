@@ -6,7 +6,7 @@ structures), so that each RcvData frame pushed as MATLAB holds it (int16, rows x
 channels, column-major) is mapped to (acquisitions, elements, samples) during the copy.
 
 ``save_simulated_workspace`` writes a .mat laid out as the Vantage saves its workspace
-(Trans, TX, TW, Receive, Event, Resource, RcvData), with RF from this package's plane-wave
+(Trans, TX, TW, Receive, Event, Resource, PData, RcvData), with RF from this package's plane-wave
 simulator.  It is SIMULATED data for tests and demos, not a hardware recording.
 """
 import numpy as np
@@ -47,6 +47,65 @@ def from_vantage(workspace, pipeline=None, *, make_pipeline=None, buffer=1, **se
         session_kwargs["input_shape"] = cmap.output_shape
         session_kwargs.setdefault("input_dtype", np.int16)
     return Session(pipeline, channel_map=cmap, **session_kwargs)
+
+
+class VantageFactory:
+    """The pipeline factory of ``usbeam serve --vantage``: the workspace's beamformer
+    (``usbeam.Pipeline.from_vantage``), built once at start-up (so a workspace it cannot
+    serve, HVMux or an unsupported sample mode, stops the server before any client
+    connects) and reused for every parameter set.
+
+    ``complete_params`` fills in the frame layout and channel map of the workspace where the
+    client's parameters leave them out, and refuses parameters that contradict it (the
+    message names the field), so a client whose Trans/Receive differ from the served
+    workspace gets its frames REJECTED with the reason instead of a wrong image."""
+
+    def __init__(self, workspace, *, pdata=1, buffer=1, backend="cpu", **overrides):
+        from ..pipelines.bmode import Pipeline
+        if not isinstance(workspace, VantageWorkspace):
+            workspace = load_vantage(str(workspace), load_data=False, buffer=buffer)
+        self.workspace = workspace
+        self.pdata = pdata
+        self.overrides = dict(overrides)
+        self._pipelines = {backend: Pipeline.from_vantage(workspace, pdata=pdata, backend=backend, **self.overrides)}
+        cmap = workspace.channel_map()
+        self._frame = {"shape": [workspace.n_rows, workspace.n_channels], "dtype": "int16", "order": "F"}
+        self._cmap = {"element_channel": [int(v) for v in workspace.element_channel],
+                      "acquisition_row": [int(a.start_row) for a in workspace.acquisitions],
+                      "n_samples": int(cmap.output_shape[-1])}
+
+    def complete_params(self, params):
+        params = dict(params)
+        frame = params.get("frame")
+        if frame is None:
+            params["frame"] = dict(self._frame)
+        else:
+            got = [int(v) for v in np.atleast_1d(frame.get("shape", []))]
+            if got != self._frame["shape"]:
+                raise ValueError(f"frame.shape {got} differs from the workspace's RcvBuffer: rowsPerFrame x "
+                                 f"colsPerFrame = {self._frame['shape']}")
+            if str(frame.get("dtype", "int16")) != "int16" or str(frame.get("order", "F")).upper() != "F":
+                raise ValueError(f"frame must be int16 in column-major order, as RcvData (got dtype "
+                                 f"{frame.get('dtype')!r}, order {frame.get('order')!r})")
+        cmap = params.get("channel_map")
+        if cmap is None:
+            params["channel_map"] = dict(self._cmap)
+        else:
+            for key, want in self._cmap.items():
+                got = cmap.get(key)
+                got = [int(v) for v in np.atleast_1d(got)] if isinstance(want, list) else got
+                if got != want:
+                    raise ValueError(f"channel_map.{key} = {got} differs from the workspace's {want} "
+                                     f"(Trans.Connector / Receive.startSample, endSample)")
+        return params
+
+    def __call__(self, params):
+        backend = params.get("backend", "cpu")
+        if backend not in self._pipelines:
+            from ..pipelines.bmode import Pipeline
+            self._pipelines[backend] = Pipeline.from_vantage(self.workspace, pdata=self.pdata, backend=backend,
+                                                             **self.overrides)
+        return self._pipelines[backend]
 
 
 def _struct_array(records):
@@ -117,8 +176,16 @@ def simulated_workspace(*, n_elements=32, n_channels=64, n_acquisitions=3, n_sam
     event = [{"info": f"frame {f + 1} acq {a + 1}", "tx": float(a + 1), "rcv": float(f * n_acquisitions + a + 1),
               "recon": 0.0, "process": 0.0, "seqControl": 0.0}
              for f in range(n_frames) for a in range(n_acquisitions)]
+    # the image grid (wavelengths): x every pitch from the first element, z from startDepth to
+    # the last sample's depth every half wavelength (samples_per_wave samples per wavelength of
+    # round trip = half a wavelength of depth)
+    pitch_wl = pitch_mm * 1e-3 / wavelength
+    depth_wl = n_samples / samples_per_wave / 2
+    pdata = {"PDelta": np.array([pitch_wl, 0.0, 0.5]), "Size": np.array([float(int(depth_wl / 0.5)),
+                                                                        float(n_elements), 1.0]),
+             "Origin": np.array([x_mm[0] * 1e-3 / wavelength, 0.0, start_depth_wl])}
     variables = {"Trans": trans, "TX": _struct_array(tx), "TW": tw, "Receive": _struct_array(receive),
-                 "Resource": resource, "RcvData": rcvdata, "Event": _struct_array(event)}
+                 "Resource": resource, "RcvData": rcvdata, "Event": _struct_array(event), "PData": pdata}
     return variables, dict(mapped=mapped, element_channel=element_channel, start_rows=np.arange(n_acquisitions) * rows_per_acq,
                 rows_per_acq=rows_per_acq, n_rows=n_rows, c=c, fc=fc, fs=fs, t0=2 * start_depth_wl / fc,
                 angles=angles, x_m=x_mm * 1e-3, wavelength=wavelength, lens_s=2 * 0.5e-3 / c)

@@ -28,6 +28,7 @@ chain's buffers), ``_buffers()`` (every device buffer of the chain) and ``_graph
 (what a caller reads after a replay).
 """
 import gc
+import math
 import threading
 import weakref
 
@@ -75,17 +76,62 @@ class Chain:
                 if self.backend == "cuda":
                     self._adopt_faults()
 
+    def _rf_leading(self, shape):
+        """The leading axes of rf by the shape rule (README, "Shapes"): ``(*leading,
+        n_transmits, n_elements, n_samples)``, the transmit axis optional with one transmit
+        (``load_must``'s ``(n_frames, n_elements, n_samples)``); the leading axes must hold the
+        chain's n_frames frames.  The chain's output keeps them: ``(*leading, *grid.shape)``."""
+        n_frames, n_tx, n_el, n_s = self._rf_shape
+        leading, _ = _validate.leading_axes("rf", shape, n_tx, n_el, n_s)
+        if math.prod(leading) != n_frames:
+            raise ValueError(f"rf has {math.prod(leading)} frames (shape {tuple(shape)}) but the pipeline was "
+                             f"built for n_frames={n_frames} (rf shape {self._rf_shape})")
+        return leading
+
+    def _leading_of(self, rf):
+        shape = getattr(rf, "shape", None)
+        if shape is None:  # a device array that speaks only DLPack / the CUDA array interface
+            shape = device.asarray(rf, stream=-1, name="rf").shape
+        return self._rf_leading(tuple(shape))
+
     def _host_rf(self, rf):
-        """rf as the CPU backend takes it: an ndarray of the chain's dtype and shape."""
+        """rf as the CPU backend takes it: an ndarray of the chain's dtype, in the chain's
+        shape (a reshaped view of a layout the shape rule accepts)."""
         rf = _validate.ndarray("rf", rf)
         self._check_rf_layout(rf)
-        return rf
+        return rf.reshape(self._rf_shape) if rf.shape != self._rf_shape else rf
 
     def _check_rf_layout(self, rf):
         if rf.dtype != self._rf_dtype:
             raise TypeError(f"rf must have dtype {self._rf_dtype} (got {rf.dtype})")
-        if rf.shape != self._rf_shape:
-            raise ValueError(f"rf must have shape {self._rf_shape} (got {rf.shape})")
+        if tuple(rf.shape) != self._rf_shape:
+            self._rf_leading(tuple(rf.shape))
+
+    def _as_chain_shape(self, rf):
+        """Device rf in the chain's shape: a reshaped view when its layout differs."""
+        if tuple(rf.shape) == self._rf_shape:
+            return rf
+        self._check_rf_layout(rf)
+        return rf.reshape(self._rf_shape)
+
+    # ---- Jupyter --------------------------------------------------------------------------
+
+    def _describe(self):
+        """{name: value} shown by repr and _repr_html_ (the subclass adds its own)."""
+        return {}
+
+    def __repr__(self):
+        fields = ", ".join(f"{k}={v}" for k, v in self._describe().items())
+        return f"{type(self).__name__}({fields})"
+
+    def _repr_html_(self):
+        from .._repr import html_table
+
+        rows = dict(self._describe())
+        timings = self.timings if self.backend != "cuda" else None
+        if timings and any(timings.values()):
+            rows["last call"] = ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in timings.items())
+        return html_table(type(self).__name__, rows)
 
     def _rf_on_device(self, rf, *, in_place):
         """backend='cuda': the RF the stages read, and whether it came from the host.
@@ -99,7 +145,9 @@ class Chain:
             self._device_rf.copy_from_host(np.ascontiguousarray(self._host_rf(rf)))
             return self._device_rf, True
         if in_place:
-            return rf, False
+            if hasattr(rf, "shape") and hasattr(rf, "reshape"):
+                return self._as_chain_shape(rf), False
+            return self._as_chain_shape(device.asarray(rf, stream=self.rf2iq.cuda.stream, name="rf")), False
         stream = self.rf2iq.cuda.stream
         given = device.asarray(rf, stream=stream, name="rf")
         self._check_rf_layout(given)

@@ -21,8 +21,10 @@ first (host RF as always; device RF by an asynchronous device copy) and a caller
 filled by a copy.  Stage times still come from the captured CUDA events; NVTX ranges mark the
 capture only.
 
-Layouts:
-  input   (n_frames, n_transmits, n_elements, n_samples)  int16 / float32 RF
+Layouts (the shape rule of README "Shapes": leading axes kept as given):
+  input   (n_frames, n_transmits, n_elements, n_samples)  int16 / float32 RF; any layout of the
+          rule whose leading axes hold n_frames frames, e.g. (n_frames, n_elements, n_samples)
+          for one transmit (what load_must returns); the output then has those leading axes
   iq      (n_frames, n_transmits, n_elements, n_iq)       complex64, n_iq = n_samples after decimation
   image   (n_frames, *grid.shape)                          complex64 beamformed IQ
   output  (n_frames, *grid.shape)                          uint8 B-mode (or float32 dB)
@@ -36,7 +38,7 @@ import time
 import numpy as np
 
 from .. import _core, _validate, device
-from ..beamformer import Beamformer
+from ..beamformer import Beamformer, as_recording, recording_parameters
 from ..bmode import BModePlan
 from ..geometry import as_sequence
 from ..rf2iq import RF2IQPlan
@@ -68,6 +70,8 @@ class Pipeline(Chain):
                  window="rect", interpolation="linear", dynamic_range=60.0, normalize="global",
                  bmode_output="uint8", backend="cpu", rf2iq_options=None, das_options=None,
                  capture_graph=False, strict=False):
+        _validate.frequency("fs", fs)
+        _validate.frequency("fc", fc)
         self.sequence = as_sequence(sequence, probe)
         n_frames = _validate.integer("n_frames", n_frames, minimum=1)
         n_samples = _validate.integer("n_samples", n_samples, minimum=1)
@@ -95,6 +99,50 @@ class Pipeline(Chain):
         self.image = empty(self.output_shape, np.complex64)
         self._device_out = device.empty(self.output_shape, self.output_dtype) if self.backend == "cuda" else None
 
+    @classmethod
+    def from_vantage(cls, workspace, *, grid=None, pdata=1, buffer=1, **overrides):
+        """The pipeline of a Verasonics Vantage workspace (usbeam.io.VantageWorkspace or the path
+        of a saved one): probe, transmits, fs, t0 (lens included) and the grid (PData(pdata))
+        from the workspace; its input is one channel-mapped RcvData frame (1, n_acquisitions,
+        n_elements, rows) int16.  BS sample modes give a
+        usbeam.pipelines.vantage.QuadraturePairPipeline.  Other keywords: as Pipeline
+        (f_number, window, dynamic_range, normalize, backend, ...).  See
+        usbeam/io/vantage_recording.py for the mapping."""
+        from ..io.vantage_recording import pipeline_from_vantage
+        return pipeline_from_vantage(workspace, grid=grid, pdata=pdata, buffer=buffer, **overrides)
+
+    @classmethod
+    def from_recording(cls, recording, grid, **overrides):
+        """The chain for ``recording``'s RF on ``grid``, every acquisition parameter taken from
+        the recording: probe, sequence, fs, fc, c, t0, bandwidth (rf2iq's low-pass and the
+        automatic f-number), n_samples, n_frames and rf_dtype; ``f_number='auto'`` when the
+        element width is known (MUST's choice).  ``recording``: a ``usbeam.io.Recording`` or an
+        object with ``to_recording()``.  ``overrides``: any constructor keyword
+        (``interpolation='nearest'``, ``dynamic_range=30``, ``n_frames=1`` for a live chain...).
+        ``Pipeline.from_recording(rec, grid)(rec.data)`` is MUST's B-mode of the recording."""
+        rec = as_recording(recording)
+        if rec.is_iq:
+            raise ValueError("recording holds IQ: Pipeline takes RF (beamform IQ with Beamformer.from_recording)")
+        kwargs = recording_parameters(rec)
+        n_tx = kwargs.pop("n_transmits")
+        leading, _ = _validate.leading_axes("recording.data", np.shape(rec.data), n_tx, rec.probe.n_elements,
+                                            rec.n_samples)
+        kwargs["n_frames"] = max(1, int(np.prod(leading)))
+        kwargs["rf_dtype"] = np.int16 if np.dtype(rec.data.dtype).newbyteorder("=") == np.int16 else np.float32
+        if getattr(rec.probe, "width", None) is not None:
+            kwargs["f_number"] = "auto"
+        kwargs.update(overrides)
+        return cls(rec.probe, rec.sequence, grid, **kwargs)
+
+    def _describe(self):
+        bf = self.beamformer
+        return {"input": f"{self.input_dtype.name}{self.input_shape}",
+                "output": f"{self.output_dtype.name}{self.output_shape}",
+                "fs": f"{self.rf2iq.fs / 1e6:.4g} MHz", "fc": f"{bf.fc / 1e6:.4g} MHz", "c": f"{bf.c:g} m/s",
+                "t0": f"{bf.t0 * 1e6:.4g} us", "f_number": f"{bf.f_number:.4g}",
+                "interpolation": bf.interpolation, "dynamic_range": f"{self.bmode.dynamic_range:g} dB",
+                "backend": self.backend}
+
     # ---- the chain's hooks (_chain.py) --------------------------------------------------
 
     def _plans(self):
@@ -115,9 +163,22 @@ class Pipeline(Chain):
     # ---- calls --------------------------------------------------------------------------
 
     def __call__(self, rf, out=None):
-        """Run RF -> IQ -> DAS -> B-mode on `rf` (input_shape, input_dtype); returns the B-mode.
-        Safe to call from several threads: calls run one at a time."""
-        return self._locked_call(self._call, rf, out)
+        """Run RF -> IQ -> DAS -> B-mode on `rf` (input_dtype; input_shape or another layout of
+        the shape rule holding n_frames frames); returns the B-mode ``(*leading, *grid.shape)``,
+        the leading axes of rf as given.  Safe to call from several threads: calls run one at a
+        time."""
+        leading = self._leading_of(rf)
+        shape = leading + tuple(self.beamformer.grid.shape)
+        if shape == self.output_shape:
+            return self._locked_call(self._call, rf, out)
+        if out is not None:  # the caller's out in the caller's layout, written through a view
+            if isinstance(out, np.ndarray):
+                _validate.out_array("out", out, shape, self.output_dtype)
+            elif tuple(getattr(out, "shape", ())) != shape:
+                raise ValueError(f"out must have shape {shape} (got {getattr(out, 'shape', None)})")
+            self._locked_call(self._call, rf, out.reshape(self.output_shape))
+            return out
+        return self._locked_call(self._call, rf, None).reshape(shape)
 
     def _call(self, rf, out):
         if self.backend == "cuda":

@@ -1,9 +1,10 @@
 """RF -> IQ -> DAS -> clutter filter -> color / power Doppler, with every buffer allocated once.
 
 One call takes one ensemble of RF channel data, ``(n_frames, n_transmits, n_elements,
-n_samples)`` (int16 as scanners deliver it, or float32), and returns the Doppler maps of the
-grid.  The transmits of a frame are compounded coherently by the beamformer, so ``prf`` is
-the slow-time rate of the compounded frames (the pulse repetition frequency divided by the
+n_samples)`` (int16 as scanners deliver it, or float32; any layout of the shape rule of README
+"Shapes" holding n_frames frames, e.g. ``load_must``'s ``(n_frames, n_elements, n_samples)``),
+and returns the Doppler maps of the grid.  The transmits of a frame are compounded
+coherently by the beamformer, so ``prf`` is the slow-time rate of the compounded frames (the pulse repetition frequency divided by the
 number of transmits per frame).  Stages: ``usbeam.RF2IQPlan``, ``usbeam.Beamformer``,
 ``usbeam.ClutterFilter``, ``usbeam.ColorDopplerPlan``, ``usbeam.PowerDopplerPlan``.
 
@@ -29,14 +30,21 @@ from collections import namedtuple
 import numpy as np
 
 from .. import _validate, device
-from ..beamformer import Beamformer
+from ..beamformer import Beamformer, as_recording, recording_parameters
 from ..clutter import ClutterFilter
 from ..doppler import ColorDopplerPlan, PowerDopplerPlan
 from ..geometry import as_sequence
 from ..rf2iq import RF2IQPlan
 from ._chain import Chain
 
-DopplerMaps = namedtuple("DopplerMaps", ["velocity", "variance", "power"])
+class DopplerMaps(namedtuple("DopplerMaps", ["velocity", "variance", "power"])):
+    """The maps of one call (None for an output not asked for); prints by shape, not values."""
+    __slots__ = ()
+
+    def __repr__(self):
+        def text(m):
+            return "None" if m is None else f"{getattr(m, 'dtype', '')}{tuple(m.shape)}"
+        return f"DopplerMaps(velocity={text(self.velocity)}, variance={text(self.variance)}, power={text(self.power)})"
 
 
 class DopplerPipeline(Chain):
@@ -58,9 +66,19 @@ class DopplerPipeline(Chain):
         Fractional bandwidth of the rf2iq low-pass (MUST convention), None for its default.
     f_number, interpolation :
         Beamformer receive f-number (or 'auto') and interpolation.
-    clutter : {'svd', 'poly', 'mean', 'iir'} or None
+    clutter : {'poly', 'svd', 'mean', 'iir'} or None
         Clutter filter, with ``clutter_options`` passed to ``usbeam.ClutterFilter``.  An
-        'iir' filter carries its state from one call to the next (a live stream).
+        'iir' filter carries its state from one call to the next (a live stream).  Default
+        'poly' (order 2, ``ClutterFilter``'s own default): it removes stationary and slowly
+        moving tissue, whatever dominates the ensemble, on every backend and in a graph.
+        The former default, 'svd' with its automatic cut-off, removed nothing on PWI_disk
+        (the disk's rotation dominates every singular vector: none has a mean Doppler
+        frequency below 0.05 PRF), leaving the maps identical to no filter; 'poly' removes the
+        zero-Doppler (stationary) part by 148 dB there while the disk keeps the sign of its
+        velocity, and tissue added 30 dB above the disk, moving at 0 / 0.005 / 0.01 / 0.02 of
+        the PRF, by 152 / 50 / 32 / 15 dB (tests/doppler/test_doppler_usability.py).  Tissue
+        moving faster than about 0.01 PRF (here 1.5 cm/s) needs 'svd' (44 dB at 0.02 PRF, when
+        that tissue dominates the ensemble) or a higher 'poly' order.
     lag, average, window :
         Color Doppler options (``usbeam.ColorDopplerPlan``).
     outputs : tuple of {'color', 'power'}
@@ -70,6 +88,9 @@ class DopplerPipeline(Chain):
         rf2iq decimation (the beamformer then reads the decimated IQ).
     capture_graph : bool
         backend='cuda': replay the chain as one CUDA graph after the first call (see above).
+    das_options : dict or None
+        More keyword arguments of ``usbeam.Beamformer`` (e.g. ``formulation='sparse'``,
+        ``window``), as ``usbeam.Pipeline`` takes them.
     strict : bool
         backend='cuda': refuse host (NumPy) RF with a TypeError instead of copying it to the
         device (passed to every plan too); ignored on the CPU, as by the plans.
@@ -85,13 +106,19 @@ class DopplerPipeline(Chain):
     STAGES = ("rf2iq", "das", "clutter", "doppler")
 
     def __init__(self, probe, sequence, grid, *, n_frames, n_samples, fs, fc, prf, c=1540.0, t0=0.0,
-                 rf_dtype=np.int16, bandwidth=None, f_number=1.0, interpolation="linear", clutter="svd",
+                 rf_dtype=np.int16, bandwidth=None, f_number=1.0, interpolation="linear", clutter="poly",
                  clutter_options=None, lag=1, average=1, window="hamming", outputs=("color", "power"),
                  power_db=True, noise_floor=0.0, decimation=1, backend="cpu", capture_graph=False,
-                 strict=False):
+                 strict=False, das_options=None):
         self.n_frames = _validate.integer("n_frames", n_frames, minimum=2)
         self.prf = _validate.positive("prf", prf)
-        outputs = tuple(outputs)
+        _validate.frequency("fs", fs)
+        _validate.frequency("fc", fc)
+        if clutter is not None:
+            clutter = _validate.choice("clutter", clutter, ("poly", "svd", "mean", "iir"))
+        if isinstance(outputs, str):
+            outputs = (outputs,)
+        outputs = tuple(_validate.choice("outputs", name, ("color", "power")) for name in outputs)
         for name in outputs:
             _validate.choice("outputs", name, ("color", "power"))
         if not outputs:
@@ -107,7 +134,7 @@ class DopplerPipeline(Chain):
         self.beamformer = Beamformer(probe, sequence, grid, fs=self.rf2iq.fs_out, fc=fc, c=c, t0=t0,
                                      n_samples=self.rf2iq.n_out, f_number=f_number, interpolation=interpolation,
                                      dtype=np.complex64, n_frames=self.n_frames, bandwidth=bandwidth,
-                                     backend=backend, strict=self.strict)
+                                     backend=backend, strict=self.strict, **(das_options or {}))
         self.image_shape = tuple(grid.shape)
         ensemble_shape = (self.n_frames,) + self.image_shape
         self.clutter = (ClutterFilter(ensemble_shape, clutter, backend=backend, strict=self.strict,
@@ -132,6 +159,42 @@ class DopplerPipeline(Chain):
         self._velocity = empty(self.image_shape, np.float32) if self.color else None
         self._variance = empty(self.image_shape, np.float32) if self.color else None
         self._power = empty(self.image_shape, np.float32) if self.power else None
+
+    @classmethod
+    def from_recording(cls, recording, grid, **overrides):
+        """The Doppler chain for ``recording``'s RF on ``grid``: probe, sequence, fs, fc, c, t0,
+        bandwidth, n_samples, rf_dtype, the ensemble length (the recording's frames) and
+        ``prf`` (the recording's frame rate: ValueError naming prf when it does not know it)
+        taken from the recording; ``f_number='auto'`` when the element width is known.
+        ``recording``: a ``usbeam.io.Recording`` or an object with ``to_recording()``;
+        ``overrides``: any constructor keyword (``clutter='svd'``, ``n_frames=16``...)."""
+        import math
+
+        rec = as_recording(recording)
+        if rec.is_iq:
+            raise ValueError("recording holds IQ: DopplerPipeline takes RF")
+        kwargs = recording_parameters(rec)
+        n_tx = kwargs.pop("n_transmits")
+        leading, _ = _validate.leading_axes("recording.data", np.shape(rec.data), n_tx, rec.probe.n_elements,
+                                            rec.n_samples)
+        kwargs["n_frames"] = max(1, int(np.prod(leading)))
+        kwargs["rf_dtype"] = np.int16 if np.dtype(rec.data.dtype).newbyteorder("=") == np.int16 else np.float32
+        if "prf" not in overrides:
+            if rec.prf is None or not math.isfinite(rec.prf):
+                raise ValueError("prf: the recording does not know its frame rate; pass prf=... (Hz)")
+            kwargs["prf"] = rec.prf
+        if getattr(rec.probe, "width", None) is not None:
+            kwargs["f_number"] = "auto"
+        kwargs.update(overrides)
+        return cls(rec.probe, rec.sequence, grid, **kwargs)
+
+    def _describe(self):
+        bf = self.beamformer
+        clutter = "none" if self.clutter is None else self.clutter.method
+        return {"input": f"{self.rf_dtype.name}{self.rf_shape}", "image": str(self.image_shape),
+                "prf": f"{self.prf:g} Hz", "fc": f"{bf.fc / 1e6:.4g} MHz", "c": f"{bf.c:g} m/s",
+                "t0": f"{bf.t0 * 1e6:.4g} us", "f_number": f"{bf.f_number:.4g}", "clutter": clutter,
+                "outputs": "+".join(self.outputs), "backend": self.backend}
 
     @property
     def nyquist_velocity(self):
@@ -171,6 +234,7 @@ class DopplerPipeline(Chain):
         return self._locked_call(self._beamform, rf)
 
     def _beamform(self, rf):
+        self._leading_of(rf)  # the shape rule: any layout holding n_frames frames
         if self.backend == "cuda":
             self._check_rf(earlier=True)
             rf, _ = self._rf_on_device(rf, in_place=True)  # device rf: read in place

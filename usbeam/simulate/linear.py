@@ -1,13 +1,18 @@
-"""Point-scatterer RF simulator for linear arrays (pure NumPy, exact in time).
+"""Point-scatterer RF simulator for any probe geometry: linear, phased, convex and matrix
+arrays, or any ``ElementArray`` (pure NumPy, exact in time).
 
 Each scatterer s (position p_s, amplitude a_s) contributes to element e, transmit k:
 
-    rf[k, e, n] += a_s * pulse(t0 + n/fs - tau_tx_k(p_s) - |p_s - e| / c)
+    rf[k, e, n] += a_s * g_e(p_s) * pulse(t0 + n/fs - tau_tx_k(p_s) - |p_s - e| / c)
 
-with the conventions of ``usbeam.geometry`` (t = 0 when the first element fires) and the
-Gaussian-windowed sinusoid of pulse.py (-6 dB spectral width ``bandwidth * fc``, exact at
-any delay).  No element directivity, attenuation or spreading loss: this is a geometry test
-bench, not a physics simulator (use PyMUST simus for that).
+with the conventions of ``usbeam.geometry`` (element positions in 3-D, t = 0 when the first
+element fires) and the Gaussian-windowed sinusoid of pulse.py (-6 dB spectral width
+``bandwidth * fc``, exact at any delay).  g_e = 1, or with ``directivity=True`` the
+obliquity max(0, cos angle) between p_s - e and the element normal n_e (so a curved array
+hears nothing from behind an element's face).  No attenuation or spreading loss: this is a
+geometry test bench, not a physics simulator (use PyMUST simus for that).  The sampling is
+``pulse.echo_traces`` (one weighted histogram per block of elements), shared with the
+row-column simulator (rca.py).
 
 Layouts: positions ``(n_scatterers, 3)`` (x, y, z in m) or ``(n_frames, n_scatterers, 3)``
 (moving scatterers, one set of positions per frame); amplitudes ``(n_scatterers,)``.
@@ -18,33 +23,41 @@ positions have one.
 import numpy as np
 
 from .. import _validate
-from ..geometry import LinearArray, as_sequence
-from .pulse import echo_trace
+from .._progress import progress_bar
+from ..geometry import as_sequence
+from ..probes import check_probe
+from .pulse import echo_traces
 
 __all__ = ["simulate_rf", "cyst_phantom"]
 
 
-def _rf_one_frame(positions, amplitudes, probe, sequence, fs, fc, c, t0, n_samples, bandwidth):
-    xe = probe.x
+def _rf_one_frame(positions, amplitudes, probe, sequence, fs, fc, c, t0, n_samples, bandwidth, directivity, bar):
+    pe = np.asarray(probe.positions, dtype=np.float64)
+    offset = positions[None, :, :] - pe[:, None, :]          # (elements, scatterers, 3)
+    tau_rx = np.sqrt(np.sum(offset ** 2, axis=2)) / c
+    gain = amplitudes[None, :]
+    if directivity:
+        axial = np.einsum("esk,ek->es", offset, np.asarray(probe.normals, dtype=np.float64))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            gain = gain * np.where(tau_rx > 0, np.maximum(axial / (tau_rx * c), 0.0), 1.0)
     rf = np.zeros((len(sequence), probe.n_elements, n_samples), dtype=np.float64)
     for k, tx in enumerate(sequence):
-        tau_tx = tx.transmit_time(positions, probe, c)
-        for e in range(probe.n_elements):
-            tau = tau_tx + np.sqrt((positions[:, 0] - xe[e]) ** 2 + positions[:, 1] ** 2
-                                   + positions[:, 2] ** 2) / c
-            rf[k, e] = echo_trace(tau, amplitudes, fs=fs, fc=fc, bandwidth=bandwidth, t0=t0, n_samples=n_samples)
+        tau = tx.transmit_time(positions, probe, c)[None, :] + tau_rx
+        rf[k] = echo_traces(tau, gain, fs=fs, fc=fc, bandwidth=bandwidth, t0=t0, n_samples=n_samples)
+        bar.update(1)
     return rf
 
 
 def simulate_rf(positions, amplitudes, probe, sequence, *, fs, fc, n_samples, c=1540.0, t0=0.0,
-                bandwidth=None, n_frames=None, noise=0.0, seed=None):
+                bandwidth=None, n_frames=None, noise=0.0, seed=None, directivity=False,
+                progress=None):
     """RF channel data of point scatterers.
 
     Parameters
     ----------
     positions : (n, 3) or (n_frames, n, 3) array, m
     amplitudes : (n,) array (reflectivity, any real values)
-    probe : LinearArray
+    probe : LinearArray, ConvexArray, MatrixArray or ElementArray
     sequence : a transmit or a list of transmits (``usbeam.geometry``)
     fs, fc : sampling and centre frequencies, Hz
     n_samples : samples per channel; sample n is at time t0 + n/fs
@@ -53,12 +66,15 @@ def simulate_rf(positions, amplitudes, probe, sequence, *, fs, fc, n_samples, c=
     n_frames : repeat static scatterers over this many frames (adds the frame axis)
     noise : standard deviation of white Gaussian noise relative to the RMS of the
         noiseless RF (0: none); ``seed`` seeds its generator.
+    directivity : weight each echo by the element's obliquity max(0, cos angle to its normal)
+    progress : a tqdm bar over the transmits (of every frame): None shows it in a terminal or
+        notebook once the call has run 0.5 s, True always, False never (``usbeam._progress``;
+        needs tqdm, the ``progress`` extra, else no bar).
 
     Returns float32 ``(n_transmits, n_elements, n_samples)`` or
     ``(n_frames, n_transmits, n_elements, n_samples)``.
     """
-    if not isinstance(probe, LinearArray):
-        raise TypeError(f"probe must be a LinearArray (got {type(probe).__name__})")
+    check_probe(probe)
     sequence = as_sequence(sequence, probe)
     fs = _validate.positive("fs", fs)
     fc = _validate.positive("fc", fc)
@@ -84,12 +100,14 @@ def simulate_rf(positions, amplitudes, probe, sequence, *, fs, fc, n_samples, c=
     n_out = pos.shape[0] if moving else (n_frames or 1)
     _validate.check_allocation("simulated RF", (n_out, len(sequence), probe.n_elements, n_samples), 8)
 
-    if moving:
-        rf = np.stack([_rf_one_frame(pos[f], amp, probe, sequence, fs, fc, c, t0, n_samples, bandwidth)
-                       for f in range(n_out)])
-    else:
-        one = _rf_one_frame(pos, amp, probe, sequence, fs, fc, c, t0, n_samples, bandwidth)
-        rf = np.broadcast_to(one, (n_out,) + one.shape).copy()
+    with progress_bar((n_out if moving else 1) * len(sequence), "simulate_rf", progress) as bar:
+        if moving:
+            rf = np.stack([_rf_one_frame(pos[f], amp, probe, sequence, fs, fc, c, t0, n_samples, bandwidth,
+                                         bool(directivity), bar) for f in range(n_out)])
+        else:
+            one = _rf_one_frame(pos, amp, probe, sequence, fs, fc, c, t0, n_samples, bandwidth,
+                                bool(directivity), bar)
+            rf = np.broadcast_to(one, (n_out,) + one.shape).copy()
     if noise > 0:
         rms = float(np.sqrt(np.mean(rf ** 2)))
         rf += np.random.default_rng(seed).normal(0.0, noise * rms, rf.shape)

@@ -3,7 +3,8 @@
 Each scatterer (array-coordinate position p, amplitude a) adds ``a * pulse(t - tau)`` to
 acquisition k, channel c, with ``pulse`` the Gaussian-windowed sinusoid of pulse.py (the
 one of ``usbeam.simulate.simulate_rf`` too) and ``tau = (transmit path + receive path) / c``; the paths are those of
-``usbeam.rca`` (see csrc/common/usbeam_math.h, section "row-column arrays"):
+``usbeam.rca`` (see csrc/common/usbeam_math.h, section "row-column arrays"), sampled by the
+one routine of every usbeam simulator (``pulse.echo_traces``):
 
   receive on a strip at u_c           sqrt((u - u_c)^2 + z^2)        (long element)
   HERCULES receive element (u_c, v_r)  |p - (u_c, v_r, 0)|           (decoded read-out)
@@ -29,9 +30,10 @@ import math
 import numpy as np
 
 from .. import _validate
+from .._progress import progress_bar
 from ..hadamard import hadamard
 from ..rca import RCA_METHODS, RowColumnArray
-from .pulse import echo_trace
+from .pulse import echo_traces
 
 __all__ = ["simulate_rca", "rca_transmit_path"]
 
@@ -78,13 +80,15 @@ def _paths(points, array, method, tx, rx, angles, depths, sparse):
 
 def simulate_rca(positions, amplitudes, array, method, *, fs, fc, n_samples, c=1540.0, t0=0.0,
                  bandwidth=None, tx="columns", rx="columns", angles=None, focal_depths=None,
-                 sparse_elements=None, encode=False, n_frames=None):
+                 sparse_elements=None, encode=False, n_frames=None, progress=None):
     """RF data of point scatterers for an RCA/TOBE acquisition (see the module docstring).
 
     positions : (n, 3) world points (m), mapped by ``array.transform``; amplitudes (n,).
     angles / focal_depths / sparse_elements as for ``RCABeamformer``.
     encode : Hadamard-encode FORCES or HERCULES acquisitions (with the TOBE flips when
         ``array.tobe``); the transmit count must then be a Hadamard order.
+    progress : a tqdm bar over the acquisitions (None: in a terminal or notebook after 0.5 s;
+        True: always; False: never; needs tqdm, the ``progress`` extra).
     Returns float32 (n_acquisitions, n_channels, n_samples) or (n_frames, ...).
     """
     if not isinstance(array, RowColumnArray):
@@ -118,11 +122,12 @@ def simulate_rca(positions, amplitudes, array, method, *, fs, fc, n_samples, c=1
     n_acq, n_ch = tx_paths.shape[0], rx_paths.shape[1]
     _validate.check_allocation("simulated RF", (n_acq, n_ch, n_samples), 8)
     rf = np.zeros((n_acq, n_ch, n_samples))
-    for a in range(n_acq):
-        rx_a = rx_paths[a if rx_paths.shape[0] > 1 else 0]
-        for ch in range(n_ch):
-            tau = (tx_paths[a] + rx_a[ch]) / c
-            rf[a, ch] = echo_trace(tau, amp, fs=fs, fc=fc, bandwidth=bandwidth, t0=t0, n_samples=n_samples)
+    with progress_bar(n_acq, "simulate_rca", progress) as bar:
+        for a in range(n_acq):  # the sampling is the linear simulator's (pulse.echo_traces)
+            rx_a = rx_paths[a if rx_paths.shape[0] > 1 else 0]
+            rf[a] = echo_traces((tx_paths[a][None, :] + rx_a) / c, amp, fs=fs, fc=fc, bandwidth=bandwidth,
+                                t0=t0, n_samples=n_samples)
+            bar.update(1)
     if encode:
         h = hadamard(n_acq).astype(np.float64)
         rf = np.einsum("te,ecs->tcs", h, rf)

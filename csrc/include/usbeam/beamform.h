@@ -13,7 +13,8 @@
 extern "C" {
 #endif
 
-/* Delay-and-sum beamforming for linear arrays (csrc/das_setup.c, csrc/das.c).
+/* Delay-and-sum beamforming for any probe: linear, phased, convex and matrix arrays
+ * (csrc/beamform/das_setup.c, das_delays.c, das.c).
  * in : channel data (n_frames, n_transmits, n_elements, n_samples), C order;
  *      int16 or float32 RF, or complex64 IQ (down-mixed with the same t0).
  * out: (n_frames, n_points); float32 for RF input, complex64 for IQ input.
@@ -21,7 +22,10 @@ extern "C" {
  * first element fires; sample n is at t0 + n/fs.  tau = tau_tx(p) + |p - e|/c, sample
  * index s = (tau - t0) fs; IQ samples are rotated by exp(+j 2 pi fc tau).  Element e
  * contributes when |x_p - x_e| <= z_p / (2 F) (F = f_number; 0 = full aperture), weighted
- * by the window; sums over elements and transmits, no normalisation. */
+ * by the window; sums over elements and transmits, no normalisation.  Elements with
+ * normals (convex arrays), off a strictly increasing x line, or on a surface (matrix
+ * arrays): the aperture is each element's acceptance cone around its normal (usbeam_math.h,
+ * "Receive aperture and window of an element with a normal"; PyMUST dasmtx / dasmtx3). */
 typedef enum usbeam_transmit_kind {
     USBEAM_TRANSMIT_PLANE_WAVE = 0,   /* angle (rad), |angle| < pi/2, > 0 steers to +x */
     USBEAM_TRANSMIT_DIVERGING = 1,    /* virtual source (x, z), z < 0 */
@@ -39,7 +43,14 @@ typedef struct usbeam_transmit {
     double x, z;     /* diverging: virtual source; focused: focus; m */
     size_t element;  /* synthetic aperture: index of the firing element */
     size_t n_sources;        /* sources: number of virtual sources, >= 1 */
-    const double *sources;   /* sources: (3, n_sources) rows x (m), z (m), offset o (m) */
+    const double *sources;   /* sources: (source_rows, n_sources) rows x (m), [y (m),] z (m),
+                                offset o (m) */
+    double y;                /* diverging: source y; focused: focus y; m (0 for 2-D imaging) */
+    double angle_y;          /* plane wave: steering toward +y, rad, |angle_y| < pi/2; direction
+                                (sin a cos b, sin b, cos a cos b) */
+    double axis[3];          /* focused: unit beam axis (side of the focus = sign((p - f) . axis));
+                                all 0: +z, side = sign(z - z_f) */
+    int source_rows;         /* sources: 3 (x, z, o; sources at y = 0) or 4 (x, y, z, o); 0 = 3 */
 } usbeam_transmit;
 
 typedef enum usbeam_das_interpolation {
@@ -56,8 +67,7 @@ typedef enum usbeam_das_window {
 
 typedef struct usbeam_das_params {
     size_t n_elements;
-    const double *element_positions;  /* (n_elements, 3) as (x, y, z), m; x strictly
-                                         increasing; transmit models use x only (z = 0) */
+    const double *element_positions;  /* (n_elements, 3) as (x, y, z), m */
     size_t n_transmits;
     const usbeam_transmit *transmits; /* (n_transmits) */
     size_t n_points;
@@ -76,6 +86,11 @@ typedef struct usbeam_das_params {
     usbeam_dtype input_dtype;         /* INT16 or FLOAT32 (RF) or COMPLEX64 (IQ) */
     size_t max_table_bytes;           /* delay/weight table budget; above it, execute
                                          recomputes them per call.  0: 1 GiB */
+    const double *element_normals;    /* (n_elements, 3) unit normals into the medium (n_z > 0);
+                                         NULL: +z for every element */
+    int surface;                      /* 0: a line array (linear, phased, convex): aperture and
+                                         window in each element's x-z plane; 1: a surface
+                                         (matrix array): box aperture in both lateral directions */
 } usbeam_das_params;
 
 typedef struct usbeam_das_plan usbeam_das_plan;
@@ -91,12 +106,74 @@ void usbeam_das_plan_destroy(usbeam_das_plan *plan);
 /* Bytes of the precomputed delay/weight table (0 when the plan recomputes per call). */
 size_t usbeam_das_table_bytes(const usbeam_das_plan *plan);
 
+/* The sparse-matrix formulation of DAS (csrc/beamform/das_sparse.c): the same parameters,
+ * the delay-interpolation-apodization operator built at create as CSR (n_points rows,
+ * n_transmits * n_elements * n_samples columns in the input's own order) and applied as a
+ * sparse x dense product over the frames; the CUDA twin uses cuSPARSE.  Same image as the
+ * gather plan (usbeam_das_plan) of the same parameters. */
+typedef struct usbeam_das_sparse_view {
+    size_t n_rows, n_columns, nnz;
+    int is_complex;              /* 1: values are (nnz, 2) (re, im) for IQ input; 0: (nnz) */
+    const int32_t *row_offsets;  /* (n_rows + 1) */
+    const int32_t *columns;      /* (nnz), ascending within a row */
+    const float *values;         /* (nnz) or (nnz, 2) */
+} usbeam_das_sparse_view;
+typedef struct usbeam_das_sparse_plan usbeam_das_sparse_plan;
+usbeam_status usbeam_das_sparse_plan_create(const usbeam_das_params *params, usbeam_backend backend,
+                                            usbeam_das_sparse_plan **plan);
+/* in (n_frames, n_transmits, n_elements, n_samples), out (n_frames, n_points), n_frames <=
+ * params.n_frames (a CUDA plan: exactly). */
+usbeam_status usbeam_das_sparse_execute_frames(usbeam_das_sparse_plan *plan, size_t n_frames, const void *in,
+                                               void *out);
+void usbeam_das_sparse_plan_destroy(usbeam_das_sparse_plan *plan);
+/* Bytes of the operator (row offsets, columns, values), on the host or the device. */
+size_t usbeam_das_sparse_bytes(const usbeam_das_sparse_plan *plan);
+/* The CSR of a CPU plan (pointers into the plan; all NULL / 0 for a CUDA plan). */
+void usbeam_das_sparse_csr(const usbeam_das_sparse_plan *plan, usbeam_das_sparse_view *view);
+
 /* PyMUST dasmtx's automatic f-number from the element directivity: lambda_min =
  * c / (fc (1 + bandwidth/2)); alpha minimises |cos(th) sinc(width/lambda_min sin th) - 0.71|
  * on [0, pi/2] by Brent's bounded method with xtol = pi/100 (the iterates of
  * scipy.optimize.fminbound); F = 1 / (2 tan alpha).  bandwidth is a fraction (0.75). */
 usbeam_status usbeam_das_auto_f_number(double element_width, double fc, double bandwidth, double c,
                                        double *f_number);
+
+/* Adaptive beamformers for linear arrays (csrc/beamform/adaptive.c; per-point math in
+ * csrc/beamform/adaptive_math.h).  The delays, apertures, windows and interpolation are
+ * those of the DAS plan built from `das` (the same table); per point the delayed element
+ * signals are compounded over transmits, then combined across the receive aperture by the
+ * method instead of summed.  in/out as usbeam_das_execute.  Formulas and references:
+ * adaptive_math.h and usbeam/adaptive.py. */
+typedef enum usbeam_adaptive_method {
+    USBEAM_ADAPTIVE_CF = 0,    /* coherence factor x DAS */
+    USBEAM_ADAPTIVE_GCF = 1,   /* generalised coherence factor (cut-off gcf_m0) x DAS */
+    USBEAM_ADAPTIVE_DMAS = 2,  /* delay-multiply-and-sum */
+    USBEAM_ADAPTIVE_FDMAS = 3, /* DMAS band-passed around 2 fc along time (fdmas_* below) */
+    USBEAM_ADAPTIVE_PDAS = 4,  /* p-th root DAS (p) */
+    USBEAM_ADAPTIVE_MV = 5     /* minimum variance (subarray_*, diagonal_loading, temporal_averaging) */
+} usbeam_adaptive_method;
+
+typedef struct usbeam_adaptive_params {
+    usbeam_das_params das;        /* geometry, transmits, grid, interpolation, window, dtype, table budget */
+    usbeam_adaptive_method method;
+    double p;                     /* PDAS: root order, >= 1 */
+    size_t gcf_m0;                /* GCF: low-frequency cut-off, DFT bins |k| <= gcf_m0, < n_elements / 2 */
+    size_t subarray_length;       /* MV: L, 1 <= L <= n_elements; a point with a smaller aperture uses all of it */
+    double subarray_fraction;     /* MV: > 0 (<= 1): L = max(1, round(fraction x the point's aperture)) instead */
+    double diagonal_loading;      /* MV: delta >= 0, R + delta trace(R) / L I */
+    size_t temporal_averaging;    /* MV: K, the covariance averages 2K + 1 samples (offsets -K..K / fs) */
+    double fdmas_low, fdmas_high; /* FDMAS: band-pass edges, Hz, 0 < low < high (high >= fs/2: high-pass) */
+    size_t fdmas_half_taps;       /* FDMAS: K >= 1, a (2K + 1)-tap Hann-windowed-sinc FIR along time */
+} usbeam_adaptive_params;
+
+typedef struct usbeam_adaptive_plan usbeam_adaptive_plan;
+usbeam_status usbeam_adaptive_plan_create(const usbeam_adaptive_params *params, usbeam_backend backend,
+                                          usbeam_adaptive_plan **plan);
+/* in (n_frames <= das.n_frames, n_transmits, n_elements, n_samples), out (n_frames, n_points). */
+usbeam_status usbeam_adaptive_execute(usbeam_adaptive_plan *plan, size_t n_frames, const void *in, void *out);
+void usbeam_adaptive_plan_destroy(usbeam_adaptive_plan *plan);
+/* The F-DMAS filter taps the plan uses (2 fdmas_half_taps + 1 doubles), for tests. */
+const double *usbeam_adaptive_fdmas_taps(const usbeam_adaptive_plan *plan, size_t *n_taps);
 
 /* Row-column (RCA) and TOBE arrays: delay-and-sum of decoded acquisitions.
  * Array coordinates (m): the array lies in z = 0, centred on the origin.  Column c is a
@@ -153,8 +230,12 @@ void usbeam_rca_plan_destroy(usbeam_rca_plan *plan);
 /* The CUDA execution state of a plan (NULL for a CPU plan): usbeam/device.h. */
 struct usbeam_das_plan;
 usbeam_cuda_exec *usbeam_das_plan_cuda(struct usbeam_das_plan *plan);
+struct usbeam_das_sparse_plan;
+usbeam_cuda_exec *usbeam_das_sparse_plan_cuda(struct usbeam_das_sparse_plan *plan);
 struct usbeam_rca_plan;
 usbeam_cuda_exec *usbeam_rca_plan_cuda(struct usbeam_rca_plan *plan);
+struct usbeam_adaptive_plan;
+usbeam_cuda_exec *usbeam_adaptive_plan_cuda(struct usbeam_adaptive_plan *plan);
 
 #ifdef __cplusplus
 }

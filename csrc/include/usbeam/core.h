@@ -20,9 +20,10 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 /* Status codes: the one table.                                               */
 /* Columns: enum name, numeric value, message, Python exception kind.         */
-/* The Python exception kind is one of VALUE, TYPE, MEMORY, RUNTIME, NOTIMPL;  */
-/* the extension module maps it to ValueError, TypeError, MemoryError,        */
-/* usbeam.UsbeamError (a RuntimeError) and NotImplementedError.                */
+/* The Python exception kind is one of VALUE, TYPE, MEMORY, RUNTIME, NOTIMPL,  */
+/* INTERRUPT; the extension module maps it to ValueError, TypeError,           */
+/* MemoryError, usbeam.UsbeamError (a RuntimeError), NotImplementedError and   */
+/* KeyboardInterrupt (or the exception the caller's signal handler raised).    */
 /* ------------------------------------------------------------------------ */
 #define USBEAM_STATUS_TABLE(X)                                                          \
     X(USBEAM_OK,                    0, "success",                              RUNTIME) \
@@ -37,7 +38,8 @@ extern "C" {
     X(USBEAM_ERR_CUDA,              9, "CUDA runtime error",                   RUNTIME) \
     X(USBEAM_ERR_CUBLAS,           10, "cuBLAS error",                         RUNTIME) \
     X(USBEAM_ERR_NULL_POINTER,     11, "null pointer argument",                VALUE)   \
-    X(USBEAM_ERR_INTERNAL,         12, "internal error",                       RUNTIME)
+    X(USBEAM_ERR_INTERNAL,         12, "internal error",                       RUNTIME) \
+    X(USBEAM_ERR_INTERRUPTED,      13, "interrupted",                          INTERRUPT)
 
 typedef enum usbeam_status {
 #define USBEAM_X_ENUM(name, value, message, pykind) name = value,
@@ -81,6 +83,16 @@ int usbeam_cpu_threads(void);
  * that copies frames in; an OpenMP team sharing a core with it waits for its slowest thread
  * at every barrier).  No effect without OpenMP. */
 usbeam_status usbeam_set_thread_limit(int n);
+/* Interrupting long work.  A CPU execute that runs longer than interval seconds (<= 0: the
+ * default, 0.05) calls the check registered by the calling OS thread, from that thread, at
+ * most every interval (never from an OpenMP worker); when it returns nonzero the execute stops within about one tile per thread
+ * and returns USBEAM_ERR_INTERRUPTED, its float outputs filled with NaN (no partial result)
+ * and the plan as usable as after a finished call.  NULL unregisters.  The Python binding
+ * registers a check that runs CPython's signal handlers, so Ctrl-C raises KeyboardInterrupt;
+ * a MATLAB client could register one that asks utIsInterruptPending.  The check must not call
+ * into the plan being executed. */
+typedef int (*usbeam_interrupt_check)(void *context);
+usbeam_status usbeam_set_interrupt_check(usbeam_interrupt_check check, void *context, double interval);
 /* 1 when the CUDA backend (the module usbeam._cuda, csrc/backend/cuda_seam.h) is loaded. */
 int usbeam_built_with_cuda(void);
 

@@ -389,6 +389,10 @@ DeviceArrayObject *usbeam_da_array_copy_to(DeviceArrayObject *src, int device_ty
     const size_t bytes = array_nbytes(src);
     usbeam_status st = USBEAM_OK;
     void *stream = (void *)src->stream;
+    if (src->device_type != kDLCPU && usbeam_py_wait_stream(stream) < 0) { /* Ctrl-C while waiting */
+        Py_DECREF(dst);
+        return NULL;
+    }
     Py_BEGIN_ALLOW_THREADS
     if (src->device_type == kDLCPU && device_type == kDLCPU)
         memcpy(array_data(dst), array_data(src), bytes);

@@ -200,6 +200,10 @@ PyObject *usbeam_da_array_to_numpy(DeviceArrayObject *self, PyObject *args, PyOb
     const size_t bytes = array_nbytes(self);
     usbeam_status st = USBEAM_OK;
     void *stream = (void *)self->stream;
+    if (self->device_type != kDLCPU && usbeam_py_wait_stream(stream) < 0) { /* Ctrl-C while waiting */
+        Py_DECREF(out);
+        return NULL;
+    }
     Py_BEGIN_ALLOW_THREADS
     if (self->device_type == kDLCPU)
         memcpy(dst, array_data(self), bytes);
@@ -268,6 +272,7 @@ static PyObject *py_stream_synchronize(PyObject *self, PyObject *stream_obj)
     (void)self;
     intptr_t stream;
     if (usbeam_da_parse_stream(stream_obj, "stream", &stream) < 0) return NULL;
+    if (usbeam_py_wait_stream((void *)stream) < 0) return NULL; /* Ctrl-C while waiting */
     usbeam_status st;
     Py_BEGIN_ALLOW_THREADS
     st = usbeam_stream_synchronize((void *)stream);

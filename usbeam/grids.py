@@ -1,0 +1,282 @@
+"""Sector and volume grids: ``PolarGrid`` (convex and phased sectors), ``VolumeGrid`` (3-D
+Cartesian) and ``SphericalGrid`` (3-D sectors of matrix arrays).  Every grid gives the
+beamformer ``coordinates()`` (n_points, 3) as (x, y, z) in m, in output (C) order, and its
+``shape``; images come out as ``(..., *grid.shape)``:
+
+* ``PolarGrid(radii, angles, apex=(0, 0))``: ``(n_r, n_theta)``; point (i, j) at
+  apex + radii[i] (sin angles[j], 0, cos angles[j]) - angles from +z toward +x.  For a
+  convex array the apex is its centre of curvature, ``(0, -h)``, behind the array (MUST's
+  impolgrid); for a phased array the array centre.  The apex may not lie in the medium
+  (z > 0).
+* ``VolumeGrid(x, y, z)``: ``(nz, ny, nx)``, x fastest.
+* ``SphericalGrid(radii, azimuths, elevations, apex=(0, 0, 0))``: ``(n_r, n_elevation,
+  n_azimuth)``; direction (sin a cos e, sin e, cos a cos e) (as ``PlaneWave(angle, angle_y)``).
+
+``grid.check_probe(probe, f_number)`` of the sector grids (the Beamformer calls it) refuses
+points no element can receive from (outside every element's acceptance cone: behind its
+face, or beyond axial / 2F sideways with an f-number F > 0), naming ``angles`` when whole
+rays are unreachable, else ``radii``.  ``image_extent(grid)`` gives matplotlib's
+``imshow(..., extent=)`` of a Cartesian ``Grid`` (pixel edges, depth down).
+"""
+from dataclasses import dataclass
+import math
+
+import numpy as np
+
+from . import _validate
+from .geometry import Grid, _coordinate_vector
+
+__all__ = ["PolarGrid", "VolumeGrid", "SphericalGrid", "image_extent"]
+
+
+def _increasing(name, values):
+    v = _coordinate_vector(name, values)
+    if v.size > 1 and not np.all(np.diff(v) > 0):
+        raise ValueError(f"{name} must be strictly increasing")
+    return v
+
+
+def _angles(name, values):
+    v = _increasing(name, values)
+    if not np.all(np.abs(v) < math.pi / 2):
+        raise ValueError(f"{name} must lie within (-pi/2, pi/2) rad (got {v.min():.4g} to {v.max():.4g}): "
+                         f"beyond that the rays leave the medium")
+    return v
+
+
+def _radii(values):
+    v = _increasing("radii", values)
+    if not np.all(v >= 0):
+        raise ValueError(f"radii must be >= 0 (got {v.min():.4g})")
+    return v
+
+
+def _apex(value, size):
+    try:
+        a = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"apex must be {size} numbers (got {value!r})") from None
+    if a.shape != (size,) or not np.all(np.isfinite(a)):
+        raise ValueError(f"apex must be {size} finite numbers in m (got {value!r})")
+    if a[-1] > 0:
+        raise ValueError(f"apex must not lie inside the medium: its z must be <= 0 (got {a[-1]})")
+    return tuple(float(v) for v in a)
+
+
+def _seen(points, probe, f_number=0.0):
+    """For each point: inside some element's acceptance cone, the beamformer's aperture
+    (usbeam_math.h): (p - e) . n_e >= 0 and, with an f-number F > 0, |lateral| <= axial / 2F
+    (both lateral directions on a matrix array); F = 0 accepts the whole half-space."""
+    pos, nrm = np.asarray(probe.positions), np.asarray(probe.normals)
+    surface = bool(getattr(probe, "two_dimensional", False))
+    if surface:
+        t1 = np.array([1.0, 0.0, 0.0])[None, :] - nrm[:, :1] * nrm
+        t1 /= np.linalg.norm(t1, axis=1, keepdims=True)
+        t2 = np.cross(nrm, t1)
+    else:
+        t1 = np.stack([nrm[:, 2], np.zeros(len(nrm)), -nrm[:, 0]], axis=1)
+        t1 /= np.linalg.norm(t1, axis=1, keepdims=True)
+    seen = np.zeros(points.shape[0], dtype=bool)
+    block = max(1, (1 << 22) // max(1, points.shape[0]))  # (points x block) arrays of ~32 MiB
+    for i0 in range(0, pos.shape[0], block):
+        sl = slice(i0, i0 + block)
+        # (p - e) . v = p . v - e . v for each element's unit vectors: matrix products, no (P, E, 3)
+        axial = points @ nrm[sl].T - np.sum(pos[sl] * nrm[sl], axis=1)
+        ok = axial >= -1e-12  # on the face counts (a phased sector's apex)
+        if f_number > 0:
+            half = axial / (2 * f_number) + 1e-12
+            ok &= np.abs(points @ t1[sl].T - np.sum(pos[sl] * t1[sl], axis=1)) <= half
+            if surface:
+                ok &= np.abs(points @ t2[sl].T - np.sum(pos[sl] * t2[sl], axis=1)) <= half
+        seen |= ok.any(axis=1)
+    return seen
+
+
+def _check_visible(points, probe, apex, directions, what, f_number=0.0):
+    """ValueError naming what to change when the grid asks for what the probe cannot give.
+    With an f-number F > 0: a ray (points are n_radii x n_rays, radius slowest) none of whose
+    points lies in any element's receive cone (near the face some points always fall between
+    the cones: normal).  Then, at F = 0: a ray with a point behind every element's face.  Such
+    a ray names ``what`` (the angles) when it stays unreachable far away, else ``radii`` (the
+    first radius is too small for the apex)."""
+    n_rays = directions.shape[0]
+    span = np.ptp(np.asarray(probe.positions), axis=0).max() + np.abs(np.asarray(apex)).max() + 1.0
+    far = np.asarray(apex)[None, :] + 100.0 * span * directions  # each ray, far away
+    rays = points.reshape(-1, n_rays, 3)  # (radius, ray, xyz)
+    for f in ((f_number, 0.0) if f_number > 0 else (0.0,)):
+        if f > 0:  # blind: no point of the ray in any cone; a few radii first, all only where needed
+            sample = np.unique(np.linspace(0, rays.shape[0] - 1, min(rays.shape[0], 16)).round().astype(int))
+            blind_rays = ~_seen(rays[sample].reshape(-1, 3), probe, f).reshape(sample.size, n_rays).any(axis=0)
+            if blind_rays.any():
+                todo = np.flatnonzero(blind_rays)
+                blind_rays[todo] = ~_seen(rays[:, todo].reshape(-1, 3), probe, f).reshape(-1, todo.size).any(axis=0)
+        else:  # behind every face: along a ray from the apex (behind or on the face) the first radius decides
+            blind_rays = ~_seen(rays[0], probe, f)
+        if not blind_rays.any():
+            continue
+        if not _seen(far[blind_rays], probe, f).all():
+            cone = f"every element's receive cone at f-number {f:.3g}" if f > 0 else "every element's face"
+            raise ValueError(f"{what}: {int(blind_rays.sum())} ray(s) lie outside {cone}, beyond what the probe "
+                             f"can reach; narrow the {what}")
+        raise ValueError("radii: some points lie behind the probe's face (the first radius is too small for "
+                         "this apex)")
+
+
+@dataclass(frozen=True, eq=False)
+class PolarGrid:
+    """A sector: ``radii`` (m, from the apex, increasing), ``angles`` (rad from +z toward +x,
+    increasing, |angle| < pi/2), ``apex`` (x, z) in m with z <= 0.  Images ``(n_r, n_theta)``."""
+    radii: np.ndarray
+    angles: np.ndarray
+    apex: tuple = (0.0, 0.0)
+
+    def __post_init__(self):
+        object.__setattr__(self, "radii", _radii(self.radii))
+        object.__setattr__(self, "angles", _angles("angles", self.angles))
+        object.__setattr__(self, "apex", _apex(self.apex, 2))
+
+    @classmethod
+    def for_probe(cls, probe, depth, n_r, n_theta, *, sector=None, start=None):
+        """A sector in front of ``probe`` down to ``depth`` (m) below its face: for a convex
+        array the apex is its centre of curvature and the angles span its elements' normals
+        (MUST impolgrid); otherwise the apex is the array centre and the angles span
+        ``sector`` (rad, default pi/2: +-45 degrees).  ``start``: first radius (default the
+        face: R for a convex array, 0 otherwise, plus a tenth of a millimetre)."""
+        depth = _validate.positive("depth", depth)
+        n_r = _validate.integer("n_r", n_r, minimum=2)
+        n_theta = _validate.integer("n_theta", n_theta, minimum=2)
+        centre = getattr(probe, "center_of_curvature", None)
+        if centre is not None:
+            apex = (centre[0], centre[2])
+            theta = np.asarray(probe.angles)
+            angles = np.linspace(theta.min(), theta.max(), n_theta)
+            r0 = probe.radius + 1e-4 if start is None else _validate.nonnegative("start", start)
+        else:
+            apex = (0.0, 0.0)
+            sector = math.pi / 2 if sector is None else _validate.positive("sector", sector)
+            if not sector < math.pi:
+                raise ValueError(f"sector must be < pi rad (got {sector})")
+            angles = np.linspace(-sector / 2, sector / 2, n_theta)
+            r0 = 1e-4 if start is None else _validate.nonnegative("start", start)
+        return cls(np.linspace(r0, r0 + depth, n_r), angles, apex)
+
+    @property
+    def shape(self):
+        return (self.radii.size, self.angles.size)
+
+    @property
+    def n_points(self):
+        return self.radii.size * self.angles.size
+
+    def coordinates(self):
+        """All points (n_points, 3) as (x, y, z) in m, radius slowest."""
+        rr, tt = np.meshgrid(self.radii, self.angles, indexing="ij")
+        pts = np.zeros((rr.size, 3))
+        pts[:, 0] = (self.apex[0] + rr * np.sin(tt)).ravel()
+        pts[:, 2] = (self.apex[1] + rr * np.cos(tt)).ravel()
+        return pts
+
+    def check_probe(self, probe, f_number=0.0):
+        dirs = np.stack([np.sin(self.angles), np.zeros(self.angles.size), np.cos(self.angles)], axis=1)
+        _check_visible(self.coordinates(), probe, (self.apex[0], 0.0, self.apex[1]), dirs, "angles", f_number)
+        return self
+
+    def is_uniform(self):
+        """Radii and angles equally spaced (to 1e-9 of their step): what scan conversion needs."""
+        return all(v.size < 3 or np.max(np.abs(np.diff(v, 2))) <= 1e-9 * abs(v[1] - v[0])
+                   for v in (self.radii, self.angles))
+
+    def bounds(self):
+        """(x_min, x_max, z_min, z_max) of the sector (m): the arcs and the edge rays."""
+        r = np.array([self.radii[0], self.radii[-1]])
+        th = list(self.angles[[0, -1]]) + ([0.0] if self.angles[0] < 0 < self.angles[-1] else [])
+        th = np.array(th)
+        x = self.apex[0] + r[:, None] * np.sin(th)[None, :]
+        z = self.apex[1] + r[:, None] * np.cos(th)[None, :]
+        return float(x.min()), float(x.max()), float(z.min()), float(z.max())
+
+    def cartesian_grid(self, nx=None, nz=None, spacing=None):
+        """A Cartesian ``Grid`` over the sector's bounding box: ``spacing`` (m) or ``nx`` / ``nz``
+        points (default: spacing = the radial step)."""
+        x0, x1, z0, z1 = self.bounds()
+        if spacing is None and nx is None and nz is None:
+            spacing = float(self.radii[1] - self.radii[0]) if self.radii.size > 1 else (z1 - z0) / 100
+        if spacing is not None:
+            spacing = _validate.positive("spacing", spacing)
+            nx = max(2, int(math.ceil((x1 - x0) / spacing)) + 1)
+            nz = max(2, int(math.ceil((z1 - z0) / spacing)) + 1)
+        nx = _validate.integer("nx", nx if nx is not None else nz, minimum=2)
+        nz = _validate.integer("nz", nz if nz is not None else nx, minimum=2)
+        return Grid(x=np.linspace(x0, x1, nx), z=np.linspace(z0, z1, nz))
+
+
+@dataclass(frozen=True, eq=False)
+class VolumeGrid:
+    """A 3-D Cartesian grid: ``x``, ``y``, ``z`` vectors (m).  Volumes ``(nz, ny, nx)``, x fastest."""
+    x: np.ndarray
+    y: np.ndarray
+    z: np.ndarray
+
+    def __post_init__(self):
+        for name in ("x", "y", "z"):
+            object.__setattr__(self, name, _coordinate_vector(name, getattr(self, name)))
+
+    @property
+    def shape(self):
+        return (self.z.size, self.y.size, self.x.size)
+
+    @property
+    def n_points(self):
+        return self.x.size * self.y.size * self.z.size
+
+    def coordinates(self):
+        zz, yy, xx = np.meshgrid(self.z, self.y, self.x, indexing="ij")
+        return np.stack([xx.ravel(), yy.ravel(), zz.ravel()], axis=1)
+
+
+@dataclass(frozen=True, eq=False)
+class SphericalGrid:
+    """A 3-D sector: ``radii`` (m), ``azimuths`` (rad, toward +x in the x-z plane), ``elevations``
+    (rad, toward +y), ``apex`` (x, y, z) with z <= 0.  Volumes ``(n_r, n_elevation, n_azimuth)``;
+    point (i, k, j) at apex + radii[i] (sin a_j cos e_k, sin e_k, cos a_j cos e_k)."""
+    radii: np.ndarray
+    azimuths: np.ndarray
+    elevations: np.ndarray
+    apex: tuple = (0.0, 0.0, 0.0)
+
+    def __post_init__(self):
+        object.__setattr__(self, "radii", _radii(self.radii))
+        object.__setattr__(self, "azimuths", _angles("azimuths", self.azimuths))
+        object.__setattr__(self, "elevations", _angles("elevations", self.elevations))
+        object.__setattr__(self, "apex", _apex(self.apex, 3))
+
+    @property
+    def shape(self):
+        return (self.radii.size, self.elevations.size, self.azimuths.size)
+
+    @property
+    def n_points(self):
+        return int(np.prod(self.shape))
+
+    def coordinates(self):
+        rr, ee, aa = np.meshgrid(self.radii, self.elevations, self.azimuths, indexing="ij")
+        d = np.stack([np.sin(aa) * np.cos(ee), np.sin(ee), np.cos(aa) * np.cos(ee)], axis=-1)
+        return (np.asarray(self.apex) + rr[..., None] * d).reshape(-1, 3)
+
+    def check_probe(self, probe, f_number=0.0):
+        ee, aa = np.meshgrid(self.elevations, self.azimuths, indexing="ij")
+        dirs = np.stack([np.sin(aa) * np.cos(ee), np.sin(ee), np.cos(aa) * np.cos(ee)], axis=-1).reshape(-1, 3)
+        _check_visible(self.coordinates(), probe, self.apex, dirs, "azimuths and elevations", f_number)
+        return self
+
+
+def image_extent(grid):
+    """matplotlib ``extent`` (left, right, bottom, top) of a 2-D Cartesian ``Grid`` image shown
+    with depth down (``imshow(image, extent=image_extent(grid))``): pixel edges in m
+    (``usbeam.plot.extent`` gives the same edges in mm, for its figures)."""
+    if not isinstance(grid, Grid) or grid.x is None or grid.y is not None:
+        raise TypeError("grid must be a 2-D usbeam.Grid(x=..., z=...)")
+    dx = float(grid.x[1] - grid.x[0]) if grid.x.size > 1 else 0.0
+    dz = float(grid.z[1] - grid.z[0]) if grid.z.size > 1 else 0.0
+    return (float(grid.x[0] - dx / 2), float(grid.x[-1] + dx / 2), float(grid.z[-1] + dz / 2),
+            float(grid.z[0] - dz / 2))
