@@ -1,5 +1,7 @@
 /*
- * das.c - delay-and-sum beamforming for linear arrays, CPU execute (OpenMP).
+ * das.c - delay-and-sum beamforming, CPU execute (OpenMP), for any probe: linear arrays and
+ * the general geometry (convex, phased, matrix) take the same paths, the difference lies
+ * only in the receive part (das_delays.c).
  *
  * Layouts: in  (n_frames, n_transmits, n_elements, n_samples): int16 / float32 RF or
  *              complex64 IQ (interleaved re, im);
@@ -22,7 +24,8 @@
  * enough independent accumulators to cover the FMA latency (8 chains).  The kernels are
  * built for AVX-512, AVX2 + FMA and the baseline (das_kernels.h) and chosen at run time.
  * Points run in parallel, in tiles whose output rows are written contiguously; each thread
- * has its own scratch.
+ * has its own scratch.  Ctrl-C is polled once per tile (common/interrupt.h); an interrupted
+ * call leaves NaN in every output value.
  * Reference: Perrot et al., "So you think you can DAS?", Ultrasonics 111 (2021) 106309.
  */
 #include "beamform/das_internal.h"

@@ -2,7 +2,8 @@
 per point and element, transmit part per point and transmit, multiplied out in float32) on
 their own error budget against the float64 reference, one element at a time (no sum to hide
 an error in); and every instruction-set copy of the kernels (AVX-512, AVX2 + FMA, baseline),
-each run in a process of its own capped with USBEAM_DAS_ISA, against the reference."""
+each run in a process of its own capped with USBEAM_DAS_ISA, against the reference, for a
+linear array and for the general geometry (a convex array, tests/reference/das.py das_general)."""
 import os
 import subprocess
 import sys
@@ -83,6 +84,26 @@ for dtype in (np.complex64, np.float32):
                     assert np.mean(off) <= TOLERANCES["das_nearest_fraction_off"]
                     got, want = got[~off], want[~off]
                 worst = max(worst, np.linalg.norm(got - want) / np.linalg.norm(want))
+# the general geometry (a convex array: each element's cone and normal) through the same copies
+probe = usbeam.ConvexArray(n_elements=24, pitch=3e-4, radius=0.012, element_width=2.6e-4)
+h = probe.apothem
+seq = [usbeam.PlaneWave(0.1), usbeam.DivergingWave((0.5e-3, -h - 1e-3))]
+tuples = [("plane", 0.1, 0.0), ("diverging", (0.5e-3, 0.0, -h - 1e-3))]
+r, th = np.meshgrid(np.linspace(probe.radius + 1e-3, probe.radius + 9e-3, 8), np.linspace(-0.7, 0.7, 9), indexing="ij")
+pts = np.column_stack([(r * np.sin(th)).ravel(), np.zeros(r.size), (r * np.cos(th) - h).ravel()])
+for interpolation in ("linear", "cubic"):
+    for n_frames in (1, 8, 19):
+        shape = (n_frames, 2, 24, 400)
+        data = (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np.complex64)
+        want = ref.das_general(data, probe.positions, probe.normals, tuples, pts, fs=20e6, fc=5e6, c=1540.0,
+                               t0=1e-6, f_number=1.2, window_kind="hann", interpolation=interpolation)
+        assert np.count_nonzero(want) > 0.3 * want.size
+        for budget in (None, 1):
+            bf = usbeam.Beamformer(probe, seq, usbeam.Grid.points(pts), fs=20e6, fc=5e6, c=1540.0, t0=1e-6,
+                                   n_samples=400, f_number=1.2, window="hann", interpolation=interpolation,
+                                   n_frames=n_frames, max_table_bytes=budget)
+            got = bf(data).reshape(want.shape)
+            worst = max(worst, np.linalg.norm(got - want) / np.linalg.norm(want))
 assert worst <= TOLERANCES["das_rel_l2"], worst
 print("ok", worst)
 """
@@ -101,3 +122,47 @@ def test_every_instruction_set_copy(rng, isa):
                          capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.startswith("ok")
+
+
+@pytest.mark.parametrize("method", ["cf", "mv"])
+def test_whole_entries_of_the_adaptive_plan(rng, method):
+    # The adaptive plans read whole (point, transmit, element) entries, formed at plan time from
+    # the receive and transmit parts (usbeam_das_point_entries): tabulated within
+    # max_table_bytes, else formed per point at execute.  Both give the float64 reference.
+    from reference import adaptive as ref_adaptive
+    probe = usbeam.LinearArray(16, 3e-4)
+    angles = (-0.08, 0.05)
+    grid = usbeam.Grid(x=np.linspace(-2e-3, 2.5e-3, 5), z=np.linspace(5e-3, 9e-3, 6))
+    data = (rng.standard_normal((2, 2, 16, 400)) + 1j * rng.standard_normal((2, 2, 16, 400))).astype(np.complex64)
+    options = {"subarray_length": 6, "diagonal_loading": 0.05} if method == "mv" else {}
+    want = ref_adaptive.beamform(method, data, probe.x, [("plane", a) for a in angles], grid.coordinates(), fs=25e6,
+                                 fc=5e6, c=1540.0, t0=1e-6, f_number=1.2, window_kind="hann", interpolation="cubic",
+                                 **options)
+    images = []
+    for budget in (None, 1):
+        bf = usbeam.Beamformer(probe, [usbeam.PlaneWave(a) for a in angles], grid, fs=25e6, fc=5e6, c=1540.0, t0=1e-6,
+                               n_samples=400, f_number=1.2, window="hann", interpolation="cubic", n_frames=2,
+                               method=method, max_table_bytes=budget, **options)
+        images.append(bf(data).reshape(2, -1))
+        assert np.linalg.norm(images[-1] - want) <= TOLERANCES["adaptive_rel_l2"] * np.linalg.norm(want)
+    np.testing.assert_array_equal(images[0], images[1])  # the same entries, tabulated or not
+
+
+def test_sparse_operator_of_a_convex_array(rng):
+    # The sparse plan's operator from whole entries in the general geometry (each element's cone).
+    probe = usbeam.ConvexArray(n_elements=24, pitch=3e-4, radius=0.012, element_width=2.6e-4)
+    h = probe.apothem
+    seq = [usbeam.PlaneWave(0.1), usbeam.DivergingWave((0.5e-3, -h - 1e-3))]
+    tuples = [("plane", 0.1, 0.0), ("diverging", (0.5e-3, 0.0, -h - 1e-3))]
+    r, th = np.meshgrid(np.linspace(probe.radius + 1e-3, probe.radius + 9e-3, 8), np.linspace(-0.7, 0.7, 9),
+                        indexing="ij")
+    pts = np.column_stack([(r * np.sin(th)).ravel(), np.zeros(r.size), (r * np.cos(th) - h).ravel()])
+    data = (rng.standard_normal((2, 2, 24, 400)) + 1j * rng.standard_normal((2, 2, 24, 400))).astype(np.complex64)
+    want = ref.das_general(data, probe.positions, probe.normals, tuples, pts, fs=20e6, fc=5e6, c=1540.0, t0=1e-6,
+                           f_number=1.2, window_kind="tukey", tukey_alpha=0.5, interpolation="cubic")
+    assert np.count_nonzero(want) > 0.3 * want.size
+    bf = usbeam.Beamformer(probe, seq, usbeam.Grid.points(pts), fs=20e6, fc=5e6, c=1540.0, t0=1e-6, n_samples=400,
+                           f_number=1.2, window="tukey", tukey_alpha=0.5, interpolation="cubic", n_frames=2,
+                           formulation="sparse")
+    got = bf(data).reshape(want.shape)
+    assert np.linalg.norm(got - want) <= TOLERANCES["das_rel_l2"] * np.linalg.norm(want)
