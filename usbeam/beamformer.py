@@ -387,10 +387,12 @@ class Beamformer:
             raise ImportError("Beamformer.sparse_operator needs scipy (pip install usbeam[io])") from None
         plan = self._plan
         if self.formulation != "sparse" or self.backend == "cuda":
+            positions, normals, surface = probe_geometry(self.probe)
             plan = _core.das_sparse_plan(
-                np.ascontiguousarray(self.probe.positions), [_transmit_tuple(t, self.probe, self.c) for t in self.sequence],
+                positions, [_transmit_tuple(t, self.probe, self.c) for t in self.sequence],
                 self._points, 1, self.n_samples, self.fs, self.fc, self.c, self.t0, self.f_number,
-                self.window, self.tukey_alpha, self.interpolation, self.dtype.name, self.max_table_bytes, "cpu")
+                self.window, self.tukey_alpha, self.interpolation, self.dtype.name, self.max_table_bytes, "cpu",
+                element_normals=normals, surface=surface)
         offsets, columns, values, shape = _core.das_sparse_csr(plan)
         return scipy.sparse.csr_array((values, columns, offsets), shape=shape)
 
