@@ -1,6 +1,6 @@
-"""Adaptive beamformers for linear arrays: coherence factors, DMAS / F-DMAS, p-DAS, minimum
-variance (C kernel: csrc/beamform/adaptive.c, per-point math csrc/beamform/adaptive_math.h,
-CUDA twin cuda/adaptive.cu).
+"""Adaptive beamformers for line arrays (linear, phased and convex): coherence factors, DMAS /
+F-DMAS, p-DAS, minimum variance (C kernel: csrc/beamform/adaptive.c, per-point math
+csrc/beamform/adaptive_math.h, CUDA twin cuda/adaptive.cu).
 
 Use them through the DAS plan: ``usbeam.Beamformer(..., method="cf" | "gcf" | "dmas" |
 "fdmas" | "pdas" | "mv", <method options>)``.  Delays, receive apertures (f-number), windows
@@ -42,6 +42,20 @@ aperture by the method instead of summed:
   ``(1 / (N - L + 1)) sum_l w^H x_l`` at the point's own sample.  Where the loaded R is
   singular (delta = 0 with fewer snapshots than L) the weights fall back to uniform ones.
   A point whose aperture has fewer than L elements uses all of them as one subarray.
+
+Probes: the methods take a point's receive aperture as a row of neighbouring elements (CF's
+N, GCF's DFT across it, MV's subarrays sliding along it).  ``LinearArray`` (phased arrays
+included) and ``ConvexArray`` qualify, as does a one-dimensional ``ElementArray`` listed in
+order along x (the Vantage reader's convex probes).  On a convex array the aperture of a point
+is the set of elements whose cone around their normal holds it (``|lateral| <= axial /
+(2F)``, usbeam.beamformer), which is a contiguous run of elements: seen from the centre of
+curvature, an element at angle d from the point has the margin ``r cos d - R - 2F r |sin d|``
+(r the point's radius, R the array's), which falls as |d| grows.  The plan checks this for
+every point and refuses a geometry where an element inside the run does not see the point
+(ValueError naming element_normals: it would enter CF/GCF/MV as a zero signal), elements out
+of order along x (ValueError), and 2-D apertures, ``MatrixArray`` or a two-dimensional
+``ElementArray`` (TypeError: they have no such row).  Samples a delay puts outside the record
+are zeros inside the aperture, on every geometry, as in DAS.
 
 Scales: CF, GCF and p-DAS have DAS's (an unnormalised sum), DMAS that of the pairwise sum,
 MV that of one element (weights summing to 1).  The per-point math runs in double on the

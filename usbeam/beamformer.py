@@ -48,7 +48,7 @@ import numpy as np
 from . import _core, _validate, adaptive, device
 from ._backend import check_backend
 from .geometry import Delays, DivergingWave, Focused, Grid, PlaneWave, SyntheticAperture, as_sequence
-from .probes import LinearArray, check_probe
+from .probes import check_probe
 
 __all__ = ["Beamformer", "das", "auto_f_number"]
 
@@ -216,9 +216,12 @@ class Beamformer:
         'pdas' | 'mv' (usbeam.adaptive: formulas, references, defaults), with its options
         p (pdas), gcf_m0 (gcf), subarray_length or subarray_fraction, diagonal_loading,
         temporal_averaging (mv), fdmas_band = (low, high) Hz and fdmas_half_taps (fdmas).
-        An option of another method is refused (ValueError).  An adaptive method tabulates
-        whole per-(point, transmit, element) delay/weight entries (4 + 4 x weights bytes each)
-        within max_table_bytes, else recomputes them per point; its CUDA twin needs that table.
+        An option of another method is refused (ValueError).  Adaptive methods take line
+        arrays (linear, phased, convex: the receive aperture as a row of neighbouring
+        elements); a 2-D aperture (MatrixArray) is refused (TypeError).  An adaptive method
+        tabulates whole per-(point, transmit, element) delay/weight entries (4 + 4 x weights
+        bytes each) within max_table_bytes, else recomputes them per point; its CUDA twin
+        needs that table.
     formulation : 'gather' (default: per-point delay/weight entries, csrc/beamform/das.c) or
         'sparse': the same operator built once as a CSR matrix (pixels x element-samples,
         csrc/beamform/das_sparse.c) and applied as a sparse x dense product over the frames
@@ -291,9 +294,11 @@ class Beamformer:
                      "fdmas_half_taps": fdmas_half_taps},
             n_elements=probe.n_elements, fs=self.fs, fc=self.fc)
         self.method = self._method_args[0]
-        if self.method != "das" and not isinstance(probe, LinearArray):
-            raise TypeError(f"method={self.method!r} (an adaptive beamformer) takes a LinearArray probe "
-                            f"(got {type(probe).__name__}); use method='das' for other geometries")
+        if self.method != "das" and probe.two_dimensional:
+            raise TypeError(f"method={self.method!r} (an adaptive beamformer) takes a line array (LinearArray, "
+                            f"ConvexArray, a one-dimensional ElementArray): {type(probe).__name__} has a 2-D "
+                            f"aperture, which is no row of neighbouring elements for the coherence factors' "
+                            f"count and spatial spectrum or MV's subarrays; use method='das'")
         self.out_dtype = np.dtype(np.complex64 if self.dtype == np.complex64 else np.float32)
         if max_table_bytes is None:
             max_table_bytes = min(1 << 30, _validate._memory_limit() // _DEFAULT_TABLE_FRACTION)
@@ -350,8 +355,8 @@ class Beamformer:
         if self.method == "das":
             make_plan = _core.das_sparse_plan if self.formulation == "sparse" else _core.das_plan
             self._plan = make_plan(*args, element_normals=normals, surface=surface)
-        else:  # usbeam.adaptive: the same geometry (linear arrays), then the method's options
-            self._plan = _core.adaptive_plan(*args, *self._method_args)
+        else:  # usbeam.adaptive: the same geometry (line arrays), then the method's options
+            self._plan = _core.adaptive_plan(*args, *self._method_args, element_normals=normals, surface=surface)
         self._capacity = n_frames
         return self._plan
 
@@ -386,10 +391,12 @@ class Beamformer:
             raise ImportError("Beamformer.sparse_operator needs scipy (pip install usbeam[io])") from None
         plan = self._plan
         if self.formulation != "sparse" or self.backend == "cuda":
+            positions, normals, surface = probe_geometry(self.probe)
             plan = _core.das_sparse_plan(
-                np.ascontiguousarray(self.probe.positions), [_transmit_tuple(t, self.probe, self.c) for t in self.sequence],
+                positions, [_transmit_tuple(t, self.probe, self.c) for t in self.sequence],
                 self._points, 1, self.n_samples, self.fs, self.fc, self.c, self.t0, self.f_number,
-                self.window, self.tukey_alpha, self.interpolation, self.dtype.name, self.max_table_bytes, "cpu")
+                self.window, self.tukey_alpha, self.interpolation, self.dtype.name, self.max_table_bytes, "cpu",
+                element_normals=normals, surface=surface)
         offsets, columns, values, shape = _core.das_sparse_csr(plan)
         return scipy.sparse.csr_array((values, columns, offsets), shape=shape)
 

@@ -1,5 +1,6 @@
 /*
- * adaptive.c - adaptive beamformers for linear arrays, CPU reference: coherence factor and
+ * adaptive.c - adaptive beamformers for line arrays (linear, phased, convex), CPU reference:
+ * coherence factor and
  * generalised coherence factor weighting DAS, delay-multiply-and-sum and its filtered form,
  * p-DAS, and minimum variance (Capon) with subarray averaging, diagonal loading and temporal
  * averaging (usbeam.h, family adaptive; per-point math in adaptive_math.h, shared with
@@ -10,6 +11,18 @@
  * used) and reads its per-(point, transmit, element) entries (das_internal.h), tabulated at
  * plan creation when they fit params->das.max_table_bytes (usbeam_das_entry_table_create),
  * else recomputed per point (usbeam_das_point_entries).
+ *
+ * Geometry: the methods treat a point's receive aperture as a row of neighbouring elements
+ * (CF's N, GCF's spatial DFT across it, MV's subarrays sliding along it), so the plan takes
+ * line arrays whose elements are listed in order along the array (x strictly monotonic) and
+ * whose apertures are contiguous runs of elements: always on a linear array; on a convex
+ * array (element normals, das.element_normals) each element's cone |lateral| <= axial / (2F)
+ * holds a point for an interval of element angles around the point's own angle (the margin
+ * r cos(d) - R - 2F r |sin(d)| falls with |d|, d the angle from element to point seen from
+ * the centre of curvature), so the DAS plan's [aperture_first, + aperture_count) range holds
+ * only elements that see the point.  The plan checks that run for every point (an element
+ * inside it outside its cone would enter CF/GCF/MV as a zero signal and bias them) and
+ * refuses matrix arrays (das.surface: a 2-D aperture has no such row).
  *
  * Layouts: in (n_frames, n_transmits, n_elements, n_samples) int16 / float32 RF or complex64
  * IQ; out (n_frames, n_points) float32 (RF) or complex64 (IQ).  Per point: v (n_offsets,
@@ -87,9 +100,55 @@ static usbeam_status design_fdmas(usbeam_adaptive_plan *plan)
     return USBEAM_OK;
 }
 
+/* The receive aperture of every point is a contiguous run of elements that all see it (file
+ * comment): on the general geometry (element normals) with an f-number aperture, every
+ * element of [aperture_first, + aperture_count) must have the point in its cone. */
+static usbeam_status check_contiguous_apertures(const usbeam_das_plan *d)
+{
+    const usbeam_das_params *prm = &d->params;
+    if (!d->general || !(prm->f_number > 0.0)) return USBEAM_OK;
+    const size_t n = prm->n_elements;
+    const ptrdiff_t n_points = (ptrdiff_t)prm->n_points;
+    ptrdiff_t bad = n_points;
+#pragma omp parallel for schedule(static) reduction(min : bad)
+    for (ptrdiff_t p = 0; p < n_points; ++p) {
+        const double *pt = d->points + 3 * p;
+        const int first = d->aperture_first[p], count = d->aperture_count[p];
+        for (int e = first; e < first + count; ++e) {
+            double frame[9];
+            for (int q = 0; q < 9; ++q) frame[q] = d->element_frame[(size_t)q * n + (size_t)e];
+            if (!usbeam_element_in_aperture(frame, prm->surface, prm->f_number, pt[0] - d->element_x[e],
+                                            pt[1] - d->element_y[e], pt[2] - d->element_z[e])) {
+                bad = p < bad ? p : bad;
+                break;
+            }
+        }
+    }
+    if (bad < n_points)
+        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT,
+                           "element_normals: the receive aperture of point %td (%g, %g, %g) m is not a contiguous run of "
+                           "elements (an element between its first and last does not see it): adaptive methods need "
+                           "elements ordered along a line or convex array", bad, d->points[3 * bad], d->points[3 * bad + 1],
+                           d->points[3 * bad + 2]);
+    return USBEAM_OK;
+}
+
 static usbeam_status validate(const usbeam_adaptive_params *prm)
 {
     const size_t n_el = prm->das.n_elements;
+    if (prm->das.surface)
+        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT,
+                           "surface: adaptive methods take line arrays (linear, phased, convex); a matrix array's 2-D "
+                           "aperture is no row of neighbouring elements for CF/GCF/MV");
+    if (prm->das.element_positions && n_el > 1) { /* elements in order along the array */
+        const double *pos = prm->das.element_positions;
+        const double direction = pos[3] - pos[0];
+        for (size_t e = 1; e < n_el; ++e)
+            if (!((pos[3 * e] - pos[3 * (e - 1)]) * direction > 0.0))
+                return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT,
+                                   "element_positions: adaptive methods need the elements listed in order along the "
+                                   "array (x strictly increasing or decreasing; elements %zu and %zu are not)", e - 1, e);
+    }
     switch (prm->method) {
     case USBEAM_ADAPTIVE_CF:
     case USBEAM_ADAPTIVE_DMAS:
@@ -169,6 +228,7 @@ usbeam_status usbeam_adaptive_plan_create(const usbeam_adaptive_params *params, 
     if (!plan) return usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "adaptive plan");
     plan->params = *params;
     plan->params.das.element_positions = NULL;
+    plan->params.das.element_normals = NULL;
     plan->params.das.transmits = NULL;
     plan->params.das.points = NULL;
     usbeam_das_params das = params->das;
@@ -176,6 +236,7 @@ usbeam_status usbeam_adaptive_plan_create(const usbeam_adaptive_params *params, 
     das.max_table_bytes = 1; /* its receive table (DAS execute's) would go unused */
     if ((st = usbeam_das_plan_create(&das, USBEAM_BACKEND_CPU, &plan->das)) != USBEAM_OK) goto fail;
     const usbeam_das_plan *d = plan->das;
+    if ((st = check_contiguous_apertures(d)) != USBEAM_OK) goto fail;
     if ((st = usbeam_das_entry_table_create(d, params->das.max_table_bytes, &plan->entries)) != USBEAM_OK) goto fail;
     const int has_table = plan->entries.tap != NULL;
     plan->is_iq = d->is_iq;

@@ -241,7 +241,7 @@ usbeam_status usbeam_clutter_plan_create(const usbeam_clutter_params *params, us
         break;
     case USBEAM_CLUTTER_SVD:
         p->gram = checked_alloc(n, n, sizeof(zdouble), &failed);
-        p->gram_partial = checked_alloc(nt * (n + 1), n + 1, sizeof(zdouble), &failed);
+        p->gram_partial = checked_alloc((size_t)GRAM_SLOTS * (n + 1), n + 1, sizeof(zdouble), &failed);
         p->block_re = checked_alloc(nt * (n + 1), PIXEL_BLOCK, sizeof(double), &failed);
         p->block_im = checked_alloc(nt * (n + 1), PIXEL_BLOCK, sizeof(double), &failed);
         p->eigvec = checked_alloc(n, n, sizeof(zdouble), &failed);

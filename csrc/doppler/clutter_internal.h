@@ -20,6 +20,11 @@
 
 #define CLUTTER_PI 3.14159265358979323846
 #define PIXEL_BLOCK 64         /* pixels per inner block: fits the per-thread scratch in L1/L2 */
+/* The SVD filter's Gram matrix is summed in this many partial sums, each over a fixed run of
+ * pixel blocks, then added in slot order: the same bits whatever the team size (a plan made
+ * with 2 threads and run with 1, or a batch worker with a thread limit, gives the same
+ * filter), and enough slots to keep 32 threads busy. */
+#define GRAM_SLOTS 32
 #define IIR_MAX_ORDER 10
 
 /* Hot per-block kernels are built twice on x86-64 Linux with GCC, baseline and x86-64-v3
@@ -53,7 +58,7 @@ struct usbeam_clutter_plan {
     zdouble *coef;            /* per thread: n_frames * PIXEL_BLOCK (CPU plans only) */
     /* SVD */
     zdouble *gram;            /* n_frames^2 */
-    zdouble *gram_partial;    /* per thread: (n_frames rounded up to even)^2 */
+    zdouble *gram_partial;    /* per slot (GRAM_SLOTS): (n_frames rounded up to even)^2 */
     double *block_re, *block_im; /* per thread: (n_frames rounded up to even) * PIXEL_BLOCK */
     zdouble *eigvec;          /* n_frames^2, column k = eigenvector k */
     double *eigval;           /* n_frames */

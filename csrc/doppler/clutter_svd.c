@@ -57,40 +57,44 @@ static void gram_block(double *g, const double *re, const double *im, size_t n2,
 
 /* G = C^H C in double.  Pixels are taken in blocks of PIXEL_BLOCK, de-interleaved into
  * per-thread double rows (n_frames rounded up to even, the extra row zero), and the upper
- * triangle is accumulated 2 x 2 entries at a time so each loaded row feeds two products. */
+ * triangle is accumulated 2 x 2 entries at a time so each loaded row feeds two products.
+ * Slot s sums the blocks [s B / S, (s + 1) B / S) in order into its own partial (S =
+ * GRAM_SLOTS), whichever thread runs it, so G does not depend on the team size. */
 static void compute_gram(usbeam_clutter_plan *p, const float *in, usbeam_interrupt *interrupt)
 {
     const size_t n = p->params.n_frames, n_pixels = p->params.n_pixels;
     const size_t n2 = (n + 1) & ~(size_t)1, g_stride = n2;
-    const ptrdiff_t n_blocks = (ptrdiff_t)((n_pixels + PIXEL_BLOCK - 1) / PIXEL_BLOCK);
-    const int n_threads = p->n_threads;
-    memset(p->gram_partial, 0, (size_t)n_threads * n2 * n2 * sizeof(zdouble));
-#pragma omp parallel num_threads(usbeam_team_size(n_threads))
+    const size_t n_blocks = (n_pixels + PIXEL_BLOCK - 1) / PIXEL_BLOCK;
+    memset(p->gram_partial, 0, (size_t)GRAM_SLOTS * n2 * n2 * sizeof(zdouble));
+#pragma omp parallel num_threads(usbeam_team_size(p->n_threads))
     {
         int tid = clutter_thread_id();
-        double *g = (double *)(p->gram_partial + (size_t)tid * n2 * n2);
         double *re = p->block_re + (size_t)tid * n2 * PIXEL_BLOCK;
         double *im = p->block_im + (size_t)tid * n2 * PIXEL_BLOCK;
         for (size_t i = 0; i < (n2 - n) * PIXEL_BLOCK; ++i) re[n * PIXEL_BLOCK + i] = im[n * PIXEL_BLOCK + i] = 0.0;
-#pragma omp for schedule(static)
-        for (ptrdiff_t blk = 0; blk < n_blocks; ++blk) {
-            if (usbeam_interrupt_poll(interrupt)) continue;
-            size_t first = (size_t)blk * PIXEL_BLOCK;
-            size_t count = n_pixels - first < PIXEL_BLOCK ? n_pixels - first : PIXEL_BLOCK;
-            for (size_t t = 0; t < n; ++t) {
-                const float *x = in + 2 * (t * n_pixels + first);
-                for (size_t i = 0; i < count; ++i) {
-                    re[t * PIXEL_BLOCK + i] = x[2 * i];
-                    im[t * PIXEL_BLOCK + i] = x[2 * i + 1];
+#pragma omp for schedule(dynamic, 1)
+        for (int slot = 0; slot < GRAM_SLOTS; ++slot) {
+            double *g = (double *)(p->gram_partial + (size_t)slot * n2 * n2);
+            const size_t blk0 = (size_t)slot * n_blocks / GRAM_SLOTS, blk1 = (size_t)(slot + 1) * n_blocks / GRAM_SLOTS;
+            for (size_t blk = blk0; blk < blk1; ++blk) {
+                if (usbeam_interrupt_poll(interrupt)) break;
+                size_t first = blk * PIXEL_BLOCK;
+                size_t count = n_pixels - first < PIXEL_BLOCK ? n_pixels - first : PIXEL_BLOCK;
+                for (size_t t = 0; t < n; ++t) {
+                    const float *x = in + 2 * (t * n_pixels + first);
+                    for (size_t i = 0; i < count; ++i) {
+                        re[t * PIXEL_BLOCK + i] = x[2 * i];
+                        im[t * PIXEL_BLOCK + i] = x[2 * i + 1];
+                    }
                 }
+                gram_block(g, re, im, n2, count);
             }
-            gram_block(g, re, im, n2, count);
         }
     }
     for (size_t a = 0; a < n; ++a) {
         for (size_t b = a; b < n; ++b) {
             zdouble sum = 0.0;
-            for (int t = 0; t < n_threads; ++t) sum += p->gram_partial[(size_t)t * n2 * n2 + a * g_stride + b];
+            for (int t = 0; t < GRAM_SLOTS; ++t) sum += p->gram_partial[(size_t)t * n2 * n2 + a * g_stride + b];
             p->gram[a * n + b] = sum;
             p->gram[b * n + a] = conj(sum);
         }

@@ -4,8 +4,10 @@
  *   adaptive_plan(element_positions, transmits, points, n_frames, n_samples, fs, fc, c, t0,
  *                 f_number, window, tukey_alpha, interpolation, dtype, max_table_bytes, backend,
  *                 method, p, gcf_m0, subarray_length, subarray_fraction, diagonal_loading,
- *                 temporal_averaging, fdmas_low, fdmas_high, fdmas_half_taps)
- *       method: 'cf' | 'gcf' | 'dmas' | 'fdmas' | 'pdas' | 'mv' (usbeam_adaptive_method).
+ *                 temporal_averaging, fdmas_low, fdmas_high, fdmas_half_taps,
+ *                 element_normals=None, surface=0)
+ *       method: 'cf' | 'gcf' | 'dmas' | 'fdmas' | 'pdas' | 'mv' (usbeam_adaptive_method);
+ *       element_normals (n_elements, 3) float64 and surface as das_plan's (convex arrays).
  *   adaptive_execute(plan, data, out, n_frames)   data (n_frames, n_tx, n_el, n_samples),
  *       out (n_frames, n_points) float32 (RF) or complex64 (IQ); GIL released, per-plan lock.
  *   adaptive_fdmas_taps(plan) -> tuple of the F-DMAS taps g[k], k = -K..K (complex; () if none)
@@ -28,20 +30,28 @@ static int lookup(const char *name, const char *value, const char *const *option
     return -1;
 }
 
-static PyObject *py_adaptive_plan(PyObject *self, PyObject *args)
+static PyObject *py_adaptive_plan(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     (void)self;
+    static char *keywords[] = {"element_positions", "transmits", "points", "n_frames", "n_samples", "fs", "fc", "c",
+                               "t0", "f_number", "window", "tukey_alpha", "interpolation", "dtype", "max_table_bytes",
+                               "backend", "method", "p", "gcf_m0", "subarray_length", "subarray_fraction",
+                               "diagonal_loading", "temporal_averaging", "fdmas_low", "fdmas_high", "fdmas_half_taps",
+                               "element_normals", "surface", NULL};
     static const char *const windows[] = {"rect", "hann", "tukey", NULL};
     static const char *const interpolations[] = {"nearest", "linear", "cubic", NULL};
     static const char *const methods[] = {"cf", "gcf", "dmas", "fdmas", "pdas", "mv", NULL};
-    PyObject *elements_obj, *transmits_obj, *points_obj;
+    PyObject *elements_obj, *transmits_obj, *points_obj, *normals_obj = Py_None;
+    int surface = 0;
     Py_ssize_t n_frames, n_samples, max_table_bytes, gcf_m0, subarray_length, temporal_averaging, fdmas_half_taps;
     double fs, fc, c, t0, f_number, tukey_alpha, p_root, subarray_fraction, loading, fdmas_low, fdmas_high;
     const char *window, *interpolation, *dtype, *backend_name, *method;
-    if (!PyArg_ParseTuple(args, "OOOnndddddsdssnssdnnddnddn", &elements_obj, &transmits_obj, &points_obj, &n_frames,
-                          &n_samples, &fs, &fc, &c, &t0, &f_number, &window, &tukey_alpha, &interpolation, &dtype,
-                          &max_table_bytes, &backend_name, &method, &p_root, &gcf_m0, &subarray_length,
-                          &subarray_fraction, &loading, &temporal_averaging, &fdmas_low, &fdmas_high, &fdmas_half_taps))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOnndddddsdssnssdnnddnddn|Oi", keywords, &elements_obj,
+                                     &transmits_obj, &points_obj, &n_frames, &n_samples, &fs, &fc, &c, &t0, &f_number,
+                                     &window, &tukey_alpha, &interpolation, &dtype, &max_table_bytes, &backend_name,
+                                     &method, &p_root, &gcf_m0, &subarray_length, &subarray_fraction, &loading,
+                                     &temporal_averaging, &fdmas_low, &fdmas_high, &fdmas_half_taps, &normals_obj,
+                                     &surface))
         return NULL;
     usbeam_backend backend;
     if (usbeam_py_backend(backend_name, &backend) < 0) return NULL;
@@ -71,20 +81,38 @@ static PyObject *py_adaptive_plan(PyObject *self, PyObject *args)
     }
     PyArrayObject *elements = usbeam_py_das_xyz_array(elements_obj, "element_positions");
     if (!elements) return NULL;
+    PyArrayObject *normals = NULL;
+    if (normals_obj != Py_None) {
+        if (!(normals = usbeam_py_das_xyz_array(normals_obj, "element_normals"))) {
+            Py_DECREF(elements);
+            return NULL;
+        }
+        if (PyArray_DIM(normals, 0) != PyArray_DIM(elements, 0)) {
+            PyErr_Format(PyExc_ValueError, "element_normals must have the shape of element_positions (%zd, 3)",
+                         PyArray_DIM(elements, 0));
+            Py_DECREF(elements);
+            Py_DECREF(normals);
+            return NULL;
+        }
+    }
     PyArrayObject *points = usbeam_py_das_xyz_array(points_obj, "points");
     if (!points) {
         Py_DECREF(elements);
+        Py_XDECREF(normals);
         return NULL;
     }
     usbeam_transmit *transmits = NULL;
     PyObject *keep = NULL;
     if (usbeam_py_das_transmits(transmits_obj, &transmits, &p->n_transmits, &keep) < 0) {
         Py_DECREF(elements);
+        Py_XDECREF(normals);
         Py_DECREF(points);
         return NULL;
     }
     p->n_elements = (size_t)PyArray_DIM(elements, 0);
     p->element_positions = PyArray_DATA(elements);
+    p->element_normals = normals ? PyArray_DATA(normals) : NULL;
+    p->surface = surface;
     p->transmits = transmits;
     p->n_points = (size_t)PyArray_DIM(points, 0);
     p->points = PyArray_DATA(points);
@@ -117,6 +145,7 @@ static PyObject *py_adaptive_plan(PyObject *self, PyObject *args)
     PyMem_Free(transmits);
     Py_DECREF(keep);
     Py_DECREF(elements);
+    Py_XDECREF(normals);
     Py_DECREF(points);
     if (!h) return NULL;
     h->npy_in = in_type;
@@ -172,7 +201,7 @@ USBEAM_PY_PLAN_CUDA_EXEC_BINDING(adaptive)
 
 PyMethodDef usbeam_py_adaptive_methods[] = {
     {"adaptive_cuda_exec", py_adaptive_cuda_exec, METH_O, "CUDA state of an adaptive plan (None for the CPU)."},
-    {"adaptive_plan", py_adaptive_plan, METH_VARARGS, "Create an adaptive beamforming plan."},
+    {"adaptive_plan", (PyCFunction)(void (*)(void))py_adaptive_plan, METH_VARARGS | METH_KEYWORDS, "Create an adaptive beamforming plan."},
     {"adaptive_execute", py_adaptive_execute, METH_VARARGS, "Run an adaptive plan: (plan, data, out, n_frames)."},
     {"adaptive_fdmas_taps", py_adaptive_fdmas_taps, METH_O, "The F-DMAS filter taps g[k], k = -K..K."},
     {NULL, NULL, 0, NULL},

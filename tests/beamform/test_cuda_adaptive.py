@@ -1,5 +1,5 @@
 """Adaptive beamformers' CUDA twin (cuda/adaptive.cu) against the CPU backend: every method and
-input dtype, f-number apertures, several frame counts, poisoned outputs (every pixel written),
+input dtype, f-number apertures, a convex array (cone apertures from element normals), several frame counts, poisoned outputs (every pixel written),
 non-finite input reported as ValueError (flagged on the device), and the table budget it
 needs.  Marked cuda: runs on a GPU or the CPU emulator (make test-emu)."""
 import numpy as np
@@ -23,10 +23,24 @@ def random_data(rng, shape, dtype):
     return rng.standard_normal(shape).astype(np.float32)
 
 
-def pair(rng, method, options, dtype, n_frames, f_number=1.0):
-    probe = usbeam.LinearArray(12, 3e-4)
-    seq = [usbeam.PlaneWave(-0.05), usbeam.PlaneWave(0.1)]
-    grid = usbeam.Grid(x=np.linspace(-1.5e-3, 1.5e-3, 7), z=np.linspace(4e-3, 8e-3, 5))
+def convex_setup():
+    """A 24-element convex array (radius 15 mm), two diverging waves, a sector of points in
+    front of the arc, some at its sides outside every element's cone."""
+    probe = usbeam.ConvexArray(24, 4e-4, 15e-3)
+    h = probe.apothem
+    seq = [usbeam.DivergingWave((-1e-3, -h + 2e-3)), usbeam.DivergingWave((1e-3, -h + 3e-3))]
+    r, th = np.meshgrid(probe.radius + np.linspace(3e-3, 7e-3, 5), np.linspace(-0.5, 0.5, 7), indexing="ij")
+    points = np.stack([(r * np.sin(th)).ravel(), np.zeros(r.size), (r * np.cos(th) - h).ravel()], axis=1)
+    return probe, seq, usbeam.Grid.points(points)
+
+
+def pair(rng, method, options, dtype, n_frames, f_number=1.0, convex=False):
+    if convex:
+        probe, seq, grid = convex_setup()
+    else:
+        probe = usbeam.LinearArray(12, 3e-4)
+        seq = [usbeam.PlaneWave(-0.05), usbeam.PlaneWave(0.1)]
+        grid = usbeam.Grid(x=np.linspace(-1.5e-3, 1.5e-3, 7), z=np.linspace(4e-3, 8e-3, 5))
     common = dict(fs=FS, fc=FC, c=C, t0=T0, n_samples=N_SAMPLES, dtype=dtype, n_frames=n_frames, f_number=f_number,
                   method=method, **options)
     gpu = usbeam.Beamformer(probe, seq, grid, backend="cuda", **common)
@@ -43,6 +57,16 @@ def pair(rng, method, options, dtype, n_frames, f_number=1.0):
 def test_matches_cpu(rng, method, options, dtype):
     got, want, _, _ = pair(rng, method, options, dtype, 2)
     assert np.all(np.isfinite(got)), "poison left: some pixels were not written"
+    assert np.linalg.norm(got - want) <= TOLERANCES["adaptive_cuda_rel_l2"] * np.linalg.norm(want)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("method, options", METHODS, ids=[m for m, _ in METHODS])
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64], ids=["rf", "iq"])
+def test_convex_matches_cpu(rng, method, options, dtype):
+    got, want, _, _ = pair(rng, method, options, dtype, 2, convex=True)
+    assert np.all(np.isfinite(got)), "poison left: some pixels were not written"
+    assert np.any(want == 0) and np.count_nonzero(want) > 0.5 * want.size  # cone apertures, some empty
     assert np.linalg.norm(got - want) <= TOLERANCES["adaptive_cuda_rel_l2"] * np.linalg.norm(want)
 
 

@@ -59,6 +59,19 @@ def test_sparse_equals_gather_and_scipy(rng):
     assert all(np.all(np.diff(a.indices[a.indptr[p]:a.indptr[p + 1]]) > 0) for p in range(grid.n_points))
 
 
+def test_sparse_operator_of_a_convex_gather_plan(rng):
+    """sparse_operator() of a gather plan builds its own CPU sparse plan: with the probe's
+    element normals (cone apertures), so it is the operator of the gather plan's image."""
+    probe = usbeam.ConvexArray(24, 4e-4, 15e-3)
+    seq = usbeam.DivergingWave((0.0, -probe.apothem))
+    grid = usbeam.Grid(x=np.linspace(-3e-3, 3e-3, 9), z=np.linspace(5e-3, 9e-3, 5))
+    bf = usbeam.Beamformer(probe, seq, grid, fs=FS, fc=FC, c=C, t0=T0, n_samples=N_SAMPLES, f_number=1.0)
+    data = random_data(rng, (1, probe.n_elements, N_SAMPLES), np.complex64)
+    gather = bf(data).ravel()
+    by_scipy = bf.sparse_operator().astype(np.complex128) @ data.ravel().astype(np.complex128)
+    assert np.linalg.norm(gather - by_scipy) <= TOLERANCES["das_rel_l2"] * np.linalg.norm(by_scipy)
+
+
 def test_sparse_bad_input(rng):
     probe = small_probe()
     grid = random_grid(rng)

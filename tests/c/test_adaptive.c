@@ -3,7 +3,9 @@
  * lifecycle on every method, bad parameters rejected with a message naming them, and a case
  * checked by hand: four elements whose delayed samples are all 1 (a constant record), where CF
  * and GCF are 1 (output = the DAS sum 4), DMAS is the 6 pairwise products (6), p-DAS returns
- * (4 x 1)^p ... = 4^p, and MV with any subarray length returns 1 (weights summing to 1).
+ * (4 x 1)^p ... = 4^p, and MV with any subarray length returns 1 (weights summing to 1); the
+ * same four elements on a convex arc (element normals, cone apertures) give the same values;
+ * matrix arrays, elements out of order along x and apertures with a gap are refused.
  * Prints "N passed, N failed".
  */
 #include "usbeam.h"
@@ -17,7 +19,7 @@
 #define N_EL 4
 #define N_SAMPLES 64
 
-static double elements[3 * N_EL], point[3] = {0.0, 0.0, 1e-3}; /* delays ~26 samples */
+static double elements[3 * N_EL], normals[3 * N_EL], point[3] = {0.0, 0.0, 1e-3}; /* delays ~26 samples */
 static usbeam_transmit tx;
 
 static usbeam_adaptive_params params(usbeam_adaptive_method method)
@@ -116,6 +118,34 @@ int main(void)
     a = params(USBEAM_ADAPTIVE_CF);
     a.method = (usbeam_adaptive_method)42;
     CHECK(rejected(a, "method"));
+
+    /* convex: the four elements on an arc of radius 10 mm, normals radial; f-number 0.8 puts the
+     * point in every element's cone, so the values are those of the linear case */
+    const double radius = 10e-3, outer = cos(asin(1.5 * 3e-4 / radius));
+    a = params(USBEAM_ADAPTIVE_CF);
+    for (int e = 0; e < N_EL; ++e) {
+        const double theta = asin(elements[3 * e] / radius);
+        elements[3 * e + 2] = radius * (cos(theta) - outer);
+        normals[3 * e] = sin(theta), normals[3 * e + 1] = 0.0, normals[3 * e + 2] = cos(theta);
+    }
+    a.das.element_normals = normals;
+    a.das.f_number = 0.8;
+    CHECK(fabsf(run(a) - 4.0f) < 1e-5f);
+    a.method = USBEAM_ADAPTIVE_DMAS;
+    CHECK(fabsf(run(a) - 6.0f) < 1e-5f);
+    a.method = USBEAM_ADAPTIVE_MV;
+    CHECK(fabsf(run(a) - 1.0f) < 1e-5f);
+    /* ... a gap: element 1 turned 1.2 rad sideways no longer sees the point, its neighbours do */
+    normals[3] = sin(1.2), normals[5] = cos(1.2);
+    a.method = USBEAM_ADAPTIVE_CF;
+    CHECK(rejected(a, "not a contiguous run of elements"));
+    /* ... a matrix array's surface, elements out of order along x */
+    a = params(USBEAM_ADAPTIVE_CF);
+    a.das.surface = 1;
+    CHECK(rejected(a, "surface"));
+    a = params(USBEAM_ADAPTIVE_MV);
+    elements[3] = 0.3e-3; /* element 1 to the right of element 2 */
+    CHECK(rejected(a, "in order along the array"));
 
     /* NaN input refused, out untouched */
     a = params(USBEAM_ADAPTIVE_DMAS);

@@ -22,6 +22,13 @@ sample offset o (integer, in samples):
   R = sum_{o=-K..K} sum_{l=0}^{N-L} x_l(o) x_l(o)^H, R += delta trace(R) / L I,
   w = R^-1 1 / (1^T R^-1 1), out = mean_l w^H x_l(0).
 Layouts: data (n_frames, n_transmits, n_elements, n_samples); result (n_frames, n_points).
+
+Probes with element normals (convex arrays; beamform_general): the delays, cone apertures and
+windows of tests/reference/das.py's das_general (element e sees p when (p - e) . n_e > 0 and
+|(p - e) . t_e| <= (p - e) . n_e / (2F), window w(lateral 2F / axial); full aperture:
+w((x_e - x_c) / half x extent)).  The aperture of a point is the set of elements whose cone
+holds it, in element order, and the methods above combine it as a row of neighbours (GCF's
+DFT and MV's subarrays run along the element index).
 """
 import numpy as np
 
@@ -55,6 +62,45 @@ def element_signals(data, xe, transmits, points, *, fs, fc, c, t0, f_number, win
                 u = np.full_like(x, (x_e - (xe.max() + xe.min()) / 2) / half_array)
             mask[:, e] |= inside
             weight = np.where(inside, ref_das.window(window_kind, u, tukey_alpha), 0.0)
+            for j, o in enumerate(offsets):
+                sample = ref_das.interpolate(data[:, k, e], (tau - t0) * fs + o, interpolation)
+                if iq:
+                    sample = sample * np.exp(2j * np.pi * fc * tau)
+                s[:, :, j, e] += weight * sample
+    return s, mask
+
+
+def element_signals_general(data, positions, normals, transmits, points, *, fs, fc, c, t0, f_number,
+                             window_kind="rect", tukey_alpha=0.5, interpolation="linear", offsets=(0,)):
+    """element_signals for any line array given by element positions and normals (reference
+    das.das_general's geometry; transmits as its tuples): s (n_frames, n_points, n_offsets,
+    n_elements), zero outside each point's aperture, and the aperture mask (n_points, n_elements)."""
+    data = np.asarray(data)
+    iq = np.iscomplexobj(data)
+    data = data.astype(np.complex128 if iq else np.float64)
+    p = np.asarray(points, dtype=np.float64)
+    pos = np.asarray(positions, dtype=np.float64)
+    frames = ref_das.frames_of(normals, False)
+    xc, xh = (pos[:, 0].max() + pos[:, 0].min()) / 2, (pos[:, 0].max() - pos[:, 0].min()) / 2
+    s = np.zeros((data.shape[0], len(p), len(offsets), len(pos)), np.complex128)
+    mask = np.zeros((len(p), len(pos)), bool)
+    for k, tx in enumerate(transmits):
+        tau_tx = ref_das.transmit_path_general(tx, p, pos, c) / c
+        for e in range(len(pos)):
+            d = p - pos[e]
+            tau = tau_tx + np.linalg.norm(d, axis=1) / c
+            if f_number > 0:
+                t1, _, n = frames[e]
+                axial, lateral = d @ n, d @ t1
+                inside = (axial > 0) & (np.abs(lateral) <= axial / (2 * f_number))
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    u = np.where(inside, lateral * 2 * f_number / np.where(axial > 0, axial, 1), 0.0)
+                weight = np.where(inside, ref_das.window(window_kind, u, tukey_alpha), 0.0)
+            else:
+                inside = np.ones(len(p), bool)
+                u = np.array([(pos[e, 0] - xc) / xh if xh > 0 else 0.0])
+                weight = np.full(len(p), ref_das.window(window_kind, u, tukey_alpha)[0])
+            mask[:, e] |= inside
             for j, o in enumerate(offsets):
                 sample = ref_das.interpolate(data[:, k, e], (tau - t0) * fs + o, interpolation)
                 if iq:
@@ -127,18 +173,46 @@ def mv(s_offsets, centre, L, delta):
     return np.mean([w.conj() @ x0[l:l + L] for l in range(n_sub)])
 
 
+def _half_length(method, fs, fc, temporal_averaging, fdmas_half_taps):
+    if fdmas_half_taps is None:  # usbeam's documented default
+        fdmas_half_taps = max(4, int(np.ceil(2 * fs / fc)))
+    return temporal_averaging if method == "mv" else (fdmas_half_taps if method == "fdmas" else 0)
+
+
 def beamform(method, data, xe, transmits, points, *, fs, fc, c, t0, f_number, window_kind="rect",
              tukey_alpha=0.5, interpolation="linear", p=2.0, gcf_m0=2, subarray_length=None,
              subarray_fraction=None, diagonal_loading=0.01, temporal_averaging=0, fdmas_band=None,
              fdmas_half_taps=None):
-    iq = np.iscomplexobj(data)
-    if fdmas_half_taps is None:  # usbeam's documented default
-        fdmas_half_taps = max(4, int(np.ceil(2 * fs / fc)))
-    K = temporal_averaging if method == "mv" else (fdmas_half_taps if method == "fdmas" else 0)
-    offsets = tuple(range(-K, K + 1))
+    """A linear array at x = xe (z = 0, normals +z); transmits as das.transmit_time's."""
+    K = _half_length(method, fs, fc, temporal_averaging, fdmas_half_taps)
     s, mask = element_signals(data, xe, transmits, points, fs=fs, fc=fc, c=c, t0=t0, f_number=f_number,
                               window_kind=window_kind, tukey_alpha=tukey_alpha, interpolation=interpolation,
-                              offsets=offsets)
+                              offsets=tuple(range(-K, K + 1)))
+    return combine(method, s, mask, np.iscomplexobj(data), K, fs=fs, fc=fc, p=p, gcf_m0=gcf_m0,
+                   subarray_length=subarray_length, subarray_fraction=subarray_fraction,
+                   diagonal_loading=diagonal_loading, fdmas_band=fdmas_band)
+
+
+def beamform_general(method, data, positions, normals, transmits, points, *, fs, fc, c, t0, f_number,
+                     window_kind="rect", tukey_alpha=0.5, interpolation="linear", p=2.0, gcf_m0=2,
+                     subarray_length=None, subarray_fraction=None, diagonal_loading=0.01, temporal_averaging=0,
+                     fdmas_band=None, fdmas_half_taps=None):
+    """Any line array by element positions and normals (convex arrays); transmits as
+    das.transmit_path_general's tuples."""
+    K = _half_length(method, fs, fc, temporal_averaging, fdmas_half_taps)
+    s, mask = element_signals_general(data, positions, normals, transmits, points, fs=fs, fc=fc, c=c, t0=t0,
+                                      f_number=f_number, window_kind=window_kind, tukey_alpha=tukey_alpha,
+                                      interpolation=interpolation, offsets=tuple(range(-K, K + 1)))
+    return combine(method, s, mask, np.iscomplexobj(data), K, fs=fs, fc=fc, p=p, gcf_m0=gcf_m0,
+                   subarray_length=subarray_length, subarray_fraction=subarray_fraction,
+                   diagonal_loading=diagonal_loading, fdmas_band=fdmas_band)
+
+
+def combine(method, s, mask, iq, K, *, fs, fc, p, gcf_m0, subarray_length, subarray_fraction, diagonal_loading,
+            fdmas_band):
+    """The method applied to element signals s (n_frames, n_points, 2K + 1, n_elements) over
+    each point's aperture mask (n_points, n_elements): (n_frames, n_points)."""
+    offsets = tuple(range(-K, K + 1))
     n_frames, n_points = s.shape[:2]
     out = np.zeros((n_frames, n_points), np.complex128)
     if method == "fdmas":

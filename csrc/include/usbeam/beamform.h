@@ -139,11 +139,13 @@ void usbeam_das_sparse_csr(const usbeam_das_sparse_plan *plan, usbeam_das_sparse
 usbeam_status usbeam_das_auto_f_number(double element_width, double fc, double bandwidth, double c,
                                        double *f_number);
 
-/* Adaptive beamformers for linear arrays (csrc/beamform/adaptive.c; per-point math in
- * csrc/beamform/adaptive_math.h).  The delays, apertures, windows and interpolation are
- * those of the DAS plan built from `das` (the same table); per point the delayed element
- * signals are compounded over transmits, then combined across the receive aperture by the
- * method instead of summed.  in/out as usbeam_das_execute.  Formulas and references:
+/* Adaptive beamformers for line arrays: linear, phased and convex (element normals)
+ * (csrc/beamform/adaptive.c; per-point math in csrc/beamform/adaptive_math.h).  The delays,
+ * apertures, windows and interpolation are those of the DAS plan built from `das` (the same
+ * table); per point the delayed element signals are compounded over transmits, then combined
+ * across the receive aperture by the method instead of summed.  Refused: das.surface = 1
+ * (matrix arrays), elements not in order along x, and apertures that are not contiguous runs
+ * of elements (adaptive.c).  in/out as usbeam_das_execute.  Formulas and references:
  * adaptive_math.h and usbeam/adaptive.py. */
 typedef enum usbeam_adaptive_method {
     USBEAM_ADAPTIVE_CF = 0,    /* coherence factor x DAS */
