@@ -123,13 +123,17 @@ static mex_client *handle_arg(int nrhs, const mxArray *prhs[])
 
 /* An error from the client library, with a word on a restarted server: the old region is
  * still mapped by this handle, so the client says "stopped or died"; if a server runs
- * under the same name now, it is a new one and the handle must be reopened. */
+ * under the same name now, it is a new one and the handle must be reopened.  The probe waits
+ * up to RESTART_PROBE_MS for it: a server that was just started creates its region's file
+ * before it publishes the region, and a probe without a wait called that "gone" (seen once
+ * in CI).  Only this error path waits. */
+#define RESTART_PROBE_MS 1000
 static void client_error(mex_client *m, int status, const char *during)
 {
     char message[512];
     snprintf(message, sizeof message, "%s", usbeam_client_last_error());
     if (status == USBEAM_CLIENT_ERR_SERVER_GONE && m) {
-        usbeam_client *probe = usbeam_client_open(m->name, 0);
+        usbeam_client *probe = usbeam_client_open(m->name, RESTART_PROBE_MS);
         if (probe) {
             usbeam_client_info info;
             int pid = usbeam_client_info_get(probe, &info) == USBEAM_CLIENT_OK ? info.server_pid : -1;
