@@ -8,7 +8,7 @@
  *                 element_normals=None, surface=0)
  *       method: 'cf' | 'gcf' | 'dmas' | 'fdmas' | 'pdas' | 'mv' (usbeam_adaptive_method);
  *       element_normals (n_elements, 3) float64 and surface as das_plan's (convex arrays).
- *   adaptive_execute(plan, data, out, n_frames)   data (n_frames, n_tx, n_el, n_samples),
+ *   adaptive_execute(plan, data, out[, n_frames]) data (n_frames, n_tx, n_el, n_samples),
  *       out (n_frames, n_points) float32 (RF) or complex64 (IQ); GIL released, per-plan lock.
  *   adaptive_fdmas_taps(plan) -> tuple of the F-DMAS taps g[k], k = -K..K (complex; () if none)
  */
@@ -18,6 +18,9 @@ USBEAM_PY_PLAN_TYPE(adaptive, 0);
 
 PyArrayObject *usbeam_py_das_xyz_array(PyObject *obj, const char *name);
 int usbeam_py_das_transmits(PyObject *seq, usbeam_transmit **out, size_t *count, PyObject **keep);
+typedef usbeam_status (*usbeam_py_das_frames_run)(void *plan, size_t n_frames, const void *in, void *out);
+void usbeam_py_das_plan_shape(usbeam_py_plan *h, const usbeam_das_params *p, int in_type, int out_type);
+PyObject *usbeam_py_das_frames_execute(PyObject *args, const usbeam_py_plan_type *type, usbeam_py_das_frames_run run);
 
 static int lookup(const char *name, const char *value, const char *const *options, int *code)
 {
@@ -148,34 +151,19 @@ static PyObject *py_adaptive_plan(PyObject *self, PyObject *args, PyObject *kwar
     Py_XDECREF(normals);
     Py_DECREF(points);
     if (!h) return NULL;
-    h->npy_in = in_type;
-    h->npy_out = out_type;
-    h->n_outer = p->n_frames;
-    h->n_in = p->n_transmits * p->n_elements * p->n_samples; /* per frame */
-    h->n_out = p->n_points;                                  /* per frame */
+    usbeam_py_das_plan_shape(h, p, in_type, out_type);
     return usbeam_py_plan_wrap(h, st, plan);
+}
+
+static usbeam_status adaptive_run(void *plan, size_t n_frames, const void *in, void *out)
+{
+    return usbeam_adaptive_execute(plan, n_frames, in, out);
 }
 
 static PyObject *py_adaptive_execute(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *capsule, *in_obj, *out_obj;
-    Py_ssize_t n_frames;
-    if (!PyArg_ParseTuple(args, "OOOn", &capsule, &in_obj, &out_obj, &n_frames)) return NULL;
-    usbeam_py_plan *h = usbeam_py_plan_from(capsule, &adaptive_plan_type);
-    if (!h) return NULL;
-    if (n_frames < 1 || (size_t)n_frames > h->n_outer) {
-        PyErr_Format(PyExc_ValueError, "n_frames must be in [1, %zu] for this plan (got %zd)", h->n_outer, n_frames);
-        return NULL;
-    }
-    usbeam_cuda_exec *cuda = usbeam_py_plan_cuda(h);
-    const void *in = usbeam_py_plan_buffer(in_obj, "data", h->npy_in, (size_t)n_frames * h->n_in, 0, cuda);
-    if (!in) return NULL;
-    void *out = usbeam_py_plan_buffer(out_obj, "out", h->npy_out, (size_t)n_frames * h->n_out, 1, cuda);
-    if (!out) return NULL;
-    usbeam_py_plan_call call = usbeam_py_plan_enter(h, cuda);
-    usbeam_status st = usbeam_adaptive_execute(h->plan, (size_t)n_frames, in, out);
-    return usbeam_py_plan_finish(&call, st);
+    return usbeam_py_das_frames_execute(args, &adaptive_plan_type, adaptive_run);
 }
 
 static PyObject *py_adaptive_fdmas_taps(PyObject *self, PyObject *capsule)

@@ -213,6 +213,44 @@ static int das_args_parse(PyObject *args, PyObject *kwargs, das_args *a)
     return 0;
 }
 
+typedef usbeam_status (*usbeam_py_das_frames_run)(void *plan, size_t n_frames, const void *in, void *out);
+void usbeam_py_das_plan_shape(usbeam_py_plan *h, const usbeam_das_params *p, int in_type, int out_type);
+PyObject *usbeam_py_das_frames_execute(PyObject *args, const usbeam_py_plan_type *type, usbeam_py_das_frames_run run);
+
+/* The buffers of a plan taking (n_frames, n_transmits, n_elements, n_samples) to (n_frames,
+ * n_points), frames up to the capacity: the gather, sparse and adaptive plans (py_adaptive.c). */
+void usbeam_py_das_plan_shape(usbeam_py_plan *h, const usbeam_das_params *p, int in_type, int out_type)
+{
+    h->npy_in = in_type;
+    h->npy_out = out_type;
+    h->n_outer = p->n_frames;                                /* frames the plan can take per call */
+    h->n_in = p->n_transmits * p->n_elements * p->n_samples; /* per frame */
+    h->n_out = p->n_points;                                  /* per frame */
+}
+
+/* (plan, data, out[, n_frames]) of those plans: n_frames defaults to the capacity. */
+PyObject *usbeam_py_das_frames_execute(PyObject *args, const usbeam_py_plan_type *type, usbeam_py_das_frames_run run)
+{
+    PyObject *capsule, *in_obj, *out_obj;
+    Py_ssize_t n_frames = -1;
+    if (!PyArg_ParseTuple(args, "OOO|n", &capsule, &in_obj, &out_obj, &n_frames)) return NULL;
+    usbeam_py_plan *h = usbeam_py_plan_from(capsule, type);
+    if (!h) return NULL;
+    if (n_frames == -1) n_frames = (Py_ssize_t)h->n_outer;
+    if (n_frames < 1 || (size_t)n_frames > h->n_outer) {
+        PyErr_Format(PyExc_ValueError, "n_frames must be in [1, %zu] for this plan (got %zd)", h->n_outer, n_frames);
+        return NULL;
+    }
+    usbeam_cuda_exec *cuda = usbeam_py_plan_cuda(h);
+    const void *in = usbeam_py_plan_buffer(in_obj, "data", h->npy_in, (size_t)n_frames * h->n_in, 0, cuda);
+    if (!in) return NULL;
+    void *out = usbeam_py_plan_buffer(out_obj, "out", h->npy_out, (size_t)n_frames * h->n_out, 1, cuda);
+    if (!out) return NULL;
+    usbeam_py_plan_call call = usbeam_py_plan_enter(h, cuda);
+    usbeam_status st = run(h->plan, (size_t)n_frames, in, out);
+    return usbeam_py_plan_finish(&call, st);
+}
+
 static PyObject *py_das_plan(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     (void)self;
@@ -229,35 +267,19 @@ static PyObject *py_das_plan(PyObject *self, PyObject *args, PyObject *kwargs)
     }
     das_args_release(&a);
     if (!h) return NULL;
-    h->npy_in = a.in_type;
-    h->npy_out = a.out_type;
-    h->n_outer = a.p.n_frames; /* frames the plan can take per call */
-    h->n_in = a.p.n_transmits * a.p.n_elements * a.p.n_samples; /* per frame */
-    h->n_out = a.p.n_points;                                    /* per frame */
+    usbeam_py_das_plan_shape(h, &a.p, a.in_type, a.out_type);
     return usbeam_py_plan_wrap(h, st, plan);
+}
+
+static usbeam_status usbeam_das_execute_frames_run(void *plan, size_t n_frames, const void *in, void *out)
+{
+    return usbeam_das_execute_frames(plan, n_frames, in, out);
 }
 
 static PyObject *py_das_execute(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *capsule, *in_obj, *out_obj;
-    Py_ssize_t n_frames = -1;
-    if (!PyArg_ParseTuple(args, "OOO|n", &capsule, &in_obj, &out_obj, &n_frames)) return NULL;
-    usbeam_py_plan *h = usbeam_py_plan_from(capsule, &das_plan_type);
-    if (!h) return NULL;
-    if (n_frames == -1) n_frames = (Py_ssize_t)h->n_outer;
-    if (n_frames < 1 || (size_t)n_frames > h->n_outer) {
-        PyErr_Format(PyExc_ValueError, "n_frames must be in [1, %zu] for this plan (got %zd)", h->n_outer, n_frames);
-        return NULL;
-    }
-    usbeam_cuda_exec *cuda = usbeam_py_plan_cuda(h);
-    const void *in = usbeam_py_plan_buffer(in_obj, "data", h->npy_in, (size_t)n_frames * h->n_in, 0, cuda);
-    if (!in) return NULL;
-    void *out = usbeam_py_plan_buffer(out_obj, "out", h->npy_out, (size_t)n_frames * h->n_out, 1, cuda);
-    if (!out) return NULL;
-    usbeam_py_plan_call call = usbeam_py_plan_enter(h, cuda);
-    usbeam_status st = usbeam_das_execute_frames(h->plan, (size_t)n_frames, in, out);
-    return usbeam_py_plan_finish(&call, st);
+    return usbeam_py_das_frames_execute(args, &das_plan_type, usbeam_das_execute_frames_run);
 }
 
 static PyObject *py_das_table_bytes(PyObject *self, PyObject *capsule)
@@ -297,35 +319,19 @@ static PyObject *py_das_sparse_plan(PyObject *self, PyObject *args, PyObject *kw
     }
     das_args_release(&a);
     if (!h) return NULL;
-    h->npy_in = a.in_type;
-    h->npy_out = a.out_type;
-    h->n_outer = a.p.n_frames;
-    h->n_in = a.p.n_transmits * a.p.n_elements * a.p.n_samples;
-    h->n_out = a.p.n_points;
+    usbeam_py_das_plan_shape(h, &a.p, a.in_type, a.out_type);
     return usbeam_py_plan_wrap(h, st, plan);
+}
+
+static usbeam_status usbeam_das_sparse_execute_frames_run(void *plan, size_t n_frames, const void *in, void *out)
+{
+    return usbeam_das_sparse_execute_frames(plan, n_frames, in, out);
 }
 
 static PyObject *py_das_sparse_execute(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *capsule, *in_obj, *out_obj;
-    Py_ssize_t n_frames = -1;
-    if (!PyArg_ParseTuple(args, "OOO|n", &capsule, &in_obj, &out_obj, &n_frames)) return NULL;
-    usbeam_py_plan *h = usbeam_py_plan_from(capsule, &das_sparse_plan_type);
-    if (!h) return NULL;
-    if (n_frames == -1) n_frames = (Py_ssize_t)h->n_outer;
-    if (n_frames < 1 || (size_t)n_frames > h->n_outer) {
-        PyErr_Format(PyExc_ValueError, "n_frames must be in [1, %zu] for this plan (got %zd)", h->n_outer, n_frames);
-        return NULL;
-    }
-    usbeam_cuda_exec *cuda = usbeam_py_plan_cuda(h);
-    const void *in = usbeam_py_plan_buffer(in_obj, "data", h->npy_in, (size_t)n_frames * h->n_in, 0, cuda);
-    if (!in) return NULL;
-    void *out = usbeam_py_plan_buffer(out_obj, "out", h->npy_out, (size_t)n_frames * h->n_out, 1, cuda);
-    if (!out) return NULL;
-    usbeam_py_plan_call call = usbeam_py_plan_enter(h, cuda);
-    usbeam_status st = usbeam_das_sparse_execute_frames(h->plan, (size_t)n_frames, in, out);
-    return usbeam_py_plan_finish(&call, st);
+    return usbeam_py_das_frames_execute(args, &das_sparse_plan_type, usbeam_das_sparse_execute_frames_run);
 }
 
 static PyObject *py_das_sparse_bytes(PyObject *self, PyObject *capsule)
