@@ -127,7 +127,11 @@ def test_sigint_interrupts_a_long_rca_volume_and_the_plan_stays_usable(tmp_path)
     print(f"SIGINT -> KeyboardInterrupt: {latency * 1e3:.1f} ms from its arrival ({sent_to_caught * 1e3:.1f} ms from "
           f"the parent's kill); the whole call ({n_voxels}^3 voxels) takes {full_call:.2f} s")
     assert stopped_in_c, "the call finished before the signal: out holds the volume, not NaN"
-    assert 0 <= latency < 0.5, f"KeyboardInterrupt came {latency:.3f} s after SIGINT arrived"
+    # Only the upper bound is the requirement.  The arrival stamp is taken by the watcher thread,
+    # which needs the GIL to call time.monotonic(): when the interrupt is prompt, the main thread
+    # holds the GIL from the check to the except clause, so the stamp can land after `caught`
+    # (measured once: -39 us in a fresh-clone make test).  The stamp is then late, never early.
+    assert latency < 0.5, f"KeyboardInterrupt came {latency:.3f} s after SIGINT arrived"
     # the parent's clock includes its own scheduling and the delivery: bounded loosely (no hang)
     assert arrived - signalled < 5.0
 
