@@ -255,6 +255,17 @@ TOLERANCES = {
     "das_pwi_rho_nearest": 0.999,
     "das_pwi_max_levels_nearest": 2,
     "das_pwi_rho_linear": 0.995,
+    # The CPU execute's factored weights (issue 21, csrc/beamform/das_delays.c): per (point,
+    # element) c_rx = window x exp(+j 2 pi fc |p - e| / c) and per (point, transmit) rot_tx =
+    # exp(+j 2 pi fc tau_tx), each computed in double and rounded to float32 (6e-8 each), then
+    # multiplied in float32 (complex product ~1.2e-7) and by the interpolation weights of the
+    # fraction (itself rounded to float: 6e-8 of a sample) in float32 (6e-8): a few 1e-7 of
+    # the samples' size per weight, where the table of whole weights rounded once had 6e-8.
+    # Checked one element at a time against the float64 reference, points 0.2 to 60 mm deep
+    # and 40 mm to the side (tests/beamform/test_das_factored.py): |error| / sum of |x| over
+    # the taps; measured <= 1.3e-7 (nearest 9.4e-8, linear 1.1e-7, cubic 1.3e-7, 36 cases);
+    # bounded at about 4x that.  das_rel_l2 is unchanged (sums of ~10^3 such terms).
+    "das_factored_weight_rel": 5e-7,
     # Against PyMUST's own M @ IQ on the same IQ (complex64 vs complex128 data).
     "das_pymust_rel_l2": 1e-5,
     # Convex, phased and matrix arrays against PyMUST on data PyMUST simulates (simus /

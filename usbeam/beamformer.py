@@ -200,8 +200,10 @@ class Beamformer:
     backend : 'cpu' or 'cuda' (cuda/das.cu: device arrays in and out without copies, delays
         computed on the GPU per call, nothing tabulated; see usbeam.device)
     strict : with backend='cuda', refuse host (NumPy) data instead of copying it (TypeError)
-    max_table_bytes : budget of the precomputed delay/weight table (default: 1 GiB or a
-        quarter of the memory); beyond it the delays are recomputed on every call.
+    max_table_bytes : budget of the precomputed receive table (per point and aperture element:
+        the receive delay and the window x IQ rotation, 16 bytes, shared by every transmit and
+        frame; default: 1 GiB or a quarter of the memory); beyond it they are recomputed on
+        every call (measured within ~15 % of the table path, benchmarks/bench_das.py).
     min_coverage : the least fraction of the grid's pixels that must receive a recorded
         sample (``grid_coverage``; default 0.5): below it the plan is refused with a
         ValueError naming the likely causes (MATLAB layout, mm, a wrong t0), since the image
@@ -216,8 +218,10 @@ class Beamformer:
         temporal_averaging (mv), fdmas_band = (low, high) Hz and fdmas_half_taps (fdmas).
         An option of another method is refused (ValueError).  Adaptive methods take line
         arrays (linear, phased, convex: the receive aperture as a row of neighbouring
-        elements); a 2-D aperture (MatrixArray) is refused (TypeError).  The CUDA twin of an
-        adaptive method needs the delay table within max_table_bytes.
+        elements); a 2-D aperture (MatrixArray) is refused (TypeError).  An adaptive method
+        tabulates whole per-(point, transmit, element) delay/weight entries (4 + 4 x weights
+        bytes each) within max_table_bytes, else recomputes them per point; its CUDA twin
+        needs that table.
     formulation : 'gather' (default: per-point delay/weight entries, csrc/beamform/das.c) or
         'sparse': the same operator built once as a CSR matrix (pixels x element-samples,
         csrc/beamform/das_sparse.c) and applied as a sparse x dense product over the frames
@@ -357,7 +361,7 @@ class Beamformer:
         return self._plan
 
     def table_bytes(self):
-        """Bytes of the precomputed delay/weight table (0 when the delays are recomputed on
+        """Bytes of the precomputed receive table (0 when the receive delays are recomputed on
         every call because the table would exceed max_table_bytes)."""
         if self.method != "das" or self.formulation == "sparse":
             return 0

@@ -7,9 +7,10 @@
  * cuda/adaptive.cu).
  *
  * Delays, receive apertures, windows and interpolation weights are DAS's: the plan holds a
- * CPU DAS plan built from params->das (one frame: its staging buffer is not used) and reads
- * its per-(point, transmit, element) entries (das_internal.h), from the table when it fits
- * params->das.max_table_bytes, else recomputed per point (usbeam_das_point_entries).
+ * CPU DAS plan built from params->das (one frame, no receive table: only its geometry is
+ * used) and reads its per-(point, transmit, element) entries (das_internal.h), tabulated at
+ * plan creation when they fit params->das.max_table_bytes (usbeam_das_entry_table_create),
+ * else recomputed per point (usbeam_das_point_entries).
  *
  * Geometry: the methods treat a point's receive aperture as a row of neighbouring elements
  * (CF's N, GCF's spatial DFT across it, MV's subarrays sliding along it), so the plan takes
@@ -197,6 +198,7 @@ void usbeam_adaptive_plan_destroy(usbeam_adaptive_plan *plan)
     usbeam_free(plan->fir_re);
     usbeam_free(plan->fir_im);
     usbeam_free(plan->scratch);
+    usbeam_das_entry_table_free(&plan->entries);
     usbeam_free(plan->thread_tap);
     usbeam_free(plan->thread_weight);
     usbeam_free(plan);
@@ -231,9 +233,12 @@ usbeam_status usbeam_adaptive_plan_create(const usbeam_adaptive_params *params, 
     plan->params.das.points = NULL;
     usbeam_das_params das = params->das;
     das.n_frames = 1; /* the DAS plan serves geometry and entries only */
+    das.max_table_bytes = 1; /* its receive table (DAS execute's) would go unused */
     if ((st = usbeam_das_plan_create(&das, USBEAM_BACKEND_CPU, &plan->das)) != USBEAM_OK) goto fail;
     const usbeam_das_plan *d = plan->das;
     if ((st = check_contiguous_apertures(d)) != USBEAM_OK) goto fail;
+    if ((st = usbeam_das_entry_table_create(d, params->das.max_table_bytes, &plan->entries)) != USBEAM_OK) goto fail;
+    const int has_table = plan->entries.tap != NULL;
     plan->is_iq = d->is_iq;
     plan->kind = das.input_dtype == USBEAM_DTYPE_INT16 ? USBEAM_ADAPTIVE_INT16
                  : das.input_dtype == USBEAM_DTYPE_FLOAT32 ? USBEAM_ADAPTIVE_FLOAT32 : USBEAM_ADAPTIVE_COMPLEX64;
@@ -269,19 +274,21 @@ usbeam_status usbeam_adaptive_plan_create(const usbeam_adaptive_params *params, 
         goto fail;
     }
     if (backend == USBEAM_BACKEND_CUDA) {
-        if (!d->has_table) {
+        if (!has_table) {
             st = usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT,
                              "max_table_bytes: the CUDA adaptive plan needs the delay table (%zu entries), which exceeds the budget",
-                             d->n_entries);
+                             plan->entries.n_entries);
             goto fail;
         }
         const usbeam_adaptive_tables tables = {&plan->params, plan->kind, plan->is_iq, d->taps,
                                                plan->n_offsets, plan->centre, plan->widest, plan->widest_subarray,
-                                               d->aperture_first, d->aperture_count, d->entry_offset, d->n_entries,
-                                               d->table_tap, d->table_weight, plan->fir_re, plan->fir_im};
+                                               d->aperture_first, d->aperture_count, plan->entries.offset,
+                                               plan->entries.n_entries, plan->entries.tap, plan->entries.weight,
+                                               plan->fir_re, plan->fir_im};
         if ((st = usbeam_adaptive_cuda_create(&tables, &plan->cuda)) != USBEAM_OK) goto fail;
         usbeam_das_plan_destroy(plan->das); /* the twin has its copies */
         plan->das = NULL;
+        usbeam_das_entry_table_free(&plan->entries);
         *plan_out = plan;
         return USBEAM_OK;
     }
@@ -294,8 +301,8 @@ usbeam_status usbeam_adaptive_plan_create(const usbeam_adaptive_params *params, 
         st = usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "adaptive scratch");
         goto fail;
     }
-    if (!d->has_table) {
-        const size_t per = d->thread_entries ? d->thread_entries : 1;
+    if (!has_table) {
+        const size_t per = d->max_point_entries ? d->max_point_entries : 1;
         if (!(plan->thread_tap = usbeam_alloc((size_t)plan->n_threads * per * sizeof(int32_t))) ||
             !(plan->thread_weight = usbeam_alloc((size_t)plan->n_threads * per * (size_t)d->weight_stride * sizeof(float)))) {
             st = usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "per-thread delays");
@@ -323,7 +330,7 @@ usbeam_status usbeam_adaptive_execute(usbeam_adaptive_plan *plan, size_t n_frame
         return usbeam_fail_nonfinite("data", "adaptive beamforming");
     const size_t sample_bytes = plan->kind == USBEAM_ADAPTIVE_INT16 ? 2 : (plan->kind == USBEAM_ADAPTIVE_FLOAT32 ? 4 : 8);
     const ptrdiff_t n_points = (ptrdiff_t)das->n_points;
-    const size_t per = d->thread_entries ? d->thread_entries : 1;
+    const size_t per = d->max_point_entries ? d->max_point_entries : 1;
     /* Ctrl-C between points (common/interrupt.h): a point of MV costs microseconds to
      * milliseconds, so a poll per point is cheap and a long image stops within one point */
     usbeam_interrupt interrupt;
@@ -343,9 +350,9 @@ usbeam_status usbeam_adaptive_execute(usbeam_adaptive_plan *plan, size_t n_frame
             if (usbeam_interrupt_poll(&interrupt)) continue;
             const int32_t *tap;
             const float *weight;
-            if (d->has_table) {
-                tap = d->table_tap + d->entry_offset[p];
-                weight = d->table_weight + d->entry_offset[p] * (size_t)d->weight_stride;
+            if (plan->entries.tap) {
+                tap = plan->entries.tap + plan->entries.offset[p];
+                weight = plan->entries.weight + plan->entries.offset[p] * (size_t)d->weight_stride;
             } else {
                 usbeam_das_point_entries(d, (size_t)p, tap_buf, weight_buf);
                 tap = tap_buf;

@@ -1,8 +1,9 @@
 /*
  * adaptive_internal.h - the adaptive beamformers' plan (csrc/beamform/adaptive.c; not part of
- * the public contract).  It holds a CPU DAS plan for the delays, apertures and weights
- * (das_internal.h), the F-DMAS filter and per-thread scratch.  A CUDA plan keeps only `cuda`
- * (the twin in cuda/adaptive.cu owns device copies of the table) and the filter design.
+ * the public contract).  It holds a CPU DAS plan for the geometry and apertures, the DAS
+ * whole entries of every point (das_internal.h, usbeam_das_entry_table) when they fit the
+ * budget, the F-DMAS filter and per-thread scratch.  A CUDA plan keeps only `cuda` (the twin
+ * in cuda/adaptive.cu owns device copies of the table) and the filter design.
  */
 #ifndef USBEAM_ADAPTIVE_INTERNAL_H
 #define USBEAM_ADAPTIVE_INTERNAL_H
@@ -21,8 +22,9 @@ struct usbeam_adaptive_plan {
     int n_threads;
     size_t thread_values;           /* complex doubles of scratch per thread */
     usbeam_adaptive_cplx *scratch;  /* (n_threads, thread_values) */
-    int32_t *thread_tap;            /* (n_threads, das->thread_entries) when the DAS plan has no table */
-    float *thread_weight;           /* (n_threads, das->thread_entries, weight_stride) */
+    usbeam_das_entry_table entries; /* offsets, and tap / weight when within max_table_bytes */
+    int32_t *thread_tap;            /* (n_threads, das->max_point_entries) without a table */
+    float *thread_weight;           /* (n_threads, das->max_point_entries, weight_stride) */
     usbeam_adaptive_cuda *cuda;     /* USBEAM_BACKEND_CUDA: the twin */
 };
 

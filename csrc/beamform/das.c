@@ -1,20 +1,31 @@
 /*
- * das.c - delay-and-sum beamforming for linear arrays, CPU execute (OpenMP).
+ * das.c - delay-and-sum beamforming, CPU execute (OpenMP), for any probe: linear arrays and
+ * the general geometry (convex, phased, matrix) take the same paths, the difference lies
+ * only in the receive part (das_delays.c).
  *
  * Layouts: in  (n_frames, n_transmits, n_elements, n_samples): int16 / float32 RF or
  *              complex64 IQ (interleaved re, im);
  *          out (n_frames, n_points): float32 (RF) or complex64 (IQ).
- * Units: none here; the plan (das_setup.c) turned geometry (m, s, Hz) into sample taps
- * and weights with the window and the IQ phase rotation exp(+j 2 pi fc tau) folded in.
+ * Units: none here; the plan (das_setup.c, das_delays.c) turned geometry (m, s, Hz) into
+ * sample indices and weights (layouts in das_internal.h).
  *
  * Why this shape: each (point, transmit, element) needs one delay and one set of weights
  * that all frames share, so the input is first staged in the plan as
- * (transmit, element, sample, frame) float32 planes (re and im apart).  The frame loop is
- * then innermost, contiguous and vectorised, and a tap of every frame is one row: the
- * kernels keep blocks of 32 (then 8) frames of sums in vector registers across all the
- * entries of a point; a single frame is vectorised over the entries instead.  Points run
- * in parallel, in tiles whose output rows are written contiguously; each thread has its
- * own scratch.
+ * (transmit, element, sample, frame) float32 planes (re and im apart; channels an odd
+ * number of cache lines apart).  The frame loop is then innermost, contiguous and
+ * vectorised, and a tap of every frame is one row.  Per point, the delay splits into a
+ * receive part per (point, element), from the table or computed once per point and shared
+ * by every transmit, and a transmit part per (point, transmit); the entries (row offset and
+ * weights) of a block of (transmit, element) pairs are formed in the thread's scratch
+ * (das_delays.c) and summed by the kernels: blocks of 32 and 16 frames in 16-lane vectors,
+ * 8 frames as two units (taps or entries) per vector, a last partial block of 8 lanes, and
+ * a single frame formed and summed in one loop over the entries (das_delays.c,
+ * usbeam_das_transmit_sum_single).  Each kernel splits its sums over
+ * enough independent accumulators to cover the FMA latency (8 chains).  The kernels are
+ * built for AVX-512, AVX2 + FMA and the baseline (das_kernels.h) and chosen at run time.
+ * Points run in parallel, in tiles whose output rows are written contiguously; each thread
+ * has its own scratch.  Ctrl-C is polled once per tile (common/interrupt.h); an interrupted
+ * call leaves NaN in every output value.
  * Reference: Perrot et al., "So you think you can DAS?", Ultrasonics 111 (2021) 106309.
  */
 #include "beamform/das_internal.h"
@@ -32,13 +43,11 @@
 #include <omp.h>
 #endif
 
+
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-/* An AVX2 + FMA build (x86-64-v3) of the hot loops besides the baseline, chosen when the
- * library loads.  (An AVX-512 clone measured no faster on the EPYC development machine:
- * the kernels are bound by loads and FMA latency, not by vector width.) */
-#define USBEAM_HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
+#define USBEAM_DAS_MULTI_ISA 1
 #else
-#define USBEAM_HOT
+#define USBEAM_DAS_MULTI_ISA 0
 #endif
 
 #define STAGE_TILE 32
@@ -50,7 +59,7 @@ static size_t stage_input(const usbeam_das_plan *plan, size_t n_frames, const vo
 {
     const usbeam_das_params *prm = &plan->params;
     const size_t n_samples = prm->n_samples;
-    const size_t channel = n_samples * n_frames;           /* staged floats per (t, e) */
+    const size_t channel = usbeam_das_channel_floats(n_samples, n_frames); /* staged floats per (t, e) */
     const size_t frame_stride = prm->n_transmits * prm->n_elements * n_samples; /* input samples per frame */
     const ptrdiff_t n_channels = (ptrdiff_t)(prm->n_transmits * prm->n_elements);
     float *re_plane = plan->stage, *im_plane = plan->stage + plan->stage_plane;
@@ -88,179 +97,316 @@ static size_t stage_input(const usbeam_das_plan *plan, size_t n_frames, const vo
     return bad_channels;
 }
 
-/* The entries of one point, as the kernels read them. */
-typedef struct point_view {
+/* A block of a point's entries, as the kernels read them (layout in das_internal.h). */
+typedef struct entries_view {
     const float *re_plane, *im_plane; /* staged data */
-    const int32_t *tap;               /* (n_entries) first tap of each entry */
-    const float *weight;              /* (n_entries, weight_stride) */
-    size_t n_transmits, count;        /* entries = n_transmits x count (aperture) */
-    size_t channel0;                  /* staged offset of (transmit 0, first aperture element) */
-    size_t transmit_stride;           /* staged floats between transmits */
-    size_t channel;                   /* staged floats per channel: n_samples x n_frames */
-    size_t n_frames;
-} point_view;
+    const ptrdiff_t *row;             /* (n) staged offset of each entry's first tap row */
+    const float *weight;              /* (n, weight_stride) */
+    size_t n;                         /* entries */
+    size_t frames;                    /* staged frames: floats between the rows of two taps */
+} entries_view;
 
-/* Eight frames of one staged row.  GCC/Clang vector extensions: the compiler maps them on
- * whatever the clone's instruction set offers (one AVX2 register, two SSE registers). */
+/* GCC/Clang vector extensions: the compiler maps them on whatever the clone's instruction set
+ * offers (one AVX-512 register, two AVX2 registers, four SSE registers). */
+typedef float frames16 __attribute__((vector_size(64)));
 typedef float frames8 __attribute__((vector_size(32)));
+typedef float floats4 __attribute__((vector_size(16)));
 
-/* Unaligned load / store of 8 floats (macros: a function passing a 32-byte vector by
- * value would change ABI between the clones). */
+/* Unaligned loads / stores (macros: a function passing a vector by value would change ABI
+ * between the clones). */
+#define LOAD16(dst, src) memcpy(&(dst), (src), sizeof(frames16))
 #define LOAD8(dst, src) memcpy(&(dst), (src), sizeof(frames8))
 #define STORE8(dst, src) memcpy((dst), &(src), sizeof(frames8))
+/* two 8-frame rows as one 16-lane vector */
+#define LOAD_PAIR(dst, lo_src, hi_src)                                                        \
+    do {                                                                                      \
+        frames8 lo_, hi_;                                                                     \
+        LOAD8(lo_, lo_src);                                                                   \
+        LOAD8(hi_, hi_src);                                                                   \
+        dst = __builtin_shufflevector(lo_, hi_, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15); \
+    } while (0)
+#define LOW8(v) __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7)
+#define HIGH8(v) __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15)
 
-/* Sum over a point's entries for frames f0 .. f0 + 8 NV - 1 into acc[0 .. 8 NV - 1], NV
- * vectors of sums per plane held in registers for the whole point (they touch memory once). */
-#define DEFINE_BLOCK_KERNELS(TAPS, NV)                                                                     \
-    USBEAM_HOT static void iq_block_##TAPS##_##NV(const point_view *v, size_t f0, float *acc_re,           \
-                                                   float *acc_im)                                           \
-    {                                                                                                      \
-        frames8 sum_re[NV], sum_im[NV];                                                                    \
-        for (int q = 0; q < NV; ++q) sum_re[q] = sum_im[q] = (frames8){0};                                 \
-        for (size_t t = 0, j = 0; t < v->n_transmits; ++t) {                                               \
-            const size_t base = v->channel0 + t * v->transmit_stride + f0;                                 \
-            for (size_t e = 0; e < v->count; ++e, ++j) {                                                   \
-                const size_t row = base + e * v->channel + (size_t)v->tap[j] * v->n_frames;                \
-                for (int k = 0; k < TAPS; ++k) {                                                           \
-                    const float *xr = v->re_plane + row + (size_t)k * v->n_frames;                         \
-                    const float *xi = v->im_plane + row + (size_t)k * v->n_frames;                         \
-                    const float wr = v->weight[j * 2 * TAPS + 2 * k], wi = v->weight[j * 2 * TAPS + 2 * k + 1]; \
-                    for (int q = 0; q < NV; ++q) {                                                         \
-                        frames8 a, b;                                                                      \
-                        LOAD8(a, xr + 8 * q);                                                              \
-                        LOAD8(b, xi + 8 * q);                                                              \
-                        /* four fused multiply-adds, two independent chains per sum */                     \
-                        sum_re[q] += wr * a;                                                               \
-                        sum_im[q] += wr * b;                                                               \
-                        sum_re[q] -= wi * b;                                                               \
-                        sum_im[q] += wi * a;                                                               \
-                    }                                                                                      \
-                }                                                                                          \
-            }                                                                                              \
-        }                                                                                                  \
-        for (int q = 0; q < NV; ++q) {                                                                     \
-            STORE8(acc_re + 8 * q, sum_re[q]);                                                        \
-            STORE8(acc_im + 8 * q, sum_im[q]);                                                        \
-        }                                                                                                  \
-    }                                                                                                      \
-    USBEAM_HOT static void rf_block_##TAPS##_##NV(const point_view *v, size_t f0, float *acc_re)           \
-    {                                                                                                      \
-        frames8 sum[NV];                                                                                   \
-        for (int q = 0; q < NV; ++q) sum[q] = (frames8){0};                                                \
-        for (size_t t = 0, j = 0; t < v->n_transmits; ++t) {                                               \
-            const size_t base = v->channel0 + t * v->transmit_stride + f0;                                 \
-            for (size_t e = 0; e < v->count; ++e, ++j) {                                                   \
-                const size_t row = base + e * v->channel + (size_t)v->tap[j] * v->n_frames;                \
-                for (int k = 0; k < TAPS; ++k) {                                                           \
-                    const float *x = v->re_plane + row + (size_t)k * v->n_frames;                          \
-                    const float w = v->weight[j * TAPS + k];                                               \
-                    for (int q = 0; q < NV; ++q) {                                                         \
-                        frames8 a;                                                                         \
-                        LOAD8(a, x + 8 * q);                                                               \
-                        sum[q] += w * a;                                                                   \
-                    }                                                                                      \
-                }                                                                                          \
-            }                                                                                              \
-        }                                                                                                  \
-        for (int q = 0; q < NV; ++q) STORE8(acc_re + 8 * q, sum[q]);                                  \
+/* A "unit" is one tap of one entry: unit u = entry u / TAPS, tap u % TAPS, its row
+ * row[u / TAPS] + (u % TAPS) frames, its weight(s) at weight[u] (RF) or weight[2u, 2u + 1]
+ * (IQ): the sums run over units.  Every kernel ADDS its sums to acc (a point's entries come in
+ * blocks).  The FMA has a latency of 4 cycles and two issue ports: each sum is split over
+ * SETS independent accumulator sets (units alternate between them) so that at least eight
+ * FMA chains are in flight. */
+
+/* Frames f0 .. f0 + 16 NVZ - 1: NVZ 16-lane vectors per plane and unit. */
+#define DEFINE_WIDE_KERNELS(TAPS, NVZ, SETS)                                                              \
+    static void DAS_ISA(iq_wide_##TAPS##_##NVZ)(const entries_view *v, size_t f0, float *acc_re,           \
+                                                  float *acc_im)                                            \
+    {                                                                                                       \
+        frames16 rr[SETS][NVZ], ii[SETS][NVZ], ri[SETS][NVZ], ir[SETS][NVZ];                                \
+        for (int h = 0; h < SETS; ++h)                                                                      \
+            for (int q = 0; q < NVZ; ++q) rr[h][q] = ii[h][q] = ri[h][q] = ir[h][q] = (frames16){0};        \
+        const size_t units = v->n * TAPS;                                                                   \
+        size_t u = 0;                                                                                       \
+        for (; u + SETS <= units; u += SETS) {                                                              \
+            _Pragma("GCC unroll 4") for (int h = 0; h < SETS; ++h) {                                        \
+                const size_t w = u + (size_t)h;                                                             \
+                const size_t off = (size_t)v->row[w / TAPS] + (w % TAPS) * v->frames + f0;                  \
+                const float wr = v->weight[2 * w], wi = v->weight[2 * w + 1];                               \
+                _Pragma("GCC unroll 4") for (int q = 0; q < NVZ; ++q) {                                     \
+                    frames16 a, b;                                                                          \
+                    LOAD16(a, v->re_plane + off + 16 * q);                                                  \
+                    LOAD16(b, v->im_plane + off + 16 * q);                                                  \
+                    rr[h][q] += wr * a;                                                                     \
+                    ii[h][q] += wr * b;                                                                     \
+                    ri[h][q] += wi * b;                                                                     \
+                    ir[h][q] += wi * a;                                                                     \
+                }                                                                                           \
+            }                                                                                               \
+        }                                                                                                   \
+        for (; u < units; ++u) {                                                                            \
+            const size_t off = (size_t)v->row[u / TAPS] + (u % TAPS) * v->frames + f0;                     \
+            const float wr = v->weight[2 * u], wi = v->weight[2 * u + 1];                                   \
+            for (int q = 0; q < NVZ; ++q) {                                                                 \
+                frames16 a, b;                                                                              \
+                LOAD16(a, v->re_plane + off + 16 * q);                                                      \
+                LOAD16(b, v->im_plane + off + 16 * q);                                                      \
+                rr[0][q] += wr * a;                                                                         \
+                ii[0][q] += wr * b;                                                                         \
+                ri[0][q] += wi * b;                                                                         \
+                ir[0][q] += wi * a;                                                                         \
+            }                                                                                               \
+        }                                                                                                   \
+        for (int q = 0; q < NVZ; ++q) {                                                                     \
+            frames16 sum_re, sum_im, old;                                                                   \
+            sum_re = rr[0][q] - ri[0][q], sum_im = ii[0][q] + ir[0][q];                                     \
+            for (int h = 1; h < SETS; ++h) sum_re += rr[h][q] - ri[h][q], sum_im += ii[h][q] + ir[h][q];    \
+            LOAD16(old, acc_re + 16 * q);                                                                   \
+            old += sum_re;                                                                                  \
+            memcpy(acc_re + 16 * q, &old, sizeof old);                                                      \
+            LOAD16(old, acc_im + 16 * q);                                                                   \
+            old += sum_im;                                                                                  \
+            memcpy(acc_im + 16 * q, &old, sizeof old);                                                      \
+        }                                                                                                   \
+    }                                                                                                       \
+    static void DAS_ISA(rf_wide_##TAPS##_##NVZ)(const entries_view *v, size_t f0, float *acc_re)           \
+    {                                                                                                       \
+        frames16 sum[2 * SETS][NVZ];                                                                        \
+        for (int h = 0; h < 2 * SETS; ++h)                                                                  \
+            for (int q = 0; q < NVZ; ++q) sum[h][q] = (frames16){0};                                        \
+        const size_t units = v->n * TAPS;                                                                   \
+        size_t u = 0;                                                                                       \
+        for (; u + 2 * SETS <= units; u += 2 * SETS) {                                                      \
+            _Pragma("GCC unroll 8") for (int h = 0; h < 2 * SETS; ++h) {                                    \
+                const size_t w = u + (size_t)h;                                                             \
+                const size_t off = (size_t)v->row[w / TAPS] + (w % TAPS) * v->frames + f0;                  \
+                const float wk = v->weight[w];                                                              \
+                _Pragma("GCC unroll 4") for (int q = 0; q < NVZ; ++q) {                                     \
+                    frames16 a;                                                                             \
+                    LOAD16(a, v->re_plane + off + 16 * q);                                                  \
+                    sum[h][q] += wk * a;                                                                    \
+                }                                                                                           \
+            }                                                                                               \
+        }                                                                                                   \
+        for (; u < units; ++u) {                                                                            \
+            const size_t off = (size_t)v->row[u / TAPS] + (u % TAPS) * v->frames + f0;                      \
+            const float wk = v->weight[u];                                                                  \
+            for (int q = 0; q < NVZ; ++q) {                                                                 \
+                frames16 a;                                                                                 \
+                LOAD16(a, v->re_plane + off + 16 * q);                                                      \
+                sum[0][q] += wk * a;                                                                        \
+            }                                                                                               \
+        }                                                                                                   \
+        for (int q = 0; q < NVZ; ++q) {                                                                     \
+            frames16 total = sum[0][q], old;                                                                \
+            for (int h = 1; h < 2 * SETS; ++h) total += sum[h][q];                                          \
+            LOAD16(old, acc_re + 16 * q);                                                                   \
+            old += total;                                                                                   \
+            memcpy(acc_re + 16 * q, &old, sizeof old);                                                      \
+        }                                                                                                   \
     }
 
-DEFINE_BLOCK_KERNELS(1, 4)
-DEFINE_BLOCK_KERNELS(1, 1)
-DEFINE_BLOCK_KERNELS(2, 4)
-DEFINE_BLOCK_KERNELS(2, 1)
-DEFINE_BLOCK_KERNELS(4, 4)
-DEFINE_BLOCK_KERNELS(4, 1)
+/* Frames f0 .. f0 + 7: two units share a 16-lane vector (the low half unit u, the high half
+ * unit u + 1), so an 8-frame row fills the vector.  The weights of units u and u + 1 are one
+ * 16-float load permuted in registers (the scratch has room past the last entry, and an odd
+ * last unit pairs with zero weights written there by beamform_entries).  CONTIG: the two
+ * units are taps k, k + 1 of one entry and rows are 8 frames long (n_frames = 8), so their
+ * rows are one contiguous 16-float load. */
+#define DEFINE_PAIR_KERNELS(TAPS, CONTIG, NAME)                                                            \
+    static void DAS_ISA(iq_##NAME##_##TAPS)(const entries_view *v, size_t f0, float *acc_re, float *acc_im) \
+    {                                                                                                       \
+        frames16 rr[2], ii[2], ri[2], ir[2];                                                                \
+        for (int h = 0; h < 2; ++h) rr[h] = ii[h] = ri[h] = ir[h] = (frames16){0};                          \
+        const size_t units = v->n * TAPS;                                                                   \
+        size_t u = 0;                                                                                       \
+        for (; u + 4 <= units; u += 4) {                                                                    \
+            _Pragma("GCC unroll 2") for (int h = 0; h < 2; ++h) {                                           \
+                const size_t w = u + 2 * (size_t)h;                                                         \
+                PAIR_IQ_UNIT(TAPS, CONTIG, h, w, w + 1)                                                     \
+            }                                                                                               \
+        }                                                                                                   \
+        for (; u < units; u += 2) {                                                                         \
+            PAIR_IQ_UNIT(TAPS, CONTIG, 0, u, u + 1 < units ? u + 1 : u)                                     \
+        }                                                                                                   \
+        const frames16 sum_re = (rr[0] + rr[1]) - (ri[0] + ri[1]), sum_im = (ii[0] + ii[1]) + (ir[0] + ir[1]); \
+        frames8 old;                                                                                        \
+        LOAD8(old, acc_re);                                                                                 \
+        old += LOW8(sum_re) + HIGH8(sum_re);                                                                \
+        STORE8(acc_re, old);                                                                                \
+        LOAD8(old, acc_im);                                                                                 \
+        old += LOW8(sum_im) + HIGH8(sum_im);                                                                \
+        STORE8(acc_im, old);                                                                                \
+    }                                                                                                       \
+    static void DAS_ISA(rf_##NAME##_##TAPS)(const entries_view *v, size_t f0, float *acc_re)               \
+    {                                                                                                       \
+        frames16 sum[4];                                                                                    \
+        for (int h = 0; h < 4; ++h) sum[h] = (frames16){0};                                                 \
+        const size_t units = v->n * TAPS;                                                                   \
+        size_t u = 0;                                                                                       \
+        for (; u + 8 <= units; u += 8) {                                                                    \
+            _Pragma("GCC unroll 4") for (int h = 0; h < 4; ++h) {                                           \
+                const size_t w = u + 2 * (size_t)h;                                                         \
+                PAIR_RF_UNIT(TAPS, CONTIG, h, w, w + 1)                                                     \
+            }                                                                                               \
+        }                                                                                                   \
+        for (; u < units; u += 2) {                                                                         \
+            PAIR_RF_UNIT(TAPS, CONTIG, 0, u, u + 1 < units ? u + 1 : u)                                     \
+        }                                                                                                   \
+        const frames16 total = (sum[0] + sum[1]) + (sum[2] + sum[3]);                                       \
+        frames8 old;                                                                                        \
+        LOAD8(old, acc_re);                                                                                 \
+        old += LOW8(total) + HIGH8(total);                                                                  \
+        STORE8(acc_re, old);                                                                                \
+    }
 
-#if defined(_OPENMP)
-#define SIMD_SUM_IQ _Pragma("omp simd reduction(+ : sum_re, sum_im)")
-#define SIMD_SUM_RF _Pragma("omp simd reduction(+ : sum)")
-#else
-#define SIMD_SUM_IQ
-#define SIMD_SUM_RF
+/* rows of units W0 (low half) and W1 (high half) of plane X into the vector DST */
+#define PAIR_ROWS(DST, X, TAPS, CONTIG, W0, W1)                                                             \
+    {                                                                                                       \
+        const size_t off0_ = (size_t)v->row[(W0) / TAPS] + ((W0) % TAPS) * v->frames + f0;                  \
+        if (CONTIG) {                                                                                       \
+            LOAD16(DST, (X) + off0_);                                                                       \
+        } else {                                                                                            \
+            const size_t off1_ = (size_t)v->row[(W1) / TAPS] + ((W1) % TAPS) * v->frames + f0;              \
+            LOAD_PAIR(DST, (X) + off0_, (X) + off1_);                                                       \
+        }                                                                                                   \
+    }
+#define PAIR_IQ_UNIT(TAPS, CONTIG, H, W0, W1)                                                               \
+    {                                                                                                       \
+        frames16 wq, a, b;                                                                                  \
+        LOAD16(wq, v->weight + 2 * (W0));                                                                   \
+        const frames16 wr = __builtin_shufflevector(wq, wq, 0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2); \
+        const frames16 wi = __builtin_shufflevector(wq, wq, 1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3); \
+        PAIR_ROWS(a, v->re_plane, TAPS, CONTIG, W0, W1)                                                     \
+        PAIR_ROWS(b, v->im_plane, TAPS, CONTIG, W0, W1)                                                     \
+        rr[H] += wr * a;                                                                                    \
+        ii[H] += wr * b;                                                                                    \
+        ri[H] += wi * b;                                                                                    \
+        ir[H] += wi * a;                                                                                    \
+    }
+#define PAIR_RF_UNIT(TAPS, CONTIG, H, W0, W1)                                                               \
+    {                                                                                                       \
+        frames16 wq, a;                                                                                     \
+        LOAD16(wq, v->weight + (W0));                                                                       \
+        const frames16 wk = __builtin_shufflevector(wq, wq, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1); \
+        PAIR_ROWS(a, v->re_plane, TAPS, CONTIG, W0, W1)                                                     \
+        sum[H] += wk * a;                                                                                   \
+    }
+
+
+/* The kernels, built once per instruction set (das_kernels.h) and chosen at run time:
+ * AVX-512 (x86-64-v4: one 16-lane register per vector), AVX2 + FMA (x86-64-v3: two) and the
+ * baseline.  (GCC's target_clones would do this, but its resolver picked the baseline on the
+ * development machine's KVM guest, AVX-512 and all: the dispatch is explicit instead.) */
+typedef void (*entries_kernel)(const usbeam_das_plan *plan, const entries_view *v, size_t n_frames, float *acc_re,
+                               float *acc_im);
+#define DAS_ISA(name) name##_baseline
+#include "beamform/das_kernels.h"
+#undef DAS_ISA
+#if USBEAM_DAS_MULTI_ISA
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,bmi,bmi2,popcnt,lzcnt,f16c,movbe")
+#define DAS_ISA(name) name##_avx2
+#include "beamform/das_kernels.h"
+#undef DAS_ISA
+#pragma GCC pop_options
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512vl,avx512bw,avx512dq,avx512cd,avx2,fma,bmi,bmi2,popcnt,lzcnt,f16c,movbe")
+#define DAS_ISA(name) name##_avx512
+#include "beamform/das_kernels.h"
+#undef DAS_ISA
+#pragma GCC pop_options
 #endif
 
-/* A single frame: no frame axis to vectorise, so the vector lanes take entries instead
- * (gathered samples, an OpenMP SIMD reduction). */
-#define DEFINE_SINGLE_KERNELS(TAPS)                                                                         \
-    USBEAM_HOT static void iq_single_##TAPS(const point_view *v, float *acc_re, float *acc_im)               \
-    {                                                                                                      \
-        float sum_re = 0.0f, sum_im = 0.0f;                                                                \
-        for (size_t t = 0; t < v->n_transmits; ++t) {                                                      \
-            const size_t j0 = t * v->count;                                                                \
-            const float *re = v->re_plane + v->channel0 + t * v->transmit_stride;                          \
-            const float *im = v->im_plane + v->channel0 + t * v->transmit_stride;                          \
-            const int32_t *tap = v->tap + j0;                                                              \
-            const float *w = v->weight + j0 * 2 * TAPS;                                                    \
-            const ptrdiff_t count = (ptrdiff_t)v->count, channel = (ptrdiff_t)v->channel;                  \
-            SIMD_SUM_IQ                                                                                    \
-            for (ptrdiff_t e = 0; e < count; ++e) {                                                        \
-                const ptrdiff_t row = e * channel + tap[e];                                                \
-                for (int k = 0; k < TAPS; ++k) {                                                           \
-                    const float a = re[row + k], b = im[row + k];                                          \
-                    const float wr = w[e * 2 * TAPS + 2 * k], wi = w[e * 2 * TAPS + 2 * k + 1];            \
-                    sum_re += wr * a - wi * b;                                                             \
-                    sum_im += wr * b + wi * a;                                                             \
-                }                                                                                          \
-            }                                                                                              \
-        }                                                                                                  \
-        *acc_re = sum_re;                                                                                  \
-        *acc_im = sum_im;                                                                                  \
-    }                                                                                                      \
-    USBEAM_HOT static void rf_single_##TAPS(const point_view *v, float *acc_re)                             \
-    {                                                                                                      \
-        float sum = 0.0f;                                                                                  \
-        for (size_t t = 0; t < v->n_transmits; ++t) {                                                      \
-            const size_t j0 = t * v->count;                                                                \
-            const float *x = v->re_plane + v->channel0 + t * v->transmit_stride;                           \
-            const int32_t *tap = v->tap + j0;                                                              \
-            const float *w = v->weight + j0 * TAPS;                                                        \
-            const ptrdiff_t count = (ptrdiff_t)v->count, channel = (ptrdiff_t)v->channel;                  \
-            SIMD_SUM_RF                                                                                    \
-            for (ptrdiff_t e = 0; e < count; ++e) {                                                        \
-                const ptrdiff_t row = e * channel + tap[e];                                                \
-                for (int k = 0; k < TAPS; ++k) sum += w[e * TAPS + k] * x[row + k];                        \
-            }                                                                                              \
-        }                                                                                                  \
-        *acc_re = sum;                                                                                     \
-    }
-
-DEFINE_SINGLE_KERNELS(1)
-DEFINE_SINGLE_KERNELS(2)
-DEFINE_SINGLE_KERNELS(4)
-
-/* All frames of one point into acc_re / acc_im: blocks of 32, then of 8; the last
- * n_frames % 8 frames by an 8-frame block whose extra lanes read past the row (into the
- * next row, or the staging buffer's padding: finite values) and are not stored. */
-static void beamform_point(const usbeam_das_plan *plan, const point_view *v, float *acc_re, float *acc_im)
+static entries_kernel choose_kernels(void)
 {
-    const size_t n_frames = v->n_frames;
-    if (n_frames == 1) {
-        switch (plan->taps) {
-        case 1: plan->is_iq ? iq_single_1(v, acc_re, acc_im) : rf_single_1(v, acc_re); break;
-        case 2: plan->is_iq ? iq_single_2(v, acc_re, acc_im) : rf_single_2(v, acc_re); break;
-        default: plan->is_iq ? iq_single_4(v, acc_re, acc_im) : rf_single_4(v, acc_re); break;
+#if USBEAM_DAS_MULTI_ISA
+    switch (usbeam_das_isa()) {
+    case 2: return beamform_entries_avx512;
+    case 1: return beamform_entries_avx2;
+    default: break;
+    }
+#endif
+    return beamform_entries_baseline;
+}
+
+/* All frames of point p into acc_re / acc_im (zeroed here): its receive part (from the table
+ * or computed into the thread's scratch), then for each transmit the entries, summed a block
+ * of USBEAM_DAS_ENTRY_BLOCK at a time. */
+static void beamform_point(const usbeam_das_plan *plan, entries_kernel beamform_entries, float *scratch, size_t p, size_t n_frames, float *acc_re,
+                           float *acc_im)
+{
+    const usbeam_das_params *prm = &plan->params;
+    const size_t count = (size_t)plan->aperture_count[p];
+    for (size_t f = 0; f < n_frames; ++f) acc_re[f] = acc_im[f] = 0.0f;
+    if (count == 0) return;
+    const size_t widest_floats = ((size_t)(plan->widest > 0 ? plan->widest : 1) + 15) / 16 * 16;
+    const double *sample;
+    const float *rx_re, *rx_im;
+    if (plan->has_table) {
+        const size_t off = plan->receive_offset[p];
+        sample = plan->table_sample + off;
+        rx_re = plan->table_re + off;
+        rx_im = plan->is_iq ? plan->table_im + off : NULL;
+    } else {
+        double *own_sample = (double *)scratch;
+        float *own_re = scratch + 2 * widest_floats, *own_im = scratch + 3 * widest_floats;
+        usbeam_das_point_receive(plan, p, own_sample, own_re, own_im);
+        sample = own_sample, rx_re = own_re, rx_im = own_im;
+    }
+    ptrdiff_t *row = (ptrdiff_t *)(scratch + 4 * widest_floats);
+    float *weight = (float *)(row + USBEAM_DAS_ENTRY_BLOCK);
+    const size_t stride = (size_t)plan->weight_stride, block = USBEAM_DAS_ENTRY_BLOCK;
+    const ptrdiff_t channel = (ptrdiff_t)usbeam_das_channel_floats(prm->n_samples, n_frames);
+    const ptrdiff_t first_row = (ptrdiff_t)plan->aperture_first[p] * channel;
+    const ptrdiff_t transmit_stride = (ptrdiff_t)prm->n_elements * channel;
+    entries_view view = {plan->stage, plan->stage + plan->stage_plane, row, weight, 0, n_frames};
+    for (size_t t = 0; t < prm->n_transmits; ++t) {
+        const double tx_time = plan->tx_time[p * prm->n_transmits + t];
+        const double s_tx = (tx_time - prm->t0) * prm->fs;
+        double rot_re = 1.0, rot_im = 0.0;
+        if (plan->is_iq) usbeam_das_rotation(prm->fc * tx_time, &rot_re, &rot_im);
+        if (n_frames == 1) { /* formed and summed in one loop */
+            const ptrdiff_t row0 = first_row + (ptrdiff_t)t * transmit_stride;
+            usbeam_das_transmit_sum_single(plan, count, sample, rx_re, rx_im, s_tx, (float)rot_re, (float)rot_im, channel,
+                                           view.re_plane + row0, view.im_plane + row0, acc_re, acc_im);
+            continue;
         }
-        return;
-    }
-    size_t f0 = 0;
-#define RUN_BLOCK(NV, RE, IM)                                                                   \
-    switch (plan->taps) {                                                                       \
-    case 1: plan->is_iq ? iq_block_1_##NV(v, f0, RE, IM) : rf_block_1_##NV(v, f0, RE); break;   \
-    case 2: plan->is_iq ? iq_block_2_##NV(v, f0, RE, IM) : rf_block_2_##NV(v, f0, RE); break;   \
-    default: plan->is_iq ? iq_block_4_##NV(v, f0, RE, IM) : rf_block_4_##NV(v, f0, RE); break;  \
-    }
-    for (; f0 + 32 <= n_frames; f0 += 32) RUN_BLOCK(4, acc_re + f0, acc_im + f0)
-    for (; f0 + 8 <= n_frames; f0 += 8) RUN_BLOCK(1, acc_re + f0, acc_im + f0)
-    if (f0 < n_frames) {
-        float last_re[8], last_im[8];
-        RUN_BLOCK(1, last_re, last_im)
-        for (size_t f = f0; f < n_frames; ++f) {
-            acc_re[f] = last_re[f - f0];
-            acc_im[f] = last_im[f - f0];
+        for (size_t i0 = 0; i0 < count;) {
+            const size_t n = count - i0 < block - view.n ? count - i0 : block - view.n;
+            usbeam_das_transmit_entries(plan, n, sample + i0, rx_re + i0, rx_im ? rx_im + i0 : NULL, s_tx,
+                                        (float)rot_re, (float)rot_im,
+                                        first_row + (ptrdiff_t)t * transmit_stride + (ptrdiff_t)i0 * channel, channel,
+                                        (ptrdiff_t)n_frames, row + view.n, weight + view.n * stride);
+            view.n += n;
+            i0 += n;
+            if (view.n == block) {
+                memset(weight + view.n * stride, 0, 16 * sizeof(float)); /* pair kernels: past an odd last unit */
+                beamform_entries(plan, &view, n_frames, acc_re, acc_im);
+                view.n = 0;
+            }
         }
     }
-#undef RUN_BLOCK
+    if (view.n) {
+        memset(weight + view.n * stride, 0, 16 * sizeof(float));
+        beamform_entries(plan, &view, n_frames, acc_re, acc_im);
+    }
 }
 
 usbeam_status usbeam_das_execute(usbeam_das_plan *plan, const void *in, void *out)
@@ -290,8 +436,11 @@ usbeam_status usbeam_das_execute_frames(usbeam_das_plan *plan, size_t n_frames, 
 
     /* Points go in tiles of USBEAM_DAS_POINT_TILE: each point's frames land in the thread's
      * tile, then every frame's run of the tile's points is written to out contiguously
-     * (instead of n_frames scattered stores per point). */
+     * (instead of n_frames scattered stores per point).  (A Z-order of the points, tried for
+     * cache reuse, measured 5-35 % slower than the grid's own order: consecutive points of a
+     * row read rows of the same elements a few samples apart, which the prefetchers follow.) */
     const size_t tile = USBEAM_DAS_POINT_TILE;
+    const entries_kernel kernels = choose_kernels();
     const ptrdiff_t n_tiles = (ptrdiff_t)((n_points + tile - 1) / tile);
     usbeam_interrupt interrupt; /* Ctrl-C between tiles (common/interrupt.h) */
     usbeam_interrupt_begin(&interrupt);
@@ -305,37 +454,13 @@ usbeam_status usbeam_das_execute_frames(usbeam_das_plan *plan, size_t n_frames, 
         /* (point of the tile, frame): the kernels write each point's frames contiguously */
         float *tile_re = plan->tile + (size_t)thread * 2 * prm->n_frames * tile;
         float *tile_im = tile_re + prm->n_frames * tile;
-        int32_t *own_tap = plan->has_table ? NULL : plan->thread_tap + (size_t)thread * plan->thread_entries;
-        float *own_weight = plan->has_table ? NULL
-                                            : plan->thread_weight + (size_t)thread * plan->thread_entries * (size_t)plan->weight_stride;
+        float *scratch = plan->scratch + (size_t)thread * plan->thread_floats;
 #pragma omp for schedule(dynamic, 1)
         for (ptrdiff_t k = 0; k < n_tiles; ++k) {
             if (usbeam_interrupt_poll(&interrupt)) continue;
             const size_t p0 = (size_t)k * tile, m = n_points - p0 < tile ? n_points - p0 : tile;
-            for (size_t i = 0; i < m; ++i) {
-                const size_t p = p0 + i;
-                const int32_t *tap = own_tap;
-                const float *weight = own_weight;
-                if (plan->has_table) {
-                    tap = plan->table_tap + plan->entry_offset[p];
-                    weight = plan->table_weight + plan->entry_offset[p] * (size_t)plan->weight_stride;
-                } else {
-                    usbeam_das_point_entries(plan, p, own_tap, own_weight);
-                }
-                const point_view view = {
-                    .re_plane = plan->stage,
-                    .im_plane = plan->stage + plan->stage_plane,
-                    .tap = tap,
-                    .weight = weight,
-                    .n_transmits = prm->n_transmits,
-                    .count = (size_t)plan->aperture_count[p],
-                    .channel0 = (size_t)plan->aperture_first[p] * prm->n_samples * n_frames,
-                    .transmit_stride = prm->n_elements * prm->n_samples * n_frames,
-                    .channel = prm->n_samples * n_frames,
-                    .n_frames = n_frames,
-                };
-                beamform_point(plan, &view, tile_re + i * n_frames, tile_im + i * n_frames);
-            }
+            for (size_t i = 0; i < m; ++i)
+                beamform_point(plan, kernels, scratch, p0 + i, n_frames, tile_re + i * n_frames, tile_im + i * n_frames);
             /* transpose on the way out: each frame's run of m points is contiguous in out */
             for (size_t f = 0; f < n_frames; ++f) {
                 if (plan->is_iq) {

@@ -1,10 +1,17 @@
 /*
- * das_delays.c - the geometry of one point for delay-and-sum (any probe): transmit time, and for each
- * (transmit, element of the receive aperture) the first interpolation tap and its weights
- * with the window and the IQ phase rotation folded in (layout in das_internal.h).  Plan
- * creation runs this for every point (the table); without a table, execute does.
+ * das_delays.c - the geometry of one point for delay-and-sum, any probe (layouts in
+ * das_internal.h): its transmit times (plan creation), its receive part per element of its
+ * aperture, s_rx = |p - e| fs / c and c_rx = window x exp(+j 2 pi fc |p - e| / c)
+ * (usbeam_das_point_receive: the receive table at plan creation, or execute without one), and
+ * the entries of one transmit: s = s_tx + s_rx, the first tap's row and the interpolation
+ * weights times rot_tx x c_rx (usbeam_das_transmit_entries, execute); and the whole entries
+ * of a point in double for the sparse and adaptive plans (usbeam_das_point_entries).
+ * The window is the linear array's (over the point's aperture along x, or over the array)
+ * or, in the general geometry (convex, phased, matrix arrays: plan->general), each element's
+ * acceptance cone around its normal (usbeam_element_window, usbeam_math.h).
  *
- * Units: positions m, times s; tau = tau_tx + |p - e| / c; s = (tau - t0) fs.
+ * Units: positions m, times s; tau = tau_tx + |p - e| / c; s = (tau - t0) fs
+ *        = (tau_tx - t0) fs + |p - e| fs / c, summed in double.
  * The math is that of usbeam_math.h (interpolation validity ranges, windows, transmit
  * models).  The loops here are written so the compiler vectorises them over the elements
  * of a chunk of the aperture: no calls but sqrt, branch-free selects, and sin/cos from
@@ -15,23 +22,51 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("fp-contract=fast", "no-trapping-math")
 #endif
 
+
+/* The vectorised loops are inlined into one copy per instruction set (AVX-512, AVX2 + FMA,
+ * baseline), chosen at run time by usbeam_das_isa() (see das.c for why not target_clones). */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-#define USBEAM_VECTOR __attribute__((target_clones("arch=x86-64-v3", "default")))
+#define USBEAM_DAS_MULTI_ISA 1
+#define INLINE_BODY static inline __attribute__((always_inline))
+#define TARGET_AVX2 __attribute__((target("avx2,fma,bmi,bmi2,popcnt,lzcnt,f16c,movbe")))
+#define TARGET_AVX512 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx512cd,avx2,fma,bmi,bmi2,popcnt,lzcnt,f16c,movbe")))
 #else
-#define USBEAM_VECTOR
+#define USBEAM_DAS_MULTI_ISA 0
+#define INLINE_BODY static inline
 #endif
+
+int usbeam_das_isa(void)
+{
+#if USBEAM_DAS_MULTI_ISA
+    static int level = -1; /* a benign race: every thread computes the same value */
+    if (level < 0) {
+        __builtin_cpu_init();
+        const int v3 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        const int v4 = v3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
+        level = v4 ? 2 : v3;
+        /* USBEAM_DAS_ISA=0|1|2 caps the level: the tests run every copy on one machine */
+        const char *cap = getenv("USBEAM_DAS_ISA");
+        if (cap && cap[0] >= '0' && cap[0] <= '2' && cap[0] - '0' < level) level = cap[0] - '0';
+    }
+    return level;
+#else
+    return 0;
+#endif
+}
 
 #define CHUNK 64 /* elements processed together (stack buffers) */
 
 /* sin and cos of 2 pi turns for any finite turns.  The whole turns are removed first
  * (exact in double for |turns| < 2^52), then a quarter turn q in {-2..2}, leaving
  * |r| <= pi/4 where Taylor polynomials of degree 11 and 12 are accurate to < 1e-11. */
-static inline void sincos_turns(double turns, double *sin_out, double *cos_out)
+INLINE_BODY void sincos_turns(double turns, double *sin_out, double *cos_out)
 {
     const double frac = turns - rint(turns);  /* [-1/2, 1/2] */
     const double q = rint(4.0 * frac);        /* quarter turns, -2..2 */
@@ -52,7 +87,7 @@ static inline void sincos_turns(double turns, double *sin_out, double *cos_out)
  * 1e-7 m + 1e-5 relative, is far above float rounding, and the running minimum only
  * decreases, so the true minimiser is always among those evaluated in double).  Sources
  * are (3, n) rows x, z, o. */
-USBEAM_VECTOR static double sources_min(const double *sources, const float *sources_f, int n, int lo, int hi, double x,
+static double sources_min(const double *sources, const float *sources_f, int n, int lo, int hi, double x,
                                         double y, double z, double bound)
 {
     enum { SOURCE_CHUNK = 256 };
@@ -136,16 +171,18 @@ double usbeam_das_transmit_time(const usbeam_das_plan *plan, size_t t, const dou
     return usbeam_tx_path(m, pt[0], pt[1], pt[2]) / plan->params.c;
 }
 
-/* Two-way times tau[i] and window weights apod[i] of elements e0 .. e0+n-1. */
-USBEAM_VECTOR static void chunk_times(const usbeam_das_plan *plan, const double *pt, double tx_time, int e0, int n,
-                                      double centre, double inv_half, double *restrict tau, double *restrict apod)
+void usbeam_das_rotation(double turns, double *re, double *im) { sincos_turns(turns, im, re); }
+
+/* Receive distances d[i] (m) and window weights apod[i] of elements e0 .. e0+n-1. */
+INLINE_BODY void chunk_distances(const usbeam_das_plan *plan, const double *pt, int e0, int n, double centre,
+                                          double inv_half, double *restrict d, double *restrict apod)
 {
     const usbeam_das_params *prm = &plan->params;
     const double *ex = plan->element_x + e0, *ey = plan->element_y + e0, *ez = plan->element_z + e0;
-    const double inv_c = 1.0 / prm->c, alpha = prm->tukey_alpha;
+    const double alpha = prm->tukey_alpha;
     for (int i = 0; i < n; ++i) {
         const double dx = pt[0] - ex[i], dy = pt[1] - ey[i], dz = pt[2] - ez[i];
-        tau[i] = tx_time + sqrt(dx * dx + dy * dy + dz * dz) * inv_c;
+        d[i] = sqrt(dx * dx + dy * dy + dz * dz);
     }
     if (prm->window == USBEAM_DAS_HANN) {
         for (int i = 0; i < n; ++i) {
@@ -167,12 +204,12 @@ USBEAM_VECTOR static void chunk_times(const usbeam_das_plan *plan, const double 
     }
 }
 
-/* chunk_times for the general geometry (elements with normals, surfaces): each element's own
- * acceptance cone and window, usbeam_element_window (usbeam_math.h) written branch-free over
- * the chunk so it vectorises (frames in plan->element_frame are (9, n) rows); or the
+/* chunk_distances for the general geometry (elements with normals, surfaces): each element's
+ * own acceptance cone and window, usbeam_element_window (usbeam_math.h) written branch-free
+ * over the chunk so it vectorises (frames in plan->element_frame are (9, n) rows); or the
  * element's full-aperture weight (f_number = 0). */
-USBEAM_VECTOR static void chunk_times_general(const usbeam_das_plan *plan, const double *pt, double tx_time, int e0,
-                                              int n, double *restrict tau, double *restrict apod)
+INLINE_BODY void chunk_distances_general(const usbeam_das_plan *plan, const double *pt, int e0, int n,
+                                         double *restrict d, double *restrict apod)
 {
     const usbeam_das_params *prm = &plan->params;
     const size_t ne = prm->n_elements;
@@ -180,12 +217,12 @@ USBEAM_VECTOR static void chunk_times_general(const usbeam_das_plan *plan, const
     const double *f = plan->element_frame + e0;
     const double *t1x = f, *t1y = f + ne, *t1z = f + 2 * ne, *t2x = f + 3 * ne, *t2y = f + 4 * ne, *t2z = f + 5 * ne;
     const double *nx = f + 6 * ne, *ny = f + 7 * ne, *nz = f + 8 * ne;
-    const double inv_c = 1.0 / prm->c, two_f = 2.0 * prm->f_number, alpha = prm->tukey_alpha;
+    const double two_f = 2.0 * prm->f_number, alpha = prm->tukey_alpha;
     const int surface = prm->surface, window = (int)prm->window;
     double u1[CHUNK], u2[CHUNK];
     for (int i = 0; i < n; ++i) {
         const double dx = pt[0] - ex[i], dy = pt[1] - ey[i], dz = pt[2] - ez[i];
-        tau[i] = tx_time + sqrt(dx * dx + dy * dy + dz * dz) * inv_c;
+        d[i] = sqrt(dx * dx + dy * dy + dz * dz);
         const double axial = dx * nx[i] + dy * ny[i] + dz * nz[i];
         const double l1 = dx * t1x[i] + dy * t1y[i] + dz * t1z[i];
         const double l2 = surface ? dx * t2x[i] + dy * t2y[i] + dz * t2z[i] : 0.0;
@@ -213,16 +250,75 @@ USBEAM_VECTOR static void chunk_times_general(const usbeam_das_plan *plan, const
     }
 }
 
-/* Interpolation taps and weights (times apod) of n times; w is (taps, n). */
-USBEAM_VECTOR static void chunk_weights(const usbeam_das_plan *plan, const double *restrict tau, const double *restrict apod,
-                                        int n, int32_t *restrict first_tap, double *restrict w)
+/* s_rx = d fs / c and c_rx = apod exp(+j 2 pi fc d / c) (RF: apod) of n elements. */
+INLINE_BODY void chunk_receive(const usbeam_das_plan *plan, int n, const double *restrict d,
+                                        const double *restrict apod, double *restrict sample, float *restrict re,
+                                        float *restrict im)
+{
+    const usbeam_das_params *prm = &plan->params;
+    const double samples_per_m = prm->fs / prm->c, turns_per_m = prm->fc / prm->c;
+    for (int i = 0; i < n; ++i) sample[i] = d[i] * samples_per_m;
+    if (plan->is_iq) {
+        for (int i = 0; i < n; ++i) {
+            double s, c;
+            sincos_turns(d[i] * turns_per_m, &s, &c);
+            re[i] = (float)(apod[i] * c);
+            im[i] = (float)(apod[i] * s);
+        }
+    } else {
+        for (int i = 0; i < n; ++i) re[i] = (float)apod[i];
+    }
+}
+
+/* The window mapping of the linear array: u = (x_e - centre) * inv_half over the point's
+ * aperture (f_number > 0) or the array (f_number = 0). */
+INLINE_BODY void window_mapping(const usbeam_das_plan *plan, const double *pt, double *centre, double *inv_half)
+{
+    const usbeam_das_params *prm = &plan->params;
+    double half_width = plan->window_half_width;
+    *centre = plan->window_center;
+    if (prm->f_number > 0.0) {
+        *centre = pt[0];
+        half_width = pt[2] / (2.0 * prm->f_number);
+    }
+    *inv_half = half_width > 0.0 ? 1.0 / half_width : 0.0;
+}
+
+/* The per-(point, element) math, the one definition every path uses: distances d (m) and
+ * window weights of elements e0 .. e0+n-1, linear array or general geometry. */
+INLINE_BODY void chunk_geometry(const usbeam_das_plan *plan, const double *pt, int e0, int n, double centre,
+                                double inv_half, double *restrict d, double *restrict apod)
+{
+    if (plan->general) chunk_distances_general(plan, pt, e0, n, d, apod);
+    else chunk_distances(plan, pt, e0, n, centre, inv_half, d, apod);
+}
+
+INLINE_BODY void point_receive(const usbeam_das_plan *plan, size_t p, double *sample, float *re, float *im)
+{
+    const double *pt = plan->points + 3 * p;
+    const int first = plan->aperture_first[p], count = plan->aperture_count[p];
+    double centre, inv_half;
+    window_mapping(plan, pt, &centre, &inv_half);
+    double d[CHUNK], apod[CHUNK];
+    for (int e0 = first; e0 < first + count; e0 += CHUNK) {
+        const int n = first + count - e0 < CHUNK ? first + count - e0 : CHUNK;
+        const int i0 = e0 - first;
+        chunk_geometry(plan, pt, e0, n, centre, inv_half, d, apod);
+        chunk_receive(plan, n, d, apod, sample + i0, re + i0, plan->is_iq ? im + i0 : NULL);
+    }
+}
+
+/* Interpolation taps and weights (times apod) of n delays s (samples), in double; w is
+ * (taps, n).  The validity ranges and Catmull-Rom weights of usbeam_math.h. */
+INLINE_BODY void chunk_weights(const usbeam_das_plan *plan, const double *restrict sample, const double *restrict apod,
+                               int n, int32_t *restrict first_tap, double *restrict w)
 {
     const usbeam_das_params *prm = &plan->params;
     const double last = (double)prm->n_samples - 1.0;
     switch ((int)prm->interpolation) {
     case USBEAM_INTERP_NEAREST:
         for (int i = 0; i < n; ++i) {
-            const double s = (tau[i] - prm->t0) * prm->fs;
+            const double s = sample[i];
             const int valid = (s >= 0.0) & (s <= last);
             first_tap[i] = valid ? (int32_t)rint(s) : 0; /* ties to even */
             w[i] = valid ? apod[i] : 0.0;
@@ -230,7 +326,7 @@ USBEAM_VECTOR static void chunk_weights(const usbeam_das_plan *plan, const doubl
         break;
     case USBEAM_INTERP_LINEAR:
         for (int i = 0; i < n; ++i) {
-            const double s = (tau[i] - prm->t0) * prm->fs;
+            const double s = sample[i];
             const int valid = (s >= 0.0) & (s <= last - 1.0);
             const double base = floor(valid ? s : 0.0), t = s - base;
             first_tap[i] = (int32_t)base;
@@ -240,7 +336,7 @@ USBEAM_VECTOR static void chunk_weights(const usbeam_das_plan *plan, const doubl
         break;
     default: /* cubic (Catmull-Rom) */
         for (int i = 0; i < n; ++i) {
-            const double s = (tau[i] - prm->t0) * prm->fs;
+            const double s = sample[i];
             const int valid = (s >= 1.0) & (s <= last - 2.0);
             const double base = floor(valid ? s : 1.0), t = s - base;
             const double t2 = t * t, t3 = t2 * t, g = valid ? 0.5 * apod[i] : 0.0;
@@ -254,49 +350,335 @@ USBEAM_VECTOR static void chunk_weights(const usbeam_das_plan *plan, const doubl
     }
 }
 
-/* exp(+j 2 pi fc tau) of n times into (re, im). */
-USBEAM_VECTOR static void chunk_rotation(double fc, const double *restrict tau, int n, double *restrict re, double *restrict im)
-{
-    for (int i = 0; i < n; ++i) sincos_turns(fc * tau[i], &im[i], &re[i]);
-}
-
-void usbeam_das_point_entries(const usbeam_das_plan *plan, size_t p, int32_t *tap, float *weight)
+/* Whole entries of point p (das_internal.h), for the sparse and adaptive plans at their plan
+ * time: the receive part of chunk_geometry and the transmit times, all in double (s = s_tx +
+ * s_rx as execute sums it, the rotation exp(+j 2 pi fc tau_tx) exp(+j 2 pi fc |p - e| / c)),
+ * each weight rounded once to float32, as the former full table was. */
+INLINE_BODY void point_entries(const usbeam_das_plan *plan, size_t p, int32_t *tap, float *weight)
 {
     const usbeam_das_params *prm = &plan->params;
     const double *pt = plan->points + 3 * p;
     const int first = plan->aperture_first[p], count = plan->aperture_count[p];
     const int taps = plan->taps, stride = plan->weight_stride;
-    /* window coordinate u = (x_e - centre) / half_width: the point's aperture, or the array */
-    double centre = plan->window_center, half_width = plan->window_half_width;
-    if (prm->f_number > 0.0) {
-        centre = pt[0];
-        half_width = pt[2] / (2.0 * prm->f_number);
-    }
-    const double inv_half = half_width > 0.0 ? 1.0 / half_width : 0.0;
-    double tau[CHUNK], apod[CHUNK], w[USBEAM_INTERP_MAX_TAPS * CHUNK], re[CHUNK], im[CHUNK];
+    const double samples_per_m = prm->fs / prm->c, turns_per_m = prm->fc / prm->c;
+    double centre, inv_half;
+    window_mapping(plan, pt, &centre, &inv_half);
+    double d[CHUNK], apod[CHUNK], s[CHUNK], w[USBEAM_INTERP_MAX_TAPS * CHUNK], rx_re[CHUNK], rx_im[CHUNK];
     int32_t first_tap[CHUNK];
-    size_t j = 0;
-    for (size_t t = 0; t < prm->n_transmits; ++t) {
-        const double tx_time = plan->tx_time[p * prm->n_transmits + t];
-        for (int e0 = first; e0 < first + count; e0 += CHUNK) {
-            const int n = first + count - e0 < CHUNK ? first + count - e0 : CHUNK;
-            if (plan->general) chunk_times_general(plan, pt, tx_time, e0, n, tau, apod);
-            else chunk_times(plan, pt, tx_time, e0, n, centre, inv_half, tau, apod);
-            chunk_weights(plan, tau, apod, n, first_tap, w);
-            if (plan->is_iq) chunk_rotation(prm->fc, tau, n, re, im);
-            for (int i = 0; i < n; ++i, ++j) {
+    for (int e0 = first; e0 < first + count; e0 += CHUNK) {
+        const int n = first + count - e0 < CHUNK ? first + count - e0 : CHUNK;
+        const int i0 = e0 - first;
+        chunk_geometry(plan, pt, e0, n, centre, inv_half, d, apod);
+        if (plan->is_iq)
+            for (int i = 0; i < n; ++i) sincos_turns(d[i] * turns_per_m, &rx_im[i], &rx_re[i]);
+        for (size_t t = 0; t < prm->n_transmits; ++t) {
+            const double tx_time = plan->tx_time[p * prm->n_transmits + t];
+            const double s_tx = (tx_time - prm->t0) * prm->fs;
+            for (int i = 0; i < n; ++i) s[i] = s_tx + d[i] * samples_per_m;
+            chunk_weights(plan, s, apod, n, first_tap, w);
+            double tx_re = 1.0, tx_im = 0.0;
+            if (plan->is_iq) sincos_turns(prm->fc * tx_time, &tx_im, &tx_re);
+            for (int i = 0; i < n; ++i) {
+                const size_t j = t * (size_t)count + (size_t)(i0 + i);
                 float *wj = weight + j * (size_t)stride;
                 tap[j] = first_tap[i];
-                for (int k = 0; k < taps; ++k) {
-                    const double wk = w[k * n + i];
-                    if (plan->is_iq) {
-                        wj[2 * k] = (float)(wk * re[i]);
-                        wj[2 * k + 1] = (float)(wk * im[i]);
-                    } else {
-                        wj[k] = (float)wk;
+                if (plan->is_iq) {
+                    const double cr = tx_re * rx_re[i] - tx_im * rx_im[i], ci = tx_re * rx_im[i] + tx_im * rx_re[i];
+                    for (int k = 0; k < taps; ++k) {
+                        wj[2 * k] = (float)(w[k * n + i] * cr);
+                        wj[2 * k + 1] = (float)(w[k * n + i] * ci);
                     }
+                } else {
+                    for (int k = 0; k < taps; ++k) wj[k] = (float)w[k * n + i];
                 }
             }
         }
     }
+}
+
+/* The entries of one transmit.  s = s_tx + s_rx in double (its fraction needs more than
+ * float's 24 bits); the interpolation weights of the fraction, the transmit rotation times
+ * c_rx and their product in float32.  One loop per kind, branch-free, so each vectorises
+ * over the elements. */
+INLINE_BODY void transmit_entries(const usbeam_das_plan *plan, size_t count, const double *restrict sample,
+                                               const float *restrict re, const float *restrict im, double s_tx,
+                                               float rot_re, float rot_im, ptrdiff_t row0, ptrdiff_t channel,
+                                               ptrdiff_t frames, ptrdiff_t *restrict row, float *restrict weight)
+{
+    const usbeam_das_params *prm = &plan->params;
+    const double last = (double)prm->n_samples - 1.0;
+    const ptrdiff_t n = (ptrdiff_t)count;
+    const int kind = (int)prm->interpolation, is_iq = plan->is_iq;
+    if (plan->taps != usbeam_interp_taps(kind)) { /* a record shorter than the taps: nothing in range */
+        for (ptrdiff_t i = 0; i < n; ++i) {
+            row[i] = row0 + i * channel;
+            for (int k = 0; k < plan->weight_stride; ++k) weight[i * plan->weight_stride + k] = 0.0f;
+        }
+        return;
+    }
+    /* one loop per (kind, RF / IQ), so each is branch-free; the tap goes through int32 (the
+     * plan bounds n_samples by INT32_MAX / 2), which converts from double in vectors */
+#define ROW(base) (row0 + i * channel + (ptrdiff_t)(int32_t)(base) * frames)
+#define ROTATED(RE, IM) const float RE = rot_re * re[i] - rot_im * im[i], IM = rot_re * im[i] + rot_im * re[i]
+    if (kind == USBEAM_INTERP_NEAREST) {
+        if (is_iq) {
+            for (ptrdiff_t i = 0; i < n; ++i) {
+                const double s = s_tx + sample[i];
+                const int valid = (s >= 0.0) & (s <= last);
+                const float g = valid ? 1.0f : 0.0f;
+                row[i] = ROW(valid ? rint(s) : 0.0); /* ties to even */
+                ROTATED(cr, ci);
+                weight[2 * i] = g * cr;
+                weight[2 * i + 1] = g * ci;
+            }
+        } else {
+            for (ptrdiff_t i = 0; i < n; ++i) {
+                const double s = s_tx + sample[i];
+                const int valid = (s >= 0.0) & (s <= last);
+                row[i] = ROW(valid ? rint(s) : 0.0);
+                weight[i] = valid ? re[i] : 0.0f;
+            }
+        }
+    } else if (kind == USBEAM_INTERP_LINEAR) {
+        if (is_iq) {
+            for (ptrdiff_t i = 0; i < n; ++i) {
+                const double s = s_tx + sample[i];
+                const int valid = (s >= 0.0) & (s <= last - 1.0);
+                const double base = floor(valid ? s : 0.0);
+                const float t = (float)(s - base), g = valid ? 1.0f : 0.0f;
+                const float w0 = g - g * t, w1 = g * t;
+                row[i] = ROW(base);
+                ROTATED(cr, ci);
+                weight[4 * i] = w0 * cr;
+                weight[4 * i + 1] = w0 * ci;
+                weight[4 * i + 2] = w1 * cr;
+                weight[4 * i + 3] = w1 * ci;
+            }
+        } else {
+            for (ptrdiff_t i = 0; i < n; ++i) {
+                const double s = s_tx + sample[i];
+                const int valid = (s >= 0.0) & (s <= last - 1.0);
+                const double base = floor(valid ? s : 0.0);
+                const float t = (float)(s - base), g = valid ? re[i] : 0.0f;
+                row[i] = ROW(base);
+                weight[2 * i] = g - g * t;
+                weight[2 * i + 1] = g * t;
+            }
+        }
+    } else { /* cubic (Catmull-Rom, usbeam_math.h) */
+#define CUBIC_WEIGHTS                                                                                  \
+    const double s = s_tx + sample[i];                                                                 \
+    const int valid = (s >= 1.0) & (s <= last - 2.0);                                                  \
+    const double base = floor(valid ? s : 1.0);                                                        \
+    const float t = (float)(s - base), g = valid ? 0.5f : 0.0f;                                        \
+    const float t2 = t * t, t3 = t2 * t;                                                               \
+    const float w0 = g * (-t3 + 2.0f * t2 - t), w1 = g * (3.0f * t3 - 5.0f * t2 + 2.0f);               \
+    const float w2 = g * (-3.0f * t3 + 4.0f * t2 + t), w3 = g * (t3 - t2);                             \
+    row[i] = ROW(base - 1.0)
+        if (is_iq) {
+            for (ptrdiff_t i = 0; i < n; ++i) {
+                CUBIC_WEIGHTS;
+                ROTATED(cr, ci);
+                weight[8 * i] = w0 * cr, weight[8 * i + 1] = w0 * ci;
+                weight[8 * i + 2] = w1 * cr, weight[8 * i + 3] = w1 * ci;
+                weight[8 * i + 4] = w2 * cr, weight[8 * i + 5] = w2 * ci;
+                weight[8 * i + 6] = w3 * cr, weight[8 * i + 7] = w3 * ci;
+            }
+        } else {
+            for (ptrdiff_t i = 0; i < n; ++i) {
+                CUBIC_WEIGHTS;
+                weight[4 * i] = w0 * re[i], weight[4 * i + 1] = w1 * re[i];
+                weight[4 * i + 2] = w2 * re[i], weight[4 * i + 3] = w3 * re[i];
+            }
+        }
+#undef CUBIC_WEIGHTS
+    }
+#undef ROW
+#undef ROTATED
+}
+
+/* One frame: the entries of one transmit formed and summed in the same vectorised loop (the
+ * same math as transmit_entries; the interpolation is applied to the samples first, then the
+ * rotation, which rounds differently only in the last bits): *acc_re (, *acc_im) += the sum.
+ * x_re / x_im point at the staged row of (this transmit, first aperture element). */
+INLINE_BODY void transmit_sum_single(const usbeam_das_plan *plan, size_t count, const double *restrict sample,
+                                     const float *restrict re, const float *restrict im, double s_tx, float rot_re,
+                                     float rot_im, ptrdiff_t channel, const float *restrict x_re,
+                                     const float *restrict x_im, float *acc_re, float *acc_im)
+{
+    const usbeam_das_params *prm = &plan->params;
+    const double last = (double)prm->n_samples - 1.0;
+    const ptrdiff_t n = (ptrdiff_t)count;
+    const int kind = (int)prm->interpolation;
+    if (plan->taps != usbeam_interp_taps(kind)) return; /* a record shorter than the taps: nothing in range */
+    float sum_re = 0.0f, sum_im = 0.0f;
+#define AT(base) (i * channel + (ptrdiff_t)(int32_t)(base))
+#define ROTATE_ADD(VA, VB)                                                                              \
+    {                                                                                                  \
+        const float cr = rot_re * re[i] - rot_im * im[i], ci = rot_re * im[i] + rot_im * re[i];       \
+        sum_re += cr * (VA) - ci * (VB);                                                               \
+        sum_im += cr * (VB) + ci * (VA);                                                               \
+    }
+#if defined(_OPENMP)
+#define SIMD_IQ _Pragma("omp simd reduction(+ : sum_re, sum_im)")
+#define SIMD_RF _Pragma("omp simd reduction(+ : sum_re)")
+#else
+#define SIMD_IQ
+#define SIMD_RF
+#endif
+    if (kind == USBEAM_INTERP_NEAREST) {
+        if (plan->is_iq) {
+            SIMD_IQ
+            for (ptrdiff_t i = 0; i < n; ++i) {
+                const double s = s_tx + sample[i];
+                const int valid = (s >= 0.0) & (s <= last);
+                const ptrdiff_t k = AT(valid ? rint(s) : 0.0);
+                const float g = valid ? 1.0f : 0.0f;
+                ROTATE_ADD(g * x_re[k], g * x_im[k])
+            }
+        } else {
+            SIMD_RF
+            for (ptrdiff_t i = 0; i < n; ++i) {
+                const double s = s_tx + sample[i];
+                const int valid = (s >= 0.0) & (s <= last);
+                const ptrdiff_t k = AT(valid ? rint(s) : 0.0);
+                sum_re += (valid ? re[i] : 0.0f) * x_re[k];
+            }
+        }
+    } else if (kind == USBEAM_INTERP_LINEAR) {
+#define LINEAR_WEIGHTS                                                                                 \
+    const double s = s_tx + sample[i];                                                                 \
+    const int valid = (s >= 0.0) & (s <= last - 1.0);                                                  \
+    const double base = floor(valid ? s : 0.0);                                                        \
+    const float t = (float)(s - base), g = valid ? 1.0f : 0.0f;                                        \
+    const float w0 = g - g * t, w1 = g * t;                                                            \
+    const ptrdiff_t k = AT(base)
+        if (plan->is_iq) {
+            SIMD_IQ
+            for (ptrdiff_t i = 0; i < n; ++i) {
+                LINEAR_WEIGHTS;
+                ROTATE_ADD(w0 * x_re[k] + w1 * x_re[k + 1], w0 * x_im[k] + w1 * x_im[k + 1])
+            }
+        } else {
+            SIMD_RF
+            for (ptrdiff_t i = 0; i < n; ++i) {
+                LINEAR_WEIGHTS;
+                sum_re += re[i] * (w0 * x_re[k] + w1 * x_re[k + 1]);
+            }
+        }
+#undef LINEAR_WEIGHTS
+    } else { /* cubic (Catmull-Rom) */
+#define CUBIC_WEIGHTS                                                                                  \
+    const double s = s_tx + sample[i];                                                                 \
+    const int valid = (s >= 1.0) & (s <= last - 2.0);                                                  \
+    const double base = floor(valid ? s : 1.0);                                                        \
+    const float t = (float)(s - base), g = valid ? 0.5f : 0.0f;                                        \
+    const float t2 = t * t, t3 = t2 * t;                                                               \
+    const float w0 = g * (-t3 + 2.0f * t2 - t), w1 = g * (3.0f * t3 - 5.0f * t2 + 2.0f);               \
+    const float w2 = g * (-3.0f * t3 + 4.0f * t2 + t), w3 = g * (t3 - t2);                             \
+    const ptrdiff_t k = AT(base - 1.0)
+        if (plan->is_iq) {
+            SIMD_IQ
+            for (ptrdiff_t i = 0; i < n; ++i) {
+                CUBIC_WEIGHTS;
+                ROTATE_ADD(w0 * x_re[k] + w1 * x_re[k + 1] + w2 * x_re[k + 2] + w3 * x_re[k + 3],
+                           w0 * x_im[k] + w1 * x_im[k + 1] + w2 * x_im[k + 2] + w3 * x_im[k + 3])
+            }
+        } else {
+            SIMD_RF
+            for (ptrdiff_t i = 0; i < n; ++i) {
+                CUBIC_WEIGHTS;
+                sum_re += re[i] * (w0 * x_re[k] + w1 * x_re[k + 1] + w2 * x_re[k + 2] + w3 * x_re[k + 3]);
+            }
+        }
+#undef CUBIC_WEIGHTS
+    }
+#undef AT
+#undef ROTATE_ADD
+#undef SIMD_IQ
+#undef SIMD_RF
+    *acc_re += sum_re;
+    if (plan->is_iq) *acc_im += sum_im;
+}
+
+/* The per-instruction-set copies and their dispatch. */
+#define DEFINE_ISA_COPIES(SUFFIX, TARGET)                                                                  \
+    TARGET static void point_receive_##SUFFIX(const usbeam_das_plan *plan, size_t p, double *sample, float *re, \
+                                              float *im)                                                    \
+    {                                                                                                       \
+        point_receive(plan, p, sample, re, im);                                                             \
+    }                                                                                                       \
+    TARGET static void point_entries_##SUFFIX(const usbeam_das_plan *plan, size_t p, int32_t *tap, float *weight) \
+    {                                                                                                       \
+        point_entries(plan, p, tap, weight);                                                                \
+    }                                                                                                       \
+    TARGET static void transmit_entries_##SUFFIX(const usbeam_das_plan *plan, size_t count, const double *sample, \
+                                                 const float *re, const float *im, double s_tx, float rot_re,   \
+                                                 float rot_im, ptrdiff_t row0, ptrdiff_t channel,               \
+                                                 ptrdiff_t frames, ptrdiff_t *row, float *weight)               \
+    {                                                                                                       \
+        transmit_entries(plan, count, sample, re, im, s_tx, rot_re, rot_im, row0, channel, frames, row, weight); \
+    }                                                                                                       \
+    TARGET static void transmit_sum_single_##SUFFIX(const usbeam_das_plan *plan, size_t count, const double *sample, \
+                                                    const float *re, const float *im, double s_tx, float rot_re, \
+                                                    float rot_im, ptrdiff_t channel, const float *x_re,         \
+                                                    const float *x_im, float *acc_re, float *acc_im)            \
+    {                                                                                                       \
+        transmit_sum_single(plan, count, sample, re, im, s_tx, rot_re, rot_im, channel, x_re, x_im, acc_re, acc_im); \
+    }
+#if USBEAM_DAS_MULTI_ISA
+DEFINE_ISA_COPIES(avx2, TARGET_AVX2)
+DEFINE_ISA_COPIES(avx512, TARGET_AVX512)
+#endif
+
+void usbeam_das_point_receive(const usbeam_das_plan *plan, size_t p, double *sample, float *re, float *im)
+{
+#if USBEAM_DAS_MULTI_ISA
+    switch (usbeam_das_isa()) {
+    case 2: point_receive_avx512(plan, p, sample, re, im); return;
+    case 1: point_receive_avx2(plan, p, sample, re, im); return;
+    default: break;
+    }
+#endif
+    point_receive(plan, p, sample, re, im);
+}
+
+void usbeam_das_point_entries(const usbeam_das_plan *plan, size_t p, int32_t *tap, float *weight)
+{
+#if USBEAM_DAS_MULTI_ISA
+    switch (usbeam_das_isa()) {
+    case 2: point_entries_avx512(plan, p, tap, weight); return;
+    case 1: point_entries_avx2(plan, p, tap, weight); return;
+    default: break;
+    }
+#endif
+    point_entries(plan, p, tap, weight);
+}
+
+void usbeam_das_transmit_entries(const usbeam_das_plan *plan, size_t count, const double *sample, const float *re,
+                                 const float *im, double s_tx, float rot_re, float rot_im, ptrdiff_t row0,
+                                 ptrdiff_t channel, ptrdiff_t frames, ptrdiff_t *row, float *weight)
+{
+#if USBEAM_DAS_MULTI_ISA
+    switch (usbeam_das_isa()) {
+    case 2: transmit_entries_avx512(plan, count, sample, re, im, s_tx, rot_re, rot_im, row0, channel, frames, row, weight); return;
+    case 1: transmit_entries_avx2(plan, count, sample, re, im, s_tx, rot_re, rot_im, row0, channel, frames, row, weight); return;
+    default: break;
+    }
+#endif
+    transmit_entries(plan, count, sample, re, im, s_tx, rot_re, rot_im, row0, channel, frames, row, weight);
+}
+
+void usbeam_das_transmit_sum_single(const usbeam_das_plan *plan, size_t count, const double *sample, const float *re,
+                                    const float *im, double s_tx, float rot_re, float rot_im, ptrdiff_t channel,
+                                    const float *x_re, const float *x_im, float *acc_re, float *acc_im)
+{
+#if USBEAM_DAS_MULTI_ISA
+    switch (usbeam_das_isa()) {
+    case 2: transmit_sum_single_avx512(plan, count, sample, re, im, s_tx, rot_re, rot_im, channel, x_re, x_im, acc_re, acc_im); return;
+    case 1: transmit_sum_single_avx2(plan, count, sample, re, im, s_tx, rot_re, rot_im, channel, x_re, x_im, acc_re, acc_im); return;
+    default: break;
+    }
+#endif
+    transmit_sum_single(plan, count, sample, re, im, s_tx, rot_re, rot_im, channel, x_re, x_im, acc_re, acc_im);
 }

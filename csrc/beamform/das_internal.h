@@ -1,14 +1,43 @@
 /*
  * das_internal.h - the DAS plan as the family's files share it (not part of the public
  * contract): das_setup.c (validation, plan create/destroy, transmit times, apertures,
- * table), das_delays.c (per-point delays and weights), das.c (execute).
+ * table), das_delays.c (per-point delays and weights), das.c (execute).  The sparse
+ * (das_sparse.c) and adaptive (adaptive.c) plans build on a CPU DAS plan for its geometry
+ * and read whole entries (below).
  *
- * Entries: for point p, transmit t and element e of p's receive aperture (a contiguous
- * range [aperture_first[p], aperture_first[p] + aperture_count[p])), one entry holds the
- * first interpolation tap (a sample index, int32) and `weight_stride` float weights:
- * `taps` real weights (RF) or `taps` (re, im) pairs (IQ) in which the window and the IQ
- * phase rotation are already folded.  Out-of-range samples have zero weights and tap 0.
- * Entries of point p are ordered (transmit, element) and start at entry_offset[p].
+ * The delay of (point p, transmit t, element e) is split into its two parts:
+ *   s(p, t, e) = s_tx(p, t) + s_rx(p, e),  s_tx = (tau_tx - t0) fs,  s_rx = |p - e| fs / c
+ * (samples), and the weight of an IQ sample into w_interp(s) x rot_tx(p, t) x c_rx(p, e), with
+ * rot_tx = exp(+j 2 pi fc tau_tx) and c_rx = window(p, e) exp(+j 2 pi fc |p - e| / c) (RF:
+ * c_rx = window, no rotation).  The receive part, the costly one (a square root, a window and
+ * a sine/cosine per pair), is computed once per (point, element) and shared by every transmit
+ * and frame; the transmit part once per (point, transmit).  Both in double; s is summed in
+ * double, the weights are multiplied out in float32 (das_delays.c; error bound in
+ * tests/tolerances.py, das_factored_weight_rel).
+ *
+ * The receive part is the only place the per-(point, element) math lives (distance, and the
+ * window: the linear array's over the point's aperture along x, or in the general geometry
+ * each element's acceptance cone around its normal, usbeam_math.h); das.c's fast paths serve
+ * both geometries.
+ *
+ * Receive table (optional, within max_table_bytes): for point p the elements of its aperture
+ * (a contiguous range [aperture_first[p], aperture_first[p] + aperture_count[p])) at
+ * receive_offset[p]: rx_sample (double) and rx_re, rx_im (float; IQ only for rx_im).  Without
+ * it execute recomputes them per point (usbeam_das_point_receive).
+ *
+ * Whole entries (usbeam_das_point_entries, for the sparse and adaptive plans, formed at their
+ * plan time from the same receive part and the transmit times, in double, rounded once to
+ * float32): for point p, transmit t and element e of its aperture, ordered (transmit,
+ * element), the first interpolation tap (a sample index, int32) and `weight_stride` float
+ * weights: `taps` real weights (RF) or `taps` (re, im) pairs (IQ) in which the window and the
+ * IQ phase rotation exp(+j 2 pi fc tau) are folded.  Out-of-range samples have zero weights
+ * and tap 0.  usbeam_das_entry_table_create tabulates them for every point (entry_offset).
+ *
+ * Entries (execute's per-thread scratch, filled per point by usbeam_das_transmit_entries):
+ * for each (transmit, aperture element) of the point, ordered (transmit, element): `row`, the
+ * staged offset of the first interpolation tap's row, and `weight_stride` floats: `taps` real
+ * weights (RF) or `taps` (re, im) pairs (IQ).  Out-of-range samples have zero weights and tap
+ * 0 (a valid row).
  *
  * A CUDA plan (cuda != NULL) allocates only the geometry, transmit models and apertures its
  * twin uploads (handed over as a usbeam_das_tables, so cuda/das.cu never includes this
@@ -23,6 +52,17 @@
 #include "common/usbeam_math.h"
 
 #define USBEAM_DAS_POINT_TILE 64 /* points per output tile in execute */
+#define USBEAM_DAS_ENTRY_BLOCK 512 /* entries of a point filled and summed at a time (thread scratch) */
+
+/* Staged floats between two channels (transmit, element) for n_frames frames: the
+ * n_samples x n_frames of a channel rounded up to an ODD number of 64-byte lines.  A point
+ * reads rows of ~100 channels at nearly the same sample: with a stride of a power of two
+ * (2048 samples x 8 frames = 64 KiB) they would all fall in the same few sets of L1 and L2
+ * and evict each other; an odd number of lines spreads them over every set. */
+static inline size_t usbeam_das_channel_floats(size_t n_samples, size_t n_frames)
+{
+    return 16 * (((n_samples * n_frames + 15) / 16) | 1);
+}
 
 struct usbeam_das_plan {
     usbeam_das_params params;   /* scalars only: the pointers below are the plan's copies */
@@ -46,28 +86,64 @@ struct usbeam_das_plan {
     double *tx_time;            /* (n_points, n_transmits) transmit times, s (CPU only) */
     int32_t *aperture_first;    /* (n_points) */
     int32_t *aperture_count;    /* (n_points) */
-    size_t *entry_offset;       /* (n_points + 1) (CPU only) */
-    size_t n_entries;
+    size_t *receive_offset;     /* (n_points + 1) (CPU only) */
+    size_t n_receive;           /* (point, aperture element) pairs */
+    int widest;                 /* largest aperture count */
+    size_t max_point_entries;   /* n_transmits x widest: whole entries of one point at most */
 
-    int has_table;              /* 1: entries precomputed; 0: computed per point in execute */
-    int32_t *table_tap;         /* (n_entries) */
-    float *table_weight;        /* (n_entries, weight_stride) */
+    int has_table;              /* 1: receive parts precomputed; 0: computed per point in execute */
+    double *table_sample;       /* (n_receive) s_rx, samples */
+    float *table_re, *table_im; /* (n_receive) c_rx (table_im: IQ only) */
 
     int n_threads;
-    size_t thread_entries;      /* entries of one point at most (n_transmits * max count) */
-    int32_t *thread_tap;        /* (n_threads, thread_entries), on-the-fly mode only */
-    float *thread_weight;       /* (n_threads, thread_entries, weight_stride) */
+    size_t thread_floats;       /* floats of one thread's scratch (below) */
+    float *scratch;             /* per thread: receive part (sample as double, re, im: widest each),
+                                   entries (row: ptrdiff_t, weights: weight_stride floats;
+                                   ENTRY_BLOCK of them) */
     float *tile;                /* (n_threads, re/im, USBEAM_DAS_POINT_TILE, n_frames) output tiles */
 
-    size_t stage_plane;         /* floats in one staged plane: n_tx * n_el * n_samples * capacity */
+    size_t stage_plane;         /* floats in one staged plane: n_tx * n_el * channel(capacity), + 32
+                                   so the two planes do not alias either */
     float *stage;               /* (re plane, im plane if IQ): (transmit, element, sample, frame),
                                    frame the fastest, for the n_frames of the current call (CPU only) */
     usbeam_das_cuda *cuda;      /* USBEAM_BACKEND_CUDA: the twin in cuda/das.cu (owns the device geometry) */
 };
 
-/* Entries of point p into tap[] / weight[] (the layouts above); das_delays.c. */
+/* Receive part of point p (the layout above): sample[i], re[i], im[i] for the i-th element of
+ * its aperture (im only for IQ); das_delays.c. */
+void usbeam_das_point_receive(const usbeam_das_plan *plan, size_t p, double *sample, float *re, float *im);
+/* Entries of one transmit: for each of `count` aperture elements i, the row offset
+ * row0 + i * channel + first_tap * frames and the weights (layout above), from the receive part
+ * and the transmit's s_tx (samples) and rotation (rot_re, rot_im; IQ); das_delays.c. */
+void usbeam_das_transmit_entries(const usbeam_das_plan *plan, size_t count, const double *sample, const float *re,
+                                 const float *im, double s_tx, float rot_re, float rot_im, ptrdiff_t row0,
+                                 ptrdiff_t channel, ptrdiff_t frames, ptrdiff_t *row, float *weight);
+/* Instruction set of the vectorised copies: 2 AVX-512, 1 AVX2 + FMA, 0 baseline; das_delays.c. */
+int usbeam_das_isa(void);
+/* One frame: the entries of one transmit formed and summed at once (no scratch), added to
+ * *acc_re (and *acc_im for IQ); x_re / x_im: the staged rows of (transmit, first aperture
+ * element); das_delays.c. */
+void usbeam_das_transmit_sum_single(const usbeam_das_plan *plan, size_t count, const double *sample, const float *re,
+                                    const float *im, double s_tx, float rot_re, float rot_im, ptrdiff_t channel,
+                                    const float *x_re, const float *x_im, float *acc_re, float *acc_im);
+/* Whole entries of point p (layout above) into tap[] (max_point_entries) and weight[]
+ * (max_point_entries x weight_stride); das_delays.c. */
 void usbeam_das_point_entries(const usbeam_das_plan *plan, size_t p, int32_t *tap, float *weight);
+
+/* Whole entries of every point: point p's at offset[p] .. offset[p + 1]. */
+typedef struct usbeam_das_entry_table {
+    size_t *offset;   /* (n_points + 1) */
+    size_t n_entries;
+    int32_t *tap;     /* (n_entries), NULL when the table exceeds the budget */
+    float *weight;    /* (n_entries, weight_stride), NULL likewise */
+} usbeam_das_entry_table;
+/* The offsets, and the entries when n_entries x (4 + 4 weight_stride) bytes fit `budget` (0:
+ * the DAS default, as max_table_bytes); das_setup.c.  Free with usbeam_das_entry_table_free. */
+usbeam_status usbeam_das_entry_table_create(const usbeam_das_plan *plan, size_t budget, usbeam_das_entry_table *table);
+void usbeam_das_entry_table_free(usbeam_das_entry_table *table);
 /* Transmit time (s) of transmit t at point pt (x, y, z); das_delays.c. */
 double usbeam_das_transmit_time(const usbeam_das_plan *plan, size_t t, const double *pt);
+/* exp(+j 2 pi turns) as (cos, sin), exact to ~1e-11 for any finite turns; das_delays.c. */
+void usbeam_das_rotation(double turns, double *re, double *im);
 
 #endif

@@ -1,8 +1,8 @@
 /*
  * das_setup.c - delay-and-sum for any probe (linear, phased, convex, matrix arrays):
  * parameter validation, plan creation (copies of the geometry, element frames from the
- * normals, receive apertures, the delay/weight table) and PyMUST's automatic f-number.  The execute kernel is in das.c; the conventions are in usbeam.h
- * (family das) and usbeam_math.h.
+ * normals, receive apertures, the receive table) and PyMUST's automatic f-number.  The
+ * execute kernel is in das.c; the conventions are in usbeam.h (family das) and usbeam_math.h.
  *
  * Layouts: element_positions, element_normals (n_elements, 3) and points (n_points, 3) as
  * (x, y, z) in m.  Two aperture models: the linear array's (x strictly increasing, normals
@@ -10,9 +10,10 @@
  * general one (each element's acceptance cone around its normal, usbeam_math.h; the point's
  * aperture is the index range from its first to its last accepted element, the elements in
  * between outside the cone weighing 0).
- * Table (das_internal.h): per point, per (transmit, element in aperture), the first
- * interpolation tap and its weights, window and IQ phase folded in, computed in double
- * (das_delays.c) and stored in float32.
+ * Receive table (das_internal.h): per point, per element of its aperture, the receive
+ * delay in samples (double) and the window times the IQ receive rotation (float32), shared
+ * by every transmit (das_delays.c, either aperture model); transmit times per (point,
+ * transmit).
  * Reference: V. Perrot, M. Polichetti, F. Varray, D. Garcia, "So you think you can DAS?
  * A viewpoint on delay-and-sum beamforming", Ultrasonics 111 (2021) 106309; MUST/PyMUST
  * dasmtx and txdelay for the conventions; Brent, "Algorithms for Minimization without
@@ -260,11 +261,11 @@ void usbeam_das_plan_destroy(usbeam_das_plan *plan)
     usbeam_free(plan->tx_time);
     usbeam_free(plan->aperture_first);
     usbeam_free(plan->aperture_count);
-    usbeam_free(plan->entry_offset);
-    usbeam_free(plan->table_tap);
-    usbeam_free(plan->table_weight);
-    usbeam_free(plan->thread_tap);
-    usbeam_free(plan->thread_weight);
+    usbeam_free(plan->receive_offset);
+    usbeam_free(plan->table_sample);
+    usbeam_free(plan->table_re);
+    usbeam_free(plan->table_im);
+    usbeam_free(plan->scratch);
     usbeam_free(plan->tile);
     usbeam_free(plan->stage);
     usbeam_free(plan);
@@ -278,7 +279,7 @@ usbeam_cuda_exec *usbeam_das_plan_cuda(usbeam_das_plan *plan)
 size_t usbeam_das_table_bytes(const usbeam_das_plan *plan)
 {
     if (!plan || !plan->has_table) return 0;
-    return plan->n_entries * (sizeof(int32_t) + (size_t)plan->weight_stride * sizeof(float));
+    return plan->n_receive * (sizeof(double) + (plan->is_iq ? 2 : 1) * sizeof(float));
 }
 
 /* Allocate count * size bytes, failing with a message naming `what`. */
@@ -399,7 +400,7 @@ static void build_element_frames(usbeam_das_plan *plan, const double *normals)
     }
 }
 
-/* Receive apertures (one contiguous element range per point) and the entry offsets. */
+/* Receive apertures (one contiguous element range per point) and the receive-table offsets. */
 static void build_apertures(usbeam_das_plan *plan)
 {
     const usbeam_das_params *prm = &plan->params;
@@ -428,16 +429,18 @@ static void build_apertures(usbeam_das_plan *plan)
         plan->aperture_first[p] = first;
         plan->aperture_count[p] = count;
     }
-    if (!plan->entry_offset) return; /* a CUDA plan: no entries on the host */
-    size_t offset = 0, widest = 0;
+    if (!plan->receive_offset) return; /* a CUDA plan: nothing tabulated on the host */
+    size_t offset = 0;
+    int widest = 0;
     for (ptrdiff_t p = 0; p < n_points; ++p) {
-        plan->entry_offset[p] = offset;
-        offset += (size_t)plan->aperture_count[p] * prm->n_transmits; /* <= n_points * n_el * n_tx, checked */
-        widest = (size_t)plan->aperture_count[p] > widest ? (size_t)plan->aperture_count[p] : widest;
+        plan->receive_offset[p] = offset;
+        offset += (size_t)plan->aperture_count[p]; /* <= n_points * n_el, checked */
+        widest = plan->aperture_count[p] > widest ? plan->aperture_count[p] : widest;
     }
-    plan->entry_offset[n_points] = offset;
-    plan->n_entries = offset;
-    plan->thread_entries = widest * prm->n_transmits;
+    plan->receive_offset[n_points] = offset;
+    plan->n_receive = offset;
+    plan->widest = widest;
+    plan->max_point_entries = (size_t)widest * prm->n_transmits; /* <= n_el * n_tx, checked */
 }
 
 usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_backend backend, usbeam_das_plan **plan_out)
@@ -462,7 +465,10 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
         usbeam_mul_size(max_entries, (size_t)weight_stride, &weight_floats) != 0)
         return usbeam_fail(USBEAM_ERR_SIZE_OVERFLOW, "points x elements x transmits is too large");
     if (usbeam_mul_size3(prm->n_transmits, prm->n_elements, prm->n_samples, &stage_plane) != 0 ||
-        usbeam_mul_size(stage_plane, prm->n_frames, &stage_plane) != 0 || stage_plane > USBEAM_MAX_ALLOCATION / 8)
+        usbeam_mul_size(stage_plane, prm->n_frames, &stage_plane) != 0 || stage_plane > USBEAM_MAX_ALLOCATION / 16 ||
+        usbeam_mul_size3(prm->n_transmits, prm->n_elements, usbeam_das_channel_floats(prm->n_samples, prm->n_frames),
+                         &stage_plane) != 0 ||
+        (stage_plane += 32) > USBEAM_MAX_ALLOCATION / 8)
         return usbeam_fail(USBEAM_ERR_SIZE_OVERFLOW, "data: frames x transmits x elements x samples is too large");
 
     usbeam_das_plan *plan = usbeam_alloc(sizeof *plan);
@@ -506,15 +512,18 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
         (st = alloc_array((void **)&plan->aperture_count, n_pts, sizeof(int32_t), "points")))
         goto fail;
     /* The CPU's alone (a CUDA plan computes its delays on the device and reads the data in
-     * place): transmit times, entry offsets, and the staging buffer, the largest of all. */
+     * place): transmit times, receive offsets, and the staging buffer, the largest of all. */
     if (backend == USBEAM_BACKEND_CPU &&
         ((st = alloc_array((void **)&plan->tx_sources_f, n_source_values, sizeof(float), "transmits sources")) ||
          (st = alloc_array((void **)&plan->tx_source_bounds, 3 * prm->n_transmits, sizeof(double), "transmits sources")) ||
          (st = alloc_array((void **)&plan->tx_time, n_pts, prm->n_transmits * sizeof(double), "transmit times")) ||
-         (st = alloc_array((void **)&plan->entry_offset, n_pts + 1, sizeof(size_t), "points")) ||
-         /* + 8 floats: the last frame block may read 7 lanes past the end (das.c) */
-         (st = alloc_array((void **)&plan->stage, stage_plane * (is_iq ? 2 : 1) + 8, sizeof(float), "data staging buffer"))))
+         (st = alloc_array((void **)&plan->receive_offset, n_pts + 1, sizeof(size_t), "points")) ||
+         /* + 8 floats: the last frame block may read 7 lanes past the end (das.c).  Huge pages:
+          * a point reads rows of ~10^3 channels tens of KiB apart, which with 4 KiB pages
+          * would miss the TLB on nearly every row (measured 3.1 vs 2.2 ns per entry). */
+         (st = alloc_table((void **)&plan->stage, stage_plane * (is_iq ? 2 : 1) + 8, sizeof(float), "data staging buffer"))))
         goto fail;
+    if (plan->stage) memset(plan->stage, 0, (stage_plane * (is_iq ? 2 : 1) + 8) * sizeof(float)); /* finite padding */
     memcpy(plan->points, prm->points, 3 * n_pts * sizeof(double));
     for (size_t e = 0; e < n_el; ++e) {
         plan->element_x[e] = prm->element_positions[3 * e];
@@ -561,28 +570,84 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
                           "output tiles")))
         goto fail;
 
-    const size_t entry_bytes = sizeof(int32_t) + (size_t)weight_stride * sizeof(float);
+    /* Per-thread scratch (floats): the receive part of the widest aperture (a double and two
+     * floats per element, each array rounded up to 16 floats so the next stays 64-byte
+     * aligned) and one block of entries (a ptrdiff_t row and weight_stride floats each). */
+    const size_t widest = (size_t)(plan->widest > 0 ? plan->widest : 1);
+    const size_t widest_floats = (widest + 15) / 16 * 16;
+    plan->thread_floats = 4 * widest_floats +
+                          (size_t)USBEAM_DAS_ENTRY_BLOCK * (sizeof(ptrdiff_t) / sizeof(float) + (size_t)weight_stride) +
+                          16; /* the pair kernels read 16 floats of weights from the last unit on (das.c) */
+    if ((st = alloc_array((void **)&plan->scratch, (size_t)plan->n_threads * plan->thread_floats, sizeof(float),
+                          "per-thread scratch")))
+        goto fail;
+
+    /* The receive table: s_rx and c_rx per (point, aperture element), shared by every transmit. */
+    const size_t pair_bytes = sizeof(double) + (is_iq ? 2 : 1) * sizeof(float);
     const size_t budget = prm->max_table_bytes ? prm->max_table_bytes : DEFAULT_MAX_TABLE_BYTES;
-    plan->has_table = plan->n_entries <= budget / entry_bytes;
+    plan->has_table = plan->n_receive <= budget / pair_bytes;
     if (plan->has_table) {
-        if ((st = alloc_table((void **)&plan->table_tap, plan->n_entries, sizeof(int32_t), "delay table")) ||
-            (st = alloc_table((void **)&plan->table_weight, plan->n_entries, (size_t)weight_stride * sizeof(float), "weight table")))
+        if ((st = alloc_table((void **)&plan->table_sample, plan->n_receive, sizeof(double), "receive table")) ||
+            (st = alloc_table((void **)&plan->table_re, plan->n_receive, sizeof(float), "receive table")) ||
+            (is_iq && (st = alloc_table((void **)&plan->table_im, plan->n_receive, sizeof(float), "receive table"))))
             goto fail;
         const ptrdiff_t n_points = (ptrdiff_t)n_pts;
 #pragma omp parallel for schedule(dynamic, 256)
         for (ptrdiff_t p = 0; p < n_points; ++p) {
-            const size_t off = plan->entry_offset[p];
-            usbeam_das_point_entries(plan, (size_t)p, plan->table_tap + off, plan->table_weight + off * (size_t)weight_stride);
+            const size_t off = plan->receive_offset[p];
+            usbeam_das_point_receive(plan, (size_t)p, plan->table_sample + off, plan->table_re + off,
+                                     is_iq ? plan->table_im + off : NULL);
         }
-    } else {
-        size_t per_thread = plan->thread_entries ? plan->thread_entries : 1;
-        if ((st = alloc_array((void **)&plan->thread_tap, (size_t)plan->n_threads, per_thread * sizeof(int32_t), "per-thread delays")) ||
-            (st = alloc_array((void **)&plan->thread_weight, (size_t)plan->n_threads, per_thread * (size_t)weight_stride * sizeof(float), "per-thread weights")))
-            goto fail;
     }
     *plan_out = plan;
     return USBEAM_OK;
 fail:
     usbeam_das_plan_destroy(plan);
     return st;
+}
+
+void usbeam_das_entry_table_free(usbeam_das_entry_table *table)
+{
+    if (!table) return;
+    usbeam_free(table->offset);
+    usbeam_free(table->tap);
+    usbeam_free(table->weight);
+    table->offset = NULL;
+    table->tap = NULL;
+    table->weight = NULL;
+    table->n_entries = 0;
+}
+
+usbeam_status usbeam_das_entry_table_create(const usbeam_das_plan *plan, size_t budget, usbeam_das_entry_table *table)
+{
+    usbeam_status st;
+    if (!plan || !table || !plan->tx_time) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "entry table: a CPU DAS plan is needed");
+    const size_t n_pts = plan->params.n_points, n_tx = plan->params.n_transmits;
+    table->offset = NULL;
+    table->tap = NULL;
+    table->weight = NULL;
+    table->n_entries = 0;
+    if ((st = alloc_array((void **)&table->offset, n_pts + 1, sizeof(size_t), "points")) != USBEAM_OK) return st;
+    size_t offset = 0;
+    for (size_t p = 0; p < n_pts; ++p) {
+        table->offset[p] = offset;
+        offset += (size_t)plan->aperture_count[p] * n_tx; /* <= n_points * n_el * n_tx, checked at plan create */
+    }
+    table->offset[n_pts] = offset;
+    table->n_entries = offset;
+    const size_t entry_bytes = sizeof(int32_t) + (size_t)plan->weight_stride * sizeof(float);
+    if (budget == 0) budget = DEFAULT_MAX_TABLE_BYTES;
+    if (offset > budget / entry_bytes) return USBEAM_OK; /* over budget: entries per point at execute */
+    if ((st = alloc_table((void **)&table->tap, offset, sizeof(int32_t), "delay table")) ||
+        (st = alloc_table((void **)&table->weight, offset, (size_t)plan->weight_stride * sizeof(float), "weight table"))) {
+        usbeam_das_entry_table_free(table);
+        return st;
+    }
+    const ptrdiff_t n_points = (ptrdiff_t)n_pts;
+#pragma omp parallel for schedule(dynamic, 256)
+    for (ptrdiff_t p = 0; p < n_points; ++p) {
+        const size_t off = table->offset[p];
+        usbeam_das_point_entries(plan, (size_t)p, table->tap + off, table->weight + off * (size_t)plan->weight_stride);
+    }
+    return USBEAM_OK;
 }

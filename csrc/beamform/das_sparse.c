@@ -11,9 +11,11 @@
  * and out (n_frames, n_points) float32 / complex64.  Row p holds, for each transmit and each
  * element of p's receive aperture, the interpolation taps (nearest 1, linear 2, cubic 4) of
  * sample (tau - t0) fs with the window and, for IQ, the rotation exp(+j 2 pi fc tau) folded in:
- * exactly the entries the gather formulation uses (das_delays.c, computed in double, stored in
- * float32), with the zero weights (samples outside the record, the window's zero ends) left
- * out.  Columns within a row ascend.
+ * the gather formulation's delays, windows and rotations as whole entries per point
+ * (usbeam_das_point_entries, das_delays.c: computed in double, stored in float32; the gather
+ * execute multiplies the same receive and transmit parts out in float32 instead), with the
+ * zero weights (samples outside the record, the window's zero ends) left out.  Columns within
+ * a row ascend.
  * Values: float32 (RF) or complex64 (IQ, interleaved re, im); row offsets and column indices
  * int32 (cuSPARSE's 32-bit CSR; a grid whose operator needs more is refused at create).
  * Execute (CPU) stages the input as (column, frame) float32 planes (frame fastest, as das.c
@@ -106,7 +108,7 @@ static void build_rows(const usbeam_das_plan *gather, usbeam_das_sparse_plan *pl
     const usbeam_das_params *prm = &gather->params;
     const ptrdiff_t n_points = (ptrdiff_t)prm->n_points;
     const int taps = gather->taps, is_iq = gather->is_iq;
-    const size_t per_thread = gather->thread_entries ? gather->thread_entries : 1;
+    const size_t per_thread = gather->max_point_entries ? gather->max_point_entries : 1;
 #pragma omp parallel num_threads(usbeam_team_size(gather->n_threads))
     {
 #ifdef _OPENMP
@@ -180,7 +182,7 @@ usbeam_status usbeam_das_sparse_plan_create(const usbeam_das_params *params, usb
                          params->n_samples);
         goto done;
     }
-    const size_t per_thread = gather->thread_entries ? gather->thread_entries : 1;
+    const size_t per_thread = gather->max_point_entries ? gather->max_point_entries : 1;
     size_t scratch_n, bytes;
     if (usbeam_mul_size(per_thread, (size_t)gather->n_threads, &scratch_n) != 0 ||
         usbeam_mul_size(scratch_n, (size_t)gather->weight_stride * sizeof(float), &bytes) != 0 ||

@@ -203,7 +203,7 @@ usbeam_status usbeam_das_cuda_execute(usbeam_das_cuda *plan, const void *in, voi
 void usbeam_das_cuda_destroy(usbeam_das_cuda *plan);
 usbeam_cuda_exec *usbeam_das_cuda_exec(usbeam_das_cuda *plan);
 
-/* adaptive: the CPU plan's DAS table and apertures (csrc/beamform/adaptive.c), read during
+/* adaptive: the CPU plan's entry table and apertures (csrc/beamform/adaptive.c), read during
  * create only; the twin uploads them (it needs the table: no per-call delays on the device). */
 typedef struct usbeam_adaptive_tables {
     const usbeam_adaptive_params *params; /* validated; das pointers NULL */

@@ -375,7 +375,7 @@ PyMethodDef usbeam_py_das_methods[] = {
     {"das_plan", (PyCFunction)(void (*)(void))py_das_plan, METH_VARARGS | METH_KEYWORDS,
      "Create a delay-and-sum plan."},
     {"das_execute", py_das_execute, METH_VARARGS, "Run a delay-and-sum plan: (plan, data, out[, n_frames])."},
-    {"das_table_bytes", py_das_table_bytes, METH_O, "Bytes of a plan's precomputed delay/weight table."},
+    {"das_table_bytes", py_das_table_bytes, METH_O, "Bytes of a plan's precomputed receive table."},
     {"das_sparse_cuda_exec", py_das_sparse_cuda_exec, METH_O, "CUDA state of a sparse DAS plan (None for the CPU)."},
     {"das_sparse_plan", (PyCFunction)(void (*)(void))py_das_sparse_plan, METH_VARARGS | METH_KEYWORDS,
      "Create a sparse-matrix delay-and-sum plan (das_plan's arguments)."},

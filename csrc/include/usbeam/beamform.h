@@ -84,8 +84,9 @@ typedef struct usbeam_das_params {
     double tukey_alpha;               /* Tukey taper fraction, [0, 1] */
     usbeam_das_interpolation interpolation;
     usbeam_dtype input_dtype;         /* INT16 or FLOAT32 (RF) or COMPLEX64 (IQ) */
-    size_t max_table_bytes;           /* delay/weight table budget; above it, execute
-                                         recomputes them per call.  0: 1 GiB */
+    size_t max_table_bytes;           /* table budget (DAS: the receive table; adaptive: the
+                                         whole entries); above it, execute recomputes them
+                                         per call.  0: 1 GiB */
     const double *element_normals;    /* (n_elements, 3) unit normals into the medium (n_z > 0);
                                          NULL: +z for every element */
     int surface;                      /* 0: a line array (linear, phased, convex): aperture and
@@ -103,7 +104,7 @@ usbeam_status usbeam_das_execute(usbeam_das_plan *plan, const void *in, void *ou
  * in (n_frames, n_transmits, n_elements, n_samples), out (n_frames, n_points). */
 usbeam_status usbeam_das_execute_frames(usbeam_das_plan *plan, size_t n_frames, const void *in, void *out);
 void usbeam_das_plan_destroy(usbeam_das_plan *plan);
-/* Bytes of the precomputed delay/weight table (0 when the plan recomputes per call). */
+/* Bytes of the precomputed receive table (0 when the plan recomputes per call). */
 size_t usbeam_das_table_bytes(const usbeam_das_plan *plan);
 
 /* The sparse-matrix formulation of DAS (csrc/beamform/das_sparse.c): the same parameters,
