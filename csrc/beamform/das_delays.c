@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <string.h>
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("fp-contract=fast", "no-trapping-math")
@@ -302,12 +303,29 @@ INLINE_BODY void point_receive(const usbeam_das_plan *plan, size_t p, double *sa
     const int first = plan->aperture_first[p], count = plan->aperture_count[p];
     double centre, inv_half;
     window_mapping(plan, pt, &centre, &inv_half);
-    double d[CHUNK], apod[CHUNK];
+    double d[CHUNK], apod[CHUNK], s[CHUNK];
+    float r[CHUNK], m[CHUNK];
+    const int n_elements = (int)plan->params.n_elements;
     for (int e0 = first; e0 < first + count; e0 += CHUNK) {
         const int n = first + count - e0 < CHUNK ? first + count - e0 : CHUNK;
         const int i0 = e0 - first;
-        chunk_geometry(plan, pt, e0, n, centre, inv_half, d, apod);
-        chunk_receive(plan, n, d, apod, sample + i0, re + i0, plan->is_iq ? im + i0 : NULL);
+        /* The chunk widened to whole vectors of 8 with the elements after it (or before it at
+         * the array's end), whose values are computed and dropped: the vector loops then run
+         * without their scalar remainder (up to 7 elements a point, each a scalar square root
+         * and sine/cosine in double).  The same math per element. */
+        const int n_pad = (n + 7) / 8 * 8;
+        const int start = e0 + n_pad <= n_elements ? e0 : n_elements - n_pad;
+        if (n_pad == n || start < 0) {
+            chunk_geometry(plan, pt, e0, n, centre, inv_half, d, apod);
+            chunk_receive(plan, n, d, apod, sample + i0, re + i0, plan->is_iq ? im + i0 : NULL);
+            continue;
+        }
+        chunk_geometry(plan, pt, start, n_pad, centre, inv_half, d, apod);
+        chunk_receive(plan, n_pad, d, apod, s, r, m);
+        const int skip = e0 - start;
+        memcpy(sample + i0, s + skip, (size_t)n * sizeof *s);
+        memcpy(re + i0, r + skip, (size_t)n * sizeof *r);
+        if (plan->is_iq) memcpy(im + i0, m + skip, (size_t)n * sizeof *m);
     }
 }
 
