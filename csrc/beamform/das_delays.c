@@ -623,7 +623,7 @@ INLINE_BODY void transmit_sum_single(const usbeam_das_plan *plan, size_t count, 
 }
 
 #if USBEAM_DAS_MULTI_ISA
-/* transmit_sum_single written with AVX-512 intrinsics.  (GCC does not vectorise the portable loop
+/* transmit_sum_single written with AVX-512 intrinsics (and AVX2 + FMA below).  (GCC does not vectorise the portable loop
  * above inside a target("avx512f") copy: it stays scalar, ~2 ns per entry.)  8 entries per step:
  * s in double (8 lanes), the taps fetched as PAIRS of floats (x[k], x[k + 1]) by one 64-bit load
  * each and spread with the pairs' weights over 16 float lanes.  The same math and validity
@@ -761,6 +761,130 @@ TARGET_AVX512 static void transmit_sum_single_zmm(const usbeam_das_plan *plan, s
     }
 #undef RUN
 }
+
+/* The same for AVX2 + FMA (x86-64-v3): 4 entries a step (s in 4 double lanes), the pairs of
+ * float taps and their weights over 8 float lanes, masks as vectors. */
+TARGET_AVX2 static inline __m256 pairs_of4(__m128 lo, __m128 hi) /* lo0 hi0 lo1 hi1 ... */
+{
+    return _mm256_set_m128(_mm_unpackhi_ps(lo, hi), _mm_unpacklo_ps(lo, hi));
+}
+
+TARGET_AVX2 static inline __m256 load_pairs4(const float *x, __m128i at)
+{
+    int32_t k[4];
+    _mm_storeu_si128((__m128i *)k, at);
+    long long p[4];
+    for (int j = 0; j < 4; ++j) memcpy(&p[j], x + k[j], sizeof p[j]);
+    return _mm256_castsi256_ps(_mm256_set_epi64x(p[3], p[2], p[1], p[0]));
+}
+
+TARGET_AVX2 static inline float sum_lanes8(__m256 v) /* a fixed order */
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+__attribute__((always_inline)) TARGET_AVX2 static inline void
+sum_single_ymm(const int KIND, const int IQ, ptrdiff_t n, const double *restrict sample, const float *restrict re,
+               const float *restrict im, double s_tx, double last, float rot_re, float rot_im, int32_t channel,
+               const float *restrict x_re, const float *restrict x_im, float *acc_re, float *acc_im)
+{
+    const double lo = KIND == USBEAM_INTERP_CUBIC ? 1.0 : 0.0;
+    const double hi = KIND == USBEAM_INTERP_NEAREST ? last : (KIND == USBEAM_INTERP_LINEAR ? last - 1.0 : last - 2.0);
+    const __m256d v_lo = _mm256_set1_pd(lo), v_hi = _mm256_set1_pd(hi), v_tx = _mm256_set1_pd(s_tx);
+    const __m128 gain = _mm_set1_ps(KIND == USBEAM_INTERP_CUBIC ? 0.5f : 1.0f), zero4 = _mm_setzero_ps();
+    const __m128 v_rot_re = _mm_set1_ps(rot_re), v_rot_im = _mm_set1_ps(rot_im);
+    const __m128i lane = _mm_setr_epi32(0, 1, 2, 3), tap_shift = _mm_set1_epi32(KIND == USBEAM_INTERP_CUBIC ? -1 : 0);
+    const __m256i even = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
+    __m128i row = _mm_mullo_epi32(lane, _mm_set1_epi32(channel));
+    const __m128i row_step = _mm_set1_epi32(4 * channel);
+    __m256 rr = _mm256_setzero_ps(), ii = _mm256_setzero_ps(), ri = _mm256_setzero_ps(), ir = _mm256_setzero_ps();
+    for (ptrdiff_t i = 0; i < n; i += 4, row = _mm_add_epi32(row, row_step)) {
+        const int m = n - i >= 4 ? 4 : (int)(n - i);
+        const __m128i live = _mm_cmpgt_epi32(_mm_set1_epi32(m), lane);
+        const __m256i live64 = _mm256_cvtepi32_epi64(live);
+        _mm_prefetch((const char *)(sample + i) + 1024, _MM_HINT_T0);
+        _mm_prefetch((const char *)(re + i) + 512, _MM_HINT_T0);
+        if (IQ) _mm_prefetch((const char *)(im + i) + 512, _MM_HINT_T0);
+        const __m256d s = _mm256_add_pd(v_tx, _mm256_maskload_pd(sample + i, live64));
+        const __m256d ok = _mm256_and_pd(_mm256_and_pd(_mm256_cmp_pd(s, v_lo, _CMP_GE_OQ), _mm256_cmp_pd(s, v_hi, _CMP_LE_OQ)),
+                                         _mm256_castsi256_pd(live64));
+        const __m256d base = _mm256_and_pd( /* ties to even, as rint; invalid: 0, the row start */
+            ok, KIND == USBEAM_INTERP_NEAREST ? _mm256_round_pd(s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+                                              : _mm256_round_pd(s, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC));
+        const __m128i valid = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(_mm256_castpd_si256(ok), even));
+        const __m128i tap = _mm_and_si128(
+            live, _mm_add_epi32(row, _mm_add_epi32(_mm256_cvttpd_epi32(base), _mm_and_si128(valid, tap_shift))));
+        const __m128 g = _mm_and_ps(_mm_castsi128_ps(valid), gain);
+        __m128 w0, w1, w2 = zero4, w3 = zero4;
+        if (KIND == USBEAM_INTERP_NEAREST) {
+            w0 = g, w1 = zero4;
+        } else {
+            const __m128 t = _mm256_cvtpd_ps(_mm256_sub_pd(s, base));
+            if (KIND == USBEAM_INTERP_LINEAR) {
+                w1 = _mm_mul_ps(g, t);
+                w0 = _mm_sub_ps(g, w1);
+            } else {
+                const __m128 t2 = _mm_mul_ps(t, t), t3 = _mm_mul_ps(t2, t), two = _mm_set1_ps(2.0f);
+                w0 = _mm_mul_ps(g, _mm_sub_ps(_mm_fmsub_ps(two, t2, t3), t));
+                w1 = _mm_mul_ps(g, _mm_fmadd_ps(_mm_set1_ps(3.0f), t3, _mm_fnmadd_ps(_mm_set1_ps(5.0f), t2, two)));
+                w2 = _mm_mul_ps(g, _mm_add_ps(_mm_fnmadd_ps(_mm_set1_ps(3.0f), t3, _mm_mul_ps(_mm_set1_ps(4.0f), t2)), t));
+                w3 = _mm_mul_ps(g, _mm_sub_ps(t3, t2));
+            }
+        }
+        const __m128 c_re = _mm_maskload_ps(re + i, live);
+        __m128 cr = c_re, ci = zero4;
+        if (IQ) {
+            const __m128 c_im = _mm_maskload_ps(im + i, live);
+            cr = _mm_fmsub_ps(v_rot_re, c_re, _mm_mul_ps(v_rot_im, c_im));
+            ci = _mm_fmadd_ps(v_rot_re, c_im, _mm_mul_ps(v_rot_im, c_re));
+        }
+#define PAIR_SUM(W_LO, W_HI, SHIFT)                                                                     \
+    {                                                                                                  \
+        const __m128i at_ = _mm_add_epi32(tap, _mm_set1_epi32(SHIFT));                                 \
+        const __m256 a_ = load_pairs4(x_re, at_);                                                      \
+        const __m256 wr_ = pairs_of4(_mm_mul_ps(W_LO, cr), _mm_mul_ps(W_HI, cr));                      \
+        rr = _mm256_fmadd_ps(wr_, a_, rr);                                                             \
+        if (IQ) {                                                                                      \
+            const __m256 b_ = load_pairs4(x_im, at_);                                                  \
+            const __m256 wi_ = pairs_of4(_mm_mul_ps(W_LO, ci), _mm_mul_ps(W_HI, ci));                  \
+            ri = _mm256_fmadd_ps(wi_, b_, ri);                                                         \
+            ii = _mm256_fmadd_ps(wr_, b_, ii);                                                         \
+            ir = _mm256_fmadd_ps(wi_, a_, ir);                                                         \
+        }                                                                                              \
+    }
+        PAIR_SUM(w0, w1, 0)
+        if (KIND == USBEAM_INTERP_CUBIC) PAIR_SUM(w2, w3, 2)
+#undef PAIR_SUM
+    }
+    *acc_re += sum_lanes8(_mm256_sub_ps(rr, ri));
+    if (IQ) *acc_im += sum_lanes8(_mm256_add_ps(ii, ir));
+}
+
+TARGET_AVX2 static void transmit_sum_single_ymm(const usbeam_das_plan *plan, size_t count, const double *sample,
+                                                const float *re, const float *im, double s_tx, float rot_re,
+                                                float rot_im, ptrdiff_t channel, const float *x_re,
+                                                const float *x_im, float *acc_re, float *acc_im)
+{
+    const int kind = (int)plan->params.interpolation;
+    if (plan->taps != usbeam_interp_taps(kind)) return; /* a record shorter than the taps: nothing in range */
+    const double last = (double)plan->params.n_samples - 1.0;
+    const ptrdiff_t n = (ptrdiff_t)count;
+    const int32_t ch = (int32_t)channel;
+#define RUN(KIND, IQ) sum_single_ymm(KIND, IQ, n, sample, re, im, s_tx, last, rot_re, rot_im, ch, x_re, x_im, acc_re, acc_im)
+    if (plan->is_iq) {
+        if (kind == USBEAM_INTERP_NEAREST) RUN(USBEAM_INTERP_NEAREST, 1);
+        else if (kind == USBEAM_INTERP_LINEAR) RUN(USBEAM_INTERP_LINEAR, 1);
+        else RUN(USBEAM_INTERP_CUBIC, 1);
+    } else {
+        if (kind == USBEAM_INTERP_NEAREST) RUN(USBEAM_INTERP_NEAREST, 0);
+        else if (kind == USBEAM_INTERP_LINEAR) RUN(USBEAM_INTERP_LINEAR, 0);
+        else RUN(USBEAM_INTERP_CUBIC, 0);
+    }
+#undef RUN
+}
 #endif
 
 /* The per-instruction-set copies and their dispatch. */
@@ -844,7 +968,13 @@ void usbeam_das_transmit_sum_single(const usbeam_das_plan *plan, size_t count, c
         }
         transmit_sum_single_avx512(plan, count, sample, re, im, s_tx, rot_re, rot_im, channel, x_re, x_im, acc_re, acc_im);
         return;
-    case 1: transmit_sum_single_avx2(plan, count, sample, re, im, s_tx, rot_re, rot_im, channel, x_re, x_im, acc_re, acc_im); return;
+    case 1:
+        if (count > 0 && (double)(count - 1) * (double)channel + (double)plan->params.n_samples + 4.0 < (double)INT32_MAX) {
+            transmit_sum_single_ymm(plan, count, sample, re, im, s_tx, rot_re, rot_im, channel, x_re, x_im, acc_re, acc_im);
+            return;
+        }
+        transmit_sum_single_avx2(plan, count, sample, re, im, s_tx, rot_re, rot_im, channel, x_re, x_im, acc_re, acc_im);
+        return;
     default: break;
     }
 #endif
