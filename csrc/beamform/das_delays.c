@@ -671,7 +671,8 @@ sum_single_zmm(const int KIND, const int IQ, ptrdiff_t n, const double *restrict
     const __m256 gain = _mm256_set1_ps(KIND == USBEAM_INTERP_CUBIC ? 0.5f : 1.0f), zero8 = _mm256_setzero_ps();
     const __m256 v_rot_re = _mm256_set1_ps(rot_re), v_rot_im = _mm256_set1_ps(rot_im);
     __m256i row = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(channel));
-    const __m256i row_step = _mm256_set1_epi32(8 * channel);
+    /* rows of lanes past the aperture may wrap (they are masked to 0 before use): wrap in unsigned */
+    const __m256i row_step = _mm256_set1_epi32((int32_t)(8u * (uint32_t)channel));
     const __m256i tap_shift = _mm256_set1_epi32(KIND == USBEAM_INTERP_CUBIC ? -1 : 0);
     /* re: sum of wr a and of wi b (subtracted at the end); im: wr b and wi a (two chains each) */
     __m512 rr = _mm512_setzero_ps(), ii = _mm512_setzero_ps(), ri = _mm512_setzero_ps(), ir = _mm512_setzero_ps();
@@ -799,7 +800,7 @@ sum_single_ymm(const int KIND, const int IQ, ptrdiff_t n, const double *restrict
     const __m128i lane = _mm_setr_epi32(0, 1, 2, 3), tap_shift = _mm_set1_epi32(KIND == USBEAM_INTERP_CUBIC ? -1 : 0);
     const __m256i even = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
     __m128i row = _mm_mullo_epi32(lane, _mm_set1_epi32(channel));
-    const __m128i row_step = _mm_set1_epi32(4 * channel);
+    const __m128i row_step = _mm_set1_epi32((int32_t)(4u * (uint32_t)channel)); /* as row_step above */
     __m256 rr = _mm256_setzero_ps(), ii = _mm256_setzero_ps(), ri = _mm256_setzero_ps(), ir = _mm256_setzero_ps();
     for (ptrdiff_t i = 0; i < n; i += 4, row = _mm_add_epi32(row, row_step)) {
         const int m = n - i >= 4 ? 4 : (int)(n - i);
