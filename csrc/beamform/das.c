@@ -20,8 +20,9 @@
  * (das_delays.c) and summed by the kernels: blocks of 32 and 16 frames in 16-lane vectors,
  * 8 frames as two units (taps or entries) per vector, a last partial block of 8 lanes, and
  * a single frame formed and summed in one loop over the entries (das_delays.c,
- * usbeam_das_transmit_sum_single).  Each kernel splits its sums over
- * enough independent accumulators to cover the FMA latency (8 chains).  The kernels are
+ * usbeam_das_transmit_sum_single).  Every multi-frame kernel sums a frame in one fixed
+ * order (independent chains that cover the FMA latency, met in a fixed tree: see "unit"
+ * below), so a frame's value does not depend on the frames per call.  The kernels are
  * built for AVX-512, AVX2 + FMA and the baseline (das_kernels.h) and chosen at run time.
  * Points run in parallel, in tiles whose output rows are written contiguously; each thread
  * has its own scratch.  Ctrl-C is polled once per tile (common/interrupt.h); an interrupted
@@ -131,53 +132,69 @@ typedef float floats4 __attribute__((vector_size(16)));
 /* A "unit" is one tap of one entry: unit u = entry u / TAPS, tap u % TAPS, its row
  * row[u / TAPS] + (u % TAPS) frames, its weight(s) at weight[u] (RF) or weight[2u, 2u + 1]
  * (IQ): the sums run over units.  Every kernel ADDS its sums to acc (a point's entries come in
- * blocks).  The FMA has a latency of 4 cycles and two issue ports: each sum is split over
- * SETS independent accumulator sets (units alternate between them) so that at least eight
- * FMA chains are in flight. */
+ * blocks of USBEAM_DAS_ENTRY_BLOCK, whatever the number of frames).
+ *
+ * One summation order for every frame, whichever kernel sums it (so a frame's value does not
+ * depend on how many frames the call holds, and a record beamformed in chunks equals the
+ * whole-record call bit for bit): within a block, unit u goes to chain u mod CHAINS (IQ 2,
+ * RF 8), each chain adds its units in order from zero, and the chains meet in a fixed tree,
+ *     RF:  ((c0 + c2) + (c4 + c6)) + ((c1 + c3) + (c5 + c7))
+ *     IQ:  re = (rr0 - ri0) + (rr1 - ri1),  im = (ii0 + ir0) + (ii1 + ir1),
+ * the tree the 8-frame kernels get for free (even chains in a vector's low half, odd in its
+ * high half); then acc += block.  The chains are also what covers the FMA latency (4 cycles,
+ * two ports: about eight independent sums in flight): IQ has four accumulators per chain
+ * (rr, ii, ri, ir), RF one.  (Four IQ chains measured 9 % slower on 32 frames: their 32
+ * accumulators do not fit the registers with two vectors per plane.)  The 1-frame path
+ * (das_delays.c) forms and sums in one loop and agrees with this to float rounding only. */
+#define IQ_CHAINS 2
+#define RF_CHAINS 8
 
-/* Frames f0 .. f0 + 16 NVZ - 1: NVZ 16-lane vectors per plane and unit. */
-#define DEFINE_WIDE_KERNELS(TAPS, NVZ, SETS)                                                              \
-    static void DAS_ISA(iq_wide_##TAPS##_##NVZ)(const entries_view *v, size_t f0, float *acc_re,           \
-                                                  float *acc_im)                                            \
+/* unit W of a block of 16 NVZ frames into chain H (IQ: four accumulators per vector) */
+#define WIDE_IQ_UNIT(TAPS, NVZ, H, W)                                                                       \
     {                                                                                                       \
-        frames16 rr[SETS][NVZ], ii[SETS][NVZ], ri[SETS][NVZ], ir[SETS][NVZ];                                \
-        for (int h = 0; h < SETS; ++h)                                                                      \
+        const size_t off_ = (size_t)v->row[(W) / TAPS] + ((W) % TAPS) * v->frames + f0;                    \
+        const float wr_ = v->weight[2 * (W)], wi_ = v->weight[2 * (W) + 1];                                 \
+        _Pragma("GCC unroll 4") for (int q_ = 0; q_ < NVZ; ++q_) {                                          \
+            frames16 a_, b_;                                                                                \
+            LOAD16(a_, v->re_plane + off_ + 16 * q_);                                                       \
+            LOAD16(b_, v->im_plane + off_ + 16 * q_);                                                       \
+            rr[H][q_] += wr_ * a_;                                                                          \
+            ii[H][q_] += wr_ * b_;                                                                          \
+            ri[H][q_] += wi_ * b_;                                                                          \
+            ir[H][q_] += wi_ * a_;                                                                          \
+        }                                                                                                   \
+    }
+#define WIDE_RF_UNIT(TAPS, NVZ, H, W)                                                                       \
+    {                                                                                                       \
+        const size_t off_ = (size_t)v->row[(W) / TAPS] + ((W) % TAPS) * v->frames + f0;                    \
+        const float wk_ = v->weight[W];                                                                     \
+        _Pragma("GCC unroll 4") for (int q_ = 0; q_ < NVZ; ++q_) {                                          \
+            frames16 a_;                                                                                    \
+            LOAD16(a_, v->re_plane + off_ + 16 * q_);                                                       \
+            sum[H][q_] += wk_ * a_;                                                                         \
+        }                                                                                                   \
+    }
+
+/* Frames f0 .. f0 + 16 NVZ - 1, IQ: NVZ 16-lane vectors per plane and unit, two chains of four
+ * accumulators (16 of AVX-512's 32 registers for NVZ = 2). */
+#define DEFINE_WIDE_IQ_KERNEL(TAPS, NVZ)                                                                    \
+    static void DAS_ISA(iq_wide_##TAPS##_##NVZ)(const entries_view *v, size_t f0, float *acc_re, float *acc_im) \
+    {                                                                                                       \
+        frames16 rr[IQ_CHAINS][NVZ], ii[IQ_CHAINS][NVZ], ri[IQ_CHAINS][NVZ], ir[IQ_CHAINS][NVZ];            \
+        for (int h = 0; h < IQ_CHAINS; ++h)                                                                 \
             for (int q = 0; q < NVZ; ++q) rr[h][q] = ii[h][q] = ri[h][q] = ir[h][q] = (frames16){0};        \
         const size_t units = v->n * TAPS;                                                                   \
         size_t u = 0;                                                                                       \
-        for (; u + SETS <= units; u += SETS) {                                                              \
-            _Pragma("GCC unroll 4") for (int h = 0; h < SETS; ++h) {                                        \
-                const size_t w = u + (size_t)h;                                                             \
-                const size_t off = (size_t)v->row[w / TAPS] + (w % TAPS) * v->frames + f0;                  \
-                const float wr = v->weight[2 * w], wi = v->weight[2 * w + 1];                               \
-                _Pragma("GCC unroll 4") for (int q = 0; q < NVZ; ++q) {                                     \
-                    frames16 a, b;                                                                          \
-                    LOAD16(a, v->re_plane + off + 16 * q);                                                  \
-                    LOAD16(b, v->im_plane + off + 16 * q);                                                  \
-                    rr[h][q] += wr * a;                                                                     \
-                    ii[h][q] += wr * b;                                                                     \
-                    ri[h][q] += wi * b;                                                                     \
-                    ir[h][q] += wi * a;                                                                     \
-                }                                                                                           \
-            }                                                                                               \
+        for (; u + IQ_CHAINS <= units; u += IQ_CHAINS) {                                                    \
+            _Pragma("GCC unroll 4") for (int h = 0; h < IQ_CHAINS; ++h) WIDE_IQ_UNIT(TAPS, NVZ, h, u + (size_t)h) \
         }                                                                                                   \
-        for (; u < units; ++u) {                                                                            \
-            const size_t off = (size_t)v->row[u / TAPS] + (u % TAPS) * v->frames + f0;                     \
-            const float wr = v->weight[2 * u], wi = v->weight[2 * u + 1];                                   \
-            for (int q = 0; q < NVZ; ++q) {                                                                 \
-                frames16 a, b;                                                                              \
-                LOAD16(a, v->re_plane + off + 16 * q);                                                      \
-                LOAD16(b, v->im_plane + off + 16 * q);                                                      \
-                rr[0][q] += wr * a;                                                                         \
-                ii[0][q] += wr * b;                                                                         \
-                ri[0][q] += wi * b;                                                                         \
-                ir[0][q] += wi * a;                                                                         \
-            }                                                                                               \
+        _Pragma("GCC unroll 4") for (int h = 0; h < IQ_CHAINS; ++h) {                                       \
+            if (u + (size_t)h < units) WIDE_IQ_UNIT(TAPS, NVZ, h, u + (size_t)h)                            \
         }                                                                                                   \
         for (int q = 0; q < NVZ; ++q) {                                                                     \
-            frames16 sum_re, sum_im, old;                                                                   \
-            sum_re = rr[0][q] - ri[0][q], sum_im = ii[0][q] + ir[0][q];                                     \
-            for (int h = 1; h < SETS; ++h) sum_re += rr[h][q] - ri[h][q], sum_im += ii[h][q] + ir[h][q];    \
+            const frames16 sum_re = (rr[0][q] - ri[0][q]) + (rr[1][q] - ri[1][q]);                          \
+            const frames16 sum_im = (ii[0][q] + ir[0][q]) + (ii[1][q] + ir[1][q]);                          \
+            frames16 old;                                                                                   \
             LOAD16(old, acc_re + 16 * q);                                                                   \
             old += sum_re;                                                                                  \
             memcpy(acc_re + 16 * q, &old, sizeof old);                                                      \
@@ -185,38 +202,27 @@ typedef float floats4 __attribute__((vector_size(16)));
             old += sum_im;                                                                                  \
             memcpy(acc_im + 16 * q, &old, sizeof old);                                                      \
         }                                                                                                   \
-    }                                                                                                       \
+    }
+
+/* Frames f0 .. f0 + 16 NVZ - 1, RF: NVZ 16-lane vectors per unit, eight chains. */
+#define DEFINE_WIDE_RF_KERNEL(TAPS, NVZ)                                                                    \
     static void DAS_ISA(rf_wide_##TAPS##_##NVZ)(const entries_view *v, size_t f0, float *acc_re)           \
     {                                                                                                       \
-        frames16 sum[2 * SETS][NVZ];                                                                        \
-        for (int h = 0; h < 2 * SETS; ++h)                                                                  \
+        frames16 sum[RF_CHAINS][NVZ];                                                                       \
+        for (int h = 0; h < RF_CHAINS; ++h)                                                                 \
             for (int q = 0; q < NVZ; ++q) sum[h][q] = (frames16){0};                                        \
         const size_t units = v->n * TAPS;                                                                   \
         size_t u = 0;                                                                                       \
-        for (; u + 2 * SETS <= units; u += 2 * SETS) {                                                      \
-            _Pragma("GCC unroll 8") for (int h = 0; h < 2 * SETS; ++h) {                                    \
-                const size_t w = u + (size_t)h;                                                             \
-                const size_t off = (size_t)v->row[w / TAPS] + (w % TAPS) * v->frames + f0;                  \
-                const float wk = v->weight[w];                                                              \
-                _Pragma("GCC unroll 4") for (int q = 0; q < NVZ; ++q) {                                     \
-                    frames16 a;                                                                             \
-                    LOAD16(a, v->re_plane + off + 16 * q);                                                  \
-                    sum[h][q] += wk * a;                                                                    \
-                }                                                                                           \
-            }                                                                                               \
+        for (; u + RF_CHAINS <= units; u += RF_CHAINS) {                                                    \
+            _Pragma("GCC unroll 8") for (int h = 0; h < RF_CHAINS; ++h) WIDE_RF_UNIT(TAPS, NVZ, h, u + (size_t)h) \
         }                                                                                                   \
-        for (; u < units; ++u) {                                                                            \
-            const size_t off = (size_t)v->row[u / TAPS] + (u % TAPS) * v->frames + f0;                      \
-            const float wk = v->weight[u];                                                                  \
-            for (int q = 0; q < NVZ; ++q) {                                                                 \
-                frames16 a;                                                                                 \
-                LOAD16(a, v->re_plane + off + 16 * q);                                                      \
-                sum[0][q] += wk * a;                                                                        \
-            }                                                                                               \
+        _Pragma("GCC unroll 8") for (int h = 0; h < RF_CHAINS; ++h) {                                       \
+            if (u + (size_t)h < units) WIDE_RF_UNIT(TAPS, NVZ, h, u + (size_t)h)                            \
         }                                                                                                   \
         for (int q = 0; q < NVZ; ++q) {                                                                     \
-            frames16 total = sum[0][q], old;                                                                \
-            for (int h = 1; h < 2 * SETS; ++h) total += sum[h][q];                                          \
+            const frames16 total = ((sum[0][q] + sum[2][q]) + (sum[4][q] + sum[6][q]))                      \
+                                   + ((sum[1][q] + sum[3][q]) + (sum[5][q] + sum[7][q]));                   \
+            frames16 old;                                                                                   \
             LOAD16(old, acc_re + 16 * q);                                                                   \
             old += total;                                                                                   \
             memcpy(acc_re + 16 * q, &old, sizeof old);                                                      \
@@ -224,28 +230,30 @@ typedef float floats4 __attribute__((vector_size(16)));
     }
 
 /* Frames f0 .. f0 + 7: two units share a 16-lane vector (the low half unit u, the high half
- * unit u + 1), so an 8-frame row fills the vector.  The weights of units u and u + 1 are one
- * 16-float load permuted in registers (the scratch has room past the last entry, and an odd
- * last unit pairs with zero weights written there by beamform_entries).  CONTIG: the two
- * units are taps k, k + 1 of one entry and rows are 8 frames long (n_frames = 8), so their
- * rows are one contiguous 16-float load. */
+ * unit u + 1, so even chains sit in low halves and odd ones in high halves), and an 8-frame
+ * row fills the vector.  The weights of units u and u + 1 are one 16-float load permuted in
+ * registers (the scratch has room past the last entry, and an odd last unit pairs with zero
+ * weights written there by beamform_point).  CONTIG: the two units are taps k, k + 1 of one
+ * entry and rows are 8 frames long (n_frames = 8), so their rows are one contiguous 16-float
+ * load. */
 #define DEFINE_PAIR_KERNELS(TAPS, CONTIG, NAME)                                                            \
     static void DAS_ISA(iq_##NAME##_##TAPS)(const entries_view *v, size_t f0, float *acc_re, float *acc_im) \
     {                                                                                                       \
-        frames16 rr[2], ii[2], ri[2], ir[2];                                                                \
-        for (int h = 0; h < 2; ++h) rr[h] = ii[h] = ri[h] = ir[h] = (frames16){0};                          \
+        frames16 rr[IQ_CHAINS / 2], ii[IQ_CHAINS / 2], ri[IQ_CHAINS / 2], ir[IQ_CHAINS / 2];                \
+        for (int h = 0; h < IQ_CHAINS / 2; ++h) rr[h] = ii[h] = ri[h] = ir[h] = (frames16){0};              \
         const size_t units = v->n * TAPS;                                                                   \
         size_t u = 0;                                                                                       \
-        for (; u + 4 <= units; u += 4) {                                                                    \
-            _Pragma("GCC unroll 2") for (int h = 0; h < 2; ++h) {                                           \
+        for (; u + IQ_CHAINS <= units; u += IQ_CHAINS) {                                                    \
+            _Pragma("GCC unroll 2") for (int h = 0; h < IQ_CHAINS / 2; ++h) {                               \
                 const size_t w = u + 2 * (size_t)h;                                                         \
                 PAIR_IQ_UNIT(TAPS, CONTIG, h, w, w + 1)                                                     \
             }                                                                                               \
         }                                                                                                   \
-        for (; u < units; u += 2) {                                                                         \
-            PAIR_IQ_UNIT(TAPS, CONTIG, 0, u, u + 1 < units ? u + 1 : u)                                     \
+        _Pragma("GCC unroll 2") for (int h = 0; h < IQ_CHAINS / 2; ++h) {                                   \
+            const size_t w = u + 2 * (size_t)h;                                                             \
+            if (w < units) PAIR_IQ_UNIT(TAPS, CONTIG, h, w, w + 1 < units ? w + 1 : w)                      \
         }                                                                                                   \
-        const frames16 sum_re = (rr[0] + rr[1]) - (ri[0] + ri[1]), sum_im = (ii[0] + ii[1]) + (ir[0] + ir[1]); \
+        const frames16 sum_re = rr[0] - ri[0], sum_im = ii[0] + ir[0];                                      \
         frames8 old;                                                                                        \
         LOAD8(old, acc_re);                                                                                 \
         old += LOW8(sum_re) + HIGH8(sum_re);                                                                \
@@ -256,18 +264,19 @@ typedef float floats4 __attribute__((vector_size(16)));
     }                                                                                                       \
     static void DAS_ISA(rf_##NAME##_##TAPS)(const entries_view *v, size_t f0, float *acc_re)               \
     {                                                                                                       \
-        frames16 sum[4];                                                                                    \
-        for (int h = 0; h < 4; ++h) sum[h] = (frames16){0};                                                 \
+        frames16 sum[RF_CHAINS / 2];                                                                        \
+        for (int h = 0; h < RF_CHAINS / 2; ++h) sum[h] = (frames16){0};                                     \
         const size_t units = v->n * TAPS;                                                                   \
         size_t u = 0;                                                                                       \
-        for (; u + 8 <= units; u += 8) {                                                                    \
-            _Pragma("GCC unroll 4") for (int h = 0; h < 4; ++h) {                                           \
+        for (; u + RF_CHAINS <= units; u += RF_CHAINS) {                                                    \
+            _Pragma("GCC unroll 4") for (int h = 0; h < RF_CHAINS / 2; ++h) {                               \
                 const size_t w = u + 2 * (size_t)h;                                                         \
                 PAIR_RF_UNIT(TAPS, CONTIG, h, w, w + 1)                                                     \
             }                                                                                               \
         }                                                                                                   \
-        for (; u < units; u += 2) {                                                                         \
-            PAIR_RF_UNIT(TAPS, CONTIG, 0, u, u + 1 < units ? u + 1 : u)                                     \
+        _Pragma("GCC unroll 4") for (int h = 0; h < RF_CHAINS / 2; ++h) {                                   \
+            const size_t w = u + 2 * (size_t)h;                                                             \
+            if (w < units) PAIR_RF_UNIT(TAPS, CONTIG, h, w, w + 1 < units ? w + 1 : w)                      \
         }                                                                                                   \
         const frames16 total = (sum[0] + sum[1]) + (sum[2] + sum[3]);                                       \
         frames8 old;                                                                                        \

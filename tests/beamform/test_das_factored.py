@@ -166,3 +166,49 @@ def test_sparse_operator_of_a_convex_array(rng):
                            formulation="sparse")
     got = bf(data).reshape(want.shape)
     assert np.linalg.norm(got - want) <= TOLERANCES["das_rel_l2"] * np.linalg.norm(want)
+
+
+CHUNKS_CHILD = r"""
+import sys, numpy as np
+sys.path[:0] = sys.argv[1:3]
+import usbeam
+rng = np.random.default_rng(int(sys.argv[3]))
+# Odd and even aperture counts (f-number, nearest = 1 tap), both signs of steering, 43 frames
+# cut at every block boundary of the kernels (32 / 16 / 8 frames and the partial block).
+probe = usbeam.LinearArray(19, 3e-4, width=2.5e-4)
+seq = [usbeam.PlaneWave(0.15), usbeam.DivergingWave((0.0, -1e-2))]
+grid = usbeam.Grid(x=np.linspace(-3e-3, 3e-3, 11), z=np.linspace(2e-3, 9e-3, 9))
+cuts = (0, 1, 3, 8, 11, 27, 43)
+for dtype in (np.complex64, np.float32, np.int16):
+    shape = (43, 2, 19, 300)
+    if dtype == np.complex64:
+        data = (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
+    else:
+        data = (1000 * rng.standard_normal(shape)).astype(dtype)
+    for interpolation in ("nearest", "linear", "cubic"):
+        for budget in (None, 1):  # receive table / receive part per call
+            bf = usbeam.Beamformer(probe, seq, grid, fs=20e6, fc=5e6, c=1540.0, t0=1.5e-6, n_samples=300,
+                                   f_number=1.3, window="hann", interpolation=interpolation, dtype=dtype,
+                                   n_frames=43, max_table_bytes=budget)
+            whole = bf(data)
+            for split in (cuts, tuple(range(0, 44, 2)) + (43,), (0, 16, 32, 40, 43), (0, 2, 10, 26, 43)):
+                parts = np.concatenate([bf(data[a:b]) for a, b in zip(split[:-1], split[1:]) if b - a >= 2])
+                frames = [f for a, b in zip(split[:-1], split[1:]) if b - a >= 2 for f in range(a, b)]
+                assert np.array_equal(parts, whole[frames]), (dtype, interpolation, budget, split)
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("isa", ["0", "1", "2"])
+def test_frames_per_call_do_not_change_a_frame(rng, isa):
+    # usbeam.batch cuts a record into chunks and promises the whole-record result bit for bit:
+    # every multi-frame kernel sums a frame in one order (csrc/beamform/das.c), whatever the
+    # number of frames in the call and the blocks (32 / 16 / 8 / partial) they fall in.  Calls
+    # of one frame take the fused 1-frame path, equal only to float rounding, and are left out.
+    tests = Path(__file__).resolve().parent.parent
+    root = Path(usbeam.__file__).resolve().parent.parent
+    env = dict(os.environ, USBEAM_DAS_ISA=isa, OMP_NUM_THREADS="2")
+    out = subprocess.run([sys.executable, "-c", CHUNKS_CHILD, str(root), str(tests), str(int(rng.integers(1 << 30)))],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.startswith("ok")
