@@ -26,6 +26,11 @@ same run (benchmarks/roofline.c, built here), the bound min(peak, intensity x ba
 the fraction of it reached.  Peak RSS is measured in a child process per configuration.
 
     python benchmarks/bench_das.py [--rounds 5] [--repeat 5] [--full] [--no-record] [--only NAME]
+    python benchmarks/bench_das.py --thread-check [--rounds 5] [--repeat 5]
+
+``--thread-check`` times the 1-frame configurations' default plan with 1 and 2 OpenMP threads,
+the latter with usbeam's passive wait (usbeam/__init__.py) and with libgomp's default spinning
+wait, each in a process of its own, interleaved.
 """
 import argparse
 import json
@@ -267,6 +272,58 @@ def peak_rss(name, full, budget):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+THREADS_CHILD = r'''
+import ctypes, json, os, sys, time
+if sys.argv[3] == "spin":  # libgomp's own default (spin, then sleep): load it before usbeam sets PASSIVE
+    os.environ.pop("OMP_WAIT_POLICY", None)
+    ctypes.CDLL("libgomp.so.1", mode=ctypes.RTLD_GLOBAL)
+sys.path[:0] = [sys.argv[1], sys.argv[1] + "/benchmarks"]
+import numpy as np
+import bench_das
+out = {}
+for name in sys.argv[2].split(","):
+    cfg = bench_das.make_config(name, False)
+    bf = bench_das.beamformer(cfg)
+    image = bf(cfg["iq"])
+    times = []
+    for _ in range(int(sys.argv[4]) + 2):
+        t = time.perf_counter()
+        bf(cfg["iq"], out=image)
+        times.append(time.perf_counter() - t)
+    out[cfg["name"]] = times[2:]
+print(json.dumps(out))
+'''
+
+
+def thread_check(args):
+    """1 thread against 2 (usbeam's passive OpenMP wait, and libgomp's default spinning wait),
+    each in a process of its own (the team and the wait policy are fixed when the process
+    starts), interleaved round by round: the default plan (receive table) of the 1-frame
+    configurations.  Prints a table; the load average is printed beside it."""
+    settings = [("1 thread", "1", "passive"), ("2 threads, passive wait (usbeam's default)", "2", "passive"),
+                ("2 threads, libgomp's spinning wait", "2", "spin")]
+    times = {s[0]: {} for s in settings}
+    load = [os.getloadavg()[0]]
+    for rnd in range(args.rounds):
+        for label, threads, policy in (settings if rnd % 2 == 0 else settings[::-1]):
+            env = dict(os.environ, OMP_NUM_THREADS=threads)
+            out = subprocess.run([sys.executable, "-c", THREADS_CHILD, str(ROOT), "live1,live3", policy,
+                                  str(4 * args.repeat)], capture_output=True, text=True, check=True, env=env)
+            for name, t in json.loads(out.stdout.strip().splitlines()[-1]).items():
+                times[label].setdefault(name, []).extend(t)
+        load.append(os.getloadavg()[0])
+    header = ["config", "threads, wait", "median ms", "p95 ms", "vs 1 thread (median)"]
+    rows = []
+    for name in times[settings[0][0]]:
+        one = float(np.median(times[settings[0][0]][name]))
+        for label, _, _ in settings:
+            t = np.asarray(times[label][name])
+            rows.append([name, label, f"{np.median(t) * 1e3:.2f}", f"{np.percentile(t, 95) * 1e3:.2f}",
+                         f"{one / np.median(t):.2f}x"])
+    print(f"load average (1 min) during the check: {min(load):.1f} .. {max(load):.1f}")
+    print(harness.markdown_table(header, rows))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -274,7 +331,12 @@ def main(argv=None):
     parser.add_argument("--full", action="store_true", help="the large configuration at 512 x 512 against PyMUST")
     parser.add_argument("--only", action="append", choices=["large", "pwi_disk", "live3", "live1"])
     parser.add_argument("--no-record", action="store_true")
+    parser.add_argument("--thread-check", action="store_true",
+                        help="only: 1 against 2 threads (passive and spinning OpenMP waits) on the 1-frame configurations")
     args = parser.parse_args(argv)
+    if args.thread_check:
+        thread_check(args)
+        return
     names = args.only or ["large", "pwi_disk", "live3", "live1"]
     ceilings = [measure_ceilings(1) for _ in range(3)]
     rows, notes = [], []

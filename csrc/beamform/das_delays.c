@@ -23,6 +23,8 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+#include <string.h>
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("fp-contract=fast", "no-trapping-math")
@@ -33,6 +35,7 @@
  * baseline), chosen at run time by usbeam_das_isa() (see das.c for why not target_clones). */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
 #define USBEAM_DAS_MULTI_ISA 1
+#include <immintrin.h>
 #define INLINE_BODY static inline __attribute__((always_inline))
 #define TARGET_AVX2 __attribute__((target("avx2,fma,bmi,bmi2,popcnt,lzcnt,f16c,movbe")))
 #define TARGET_AVX512 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx512cd,avx2,fma,bmi,bmi2,popcnt,lzcnt,f16c,movbe")))
@@ -60,6 +63,7 @@ int usbeam_das_isa(void)
     return 0;
 #endif
 }
+
 
 #define CHUNK 64 /* elements processed together (stack buffers) */
 
@@ -171,7 +175,24 @@ double usbeam_das_transmit_time(const usbeam_das_plan *plan, size_t t, const dou
     return usbeam_tx_path(m, pt[0], pt[1], pt[2]) / plan->params.c;
 }
 
-void usbeam_das_rotation(double turns, double *re, double *im) { sincos_turns(turns, im, re); }
+/* exp(+j 2 pi turns), once per (point, transmit) in execute: the x86-64 baseline has no rounding
+ * instruction (rint becomes a compare-and-add sequence) nor FMA, and its two long polynomial chains
+ * took ~12 ns a call, 5-9 % of a 1-frame call; the AVX2 + FMA copy (also taken on AVX-512
+ * machines, so both give the same bits) uses vroundsd and fused multiply-adds. */
+#if USBEAM_DAS_MULTI_ISA
+TARGET_AVX2 static void rotation_fma(double turns, double *re, double *im) { sincos_turns(turns, im, re); }
+#endif
+
+void usbeam_das_rotation(double turns, double *re, double *im)
+{
+#if USBEAM_DAS_MULTI_ISA
+    if (usbeam_das_isa() >= 1) {
+        rotation_fma(turns, re, im);
+        return;
+    }
+#endif
+    sincos_turns(turns, im, re);
+}
 
 /* Receive distances d[i] (m) and window weights apod[i] of elements e0 .. e0+n-1. */
 INLINE_BODY void chunk_distances(const usbeam_das_plan *plan, const double *pt, int e0, int n, double centre,
@@ -299,12 +320,29 @@ INLINE_BODY void point_receive(const usbeam_das_plan *plan, size_t p, double *sa
     const int first = plan->aperture_first[p], count = plan->aperture_count[p];
     double centre, inv_half;
     window_mapping(plan, pt, &centre, &inv_half);
-    double d[CHUNK], apod[CHUNK];
+    double d[CHUNK], apod[CHUNK], s[CHUNK];
+    float r[CHUNK], m[CHUNK];
+    const int n_elements = (int)plan->params.n_elements;
     for (int e0 = first; e0 < first + count; e0 += CHUNK) {
         const int n = first + count - e0 < CHUNK ? first + count - e0 : CHUNK;
         const int i0 = e0 - first;
-        chunk_geometry(plan, pt, e0, n, centre, inv_half, d, apod);
-        chunk_receive(plan, n, d, apod, sample + i0, re + i0, plan->is_iq ? im + i0 : NULL);
+        /* The chunk widened to whole vectors of 8 with the elements after it (or before it at
+         * the array's end), whose values are computed and dropped: the vector loops then run
+         * without their scalar remainder (up to 7 elements a point, each a scalar square root
+         * and sine/cosine in double).  The same math per element. */
+        const int n_pad = (n + 7) / 8 * 8;
+        const int start = e0 + n_pad <= n_elements ? e0 : n_elements - n_pad;
+        if (n_pad == n || start < 0) {
+            chunk_geometry(plan, pt, e0, n, centre, inv_half, d, apod);
+            chunk_receive(plan, n, d, apod, sample + i0, re + i0, plan->is_iq ? im + i0 : NULL);
+            continue;
+        }
+        chunk_geometry(plan, pt, start, n_pad, centre, inv_half, d, apod);
+        chunk_receive(plan, n_pad, d, apod, s, r, m);
+        const int skip = e0 - start;
+        memcpy(sample + i0, s + skip, (size_t)n * sizeof *s);
+        memcpy(re + i0, r + skip, (size_t)n * sizeof *r);
+        if (plan->is_iq) memcpy(im + i0, m + skip, (size_t)n * sizeof *m);
     }
 }
 
@@ -601,6 +639,272 @@ INLINE_BODY void transmit_sum_single(const usbeam_das_plan *plan, size_t count, 
     if (plan->is_iq) *acc_im += sum_im;
 }
 
+#if USBEAM_DAS_MULTI_ISA
+/* transmit_sum_single written with AVX-512 intrinsics (and AVX2 + FMA below).  (GCC does not vectorise the portable loop
+ * above inside a target("avx512f") copy: it stays scalar, ~2 ns per entry.)  8 entries per step:
+ * s in double (8 lanes), the taps fetched as PAIRS of floats (x[k], x[k + 1]) by one 64-bit load
+ * each and spread with the pairs' weights over 16 float lanes.  The same math and validity
+ * ranges as transmit_sum_single; the products are grouped differently ((w cr) x rather than
+ * cr (w x)), so the result differs from the portable loop in the last bits only.  The sums run
+ * over the entries in index order in fixed lanes and accumulators, reduced in a fixed order:
+ * the same bits for the same inputs on any thread.  Tap offsets are int32: the caller checks
+ * that (count - 1) x channel + n_samples fits.  KIND and IQ are constants in each copy (below),
+ * so every copy is one straight loop. */
+TARGET_AVX512 static inline __m512 pairs_of(__m256 lo, __m256 hi) /* lo0 hi0 lo1 hi1 ... */
+{
+    const __m512i order = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    return _mm512_permutex2var_ps(_mm512_castps256_ps512(lo), order, _mm512_castps256_ps512(hi));
+}
+
+/* x[at_j], x[at_j + 1] of the 8 lanes j as 16 floats (8-byte loads: measured as fast as a
+ * 64-bit gather on the development machine, and portable to gathers' slow cores) */
+TARGET_AVX512 static inline __m512 load_pairs(const float *x, __m256i at)
+{
+    int32_t k[8];
+    _mm256_storeu_si256((__m256i *)k, at);
+    __m128i q[4];
+    for (int j = 0; j < 4; ++j) {
+        long long lo, hi;
+        memcpy(&lo, x + k[2 * j], sizeof lo);
+        memcpy(&hi, x + k[2 * j + 1], sizeof hi);
+        q[j] = _mm_set_epi64x(hi, lo);
+    }
+    __m512i v = _mm512_castsi128_si512(q[0]);
+    v = _mm512_inserti64x2(v, q[1], 1);
+    v = _mm512_inserti64x2(v, q[2], 2);
+    v = _mm512_inserti64x2(v, q[3], 3);
+    return _mm512_castsi512_ps(v);
+}
+
+__attribute__((always_inline)) TARGET_AVX512 static inline void
+sum_single_zmm(const int KIND, const int IQ, ptrdiff_t n, const double *restrict sample, const float *restrict re,
+               const float *restrict im, double s_tx, double last, float rot_re, float rot_im, int32_t channel,
+               const float *restrict x_re, const float *restrict x_im, float *acc_re, float *acc_im)
+{
+    /* valid range of s and first tap relative to floor / rint(s): usbeam_math.h */
+    const double lo = KIND == USBEAM_INTERP_CUBIC ? 1.0 : 0.0;
+    const double hi = KIND == USBEAM_INTERP_NEAREST ? last : (KIND == USBEAM_INTERP_LINEAR ? last - 1.0 : last - 2.0);
+    const __m512d v_lo = _mm512_set1_pd(lo), v_hi = _mm512_set1_pd(hi), v_tx = _mm512_set1_pd(s_tx);
+    const __m256 gain = _mm256_set1_ps(KIND == USBEAM_INTERP_CUBIC ? 0.5f : 1.0f), zero8 = _mm256_setzero_ps();
+    const __m256 v_rot_re = _mm256_set1_ps(rot_re), v_rot_im = _mm256_set1_ps(rot_im);
+    __m256i row = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(channel));
+    /* rows of lanes past the aperture may wrap (they are masked to 0 before use): wrap in unsigned */
+    const __m256i row_step = _mm256_set1_epi32((int32_t)(8u * (uint32_t)channel));
+    const __m256i tap_shift = _mm256_set1_epi32(KIND == USBEAM_INTERP_CUBIC ? -1 : 0);
+    /* re: sum of wr a and of wi b (subtracted at the end); im: wr b and wi a (two chains each) */
+    __m512 rr = _mm512_setzero_ps(), ii = _mm512_setzero_ps(), ri = _mm512_setzero_ps(), ir = _mm512_setzero_ps();
+    for (ptrdiff_t i = 0; i < n; i += 8, row = _mm256_add_epi32(row, row_step)) {
+        const __mmask8 live = n - i >= 8 ? (__mmask8)0xff : (__mmask8)((1u << (n - i)) - 1u);
+        /* the receive table streams from memory, and the prefetchers fall behind it: ask for it
+         * ahead (past the point's range: the next point's, harmless) */
+        _mm_prefetch((const char *)(sample + i) + 1024, _MM_HINT_T0);
+        _mm_prefetch((const char *)(re + i) + 512, _MM_HINT_T0);
+        if (IQ) _mm_prefetch((const char *)(im + i) + 512, _MM_HINT_T0);
+        const __m512d s = _mm512_add_pd(v_tx, _mm512_maskz_loadu_pd(live, sample + i));
+        const __mmask8 valid = _mm512_cmp_pd_mask(s, v_lo, _CMP_GE_OQ) & _mm512_cmp_pd_mask(s, v_hi, _CMP_LE_OQ) & live;
+        const __m512d base = KIND == USBEAM_INTERP_NEAREST /* ties to even, as rint; invalid: 0, the row start */
+                                 ? _mm512_maskz_roundscale_pd(valid, s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+                                 : _mm512_maskz_roundscale_pd(valid, s, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+        /* lanes past the aperture (the last step) read the first row: no address outside the rows */
+        const __m256i tap = _mm256_maskz_mov_epi32(
+            live, _mm256_add_epi32(row, _mm256_maskz_add_epi32(valid, _mm512_cvttpd_epi32(base), tap_shift)));
+        const __m256 g = _mm256_maskz_mov_ps(valid, gain);
+        /* the interpolation weights of the taps in float (as transmit_sum_single), as pairs (w0, w1), (w2, w3) */
+        __m256 w0, w1, w2 = zero8, w3 = zero8;
+        if (KIND == USBEAM_INTERP_NEAREST) {
+            w0 = g, w1 = zero8;
+        } else {
+            const __m256 t = _mm512_cvtpd_ps(_mm512_sub_pd(s, base));
+            if (KIND == USBEAM_INTERP_LINEAR) {
+                w1 = _mm256_mul_ps(g, t);
+                w0 = _mm256_sub_ps(g, w1);
+            } else {
+                const __m256 t2 = _mm256_mul_ps(t, t), t3 = _mm256_mul_ps(t2, t), two = _mm256_set1_ps(2.0f);
+                w0 = _mm256_mul_ps(g, _mm256_sub_ps(_mm256_fmsub_ps(two, t2, t3), t));         /* -t3 + 2 t2 - t */
+                w1 = _mm256_mul_ps(g, _mm256_fmadd_ps(_mm256_set1_ps(3.0f), t3,                 /* 3 t3 - 5 t2 + 2 */
+                                                      _mm256_fnmadd_ps(_mm256_set1_ps(5.0f), t2, two)));
+                w2 = _mm256_mul_ps(g, _mm256_add_ps(_mm256_fnmadd_ps(_mm256_set1_ps(3.0f), t3, /* -3 t3 + 4 t2 + t */
+                                                                     _mm256_mul_ps(_mm256_set1_ps(4.0f), t2)), t));
+                w3 = _mm256_mul_ps(g, _mm256_sub_ps(t3, t2));                                  /* t3 - t2 */
+            }
+        }
+        const __m256 c_re = _mm256_maskz_loadu_ps(live, re + i);
+        __m256 cr = c_re, ci = zero8;
+        if (IQ) { /* rot_tx x c_rx */
+            const __m256 c_im = _mm256_maskz_loadu_ps(live, im + i);
+            cr = _mm256_fmsub_ps(v_rot_re, c_re, _mm256_mul_ps(v_rot_im, c_im));
+            ci = _mm256_fmadd_ps(v_rot_re, c_im, _mm256_mul_ps(v_rot_im, c_re));
+        }
+#define PAIR_SUM(W_LO, W_HI, SHIFT)                                                                     \
+    {                                                                                                  \
+        const __m256i at_ = _mm256_add_epi32(tap, _mm256_set1_epi32(SHIFT));                           \
+        const __m512 a_ = load_pairs(x_re, at_);                                                       \
+        const __m512 wr_ = pairs_of(_mm256_mul_ps(W_LO, cr), _mm256_mul_ps(W_HI, cr));                 \
+        rr = _mm512_fmadd_ps(wr_, a_, rr);                                                             \
+        if (IQ) {                                                                                      \
+            const __m512 b_ = load_pairs(x_im, at_);                                                   \
+            const __m512 wi_ = pairs_of(_mm256_mul_ps(W_LO, ci), _mm256_mul_ps(W_HI, ci));             \
+            ri = _mm512_fmadd_ps(wi_, b_, ri);                                                         \
+            ii = _mm512_fmadd_ps(wr_, b_, ii);                                                         \
+            ir = _mm512_fmadd_ps(wi_, a_, ir);                                                         \
+        }                                                                                              \
+    }
+        PAIR_SUM(w0, w1, 0)
+        if (KIND == USBEAM_INTERP_CUBIC) PAIR_SUM(w2, w3, 2)
+#undef PAIR_SUM
+    }
+    *acc_re += _mm512_reduce_add_ps(_mm512_sub_ps(rr, ri));
+    if (IQ) *acc_im += _mm512_reduce_add_ps(_mm512_add_ps(ii, ir));
+}
+
+TARGET_AVX512 static void transmit_sum_single_zmm(const usbeam_das_plan *plan, size_t count, const double *sample,
+                                                  const float *re, const float *im, double s_tx, float rot_re,
+                                                  float rot_im, ptrdiff_t channel, const float *x_re,
+                                                  const float *x_im, float *acc_re, float *acc_im)
+{
+    const int kind = (int)plan->params.interpolation;
+    if (plan->taps != usbeam_interp_taps(kind)) return; /* a record shorter than the taps: nothing in range */
+    const double last = (double)plan->params.n_samples - 1.0;
+    const ptrdiff_t n = (ptrdiff_t)count;
+    const int32_t ch = (int32_t)channel;
+#define RUN(KIND, IQ) sum_single_zmm(KIND, IQ, n, sample, re, im, s_tx, last, rot_re, rot_im, ch, x_re, x_im, acc_re, acc_im)
+    if (plan->is_iq) {
+        if (kind == USBEAM_INTERP_NEAREST) RUN(USBEAM_INTERP_NEAREST, 1);
+        else if (kind == USBEAM_INTERP_LINEAR) RUN(USBEAM_INTERP_LINEAR, 1);
+        else RUN(USBEAM_INTERP_CUBIC, 1);
+    } else {
+        if (kind == USBEAM_INTERP_NEAREST) RUN(USBEAM_INTERP_NEAREST, 0);
+        else if (kind == USBEAM_INTERP_LINEAR) RUN(USBEAM_INTERP_LINEAR, 0);
+        else RUN(USBEAM_INTERP_CUBIC, 0);
+    }
+#undef RUN
+}
+
+/* The same for AVX2 + FMA (x86-64-v3): 4 entries a step (s in 4 double lanes), the pairs of
+ * float taps and their weights over 8 float lanes, masks as vectors. */
+TARGET_AVX2 static inline __m256 pairs_of4(__m128 lo, __m128 hi) /* lo0 hi0 lo1 hi1 ... */
+{
+    return _mm256_set_m128(_mm_unpackhi_ps(lo, hi), _mm_unpacklo_ps(lo, hi));
+}
+
+TARGET_AVX2 static inline __m256 load_pairs4(const float *x, __m128i at)
+{
+    int32_t k[4];
+    _mm_storeu_si128((__m128i *)k, at);
+    long long p[4];
+    for (int j = 0; j < 4; ++j) memcpy(&p[j], x + k[j], sizeof p[j]);
+    return _mm256_castsi256_ps(_mm256_set_epi64x(p[3], p[2], p[1], p[0]));
+}
+
+TARGET_AVX2 static inline float sum_lanes8(__m256 v) /* a fixed order */
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+__attribute__((always_inline)) TARGET_AVX2 static inline void
+sum_single_ymm(const int KIND, const int IQ, ptrdiff_t n, const double *restrict sample, const float *restrict re,
+               const float *restrict im, double s_tx, double last, float rot_re, float rot_im, int32_t channel,
+               const float *restrict x_re, const float *restrict x_im, float *acc_re, float *acc_im)
+{
+    const double lo = KIND == USBEAM_INTERP_CUBIC ? 1.0 : 0.0;
+    const double hi = KIND == USBEAM_INTERP_NEAREST ? last : (KIND == USBEAM_INTERP_LINEAR ? last - 1.0 : last - 2.0);
+    const __m256d v_lo = _mm256_set1_pd(lo), v_hi = _mm256_set1_pd(hi), v_tx = _mm256_set1_pd(s_tx);
+    const __m128 gain = _mm_set1_ps(KIND == USBEAM_INTERP_CUBIC ? 0.5f : 1.0f), zero4 = _mm_setzero_ps();
+    const __m128 v_rot_re = _mm_set1_ps(rot_re), v_rot_im = _mm_set1_ps(rot_im);
+    const __m128i lane = _mm_setr_epi32(0, 1, 2, 3), tap_shift = _mm_set1_epi32(KIND == USBEAM_INTERP_CUBIC ? -1 : 0);
+    const __m256i even = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
+    __m128i row = _mm_mullo_epi32(lane, _mm_set1_epi32(channel));
+    const __m128i row_step = _mm_set1_epi32((int32_t)(4u * (uint32_t)channel)); /* as row_step above */
+    __m256 rr = _mm256_setzero_ps(), ii = _mm256_setzero_ps(), ri = _mm256_setzero_ps(), ir = _mm256_setzero_ps();
+    for (ptrdiff_t i = 0; i < n; i += 4, row = _mm_add_epi32(row, row_step)) {
+        const int m = n - i >= 4 ? 4 : (int)(n - i);
+        const __m128i live = _mm_cmpgt_epi32(_mm_set1_epi32(m), lane);
+        const __m256i live64 = _mm256_cvtepi32_epi64(live);
+        _mm_prefetch((const char *)(sample + i) + 1024, _MM_HINT_T0);
+        _mm_prefetch((const char *)(re + i) + 512, _MM_HINT_T0);
+        if (IQ) _mm_prefetch((const char *)(im + i) + 512, _MM_HINT_T0);
+        const __m256d s = _mm256_add_pd(v_tx, _mm256_maskload_pd(sample + i, live64));
+        const __m256d ok = _mm256_and_pd(_mm256_and_pd(_mm256_cmp_pd(s, v_lo, _CMP_GE_OQ), _mm256_cmp_pd(s, v_hi, _CMP_LE_OQ)),
+                                         _mm256_castsi256_pd(live64));
+        const __m256d base = _mm256_and_pd( /* ties to even, as rint; invalid: 0, the row start */
+            ok, KIND == USBEAM_INTERP_NEAREST ? _mm256_round_pd(s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+                                              : _mm256_round_pd(s, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC));
+        const __m128i valid = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(_mm256_castpd_si256(ok), even));
+        const __m128i tap = _mm_and_si128(
+            live, _mm_add_epi32(row, _mm_add_epi32(_mm256_cvttpd_epi32(base), _mm_and_si128(valid, tap_shift))));
+        const __m128 g = _mm_and_ps(_mm_castsi128_ps(valid), gain);
+        __m128 w0, w1, w2 = zero4, w3 = zero4;
+        if (KIND == USBEAM_INTERP_NEAREST) {
+            w0 = g, w1 = zero4;
+        } else {
+            const __m128 t = _mm256_cvtpd_ps(_mm256_sub_pd(s, base));
+            if (KIND == USBEAM_INTERP_LINEAR) {
+                w1 = _mm_mul_ps(g, t);
+                w0 = _mm_sub_ps(g, w1);
+            } else {
+                const __m128 t2 = _mm_mul_ps(t, t), t3 = _mm_mul_ps(t2, t), two = _mm_set1_ps(2.0f);
+                w0 = _mm_mul_ps(g, _mm_sub_ps(_mm_fmsub_ps(two, t2, t3), t));
+                w1 = _mm_mul_ps(g, _mm_fmadd_ps(_mm_set1_ps(3.0f), t3, _mm_fnmadd_ps(_mm_set1_ps(5.0f), t2, two)));
+                w2 = _mm_mul_ps(g, _mm_add_ps(_mm_fnmadd_ps(_mm_set1_ps(3.0f), t3, _mm_mul_ps(_mm_set1_ps(4.0f), t2)), t));
+                w3 = _mm_mul_ps(g, _mm_sub_ps(t3, t2));
+            }
+        }
+        const __m128 c_re = _mm_maskload_ps(re + i, live);
+        __m128 cr = c_re, ci = zero4;
+        if (IQ) {
+            const __m128 c_im = _mm_maskload_ps(im + i, live);
+            cr = _mm_fmsub_ps(v_rot_re, c_re, _mm_mul_ps(v_rot_im, c_im));
+            ci = _mm_fmadd_ps(v_rot_re, c_im, _mm_mul_ps(v_rot_im, c_re));
+        }
+#define PAIR_SUM(W_LO, W_HI, SHIFT)                                                                     \
+    {                                                                                                  \
+        const __m128i at_ = _mm_add_epi32(tap, _mm_set1_epi32(SHIFT));                                 \
+        const __m256 a_ = load_pairs4(x_re, at_);                                                      \
+        const __m256 wr_ = pairs_of4(_mm_mul_ps(W_LO, cr), _mm_mul_ps(W_HI, cr));                      \
+        rr = _mm256_fmadd_ps(wr_, a_, rr);                                                             \
+        if (IQ) {                                                                                      \
+            const __m256 b_ = load_pairs4(x_im, at_);                                                  \
+            const __m256 wi_ = pairs_of4(_mm_mul_ps(W_LO, ci), _mm_mul_ps(W_HI, ci));                  \
+            ri = _mm256_fmadd_ps(wi_, b_, ri);                                                         \
+            ii = _mm256_fmadd_ps(wr_, b_, ii);                                                         \
+            ir = _mm256_fmadd_ps(wi_, a_, ir);                                                         \
+        }                                                                                              \
+    }
+        PAIR_SUM(w0, w1, 0)
+        if (KIND == USBEAM_INTERP_CUBIC) PAIR_SUM(w2, w3, 2)
+#undef PAIR_SUM
+    }
+    *acc_re += sum_lanes8(_mm256_sub_ps(rr, ri));
+    if (IQ) *acc_im += sum_lanes8(_mm256_add_ps(ii, ir));
+}
+
+TARGET_AVX2 static void transmit_sum_single_ymm(const usbeam_das_plan *plan, size_t count, const double *sample,
+                                                const float *re, const float *im, double s_tx, float rot_re,
+                                                float rot_im, ptrdiff_t channel, const float *x_re,
+                                                const float *x_im, float *acc_re, float *acc_im)
+{
+    const int kind = (int)plan->params.interpolation;
+    if (plan->taps != usbeam_interp_taps(kind)) return; /* a record shorter than the taps: nothing in range */
+    const double last = (double)plan->params.n_samples - 1.0;
+    const ptrdiff_t n = (ptrdiff_t)count;
+    const int32_t ch = (int32_t)channel;
+#define RUN(KIND, IQ) sum_single_ymm(KIND, IQ, n, sample, re, im, s_tx, last, rot_re, rot_im, ch, x_re, x_im, acc_re, acc_im)
+    if (plan->is_iq) {
+        if (kind == USBEAM_INTERP_NEAREST) RUN(USBEAM_INTERP_NEAREST, 1);
+        else if (kind == USBEAM_INTERP_LINEAR) RUN(USBEAM_INTERP_LINEAR, 1);
+        else RUN(USBEAM_INTERP_CUBIC, 1);
+    } else {
+        if (kind == USBEAM_INTERP_NEAREST) RUN(USBEAM_INTERP_NEAREST, 0);
+        else if (kind == USBEAM_INTERP_LINEAR) RUN(USBEAM_INTERP_LINEAR, 0);
+        else RUN(USBEAM_INTERP_CUBIC, 0);
+    }
+#undef RUN
+}
+#endif
+
 /* The per-instruction-set copies and their dispatch. */
 #define DEFINE_ISA_COPIES(SUFFIX, TARGET)                                                                  \
     TARGET static void point_receive_##SUFFIX(const usbeam_das_plan *plan, size_t p, double *sample, float *re, \
@@ -675,8 +979,20 @@ void usbeam_das_transmit_sum_single(const usbeam_das_plan *plan, size_t count, c
 {
 #if USBEAM_DAS_MULTI_ISA
     switch (usbeam_das_isa()) {
-    case 2: transmit_sum_single_avx512(plan, count, sample, re, im, s_tx, rot_re, rot_im, channel, x_re, x_im, acc_re, acc_im); return;
-    case 1: transmit_sum_single_avx2(plan, count, sample, re, im, s_tx, rot_re, rot_im, channel, x_re, x_im, acc_re, acc_im); return;
+    case 2:
+        if (count > 0 && (double)(count - 1) * (double)channel + (double)plan->params.n_samples + 4.0 < (double)INT32_MAX) {
+            transmit_sum_single_zmm(plan, count, sample, re, im, s_tx, rot_re, rot_im, channel, x_re, x_im, acc_re, acc_im);
+            return;
+        }
+        transmit_sum_single_avx512(plan, count, sample, re, im, s_tx, rot_re, rot_im, channel, x_re, x_im, acc_re, acc_im);
+        return;
+    case 1:
+        if (count > 0 && (double)(count - 1) * (double)channel + (double)plan->params.n_samples + 4.0 < (double)INT32_MAX) {
+            transmit_sum_single_ymm(plan, count, sample, re, im, s_tx, rot_re, rot_im, channel, x_re, x_im, acc_re, acc_im);
+            return;
+        }
+        transmit_sum_single_avx2(plan, count, sample, re, im, s_tx, rot_re, rot_im, channel, x_re, x_im, acc_re, acc_im);
+        return;
     default: break;
     }
 #endif
