@@ -77,7 +77,7 @@ _OPTIONS = {"p": ("pdas",), "gcf_m0": ("gcf",), "subarray_length": ("mv",), "sub
 
 
 def method_arguments(method, options, *, n_elements, fs, fc):
-    """The validated method options as the tail of ``_core.adaptive_plan``'s arguments:
+    """The validated method options, ``_core.adaptive_plan``'s ``method_options``:
     (method, p, gcf_m0, subarray_length, subarray_fraction, diagonal_loading,
     temporal_averaging, fdmas_low, fdmas_high, fdmas_half_taps).  ValueError/TypeError name
     the option."""

@@ -356,7 +356,8 @@ class Beamformer:
             make_plan = _core.das_sparse_plan if self.formulation == "sparse" else _core.das_plan
             self._plan = make_plan(*args, element_normals=normals, surface=surface)
         else:  # usbeam.adaptive: the same geometry (line arrays), then the method's options
-            self._plan = _core.adaptive_plan(*args, *self._method_args, element_normals=normals, surface=surface)
+            self._plan = _core.adaptive_plan(*args, element_normals=normals, surface=surface,
+                                              method_options=self._method_args)
         self._capacity = n_frames
         return self._plan
 

@@ -118,16 +118,9 @@ static int lookup(const char *name, const char *value, const char *const *option
     return -1;
 }
 
-/* The parameters of das_plan / das_sparse_plan (the same keywords).  On success the caller
- * frees *transmits (PyMem_Free) and drops *keep, *elements and *points after plan creation. */
-typedef struct das_args {
-    usbeam_das_params p;
-    usbeam_backend backend;
-    int in_type, out_type;
-    usbeam_transmit *transmits;
-    PyObject *keep;
-    PyArrayObject *elements, *normals, *points;
-} das_args;
+/* The parameters of das_plan / das_sparse_plan / adaptive_plan (the same keywords; layout in
+ * py_plan.h).  On success the caller releases them (das_args_release) after plan creation. */
+typedef usbeam_py_das_args das_args;
 
 static void das_args_release(das_args *a)
 {
@@ -140,6 +133,7 @@ static void das_args_release(das_args *a)
 
 static int das_args_parse(PyObject *args, PyObject *kwargs, das_args *a)
 {
+    /* keyword order = das_plan's positional order (the module comment above) */
     static char *keywords[] = {"element_positions", "transmits", "points", "n_frames", "n_samples", "fs", "fc",
                                "c", "t0", "f_number", "window", "tukey_alpha", "interpolation", "dtype",
                                "max_table_bytes", "backend", "element_normals", "surface", NULL};
@@ -212,10 +206,6 @@ static int das_args_parse(PyObject *args, PyObject *kwargs, das_args *a)
     p->max_table_bytes = (size_t)max_table_bytes;
     return 0;
 }
-
-typedef usbeam_status (*usbeam_py_das_frames_run)(void *plan, size_t n_frames, const void *in, void *out);
-void usbeam_py_das_plan_shape(usbeam_py_plan *h, const usbeam_das_params *p, int in_type, int out_type);
-PyObject *usbeam_py_das_frames_execute(PyObject *args, const usbeam_py_plan_type *type, usbeam_py_das_frames_run run);
 
 /* The buffers of a plan taking (n_frames, n_transmits, n_elements, n_samples) to (n_frames,
  * n_points), frames up to the capacity: the gather, sparse and adaptive plans (py_adaptive.c). */
@@ -388,8 +378,8 @@ PyMethodDef usbeam_py_das_methods[] = {
 };
 
 /* The DAS plan's geometry arguments, parsed the same way for the adaptive plans (py_adaptive.c). */
-PyArrayObject *usbeam_py_das_xyz_array(PyObject *obj, const char *name) { return xyz_array(obj, name); }
-int usbeam_py_das_transmits(PyObject *seq, usbeam_transmit **out, size_t *count, PyObject **keep)
+int usbeam_py_das_args_parse(PyObject *args, PyObject *kwargs, usbeam_py_das_args *a)
 {
-    return parse_transmits(seq, out, count, keep);
+    return das_args_parse(args, kwargs, a);
 }
+void usbeam_py_das_args_release(usbeam_py_das_args *a) { das_args_release(a); }

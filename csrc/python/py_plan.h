@@ -158,4 +158,23 @@ PyObject *usbeam_py_plan_execute(PyObject *args, const usbeam_py_plan_type *type
         return usbeam_py_plan_execute(args, &family##_plan_type, in_name, family##_run_any); \
     }
 
+/* The geometry arguments of the DAS-family plans (das_plan, das_sparse_plan, adaptive_plan),
+ * parsed once for all of them (py_das.c): the params point into the arrays and transmits held
+ * here until usbeam_py_das_args_release. */
+typedef struct usbeam_py_das_args {
+    usbeam_das_params p;
+    usbeam_backend backend;
+    int in_type, out_type; /* NumPy types of the data and the image */
+    usbeam_transmit *transmits;
+    PyObject *keep;
+    PyArrayObject *elements, *normals, *points;
+} usbeam_py_das_args;
+int usbeam_py_das_args_parse(PyObject *args, PyObject *kwargs, usbeam_py_das_args *a);
+void usbeam_py_das_args_release(usbeam_py_das_args *a);
+/* Their buffers, (n_frames, n_transmits, n_elements, n_samples) to (n_frames, n_points), and
+ * their execute (plan, data, out[, n_frames]) with up to the plan's capacity of frames. */
+typedef usbeam_status (*usbeam_py_das_frames_run)(void *plan, size_t n_frames, const void *in, void *out);
+void usbeam_py_das_plan_shape(usbeam_py_plan *h, const usbeam_das_params *p, int in_type, int out_type);
+PyObject *usbeam_py_das_frames_execute(PyObject *args, const usbeam_py_plan_type *type, usbeam_py_das_frames_run run);
+
 #endif
