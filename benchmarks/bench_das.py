@@ -29,8 +29,8 @@ the fraction of it reached.  Peak RSS is measured in a child process per configu
     python benchmarks/bench_das.py --thread-check [--rounds 5] [--repeat 5]
 
 ``--thread-check`` times the 1-frame configurations' default plan with 1 and 2 OpenMP threads,
-the latter with usbeam's passive wait (usbeam/__init__.py) and with libgomp's default spinning
-wait, each in a process of its own, interleaved.
+the latter with OMP_WAIT_POLICY=PASSIVE and with libgomp's default spinning wait, each in a
+process of its own, interleaved (README, "CPU threads").
 """
 import argparse
 import json
@@ -273,10 +273,12 @@ def peak_rss(name, full, budget):
 
 
 THREADS_CHILD = r'''
-import ctypes, json, os, sys, time
-if sys.argv[3] == "spin":  # libgomp's own default (spin, then sleep): load it before usbeam sets PASSIVE
+import json, os, sys, time
+# libgomp reads OMP_WAIT_POLICY once, when it is loaded: set before usbeam (and libgomp) load
+if sys.argv[3] == "spin":  # libgomp's own default (spin, then sleep)
     os.environ.pop("OMP_WAIT_POLICY", None)
-    ctypes.CDLL("libgomp.so.1", mode=ctypes.RTLD_GLOBAL)
+else:
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 sys.path[:0] = [sys.argv[1], sys.argv[1] + "/benchmarks"]
 import numpy as np
 import bench_das
@@ -296,11 +298,11 @@ print(json.dumps(out))
 
 
 def thread_check(args):
-    """1 thread against 2 (usbeam's passive OpenMP wait, and libgomp's default spinning wait),
+    """1 thread against 2 (OMP_WAIT_POLICY=PASSIVE, and libgomp's default spinning wait),
     each in a process of its own (the team and the wait policy are fixed when the process
     starts), interleaved round by round: the default plan (receive table) of the 1-frame
     configurations.  Prints a table; the load average is printed beside it."""
-    settings = [("1 thread", "1", "passive"), ("2 threads, passive wait (usbeam's default)", "2", "passive"),
+    settings = [("1 thread", "1", "passive"), ("2 threads, OMP_WAIT_POLICY=PASSIVE", "2", "passive"),
                 ("2 threads, libgomp's spinning wait", "2", "spin")]
     times = {s[0]: {} for s in settings}
     load = [os.getloadavg()[0]]

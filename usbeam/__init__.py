@@ -18,18 +18,6 @@ The names below are grouped in the order the data flows:
   data       recordings, datasets, simulators          io/, datasets.py, simulate/
   quality    image-quality metrics (PICMUS, CUBDL)     metrics.py
 """
-import os as _os
-
-# OpenMP threads that finish their share SLEEP at the team's barrier rather than spin (libgomp
-# spins ~0.3 M iterations by default).  On a machine whose cores are shared with other work, a
-# spinning thread takes the core its descheduled team-mate needs to finish its tile: measured on
-# the 2-core development VM beside one busy process, a 1-frame DAS took 24 ms with 2 threads
-# spinning against 8 ms with 1 thread, and 5-7 ms with 2 passive threads; on an idle machine
-# passive costs ~3 % on a 4 ms call (benchmarks/RESULTS.md, issue 21).  libgomp reads this when
-# it is loaded (with _core, below), so it applies only if no other module loaded it first; an
-# explicit OMP_WAIT_POLICY in the environment is kept.
-_os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
 try:
     from . import _core
 except ImportError as _exc:
