@@ -254,10 +254,10 @@ void usbeam_das_plan_destroy(usbeam_das_plan *plan)
     usbeam_free(plan->points);
     usbeam_free(plan->tx);
     usbeam_free(plan->tx_sources);
-    usbeam_free(plan->tx_sources_f);
+    usbeam_free(plan->tx_source_blocks);
+    usbeam_free(plan->tx_block_offset);
     usbeam_free(plan->element_frame);
     usbeam_free(plan->element_window);
-    usbeam_free(plan->tx_source_bounds);
     usbeam_free(plan->tx_time);
     usbeam_free(plan->aperture_first);
     usbeam_free(plan->aperture_count);
@@ -334,6 +334,7 @@ static void build_transmit_models(usbeam_das_plan *plan, const usbeam_transmit *
     const int n = (int)plan->params.n_elements;
     const double *ex = plan->element_x, *ey = plan->element_y, *ez = plan->element_z;
     double *sources = plan->tx_sources;
+    size_t block_values = 0; /* doubles of tx_source_blocks filled */
     for (size_t k = 0; k < plan->params.n_transmits; ++k) {
         const usbeam_transmit *tx = &transmits[k];
         const int has_axis = tx->axis[0] != 0.0 || tx->axis[1] != 0.0 || tx->axis[2] != 0.0;
@@ -355,16 +356,21 @@ static void build_transmit_models(usbeam_das_plan *plan, const usbeam_transmit *
                 break;
             }
             sort_sources_by_x(sources, n_src);
-            if (plan->tx_source_bounds) { /* the CPU's transmit times only (das_delays.c) */
-                double *bounds = plan->tx_source_bounds + 3 * k;
-                bounds[0] = INFINITY, bounds[1] = INFINITY, bounds[2] = -INFINITY;
-                for (size_t i = 0; i < n_src; ++i) {
-                    bounds[0] = fmin(bounds[0], sources[2 * n_src + i]);
-                    bounds[1] = fmin(bounds[1], sources[n_src + i]);
-                    bounds[2] = fmax(bounds[2], sources[n_src + i]);
+            if (plan->tx_source_blocks) { /* the CPU's transmit times only (das_delays.c) */
+                const size_t n_blocks = (n_src + USBEAM_DAS_SOURCE_BLOCK - 1) / USBEAM_DAS_SOURCE_BLOCK;
+                double *block = plan->tx_source_blocks + block_values;
+                plan->tx_block_offset[k] = block_values;
+                block_values += 5 * n_blocks;
+                for (size_t b = 0; b < n_blocks; ++b) {
+                    double x_lo = INFINITY, x_hi = -INFINITY, z_lo = INFINITY, z_hi = -INFINITY, o_min = INFINITY;
+                    for (size_t i = b * USBEAM_DAS_SOURCE_BLOCK; i < n_src && i < (b + 1) * USBEAM_DAS_SOURCE_BLOCK; ++i) {
+                        x_lo = fmin(x_lo, sources[i]), x_hi = fmax(x_hi, sources[i]);
+                        z_lo = fmin(z_lo, sources[n_src + i]), z_hi = fmax(z_hi, sources[n_src + i]);
+                        o_min = fmin(o_min, sources[2 * n_src + i]);
+                    }
+                    block[b] = x_lo, block[n_blocks + b] = x_hi, block[2 * n_blocks + b] = z_lo;
+                    block[3 * n_blocks + b] = z_hi, block[4 * n_blocks + b] = o_min;
                 }
-                for (size_t i = 0; i < 3 * n_src; ++i)
-                    plan->tx_sources_f[(size_t)(sources - plan->tx_sources) + i] = (float)sources[i];
             }
             plan->tx[k] = usbeam_tx_model_sources(sources, (int)n_src);
             sources += 3 * n_src;
@@ -400,34 +406,122 @@ static void build_element_frames(usbeam_das_plan *plan, const double *normals)
     }
 }
 
+/* ---- receive apertures ------------------------------------------------------------ */
+
+/* The general geometry's aperture of one point: the first and last element whose cone holds
+ * it (usbeam_element_in_aperture, the predicate the CUDA twin and the windows use).  The
+ * elements are tested in blocks of APERTURE_BLOCK from the front until a block holds an
+ * accepted one, then likewise from the back, so a point costs about n - count tests rather
+ * than n; a block's tests are the predicate's own operations in the same order, written
+ * branch-free so they vectorise (this file is compiled without floating-point contraction,
+ * -std=c11, so every copy rounds exactly as the scalar predicate: the same element set). */
+#define APERTURE_BLOCK 16
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#define APERTURE_MULTI_ISA 1
+#define APERTURE_INLINE static inline __attribute__((always_inline))
+#else
+#define APERTURE_MULTI_ISA 0
+#define APERTURE_INLINE static inline
+#endif
+
+/* accepted[i] for elements e0 .. e0 + m - 1 (m <= APERTURE_BLOCK); returns how many. */
+APERTURE_INLINE int aperture_block(const usbeam_das_plan *plan, const double *pt, double two_f, int e0, int m,
+                                   int32_t *accepted)
+{
+    const size_t ne = plan->params.n_elements;
+    const double *ex = plan->element_x + e0, *ey = plan->element_y + e0, *ez = plan->element_z + e0;
+    const double *f = plan->element_frame + e0;
+    const double *t1x = f, *t1y = f + ne, *t1z = f + 2 * ne, *t2x = f + 3 * ne, *t2y = f + 4 * ne, *t2z = f + 5 * ne;
+    const double *nx = f + 6 * ne, *ny = f + 7 * ne, *nz = f + 8 * ne;
+    const int surface = plan->params.surface;
+    int total = 0;
+    for (int i = 0; i < m; ++i) {
+        const double dx = pt[0] - ex[i], dy = pt[1] - ey[i], dz = pt[2] - ez[i];
+        const double axial = dx * nx[i] + dy * ny[i] + dz * nz[i];
+        const double half = axial / two_f;
+        const double l1 = dx * t1x[i] + dy * t1y[i] + dz * t1z[i];
+        const double l2 = dx * t2x[i] + dy * t2y[i] + dz * t2z[i];
+        const int in = (axial > 0.0) & (fabs(l1) <= half) & (!surface | (fabs(l2) <= half));
+        accepted[i] = in;
+        total += in;
+    }
+    return total;
+}
+
+APERTURE_INLINE void general_aperture_points(const usbeam_das_plan *plan, ptrdiff_t p0, ptrdiff_t p1)
+{
+    const int n = (int)plan->params.n_elements;
+    const double two_f = 2.0 * plan->params.f_number;
+    int32_t accepted[APERTURE_BLOCK];
+    for (ptrdiff_t p = p0; p < p1; ++p) {
+        const double *pt = plan->points + 3 * p;
+        int first = -1, last = -1;
+        for (int e0 = 0; e0 < n && first < 0; e0 += APERTURE_BLOCK) {
+            const int m = n - e0 < APERTURE_BLOCK ? n - e0 : APERTURE_BLOCK;
+            if (aperture_block(plan, pt, two_f, e0, m, accepted) == 0) continue;
+            for (int i = 0; i < m && first < 0; ++i)
+                if (accepted[i]) first = e0 + i;
+        }
+        if (first >= 0) { /* from the back: blocks ending at n, down to the first */
+            for (int e1 = n; last < 0; e1 -= APERTURE_BLOCK) {
+                const int e0 = e1 - APERTURE_BLOCK > first ? e1 - APERTURE_BLOCK : first, m = e1 - e0;
+                if (aperture_block(plan, pt, two_f, e0, m, accepted) == 0) continue;
+                for (int i = m - 1; i >= 0 && last < 0; --i)
+                    if (accepted[i]) last = e0 + i;
+            }
+        }
+        plan->aperture_first[p] = first >= 0 ? first : 0;
+        plan->aperture_count[p] = first >= 0 ? last - first + 1 : 0;
+    }
+}
+
+#if APERTURE_MULTI_ISA
+__attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma"))) static void
+general_aperture_points_avx512(const usbeam_das_plan *plan, ptrdiff_t p0, ptrdiff_t p1)
+{
+    general_aperture_points(plan, p0, p1);
+}
+__attribute__((target("avx2,fma"))) static void general_aperture_points_avx2(const usbeam_das_plan *plan,
+                                                                            ptrdiff_t p0, ptrdiff_t p1)
+{
+    general_aperture_points(plan, p0, p1);
+}
+#endif
+
+static void general_apertures(const usbeam_das_plan *plan, ptrdiff_t p0, ptrdiff_t p1)
+{
+#if APERTURE_MULTI_ISA
+    switch (usbeam_das_isa()) {
+    case 2: general_aperture_points_avx512(plan, p0, p1); return;
+    case 1: general_aperture_points_avx2(plan, p0, p1); return;
+    default: break;
+    }
+#endif
+    general_aperture_points(plan, p0, p1);
+}
+
 /* Receive apertures (one contiguous element range per point) and the receive-table offsets. */
 static void build_apertures(usbeam_das_plan *plan)
 {
     const usbeam_das_params *prm = &plan->params;
     const int n = (int)prm->n_elements;
     const ptrdiff_t n_points = (ptrdiff_t)prm->n_points;
+    if (prm->f_number > 0.0 && plan->general) {
+        const ptrdiff_t step = 256;
+#pragma omp parallel for schedule(dynamic, 1)
+        for (ptrdiff_t p0 = 0; p0 < n_points; p0 += step)
+            general_apertures(plan, p0, p0 + step < n_points ? p0 + step : n_points);
+    } else {
 #pragma omp parallel for schedule(static)
-    for (ptrdiff_t p = 0; p < n_points; ++p) {
-        int first = 0, last = n - 1, count = n;
-        const double *pt = plan->points + 3 * p;
-        if (prm->f_number > 0.0 && !plan->general) {
-            count = usbeam_aperture_range(plan->element_x, n, pt[0], pt[2] / (2.0 * prm->f_number), &first, &last);
-        } else if (prm->f_number > 0.0) { /* first and last element whose cone holds the point */
-            first = n, last = -1;
-            for (int e = 0; e < n; ++e) {
-                double frame[9];
-                for (int q = 0; q < 9; ++q) frame[q] = plan->element_frame[(size_t)q * (size_t)n + (size_t)e];
-                if (usbeam_element_in_aperture(frame, prm->surface, prm->f_number, pt[0] - plan->element_x[e],
-                                               pt[1] - plan->element_y[e], pt[2] - plan->element_z[e])) {
-                    first = e < first ? e : first;
-                    last = e;
-                }
-            }
-            count = last >= first ? last - first + 1 : 0;
-            if (count == 0) first = 0;
+        for (ptrdiff_t p = 0; p < n_points; ++p) {
+            int first = 0, last = n - 1, count = n;
+            const double *pt = plan->points + 3 * p;
+            if (prm->f_number > 0.0)
+                count = usbeam_aperture_range(plan->element_x, n, pt[0], pt[2] / (2.0 * prm->f_number), &first, &last);
+            plan->aperture_first[p] = first;
+            plan->aperture_count[p] = count;
         }
-        plan->aperture_first[p] = first;
-        plan->aperture_count[p] = count;
     }
     if (!plan->receive_offset) return; /* a CUDA plan: nothing tabulated on the host */
     size_t offset = 0;
@@ -487,10 +581,13 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
     plan->n_threads = 1;
 #endif
     const size_t n_el = prm->n_elements, n_pts = prm->n_points;
-    size_t n_source_values = 0; /* doubles of every transmit's virtual sources */
+    size_t n_source_values = 0, n_block_values = 0; /* doubles of every transmit's virtual sources, their blocks */
     for (size_t k = 0; k < prm->n_transmits; ++k)
-        if (prm->transmits[k].kind == USBEAM_TRANSMIT_SOURCES)
+        if (prm->transmits[k].kind == USBEAM_TRANSMIT_SOURCES) {
             n_source_values += source_rows(&prm->transmits[k]) * prm->transmits[k].n_sources;
+            if (source_rows(&prm->transmits[k]) == 3)
+                n_block_values += 5 * ((prm->transmits[k].n_sources + USBEAM_DAS_SOURCE_BLOCK - 1) / USBEAM_DAS_SOURCE_BLOCK);
+        }
     /* the general aperture model: normals other than +z, a surface, or x not strictly increasing */
     int general = prm->surface;
     for (size_t e = 0; e < n_el && !general; ++e) {
@@ -514,8 +611,8 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
     /* The CPU's alone (a CUDA plan computes its delays on the device and reads the data in
      * place): transmit times, receive offsets, and the staging buffer, the largest of all. */
     if (backend == USBEAM_BACKEND_CPU &&
-        ((st = alloc_array((void **)&plan->tx_sources_f, n_source_values, sizeof(float), "transmits sources")) ||
-         (st = alloc_array((void **)&plan->tx_source_bounds, 3 * prm->n_transmits, sizeof(double), "transmits sources")) ||
+        ((st = alloc_array((void **)&plan->tx_source_blocks, n_block_values, sizeof(double), "transmits sources")) ||
+         (st = alloc_array((void **)&plan->tx_block_offset, prm->n_transmits, sizeof(size_t), "transmits")) ||
          (st = alloc_array((void **)&plan->tx_time, n_pts, prm->n_transmits * sizeof(double), "transmit times")) ||
          (st = alloc_array((void **)&plan->receive_offset, n_pts + 1, sizeof(size_t), "points")) ||
          /* + 8 floats: the last frame block may read 7 lanes past the end (das.c).  Huge pages:
@@ -557,13 +654,28 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
         *plan_out = plan;
         return USBEAM_OK;
     }
-    {   /* transmit times: what execute would otherwise recompute per call without a table */
+    {   /* transmit times: what execute would otherwise recompute per call without a table.  Each
+         * thread carries per transmit the block of the last point's least virtual source to
+         * its next point (a neighbour in the grid's order): a hint, the values do not depend on it. */
         const ptrdiff_t n_points = (ptrdiff_t)n_pts;
         const size_t n_tx = prm->n_transmits;
-#pragma omp parallel for schedule(dynamic, 256)
-        for (ptrdiff_t p = 0; p < n_points; ++p)
-            for (size_t t = 0; t < n_tx; ++t)
-                plan->tx_time[(size_t)p * n_tx + t] = usbeam_das_transmit_time(plan, t, plan->points + 3 * (size_t)p);
+        int *hints = NULL;
+        if ((st = alloc_array((void **)&hints, (size_t)plan->n_threads, n_tx * sizeof(int), "transmit hints"))) goto fail;
+#pragma omp parallel
+        {
+#ifdef _OPENMP
+            int *hint = hints + (size_t)omp_get_thread_num() * n_tx;
+#else
+            int *hint = hints;
+#endif
+            for (size_t t = 0; t < n_tx; ++t) hint[t] = -1;
+#pragma omp for schedule(dynamic, 256)
+            for (ptrdiff_t p = 0; p < n_points; ++p)
+                for (size_t t = 0; t < n_tx; ++t)
+                    plan->tx_time[(size_t)p * n_tx + t] =
+                        usbeam_das_transmit_time_hint(plan, t, plan->points + 3 * (size_t)p, &hint[t]);
+        }
+        usbeam_free(hints);
     }
 
     if ((st = alloc_array((void **)&plan->tile, (size_t)plan->n_threads * 2 * USBEAM_DAS_POINT_TILE, prm->n_frames * sizeof(float),
