@@ -88,15 +88,19 @@ INLINE_BODY void sincos_turns(double turns, double *sin_out, double *cos_out)
  *   lb_b = o_min_b + sqrt(dx_b^2 + dz_b^2 + y^2)
  * (dx_b, dz_b: distances from p to the block's x and z ranges), so after the block of the
  * previous point's minimiser (`hint`: neighbouring points have neighbouring minimisers) only
- * the blocks with lb_b within the running minimum are evaluated, first by the bound
- * o_min_b + max(dx_b, dz_b, |y|) <= lb_b (no square root), then by lb_b.  The bounds are
- * compared with a margin (1e-12 relative + 1e-15 m) far above their rounding, so every
- * source whose value could be the least is evaluated: the result is the minimum over all
- * sources, bit for bit (each source's path is the same double expression whatever the
- * search order).  Sources of a law along an array span the array; the unsteered and
- * diverging laws of MUST's 4 n spline sources reach their minimum in one or two blocks. */
-static inline double source_block_min(const double *sources, int n, int lo, int hi, double x, double y, double z,
-                                      double best)
+ * the blocks with lb_b within the running minimum are evaluated.  The bounds are compared
+ * with a margin (1e-12 relative + 1e-15 m) far above their rounding, so every source whose
+ * value could be the least is evaluated: the result is the minimum over all sources, bit for
+ * bit.  Each source's path is the same double expression in every copy: these functions are
+ * compiled without floating-point contraction (the pragma below), so the vectorised
+ * AVX2 / AVX-512 copies round exactly as the baseline.  MUST's 4 n spline sources of an
+ * unsteered, diverging or steered law reach their minimum in one to five blocks. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
+#endif
+INLINE_BODY double source_block_min(const double *sources, int n, int lo, int hi, double x, double y, double z,
+                                    double best)
 {
     const double *sx = sources, *sz = sources + n, *so = sources + 2 * n;
     const double y2 = y * y;
@@ -112,7 +116,7 @@ static inline double source_block_min(const double *sources, int n, int lo, int 
 }
 
 /* First index of the sorted xs[0 .. n-1] with xs[i] >= value (n if none). */
-static int lower_index(const double *xs, int n, double value)
+INLINE_BODY int lower_index(const double *xs, int n, double value)
 {
     int lo = 0, hi = n;
     while (lo < hi) {
@@ -123,9 +127,10 @@ static int lower_index(const double *xs, int n, double value)
     return lo;
 }
 
-static double sources_path(const double *sources, int n, const double *blocks, int *hint, double x, double y,
-                           double z)
+INLINE_BODY double sources_path(const double *sources, int n, const double *blocks, int *hint, double x, double y,
+                                double z)
 {
+    enum { BOUND_CHUNK = 64 };
     const int n_blocks = (n + USBEAM_DAS_SOURCE_BLOCK - 1) / USBEAM_DAS_SOURCE_BLOCK;
     const double *x_lo = blocks, *x_hi = blocks + n_blocks, *z_lo = blocks + 2 * n_blocks,
                  *z_hi = blocks + 3 * n_blocks, *o_min = blocks + 4 * n_blocks;
@@ -137,39 +142,82 @@ static double sources_path(const double *sources, int n, const double *blocks, i
     const int hi0 = (start + 1) * USBEAM_DAS_SOURCE_BLOCK < n ? (start + 1) * USBEAM_DAS_SOURCE_BLOCK : n;
     double best = source_block_min(sources, n, start * USBEAM_DAS_SOURCE_BLOCK, hi0, x, y, z, INFINITY);
     int best_block = start;
-    const double ay = fabs(y);
-    for (int b = 0; b < n_blocks; ++b) {
-        if (b == start) continue;
-        const double limit = best + 1e-12 * best + 1e-15;
-        /* distances to the block's ranges (0 inside); plain selects, not fmax (a call at baseline) */
-        const double dx = x < x_lo[b] ? x_lo[b] - x : (x > x_hi[b] ? x - x_hi[b] : 0.0);
-        const double dz = z < z_lo[b] ? z_lo[b] - z : (z > z_hi[b] ? z - z_hi[b] : 0.0);
-        const double reach = dx > dz ? (dx > ay ? dx : ay) : (dz > ay ? dz : ay);
-        if (o_min[b] + reach > limit) continue;
-        if (o_min[b] + sqrt(dx * dx + dz * dz + ay * ay) > limit) continue;
-        const int lo = b * USBEAM_DAS_SOURCE_BLOCK, hi = lo + USBEAM_DAS_SOURCE_BLOCK < n ? lo + USBEAM_DAS_SOURCE_BLOCK : n;
-        const double v = source_block_min(sources, n, lo, hi, x, y, z, best);
-        if (v < best) best = v, best_block = b;
+    const double y2 = y * y;
+    double bound[BOUND_CHUNK];
+    for (int b0 = 0; b0 < n_blocks; b0 += BOUND_CHUNK) {
+        const int m = n_blocks - b0 < BOUND_CHUNK ? n_blocks - b0 : BOUND_CHUNK;
+        for (int i = 0; i < m; ++i) { /* the blocks' bounds, vectorised; selects, not fmax */
+            const int b = b0 + i;
+            const double dx = x < x_lo[b] ? x_lo[b] - x : (x > x_hi[b] ? x - x_hi[b] : 0.0);
+            const double dz = z < z_lo[b] ? z_lo[b] - z : (z > z_hi[b] ? z - z_hi[b] : 0.0);
+            bound[i] = o_min[b] + sqrt(dx * dx + dz * dz + y2);
+        }
+        for (int i = 0; i < m; ++i) {
+            const int b = b0 + i;
+            if (b == start || bound[i] > best + 1e-12 * best + 1e-15) continue;
+            const int lo = b * USBEAM_DAS_SOURCE_BLOCK, hi = lo + USBEAM_DAS_SOURCE_BLOCK < n ? lo + USBEAM_DAS_SOURCE_BLOCK : n;
+            const double v = source_block_min(sources, n, lo, hi, x, y, z, best);
+            if (v < best) best = v, best_block = b;
+        }
     }
     *hint = best_block;
     return best;
 }
 
-double usbeam_das_transmit_time_hint(const usbeam_das_plan *plan, size_t t, const double *pt, int *hint)
+/* Transmit times of points p0 .. p1-1 for every transmit into tx_time (n_points, n_transmits);
+ * hints[t] carried from point to point. */
+INLINE_BODY void transmit_times(const usbeam_das_plan *plan, size_t p0, size_t p1, int *hints)
 {
-    const usbeam_tx_model *m = &plan->tx[t];
-    if (m->n_sources > 0 && m->source_rows == 3)
-        return sources_path(m->sources, m->n_sources, plan->tx_source_blocks + plan->tx_block_offset[t], hint, pt[0],
-                            pt[1], pt[2]) /
-               plan->params.c;
-    return usbeam_tx_path(m, pt[0], pt[1], pt[2]) / plan->params.c;
+    const size_t n_tx = plan->params.n_transmits;
+    for (size_t p = p0; p < p1; ++p) {
+        const double *pt = plan->points + 3 * p;
+        for (size_t t = 0; t < n_tx; ++t) {
+            const usbeam_tx_model *m = &plan->tx[t];
+            const double path = m->n_sources > 0 && m->source_rows == 3
+                                    ? sources_path(m->sources, m->n_sources, plan->tx_source_blocks + plan->tx_block_offset[t],
+                                                   &hints[t], pt[0], pt[1], pt[2])
+                                    : usbeam_tx_path(m, pt[0], pt[1], pt[2]);
+            plan->tx_time[p * n_tx + t] = path / plan->params.c;
+        }
+    }
+}
+
+#if USBEAM_DAS_MULTI_ISA
+TARGET_AVX512 static void transmit_times_avx512(const usbeam_das_plan *plan, size_t p0, size_t p1, int *hints)
+{
+    transmit_times(plan, p0, p1, hints);
+}
+TARGET_AVX2 static void transmit_times_avx2(const usbeam_das_plan *plan, size_t p0, size_t p1, int *hints)
+{
+    transmit_times(plan, p0, p1, hints);
+}
+#endif
+
+void usbeam_das_transmit_times(const usbeam_das_plan *plan, size_t p0, size_t p1, int *hints)
+{
+#if USBEAM_DAS_MULTI_ISA
+    switch (usbeam_das_isa()) {
+    case 2: transmit_times_avx512(plan, p0, p1, hints); return;
+    case 1: transmit_times_avx2(plan, p0, p1, hints); return;
+    default: break;
+    }
+#endif
+    transmit_times(plan, p0, p1, hints);
 }
 
 double usbeam_das_transmit_time(const usbeam_das_plan *plan, size_t t, const double *pt)
 {
+    const usbeam_tx_model *m = &plan->tx[t];
     int hint = -1;
-    return usbeam_das_transmit_time_hint(plan, t, pt, &hint);
+    if (m->n_sources > 0 && m->source_rows == 3)
+        return sources_path(m->sources, m->n_sources, plan->tx_source_blocks + plan->tx_block_offset[t], &hint, pt[0],
+                            pt[1], pt[2]) /
+               plan->params.c;
+    return usbeam_tx_path(m, pt[0], pt[1], pt[2]) / plan->params.c;
 }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#endif
 
 void usbeam_das_rotation(double turns, double *re, double *im) { sincos_turns(turns, im, re); }
 

@@ -145,9 +145,10 @@ usbeam_status usbeam_das_entry_table_create(const usbeam_das_plan *plan, size_t 
 void usbeam_das_entry_table_free(usbeam_das_entry_table *table);
 /* Transmit time (s) of transmit t at point pt (x, y, z); das_delays.c. */
 double usbeam_das_transmit_time(const usbeam_das_plan *plan, size_t t, const double *pt);
-/* The same, with *hint (a block of virtual sources; -1: none) carried from one point to its
- * neighbour: the same value, found faster (das_delays.c). */
-double usbeam_das_transmit_time_hint(const usbeam_das_plan *plan, size_t t, const double *pt, int *hint);
+/* Transmit times of points p0 .. p1-1 (every transmit) into plan->tx_time, the same values;
+ * hints: (n_transmits) blocks of virtual sources (-1: none) carried from one point to its
+ * neighbour, which makes the search fast (das_delays.c). */
+void usbeam_das_transmit_times(const usbeam_das_plan *plan, size_t p0, size_t p1, int *hints);
 /* exp(+j 2 pi turns) as (cos, sin), exact to ~1e-11 for any finite turns; das_delays.c. */
 void usbeam_das_rotation(double turns, double *re, double *im);
 

@@ -669,11 +669,9 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
             int *hint = hints;
 #endif
             for (size_t t = 0; t < n_tx; ++t) hint[t] = -1;
-#pragma omp for schedule(dynamic, 256)
-            for (ptrdiff_t p = 0; p < n_points; ++p)
-                for (size_t t = 0; t < n_tx; ++t)
-                    plan->tx_time[(size_t)p * n_tx + t] =
-                        usbeam_das_transmit_time_hint(plan, t, plan->points + 3 * (size_t)p, &hint[t]);
+#pragma omp for schedule(dynamic, 1)
+            for (ptrdiff_t p0 = 0; p0 < n_points; p0 += 256)
+                usbeam_das_transmit_times(plan, (size_t)p0, (size_t)(p0 + 256 < n_points ? p0 + 256 : n_points), hint);
         }
         usbeam_free(hints);
     }
