@@ -128,20 +128,30 @@ def _coverage_points(grid, points=None):
     return sub.coordinates()
 
 
-def grid_coverage(probe, sequence, grid, *, fs, c, t0, n_samples, points=None):
+def grid_coverage(probe, sequence, grid, *, fs, c, t0, n_samples, points=None, transmit_times=None):
     """Fraction of the grid's pixels (a sample of up to 1024 of them and 8 transmits) for
     which some element's round-trip time ``tau = tau_tx + |p - e| / c`` falls inside the
     record, ``t0 <= tau <= t0 + (n_samples - 1) / fs``: the pixels that receive any recorded
     sample (the receive aperture is ignored: the estimate errs towards "covered").  Returns
     (fraction, number of pixels checked, (first, last) time of the record).  ``points``: the
-    grid's coordinates() when the caller has them (saves computing them again)."""
-    points = _coverage_points(grid, points)
+    grid's coordinates() when the caller has them (saves computing them again);
+    ``transmit_times``: with them, a function of point rows giving their transmit times,
+    (len(rows), n_transmits) in s, e.g. the C plan's (the same model; saves evaluating it
+    again, such as MUST's min over 4 n virtual sources per point)."""
+    sampled = None
+    if transmit_times is not None and points is not None and (not isinstance(grid, Grid) or grid._points is not None):
+        rows = _sample_indices(len(points), _COVERAGE_POINTS)  # the rows _coverage_points takes
+        sampled = transmit_times(rows)
+        points = points[rows]
+    if sampled is None:
+        points = _coverage_points(grid, points)
     elements = np.asarray(probe.positions, dtype=np.float64)
     t_end = t0 + (n_samples - 1) / fs
     covered = np.zeros(len(points), bool)
     sequence = tuple(sequence)
     for k in _sample_indices(len(sequence), _COVERAGE_TRANSMITS):
-        tx = sequence[k].transmit_time(points, probe, c)                      # (n_points,)
+        tx = (sequence[k].transmit_time(points, probe, c) if sampled is None
+              else sampled[:, k])                                               # (n_points,)
         rx = np.sqrt((points[:, :1] - elements[:, 0]) ** 2 + (points[:, 1:2] - elements[:, 1]) ** 2
                      + (points[:, 2:] - elements[:, 2]) ** 2) / c  # (n_points, n_el)
         tau = tx[:, None] + rx
@@ -323,13 +333,21 @@ class Beamformer:
         # after the size checks (MemoryError first), before any frame
         if self.min_coverage > 0:
             fraction, n_checked, window = grid_coverage(probe, self.sequence, grid, fs=self.fs, c=self.c,
-                                                        t0=self.t0, n_samples=self.n_samples, points=self._points)
+                                                        t0=self.t0, n_samples=self.n_samples, points=self._points,
+                                                        transmit_times=self._plan_transmit_times)
             if fraction < self.min_coverage:
                 raise ValueError(_validate.coverage_error("grid", round(fraction * n_checked), n_checked, window,
                                                           self.min_coverage))
             self.coverage = fraction
         else:
             self.coverage = None
+
+    def _plan_transmit_times(self, rows):
+        """The CPU gather plan's transmit times of the points rows, (len(rows), n_transmits) in s,
+        or None (other plans)."""
+        if self.method != "das" or self.formulation != "gather" or self.backend == "cuda" or self._plan is None:
+            return None
+        return _core.das_transmit_times(self._plan, np.asarray(rows, dtype=np.int64))
 
     @property
     def n_transmits(self):

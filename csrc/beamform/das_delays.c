@@ -193,7 +193,7 @@ TARGET_AVX2 static void transmit_times_avx2(const usbeam_das_plan *plan, size_t 
 }
 #endif
 
-void usbeam_das_transmit_times(const usbeam_das_plan *plan, size_t p0, size_t p1, int *hints)
+void usbeam_das_fill_transmit_times(const usbeam_das_plan *plan, size_t p0, size_t p1, int *hints)
 {
 #if USBEAM_DAS_MULTI_ISA
     switch (usbeam_das_isa()) {

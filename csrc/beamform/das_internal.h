@@ -148,7 +148,7 @@ double usbeam_das_transmit_time(const usbeam_das_plan *plan, size_t t, const dou
 /* Transmit times of points p0 .. p1-1 (every transmit) into plan->tx_time, the same values;
  * hints: (n_transmits) blocks of virtual sources (-1: none) carried from one point to its
  * neighbour, which makes the search fast (das_delays.c). */
-void usbeam_das_transmit_times(const usbeam_das_plan *plan, size_t p0, size_t p1, int *hints);
+void usbeam_das_fill_transmit_times(const usbeam_das_plan *plan, size_t p0, size_t p1, int *hints);
 /* exp(+j 2 pi turns) as (cos, sin), exact to ~1e-11 for any finite turns; das_delays.c. */
 void usbeam_das_rotation(double turns, double *re, double *im);
 

@@ -282,6 +282,13 @@ size_t usbeam_das_table_bytes(const usbeam_das_plan *plan)
     return plan->n_receive * (sizeof(double) + (plan->is_iq ? 2 : 1) * sizeof(float));
 }
 
+const double *usbeam_das_transmit_times(const usbeam_das_plan *plan, size_t *n_points, size_t *n_transmits)
+{
+    if (n_points) *n_points = plan ? plan->params.n_points : 0;
+    if (n_transmits) *n_transmits = plan ? plan->params.n_transmits : 0;
+    return plan ? plan->tx_time : NULL;
+}
+
 /* Allocate count * size bytes, failing with a message naming `what`. */
 static usbeam_status alloc_array(void **ptr, size_t count, size_t size, const char *what)
 {
@@ -671,7 +678,7 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
             for (size_t t = 0; t < n_tx; ++t) hint[t] = -1;
 #pragma omp for schedule(dynamic, 1)
             for (ptrdiff_t p0 = 0; p0 < n_points; p0 += 256)
-                usbeam_das_transmit_times(plan, (size_t)p0, (size_t)(p0 + 256 < n_points ? p0 + 256 : n_points), hint);
+                usbeam_das_fill_transmit_times(plan, (size_t)p0, (size_t)(p0 + 256 < n_points ? p0 + 256 : n_points), hint);
         }
         usbeam_free(hints);
     }

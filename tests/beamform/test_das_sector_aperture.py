@@ -151,3 +151,26 @@ def test_frames_per_call(rng):
     single = np.concatenate([bf(data[i:i + 1]) for i in range(16)])
     for k in range(16):
         assert np.linalg.norm(whole[k] - single[k]) <= TOLERANCES["das_rel_l2"] * np.linalg.norm(single[k])
+
+
+def test_coverage_from_the_plan_transmit_times(rng):
+    """The Beamformer's coverage check reads the C plan's transmit times of its sample of
+    points: the same fraction as evaluating the transmit model in NumPy (Delays: MUST's min
+    over the virtual sources), and the plan's times equal that model to rounding."""
+    probe = convex()
+    grid = usbeam.PolarGrid.for_probe(probe, 0.03, 40, 36)
+    seq = [usbeam.Delays(d) for d in delay_laws(probe.n_elements, rng).values()]
+    for n_samples in (N_SAMPLES, 200, 120):
+        kw = dict(fs=FS, c=C, t0=T0, n_samples=n_samples)
+        bf = usbeam.Beamformer(probe, seq, grid, fc=FC, f_number=1.73, min_coverage=0, **kw)
+        points = grid.coordinates()
+        rows = np.arange(0, grid.n_points, 7)
+        times = bf._plan_transmit_times(rows)
+        want = np.stack([s.transmit_time(points[rows], probe, C) for s in seq], axis=1)
+        np.testing.assert_allclose(times, want, rtol=1e-13, atol=0)
+        from_plan = usbeam.beamformer.grid_coverage(probe, seq, grid, points=points,
+                                                    transmit_times=bf._plan_transmit_times, **kw)
+        from_model = usbeam.beamformer.grid_coverage(probe, seq, grid, **kw)
+        assert from_plan == from_model
+    with pytest.raises(IndexError, match="rows"):
+        bf._plan_transmit_times([grid.n_points])
