@@ -419,9 +419,11 @@ static void build_element_frames(usbeam_das_plan *plan, const double *normals)
  * it (usbeam_element_in_aperture, the predicate the CUDA twin and the windows use).  The
  * elements are tested in blocks of APERTURE_BLOCK from the front until a block holds an
  * accepted one, then likewise from the back, so a point costs about n - count tests rather
- * than n; a block's tests are the predicate's own operations in the same order, written
- * branch-free so they vectorise (this file is compiled without floating-point contraction,
- * -std=c11, so every copy rounds exactly as the scalar predicate: the same element set). */
+ * than n; a block whose bounds (aperture_block_culled) show that none of its cones can hold
+ * the point is skipped without testing its elements.  A block's tests are the predicate's
+ * own operations in the same order, written branch-free so they vectorise (this file is
+ * compiled without floating-point contraction, -std=c11, so every copy rounds exactly as the
+ * scalar predicate: the same element set; tests/beamform/test_das_sector_aperture.py). */
 #define APERTURE_BLOCK 16
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
@@ -456,23 +458,84 @@ APERTURE_INLINE int aperture_block(const usbeam_das_plan *plan, const double *pt
     return total;
 }
 
-APERTURE_INLINE void general_aperture_points(const usbeam_das_plan *plan, ptrdiff_t p0, ptrdiff_t p1)
+/* Block bounds: for block b (elements b APERTURE_BLOCK .. + APERTURE_BLOCK - 1) its middle
+ * element c's position and frame, and over the block max |e - c| (R), max |n_e - n_c|,
+ * max |t1_e - t1_c|, max |t2_e - t2_c|: rows of a (CULL_ROWS, n_blocks) array. */
+enum { CULL_X, CULL_Y, CULL_Z, CULL_T1 = 3, CULL_T2 = 6, CULL_N = 9, CULL_R = 12, CULL_DT1, CULL_DT2, CULL_DN, CULL_ROWS };
+
+static void aperture_block_bounds(const usbeam_das_plan *plan, double *cull)
 {
-    const int n = (int)plan->params.n_elements;
+    const size_t ne = plan->params.n_elements, nb = (ne + APERTURE_BLOCK - 1) / APERTURE_BLOCK;
+    const double *f = plan->element_frame; /* (9, ne): t1, t2, n */
+    for (size_t b = 0; b < nb; ++b) {
+        const size_t e0 = b * APERTURE_BLOCK, e1 = e0 + APERTURE_BLOCK < ne ? e0 + APERTURE_BLOCK : ne;
+        const size_t c = (e0 + e1 - 1) / 2;
+        double *row[CULL_ROWS];
+        for (int k = 0; k < CULL_ROWS; ++k) row[k] = cull + (size_t)k * nb + b;
+        *row[CULL_X] = plan->element_x[c], *row[CULL_Y] = plan->element_y[c], *row[CULL_Z] = plan->element_z[c];
+        for (int k = 0; k < 9; ++k) *row[CULL_T1 + k] = f[(size_t)k * ne + c];
+        double r = 0.0, d1 = 0.0, d2 = 0.0, dn = 0.0;
+        for (size_t e = e0; e < e1; ++e) {
+            double v[4][3] = {{plan->element_x[e] - plan->element_x[c], plan->element_y[e] - plan->element_y[c],
+                               plan->element_z[e] - plan->element_z[c]}};
+            for (int k = 0; k < 3; ++k) {
+                v[1][k] = f[(size_t)k * ne + e] - f[(size_t)k * ne + c];
+                v[2][k] = f[(size_t)(3 + k) * ne + e] - f[(size_t)(3 + k) * ne + c];
+                v[3][k] = f[(size_t)(6 + k) * ne + e] - f[(size_t)(6 + k) * ne + c];
+            }
+            double len[4];
+            for (int q = 0; q < 4; ++q) len[q] = sqrt(v[q][0] * v[q][0] + v[q][1] * v[q][1] + v[q][2] * v[q][2]);
+            r = fmax(r, len[0]), d1 = fmax(d1, len[1]), d2 = fmax(d2, len[2]), dn = fmax(dn, len[3]);
+        }
+        /* a hair larger than the rounded maxima */
+        *row[CULL_R] = r * (1.0 + 1e-12), *row[CULL_DT1] = d1 * (1.0 + 1e-12) + 1e-15;
+        *row[CULL_DT2] = d2 * (1.0 + 1e-12) + 1e-15, *row[CULL_DN] = dn * (1.0 + 1e-12) + 1e-15;
+    }
+}
+
+/* 1 when no element of block b can hold the point: with q = p - c (d = |q|), every element's
+ * axial = q.n_e + (c - e).n_e is within d |n_e - n_c| + |e - c| of q.n_c, and likewise its
+ * lateral offsets; the point is outside the block when even the largest axial and the least
+ * |lateral| miss the cone, by a margin (1e-9 of d + R) far above any rounding. */
+APERTURE_INLINE int aperture_block_culled(const double *cull, size_t nb, size_t b, const double *pt, double two_f,
+                                          int surface)
+{
+#define CULL(k) cull[(size_t)(k) * nb + b]
+    const double qx = pt[0] - CULL(CULL_X), qy = pt[1] - CULL(CULL_Y), qz = pt[2] - CULL(CULL_Z);
+    const double d = sqrt(qx * qx + qy * qy + qz * qz), r = CULL(CULL_R), margin = 1e-9 * (d + r);
+    const double axial_max = qx * CULL(CULL_N) + qy * CULL(CULL_N + 1) + qz * CULL(CULL_N + 2) + d * CULL(CULL_DN) + r + margin;
+    if (!(axial_max > 0.0)) return 1;
+    const double half_max = axial_max / two_f + margin;
+    const double l1_min = fabs(qx * CULL(CULL_T1) + qy * CULL(CULL_T1 + 1) + qz * CULL(CULL_T1 + 2)) - d * CULL(CULL_DT1) - r - margin;
+    if (l1_min > half_max) return 1;
+    if (!surface) return 0;
+    const double l2_min = fabs(qx * CULL(CULL_T2) + qy * CULL(CULL_T2 + 1) + qz * CULL(CULL_T2 + 2)) - d * CULL(CULL_DT2) - r - margin;
+    return l2_min > half_max;
+#undef CULL
+}
+
+APERTURE_INLINE void general_aperture_points(const usbeam_das_plan *plan, const double *cull, ptrdiff_t p0,
+                                             ptrdiff_t p1)
+{
+    const int n = (int)plan->params.n_elements, surface = plan->params.surface;
+    const size_t nb = ((size_t)n + APERTURE_BLOCK - 1) / APERTURE_BLOCK;
     const double two_f = 2.0 * plan->params.f_number;
     int32_t accepted[APERTURE_BLOCK];
     for (ptrdiff_t p = p0; p < p1; ++p) {
         const double *pt = plan->points + 3 * p;
         int first = -1, last = -1;
-        for (int e0 = 0; e0 < n && first < 0; e0 += APERTURE_BLOCK) {
-            const int m = n - e0 < APERTURE_BLOCK ? n - e0 : APERTURE_BLOCK;
+        size_t first_block = 0;
+        for (size_t b = 0; b < nb && first < 0; ++b) {
+            const int e0 = (int)b * APERTURE_BLOCK, m = n - e0 < APERTURE_BLOCK ? n - e0 : APERTURE_BLOCK;
+            if (cull && aperture_block_culled(cull, nb, b, pt, two_f, surface)) continue;
             if (aperture_block(plan, pt, two_f, e0, m, accepted) == 0) continue;
             for (int i = 0; i < m && first < 0; ++i)
-                if (accepted[i]) first = e0 + i;
+                if (accepted[i]) first = e0 + i, first_block = b;
         }
-        if (first >= 0) { /* from the back: blocks ending at n, down to the first */
-            for (int e1 = n; last < 0; e1 -= APERTURE_BLOCK) {
-                const int e0 = e1 - APERTURE_BLOCK > first ? e1 - APERTURE_BLOCK : first, m = e1 - e0;
+        if (first >= 0) { /* from the back, down to the first's block (which holds an accepted one) */
+            for (size_t b = nb; b-- > first_block && last < 0;) {
+                const int e0 = (int)b * APERTURE_BLOCK, m = n - e0 < APERTURE_BLOCK ? n - e0 : APERTURE_BLOCK;
+                if (b > first_block && cull && aperture_block_culled(cull, nb, b, pt, two_f, surface)) continue;
                 if (aperture_block(plan, pt, two_f, e0, m, accepted) == 0) continue;
                 for (int i = m - 1; i >= 0 && last < 0; --i)
                     if (accepted[i]) last = e0 + i;
@@ -485,27 +548,28 @@ APERTURE_INLINE void general_aperture_points(const usbeam_das_plan *plan, ptrdif
 
 #if APERTURE_MULTI_ISA
 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma"))) static void
-general_aperture_points_avx512(const usbeam_das_plan *plan, ptrdiff_t p0, ptrdiff_t p1)
+general_aperture_points_avx512(const usbeam_das_plan *plan, const double *cull, ptrdiff_t p0, ptrdiff_t p1)
 {
-    general_aperture_points(plan, p0, p1);
+    general_aperture_points(plan, cull, p0, p1);
 }
 __attribute__((target("avx2,fma"))) static void general_aperture_points_avx2(const usbeam_das_plan *plan,
-                                                                            ptrdiff_t p0, ptrdiff_t p1)
+                                                                            const double *cull, ptrdiff_t p0,
+                                                                            ptrdiff_t p1)
 {
-    general_aperture_points(plan, p0, p1);
+    general_aperture_points(plan, cull, p0, p1);
 }
 #endif
 
-static void general_apertures(const usbeam_das_plan *plan, ptrdiff_t p0, ptrdiff_t p1)
+static void general_apertures(const usbeam_das_plan *plan, const double *cull, ptrdiff_t p0, ptrdiff_t p1)
 {
 #if APERTURE_MULTI_ISA
     switch (usbeam_das_isa()) {
-    case 2: general_aperture_points_avx512(plan, p0, p1); return;
-    case 1: general_aperture_points_avx2(plan, p0, p1); return;
+    case 2: general_aperture_points_avx512(plan, cull, p0, p1); return;
+    case 1: general_aperture_points_avx2(plan, cull, p0, p1); return;
     default: break;
     }
 #endif
-    general_aperture_points(plan, p0, p1);
+    general_aperture_points(plan, cull, p0, p1);
 }
 
 /* Receive apertures (one contiguous element range per point) and the receive-table offsets. */
@@ -516,9 +580,13 @@ static void build_apertures(usbeam_das_plan *plan)
     const ptrdiff_t n_points = (ptrdiff_t)prm->n_points;
     if (prm->f_number > 0.0 && plan->general) {
         const ptrdiff_t step = 256;
+        /* block bounds (without them, on an allocation failure, every block is scanned) */
+        double *cull = usbeam_alloc((size_t)CULL_ROWS * (((size_t)n + APERTURE_BLOCK - 1) / APERTURE_BLOCK) * sizeof(double));
+        if (cull) aperture_block_bounds(plan, cull);
 #pragma omp parallel for schedule(dynamic, 1)
         for (ptrdiff_t p0 = 0; p0 < n_points; p0 += step)
-            general_apertures(plan, p0, p0 + step < n_points ? p0 + step : n_points);
+            general_apertures(plan, cull, p0, p0 + step < n_points ? p0 + step : n_points);
+        usbeam_free(cull);
     } else {
 #pragma omp parallel for schedule(static)
         for (ptrdiff_t p = 0; p < n_points; ++p) {
