@@ -112,10 +112,11 @@ def _sample_indices(n, k):
     return np.unique(np.linspace(0, n - 1, min(n, k)).round().astype(np.int64))
 
 
-def _coverage_points(grid):
-    """A few points spread over the grid, (n, 3) as (x, y, z)."""
+def _coverage_points(grid, points=None):
+    """A few points spread over the grid, (n, 3) as (x, y, z) (points: grid.coordinates(), when
+    the caller has them)."""
     if not isinstance(grid, Grid):  # PolarGrid, VolumeGrid, SphericalGrid: a sample of its points
-        pts = grid.coordinates()
+        pts = grid.coordinates() if points is None else points
         return pts[_sample_indices(len(pts), _COVERAGE_POINTS)]
     if grid._points is not None:
         pts = grid._points
@@ -127,31 +128,44 @@ def _coverage_points(grid):
     return sub.coordinates()
 
 
-def grid_coverage(probe, sequence, grid, *, fs, c, t0, n_samples):
+def grid_coverage(probe, sequence, grid, *, fs, c, t0, n_samples, points=None, transmit_times=None):
     """Fraction of the grid's pixels (a sample of up to 1024 of them and 8 transmits) for
     which some element's round-trip time ``tau = tau_tx + |p - e| / c`` falls inside the
     record, ``t0 <= tau <= t0 + (n_samples - 1) / fs``: the pixels that receive any recorded
     sample (the receive aperture is ignored: the estimate errs towards "covered").  Returns
-    (fraction, number of pixels checked, (first, last) time of the record)."""
-    points = _coverage_points(grid)
+    (fraction, number of pixels checked, (first, last) time of the record).  ``points``: the
+    grid's coordinates() when the caller has them (saves computing them again);
+    ``transmit_times``: with them, a function of point rows giving their transmit times,
+    (len(rows), n_transmits) in s, e.g. the C plan's (the same model; saves evaluating it
+    again, such as MUST's min over 4 n virtual sources per point)."""
+    sampled = None
+    if transmit_times is not None and points is not None and (not isinstance(grid, Grid) or grid._points is not None):
+        rows = _sample_indices(len(points), _COVERAGE_POINTS)  # the rows _coverage_points takes
+        sampled = transmit_times(rows)
+        points = points[rows]
+    if sampled is None:
+        points = _coverage_points(grid, points)
     elements = np.asarray(probe.positions, dtype=np.float64)
     t_end = t0 + (n_samples - 1) / fs
     covered = np.zeros(len(points), bool)
     sequence = tuple(sequence)
     for k in _sample_indices(len(sequence), _COVERAGE_TRANSMITS):
-        tx = sequence[k].transmit_time(points, probe, c)                      # (n_points,)
-        rx = np.sqrt(((points[:, None, :] - elements[None, :, :]) ** 2).sum(-1)) / c  # (n_points, n_el)
+        tx = (sequence[k].transmit_time(points, probe, c) if sampled is None
+              else sampled[:, k])                                               # (n_points,)
+        rx = np.sqrt((points[:, :1] - elements[:, 0]) ** 2 + (points[:, 1:2] - elements[:, 1]) ** 2
+                     + (points[:, 2:] - elements[:, 2]) ** 2) / c  # (n_points, n_el)
         tau = tx[:, None] + rx
         covered |= ((tau >= t0) & (tau <= t_end)).any(axis=1)
     return float(covered.mean()), len(points), (t0, t_end)
 
 
-def _check_geometry(probe, grid, c):
-    """Plausibility of units: grid and probe within 1 m, c a speed of sound in m/s."""
+def _check_geometry(probe, grid, c, points=None):
+    """Plausibility of units: grid and probe within 1 m, c a speed of sound in m/s (points: the
+    grid's coordinates(), when the caller has them)."""
     if c < 100 or c > 20000:
         raise ValueError(f"c = {c:g} m/s is not a speed of sound: c is in m/s (SI), e.g. 1540 for soft tissue")
     if not isinstance(grid, Grid):  # sector and volume grids: their points
-        _validate.distances("grid points", grid.coordinates(), "grid coordinates")
+        _validate.distances("grid points", grid.coordinates() if points is None else points, "grid coordinates")
     for axis in ("x", "y", "z") if isinstance(grid, Grid) else ():
         values = getattr(grid, axis)
         if values is not None:
@@ -258,7 +272,10 @@ class Beamformer:
         self.c = _validate.positive("c", c)
         self.t0 = _validate.real_scalar("t0", t0)
         self.n_samples = _validate.integer("n_samples", n_samples, minimum=1, maximum=2**30)
-        _check_geometry(probe, grid, self.c)
+        # the grid's points, computed once: the checks below, the coverage and the C plan read them
+        _validate.check_allocation("grid", (grid.n_points, 3), 8 * 3)  # points, their copy and apertures
+        self._points = np.ascontiguousarray(grid.coordinates(), dtype=np.float64)
+        _check_geometry(probe, grid, self.c, self._points)
         self.window = _validate.choice("window", window, ("rect", "hann", "tukey"))
         self.tukey_alpha = _validate.real_scalar("tukey_alpha", tukey_alpha)
         if not 0 <= self.tukey_alpha <= 1:
@@ -283,7 +300,7 @@ class Beamformer:
             self.f_number = _validate.nonnegative("f_number", f_number)
         self.bandwidth = bandwidth
         if hasattr(grid, "check_probe"):  # sector grids: every ray within some element's cone
-            grid.check_probe(probe, self.f_number)
+            grid.check_probe(probe, self.f_number, points=self._points)
         self.min_coverage = _validate.real_scalar("min_coverage", min_coverage)
         if not 0 <= self.min_coverage <= 1:
             raise ValueError(f"min_coverage must be in [0, 1] (got {self.min_coverage})")
@@ -304,7 +321,6 @@ class Beamformer:
             max_table_bytes = min(1 << 30, _validate._memory_limit() // _DEFAULT_TABLE_FRACTION)
         self.max_table_bytes = _validate.integer("max_table_bytes", max_table_bytes, minimum=0,
                                                    maximum=_validate.SSIZE_MAX)
-        self._points = None
         self._plan = None
         self._capacity = 0
         self.strict = bool(strict)
@@ -317,13 +333,21 @@ class Beamformer:
         # after the size checks (MemoryError first), before any frame
         if self.min_coverage > 0:
             fraction, n_checked, window = grid_coverage(probe, self.sequence, grid, fs=self.fs, c=self.c,
-                                                        t0=self.t0, n_samples=self.n_samples)
+                                                        t0=self.t0, n_samples=self.n_samples, points=self._points,
+                                                        transmit_times=self._plan_transmit_times)
             if fraction < self.min_coverage:
                 raise ValueError(_validate.coverage_error("grid", round(fraction * n_checked), n_checked, window,
                                                           self.min_coverage))
             self.coverage = fraction
         else:
             self.coverage = None
+
+    def _plan_transmit_times(self, rows):
+        """The CPU gather plan's transmit times of the points rows, (len(rows), n_transmits) in s,
+        or None (other plans)."""
+        if self.method != "das" or self.formulation != "gather" or self.backend == "cuda" or self._plan is None:
+            return None
+        return _core.das_transmit_times(self._plan, np.asarray(rows, dtype=np.int64))
 
     @property
     def n_transmits(self):

@@ -318,9 +318,13 @@ class Delays:
         else:
             xs, zs, offset = src
             ys = np.zeros_like(xs)
-        for i in range(src.shape[1]):  # a loop keeps the memory at O(n_points)
-            r = np.sqrt((p[:, 0] - xs[i]) ** 2 + (p[:, 1] - ys[i]) ** 2 + (p[:, 2] - zs[i]) ** 2)
-            np.minimum(best, offset[i] + r, out=best)
+        # (points x block) arrays of at most ~2^20 entries keep the memory at O(n_points)
+        block = max(1, (1 << 20) // max(1, p.shape[0]))
+        px, py, pz = p[:, :1], p[:, 1:2], p[:, 2:3]
+        for i0 in range(0, src.shape[1], block):
+            sl = slice(i0, i0 + block)
+            r = np.sqrt((px - xs[sl]) ** 2 + (py - ys[sl]) ** 2 + (pz - zs[sl]) ** 2)
+            np.minimum(best, (offset[sl] + r).min(axis=1), out=best)
         return best / c
 
 

@@ -176,9 +176,12 @@ class PolarGrid:
         pts[:, 2] = (self.apex[1] + rr * np.cos(tt)).ravel()
         return pts
 
-    def check_probe(self, probe, f_number=0.0):
+    def check_probe(self, probe, f_number=0.0, points=None):
+        """Refuse angles or radii the probe cannot see (``points``: this grid's coordinates(),
+        when the caller has them already)."""
         dirs = np.stack([np.sin(self.angles), np.zeros(self.angles.size), np.cos(self.angles)], axis=1)
-        _check_visible(self.coordinates(), probe, (self.apex[0], 0.0, self.apex[1]), dirs, "angles", f_number)
+        _check_visible(self.coordinates() if points is None else points, probe, (self.apex[0], 0.0, self.apex[1]),
+                       dirs, "angles", f_number)
         return self
 
     def is_uniform(self):
@@ -263,10 +266,12 @@ class SphericalGrid:
         d = np.stack([np.sin(aa) * np.cos(ee), np.sin(ee), np.cos(aa) * np.cos(ee)], axis=-1)
         return (np.asarray(self.apex) + rr[..., None] * d).reshape(-1, 3)
 
-    def check_probe(self, probe, f_number=0.0):
+    def check_probe(self, probe, f_number=0.0, points=None):
+        """As PolarGrid.check_probe."""
         ee, aa = np.meshgrid(self.elevations, self.azimuths, indexing="ij")
         dirs = np.stack([np.sin(aa) * np.cos(ee), np.sin(ee), np.cos(aa) * np.cos(ee)], axis=-1).reshape(-1, 3)
-        _check_visible(self.coordinates(), probe, self.apex, dirs, "azimuths and elevations", f_number)
+        _check_visible(self.coordinates() if points is None else points, probe, self.apex, dirs,
+                       "azimuths and elevations", f_number)
         return self
 
 

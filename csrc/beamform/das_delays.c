@@ -85,47 +85,42 @@ INLINE_BODY void sincos_turns(double turns, double *sin_out, double *cos_out)
     *cos_out = (1.0 - a) * c - odd * q * s;
 }
 
-/* min over sources [lo, hi) of (o_i + |p - s_i|), at most `bound`, exactly in double but
- * found fast: float values of a chunk of sources (vectorised), then double only for the
- * sources whose float value is within a margin of the float minimum so far (the margin,
- * 1e-7 m + 1e-5 relative, is far above float rounding, and the running minimum only
- * decreases, so the true minimiser is always among those evaluated in double).  Sources
- * are (3, n) rows x, z, o. */
-static double sources_min(const double *sources, const float *sources_f, int n, int lo, int hi, double x,
-                                        double y, double z, double bound)
-{
-    enum { SOURCE_CHUNK = 256 };
-    const float *sx = sources_f, *sz = sources_f + n, *so = sources_f + 2 * n;
-    const float xf = (float)x, zf = (float)z, y2 = (float)(y * y);
-    float value[SOURCE_CHUNK];
-    float best = INFINITY;
-    double exact = bound;
-    for (int i0 = lo; i0 < hi; i0 += SOURCE_CHUNK) {
-        const int m = hi - i0 < SOURCE_CHUNK ? hi - i0 : SOURCE_CHUNK;
-        float chunk_best = INFINITY;
-#if defined(_OPENMP)
-#pragma omp simd reduction(min : chunk_best)
+/* Transmit path of a virtual-source transmit: min_i (o_i + |p - s_i|) over the (3, n) rows
+ * x, z, o of its sources (sorted by x), exactly in double, found fast with blocks of
+ * USBEAM_DAS_SOURCE_BLOCK consecutive sources (das_internal.h: each block's x and z ranges and
+ * least offset, built at plan creation).  No source of block b does better than
+ *   lb_b = o_min_b + sqrt(dx_b^2 + dz_b^2 + y^2)
+ * (dx_b, dz_b: distances from p to the block's x and z ranges), so after the block of the
+ * previous point's minimiser (`hint`: neighbouring points have neighbouring minimisers) only
+ * the blocks with lb_b within the running minimum are evaluated.  The bounds are compared
+ * with a margin (1e-12 relative + 1e-15 m) far above their rounding, so every source whose
+ * value could be the least is evaluated: the result is the minimum over all sources, bit for
+ * bit.  Each source's path is the same double expression in every copy: these functions are
+ * compiled without floating-point contraction (the pragma below), so the vectorised
+ * AVX2 / AVX-512 copies round exactly as the baseline.  MUST's 4 n spline sources of an
+ * unsteered, diverging or steered law reach their minimum in one to five blocks. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
 #endif
-        for (int i = 0; i < m; ++i) {
-            const float dx = xf - sx[i0 + i], dz = zf - sz[i0 + i];
-            value[i] = so[i0 + i] + sqrtf(dx * dx + y2 + dz * dz);
-            chunk_best = value[i] < chunk_best ? value[i] : chunk_best;
-        }
-        best = chunk_best < best ? chunk_best : best;
-        const float limit = best + 1e-7f + 1e-5f * fabsf(best);
-        for (int i = 0; i < m; ++i) {
-            if (value[i] <= limit) {
-                const double dx = x - sources[i0 + i], dz = z - sources[n + i0 + i];
-                const double path = sources[2 * n + i0 + i] + sqrt(dx * dx + y * y + dz * dz);
-                exact = path < exact ? path : exact;
-            }
-        }
+INLINE_BODY double source_block_min(const double *sources, int n, int lo, int hi, double x, double y, double z,
+                                    double best)
+{
+    const double *sx = sources, *sz = sources + n, *so = sources + 2 * n;
+    const double y2 = y * y;
+#if defined(_OPENMP)
+#pragma omp simd reduction(min : best)
+#endif
+    for (int i = lo; i < hi; ++i) {
+        const double dx = x - sx[i], dz = z - sz[i];
+        const double path = so[i] + sqrt(dx * dx + y2 + dz * dz);
+        best = path < best ? path : best;
     }
-    return exact;
+    return best;
 }
 
 /* First index of the sorted xs[0 .. n-1] with xs[i] >= value (n if none). */
-static int lower_index(const double *xs, int n, double value)
+INLINE_BODY int lower_index(const double *xs, int n, double value)
 {
     int lo = 0, hi = n;
     while (lo < hi) {
@@ -136,44 +131,97 @@ static int lower_index(const double *xs, int n, double value)
     return lo;
 }
 
-/* Transmit path of a virtual-source transmit: min_i (o_i + |p - s_i|), exactly.  The
- * sources are sorted by x, so only a window of them is searched: with U the path through
- * the sources nearest to p in x, a source can only do better when o_min + |p - s_i| <= U,
- * and |p - s_i| >= sqrt(dx^2 + dz_min^2 + y^2) (dz_min: distance from z to the sources'
- * z range) bounds |dx| by W = sqrt((U - o_min)^2 - dz_min^2 - y^2).  Below a steered or
- * focused law the window is wide; below an unsteered one it is a few sources. */
-static double sources_path(const double *sources, const float *sources_f, int n, const double bounds[3], double x,
-                           double y, double z)
+INLINE_BODY double sources_path(const double *sources, int n, const double *blocks, int *hint, double x, double y,
+                                double z)
 {
-    const double *sx = sources, *sz = sources + n, *so = sources + 2 * n;
-    const int k = lower_index(sx, n, x);
-    double upper = INFINITY;
-    for (int i = k - 1; i <= k; ++i) {
-        if (i < 0 || i >= n) continue;
-        const double dx = x - sx[i], dz = z - sz[i];
-        const double path = so[i] + sqrt(dx * dx + y * y + dz * dz);
-        upper = path < upper ? path : upper;
+    enum { BOUND_CHUNK = 64 };
+    const int n_blocks = (n + USBEAM_DAS_SOURCE_BLOCK - 1) / USBEAM_DAS_SOURCE_BLOCK;
+    const double *x_lo = blocks, *x_hi = blocks + n_blocks, *z_lo = blocks + 2 * n_blocks,
+                 *z_hi = blocks + 3 * n_blocks, *o_min = blocks + 4 * n_blocks;
+    int start = *hint;
+    if (start < 0 || start >= n_blocks) { /* no hint: the block of the sources nearest in x */
+        const int k = lower_index(sources, n, x);
+        start = (k < n ? k : n - 1) / USBEAM_DAS_SOURCE_BLOCK;
     }
-    const double o_min = bounds[0], z_lo = bounds[1], z_hi = bounds[2];
-    const double dz_min = z < z_lo ? z_lo - z : (z > z_hi ? z - z_hi : 0.0);
-    const double reach = upper - o_min, w2 = reach * reach - dz_min * dz_min - y * y;
-    if (!(w2 > 0.0)) return upper;
-    const double w = sqrt(w2) * (1.0 + 1e-12) + 1e-12; /* a hair wider than the bound */
-    const int lo = lower_index(sx, n, x - w);
-    int end = lower_index(sx, n, x + w);
-    while (end < n && sx[end] <= x + w) ++end; /* sources exactly at x + w are inside */
-    return sources_min(sources, sources_f, n, lo, end, x, y, z, upper);
+    const int hi0 = (start + 1) * USBEAM_DAS_SOURCE_BLOCK < n ? (start + 1) * USBEAM_DAS_SOURCE_BLOCK : n;
+    double best = source_block_min(sources, n, start * USBEAM_DAS_SOURCE_BLOCK, hi0, x, y, z, INFINITY);
+    int best_block = start;
+    const double y2 = y * y;
+    double bound[BOUND_CHUNK];
+    for (int b0 = 0; b0 < n_blocks; b0 += BOUND_CHUNK) {
+        const int m = n_blocks - b0 < BOUND_CHUNK ? n_blocks - b0 : BOUND_CHUNK;
+        for (int i = 0; i < m; ++i) { /* the blocks' bounds, vectorised; selects, not fmax */
+            const int b = b0 + i;
+            const double dx = x < x_lo[b] ? x_lo[b] - x : (x > x_hi[b] ? x - x_hi[b] : 0.0);
+            const double dz = z < z_lo[b] ? z_lo[b] - z : (z > z_hi[b] ? z - z_hi[b] : 0.0);
+            bound[i] = o_min[b] + sqrt(dx * dx + dz * dz + y2);
+        }
+        for (int i = 0; i < m; ++i) {
+            const int b = b0 + i;
+            if (b == start || bound[i] > best + 1e-12 * best + 1e-15) continue;
+            const int lo = b * USBEAM_DAS_SOURCE_BLOCK, hi = lo + USBEAM_DAS_SOURCE_BLOCK < n ? lo + USBEAM_DAS_SOURCE_BLOCK : n;
+            const double v = source_block_min(sources, n, lo, hi, x, y, z, best);
+            if (v < best) best = v, best_block = b;
+        }
+    }
+    *hint = best_block;
+    return best;
+}
+
+/* Transmit times of points p0 .. p1-1 for every transmit into tx_time (n_points, n_transmits);
+ * hints[t] carried from point to point. */
+INLINE_BODY void transmit_times(const usbeam_das_plan *plan, size_t p0, size_t p1, int *hints)
+{
+    const size_t n_tx = plan->params.n_transmits;
+    for (size_t p = p0; p < p1; ++p) {
+        const double *pt = plan->points + 3 * p;
+        for (size_t t = 0; t < n_tx; ++t) {
+            const usbeam_tx_model *m = &plan->tx[t];
+            const double path = m->n_sources > 0 && m->source_rows == 3
+                                    ? sources_path(m->sources, m->n_sources, plan->tx_source_blocks + plan->tx_block_offset[t],
+                                                   &hints[t], pt[0], pt[1], pt[2])
+                                    : usbeam_tx_path(m, pt[0], pt[1], pt[2]);
+            plan->tx_time[p * n_tx + t] = path / plan->params.c;
+        }
+    }
+}
+
+#if USBEAM_DAS_MULTI_ISA
+TARGET_AVX512 static void transmit_times_avx512(const usbeam_das_plan *plan, size_t p0, size_t p1, int *hints)
+{
+    transmit_times(plan, p0, p1, hints);
+}
+TARGET_AVX2 static void transmit_times_avx2(const usbeam_das_plan *plan, size_t p0, size_t p1, int *hints)
+{
+    transmit_times(plan, p0, p1, hints);
+}
+#endif
+
+void usbeam_das_fill_transmit_times(const usbeam_das_plan *plan, size_t p0, size_t p1, int *hints)
+{
+#if USBEAM_DAS_MULTI_ISA
+    switch (usbeam_das_isa()) {
+    case 2: transmit_times_avx512(plan, p0, p1, hints); return;
+    case 1: transmit_times_avx2(plan, p0, p1, hints); return;
+    default: break;
+    }
+#endif
+    transmit_times(plan, p0, p1, hints);
 }
 
 double usbeam_das_transmit_time(const usbeam_das_plan *plan, size_t t, const double *pt)
 {
     const usbeam_tx_model *m = &plan->tx[t];
+    int hint = -1;
     if (m->n_sources > 0 && m->source_rows == 3)
-        return sources_path(m->sources, plan->tx_sources_f + (m->sources - plan->tx_sources), m->n_sources,
-                            plan->tx_source_bounds + 3 * t, pt[0], pt[1], pt[2]) /
+        return sources_path(m->sources, m->n_sources, plan->tx_source_blocks + plan->tx_block_offset[t], &hint, pt[0],
+                            pt[1], pt[2]) /
                plan->params.c;
     return usbeam_tx_path(m, pt[0], pt[1], pt[2]) / plan->params.c;
 }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#endif
 
 /* exp(+j 2 pi turns), once per (point, transmit) in execute: the x86-64 baseline has no rounding
  * instruction (rint becomes a compare-and-add sequence) nor FMA, and its two long polynomial chains

@@ -52,6 +52,7 @@
 #include "common/usbeam_math.h"
 
 #define USBEAM_DAS_POINT_TILE 64 /* points per output tile in execute */
+#define USBEAM_DAS_SOURCE_BLOCK 16 /* virtual sources per bounding block (das_delays.c) */
 #define USBEAM_DAS_ENTRY_BLOCK 512 /* entries of a point filled and summed at a time (thread scratch) */
 
 /* Staged floats between two channels (transmit, element) for n_frames frames: the
@@ -71,8 +72,9 @@ struct usbeam_das_plan {
     usbeam_tx_model *tx;        /* (n_transmits) */
     double *tx_sources;         /* virtual sources of all SOURCES transmits, concatenated (3, n)
                                    blocks, each sorted by x */
-    float *tx_sources_f;        /* the same in float, for the fast first pass of the min (CPU only) */
-    double *tx_source_bounds;   /* (n_transmits, 3): min offset, min z, max z of its sources (CPU only) */
+    double *tx_source_blocks;   /* per 3-row SOURCES transmit, its sources in blocks of USBEAM_DAS_SOURCE_BLOCK:
+                                   (5, n_blocks) rows x_lo, x_hi, z_lo, z_hi, least offset (CPU only) */
+    size_t *tx_block_offset;    /* (n_transmits): where transmit t's rows start in tx_source_blocks (CPU only) */
     int is_iq;
     int taps;                   /* interpolation taps per entry */
     int weight_stride;          /* floats per entry: taps (RF) or 2 taps (IQ) */
@@ -143,6 +145,10 @@ usbeam_status usbeam_das_entry_table_create(const usbeam_das_plan *plan, size_t 
 void usbeam_das_entry_table_free(usbeam_das_entry_table *table);
 /* Transmit time (s) of transmit t at point pt (x, y, z); das_delays.c. */
 double usbeam_das_transmit_time(const usbeam_das_plan *plan, size_t t, const double *pt);
+/* Transmit times of points p0 .. p1-1 (every transmit) into plan->tx_time, the same values;
+ * hints: (n_transmits) blocks of virtual sources (-1: none) carried from one point to its
+ * neighbour, which makes the search fast (das_delays.c). */
+void usbeam_das_fill_transmit_times(const usbeam_das_plan *plan, size_t p0, size_t p1, int *hints);
 /* exp(+j 2 pi turns) as (cos, sin), exact to ~1e-11 for any finite turns; das_delays.c. */
 void usbeam_das_rotation(double turns, double *re, double *im);
 

@@ -254,10 +254,10 @@ void usbeam_das_plan_destroy(usbeam_das_plan *plan)
     usbeam_free(plan->points);
     usbeam_free(plan->tx);
     usbeam_free(plan->tx_sources);
-    usbeam_free(plan->tx_sources_f);
+    usbeam_free(plan->tx_source_blocks);
+    usbeam_free(plan->tx_block_offset);
     usbeam_free(plan->element_frame);
     usbeam_free(plan->element_window);
-    usbeam_free(plan->tx_source_bounds);
     usbeam_free(plan->tx_time);
     usbeam_free(plan->aperture_first);
     usbeam_free(plan->aperture_count);
@@ -280,6 +280,13 @@ size_t usbeam_das_table_bytes(const usbeam_das_plan *plan)
 {
     if (!plan || !plan->has_table) return 0;
     return plan->n_receive * (sizeof(double) + (plan->is_iq ? 2 : 1) * sizeof(float));
+}
+
+const double *usbeam_das_transmit_times(const usbeam_das_plan *plan, size_t *n_points, size_t *n_transmits)
+{
+    if (n_points) *n_points = plan ? plan->params.n_points : 0;
+    if (n_transmits) *n_transmits = plan ? plan->params.n_transmits : 0;
+    return plan ? plan->tx_time : NULL;
 }
 
 /* Allocate count * size bytes, failing with a message naming `what`. */
@@ -334,6 +341,7 @@ static void build_transmit_models(usbeam_das_plan *plan, const usbeam_transmit *
     const int n = (int)plan->params.n_elements;
     const double *ex = plan->element_x, *ey = plan->element_y, *ez = plan->element_z;
     double *sources = plan->tx_sources;
+    size_t block_values = 0; /* doubles of tx_source_blocks filled */
     for (size_t k = 0; k < plan->params.n_transmits; ++k) {
         const usbeam_transmit *tx = &transmits[k];
         const int has_axis = tx->axis[0] != 0.0 || tx->axis[1] != 0.0 || tx->axis[2] != 0.0;
@@ -355,16 +363,21 @@ static void build_transmit_models(usbeam_das_plan *plan, const usbeam_transmit *
                 break;
             }
             sort_sources_by_x(sources, n_src);
-            if (plan->tx_source_bounds) { /* the CPU's transmit times only (das_delays.c) */
-                double *bounds = plan->tx_source_bounds + 3 * k;
-                bounds[0] = INFINITY, bounds[1] = INFINITY, bounds[2] = -INFINITY;
-                for (size_t i = 0; i < n_src; ++i) {
-                    bounds[0] = fmin(bounds[0], sources[2 * n_src + i]);
-                    bounds[1] = fmin(bounds[1], sources[n_src + i]);
-                    bounds[2] = fmax(bounds[2], sources[n_src + i]);
+            if (plan->tx_source_blocks) { /* the CPU's transmit times only (das_delays.c) */
+                const size_t n_blocks = (n_src + USBEAM_DAS_SOURCE_BLOCK - 1) / USBEAM_DAS_SOURCE_BLOCK;
+                double *block = plan->tx_source_blocks + block_values;
+                plan->tx_block_offset[k] = block_values;
+                block_values += 5 * n_blocks;
+                for (size_t b = 0; b < n_blocks; ++b) {
+                    double x_lo = INFINITY, x_hi = -INFINITY, z_lo = INFINITY, z_hi = -INFINITY, o_min = INFINITY;
+                    for (size_t i = b * USBEAM_DAS_SOURCE_BLOCK; i < n_src && i < (b + 1) * USBEAM_DAS_SOURCE_BLOCK; ++i) {
+                        x_lo = fmin(x_lo, sources[i]), x_hi = fmax(x_hi, sources[i]);
+                        z_lo = fmin(z_lo, sources[n_src + i]), z_hi = fmax(z_hi, sources[n_src + i]);
+                        o_min = fmin(o_min, sources[2 * n_src + i]);
+                    }
+                    block[b] = x_lo, block[n_blocks + b] = x_hi, block[2 * n_blocks + b] = z_lo;
+                    block[3 * n_blocks + b] = z_hi, block[4 * n_blocks + b] = o_min;
                 }
-                for (size_t i = 0; i < 3 * n_src; ++i)
-                    plan->tx_sources_f[(size_t)(sources - plan->tx_sources) + i] = (float)sources[i];
             }
             plan->tx[k] = usbeam_tx_model_sources(sources, (int)n_src);
             sources += 3 * n_src;
@@ -400,34 +413,190 @@ static void build_element_frames(usbeam_das_plan *plan, const double *normals)
     }
 }
 
+/* ---- receive apertures ------------------------------------------------------------ */
+
+/* The general geometry's aperture of one point: the first and last element whose cone holds
+ * it (usbeam_element_in_aperture, the predicate the CUDA twin and the windows use).  The
+ * elements are tested in blocks of APERTURE_BLOCK from the front until a block holds an
+ * accepted one, then likewise from the back, so a point costs about n - count tests rather
+ * than n; a block whose bounds (aperture_block_culled) show that none of its cones can hold
+ * the point is skipped without testing its elements.  A block's tests are the predicate's
+ * own operations in the same order, written branch-free so they vectorise (this file is
+ * compiled without floating-point contraction, -std=c11, so every copy rounds exactly as the
+ * scalar predicate: the same element set; tests/beamform/test_das_sector_aperture.py). */
+#define APERTURE_BLOCK 16
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#define APERTURE_MULTI_ISA 1
+#define APERTURE_INLINE static inline __attribute__((always_inline))
+#else
+#define APERTURE_MULTI_ISA 0
+#define APERTURE_INLINE static inline
+#endif
+
+/* accepted[i] for elements e0 .. e0 + m - 1 (m <= APERTURE_BLOCK); returns how many. */
+APERTURE_INLINE int aperture_block(const usbeam_das_plan *plan, const double *pt, double two_f, int e0, int m,
+                                   int32_t *accepted)
+{
+    const size_t ne = plan->params.n_elements;
+    const double *ex = plan->element_x + e0, *ey = plan->element_y + e0, *ez = plan->element_z + e0;
+    const double *f = plan->element_frame + e0;
+    const double *t1x = f, *t1y = f + ne, *t1z = f + 2 * ne, *t2x = f + 3 * ne, *t2y = f + 4 * ne, *t2z = f + 5 * ne;
+    const double *nx = f + 6 * ne, *ny = f + 7 * ne, *nz = f + 8 * ne;
+    const int surface = plan->params.surface;
+    int total = 0;
+    for (int i = 0; i < m; ++i) {
+        const double dx = pt[0] - ex[i], dy = pt[1] - ey[i], dz = pt[2] - ez[i];
+        const double axial = dx * nx[i] + dy * ny[i] + dz * nz[i];
+        const double half = axial / two_f;
+        const double l1 = dx * t1x[i] + dy * t1y[i] + dz * t1z[i];
+        const double l2 = dx * t2x[i] + dy * t2y[i] + dz * t2z[i];
+        const int in = (axial > 0.0) & (fabs(l1) <= half) & (!surface | (fabs(l2) <= half));
+        accepted[i] = in;
+        total += in;
+    }
+    return total;
+}
+
+/* Block bounds: for block b (elements b APERTURE_BLOCK .. + APERTURE_BLOCK - 1) its middle
+ * element c's position and frame, and over the block max |e - c| (R), max |n_e - n_c|,
+ * max |t1_e - t1_c|, max |t2_e - t2_c|: rows of a (CULL_ROWS, n_blocks) array. */
+enum { CULL_X, CULL_Y, CULL_Z, CULL_T1 = 3, CULL_T2 = 6, CULL_N = 9, CULL_R = 12, CULL_DT1, CULL_DT2, CULL_DN, CULL_ROWS };
+
+static void aperture_block_bounds(const usbeam_das_plan *plan, double *cull)
+{
+    const size_t ne = plan->params.n_elements, nb = (ne + APERTURE_BLOCK - 1) / APERTURE_BLOCK;
+    const double *f = plan->element_frame; /* (9, ne): t1, t2, n */
+    for (size_t b = 0; b < nb; ++b) {
+        const size_t e0 = b * APERTURE_BLOCK, e1 = e0 + APERTURE_BLOCK < ne ? e0 + APERTURE_BLOCK : ne;
+        const size_t c = (e0 + e1 - 1) / 2;
+        double *row[CULL_ROWS];
+        for (int k = 0; k < CULL_ROWS; ++k) row[k] = cull + (size_t)k * nb + b;
+        *row[CULL_X] = plan->element_x[c], *row[CULL_Y] = plan->element_y[c], *row[CULL_Z] = plan->element_z[c];
+        for (int k = 0; k < 9; ++k) *row[CULL_T1 + k] = f[(size_t)k * ne + c];
+        double r = 0.0, d1 = 0.0, d2 = 0.0, dn = 0.0;
+        for (size_t e = e0; e < e1; ++e) {
+            double v[4][3] = {{plan->element_x[e] - plan->element_x[c], plan->element_y[e] - plan->element_y[c],
+                               plan->element_z[e] - plan->element_z[c]}};
+            for (int k = 0; k < 3; ++k) {
+                v[1][k] = f[(size_t)k * ne + e] - f[(size_t)k * ne + c];
+                v[2][k] = f[(size_t)(3 + k) * ne + e] - f[(size_t)(3 + k) * ne + c];
+                v[3][k] = f[(size_t)(6 + k) * ne + e] - f[(size_t)(6 + k) * ne + c];
+            }
+            double len[4];
+            for (int q = 0; q < 4; ++q) len[q] = sqrt(v[q][0] * v[q][0] + v[q][1] * v[q][1] + v[q][2] * v[q][2]);
+            r = fmax(r, len[0]), d1 = fmax(d1, len[1]), d2 = fmax(d2, len[2]), dn = fmax(dn, len[3]);
+        }
+        /* a hair larger than the rounded maxima */
+        *row[CULL_R] = r * (1.0 + 1e-12), *row[CULL_DT1] = d1 * (1.0 + 1e-12) + 1e-15;
+        *row[CULL_DT2] = d2 * (1.0 + 1e-12) + 1e-15, *row[CULL_DN] = dn * (1.0 + 1e-12) + 1e-15;
+    }
+}
+
+/* 1 when no element of block b can hold the point: with q = p - c (d = |q|), every element's
+ * axial = q.n_e + (c - e).n_e is within d |n_e - n_c| + |e - c| of q.n_c, and likewise its
+ * lateral offsets; the point is outside the block when even the largest axial and the least
+ * |lateral| miss the cone, by a margin (1e-9 of d + R) far above any rounding. */
+APERTURE_INLINE int aperture_block_culled(const double *cull, size_t nb, size_t b, const double *pt, double two_f,
+                                          int surface)
+{
+#define CULL(k) cull[(size_t)(k) * nb + b]
+    const double qx = pt[0] - CULL(CULL_X), qy = pt[1] - CULL(CULL_Y), qz = pt[2] - CULL(CULL_Z);
+    const double d = sqrt(qx * qx + qy * qy + qz * qz), r = CULL(CULL_R), margin = 1e-9 * (d + r);
+    const double axial_max = qx * CULL(CULL_N) + qy * CULL(CULL_N + 1) + qz * CULL(CULL_N + 2) + d * CULL(CULL_DN) + r + margin;
+    if (!(axial_max > 0.0)) return 1;
+    const double half_max = axial_max / two_f + margin;
+    const double l1_min = fabs(qx * CULL(CULL_T1) + qy * CULL(CULL_T1 + 1) + qz * CULL(CULL_T1 + 2)) - d * CULL(CULL_DT1) - r - margin;
+    if (l1_min > half_max) return 1;
+    if (!surface) return 0;
+    const double l2_min = fabs(qx * CULL(CULL_T2) + qy * CULL(CULL_T2 + 1) + qz * CULL(CULL_T2 + 2)) - d * CULL(CULL_DT2) - r - margin;
+    return l2_min > half_max;
+#undef CULL
+}
+
+APERTURE_INLINE void general_aperture_points(const usbeam_das_plan *plan, const double *cull, ptrdiff_t p0,
+                                             ptrdiff_t p1)
+{
+    const int n = (int)plan->params.n_elements, surface = plan->params.surface;
+    const size_t nb = ((size_t)n + APERTURE_BLOCK - 1) / APERTURE_BLOCK;
+    const double two_f = 2.0 * plan->params.f_number;
+    int32_t accepted[APERTURE_BLOCK];
+    for (ptrdiff_t p = p0; p < p1; ++p) {
+        const double *pt = plan->points + 3 * p;
+        int first = -1, last = -1;
+        size_t first_block = 0;
+        for (size_t b = 0; b < nb && first < 0; ++b) {
+            const int e0 = (int)b * APERTURE_BLOCK, m = n - e0 < APERTURE_BLOCK ? n - e0 : APERTURE_BLOCK;
+            if (cull && aperture_block_culled(cull, nb, b, pt, two_f, surface)) continue;
+            if (aperture_block(plan, pt, two_f, e0, m, accepted) == 0) continue;
+            for (int i = 0; i < m && first < 0; ++i)
+                if (accepted[i]) first = e0 + i, first_block = b;
+        }
+        if (first >= 0) { /* from the back, down to the first's block (which holds an accepted one) */
+            for (size_t b = nb; b-- > first_block && last < 0;) {
+                const int e0 = (int)b * APERTURE_BLOCK, m = n - e0 < APERTURE_BLOCK ? n - e0 : APERTURE_BLOCK;
+                if (b > first_block && cull && aperture_block_culled(cull, nb, b, pt, two_f, surface)) continue;
+                if (aperture_block(plan, pt, two_f, e0, m, accepted) == 0) continue;
+                for (int i = m - 1; i >= 0 && last < 0; --i)
+                    if (accepted[i]) last = e0 + i;
+            }
+        }
+        plan->aperture_first[p] = first >= 0 ? first : 0;
+        plan->aperture_count[p] = first >= 0 ? last - first + 1 : 0;
+    }
+}
+
+#if APERTURE_MULTI_ISA
+__attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma"))) static void
+general_aperture_points_avx512(const usbeam_das_plan *plan, const double *cull, ptrdiff_t p0, ptrdiff_t p1)
+{
+    general_aperture_points(plan, cull, p0, p1);
+}
+__attribute__((target("avx2,fma"))) static void general_aperture_points_avx2(const usbeam_das_plan *plan,
+                                                                            const double *cull, ptrdiff_t p0,
+                                                                            ptrdiff_t p1)
+{
+    general_aperture_points(plan, cull, p0, p1);
+}
+#endif
+
+static void general_apertures(const usbeam_das_plan *plan, const double *cull, ptrdiff_t p0, ptrdiff_t p1)
+{
+#if APERTURE_MULTI_ISA
+    switch (usbeam_das_isa()) {
+    case 2: general_aperture_points_avx512(plan, cull, p0, p1); return;
+    case 1: general_aperture_points_avx2(plan, cull, p0, p1); return;
+    default: break;
+    }
+#endif
+    general_aperture_points(plan, cull, p0, p1);
+}
+
 /* Receive apertures (one contiguous element range per point) and the receive-table offsets. */
 static void build_apertures(usbeam_das_plan *plan)
 {
     const usbeam_das_params *prm = &plan->params;
     const int n = (int)prm->n_elements;
     const ptrdiff_t n_points = (ptrdiff_t)prm->n_points;
+    if (prm->f_number > 0.0 && plan->general) {
+        const ptrdiff_t step = 256;
+        /* block bounds (without them, on an allocation failure, every block is scanned) */
+        double *cull = usbeam_alloc((size_t)CULL_ROWS * (((size_t)n + APERTURE_BLOCK - 1) / APERTURE_BLOCK) * sizeof(double));
+        if (cull) aperture_block_bounds(plan, cull);
+#pragma omp parallel for schedule(dynamic, 1)
+        for (ptrdiff_t p0 = 0; p0 < n_points; p0 += step)
+            general_apertures(plan, cull, p0, p0 + step < n_points ? p0 + step : n_points);
+        usbeam_free(cull);
+    } else {
 #pragma omp parallel for schedule(static)
-    for (ptrdiff_t p = 0; p < n_points; ++p) {
-        int first = 0, last = n - 1, count = n;
-        const double *pt = plan->points + 3 * p;
-        if (prm->f_number > 0.0 && !plan->general) {
-            count = usbeam_aperture_range(plan->element_x, n, pt[0], pt[2] / (2.0 * prm->f_number), &first, &last);
-        } else if (prm->f_number > 0.0) { /* first and last element whose cone holds the point */
-            first = n, last = -1;
-            for (int e = 0; e < n; ++e) {
-                double frame[9];
-                for (int q = 0; q < 9; ++q) frame[q] = plan->element_frame[(size_t)q * (size_t)n + (size_t)e];
-                if (usbeam_element_in_aperture(frame, prm->surface, prm->f_number, pt[0] - plan->element_x[e],
-                                               pt[1] - plan->element_y[e], pt[2] - plan->element_z[e])) {
-                    first = e < first ? e : first;
-                    last = e;
-                }
-            }
-            count = last >= first ? last - first + 1 : 0;
-            if (count == 0) first = 0;
+        for (ptrdiff_t p = 0; p < n_points; ++p) {
+            int first = 0, last = n - 1, count = n;
+            const double *pt = plan->points + 3 * p;
+            if (prm->f_number > 0.0)
+                count = usbeam_aperture_range(plan->element_x, n, pt[0], pt[2] / (2.0 * prm->f_number), &first, &last);
+            plan->aperture_first[p] = first;
+            plan->aperture_count[p] = count;
         }
-        plan->aperture_first[p] = first;
-        plan->aperture_count[p] = count;
     }
     if (!plan->receive_offset) return; /* a CUDA plan: nothing tabulated on the host */
     size_t offset = 0;
@@ -487,10 +656,13 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
     plan->n_threads = 1;
 #endif
     const size_t n_el = prm->n_elements, n_pts = prm->n_points;
-    size_t n_source_values = 0; /* doubles of every transmit's virtual sources */
+    size_t n_source_values = 0, n_block_values = 0; /* doubles of every transmit's virtual sources, their blocks */
     for (size_t k = 0; k < prm->n_transmits; ++k)
-        if (prm->transmits[k].kind == USBEAM_TRANSMIT_SOURCES)
+        if (prm->transmits[k].kind == USBEAM_TRANSMIT_SOURCES) {
             n_source_values += source_rows(&prm->transmits[k]) * prm->transmits[k].n_sources;
+            if (source_rows(&prm->transmits[k]) == 3)
+                n_block_values += 5 * ((prm->transmits[k].n_sources + USBEAM_DAS_SOURCE_BLOCK - 1) / USBEAM_DAS_SOURCE_BLOCK);
+        }
     /* the general aperture model: normals other than +z, a surface, or x not strictly increasing */
     int general = prm->surface;
     for (size_t e = 0; e < n_el && !general; ++e) {
@@ -514,8 +686,8 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
     /* The CPU's alone (a CUDA plan computes its delays on the device and reads the data in
      * place): transmit times, receive offsets, and the staging buffer, the largest of all. */
     if (backend == USBEAM_BACKEND_CPU &&
-        ((st = alloc_array((void **)&plan->tx_sources_f, n_source_values, sizeof(float), "transmits sources")) ||
-         (st = alloc_array((void **)&plan->tx_source_bounds, 3 * prm->n_transmits, sizeof(double), "transmits sources")) ||
+        ((st = alloc_array((void **)&plan->tx_source_blocks, n_block_values, sizeof(double), "transmits sources")) ||
+         (st = alloc_array((void **)&plan->tx_block_offset, prm->n_transmits, sizeof(size_t), "transmits")) ||
          (st = alloc_array((void **)&plan->tx_time, n_pts, prm->n_transmits * sizeof(double), "transmit times")) ||
          (st = alloc_array((void **)&plan->receive_offset, n_pts + 1, sizeof(size_t), "points")) ||
          /* + 8 floats: the last frame block may read 7 lanes past the end (das.c).  Huge pages:
@@ -557,13 +729,26 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
         *plan_out = plan;
         return USBEAM_OK;
     }
-    {   /* transmit times: what execute would otherwise recompute per call without a table */
+    {   /* transmit times: what execute would otherwise recompute per call without a table.  Each
+         * thread carries per transmit the block of the last point's least virtual source to
+         * its next point (a neighbour in the grid's order): a hint, the values do not depend on it. */
         const ptrdiff_t n_points = (ptrdiff_t)n_pts;
         const size_t n_tx = prm->n_transmits;
-#pragma omp parallel for schedule(dynamic, 256)
-        for (ptrdiff_t p = 0; p < n_points; ++p)
-            for (size_t t = 0; t < n_tx; ++t)
-                plan->tx_time[(size_t)p * n_tx + t] = usbeam_das_transmit_time(plan, t, plan->points + 3 * (size_t)p);
+        int *hints = NULL;
+        if ((st = alloc_array((void **)&hints, (size_t)plan->n_threads, n_tx * sizeof(int), "transmit hints"))) goto fail;
+#pragma omp parallel
+        {
+#ifdef _OPENMP
+            int *hint = hints + (size_t)omp_get_thread_num() * n_tx;
+#else
+            int *hint = hints;
+#endif
+            for (size_t t = 0; t < n_tx; ++t) hint[t] = -1;
+#pragma omp for schedule(dynamic, 1)
+            for (ptrdiff_t p0 = 0; p0 < n_points; p0 += 256)
+                usbeam_das_fill_transmit_times(plan, (size_t)p0, (size_t)(p0 + 256 < n_points ? p0 + 256 : n_points), hint);
+        }
+        usbeam_free(hints);
     }
 
     if ((st = alloc_array((void **)&plan->tile, (size_t)plan->n_threads * 2 * USBEAM_DAS_POINT_TILE, prm->n_frames * sizeof(float),

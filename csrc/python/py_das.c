@@ -15,6 +15,8 @@
  *       the plan's capacity and may be smaller.  Runs with the GIL released, under a
  *       per-plan lock (a plan's scratch is not re-entrant).
  *   das_table_bytes(plan) -> int;  das_auto_f_number(width, fc, bandwidth, c) -> float
+ *   das_transmit_times(plan, rows) -> float64 (len(rows), n_transmits): the plan's transmit
+ *       times (s) of the points rows (int64, in [0, n_points)), or None (a CUDA plan)
  *   das_sparse_plan(<das_plan's arguments>), das_sparse_execute(plan, data, out[, n_frames]),
  *   das_sparse_bytes(plan) -> int, das_sparse_csr(plan) -> (row_offsets, columns, values,
  *       (n_rows, n_columns)) or None (CUDA): the sparse-matrix formulation (das_sparse.c).
@@ -280,6 +282,38 @@ static PyObject *py_das_table_bytes(PyObject *self, PyObject *capsule)
     return PyLong_FromSize_t(usbeam_das_table_bytes(h->plan));
 }
 
+static PyObject *py_das_transmit_times(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *capsule, *rows_obj;
+    if (!PyArg_ParseTuple(args, "OO", &capsule, &rows_obj)) return NULL;
+    usbeam_py_plan *h = usbeam_py_plan_from(capsule, &das_plan_type);
+    if (!h) return NULL;
+    size_t n_points = 0, n_transmits = 0;
+    const double *times = usbeam_das_transmit_times(h->plan, &n_points, &n_transmits);
+    if (!times) Py_RETURN_NONE;
+    PyArrayObject *rows = (PyArrayObject *)PyArray_FromAny(rows_obj, PyArray_DescrFromType(NPY_INT64), 1, 1,
+                                                           NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED, NULL);
+    if (!rows) return NULL;
+    const npy_intp n_rows = PyArray_DIM(rows, 0);
+    const int64_t *row = (const int64_t *)PyArray_DATA(rows);
+    for (npy_intp i = 0; i < n_rows; ++i)
+        if (row[i] < 0 || (uint64_t)row[i] >= n_points) {
+            Py_DECREF(rows);
+            return PyErr_Format(PyExc_IndexError, "rows: point %lld is out of range (n_points = %zu)",
+                                (long long)row[i], n_points);
+        }
+    npy_intp dims[2] = {n_rows, (npy_intp)n_transmits};
+    PyArrayObject *arr = (PyArrayObject *)PyArray_SimpleNew(2, dims, NPY_FLOAT64);
+    if (arr) {
+        double *dst = (double *)PyArray_DATA(arr);
+        for (npy_intp i = 0; i < n_rows; ++i)
+            memcpy(dst + (size_t)i * n_transmits, times + (size_t)row[i] * n_transmits, n_transmits * sizeof(double));
+    }
+    Py_DECREF(rows);
+    return (PyObject *)arr;
+}
+
 static PyObject *py_das_auto_f_number(PyObject *self, PyObject *args)
 {
     (void)self;
@@ -366,6 +400,7 @@ PyMethodDef usbeam_py_das_methods[] = {
      "Create a delay-and-sum plan."},
     {"das_execute", py_das_execute, METH_VARARGS, "Run a delay-and-sum plan: (plan, data, out[, n_frames])."},
     {"das_table_bytes", py_das_table_bytes, METH_O, "Bytes of a plan's precomputed receive table."},
+    {"das_transmit_times", py_das_transmit_times, METH_VARARGS, "A CPU plan's transmit times (s) of some points, or None."},
     {"das_sparse_cuda_exec", py_das_sparse_cuda_exec, METH_O, "CUDA state of a sparse DAS plan (None for the CPU)."},
     {"das_sparse_plan", (PyCFunction)(void (*)(void))py_das_sparse_plan, METH_VARARGS | METH_KEYWORDS,
      "Create a sparse-matrix delay-and-sum plan (das_plan's arguments)."},

@@ -106,6 +106,9 @@ usbeam_status usbeam_das_execute_frames(usbeam_das_plan *plan, size_t n_frames, 
 void usbeam_das_plan_destroy(usbeam_das_plan *plan);
 /* Bytes of the precomputed receive table (0 when the plan recomputes per call). */
 size_t usbeam_das_table_bytes(const usbeam_das_plan *plan);
+/* The plan's transmit times (s), (n_points, n_transmits), valid while the plan lives, with
+ * *n_points and *n_transmits; NULL for a CUDA plan (it computes them on the device). */
+const double *usbeam_das_transmit_times(const usbeam_das_plan *plan, size_t *n_points, size_t *n_transmits);
 
 /* The sparse-matrix formulation of DAS (csrc/beamform/das_sparse.c): the same parameters,
  * the delay-interpolation-apodization operator built at create as CSR (n_points rows,

@@ -1,0 +1,176 @@
+"""Receive apertures and virtual-source transmit times of the sector geometries (convex,
+phased, matrix arrays), as the plan finds them quickly (csrc/beamform/das_setup.c: the
+cone scan in blocks from both ends; das_delays.c: the blocks of virtual sources searched
+with distance bounds), against float64 NumPy written from the math:
+
+- the element set: with one-hot channel data (frame f holds 1 on element f only, RF), pixel p
+  of frame f is non-zero exactly when element f's acceptance cone holds p, the predicate of
+  usbeam_math.h (axial > 0 and |lateral| <= axial / 2F) evaluated here in the same operation
+  order; points beside the array, behind it, on the face, at the sector's edge rays and an
+  apex behind the array included;
+- the images: tests/reference/das.py (das_general, MUST's spline virtual sources by scipy's
+  interp1d) with the linear-array tolerance das_rel_l2, for MUST delay laws (Delays:
+  unsteered, diverging, steered, a sub-aperture), several transmits at once;
+- frames per call: a 16-frame call equals 16 one-frame calls to das_rel_l2."""
+import math
+
+import numpy as np
+import pytest
+
+import usbeam
+from reference import das as ref
+from tolerances import TOLERANCES
+
+FS, FC, C, T0 = 4e6, 1e6, 1540.0, -20e-6  # T0 < 0: every pixel's echo lies in the record
+N_SAMPLES = 520
+
+
+def convex():
+    return usbeam.ConvexArray(48, 5e-4, 0.02, element_width=4.5e-4)
+
+
+def phased():
+    return usbeam.LinearArray(32, 2e-4, width=1.8e-4)
+
+
+def edge_points(probe, grid):
+    """The grid's points, plus points beside the array (both sides, at and behind the face
+    level), behind it, on the face, and on rays a hair inside and outside the grid's edges."""
+    pts = [grid.coordinates()]
+    x_end = np.abs(probe.positions[:, 0]).max()
+    z_face = probe.positions[:, 2].min()
+    for x in (-1, 1):
+        for dz in (-3e-3, -1e-3, 0.0, 1e-3, 5e-3):
+            for dx in (0.5e-3, 2e-3, 6e-3):
+                pts.append([[x * (x_end + dx), 0.0, z_face + dz]])
+    pts.append(probe.positions + 1e-9 * probe.normals)  # on the face
+    pts.append(probe.positions - 1e-3 * probe.normals)  # behind it
+    apex = np.array([grid.apex[0], 0.0, grid.apex[1]])
+    for a in (grid.angles[0], grid.angles[-1]):
+        for da in (-1e-6, 0.0, 1e-6):
+            d = np.array([math.sin(a + da), 0.0, math.cos(a + da)])
+            pts.append(apex + np.outer(np.linspace(grid.radii[0], grid.radii[-1], 7), d))
+    return np.concatenate(pts)
+
+
+def cone_predicate(probe, points, f_number):
+    """(n_elements, n_points) bools: the point in the element's cone, computed in the C
+    predicate's order (usbeam_element_in_aperture) from the same element frame, plus a mask
+    of the pairs within rounding of the cone's edge (where the two may legitimately differ)."""
+    surface = bool(getattr(probe, "two_dimensional", False))
+    frames = ref.frames_of(probe.normals, surface)
+    inside = np.zeros((probe.n_elements, len(points)), bool)
+    near = np.zeros_like(inside)
+    for e, (t1, t2, n) in enumerate(frames):
+        dx, dy, dz = (points[:, k] - probe.positions[e, k] for k in range(3))
+        axial = dx * n[0] + dy * n[1] + dz * n[2]
+        half = axial / (2.0 * f_number)
+        l1 = dx * t1[0] + dy * t1[1] + dz * t1[2]
+        l2 = dx * t2[0] + dy * t2[1] + dz * t2[2]
+        inside[e] = (axial > 0) & (np.abs(l1) <= half) & (~surface | (np.abs(l2) <= half))
+        scale = 1e-12 * (np.abs(dx) + np.abs(dy) + np.abs(dz))  # far above a frame's last-bit difference
+        near[e] = (np.abs(axial) <= scale) | (np.abs(np.abs(l1) - half) <= scale)
+        if surface:
+            near[e] |= np.abs(np.abs(l2) - half) <= scale
+    return inside, near
+
+
+def one_hot_image(probe, seq, points, f_number):
+    n = probe.n_elements
+    data = np.zeros((n, n, N_SAMPLES), np.float32)  # (frame, element, sample): frame f lights element f
+    data[np.arange(n), np.arange(n)] = 1.0
+    bf = usbeam.Beamformer(probe, seq, usbeam.Grid.points(points), fs=FS, fc=FC, c=C, t0=T0, n_samples=N_SAMPLES,
+                           f_number=f_number, window="rect", interpolation="linear", dtype=np.float32, n_frames=n,
+                           min_coverage=0)
+    return bf(data)  # (element, point)
+
+
+@pytest.mark.parametrize("name", ["convex", "convex-matrix", "phased-elements"])
+@pytest.mark.parametrize("f_number", [0.6, 1.73, 3.0])
+def test_aperture_element_sets(name, f_number):
+    """Every pixel's contributing elements are exactly those whose cone holds it."""
+    if name == "convex":
+        probe = convex()
+        grid = usbeam.PolarGrid.for_probe(probe, 0.03, 24, 40)
+    elif name == "convex-matrix":  # a 2-D face: the scan with both lateral directions
+        probe = usbeam.MatrixArray(6, 7, 3e-4, 3.5e-4, missing_rows=(3,), element_width=2.7e-4, element_height=3e-4)
+        grid = usbeam.PolarGrid(np.linspace(1e-3, 0.02, 20), np.linspace(-0.6, 0.6, 25), apex=(0.0, 0.0))
+    else:  # a phased array given as elements listed right to left: the general (cone) path
+        lin = phased()
+        probe = usbeam.ElementArray(lin.positions[::-1], width=lin.width)
+        grid = usbeam.PolarGrid(np.linspace(5.5e-3, 0.04, 24), np.linspace(-0.7, 0.7, 40), apex=(0.0, -5e-3))
+    points = edge_points(probe, grid)
+    if name == "convex-matrix":
+        points = np.concatenate([points, points + [0.0, 1e-3, 0.0], points - [0.0, 4e-3, 0.0]])
+    got = one_hot_image(probe, usbeam.DivergingWave((0.0, 0.0, -0.01)), points, f_number) != 0
+    want, near = cone_predicate(probe, points, f_number)
+    assert want.any(axis=0).mean() > 0.25  # many points see some element (the edge points need not)
+    assert near.mean() < 0.02  # ties: mostly points level with a flat face (axial = 0)
+    assert np.array_equal(got[~near], want[~near])
+
+
+def delay_laws(n, rng):
+    x = np.linspace(-1, 1, n)
+    sub = rng.uniform(0, 3e-7, n)
+    sub[: n // 5] = np.nan
+    return {"unsteered": np.zeros(n), "diverging": 1.5e-6 * (1 - np.sqrt(1 - 0.8 * x ** 2)),
+            "steered": 2e-6 * (x + 1), "sub-aperture": sub}
+
+
+@pytest.mark.parametrize("name", ["convex", "phased"])
+def test_delays_images_match_reference(rng, name):
+    """MUST delay laws (virtual sources) on convex and phased sectors with the edge points."""
+    probe = convex() if name == "convex" else phased()
+    grid = (usbeam.PolarGrid.for_probe(probe, 0.03, 10, 14) if name == "convex"
+            else usbeam.PolarGrid(np.linspace(5.5e-3, 0.04, 10), np.linspace(-0.7, 0.7, 14), apex=(0.0, -5e-3)))
+    laws = delay_laws(probe.n_elements, rng)
+    seq = [usbeam.Delays(d) for d in laws.values()]
+    tuples = [("delays", d) for d in laws.values()]
+    points = edge_points(probe, grid)
+    data = (rng.standard_normal((2, len(seq), probe.n_elements, N_SAMPLES))
+            + 1j * rng.standard_normal((2, len(seq), probe.n_elements, N_SAMPLES))).astype(np.complex64)
+    for f_number in (0.0, 1.73):
+        got = usbeam.Beamformer(probe, seq, usbeam.Grid.points(points), fs=FS, fc=FC, c=C, t0=T0,
+                                n_samples=N_SAMPLES, f_number=f_number, interpolation="linear", n_frames=2,
+                                min_coverage=0)(data)
+        want = ref.das_general(data, probe.positions, probe.normals, tuples, points, fs=FS, fc=FC, c=C, t0=T0,
+                               f_number=f_number, interpolation="linear")
+        assert np.count_nonzero(want) > 0.3 * want.size
+        assert np.linalg.norm(got - want) <= TOLERANCES["das_rel_l2"] * np.linalg.norm(want)
+
+
+def test_frames_per_call(rng):
+    """A 16-frame call and 16 one-frame calls of the same plan give the same images."""
+    probe = convex()
+    seq = usbeam.Delays(delay_laws(probe.n_elements, rng)["diverging"])
+    bf = usbeam.Beamformer(probe, seq, usbeam.PolarGrid.for_probe(probe, 0.03, 20, 24), fs=FS, fc=FC, c=C, t0=T0,
+                           n_samples=N_SAMPLES, f_number=1.73, n_frames=16)
+    data = (rng.standard_normal((16, probe.n_elements, N_SAMPLES))
+            + 1j * rng.standard_normal((16, probe.n_elements, N_SAMPLES))).astype(np.complex64)
+    whole = bf(data)
+    single = np.concatenate([bf(data[i:i + 1]) for i in range(16)])
+    for k in range(16):
+        assert np.linalg.norm(whole[k] - single[k]) <= TOLERANCES["das_rel_l2"] * np.linalg.norm(single[k])
+
+
+def test_coverage_from_the_plan_transmit_times(rng):
+    """The Beamformer's coverage check reads the C plan's transmit times of its sample of
+    points: the same fraction as evaluating the transmit model in NumPy (Delays: MUST's min
+    over the virtual sources), and the plan's times equal that model to rounding."""
+    probe = convex()
+    grid = usbeam.PolarGrid.for_probe(probe, 0.03, 40, 36)
+    seq = [usbeam.Delays(d) for d in delay_laws(probe.n_elements, rng).values()]
+    for n_samples in (N_SAMPLES, 200, 120):
+        kw = dict(fs=FS, c=C, t0=T0, n_samples=n_samples)
+        bf = usbeam.Beamformer(probe, seq, grid, fc=FC, f_number=1.73, min_coverage=0, **kw)
+        points = grid.coordinates()
+        rows = np.arange(0, grid.n_points, 7)
+        times = bf._plan_transmit_times(rows)
+        want = np.stack([s.transmit_time(points[rows], probe, C) for s in seq], axis=1)
+        np.testing.assert_allclose(times, want, rtol=1e-13, atol=0)
+        from_plan = usbeam.beamformer.grid_coverage(probe, seq, grid, points=points,
+                                                    transmit_times=bf._plan_transmit_times, **kw)
+        from_model = usbeam.beamformer.grid_coverage(probe, seq, grid, **kw)
+        assert from_plan == from_model
+    with pytest.raises(IndexError, match="rows"):
+        bf._plan_transmit_times([grid.n_points])
