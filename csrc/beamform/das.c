@@ -51,50 +51,26 @@
 #define USBEAM_DAS_MULTI_ISA 0
 #endif
 
-#define STAGE_TILE 32
 
-/* Copy the input into the staged (transmit, element, sample, frame) planes.  Returns the
- * number of channels holding a NaN or an infinity (x - x is 0 only for finite x), so bad
- * data is refused without a separate pass over it. */
+/* Copy the input into the staged (transmit, element, sample, frame) planes, a channel at a time
+ * (stage_channel in das_kernels.h, built per instruction set).  Returns the number of channels
+ * holding a NaN or an infinity, so bad data is refused without a separate pass over it. */
+typedef int (*stage_kernel)(const usbeam_das_params *prm, size_t n_frames, const void *in, size_t ch, float *re,
+                            float *im);
+static stage_kernel choose_stage(void);
+
 static size_t stage_input(const usbeam_das_plan *plan, size_t n_frames, const void *in)
 {
     const usbeam_das_params *prm = &plan->params;
-    const size_t n_samples = prm->n_samples;
-    const size_t channel = usbeam_das_channel_floats(n_samples, n_frames); /* staged floats per (t, e) */
-    const size_t frame_stride = prm->n_transmits * prm->n_elements * n_samples; /* input samples per frame */
+    const size_t channel = usbeam_das_channel_floats(prm->n_samples, n_frames); /* staged floats per (t, e) */
     const ptrdiff_t n_channels = (ptrdiff_t)(prm->n_transmits * prm->n_elements);
     float *re_plane = plan->stage, *im_plane = plan->stage + plan->stage_plane;
+    const stage_kernel stage_channel = choose_stage();
     size_t bad_channels = 0;
-#pragma omp parallel for schedule(dynamic, 8) reduction(+ : bad_channels)
-    for (ptrdiff_t ch = 0; ch < n_channels; ++ch) {
-        float *re = re_plane + (size_t)ch * channel, *im = im_plane + (size_t)ch * channel;
-        int finite = 1;
-        /* tiles of STAGE_TILE samples x all frames stay in L1 while they are transposed */
-        for (size_t n0 = 0; n0 < n_samples; n0 += STAGE_TILE) {
-            const size_t n1 = n0 + STAGE_TILE < n_samples ? n0 + STAGE_TILE : n_samples;
-            for (size_t f = 0; f < n_frames; ++f) {
-                const size_t src = f * frame_stride + (size_t)ch * n_samples;
-                if (prm->input_dtype == USBEAM_DTYPE_COMPLEX64) {
-                    const float *x = (const float *)in + 2 * src;
-                    for (size_t n = n0; n < n1; ++n) {
-                        re[n * n_frames + f] = x[2 * n];
-                        im[n * n_frames + f] = x[2 * n + 1];
-                        finite &= (x[2 * n] - x[2 * n] == 0.0f) & (x[2 * n + 1] - x[2 * n + 1] == 0.0f);
-                    }
-                } else if (prm->input_dtype == USBEAM_DTYPE_FLOAT32) {
-                    const float *x = (const float *)in + src;
-                    for (size_t n = n0; n < n1; ++n) {
-                        re[n * n_frames + f] = x[n];
-                        finite &= x[n] - x[n] == 0.0f;
-                    }
-                } else {
-                    const int16_t *x = (const int16_t *)in + src;
-                    for (size_t n = n0; n < n1; ++n) re[n * n_frames + f] = (float)x[n];
-                }
-            }
-        }
-        bad_channels += !finite;
-    }
+#pragma omp parallel for schedule(dynamic, 8) reduction(+ : bad_channels) num_threads(usbeam_team_size(plan->n_threads))
+    for (ptrdiff_t ch = 0; ch < n_channels; ++ch)
+        bad_channels += !stage_channel(prm, n_frames, in, (size_t)ch, re_plane + (size_t)ch * channel,
+                                       im_plane + (size_t)ch * channel);
     return bad_channels;
 }
 
@@ -128,6 +104,31 @@ typedef float floats4 __attribute__((vector_size(16)));
     } while (0)
 #define LOW8(v) __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7)
 #define HIGH8(v) __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15)
+
+/* Staging (das_kernels.h, stage_channel): complex samples move as 64-bit units, int16 rows
+ * widen to float. */
+typedef long long units8 __attribute__((vector_size(64)));
+typedef short shorts8 __attribute__((vector_size(16)));
+
+/* T out[k] = lane k of every in[f]: an 8 x 8 transpose of 8-lane vectors in three rounds of
+ * two-input shuffles (pairs, then pairs of pairs, then halves). */
+#define TRANSPOSE8(T, in, out)                                                                     \
+    do {                                                                                           \
+        T a_[8], b_[8];                                                                            \
+        _Pragma("GCC unroll 4") for (int j_ = 0; j_ < 8; j_ += 2) {                                \
+            a_[j_] = __builtin_shufflevector(in[j_], in[j_ + 1], 0, 8, 2, 10, 4, 12, 6, 14);       \
+            a_[j_ + 1] = __builtin_shufflevector(in[j_], in[j_ + 1], 1, 9, 3, 11, 5, 13, 7, 15);   \
+        }                                                                                          \
+        _Pragma("GCC unroll 2") for (int j_ = 0; j_ < 8; j_ += 4)                                  \
+            _Pragma("GCC unroll 2") for (int h_ = 0; h_ < 2; ++h_) {                               \
+                b_[j_ + h_] = __builtin_shufflevector(a_[j_ + h_], a_[j_ + h_ + 2], 0, 1, 8, 9, 4, 5, 12, 13); \
+                b_[j_ + h_ + 2] = __builtin_shufflevector(a_[j_ + h_], a_[j_ + h_ + 2], 2, 3, 10, 11, 6, 7, 14, 15); \
+            }                                                                                      \
+        _Pragma("GCC unroll 4") for (int h_ = 0; h_ < 4; ++h_) {                                   \
+            out[h_] = __builtin_shufflevector(b_[h_], b_[h_ + 4], 0, 1, 2, 3, 8, 9, 10, 11);       \
+            out[h_ + 4] = __builtin_shufflevector(b_[h_], b_[h_ + 4], 4, 5, 6, 7, 12, 13, 14, 15); \
+        }                                                                                          \
+    } while (0)
 
 /* A "unit" is one tap of one entry: unit u = entry u / TAPS, tap u % TAPS, its row
  * row[u / TAPS] + (u % TAPS) frames, its weight(s) at weight[u] (RF) or weight[2u, 2u + 1]
@@ -353,6 +354,18 @@ static entries_kernel choose_kernels(void)
     }
 #endif
     return beamform_entries_baseline;
+}
+
+static stage_kernel choose_stage(void)
+{
+#if USBEAM_DAS_MULTI_ISA
+    switch (usbeam_das_isa()) {
+    case 2: return stage_channel_avx512;
+    case 1: return stage_channel_avx2;
+    default: break;
+    }
+#endif
+    return stage_channel_baseline;
 }
 
 /* All frames of point p into acc_re / acc_im (zeroed here): its receive part (from the table

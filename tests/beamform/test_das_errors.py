@@ -225,3 +225,29 @@ def test_binding_checks_without_crashing():
     with pytest.raises(ValueError, match="fc"):
         core.das_plan(**dict(args, fc=0.0))  # IQ needs the demodulation frequency
     core.das_plan(**dict(args, fc=0.0, dtype="float32"))  # RF does not
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.float32])
+@pytest.mark.parametrize("n_frames", [8, 11, 16])
+def test_one_bad_sample_anywhere_is_found(rng, dtype, n_frames):
+    # The staging copy checks every sample on its way (das_kernels.h stage_channel): blocks of
+    # 8 frames x 8 samples in vector registers, the frames and samples past them one at a time.
+    # One NaN or inf in each region (first and last block, the frame and sample remainders; the
+    # real or the imaginary part) is refused, and out= is left as it was.
+    probe, grid, kw = setup()
+    bf = usbeam.Beamformer(probe, usbeam.PlaneWave(0.0), grid, n_frames=n_frames, dtype=dtype, **kw)
+    shape = (n_frames, 1, 8, 100)  # 100 samples: 12 whole blocks of 8 and 4 left over
+    good = rng.standard_normal(shape).astype(np.float32)
+    if dtype == np.complex64:
+        good = (good + 1j * rng.standard_normal(shape)).astype(dtype)
+    out = np.full((n_frames,) + grid.shape, 7.0, bf.out_dtype)
+    bf(good, out=out)
+    assert np.all(np.isfinite(out))
+    for frame, sample in [(0, 0), (7, 95), (n_frames - 1, 99), (n_frames - 1, 3), (4, 97)]:
+        for value in (NAN, INF, -INF, 1j * INF if dtype == np.complex64 else NAN):
+            bad = good.copy()
+            bad[frame, 0, int(rng.integers(8)), sample] = value
+            out[...] = 7.0
+            with pytest.raises(ValueError, match="NaN or infinite"):
+                bf(bad, out=out)
+            assert np.all(out == 7.0)
