@@ -356,6 +356,20 @@ static entries_kernel choose_kernels(void)
     return beamform_entries_baseline;
 }
 
+typedef void (*tile_writer)(int is_iq, size_t n_frames, size_t n_points, size_t p0, size_t m, const float *tile_re,
+                            const float *tile_im, void *out);
+static tile_writer choose_tile_writer(void)
+{
+#if USBEAM_DAS_MULTI_ISA
+    switch (usbeam_das_isa()) {
+    case 2: return write_tile_avx512;
+    case 1: return write_tile_avx2;
+    default: break;
+    }
+#endif
+    return write_tile_baseline;
+}
+
 static stage_kernel choose_stage(void)
 {
 #if USBEAM_DAS_MULTI_ISA
@@ -463,6 +477,7 @@ usbeam_status usbeam_das_execute_frames(usbeam_das_plan *plan, size_t n_frames, 
      * row read rows of the same elements a few samples apart, which the prefetchers follow.) */
     const size_t tile = USBEAM_DAS_POINT_TILE;
     const entries_kernel kernels = choose_kernels();
+    const tile_writer write_tile = choose_tile_writer();
     const ptrdiff_t n_tiles = (ptrdiff_t)((n_points + tile - 1) / tile);
     usbeam_interrupt interrupt; /* Ctrl-C between tiles (common/interrupt.h) */
     usbeam_interrupt_begin(&interrupt);
@@ -484,18 +499,7 @@ usbeam_status usbeam_das_execute_frames(usbeam_das_plan *plan, size_t n_frames, 
             for (size_t i = 0; i < m; ++i)
                 beamform_point(plan, kernels, scratch, p0 + i, n_frames, tile_re + i * n_frames, tile_im + i * n_frames);
             /* transpose on the way out: each frame's run of m points is contiguous in out */
-            for (size_t f = 0; f < n_frames; ++f) {
-                if (plan->is_iq) {
-                    float *dst = (float *)out + 2 * (f * n_points + p0);
-                    for (size_t i = 0; i < m; ++i) {
-                        dst[2 * i] = tile_re[i * n_frames + f];
-                        dst[2 * i + 1] = tile_im[i * n_frames + f];
-                    }
-                } else {
-                    float *dst = (float *)out + f * n_points + p0;
-                    for (size_t i = 0; i < m; ++i) dst[i] = tile_re[i * n_frames + f];
-                }
-            }
+            write_tile(plan->is_iq, n_frames, n_points, p0, m, tile_re, tile_im, out);
         }
     }
     usbeam_status st = usbeam_interrupt_end(&interrupt);

@@ -24,7 +24,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <string.h>
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("fp-contract=fast", "no-trapping-math")
@@ -486,6 +485,30 @@ INLINE_BODY void point_entries(const usbeam_das_plan *plan, size_t p, int32_t *t
  * float's 24 bits); the interpolation weights of the fraction, the transmit rotation times
  * c_rx and their product in float32.  One loop per kind, branch-free, so each vectorises
  * over the elements. */
+/* out[4 j + k] = plane[k][j] for 8 entries j: four planes of 8 floats into one row of 32,
+ * by two rounds of two-input shuffles (GCC / Clang vector extensions). */
+typedef float weights8 __attribute__((vector_size(32)));
+INLINE_BODY void interleave4x8(const float plane[4][8], float *out)
+{
+    weights8 a, b, c, d;
+    memcpy(&a, plane[0], sizeof a);
+    memcpy(&b, plane[1], sizeof b);
+    memcpy(&c, plane[2], sizeof c);
+    memcpy(&d, plane[3], sizeof d);
+    const weights8 ab_lo = __builtin_shufflevector(a, b, 0, 8, 1, 9, 2, 10, 3, 11);
+    const weights8 ab_hi = __builtin_shufflevector(a, b, 4, 12, 5, 13, 6, 14, 7, 15);
+    const weights8 cd_lo = __builtin_shufflevector(c, d, 0, 8, 1, 9, 2, 10, 3, 11);
+    const weights8 cd_hi = __builtin_shufflevector(c, d, 4, 12, 5, 13, 6, 14, 7, 15);
+    const weights8 o0 = __builtin_shufflevector(ab_lo, cd_lo, 0, 1, 8, 9, 2, 3, 10, 11);
+    const weights8 o1 = __builtin_shufflevector(ab_lo, cd_lo, 4, 5, 12, 13, 6, 7, 14, 15);
+    const weights8 o2 = __builtin_shufflevector(ab_hi, cd_hi, 0, 1, 8, 9, 2, 3, 10, 11);
+    const weights8 o3 = __builtin_shufflevector(ab_hi, cd_hi, 4, 5, 12, 13, 6, 7, 14, 15);
+    memcpy(out, &o0, sizeof o0);
+    memcpy(out + 8, &o1, sizeof o1);
+    memcpy(out + 16, &o2, sizeof o2);
+    memcpy(out + 24, &o3, sizeof o3);
+}
+
 INLINE_BODY void transmit_entries(const usbeam_das_plan *plan, size_t count, const double *restrict sample,
                                                const float *restrict re, const float *restrict im, double s_tx,
                                                float rot_re, float rot_im, ptrdiff_t row0, ptrdiff_t channel,
@@ -527,7 +550,27 @@ INLINE_BODY void transmit_entries(const usbeam_das_plan *plan, size_t count, con
         }
     } else if (kind == USBEAM_INTERP_LINEAR) {
         if (is_iq) {
-            for (ptrdiff_t i = 0; i < n; ++i) {
+            /* blocks of 8 entries: the four weights of each formed in planes (vectorised) and
+             * interleaved in registers (GCC stored the interleaved group one float at a time) */
+            ptrdiff_t i = 0;
+            for (; i + 8 <= n; i += 8) {
+                float plane[4][8];
+                for (int j = 0; j < 8; ++j) {
+                    const double s = s_tx + sample[i + j];
+                    const int valid = (s >= 0.0) & (s <= last - 1.0);
+                    const double base = floor(valid ? s : 0.0);
+                    const float t = (float)(s - base), g = valid ? 1.0f : 0.0f;
+                    const float w0 = g - g * t, w1 = g * t;
+                    row[i + j] = row0 + (i + j) * channel + (ptrdiff_t)(int32_t)base * frames;
+                    const float cr = rot_re * re[i + j] - rot_im * im[i + j], ci = rot_re * im[i + j] + rot_im * re[i + j];
+                    plane[0][j] = w0 * cr;
+                    plane[1][j] = w0 * ci;
+                    plane[2][j] = w1 * cr;
+                    plane[3][j] = w1 * ci;
+                }
+                interleave4x8(plane, weight + 4 * i);
+            }
+            for (; i < n; ++i) {
                 const double s = s_tx + sample[i];
                 const int valid = (s >= 0.0) & (s <= last - 1.0);
                 const double base = floor(valid ? s : 0.0);
