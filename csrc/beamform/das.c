@@ -52,27 +52,6 @@
 #endif
 
 
-/* Copy the input into the staged (transmit, element, sample, frame) planes, a channel at a time
- * (stage_channel in das_kernels.h, built per instruction set).  Returns the number of channels
- * holding a NaN or an infinity, so bad data is refused without a separate pass over it. */
-typedef int (*stage_kernel)(const usbeam_das_params *prm, size_t n_frames, const void *in, size_t ch, float *re,
-                            float *im);
-static stage_kernel choose_stage(void);
-
-static size_t stage_input(const usbeam_das_plan *plan, size_t n_frames, const void *in)
-{
-    const usbeam_das_params *prm = &plan->params;
-    const size_t channel = usbeam_das_channel_floats(prm->n_samples, n_frames); /* staged floats per (t, e) */
-    const ptrdiff_t n_channels = (ptrdiff_t)(prm->n_transmits * prm->n_elements);
-    float *re_plane = plan->stage, *im_plane = plan->stage + plan->stage_plane;
-    const stage_kernel stage_channel = choose_stage();
-    size_t bad_channels = 0;
-#pragma omp parallel for schedule(dynamic, 8) reduction(+ : bad_channels) num_threads(usbeam_team_size(plan->n_threads))
-    for (ptrdiff_t ch = 0; ch < n_channels; ++ch)
-        bad_channels += !stage_channel(prm, n_frames, in, (size_t)ch, re_plane + (size_t)ch * channel,
-                                       im_plane + (size_t)ch * channel);
-    return bad_channels;
-}
 
 /* A block of a point's entries, as the kernels read them (layout in das_internal.h). */
 typedef struct entries_view {
@@ -324,8 +303,6 @@ typedef short shorts8 __attribute__((vector_size(16)));
  * AVX-512 (x86-64-v4: one 16-lane register per vector), AVX2 + FMA (x86-64-v3: two) and the
  * baseline.  (GCC's target_clones would do this, but its resolver picked the baseline on the
  * development machine's KVM guest, AVX-512 and all: the dispatch is explicit instead.) */
-typedef void (*entries_kernel)(const usbeam_das_plan *plan, const entries_view *v, size_t n_frames, float *acc_re,
-                               float *acc_im);
 #define DAS_ISA(name) name##_baseline
 #include "beamform/das_kernels.h"
 #undef DAS_ISA
@@ -344,49 +321,59 @@ typedef void (*entries_kernel)(const usbeam_das_plan *plan, const entries_view *
 #pragma GCC pop_options
 #endif
 
-static entries_kernel choose_kernels(void)
-{
-#if USBEAM_DAS_MULTI_ISA
-    switch (usbeam_das_isa()) {
-    case 2: return beamform_entries_avx512;
-    case 1: return beamform_entries_avx2;
-    default: break;
-    }
-#endif
-    return beamform_entries_baseline;
-}
+/* One instruction set's copies of the execute's three passes. */
+typedef struct das_isa_kernels {
+    /* stage one channel of the input; 0 when it holds a NaN or an infinity */
+    int (*stage_channel)(const usbeam_das_params *prm, size_t n_frames, const void *in, size_t ch, float *re,
+                         float *im);
+    /* add a block of entries into all frames of one point */
+    void (*beamform_entries)(const usbeam_das_plan *plan, const entries_view *v, size_t n_frames, float *acc_re,
+                             float *acc_im);
+    /* a tile of points x frames into out, frame-major */
+    void (*write_tile)(int is_iq, size_t n_frames, size_t n_points, size_t p0, size_t m, const float *tile_re,
+                       const float *tile_im, void *out);
+} das_isa_kernels;
 
-typedef void (*tile_writer)(int is_iq, size_t n_frames, size_t n_points, size_t p0, size_t m, const float *tile_re,
-                            const float *tile_im, void *out);
-static tile_writer choose_tile_writer(void)
+#define DAS_ISA_KERNELS(SUFFIX) {stage_channel_##SUFFIX, beamform_entries_##SUFFIX, write_tile_##SUFFIX}
+static const das_isa_kernels *choose_kernels(void)
 {
+    static const das_isa_kernels baseline = DAS_ISA_KERNELS(baseline);
 #if USBEAM_DAS_MULTI_ISA
+    static const das_isa_kernels avx2 = DAS_ISA_KERNELS(avx2), avx512 = DAS_ISA_KERNELS(avx512);
     switch (usbeam_das_isa()) {
-    case 2: return write_tile_avx512;
-    case 1: return write_tile_avx2;
+    case 2: return &avx512;
+    case 1: return &avx2;
     default: break;
     }
 #endif
-    return write_tile_baseline;
+    return &baseline;
 }
+#undef DAS_ISA_KERNELS
 
-static stage_kernel choose_stage(void)
+
+/* Copy the input into the staged (transmit, element, sample, frame) planes, a channel at a time
+ * (stage_channel in das_kernels.h, built per instruction set).  Returns the number of channels
+ * holding a NaN or an infinity, so bad data is refused without a separate pass over it. */
+static size_t stage_input(const usbeam_das_plan *plan, const das_isa_kernels *kernels, size_t n_frames,
+                          const void *in)
 {
-#if USBEAM_DAS_MULTI_ISA
-    switch (usbeam_das_isa()) {
-    case 2: return stage_channel_avx512;
-    case 1: return stage_channel_avx2;
-    default: break;
-    }
-#endif
-    return stage_channel_baseline;
+    const usbeam_das_params *prm = &plan->params;
+    const size_t channel = usbeam_das_channel_floats(prm->n_samples, n_frames); /* staged floats per (t, e) */
+    const ptrdiff_t n_channels = (ptrdiff_t)(prm->n_transmits * prm->n_elements);
+    float *re_plane = plan->stage, *im_plane = plan->stage + plan->stage_plane;
+    size_t bad_channels = 0;
+#pragma omp parallel for schedule(dynamic, 8) reduction(+ : bad_channels) num_threads(usbeam_team_size(plan->n_threads))
+    for (ptrdiff_t ch = 0; ch < n_channels; ++ch)
+        bad_channels += !kernels->stage_channel(prm, n_frames, in, (size_t)ch, re_plane + (size_t)ch * channel,
+                                                im_plane + (size_t)ch * channel);
+    return bad_channels;
 }
 
 /* All frames of point p into acc_re / acc_im (zeroed here): its receive part (from the table
  * or computed into the thread's scratch), then for each transmit the entries, summed a block
  * of USBEAM_DAS_ENTRY_BLOCK at a time. */
-static void beamform_point(const usbeam_das_plan *plan, entries_kernel beamform_entries, float *scratch, size_t p, size_t n_frames, float *acc_re,
-                           float *acc_im)
+static void beamform_point(const usbeam_das_plan *plan, const das_isa_kernels *kernels, float *scratch, size_t p,
+                           size_t n_frames, float *acc_re, float *acc_im)
 {
     const usbeam_das_params *prm = &plan->params;
     const size_t count = (size_t)plan->aperture_count[p];
@@ -434,14 +421,14 @@ static void beamform_point(const usbeam_das_plan *plan, entries_kernel beamform_
             i0 += n;
             if (view.n == block) {
                 memset(weight + view.n * stride, 0, 16 * sizeof(float)); /* pair kernels: past an odd last unit */
-                beamform_entries(plan, &view, n_frames, acc_re, acc_im);
+                kernels->beamform_entries(plan, &view, n_frames, acc_re, acc_im);
                 view.n = 0;
             }
         }
     }
     if (view.n) {
         memset(weight + view.n * stride, 0, 16 * sizeof(float));
-        beamform_entries(plan, &view, n_frames, acc_re, acc_im);
+        kernels->beamform_entries(plan, &view, n_frames, acc_re, acc_im);
     }
 }
 
@@ -465,7 +452,8 @@ usbeam_status usbeam_das_execute_frames(usbeam_das_plan *plan, size_t n_frames, 
         return usbeam_das_cuda_execute(plan->cuda, in, out);
     }
     const size_t n_points = prm->n_points;
-    const size_t bad_channels = stage_input(plan, n_frames, in);
+    const das_isa_kernels *kernels = choose_kernels();
+    const size_t bad_channels = stage_input(plan, kernels, n_frames, in);
     if (bad_channels)
         return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "data contains NaN or infinite values (in %zu of %zu channels)",
                            bad_channels, prm->n_transmits * prm->n_elements);
@@ -476,8 +464,6 @@ usbeam_status usbeam_das_execute_frames(usbeam_das_plan *plan, size_t n_frames, 
      * cache reuse, measured 5-35 % slower than the grid's own order: consecutive points of a
      * row read rows of the same elements a few samples apart, which the prefetchers follow.) */
     const size_t tile = USBEAM_DAS_POINT_TILE;
-    const entries_kernel kernels = choose_kernels();
-    const tile_writer write_tile = choose_tile_writer();
     const ptrdiff_t n_tiles = (ptrdiff_t)((n_points + tile - 1) / tile);
     usbeam_interrupt interrupt; /* Ctrl-C between tiles (common/interrupt.h) */
     usbeam_interrupt_begin(&interrupt);
@@ -499,7 +485,7 @@ usbeam_status usbeam_das_execute_frames(usbeam_das_plan *plan, size_t n_frames, 
             for (size_t i = 0; i < m; ++i)
                 beamform_point(plan, kernels, scratch, p0 + i, n_frames, tile_re + i * n_frames, tile_im + i * n_frames);
             /* transpose on the way out: each frame's run of m points is contiguous in out */
-            write_tile(plan->is_iq, n_frames, n_points, p0, m, tile_re, tile_im, out);
+            kernels->write_tile(plan->is_iq, n_frames, n_points, p0, m, tile_re, tile_im, out);
         }
     }
     usbeam_status st = usbeam_interrupt_end(&interrupt);

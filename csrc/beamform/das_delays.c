@@ -848,28 +848,34 @@ sum_single_zmm(const int KIND, const int IQ, ptrdiff_t n, const double *restrict
     if (IQ) *acc_im += _mm512_reduce_add_ps(_mm512_add_ps(ii, ir));
 }
 
-TARGET_AVX512 static void transmit_sum_single_zmm(const usbeam_das_plan *plan, size_t count, const double *sample,
-                                                  const float *re, const float *im, double s_tx, float rot_re,
-                                                  float rot_im, ptrdiff_t channel, const float *x_re,
-                                                  const float *x_im, float *acc_re, float *acc_im)
-{
-    const int kind = (int)plan->params.interpolation;
-    if (plan->taps != usbeam_interp_taps(kind)) return; /* a record shorter than the taps: nothing in range */
-    const double last = (double)plan->params.n_samples - 1.0;
-    const ptrdiff_t n = (ptrdiff_t)count;
-    const int32_t ch = (int32_t)channel;
-#define RUN(KIND, IQ) sum_single_zmm(KIND, IQ, n, sample, re, im, s_tx, last, rot_re, rot_im, ch, x_re, x_im, acc_re, acc_im)
-    if (plan->is_iq) {
-        if (kind == USBEAM_INTERP_NEAREST) RUN(USBEAM_INTERP_NEAREST, 1);
-        else if (kind == USBEAM_INTERP_LINEAR) RUN(USBEAM_INTERP_LINEAR, 1);
-        else RUN(USBEAM_INTERP_CUBIC, 1);
-    } else {
-        if (kind == USBEAM_INTERP_NEAREST) RUN(USBEAM_INTERP_NEAREST, 0);
-        else if (kind == USBEAM_INTERP_LINEAR) RUN(USBEAM_INTERP_LINEAR, 0);
-        else RUN(USBEAM_INTERP_CUBIC, 0);
+/* transmit_sum_single's entry for a vector copy: the plan's (interpolation, RF / IQ) to one
+ * of the straight loops SUM (sum_single_zmm / sum_single_ymm). */
+#define DEFINE_SUM_SINGLE_ENTRY(TARGET, SUM)                                                                \
+    TARGET static void transmit_##SUM(const usbeam_das_plan *plan, size_t count, const double *sample,      \
+                                      const float *re, const float *im, double s_tx, float rot_re,          \
+                                      float rot_im, ptrdiff_t channel, const float *x_re, const float *x_im, \
+                                      float *acc_re, float *acc_im)                                         \
+    {                                                                                                       \
+        const int kind = (int)plan->params.interpolation;                                                   \
+        if (plan->taps != usbeam_interp_taps(kind)) return; /* a record shorter than the taps */             \
+        const double last = (double)plan->params.n_samples - 1.0;                                           \
+        const ptrdiff_t n = (ptrdiff_t)count;                                                               \
+        const int32_t ch = (int32_t)channel;                                                                \
+        const int iq = plan->is_iq;                                                                         \
+        if (kind == USBEAM_INTERP_NEAREST && iq)                                                            \
+            SUM(USBEAM_INTERP_NEAREST, 1, n, sample, re, im, s_tx, last, rot_re, rot_im, ch, x_re, x_im, acc_re, acc_im); \
+        else if (kind == USBEAM_INTERP_LINEAR && iq)                                                        \
+            SUM(USBEAM_INTERP_LINEAR, 1, n, sample, re, im, s_tx, last, rot_re, rot_im, ch, x_re, x_im, acc_re, acc_im); \
+        else if (iq)                                                                                        \
+            SUM(USBEAM_INTERP_CUBIC, 1, n, sample, re, im, s_tx, last, rot_re, rot_im, ch, x_re, x_im, acc_re, acc_im); \
+        else if (kind == USBEAM_INTERP_NEAREST)                                                             \
+            SUM(USBEAM_INTERP_NEAREST, 0, n, sample, re, im, s_tx, last, rot_re, rot_im, ch, x_re, x_im, acc_re, acc_im); \
+        else if (kind == USBEAM_INTERP_LINEAR)                                                              \
+            SUM(USBEAM_INTERP_LINEAR, 0, n, sample, re, im, s_tx, last, rot_re, rot_im, ch, x_re, x_im, acc_re, acc_im); \
+        else                                                                                                \
+            SUM(USBEAM_INTERP_CUBIC, 0, n, sample, re, im, s_tx, last, rot_re, rot_im, ch, x_re, x_im, acc_re, acc_im); \
     }
-#undef RUN
-}
+DEFINE_SUM_SINGLE_ENTRY(TARGET_AVX512, sum_single_zmm)
 
 /* The same for AVX2 + FMA (x86-64-v3): 4 entries a step (s in 4 double lanes), the pairs of
  * float taps and their weights over 8 float lanes, masks as vectors. */
@@ -972,28 +978,7 @@ sum_single_ymm(const int KIND, const int IQ, ptrdiff_t n, const double *restrict
     if (IQ) *acc_im += sum_lanes8(_mm256_add_ps(ii, ir));
 }
 
-TARGET_AVX2 static void transmit_sum_single_ymm(const usbeam_das_plan *plan, size_t count, const double *sample,
-                                                const float *re, const float *im, double s_tx, float rot_re,
-                                                float rot_im, ptrdiff_t channel, const float *x_re,
-                                                const float *x_im, float *acc_re, float *acc_im)
-{
-    const int kind = (int)plan->params.interpolation;
-    if (plan->taps != usbeam_interp_taps(kind)) return; /* a record shorter than the taps: nothing in range */
-    const double last = (double)plan->params.n_samples - 1.0;
-    const ptrdiff_t n = (ptrdiff_t)count;
-    const int32_t ch = (int32_t)channel;
-#define RUN(KIND, IQ) sum_single_ymm(KIND, IQ, n, sample, re, im, s_tx, last, rot_re, rot_im, ch, x_re, x_im, acc_re, acc_im)
-    if (plan->is_iq) {
-        if (kind == USBEAM_INTERP_NEAREST) RUN(USBEAM_INTERP_NEAREST, 1);
-        else if (kind == USBEAM_INTERP_LINEAR) RUN(USBEAM_INTERP_LINEAR, 1);
-        else RUN(USBEAM_INTERP_CUBIC, 1);
-    } else {
-        if (kind == USBEAM_INTERP_NEAREST) RUN(USBEAM_INTERP_NEAREST, 0);
-        else if (kind == USBEAM_INTERP_LINEAR) RUN(USBEAM_INTERP_LINEAR, 0);
-        else RUN(USBEAM_INTERP_CUBIC, 0);
-    }
-#undef RUN
-}
+DEFINE_SUM_SINGLE_ENTRY(TARGET_AVX2, sum_single_ymm)
 #endif
 
 /* The per-instruction-set copies and their dispatch. */

@@ -2,7 +2,8 @@
  * das_kernels.h - the DAS execute kernels of das.c, instantiated once per instruction set:
  * das.c includes this file several times, each time under its own `#pragma GCC target` and
  * with DAS_ISA(name) naming that copy (no include guard on purpose).  The kernels are the
- * macros of das.c; this file lists the variants and the frame-block driver.
+ * macros of das.c; this file lists the variants and the frame-block driver, and holds the two
+ * copies in and out: staging a channel of the input and writing a tile of points to the image.
  */
 DEFINE_WIDE_IQ_KERNEL(1, 2)
 DEFINE_WIDE_IQ_KERNEL(1, 1)
