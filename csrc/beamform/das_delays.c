@@ -208,16 +208,6 @@ void usbeam_das_fill_transmit_times(const usbeam_das_plan *plan, size_t p0, size
     transmit_times(plan, p0, p1, hints);
 }
 
-double usbeam_das_transmit_time(const usbeam_das_plan *plan, size_t t, const double *pt)
-{
-    const usbeam_tx_model *m = &plan->tx[t];
-    int hint = -1;
-    if (m->n_sources > 0 && m->source_rows == 3)
-        return sources_path(m->sources, m->n_sources, plan->tx_source_blocks + plan->tx_block_offset[t], &hint, pt[0],
-                            pt[1], pt[2]) /
-               plan->params.c;
-    return usbeam_tx_path(m, pt[0], pt[1], pt[2]) / plan->params.c;
-}
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC pop_options
 #endif

@@ -143,8 +143,6 @@ typedef struct usbeam_das_entry_table {
  * the DAS default, as max_table_bytes); das_setup.c.  Free with usbeam_das_entry_table_free. */
 usbeam_status usbeam_das_entry_table_create(const usbeam_das_plan *plan, size_t budget, usbeam_das_entry_table *table);
 void usbeam_das_entry_table_free(usbeam_das_entry_table *table);
-/* Transmit time (s) of transmit t at point pt (x, y, z); das_delays.c. */
-double usbeam_das_transmit_time(const usbeam_das_plan *plan, size_t t, const double *pt);
 /* Transmit times of points p0 .. p1-1 (every transmit) into plan->tx_time, the same values;
  * hints: (n_transmits) blocks of virtual sources (-1: none) carried from one point to its
  * neighbour, which makes the search fast (das_delays.c). */
