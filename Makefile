@@ -136,6 +136,7 @@ bench-emu: emu-build
 	$(EMU_BENCH)/bench_acquire_gpu.py --order 16 --samples 256 --channels 8 --repeat 2 --no-record
 	$(EMU_BENCH)/bench_rca_gpu.py --bscan 32 --volume 12 --check 12 --repeat 2 --no-record
 	$(EMU_BENCH)/bench_pipelines_gpu.py --repeat 2 --frames 8 --elements 32 --samples 256 --grid 32 --no-record
+	$(EMU_BENCH)/bench_sector.py --cuda --small --repeat 2 --no-record
 	@if [ -f ../shared/datasets/PWI_disk.mat ]; then \
 	    echo "bench_beamform_gpu.py (PWI_disk)"; $(EMU_BENCH)/bench_beamform_gpu.py --repeat 2 --no-record; \
 	else echo "bench_beamform_gpu.py skipped: ../shared/datasets/PWI_disk.mat not found"; fi

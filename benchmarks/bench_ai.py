@@ -257,6 +257,15 @@ def gpu_rows(rng, repeat):
     capture = torch.cuda.Stream()
     for plan in (prep, components, det_plan):
         plan.cuda.set_stream(capture.cuda_stream)
+    # warm-up on the capture stream first, as PyTorch's CUDA-graph notes ask: cuDNN (benchmark
+    # mode) sets up its per-stream state and picks algorithms at a stream's first call, which may
+    # not happen inside a capture (CUDNN_STATUS_INTERNAL_ERROR on an H100, 2026-11-25)
+    capture.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(capture):
+        for _ in range(3):
+            models_alone()
+            chain()
+    capture.synchronize()
     graphs = {}
     for name, fn in (("models", models_alone), ("chain", chain)):
         graph = torch.cuda.CUDAGraph()

@@ -12,7 +12,11 @@ Each usbeam result is validated against PyMUST's M @ IQ (rel. L2 <= 1e-5) before
 Timed, interleaved (usbeam, PyMUST, usbeam, PyMUST, ...) so machine load hits both alike:
 plan creation (Beamformer vs dasmtx) and beamforming the frames (execute into a
 preallocated output vs M @ IQ with M as CSR, and as COO: the faster is the reference).
-Run: .venv/bin/python benchmarks/bench_sector.py [--no-record] [--repeat N]
+With --cuda (a machine with a GPU; benchmarks/gpu_session.sh runs it) the same convex, phased
+and matrix cases on backend="cuda", device-resident (DeviceArray in and out), each validated
+against the CPU backend first (rel. L2 <= 1e-5), timed by the plan's CUDA events and by the wall
+clock around a call and a synchronisation; plus the CUDA scan conversion of the sector B-mode.
+Run: .venv/bin/python benchmarks/bench_sector.py [--no-record] [--repeat N] [--cuda]
 """
 import argparse
 import math
@@ -117,12 +121,128 @@ def matrix_case(repeat, rng):
             f"{bf.table_bytes() / 2**20:.0f}"]
 
 
+def time_cuda(plan, d_in, d_out, repeat):
+    """(device Timing from the plan's CUDA events, wall Timing of a call and a synchronisation)."""
+    device_s, wall = [], []
+    for k in range(repeat + 3):  # three warm-up calls
+        t = time.perf_counter()
+        plan(d_in, out=d_out)
+        plan.cuda.synchronize()
+        if k >= 3:
+            wall.append(time.perf_counter() - t)
+            device_s.append(sum(plan.cuda.stage_times().values()))  # seconds
+    return Timing(device_s), Timing(wall)
+
+
+def relative_l2(got, want):
+    return float(np.linalg.norm(got - want) / np.linalg.norm(want))
+
+
+def cuda_rows(pymust, repeat, rng, small=False):
+    """The sector, volume and scan-conversion rows on backend='cuda' (issue 16's CUDA rows);
+    ``small``: tiny grids, for a run on the CPU emulator (make bench-emu)."""
+    from usbeam import device
+
+    n_r, n_theta, n_cart, vol = (32, 16, 48, (8, 4, 4)) if small else (256, 128, 512, (64, 32, 32))
+
+    rows = []
+
+    def das_row(name, probe, seq, grid, iq, n_points_frames, **kwargs):
+        cpu = usbeam.Beamformer(probe, seq, grid, **kwargs)
+        t = time.perf_counter()
+        gpu = usbeam.Beamformer(probe, seq, grid, backend="cuda", **kwargs)
+        want = cpu(iq)
+        d_iq = device.from_numpy(iq)
+        d_out = device.from_numpy(np.full(want.shape, np.nan, want.dtype))
+        gpu(d_iq, out=d_out)
+        gpu.cuda.synchronize()
+        first_call = time.perf_counter() - t  # plan + the first call (CUDA state, tables)
+        err = relative_l2(d_out.to_numpy(), want)
+        validated(name, err, lambda e: e <= 1e-5)
+        t_dev, t_wall = time_cuda(gpu, d_iq, d_out, repeat)
+        t_cpu, = interleaved([lambda: cpu(iq, out=np.empty_like(want))], max(3, repeat // 4))
+        rows.append([name, f"{t_dev.median * 1e3:.3f} (p95 {t_dev.p95 * 1e3:.3f})",
+                     f"{t_wall.median * 1e3:.3f}", f"{t_dev.median / n_points_frames * 1e9:.3f}",
+                     f"{t_cpu.median * 1e3:.2f}", f"{t_cpu.median / t_dev.median:.1f}x",
+                     f"{first_call * 1e3:.0f}", f"{err:.1e}"])
+        return want
+
+    for label, param_name in (("convex C5-2v", "C5-2v"), ("phased P4-2v", "P4-2v")):
+        param = pymust.getparam(param_name)
+        param.fs, param.c = 4 * param.fc, 1540.0
+        if param_name == "C5-2v":
+            probe = usbeam.ConvexArray(param.Nelements, param.pitch, param.radius, element_width=param.width)
+            delays = pymust.txdelay(0.0, -0.01, param)
+            grid = usbeam.PolarGrid.for_probe(probe, 0.08, n_r, n_theta)
+        else:
+            probe = usbeam.LinearArray(param.Nelements, param.pitch, width=param.width)
+            delays = pymust.txdelay(param, 0.0, math.pi / 3)
+            grid = usbeam.PolarGrid(np.linspace(0.005, 0.1, n_r), np.linspace(-math.pi / 4, math.pi / 4, n_theta))
+        frames = simulated_iq(pymust, param, delays, rng)
+        iq = np.ascontiguousarray(np.moveaxis(frames, -1, 0).transpose(0, 2, 1)).astype(np.complex64)
+        image = das_row(f"{label}, {n_r}x{n_theta} polar, {N_FRAMES} frames", probe, usbeam.Delays(delays.ravel()), grid, iq,
+                        grid.n_points * N_FRAMES, fs=param.fs, fc=param.fc, c=param.c, t0=0.0,
+                        n_samples=iq.shape[-1], f_number="auto", bandwidth=param.bandwidth / 100,
+                        interpolation="linear", n_frames=N_FRAMES)
+        if param_name == "C5-2v":
+            bmode = usbeam.BModePlan(image.shape, 60.0)(image)
+            cart = grid.cartesian_grid(nx=n_cart, nz=n_cart)
+            cpu = usbeam.ScanConvertPlan(grid, cart, bmode.shape, bmode.dtype)
+            gpu = usbeam.ScanConvertPlan(grid, cart, bmode.shape, bmode.dtype, backend="cuda")
+            want = cpu(bmode)
+            d_in, d_out = device.from_numpy(bmode), device.from_numpy(np.zeros(want.shape, want.dtype))
+            gpu(d_in, out=d_out)
+            validated("scan conversion", d_out.to_numpy(), lambda got: np.array_equal(got, want))
+            t_dev, t_wall = time_cuda(gpu, d_in, d_out, repeat)
+            t_cpu, = interleaved([lambda: cpu(bmode)], max(3, repeat // 4))
+            rows.append([f"scan conversion of the convex B-mode (uint8), {N_FRAMES} x {n_r}x{n_theta} -> "
+                         f"{n_cart}x{n_cart}",
+                         f"{t_dev.median * 1e3:.3f} (p95 {t_dev.p95 * 1e3:.3f})", f"{t_wall.median * 1e3:.3f}",
+                         f"{t_dev.median / (want.size) * 1e9:.3f}", f"{t_cpu.median * 1e3:.2f}",
+                         f"{t_cpu.median / t_dev.median:.1f}x", "-", "bit-identical"])
+
+    probe = usbeam.MatrixArray(32, 35, 0.3e-3, 0.3e-3, missing_rows=(8, 17, 26), element_width=0.27e-3,
+                               element_height=0.27e-3)
+    grid = usbeam.SphericalGrid(np.linspace(0.01, 0.06, vol[0]), np.linspace(-0.5, 0.5, vol[1]),
+                                np.linspace(-0.5, 0.5, vol[2]))
+    n_s = 1000
+    iq = (rng.standard_normal((probe.n_elements, n_s)) + 1j * rng.standard_normal((probe.n_elements, n_s))).astype(
+        np.complex64)
+    das_row(f"matrix 32x35 (1024 el), SphericalGrid {vol[0]}x{vol[1]}x{vol[2]}, 1 frame, F=1", probe,
+            usbeam.DivergingWave((0.0, 0.0, -0.01)), grid, iq, grid.n_points, fs=12e6, fc=3e6, n_samples=n_s,
+            f_number=1.0, interpolation="linear")
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--no-record", action="store_true", help="print only, do not append to RESULTS.md")
     parser.add_argument("--repeat", type=int, default=12)
+    parser.add_argument("--cuda", action="store_true", help="the CUDA rows (needs a GPU)")
+    parser.add_argument("--small", action="store_true", help="with --cuda: tiny sizes (the CPU emulator)")
     args = parser.parse_args()
     import pymust
+
+    global N_FRAMES
+    if args.small:
+        N_FRAMES = 2
+
+    if args.cuda:
+        if not usbeam.cuda_available():
+            print(f"bench_sector --cuda: skipped, {usbeam.build_info()['cuda_error'] or 'no CUDA device is visible'}")
+            return
+        rows = cuda_rows(pymust, args.repeat, np.random.default_rng(16), small=args.small)
+        header = ["case", "CUDA execute ms, device (events)", "CUDA wall ms (call + sync)", "device ns/point/frame",
+                  "CPU execute ms (same machine)", "GPU vs CPU", "plan + first call ms", "rel. L2 vs CPU"]
+        notes = ("backend='cuda', DeviceArray in and out; device time = the plan's CUDA events, median (p95) "
+                 "after 3 warm-up calls; CPU = the CPU backend on this machine's cores in the same run.  "
+                 "Validated against the CPU backend before timing.")
+        if args.no_record:
+            print(machine())
+            print(markdown_table(header, rows))
+        else:
+            record("Sector and volume DAS on the GPU (usbeam.Beamformer, backend='cuda')", header, rows, notes=notes)
+        return
 
     rng = np.random.default_rng(16)
     rows = []

@@ -614,8 +614,18 @@ static inline USBEAM_HD usbeam_tx_model usbeam_rca_wave_model(double angle, doub
 /* ------------------------------------------------------------------------------------ */
 static inline USBEAM_HD float usbeam_bilinear_f(float v00, float v01, float v10, float v11, float fr, float ft)
 {
+#ifdef __CUDA_ARCH__
+    /* nvcc would contract each a + b * c into one FMA (one rounding); the CPU build (baseline
+     * x86-64, no FMA) rounds the product first: round it here too, so both give the same bits
+     * (tests/bmode/test_cuda_scan_convert.py compares them exactly; seen differing by an ulp
+     * on an H100 before this). */
+    const float near_row = __fadd_rn(v00, __fmul_rn(ft, v01 - v00));
+    const float far_row = __fadd_rn(v10, __fmul_rn(ft, v11 - v10));
+    return __fadd_rn(near_row, __fmul_rn(fr, far_row - near_row));
+#else
     const float near_row = v00 + ft * (v01 - v00), far_row = v10 + ft * (v11 - v10);
     return near_row + fr * (far_row - near_row);
+#endif
 }
 
 /* float -> uint8 for a bilinear mix of uint8 values: round half up (the value is in [0, 255]

@@ -145,6 +145,38 @@ def small_pipeline(rng, capture_graph, **kwargs):
     return usbeam.Pipeline(*args, backend="cuda", capture_graph=capture_graph, **kw), usbeam.Pipeline(*args, **kw)
 
 
+class SynchronisedStage:
+    """A pipeline stage that waits for its kernels before it returns (without reading their
+    fault flags).  The emulator runs nothing until the host synchronises; this gives it the
+    order a GPU often has, where the beamformer has already flagged bad rf when the host
+    reaches B-mode's call (seen on an H100: B-mode's "earlier calls" check took the flag and
+    the bad call's error named "an earlier call's rf")."""
+
+    def __init__(self, plan):
+        self._plan = plan
+
+    def __getattr__(self, name):
+        return getattr(self._plan, name)
+
+    def __call__(self, *args, **kwargs):
+        result = self._plan(*args, **kwargs)
+        usbeam._core.stream_synchronize(self._plan.cuda.stream)
+        return result
+
+
+@pytest.mark.cuda
+def test_pipeline_names_this_call_when_a_stage_flagged_before_the_next_began(rng):
+    pipe, _ = small_pipeline(rng, False, bmode_output="db", dynamic_range=50.0)
+    rf = rng.standard_normal(pipe.input_shape).astype(np.float32)
+    clean = pipe(rf)
+    pipe.rf2iq, pipe.beamformer = SynchronisedStage(pipe.rf2iq), SynchronisedStage(pipe.beamformer)
+    bad = rf.copy()
+    bad[0, 0, 3, :] = np.nan
+    with pytest.raises(ValueError, match="^rf contains NaN or infinite"):
+        pipe(bad)
+    np.testing.assert_array_equal(pipe(rf), clean)  # reported once: the next call is clean
+
+
 @pytest.mark.cuda
 @pytest.mark.parametrize("capture_graph", [False, True])
 def test_pipeline_reports_non_finite_rf_once(rng, capture_graph):

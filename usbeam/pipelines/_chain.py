@@ -46,6 +46,7 @@ class Chain:
         """After the plans exist (``self.backend``, ``self.strict`` and ``self.rf2iq`` set)."""
         self._rf_shape, self._rf_dtype = tuple(rf_shape), np.dtype(rf_dtype)
         self._call_lock = threading.Lock()
+        self._in_call = False  # set while _locked_call runs the stages (see _FaultReport)
         self._timings = dict.fromkeys(self.STAGES, 0.0)
         self.capture_graph = bool(capture_graph)
         if self.capture_graph and self.backend != "cuda":
@@ -70,9 +71,11 @@ class Chain:
         """``call(*args)`` holding the call lock; on CUDA the stages report faults through the
         chain afterwards (see _adopt_faults)."""
         with self._call_lock:
+            self._in_call = True
             try:
                 return call(*args)
             finally:
+                self._in_call = False
                 if self.backend == "cuda":
                     self._adopt_faults()
 
@@ -252,6 +255,12 @@ class _FaultReport:
     def __call__(self, execution, earlier):
         chain = self._chain()
         if chain is not None:
+            # Inside a chain call a stage's own "earlier calls" check is not one: the chain
+            # checked its earlier calls as it began, and a flag set since then by a stage
+            # upstream belongs to this call's rf (on a GPU the beamformer has often flagged it
+            # before the host reaches B-mode's call).  The chain's check after the call reports it.
+            if earlier and chain._in_call:
+                return
             chain._check_rf(earlier=earlier)
         elif execution.take_input_faults():
             raise device.non_finite_error("rf", earlier)
