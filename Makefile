@@ -25,7 +25,7 @@ endif
 CORE_C := $(filter-out csrc/python/%,$(shell find csrc -name '*.c' | sort))
 CORE_H := $(shell find csrc -name '*.h')
 
-.PHONY: octave mex all venv build test test-package test-emu-stress ctest pytest demo asan asan-emu bench clean client emu-build test-emu test-emu-if-headers bench-emu gpu-prep
+.PHONY: octave mex all venv build test test-clang-if-found test-package test-emu-stress ctest pytest demo asan asan-emu bench clean client emu-build test-emu test-emu-if-headers bench-emu gpu-prep
 
 all: build
 
@@ -60,6 +60,21 @@ test: build ctest
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-package
 	$(MAKE) --no-print-directory test-emu-if-headers
+	$(MAKE) --no-print-directory test-clang-if-found
+
+# The extension built with clang where it is installed (macOS and conda toolchains use it; a
+# GCC-only construct once broke that build), CPU only, into its own copy of the package, and
+# the demo run from it.
+CLANG_DIR = build/clang
+test-clang-if-found: $(STAMP)
+	@if command -v clang > /dev/null; then \
+	    set -e; mkdir -p $(CLANG_DIR)/pkg/usbeam; \
+	    tar -C usbeam --exclude='*.so' --exclude=__pycache__ --exclude=_cuda_build.py --exclude=include -cf - . \
+	        | tar -C $(CLANG_DIR)/pkg/usbeam -xf -; \
+	    CC=clang CI=$${CI:-} USBEAM_CUDA=0 $(PY) setup.py --quiet build_ext --build-lib $(CLANG_DIR)/pkg \
+	        --build-temp $(CLANG_DIR)/temp; \
+	    cd $(CLANG_DIR)/pkg && $(abspath $(PY)) -m usbeam.demo --out $(abspath $(CLANG_DIR))/demo_bmode.png; \
+	else echo "test-clang-if-found: clang not found, skipped"; fi
 
 # What users get: the README's install routes into fresh virtual environments, imported from
 # outside the checkout, and CPU work with the CUDA toolkit hidden (tests/build/test_install.py).

@@ -19,6 +19,15 @@ SHARED_DATASETS = ([Path(folder) for folder in os.environ.get("USBEAM_DATA", "")
                    or [ROOT.parent / "shared" / "datasets"])
 
 
+def package_root():
+    """The folder holding the usbeam package this run imports: what a subprocess (a notebook
+    kernel, the CLI) must import too, so both compute with one build (the Makefile's clang and
+    emulator builds run the suite from copies elsewhere, which round differently)."""
+    import usbeam
+
+    return Path(usbeam.__file__).resolve().parents[1]
+
+
 def shared_dataset(name):
     """Path of a file in USBEAM_DATA's folders, else ../shared/datasets; skips the test with
     a message when it is missing."""

@@ -40,6 +40,23 @@
 
 typedef double complex zdouble;
 
+/* C11's CMPLX where the C library lacks it (glibc defines it for GCC only): a complex is an
+ * array of two doubles (C11 6.2.5), so the parts are stored as such, with no I * im product
+ * to turn an infinite part into NaN. */
+#ifndef CMPLX
+static inline zdouble usbeam_cmplx(double re, double im)
+{
+    union {
+        zdouble z;
+        double parts[2];
+    } u;
+    u.parts[0] = re;
+    u.parts[1] = im;
+    return u.z;
+}
+#define CMPLX(re, im) usbeam_cmplx((re), (im))
+#endif
+
 /* Complex product without the C99 Annex G inf/NaN recovery (__muldc3): the operands here are
  * finite by construction, and the library call dominated the Jacobi sweeps. */
 static inline zdouble zmul(zdouble a, zdouble b)

@@ -14,17 +14,19 @@ zarr = pytest.importorskip("zarr")
 h5py = pytest.importorskip("h5py")
 
 import batch_data as data  # noqa: E402
+from conftest import package_root  # noqa: E402
 from usbeam import batch  # noqa: E402
 from usbeam.__main__ import main  # noqa: E402
 from usbeam.batch.store import _create_array  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PACKAGE_ROOT = str(package_root())  # the subprocess imports the usbeam this process tests
 
 
 def _run_cli(*args):
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(
-        [ROOT, os.path.join(ROOT, "tests", "helpers"), os.environ.get("PYTHONPATH", "")]))
-    return subprocess.run([sys.executable, "-m", "usbeam", "reconstruct", *map(str, args)], cwd=ROOT, env=env,
+        [PACKAGE_ROOT, os.path.join(ROOT, "tests", "helpers"), os.environ.get("PYTHONPATH", "")]))
+    return subprocess.run([sys.executable, "-m", "usbeam", "reconstruct", *map(str, args)], cwd=PACKAGE_ROOT, env=env,
                           capture_output=True, text=True, timeout=120)
 
 

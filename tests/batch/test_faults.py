@@ -27,9 +27,11 @@ zarr = pytest.importorskip("zarr")
 
 import batch_data as data  # noqa: E402
 from batch_slow import SlowRawSource  # noqa: E402
+from conftest import package_root  # noqa: E402
 from usbeam import batch  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PACKAGE_ROOT = str(package_root())  # the subprocess imports the usbeam this process tests
 
 
 def test_killed_worker_run_completes_with_every_chunk_correct(tmp_path):
@@ -66,8 +68,9 @@ def test_killed_worker_run_completes_with_every_chunk_correct(tmp_path):
 
 
 def _cli(args, **kwargs):
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.Popen([sys.executable, "-m", "usbeam", "reconstruct", *args], cwd=ROOT, env=env,
+    env = dict(os.environ, OMP_NUM_THREADS="1",
+               PYTHONPATH=PACKAGE_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.Popen([sys.executable, "-m", "usbeam", "reconstruct", *args], cwd=PACKAGE_ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
 
 

@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, package_root
 
 NOTEBOOK = ROOT / "notebooks" / "batch_power_doppler.ipynb"
 
@@ -18,7 +18,7 @@ def test_batch_power_doppler_notebook_runs(tmp_path, monkeypatch):
     nbclient = pytest.importorskip("nbclient")
     pytest.importorskip("dask")
     zarr = pytest.importorskip("zarr")
-    monkeypatch.setenv("PYTHONPATH", str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    monkeypatch.setenv("PYTHONPATH", str(package_root()) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     monkeypatch.setenv("MPLBACKEND", "Agg")
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     monkeypatch.setenv("USBEAM_NB_DURATION_S", "3")

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, package_root
 
 NOTEBOOK = ROOT / "notebooks" / "convex_phased.ipynb"
 
@@ -15,7 +15,7 @@ NOTEBOOK = ROOT / "notebooks" / "convex_phased.ipynb"
 def test_convex_phased_notebook_runs(monkeypatch):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
-    monkeypatch.setenv("PYTHONPATH", str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    monkeypatch.setenv("PYTHONPATH", str(package_root()) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     monkeypatch.setenv("MPLBACKEND", "Agg")
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     nbclient.NotebookClient(notebook, timeout=600, kernel_name="python3",

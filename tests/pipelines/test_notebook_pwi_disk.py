@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, shared_dataset
+from conftest import ROOT, package_root, shared_dataset
 
 NOTEBOOK = ROOT / "notebooks" / "pwi_disk.ipynb"
 
@@ -17,7 +17,7 @@ def test_pwi_disk_notebook_runs(monkeypatch):
     shared_dataset("PWI_disk.mat")
     shared_dataset("bmode_PWI_disk.mat")
     # The kernel is a fresh process: give it this checkout's usbeam and datasets.
-    monkeypatch.setenv("PYTHONPATH", str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    monkeypatch.setenv("PYTHONPATH", str(package_root()) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     monkeypatch.setenv("USBEAM_DATA", str(Path(shared_dataset("PWI_disk.mat")).parent))
     monkeypatch.setenv("MPLBACKEND", "Agg")
     notebook = nbformat.read(NOTEBOOK, as_version=4)
