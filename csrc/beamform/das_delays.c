@@ -721,7 +721,8 @@ INLINE_BODY void transmit_sum_single(const usbeam_das_plan *plan, size_t count, 
 }
 
 #if USBEAM_DAS_MULTI_ISA
-/* transmit_sum_single written with AVX-512 intrinsics (and AVX2 + FMA below).  (GCC does not vectorise the portable loop
+/* transmit_sum_single written with AVX-512 intrinsics (tile_single_zmm, a tile of points per
+ * call) and AVX2 + FMA (sum_single_ymm, below).  (GCC does not vectorise the portable loop
  * above inside a target("avx512f") copy: it stays scalar, ~2 ns per entry.)  8 entries per step:
  * s in double (8 lanes), the taps fetched as PAIRS of floats (x[k], x[k + 1]) by one 64-bit load
  * each and spread with the pairs' weights over 16 float lanes.  The same math and validity
@@ -729,7 +730,7 @@ INLINE_BODY void transmit_sum_single(const usbeam_das_plan *plan, size_t count, 
  * cr (w x)), so the result differs from the portable loop in the last bits only.  The sums run
  * over the entries in index order in fixed lanes and accumulators, reduced in a fixed order:
  * the same bits for the same inputs on any thread.  Tap offsets are int32: the caller checks
- * that (count - 1) x channel + n_samples fits.  KIND and IQ are constants in each copy (below),
+ * that the rows of the aperture fit.  KIND and IQ are constants in each copy (below),
  * so every copy is one straight loop. */
 TARGET_AVX512 static inline __m512 pairs_of(__m256 lo, __m256 hi) /* lo0 hi0 lo1 hi1 ... */
 {
@@ -757,65 +758,101 @@ TARGET_AVX512 static inline __m512 load_pairs(const float *x, __m256i at)
     return _mm512_castsi512_ps(v);
 }
 
+/* One frame, a tile of points (AVX-512): each point's transmits summed into the same four
+ * accumulators and reduced once per point, with the constants set once per tile, the
+ * receive parts read (or computed) per point and the dispatch done once.  The per-point
+ * costs of the call above (set-up, dispatch, two reductions per transmit) were ~40 % of a
+ * 1-frame execute at ~47 aperture elements per point.  Within a point the sums run over
+ * transmits, then entries, in fixed lanes: the same bits on any thread. */
 __attribute__((always_inline)) TARGET_AVX512 static inline void
-sum_single_zmm(const int KIND, const int IQ, ptrdiff_t n, const double *restrict sample, const float *restrict re,
-               const float *restrict im, double s_tx, double last, float rot_re, float rot_im, int32_t channel,
-               const float *restrict x_re, const float *restrict x_im, float *acc_re, float *acc_im)
+tile_single_zmm(const int KIND, const int IQ, const usbeam_das_plan *plan, size_t p0, size_t m, float *scratch,
+                const float *restrict re_plane, const float *restrict im_plane, float *out_re, float *out_im)
 {
-    /* valid range of s and first tap relative to floor / rint(s): usbeam_math.h */
+    const usbeam_das_params *prm = &plan->params;
+    const double last = (double)prm->n_samples - 1.0;
+    const int32_t channel = (int32_t)usbeam_das_channel_floats(prm->n_samples, 1);
+    const size_t transmit_stride = prm->n_elements * (size_t)channel;
     const double lo = KIND == USBEAM_INTERP_CUBIC ? 1.0 : 0.0;
     const double hi = KIND == USBEAM_INTERP_NEAREST ? last : (KIND == USBEAM_INTERP_LINEAR ? last - 1.0 : last - 2.0);
-    const __m512d v_lo = _mm512_set1_pd(lo), v_hi = _mm512_set1_pd(hi), v_tx = _mm512_set1_pd(s_tx);
+    const __m512d v_lo = _mm512_set1_pd(lo), v_hi = _mm512_set1_pd(hi);
     const __m256 gain = _mm256_set1_ps(KIND == USBEAM_INTERP_CUBIC ? 0.5f : 1.0f), zero8 = _mm256_setzero_ps();
-    const __m256 v_rot_re = _mm256_set1_ps(rot_re), v_rot_im = _mm256_set1_ps(rot_im);
-    __m256i row = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(channel));
-    /* rows of lanes past the aperture may wrap (they are masked to 0 before use): wrap in unsigned */
+    const __m256i row_first = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(channel));
     const __m256i row_step = _mm256_set1_epi32((int32_t)(8u * (uint32_t)channel));
     const __m256i tap_shift = _mm256_set1_epi32(KIND == USBEAM_INTERP_CUBIC ? -1 : 0);
-    /* re: sum of wr a and of wi b (subtracted at the end); im: wr b and wi a (two chains each) */
-    __m512 rr = _mm512_setzero_ps(), ii = _mm512_setzero_ps(), ri = _mm512_setzero_ps(), ir = _mm512_setzero_ps();
-    for (ptrdiff_t i = 0; i < n; i += 8, row = _mm256_add_epi32(row, row_step)) {
-        const __mmask8 live = n - i >= 8 ? (__mmask8)0xff : (__mmask8)((1u << (n - i)) - 1u);
-        /* the receive table streams from memory, and the prefetchers fall behind it: ask for it
-         * ahead (past the point's range: the next point's, harmless) */
-        _mm_prefetch((const char *)(sample + i) + 1024, _MM_HINT_T0);
-        _mm_prefetch((const char *)(re + i) + 512, _MM_HINT_T0);
-        if (IQ) _mm_prefetch((const char *)(im + i) + 512, _MM_HINT_T0);
-        const __m512d s = _mm512_add_pd(v_tx, _mm512_maskz_loadu_pd(live, sample + i));
-        const __mmask8 valid = _mm512_cmp_pd_mask(s, v_lo, _CMP_GE_OQ) & _mm512_cmp_pd_mask(s, v_hi, _CMP_LE_OQ) & live;
-        const __m512d base = KIND == USBEAM_INTERP_NEAREST /* ties to even, as rint; invalid: 0, the row start */
-                                 ? _mm512_maskz_roundscale_pd(valid, s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
-                                 : _mm512_maskz_roundscale_pd(valid, s, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-        /* lanes past the aperture (the last step) read the first row: no address outside the rows */
-        const __m256i tap = _mm256_maskz_mov_epi32(
-            live, _mm256_add_epi32(row, _mm256_maskz_add_epi32(valid, _mm512_cvttpd_epi32(base), tap_shift)));
-        const __m256 g = _mm256_maskz_mov_ps(valid, gain);
-        /* the interpolation weights of the taps in float (as transmit_sum_single), as pairs (w0, w1), (w2, w3) */
-        __m256 w0, w1, w2 = zero8, w3 = zero8;
-        if (KIND == USBEAM_INTERP_NEAREST) {
-            w0 = g, w1 = zero8;
+    const size_t widest_floats = ((size_t)(plan->widest > 0 ? plan->widest : 1) + 15) / 16 * 16;
+    for (size_t q = 0; q < m; ++q) {
+        const size_t p = p0 + q;
+        const ptrdiff_t n = (ptrdiff_t)plan->aperture_count[p];
+        __m512 rr = _mm512_setzero_ps(), ii = _mm512_setzero_ps(), ri = _mm512_setzero_ps(), ir = _mm512_setzero_ps();
+        if (n == 0) {
+            out_re[q] = out_im[q] = 0.0f;
+            continue;
+        }
+        const double *sample;
+        const float *re, *im;
+        if (plan->has_table) {
+            const size_t off = plan->receive_offset[p];
+            sample = plan->table_sample + off;
+            re = plan->table_re + off;
+            im = IQ ? plan->table_im + off : NULL;
         } else {
-            const __m256 t = _mm512_cvtpd_ps(_mm512_sub_pd(s, base));
-            if (KIND == USBEAM_INTERP_LINEAR) {
-                w1 = _mm256_mul_ps(g, t);
-                w0 = _mm256_sub_ps(g, w1);
-            } else {
-                const __m256 t2 = _mm256_mul_ps(t, t), t3 = _mm256_mul_ps(t2, t), two = _mm256_set1_ps(2.0f);
-                w0 = _mm256_mul_ps(g, _mm256_sub_ps(_mm256_fmsub_ps(two, t2, t3), t));         /* -t3 + 2 t2 - t */
-                w1 = _mm256_mul_ps(g, _mm256_fmadd_ps(_mm256_set1_ps(3.0f), t3,                 /* 3 t3 - 5 t2 + 2 */
-                                                      _mm256_fnmadd_ps(_mm256_set1_ps(5.0f), t2, two)));
-                w2 = _mm256_mul_ps(g, _mm256_add_ps(_mm256_fnmadd_ps(_mm256_set1_ps(3.0f), t3, /* -3 t3 + 4 t2 + t */
-                                                                     _mm256_mul_ps(_mm256_set1_ps(4.0f), t2)), t));
-                w3 = _mm256_mul_ps(g, _mm256_sub_ps(t3, t2));                                  /* t3 - t2 */
+            double *own_sample = (double *)scratch;
+            float *own_re = scratch + 2 * widest_floats, *own_im = scratch + 3 * widest_floats;
+            point_receive(plan, p, own_sample, own_re, own_im);
+            sample = own_sample, re = own_re, im = own_im;
+        }
+        const size_t first_row = (size_t)plan->aperture_first[p] * (size_t)channel;
+        for (size_t t = 0; t < prm->n_transmits; ++t) {
+            const double tx_time = plan->tx_time[p * prm->n_transmits + t];
+            const __m512d v_tx = _mm512_set1_pd((tx_time - prm->t0) * prm->fs);
+            __m256 v_rot_re = zero8, v_rot_im = zero8;
+            if (IQ) {
+                double rot_re, rot_im;
+                sincos_turns(prm->fc * tx_time, &rot_im, &rot_re); /* usbeam_das_rotation, inlined */
+                v_rot_re = _mm256_set1_ps((float)rot_re), v_rot_im = _mm256_set1_ps((float)rot_im);
             }
-        }
-        const __m256 c_re = _mm256_maskz_loadu_ps(live, re + i);
-        __m256 cr = c_re, ci = zero8;
-        if (IQ) { /* rot_tx x c_rx */
-            const __m256 c_im = _mm256_maskz_loadu_ps(live, im + i);
-            cr = _mm256_fmsub_ps(v_rot_re, c_re, _mm256_mul_ps(v_rot_im, c_im));
-            ci = _mm256_fmadd_ps(v_rot_re, c_im, _mm256_mul_ps(v_rot_im, c_re));
-        }
+            const float *x_re = re_plane + first_row + t * transmit_stride;
+            const float *x_im = IQ ? im_plane + first_row + t * transmit_stride : NULL;
+            __m256i row = row_first;
+            for (ptrdiff_t i = 0; i < n; i += 8, row = _mm256_add_epi32(row, row_step)) {
+                const __mmask8 live = n - i >= 8 ? (__mmask8)0xff : (__mmask8)((1u << (n - i)) - 1u);
+                _mm_prefetch((const char *)(sample + i) + 1024, _MM_HINT_T0);
+                _mm_prefetch((const char *)(re + i) + 512, _MM_HINT_T0);
+                if (IQ) _mm_prefetch((const char *)(im + i) + 512, _MM_HINT_T0);
+                const __m512d s = _mm512_add_pd(v_tx, _mm512_maskz_loadu_pd(live, sample + i));
+                const __mmask8 valid =
+                    _mm512_cmp_pd_mask(s, v_lo, _CMP_GE_OQ) & _mm512_cmp_pd_mask(s, v_hi, _CMP_LE_OQ) & live;
+                const __m512d base = KIND == USBEAM_INTERP_NEAREST
+                                         ? _mm512_maskz_roundscale_pd(valid, s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+                                         : _mm512_maskz_roundscale_pd(valid, s, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+                const __m256i tap = _mm256_maskz_mov_epi32(
+                    live, _mm256_add_epi32(row, _mm256_maskz_add_epi32(valid, _mm512_cvttpd_epi32(base), tap_shift)));
+                const __m256 g = _mm256_maskz_mov_ps(valid, gain);
+                __m256 w0, w1, w2 = zero8, w3 = zero8;
+                if (KIND == USBEAM_INTERP_NEAREST) {
+                    w0 = g, w1 = zero8;
+                } else {
+                    const __m256 tf = _mm512_cvtpd_ps(_mm512_sub_pd(s, base));
+                    if (KIND == USBEAM_INTERP_LINEAR) {
+                        w1 = _mm256_mul_ps(g, tf);
+                        w0 = _mm256_sub_ps(g, w1);
+                    } else {
+                        const __m256 t2 = _mm256_mul_ps(tf, tf), t3 = _mm256_mul_ps(t2, tf), two = _mm256_set1_ps(2.0f);
+                        w0 = _mm256_mul_ps(g, _mm256_sub_ps(_mm256_fmsub_ps(two, t2, t3), tf));
+                        w1 = _mm256_mul_ps(g, _mm256_fmadd_ps(_mm256_set1_ps(3.0f), t3,
+                                                              _mm256_fnmadd_ps(_mm256_set1_ps(5.0f), t2, two)));
+                        w2 = _mm256_mul_ps(g, _mm256_add_ps(_mm256_fnmadd_ps(_mm256_set1_ps(3.0f), t3,
+                                                                             _mm256_mul_ps(_mm256_set1_ps(4.0f), t2)), tf));
+                        w3 = _mm256_mul_ps(g, _mm256_sub_ps(t3, t2));
+                    }
+                }
+                const __m256 c_re = _mm256_maskz_loadu_ps(live, re + i);
+                __m256 cr = c_re, ci = zero8;
+                if (IQ) {
+                    const __m256 c_im = _mm256_maskz_loadu_ps(live, im + i);
+                    cr = _mm256_fmsub_ps(v_rot_re, c_re, _mm256_mul_ps(v_rot_im, c_im));
+                    ci = _mm256_fmadd_ps(v_rot_re, c_im, _mm256_mul_ps(v_rot_im, c_re));
+                }
 #define PAIR_SUM(W_LO, W_HI, SHIFT)                                                                     \
     {                                                                                                  \
         const __m256i at_ = _mm256_add_epi32(tap, _mm256_set1_epi32(SHIFT));                           \
@@ -830,16 +867,40 @@ sum_single_zmm(const int KIND, const int IQ, ptrdiff_t n, const double *restrict
             ir = _mm512_fmadd_ps(wi_, a_, ir);                                                         \
         }                                                                                              \
     }
-        PAIR_SUM(w0, w1, 0)
-        if (KIND == USBEAM_INTERP_CUBIC) PAIR_SUM(w2, w3, 2)
+                PAIR_SUM(w0, w1, 0)
+                if (KIND == USBEAM_INTERP_CUBIC) PAIR_SUM(w2, w3, 2)
 #undef PAIR_SUM
+            }
+        }
+        out_re[q] = _mm512_reduce_add_ps(_mm512_sub_ps(rr, ri));
+        out_im[q] = IQ ? _mm512_reduce_add_ps(_mm512_add_ps(ii, ir)) : 0.0f;
     }
-    *acc_re += _mm512_reduce_add_ps(_mm512_sub_ps(rr, ri));
-    if (IQ) *acc_im += _mm512_reduce_add_ps(_mm512_add_ps(ii, ir));
+}
+
+TARGET_AVX512 static void tile_single_avx512(const usbeam_das_plan *plan, size_t p0, size_t m, float *scratch,
+                                             const float *re_plane, const float *im_plane, float *out_re,
+                                             float *out_im)
+{
+    const int kind = (int)plan->params.interpolation;
+    if (plan->is_iq) {
+        if (kind == USBEAM_INTERP_NEAREST)
+            tile_single_zmm(USBEAM_INTERP_NEAREST, 1, plan, p0, m, scratch, re_plane, im_plane, out_re, out_im);
+        else if (kind == USBEAM_INTERP_LINEAR)
+            tile_single_zmm(USBEAM_INTERP_LINEAR, 1, plan, p0, m, scratch, re_plane, im_plane, out_re, out_im);
+        else
+            tile_single_zmm(USBEAM_INTERP_CUBIC, 1, plan, p0, m, scratch, re_plane, im_plane, out_re, out_im);
+    } else {
+        if (kind == USBEAM_INTERP_NEAREST)
+            tile_single_zmm(USBEAM_INTERP_NEAREST, 0, plan, p0, m, scratch, re_plane, im_plane, out_re, out_im);
+        else if (kind == USBEAM_INTERP_LINEAR)
+            tile_single_zmm(USBEAM_INTERP_LINEAR, 0, plan, p0, m, scratch, re_plane, im_plane, out_re, out_im);
+        else
+            tile_single_zmm(USBEAM_INTERP_CUBIC, 0, plan, p0, m, scratch, re_plane, im_plane, out_re, out_im);
+    }
 }
 
 /* transmit_sum_single's entry for a vector copy: the plan's (interpolation, RF / IQ) to one
- * of the straight loops SUM (sum_single_zmm / sum_single_ymm). */
+ * of the straight loops SUM (sum_single_ymm). */
 #define DEFINE_SUM_SINGLE_ENTRY(TARGET, SUM)                                                                \
     TARGET static void transmit_##SUM(const usbeam_das_plan *plan, size_t count, const double *sample,      \
                                       const float *re, const float *im, double s_tx, float rot_re,          \
@@ -865,7 +926,6 @@ sum_single_zmm(const int KIND, const int IQ, ptrdiff_t n, const double *restrict
         else                                                                                                \
             SUM(USBEAM_INTERP_CUBIC, 0, n, sample, re, im, s_tx, last, rot_re, rot_im, ch, x_re, x_im, acc_re, acc_im); \
     }
-DEFINE_SUM_SINGLE_ENTRY(TARGET_AVX512, sum_single_zmm)
 
 /* The same for AVX2 + FMA (x86-64-v3): 4 entries a step (s in 4 double lanes), the pairs of
  * float taps and their weights over 8 float lanes, masks as vectors. */
@@ -1039,17 +1099,30 @@ void usbeam_das_transmit_entries(const usbeam_das_plan *plan, size_t count, cons
     transmit_entries(plan, count, sample, re, im, s_tx, rot_re, rot_im, row0, channel, frames, row, weight);
 }
 
+int usbeam_das_tile_single(const usbeam_das_plan *plan, size_t p0, size_t m, float *scratch, const float *re_plane,
+                           const float *im_plane, float *out_re, float *out_im)
+{
+#if USBEAM_DAS_MULTI_ISA
+    const usbeam_das_params *prm = &plan->params;
+    const double channel = (double)usbeam_das_channel_floats(prm->n_samples, 1);
+    if (usbeam_das_isa() == 2 && plan->taps == usbeam_interp_taps((int)prm->interpolation) &&
+        ((double)prm->n_elements - 1.0) * channel + (double)prm->n_samples + 4.0 < (double)INT32_MAX) {
+        tile_single_avx512(plan, p0, m, scratch, re_plane, im_plane, out_re, out_im);
+        return 1;
+    }
+#else
+    (void)plan, (void)p0, (void)m, (void)scratch, (void)re_plane, (void)im_plane, (void)out_re, (void)out_im;
+#endif
+    return 0;
+}
+
 void usbeam_das_transmit_sum_single(const usbeam_das_plan *plan, size_t count, const double *sample, const float *re,
                                     const float *im, double s_tx, float rot_re, float rot_im, ptrdiff_t channel,
                                     const float *x_re, const float *x_im, float *acc_re, float *acc_im)
 {
 #if USBEAM_DAS_MULTI_ISA
     switch (usbeam_das_isa()) {
-    case 2:
-        if (count > 0 && (double)(count - 1) * (double)channel + (double)plan->params.n_samples + 4.0 < (double)INT32_MAX) {
-            transmit_sum_single_zmm(plan, count, sample, re, im, s_tx, rot_re, rot_im, channel, x_re, x_im, acc_re, acc_im);
-            return;
-        }
+    case 2: /* (AVX-512 sums whole tiles, usbeam_das_tile_single; here only what it declines) */
         transmit_sum_single_avx512(plan, count, sample, re, im, s_tx, rot_re, rot_im, channel, x_re, x_im, acc_re, acc_im);
         return;
     case 1:

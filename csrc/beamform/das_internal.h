@@ -128,6 +128,11 @@ int usbeam_das_isa(void);
 void usbeam_das_transmit_sum_single(const usbeam_das_plan *plan, size_t count, const double *sample, const float *re,
                                     const float *im, double s_tx, float rot_re, float rot_im, ptrdiff_t channel,
                                     const float *x_re, const float *x_im, float *acc_re, float *acc_im);
+/* One frame, points p0 .. p0 + m - 1 into out_re[0 .. m) / out_im (0 for RF), from the staged
+ * planes: 1 when done (AVX-512 and the plan's taps), 0 to take the per-point path; scratch: the
+ * thread's (the receive part without a table); das_delays.c. */
+int usbeam_das_tile_single(const usbeam_das_plan *plan, size_t p0, size_t m, float *scratch, const float *re_plane,
+                           const float *im_plane, float *out_re, float *out_im);
 /* Whole entries of point p (layout above) into tap[] (max_point_entries) and weight[]
  * (max_point_entries x weight_stride); das_delays.c. */
 void usbeam_das_point_entries(const usbeam_das_plan *plan, size_t p, int32_t *tap, float *weight);

@@ -1,6 +1,7 @@
-"""The 1-frame CPU DAS path (issue 21, csrc/beamform/das_delays.c transmit_sum_single and its
-AVX-512 copy transmit_sum_single_zmm): a frame's entries formed and summed in one loop over the
-aperture, 8 elements a step with masked lanes past the aperture's end.  Checked against the
+"""The 1-frame CPU DAS path (issue 21, csrc/beamform/das_delays.c transmit_sum_single, its AVX2
+copy sum_single_ymm and the AVX-512 tile_single_zmm, which sums a tile of points with every
+transmit of a point in the same accumulators): a frame's entries formed and summed in one loop
+over the aperture, 8 elements a step with masked lanes past the aperture's end.  Checked against the
 float64 reference (tests/reference/das.py) with apertures of every length 1..~40 (not multiples
 of 8) and points beside and past the array's ends; against the multi-frame path on the same
 frame (a different sum order: float rounding only); and for determinism: the same bits for the
