@@ -235,6 +235,12 @@ TOLERANCES = {
     # float64 reference, relative L2 over the whole output: float32 rounding of the
     # weights (~6e-8) and of the sums (~sqrt(terms) * 6e-8) gives ~1e-6; 1e-5 leaves room.
     "das_rel_l2": 1e-5,
+    # The receive rotation of the CPU gather paths: whole turns removed in double (exact), the
+    # remaining fraction rounded to float (<= 3e-8 turn = 1.9e-7 rad) and its sine and cosine
+    # from float polynomials on |r| <= pi/4 (truncation < 2e-9, rounding ~1e-7), plus the
+    # float transmit rotation (~6e-8): ~4e-7 rad at worst, whatever the depth (a float phase
+    # of thousands of turns would be off by ~1e-3 rad).  Checked 20 cm deep at 15 MHz.
+    "das_receive_phase_rad": 1e-6,
     # Nearest: the tap index is round(s) with s in double in both; a point whose s lies
     # within ~1e-12 of a .5 boundary may round the other way (the sqrt of C and NumPy can
     # differ in the last bit).  Pixels whose error exceeds das_nearest_pixel_rel (relative
