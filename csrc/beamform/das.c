@@ -21,7 +21,8 @@
  * 8 frames as two units (taps or entries) per vector, a last partial block of 8 lanes, and
  * a single frame formed and summed in one loop over the entries (das_delays.c: on AVX-512 a
  * whole tile of points per call, usbeam_das_tile_single, every transmit of a point into the
- * same accumulators; elsewhere a point and transmit per call, usbeam_das_transmit_sum_single).  Every multi-frame kernel sums a frame in one fixed
+ * same accumulators; elsewhere a point and transmit per call, usbeam_das_transmit_sum_single).
+ * Every multi-frame kernel sums a frame in one fixed
  * order (independent chains that cover the FMA latency, met in a fixed tree: see "unit"
  * below), so a frame's value does not depend on the frames per call.  The kernels are
  * built for AVX-512, AVX2 + FMA and the baseline (das_kernels.h) and chosen at run time.
