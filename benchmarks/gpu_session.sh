@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# benchmarks/gpu_session.sh - what a session lent a GPU runs: four device calls, issued back to
+# benchmarks/gpu_session.sh - what a session lent a GPU runs: six device calls, issued back to
 # back (the machine goes back after 30 s idle, and a cold start costs a minute or more of the
 # 30-minute budget), each with step limits that add up to under 540 s of its 600-s call.
 #
@@ -10,6 +10,8 @@
 #            run(command="bash benchmarks/gpu_session.sh 2", carry=[".gpu"], timeout_s=600)
 #            run(command="bash benchmarks/gpu_session.sh 3", carry=[".gpu"], timeout_s=600)
 #            run(command="bash benchmarks/gpu_session.sh 4", carry=[".gpu"], timeout_s=600)
+#            run(command="bash benchmarks/gpu_session.sh 5", carry=[".gpu"], timeout_s=600)
+#            run(command="bash benchmarks/gpu_session.sh 6", carry=[".gpu"], timeout_s=600)
 #
 # Step budgets in seconds (`timeout` sends INT, then KILL 10 s later, so a step may overrun its
 # budget by 10 s; the sums include that):
@@ -20,6 +22,12 @@
 #                                                                                 = 425 + 7 x 10 = 495
 #   calls 3 and 4, memcheck: wheels 25, build 100, compute-sanitizer memcheck over half the
 #                         CUDA test files each (not slow, no PyTorch/CuPy peers) 380 = 505 + 3 x 10 = 535
+#   call 5, racecheck and initcheck over the shared-memory kernels' tests: wheels 25, build 100,
+#                         racecheck 230, initcheck 130                            = 485 + 4 x 10 = 525
+#   call 6, the other GPU benchmarks: wheels 25, build 100, bench_ai 90, bench_live 90,
+#                         seed002 (usbeam CUDA rows) 150                          = 455 + 5 x 10 = 505
+# Calls 1-4 took about 12 minutes of device time on 2026-11-25 (cold starts included); 5 and 6
+# fit in the rest of a 30-minute session when issued right after them.
 # A cold machine in calls 2 to 4 (the previous call's machine was given back) rebuilds within
 # the build step (57 s of nvcc for sm_90 on the H100's 16 cores, 2026-11-25); issue the calls
 # back to back all the same, since a cold start costs a minute of device time.
@@ -27,7 +35,8 @@
 # Every step writes $OUT/<step>.log as it runs and appends its verdict to $OUT/summary.txt at
 # once, so a call killed at its limit still returns what finished.  Files per call (at most 8
 # come back): call 1: summary, preflight, wheels, build, tests = 5; call 2: summary, 5
-# benchmark logs, RESULTS.md = 7; calls 3 and 4: summary, wheels, build, memcheck = 4.
+# benchmark logs, RESULTS.md = 7; calls 3 and 4: summary, wheels, build, memcheck = 4;
+# call 5: summary, racecheck, initcheck = 3; call 6: summary, 3 logs, RESULTS.md = 5.
 # Merge the new sections of the returned RESULTS.md into benchmarks/RESULTS.md (keep older rows).
 set -u
 CALL=${1:-1}
@@ -118,8 +127,38 @@ case "$CALL" in
         --print-limit 20 "$PY" -m pytest -q -rfE -p no:cacheprovider -p no:randomly -m "cuda and not slow" \
         -k "not torch and not cupy" "${FILES[@]}"
     ;;
+5)
+    step wheels 25 bash -c wheels
+    step build 100 "${BUILD[@]}"
+    # racecheck and initcheck over the tests of the kernels with shared memory, barriers,
+    # shuffles or atomics (make test-emu-stress's list), without the PyTorch / CuPy peers:
+    # racecheck took 80 s for half of them on an H100 (2026-11-25); initcheck skips the copy
+    # bandwidth probe, whose > 100 GB/s check the instrumentation makes fail
+    SHARED=(tests/acquire/test_cuda_hadamard.py tests/demod/test_cuda_rf2iq.py tests/bmode/test_cuda_bmode.py
+            tests/doppler/test_cuda_doppler.py tests/ai/test_ai_cuda.py tests/beamform/test_cuda_das.py
+            tests/beamform/test_cuda_rca.py)
+    step racecheck 230 compute-sanitizer --tool racecheck --report-api-errors no --show-backtrace device \
+        --error-exitcode 97 --print-limit 20 "$PY" -m pytest -q -rfE -p no:cacheprovider -p no:randomly \
+        -m "cuda and not slow" -k "not torch and not cupy" "${SHARED[@]}"
+    step initcheck 130 compute-sanitizer --tool initcheck --report-api-errors no --show-backtrace device \
+        --error-exitcode 97 --print-limit 20 "$PY" -m pytest -q -rfE -p no:cacheprovider -p no:randomly \
+        -m "cuda and not slow" -k "not torch and not cupy and not bandwidth_probe" "${SHARED[@]}"
+    rm -f "$OUT/wheels.log" "$OUT/build.log"
+    ;;
+6)
+    step wheels 25 bash -c wheels
+    step build 100 "${BUILD[@]}"
+    # the GPU benchmarks the first session lent a GPU did not finish: the AI hand-off (its
+    # CUDA-graph warm-up fixed since), the live session, and seed-002's usbeam CUDA rows
+    step bench_ai 90 "$PY" benchmarks/bench_ai.py --repeat 50
+    step bench_live 90 "$PY" benchmarks/bench_live.py --gpu-only --quick
+    step seed002 150 "$PY" benchmarks/seed002_table.py --engines "usbeam C gather" "usbeam CUDA gather" \
+        "usbeam CUDA sparse (cuSPARSE)" --rounds 2 --repeat 3 --record
+    cp benchmarks/RESULTS.md "$OUT/RESULTS.md"
+    rm -f "$OUT/wheels.log" "$OUT/build.log"
+    ;;
 *)
-    log "unknown call $CALL (1: correctness, 2: benchmarks, 3 and 4: memcheck, each half the files)"
+    log "unknown call $CALL (1: correctness, 2: benchmarks, 3 and 4: memcheck, each half the files, 5: racecheck and initcheck, 6: AI, live and seed-002 GPU benchmarks)"
     exit 2
     ;;
 esac

@@ -300,15 +300,19 @@ def main():
     print(harness.markdown_table(header, table))
     if args.plot and set(args.pipelines) == set(PIPELINES):
         plot(rows, ROOT / args.plot)
+    ran_gpu = [e for e in args.engines if e in GPU_ENGINES]
+    gpu_note = ("ran: " + ", ".join(ran_gpu) + " (the others n/a: no such provider here)") if ran_gpu else \
+        "no GPU or GPU provider on this machine"
     if args.record:
         notes = (f"Input: PWI_disk, one RF ensemble per forward pass: (32, 1, 128, 334) int16, 2.74 MB; grid 251 x 251 "
                  f"(0.1 mm), F/# auto (1.12), linear interpolation; Doppler: clutter 'poly' (order 2), lag 1, 5 x 5 "
                  f"Hamming smoothing; B-mode uint8 40 dB.  Threads: usbeam OpenMP and ORT intra-op = "
                  f"{os.environ.get('OMP_NUM_THREADS', 'all')}.  The machine was shared with other jobs while this ran: "
                  f"timings are noisy; engines were timed interleaved over {args.rounds} rounds, each in a fresh child "
-                 f"process (peak RSS: that process, building included).  GPU rows: no GPU on this machine.  Chart: "
+                 f"process (peak RSS: that process, building included).  GPU rows: {gpu_note}.  Chart: "
                  f"{args.plot or 'not drawn'}.")
-        harness.record("seed-002 table: pipeline x formulation x engine (CPU)", header, table, notes=notes)
+        harness.record(f"seed-002 table: pipeline x formulation x engine ({'CPU and GPU' if ran_gpu else 'CPU'})",
+                       header, table, notes=notes)
 
 
 if __name__ == "__main__":
