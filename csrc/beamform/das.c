@@ -19,7 +19,7 @@
  * weights) of a block of (transmit, element) pairs are formed in the thread's scratch
  * (das_delays.c) and summed by the kernels: blocks of 32 and 16 frames in 16-lane vectors,
  * 8 frames as two units (taps or entries) per vector, a last partial block of 8 lanes, and
- * a single frame formed and summed in one loop over the entries (das_delays.c: on AVX-512 a
+ * a single frame formed and summed in one loop over the entries (das_single.c: on AVX-512 a
  * whole tile of points per call, usbeam_das_tile_single, every transmit of a point into the
  * same accumulators; elsewhere a point and transmit per call, usbeam_das_transmit_sum_single).
  * Every multi-frame kernel sums a frame in one fixed
@@ -127,7 +127,7 @@ typedef short shorts8 __attribute__((vector_size(16)));
  * two ports: about eight independent sums in flight): IQ has four accumulators per chain
  * (rr, ii, ri, ir), RF one.  (Four IQ chains measured 9 % slower on 32 frames: their 32
  * accumulators do not fit the registers with two vectors per plane.)  The 1-frame path
- * (das_delays.c) forms and sums in one loop and agrees with this to float rounding only. */
+ * (das_single.c) forms and sums in one loop and agrees with this to float rounding only. */
 #define IQ_CHAINS 2
 #define RF_CHAINS 8
 

@@ -1,9 +1,9 @@
 /*
  * das_internal.h - the DAS plan as the family's files share it (not part of the public
  * contract): das_setup.c (validation, plan create/destroy, transmit times, apertures,
- * table), das_delays.c (per-point delays and weights), das.c (execute).  The sparse
- * (das_sparse.c) and adaptive (adaptive.c) plans build on a CPU DAS plan for its geometry
- * and read whole entries (below).
+ * table), das_delays.c (per-point delays and weights), das_single.c (the 1-frame sums), das.c
+ * (execute).  The sparse (das_sparse.c) and adaptive (adaptive.c) plans build on a CPU DAS
+ * plan for its geometry and read whole entries (below).
  *
  * The delay of (point p, transmit t, element e) is split into its two parts:
  *   s(p, t, e) = s_tx(p, t) + s_rx(p, e),  s_tx = (tau_tx - t0) fs,  s_rx = |p - e| fs / c
@@ -124,13 +124,13 @@ void usbeam_das_transmit_entries(const usbeam_das_plan *plan, size_t count, cons
 int usbeam_das_isa(void);
 /* One frame: the entries of one transmit formed and summed at once (no scratch), added to
  * *acc_re (and *acc_im for IQ); x_re / x_im: the staged rows of (transmit, first aperture
- * element); das_delays.c. */
+ * element); das_single.c. */
 void usbeam_das_transmit_sum_single(const usbeam_das_plan *plan, size_t count, const double *sample, const float *re,
                                     const float *im, double s_tx, float rot_re, float rot_im, ptrdiff_t channel,
                                     const float *x_re, const float *x_im, float *acc_re, float *acc_im);
 /* One frame, points p0 .. p0 + m - 1 into out_re[0 .. m) / out_im (0 for RF), from the staged
  * planes: 1 when done (AVX-512 and the plan's taps), 0 to take the per-point path; scratch: the
- * thread's (the receive part without a table); das_delays.c. */
+ * thread's (the receive part without a table); das_single.c. */
 int usbeam_das_tile_single(const usbeam_das_plan *plan, size_t p0, size_t m, float *scratch, const float *re_plane,
                            const float *im_plane, float *out_re, float *out_im);
 /* Whole entries of point p (layout above) into tap[] (max_point_entries) and weight[]

@@ -1,4 +1,4 @@
-"""The 1-frame CPU DAS path (issue 21, csrc/beamform/das_delays.c transmit_sum_single, its AVX2
+"""The 1-frame CPU DAS path (issue 21, csrc/beamform/das_single.c transmit_sum_single, its AVX2
 copy sum_single_ymm and the AVX-512 tile_single_zmm, which sums a tile of points with every
 transmit of a point in the same accumulators): a frame's entries formed and summed in one loop
 over the aperture, 8 elements a step with masked lanes past the aperture's end.  Checked against the
