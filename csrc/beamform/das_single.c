@@ -162,9 +162,10 @@ TARGET_AVX512 static inline __m512 load_pairs(const float *x, __m256i at)
 
 /* One frame, a tile of points (AVX-512): each point's transmits summed into the same four
  * accumulators and reduced once per point, with the constants set once per tile, the
- * receive parts read (or computed) per point and the dispatch done once.  The per-point
- * costs of the call above (set-up, dispatch, two reductions per transmit) were ~40 % of a
- * 1-frame execute at ~47 aperture elements per point.  Within a point the sums run over
+ * receive parts read (or computed) per point and the dispatch done once.  A call per point
+ * and transmit (as the AVX2 copy below still makes) repeats the set-up, the dispatch and two
+ * reductions each time: the tile took 11-13 % off a 1-frame execute at ~47 aperture elements
+ * per point (benchmarks/RESULTS.md, 2026-11-25).  Within a point the sums run over
  * transmits, then entries, in fixed lanes: the same bits on any thread. */
 __attribute__((always_inline)) TARGET_AVX512 static inline void
 tile_single_zmm(const int KIND, const int IQ, const usbeam_das_plan *plan, size_t p0, size_t m, float *scratch,
