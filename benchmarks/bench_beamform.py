@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [os.environ.get("USBEAM_IMPORT_ROOT", str(ROOT)), str(ROOT / "benchmarks")]
 
 import usbeam  # noqa: E402
-from harness import machine, measure, record, validated  # noqa: E402
+from harness import measure, publish, validated  # noqa: E402
 
 
 def find_dataset(name):
@@ -89,12 +89,7 @@ def main():
     notes = ("Plan = Beamformer(...) (delays, weights, table); execute = beamforming the 32 frames "
              "into a preallocated output.  Speed-ups use medians; the sparse reference is the faster "
              "of COO and CSR.")
-    if args.no_record:
-        print(machine())
-        from harness import markdown_table
-        print(markdown_table(header, rows))
-    else:
-        record("DAS (usbeam.Beamformer vs PyMUST dasmtx)", header, rows, notes=notes)
+    publish("DAS (usbeam.Beamformer vs PyMUST dasmtx)", header, rows, no_record=args.no_record, notes=notes)
 
 
 if __name__ == "__main__":

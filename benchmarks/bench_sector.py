@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [os.environ.get("USBEAM_IMPORT_ROOT", str(ROOT)), str(ROOT / "benchmarks")]
 
 import usbeam  # noqa: E402
-from harness import Timing, machine, markdown_table, record, validated  # noqa: E402
+from harness import Timing, machine, markdown_table, publish, record, validated  # noqa: E402
 
 N_FRAMES = 16
 
@@ -237,11 +237,8 @@ def main():
         notes = ("backend='cuda', DeviceArray in and out; device time = the plan's CUDA events, median (p95) "
                  "after 3 warm-up calls; CPU = the CPU backend on this machine's cores in the same run.  "
                  "Validated against the CPU backend before timing.")
-        if args.no_record:
-            print(machine())
-            print(markdown_table(header, rows))
-        else:
-            record("Sector and volume DAS on the GPU (usbeam.Beamformer, backend='cuda')", header, rows, notes=notes)
+        publish("Sector and volume DAS on the GPU (usbeam.Beamformer, backend='cuda')", header, rows,
+                no_record=args.no_record, notes=notes)
         return
 
     rng = np.random.default_rng(16)

@@ -123,6 +123,15 @@ def markdown_table(header, rows):
     return "\n".join(lines)
 
 
+def publish(title, header, rows, *, no_record, notes=None):
+    """The table of a run: printed with the machine (--no-record), else appended to RESULTS.md."""
+    if no_record:
+        print(machine())
+        print(markdown_table(header, rows))
+    else:
+        record(title, header, rows, notes=notes)
+
+
 def record(title, header, rows, *, command=None, notes=None, path=RESULTS):
     """Append a dated section with a table to RESULTS.md (never rewrites older sections)."""
     import usbeam

@@ -381,20 +381,10 @@ static void beamform_point(const usbeam_das_plan *plan, const das_isa_kernels *k
     const size_t count = (size_t)plan->aperture_count[p];
     for (size_t f = 0; f < n_frames; ++f) acc_re[f] = acc_im[f] = 0.0f;
     if (count == 0) return;
-    const size_t widest_floats = ((size_t)(plan->widest > 0 ? plan->widest : 1) + 15) / 16 * 16;
+    const size_t widest_floats = usbeam_das_widest_floats(plan);
     const double *sample;
     const float *rx_re, *rx_im;
-    if (plan->has_table) {
-        const size_t off = plan->receive_offset[p];
-        sample = plan->table_sample + off;
-        rx_re = plan->table_re + off;
-        rx_im = plan->is_iq ? plan->table_im + off : NULL;
-    } else {
-        double *own_sample = (double *)scratch;
-        float *own_re = scratch + 2 * widest_floats, *own_im = scratch + 3 * widest_floats;
-        usbeam_das_point_receive(plan, p, own_sample, own_re, own_im);
-        sample = own_sample, rx_re = own_re, rx_im = own_im;
-    }
+    usbeam_das_receive_part(plan, p, scratch, &sample, &rx_re, &rx_im);
     ptrdiff_t *row = (ptrdiff_t *)(scratch + 4 * widest_floats);
     float *weight = (float *)(row + USBEAM_DAS_ENTRY_BLOCK);
     const size_t stride = (size_t)plan->weight_stride, block = USBEAM_DAS_ENTRY_BLOCK;

@@ -171,13 +171,7 @@ TARGET_AVX2 static void transmit_times_avx2(const usbeam_das_plan *plan, size_t 
 
 void usbeam_das_fill_transmit_times(const usbeam_das_plan *plan, size_t p0, size_t p1, int *hints)
 {
-#if USBEAM_DAS_MULTI_ISA
-    switch (usbeam_das_isa()) {
-    case 2: transmit_times_avx512(plan, p0, p1, hints); return;
-    case 1: transmit_times_avx2(plan, p0, p1, hints); return;
-    default: break;
-    }
-#endif
+    USBEAM_DAS_DISPATCH(transmit_times, plan, p0, p1, hints);
     transmit_times(plan, p0, p1, hints);
 }
 
@@ -616,25 +610,13 @@ DEFINE_ISA_COPIES(avx512, TARGET_AVX512)
 
 void usbeam_das_point_receive(const usbeam_das_plan *plan, size_t p, double *sample, float *re, float *im)
 {
-#if USBEAM_DAS_MULTI_ISA
-    switch (usbeam_das_isa()) {
-    case 2: point_receive_avx512(plan, p, sample, re, im); return;
-    case 1: point_receive_avx2(plan, p, sample, re, im); return;
-    default: break;
-    }
-#endif
+    USBEAM_DAS_DISPATCH(point_receive, plan, p, sample, re, im);
     point_receive(plan, p, sample, re, im);
 }
 
 void usbeam_das_point_entries(const usbeam_das_plan *plan, size_t p, int32_t *tap, float *weight)
 {
-#if USBEAM_DAS_MULTI_ISA
-    switch (usbeam_das_isa()) {
-    case 2: point_entries_avx512(plan, p, tap, weight); return;
-    case 1: point_entries_avx2(plan, p, tap, weight); return;
-    default: break;
-    }
-#endif
+    USBEAM_DAS_DISPATCH(point_entries, plan, p, tap, weight);
     point_entries(plan, p, tap, weight);
 }
 
@@ -642,12 +624,7 @@ void usbeam_das_transmit_entries(const usbeam_das_plan *plan, size_t count, cons
                                  const float *im, double s_tx, float rot_re, float rot_im, ptrdiff_t row0,
                                  ptrdiff_t channel, ptrdiff_t frames, ptrdiff_t *row, float *weight)
 {
-#if USBEAM_DAS_MULTI_ISA
-    switch (usbeam_das_isa()) {
-    case 2: transmit_entries_avx512(plan, count, sample, re, im, s_tx, rot_re, rot_im, row0, channel, frames, row, weight); return;
-    case 1: transmit_entries_avx2(plan, count, sample, re, im, s_tx, rot_re, rot_im, row0, channel, frames, row, weight); return;
-    default: break;
-    }
-#endif
+    USBEAM_DAS_DISPATCH(transmit_entries, plan, count, sample, re, im, s_tx, rot_re, rot_im, row0, channel, frames, row,
+                        weight);
     transmit_entries(plan, count, sample, re, im, s_tx, rot_re, rot_im, row0, channel, frames, row, weight);
 }

@@ -120,6 +120,30 @@ void usbeam_das_point_receive(const usbeam_das_plan *plan, size_t p, double *sam
 void usbeam_das_transmit_entries(const usbeam_das_plan *plan, size_t count, const double *sample, const float *re,
                                  const float *im, double s_tx, float rot_re, float rot_im, ptrdiff_t row0,
                                  ptrdiff_t channel, ptrdiff_t frames, ptrdiff_t *row, float *weight);
+/* Floats of a thread's scratch per receive array (sample counts double): the widest aperture,
+ * rounded up to 16. */
+static inline size_t usbeam_das_widest_floats(const usbeam_das_plan *plan)
+{
+    return ((size_t)(plan->widest > 0 ? plan->widest : 1) + 15) / 16 * 16;
+}
+/* The receive part of point p (layout above): the table's rows, or computed into the thread's
+ * scratch (sample, then re, then im, widest_floats apart) when the plan has no table. */
+static inline void usbeam_das_receive_part(const usbeam_das_plan *plan, size_t p, float *scratch,
+                                           const double **sample, const float **re, const float **im)
+{
+    if (plan->has_table) {
+        const size_t off = plan->receive_offset[p];
+        *sample = plan->table_sample + off;
+        *re = plan->table_re + off;
+        *im = plan->is_iq ? plan->table_im + off : NULL;
+        return;
+    }
+    const size_t widest_floats = usbeam_das_widest_floats(plan);
+    double *own_sample = (double *)scratch;
+    float *own_re = scratch + 2 * widest_floats, *own_im = scratch + 3 * widest_floats;
+    usbeam_das_point_receive(plan, p, own_sample, own_re, own_im);
+    *sample = own_sample, *re = own_re, *im = plan->is_iq ? own_im : NULL;
+}
 /* Instruction set of the vectorised copies: 2 AVX-512, 1 AVX2 + FMA, 0 baseline; das_delays.c. */
 int usbeam_das_isa(void);
 /* One frame: the entries of one transmit formed and summed at once (no scratch), added to

@@ -8,6 +8,8 @@
 #ifndef USBEAM_DAS_ISA_H
 #define USBEAM_DAS_ISA_H
 
+#include "beamform/das_internal.h"
+
 #include <math.h>
 
 /* The vectorised loops are inlined into one copy per instruction set (AVX-512, AVX2 + FMA,
@@ -21,6 +23,22 @@
 #else
 #define USBEAM_DAS_MULTI_ISA 0
 #define INLINE_BODY static inline
+#endif
+
+/* In a void function: call NAME##_avx512 or NAME##_avx2 (the copies of NAME, with the same
+ * arguments) and return when the machine runs that instruction set; otherwise fall through to
+ * the baseline call that follows. */
+#if USBEAM_DAS_MULTI_ISA
+#define USBEAM_DAS_DISPATCH(NAME, ...)                                                                 \
+    do {                                                                                               \
+        switch (usbeam_das_isa()) {                                                                    \
+        case 2: NAME##_avx512(__VA_ARGS__); return;                                                    \
+        case 1: NAME##_avx2(__VA_ARGS__); return;                                                      \
+        default: break;                                                                                \
+        }                                                                                              \
+    } while (0)
+#else
+#define USBEAM_DAS_DISPATCH(NAME, ...) ((void)0)
 #endif
 
 /* sin and cos of 2 pi turns for any finite turns.  The whole turns are removed first

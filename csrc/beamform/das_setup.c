@@ -24,6 +24,7 @@
 #define _DEFAULT_SOURCE /* madvise */
 #endif
 #include "beamform/das_internal.h"
+#include "beamform/das_isa.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -426,16 +427,9 @@ static void build_element_frames(usbeam_das_plan *plan, const double *normals)
  * scalar predicate: the same element set; tests/beamform/test_das_sector_aperture.py). */
 #define APERTURE_BLOCK 16
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-#define APERTURE_MULTI_ISA 1
-#define APERTURE_INLINE static inline __attribute__((always_inline))
-#else
-#define APERTURE_MULTI_ISA 0
-#define APERTURE_INLINE static inline
-#endif
 
 /* accepted[i] for elements e0 .. e0 + m - 1 (m <= APERTURE_BLOCK); returns how many. */
-APERTURE_INLINE int aperture_block(const usbeam_das_plan *plan, const double *pt, double two_f, int e0, int m,
+INLINE_BODY int aperture_block(const usbeam_das_plan *plan, const double *pt, double two_f, int e0, int m,
                                    int32_t *accepted)
 {
     const size_t ne = plan->params.n_elements;
@@ -497,7 +491,7 @@ static void aperture_block_bounds(const usbeam_das_plan *plan, double *cull)
  * axial = q.n_e + (c - e).n_e is within d |n_e - n_c| + |e - c| of q.n_c, and likewise its
  * lateral offsets; the point is outside the block when even the largest axial and the least
  * |lateral| miss the cone, by a margin (1e-9 of d + R) far above any rounding. */
-APERTURE_INLINE int aperture_block_culled(const double *cull, size_t nb, size_t b, const double *pt, double two_f,
+INLINE_BODY int aperture_block_culled(const double *cull, size_t nb, size_t b, const double *pt, double two_f,
                                           int surface)
 {
 #define CULL(k) cull[(size_t)(k) * nb + b]
@@ -514,7 +508,7 @@ APERTURE_INLINE int aperture_block_culled(const double *cull, size_t nb, size_t 
 #undef CULL
 }
 
-APERTURE_INLINE void general_aperture_points(const usbeam_das_plan *plan, const double *cull, ptrdiff_t p0,
+INLINE_BODY void general_aperture_points(const usbeam_das_plan *plan, const double *cull, ptrdiff_t p0,
                                              ptrdiff_t p1)
 {
     const int n = (int)plan->params.n_elements, surface = plan->params.surface;
@@ -546,15 +540,14 @@ APERTURE_INLINE void general_aperture_points(const usbeam_das_plan *plan, const 
     }
 }
 
-#if APERTURE_MULTI_ISA
-__attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma"))) static void
-general_aperture_points_avx512(const usbeam_das_plan *plan, const double *cull, ptrdiff_t p0, ptrdiff_t p1)
+#if USBEAM_DAS_MULTI_ISA
+TARGET_AVX512 static void general_aperture_points_avx512(const usbeam_das_plan *plan, const double *cull, ptrdiff_t p0,
+                                                         ptrdiff_t p1)
 {
     general_aperture_points(plan, cull, p0, p1);
 }
-__attribute__((target("avx2,fma"))) static void general_aperture_points_avx2(const usbeam_das_plan *plan,
-                                                                            const double *cull, ptrdiff_t p0,
-                                                                            ptrdiff_t p1)
+TARGET_AVX2 static void general_aperture_points_avx2(const usbeam_das_plan *plan, const double *cull, ptrdiff_t p0,
+                                                     ptrdiff_t p1)
 {
     general_aperture_points(plan, cull, p0, p1);
 }
@@ -562,13 +555,7 @@ __attribute__((target("avx2,fma"))) static void general_aperture_points_avx2(con
 
 static void general_apertures(const usbeam_das_plan *plan, const double *cull, ptrdiff_t p0, ptrdiff_t p1)
 {
-#if APERTURE_MULTI_ISA
-    switch (usbeam_das_isa()) {
-    case 2: general_aperture_points_avx512(plan, cull, p0, p1); return;
-    case 1: general_aperture_points_avx2(plan, cull, p0, p1); return;
-    default: break;
-    }
-#endif
+    USBEAM_DAS_DISPATCH(general_aperture_points, plan, cull, p0, p1);
     general_aperture_points(plan, cull, p0, p1);
 }
 

@@ -182,7 +182,6 @@ tile_single_zmm(const int KIND, const int IQ, const usbeam_das_plan *plan, size_
     const __m256i row_first = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(channel));
     const __m256i row_step = _mm256_set1_epi32((int32_t)(8u * (uint32_t)channel));
     const __m256i tap_shift = _mm256_set1_epi32(KIND == USBEAM_INTERP_CUBIC ? -1 : 0);
-    const size_t widest_floats = ((size_t)(plan->widest > 0 ? plan->widest : 1) + 15) / 16 * 16;
     for (size_t q = 0; q < m; ++q) {
         const size_t p = p0 + q;
         const ptrdiff_t n = (ptrdiff_t)plan->aperture_count[p];
@@ -193,17 +192,7 @@ tile_single_zmm(const int KIND, const int IQ, const usbeam_das_plan *plan, size_
         }
         const double *sample;
         const float *re, *im;
-        if (plan->has_table) {
-            const size_t off = plan->receive_offset[p];
-            sample = plan->table_sample + off;
-            re = plan->table_re + off;
-            im = IQ ? plan->table_im + off : NULL;
-        } else {
-            double *own_sample = (double *)scratch;
-            float *own_re = scratch + 2 * widest_floats, *own_im = scratch + 3 * widest_floats;
-            usbeam_das_point_receive(plan, p, own_sample, own_re, own_im); /* (this copy of it: das_delays.c) */
-            sample = own_sample, re = own_re, im = own_im;
-        }
+        usbeam_das_receive_part(plan, p, scratch, &sample, &re, &im);
         const size_t first_row = (size_t)plan->aperture_first[p] * (size_t)channel;
         for (size_t t = 0; t < prm->n_transmits; ++t) {
             const double tx_time = plan->tx_time[p * prm->n_transmits + t];

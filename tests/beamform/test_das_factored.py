@@ -109,19 +109,25 @@ print("ok", worst)
 """
 
 
+def run_child_with_isa(code, isa, rng):
+    """Run a child's code in a process of its own with USBEAM_DAS_ISA=isa (the copy is chosen
+    once per process) and 2 threads; it prints "ok ..." when its checks pass."""
+    tests = Path(__file__).resolve().parent.parent
+    root = Path(usbeam.__file__).resolve().parent.parent
+    env = dict(os.environ, USBEAM_DAS_ISA=isa, OMP_NUM_THREADS="2")
+    out = subprocess.run([sys.executable, "-c", code, str(root), str(tests), str(int(rng.integers(1 << 30)))],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.startswith("ok")
+
+
 @pytest.mark.parametrize("isa", ["0", "1"])
 def test_every_instruction_set_copy(rng, isa):
     # USBEAM_DAS_ISA caps the copy das_delays.c picks (0 baseline, 1 AVX2 + FMA, 2 AVX-512,
     # the one the other tests run where the machine has it); on a machine without the
     # instruction set the cap changes nothing.  The choice is made once per process: one
     # process per copy.
-    tests = Path(__file__).resolve().parent.parent
-    root = Path(usbeam.__file__).resolve().parent.parent
-    env = dict(os.environ, USBEAM_DAS_ISA=isa, OMP_NUM_THREADS="2")
-    out = subprocess.run([sys.executable, "-c", CHILD, str(root), str(tests), str(int(rng.integers(1 << 30)))],
-                         capture_output=True, text=True, env=env, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.startswith("ok")
+    run_child_with_isa(CHILD, isa, rng)
 
 
 @pytest.mark.parametrize("method", ["cf", "mv"])
@@ -205,10 +211,4 @@ def test_frames_per_call_do_not_change_a_frame(rng, isa):
     # every multi-frame kernel sums a frame in one order (csrc/beamform/das.c), whatever the
     # number of frames in the call and the blocks (32 / 16 / 8 / partial) they fall in.  Calls
     # of one frame take the fused 1-frame path, equal only to float rounding, and are left out.
-    tests = Path(__file__).resolve().parent.parent
-    root = Path(usbeam.__file__).resolve().parent.parent
-    env = dict(os.environ, USBEAM_DAS_ISA=isa, OMP_NUM_THREADS="2")
-    out = subprocess.run([sys.executable, "-c", CHUNKS_CHILD, str(root), str(tests), str(int(rng.integers(1 << 30)))],
-                         capture_output=True, text=True, env=env, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.startswith("ok")
+    run_child_with_isa(CHUNKS_CHILD, isa, rng)
