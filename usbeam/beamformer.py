@@ -109,7 +109,8 @@ _COVERAGE_TRANSMITS = 8     # transmits sampled by it (first, last and evenly be
 
 def _sample_indices(n, k):
     """Up to k indices spread evenly over range(n), first and last included."""
-    return np.unique(np.linspace(0, n - 1, min(n, k)).round().astype(np.int64))
+    idx = np.linspace(0, n - 1, min(n, k)).round().astype(np.int64)  # non-decreasing
+    return idx[np.concatenate(([True], idx[1:] != idx[:-1]))] if idx.size else idx  # np.unique, without hashing
 
 
 def _coverage_points(grid, points=None):
@@ -128,7 +129,7 @@ def _coverage_points(grid, points=None):
     return sub.coordinates()
 
 
-def grid_coverage(probe, sequence, grid, *, fs, c, t0, n_samples, points=None, transmit_times=None):
+def grid_coverage(probe, sequence, grid, *, fs, c, t0, n_samples, points=None, transmit_times=None, covered=None):
     """Fraction of the grid's pixels (a sample of up to 1024 of them and 8 transmits) for
     which some element's round-trip time ``tau = tau_tx + |p - e| / c`` falls inside the
     record, ``t0 <= tau <= t0 + (n_samples - 1) / fs``: the pixels that receive any recorded
@@ -137,7 +138,16 @@ def grid_coverage(probe, sequence, grid, *, fs, c, t0, n_samples, points=None, t
     grid's coordinates() when the caller has them (saves computing them again);
     ``transmit_times``: with them, a function of point rows giving their transmit times,
     (len(rows), n_transmits) in s, e.g. the C plan's (the same model; saves evaluating it
-    again, such as MUST's min over 4 n virtual sources per point)."""
+    again, such as MUST's min over 4 n virtual sources per point); ``covered``: with them, a
+    function of (point rows, transmit indices, t0, t_end) giving this test's answer per row,
+    or None, e.g. the C plan's (usbeam_das_coverage: the same double expressions, ~10x faster
+    than the (points x elements) arrays below)."""
+    t_end = t0 + (n_samples - 1) / fs
+    if covered is not None and points is not None and (not isinstance(grid, Grid) or grid._points is not None):
+        rows = _sample_indices(len(points), _COVERAGE_POINTS)
+        hits = covered(rows, _sample_indices(len(sequence), _COVERAGE_TRANSMITS), t0, t_end)
+        if hits is not None:
+            return float(hits.mean()), len(rows), (t0, t_end)
     sampled = None
     if transmit_times is not None and points is not None and (not isinstance(grid, Grid) or grid._points is not None):
         rows = _sample_indices(len(points), _COVERAGE_POINTS)  # the rows _coverage_points takes
@@ -146,8 +156,7 @@ def grid_coverage(probe, sequence, grid, *, fs, c, t0, n_samples, points=None, t
     if sampled is None:
         points = _coverage_points(grid, points)
     elements = np.asarray(probe.positions, dtype=np.float64)
-    t_end = t0 + (n_samples - 1) / fs
-    covered = np.zeros(len(points), bool)
+    hits = np.zeros(len(points), bool)
     sequence = tuple(sequence)
     for k in _sample_indices(len(sequence), _COVERAGE_TRANSMITS):
         tx = (sequence[k].transmit_time(points, probe, c) if sampled is None
@@ -155,8 +164,8 @@ def grid_coverage(probe, sequence, grid, *, fs, c, t0, n_samples, points=None, t
         rx = np.sqrt((points[:, :1] - elements[:, 0]) ** 2 + (points[:, 1:2] - elements[:, 1]) ** 2
                      + (points[:, 2:] - elements[:, 2]) ** 2) / c  # (n_points, n_el)
         tau = tx[:, None] + rx
-        covered |= ((tau >= t0) & (tau <= t_end)).any(axis=1)
-    return float(covered.mean()), len(points), (t0, t_end)
+        hits |= ((tau >= t0) & (tau <= t_end)).any(axis=1)
+    return float(hits.mean()), len(points), (t0, t_end)
 
 
 def _check_geometry(probe, grid, c, points=None):
@@ -299,8 +308,6 @@ class Beamformer:
                                 f"got {type(f_number).__name__})")
             self.f_number = _validate.nonnegative("f_number", f_number)
         self.bandwidth = bandwidth
-        if hasattr(grid, "check_probe"):  # sector grids: every ray within some element's cone
-            grid.check_probe(probe, self.f_number, points=self._points)
         self.min_coverage = _validate.real_scalar("min_coverage", min_coverage)
         if not 0 <= self.min_coverage <= 1:
             raise ValueError(f"min_coverage must be in [0, 1] (got {self.min_coverage})")
@@ -330,11 +337,14 @@ class Beamformer:
         self._runner = None  # backend='cuda': the usbeam.device.PlanRunner of the current plan
         self.cuda = None     # backend='cuda': CUDA state (stream, stage_times) of the current plan
         self._ensure_capacity(_validate.integer("n_frames", n_frames, minimum=1))
+        if hasattr(grid, "check_probe"):  # sector grids: every ray within some element's cone
+            grid.check_probe(probe, self.f_number, points=self._points, seen=self._plan_seen())
         # after the size checks (MemoryError first), before any frame
         if self.min_coverage > 0:
             fraction, n_checked, window = grid_coverage(probe, self.sequence, grid, fs=self.fs, c=self.c,
                                                         t0=self.t0, n_samples=self.n_samples, points=self._points,
-                                                        transmit_times=self._plan_transmit_times)
+                                                        transmit_times=self._plan_transmit_times,
+                                                        covered=self._plan_covered)
             if fraction < self.min_coverage:
                 raise ValueError(_validate.coverage_error("grid", round(fraction * n_checked), n_checked, window,
                                                           self.min_coverage))
@@ -342,12 +352,33 @@ class Beamformer:
         else:
             self.coverage = None
 
+    def _host_gather_plan(self):
+        """The C plan when it is a CPU delay-and-sum gather plan (the one with host transmit
+        times and apertures), else None."""
+        if self.method != "das" or self.formulation != "gather" or self.backend == "cuda":
+            return None
+        return self._plan
+
+    def _plan_covered(self, rows, transmits, t0, t_end):
+        """The CPU gather plan's coverage test of the points rows (grid_coverage), or None."""
+        plan = self._host_gather_plan()
+        if plan is None:
+            return None
+        return _core.das_coverage(plan, np.asarray(rows, dtype=np.int64), np.asarray(transmits, dtype=np.int64),
+                                  float(t0), float(t_end))
+
+    def _plan_seen(self):
+        """Per point, whether the CPU gather plan's receive aperture holds it, or None (other
+        plans: the grid's check then tests the cones itself)."""
+        plan = self._host_gather_plan()
+        counts = None if plan is None else _core.das_aperture_counts(plan)
+        return None if counts is None else counts > 0
+
     def _plan_transmit_times(self, rows):
         """The CPU gather plan's transmit times of the points rows, (len(rows), n_transmits) in s,
         or None (other plans)."""
-        if self.method != "das" or self.formulation != "gather" or self.backend == "cuda" or self._plan is None:
-            return None
-        return _core.das_transmit_times(self._plan, np.asarray(rows, dtype=np.int64))
+        plan = self._host_gather_plan()
+        return None if plan is None else _core.das_transmit_times(plan, np.asarray(rows, dtype=np.int64))
 
     @property
     def n_transmits(self):

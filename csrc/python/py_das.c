@@ -17,6 +17,9 @@
  *   das_table_bytes(plan) -> int;  das_auto_f_number(width, fc, bandwidth, c) -> float
  *   das_transmit_times(plan, rows) -> float64 (len(rows), n_transmits): the plan's transmit
  *       times (s) of the points rows (int64, in [0, n_points)), or None (a CUDA plan)
+ *   das_aperture_counts(plan) -> int32 (n_points): receive elements per point, or None (CUDA)
+ *   das_coverage(plan, rows, transmits, t0, t_end) -> bool (len(rows)): usbeam_das_coverage,
+ *       or None (a CUDA plan); rows and transmits int64
  *   das_sparse_plan(<das_plan's arguments>), das_sparse_execute(plan, data, out[, n_frames]),
  *   das_sparse_bytes(plan) -> int, das_sparse_csr(plan) -> (row_offsets, columns, values,
  *       (n_rows, n_columns)) or None (CUDA): the sparse-matrix formulation (das_sparse.c).
@@ -282,6 +285,57 @@ static PyObject *py_das_table_bytes(PyObject *self, PyObject *capsule)
     return PyLong_FromSize_t(usbeam_das_table_bytes(h->plan));
 }
 
+static PyObject *py_das_aperture_counts(PyObject *self, PyObject *capsule)
+{
+    (void)self;
+    usbeam_py_plan *h = usbeam_py_plan_from(capsule, &das_plan_type);
+    if (!h) return NULL;
+    size_t n_points = 0;
+    const int32_t *counts = usbeam_das_aperture_counts(h->plan, &n_points);
+    if (!counts) Py_RETURN_NONE;
+    npy_intp dims[1] = {(npy_intp)n_points};
+    PyArrayObject *arr = (PyArrayObject *)PyArray_SimpleNew(1, dims, NPY_INT32);
+    if (arr) memcpy(PyArray_DATA(arr), counts, n_points * sizeof(int32_t));
+    return (PyObject *)arr;
+}
+
+static PyObject *py_das_coverage(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *capsule, *rows_obj, *tx_obj;
+    double t0, t_end;
+    if (!PyArg_ParseTuple(args, "OOOdd", &capsule, &rows_obj, &tx_obj, &t0, &t_end)) return NULL;
+    usbeam_py_plan *h = usbeam_py_plan_from(capsule, &das_plan_type);
+    if (!h) return NULL;
+    if (!usbeam_das_transmit_times(h->plan, NULL, NULL)) Py_RETURN_NONE;
+    PyArrayObject *rows = (PyArrayObject *)PyArray_FromAny(rows_obj, PyArray_DescrFromType(NPY_INT64), 1, 1,
+                                                           NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED, NULL);
+    if (!rows) return NULL;
+    PyArrayObject *tx = (PyArrayObject *)PyArray_FromAny(tx_obj, PyArray_DescrFromType(NPY_INT64), 1, 1,
+                                                         NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED, NULL);
+    if (!tx) {
+        Py_DECREF(rows);
+        return NULL;
+    }
+    npy_intp dims[1] = {PyArray_DIM(rows, 0)};
+    PyArrayObject *out = (PyArrayObject *)PyArray_SimpleNew(1, dims, NPY_BOOL);
+    usbeam_status st = USBEAM_OK;
+    if (out) {
+        Py_BEGIN_ALLOW_THREADS
+        st = usbeam_das_coverage(h->plan, (const int64_t *)PyArray_DATA(rows), (size_t)dims[0],
+                                 (const int64_t *)PyArray_DATA(tx), (size_t)PyArray_DIM(tx, 0), t0, t_end,
+                                 (uint8_t *)PyArray_DATA(out));
+        Py_END_ALLOW_THREADS
+    }
+    Py_DECREF(rows);
+    Py_DECREF(tx);
+    if (out && st != USBEAM_OK) {
+        Py_DECREF(out);
+        return usbeam_py_raise(st);
+    }
+    return (PyObject *)out;
+}
+
 static PyObject *py_das_transmit_times(PyObject *self, PyObject *args)
 {
     (void)self;
@@ -400,6 +454,8 @@ PyMethodDef usbeam_py_das_methods[] = {
      "Create a delay-and-sum plan."},
     {"das_execute", py_das_execute, METH_VARARGS, "Run a delay-and-sum plan: (plan, data, out[, n_frames])."},
     {"das_table_bytes", py_das_table_bytes, METH_O, "Bytes of a plan's precomputed receive table."},
+    {"das_aperture_counts", py_das_aperture_counts, METH_O, "A CPU plan's receive elements per point, or None."},
+    {"das_coverage", py_das_coverage, METH_VARARGS, "Which points of a CPU plan receive a recorded sample, or None."},
     {"das_transmit_times", py_das_transmit_times, METH_VARARGS, "A CPU plan's transmit times (s) of some points, or None."},
     {"das_sparse_cuda_exec", py_das_sparse_cuda_exec, METH_O, "CUDA state of a sparse DAS plan (None for the CPU)."},
     {"das_sparse_plan", (PyCFunction)(void (*)(void))py_das_sparse_plan, METH_VARARGS | METH_KEYWORDS,

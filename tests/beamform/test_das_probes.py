@@ -181,3 +181,31 @@ def test_grid_beyond_reach(grid, word):
     probe = convex_probe()  # radius 12 mm, apothem ~11 mm
     with pytest.raises(ValueError, match=word):
         usbeam.Beamformer(probe, usbeam.PlaneWave(0.0), grid, fs=FS, fc=FC, n_samples=64)
+
+
+@pytest.mark.parametrize("kind", ["convex", "phased"])
+def test_blind_rays_from_the_plan_apertures_as_from_the_cones(kind):
+    """Beamformer checks a sector's rays with the C plan's apertures (a ray none of whose points
+    any element holds is re-tested by the grid with the cones in NumPy): it refuses exactly the
+    grids that the grid's own check refuses, over angle spans and f-numbers across the limit."""
+    probe = convex_probe() if kind == "convex" else usbeam.LinearArray(16, 2e-4, width=1.8e-4)
+    apex = (0.0, -probe.apothem) if kind == "convex" else (0.0, 0.0)
+    refused = {True: 0, False: 0}
+    for f_number in (0.5, 1.0, 3.0):
+        for span in np.linspace(0.2, 1.5, 14):
+            first = probe.apothem + 5e-4 if kind == "convex" else 5e-4
+            grid = usbeam.PolarGrid(np.linspace(first, first + 0.01, 6), np.linspace(-span, span, 9), apex=apex)
+            try:
+                grid.check_probe(probe, f_number)
+                want = None
+            except ValueError as exc:
+                want = str(exc)
+            try:
+                usbeam.Beamformer(probe, usbeam.PlaneWave(0.0), grid, fs=FS, fc=FC, n_samples=400, f_number=f_number,
+                                  min_coverage=0)
+                got = None
+            except ValueError as exc:
+                got = str(exc)
+            assert got == want, (f_number, span)
+            refused[want is not None] += 1
+    assert refused[True] > 3 and refused[False] > 3  # both outcomes exercised

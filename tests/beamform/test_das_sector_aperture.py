@@ -107,6 +107,15 @@ def test_aperture_element_sets(name, f_number):
     assert want.any(axis=0).mean() > 0.25  # many points see some element (the edge points need not)
     assert near.mean() < 0.02  # ties: mostly points level with a flat face (axial = 0)
     assert np.array_equal(got[~near], want[~near])
+    # the plan's aperture sizes (what Beamformer's grid check reads): first to last element whose
+    # cone holds the point, 0 when none does
+    bf = usbeam.Beamformer(probe, usbeam.DivergingWave((0.0, 0.0, -0.01)), usbeam.Grid.points(points), fs=FS, fc=FC,
+                           c=C, t0=T0, n_samples=N_SAMPLES, f_number=f_number, min_coverage=0)
+    counts = usbeam._core.das_aperture_counts(bf._plan)
+    any_in = want.any(axis=0)
+    first, last = want.argmax(axis=0), want.shape[0] - 1 - want[::-1].argmax(axis=0)
+    clear = ~near.any(axis=0)
+    assert np.array_equal(counts[clear], np.where(any_in, last - first + 1, 0)[clear])
 
 
 def delay_laws(n, rng):
@@ -172,5 +181,19 @@ def test_coverage_from_the_plan_transmit_times(rng):
                                                     transmit_times=bf._plan_transmit_times, **kw)
         from_model = usbeam.beamformer.grid_coverage(probe, seq, grid, **kw)
         assert from_plan == from_model
+        # the plan's own test of a sample (usbeam_das_coverage), row by row against NumPy
+        t0, t_end = T0, T0 + (n_samples - 1) / FS
+        tx_sel = np.array([0, len(seq) - 1])
+        rx = np.linalg.norm(points[rows][:, None, :] - probe.positions[None, :, :], axis=2) / C  # (rows, elements)
+        tau = want[:, tx_sel][:, :, None] + rx[:, None, :]                                       # (rows, tx, elements)
+        hits = ((tau >= t0) & (tau <= t_end)).any(axis=(1, 2))
+        assert 0 < hits.mean() < 1 or n_samples == N_SAMPLES
+        assert np.array_equal(bf._plan_covered(rows, tx_sel, t0, t_end), hits)
+        from_c = usbeam.beamformer.grid_coverage(probe, seq, grid, points=points, covered=bf._plan_covered, **kw)
+        assert from_c == from_model
     with pytest.raises(IndexError, match="rows"):
         bf._plan_transmit_times([grid.n_points])
+    with pytest.raises(ValueError, match="row"):
+        bf._plan_covered([grid.n_points], [0], 0.0, 1.0)
+    with pytest.raises(ValueError, match="transmit"):
+        bf._plan_covered([0], [len(seq)], 0.0, 1.0)

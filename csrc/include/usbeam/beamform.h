@@ -109,6 +109,17 @@ size_t usbeam_das_table_bytes(const usbeam_das_plan *plan);
 /* The plan's transmit times (s), (n_points, n_transmits), valid while the plan lives, with
  * *n_points and *n_transmits; NULL for a CUDA plan (it computes them on the device). */
 const double *usbeam_das_transmit_times(const usbeam_das_plan *plan, size_t *n_points, size_t *n_transmits);
+/* The plan's receive aperture sizes, (n_points) elements per point (0: no element's cone
+ * holds the point), valid while the plan lives, with *n_points; NULL for a CUDA plan. */
+const int32_t *usbeam_das_aperture_counts(const usbeam_das_plan *plan, size_t *n_points);
+/* Which of the points rows[0 .. n_rows-1] receive a recorded sample: covered[i] = 1 when for
+ * one of the transmits (indices, n_selected of them) some element's round-trip time
+ * tau = tau_tx + |p - e| / c lies in [t0, t_end] (the aperture is ignored).  The check behind
+ * Beamformer's min_coverage, from the plan's transmit times; USBEAM_ERR_INVALID_ARGUMENT for a
+ * row or transmit out of range or a CUDA plan (it has no transmit times on the host). */
+usbeam_status usbeam_das_coverage(const usbeam_das_plan *plan, const int64_t *rows, size_t n_rows,
+                                  const int64_t *transmits, size_t n_selected, double t0, double t_end,
+                                  uint8_t *covered);
 
 /* The sparse-matrix formulation of DAS (csrc/beamform/das_sparse.c): the same parameters,
  * the delay-interpolation-apodization operator built at create as CSR (n_points rows,
