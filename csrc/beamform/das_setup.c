@@ -458,7 +458,7 @@ static void build_element_frames(usbeam_das_plan *plan, const double *normals)
  * it (usbeam_element_in_aperture, the predicate the CUDA twin and the windows use).  The
  * elements are tested in blocks of APERTURE_BLOCK from the front until a block holds an
  * accepted one, then likewise from the back, so a point costs about n - count tests rather
- * than n; a block whose bounds (aperture_blocks_culled) show that none of its cones can hold
+ * than n; a block whose bounds (aperture_block_culled) show that none of its cones can hold
  * the point is skipped without testing its elements.  A block's tests are the predicate's
  * own operations in the same order, written branch-free so they vectorise (this file is
  * compiled without floating-point contraction, -std=c11, so every copy rounds exactly as the
@@ -525,71 +525,53 @@ static void aperture_block_bounds(const usbeam_das_plan *plan, double *cull)
     }
 }
 
-/* culled[i] = 1 when no element of block b0 + i (i < m) can hold the point: with q = p - c
- * (d = |q|), every element's axial = q.n_e + (c - e).n_e is within d |n_e - n_c| + |e - c| of
- * q.n_c, and likewise its lateral offsets; the point is outside the block when even the
- * largest axial and the least |lateral| miss the cone, by a margin (1e-9 of d + R) far above
- * any rounding.  Branch-free over the blocks, so it vectorises: a point's blocks are culled in
- * one pass (the scalar test, block by block with a square root each, was most of the convex
- * apertures' 1.2 ms).  Culling only skips blocks that hold nothing: the apertures do not
- * depend on it. */
-INLINE_BODY void aperture_blocks_culled(const double *cull, size_t nb, size_t b0, int m, const double *pt,
-                                        double two_f, int surface, int32_t *culled)
+/* 1 when no element of block b can hold the point: with q = p - c (d = |q|), every element's
+ * axial = q.n_e + (c - e).n_e is within d |n_e - n_c| + |e - c| of q.n_c, and likewise its
+ * lateral offsets; the point is outside the block when even the largest axial and the least
+ * |lateral| miss the cone, by a margin (1e-9 of d + R) far above any rounding. */
+INLINE_BODY int aperture_block_culled(const double *cull, size_t nb, size_t b, const double *pt, double two_f,
+                                          int surface)
 {
-    const double *cx = cull + CULL_X * nb + b0, *cy = cull + CULL_Y * nb + b0, *cz = cull + CULL_Z * nb + b0;
-    const double *t1x = cull + CULL_T1 * nb + b0, *t1y = cull + (CULL_T1 + 1) * nb + b0, *t1z = cull + (CULL_T1 + 2) * nb + b0;
-    const double *t2x = cull + CULL_T2 * nb + b0, *t2y = cull + (CULL_T2 + 1) * nb + b0, *t2z = cull + (CULL_T2 + 2) * nb + b0;
-    const double *nx = cull + CULL_N * nb + b0, *ny = cull + (CULL_N + 1) * nb + b0, *nz = cull + (CULL_N + 2) * nb + b0;
-    const double *radius = cull + CULL_R * nb + b0, *dt1 = cull + CULL_DT1 * nb + b0, *dt2 = cull + CULL_DT2 * nb + b0,
-                 *dn = cull + CULL_DN * nb + b0;
-    const double px = pt[0], py = pt[1], pz = pt[2];
-    for (int i = 0; i < m; ++i) {
-        const double qx = px - cx[i], qy = py - cy[i], qz = pz - cz[i];
-        const double d = sqrt(qx * qx + qy * qy + qz * qz), r = radius[i], margin = 1e-9 * (d + r);
-        const double axial_max = qx * nx[i] + qy * ny[i] + qz * nz[i] + d * dn[i] + r + margin;
-        const double half_max = axial_max / two_f + margin;
-        const double l1_min = fabs(qx * t1x[i] + qy * t1y[i] + qz * t1z[i]) - d * dt1[i] - r - margin;
-        const double l2_min = fabs(qx * t2x[i] + qy * t2y[i] + qz * t2z[i]) - d * dt2[i] - r - margin;
-        culled[i] = !(axial_max > 0.0) | (l1_min > half_max) | (surface & (l2_min > half_max));
-    }
+#define CULL(k) cull[(size_t)(k) * nb + b]
+    const double qx = pt[0] - CULL(CULL_X), qy = pt[1] - CULL(CULL_Y), qz = pt[2] - CULL(CULL_Z);
+    const double d = sqrt(qx * qx + qy * qy + qz * qz), r = CULL(CULL_R), margin = 1e-9 * (d + r);
+    const double axial_max = qx * CULL(CULL_N) + qy * CULL(CULL_N + 1) + qz * CULL(CULL_N + 2) + d * CULL(CULL_DN) + r + margin;
+    if (!(axial_max > 0.0)) return 1;
+    const double half_max = axial_max / two_f + margin;
+    const double l1_min = fabs(qx * CULL(CULL_T1) + qy * CULL(CULL_T1 + 1) + qz * CULL(CULL_T1 + 2)) - d * CULL(CULL_DT1) - r - margin;
+    if (l1_min > half_max) return 1;
+    if (!surface) return 0;
+    const double l2_min = fabs(qx * CULL(CULL_T2) + qy * CULL(CULL_T2 + 1) + qz * CULL(CULL_T2 + 2)) - d * CULL(CULL_DT2) - r - margin;
+    return l2_min > half_max;
+#undef CULL
 }
 
 INLINE_BODY void general_aperture_points(const usbeam_das_plan *plan, const double *cull, ptrdiff_t p0,
                                              ptrdiff_t p1)
 {
-    enum { CULL_CHUNK = 64 }; /* blocks culled per pass: every block of arrays up to 1024 elements */
     const int n = (int)plan->params.n_elements, surface = plan->params.surface;
     const size_t nb = ((size_t)n + APERTURE_BLOCK - 1) / APERTURE_BLOCK;
     const double two_f = 2.0 * plan->params.f_number;
-    int32_t accepted[APERTURE_BLOCK], culled[CULL_CHUNK];
+    int32_t accepted[APERTURE_BLOCK];
     for (ptrdiff_t p = p0; p < p1; ++p) {
         const double *pt = plan->points + 3 * p;
         int first = -1, last = -1;
         size_t first_block = 0;
-        for (size_t c0 = 0; c0 < nb && first < 0; c0 += CULL_CHUNK) {
-            const int m_blocks = nb - c0 < CULL_CHUNK ? (int)(nb - c0) : CULL_CHUNK;
-            if (cull) aperture_blocks_culled(cull, nb, c0, m_blocks, pt, two_f, surface, culled);
-            else memset(culled, 0, sizeof culled);
-            for (int k = 0; k < m_blocks && first < 0; ++k) {
-                const size_t b = c0 + (size_t)k;
-                const int e0 = (int)b * APERTURE_BLOCK, m = n - e0 < APERTURE_BLOCK ? n - e0 : APERTURE_BLOCK;
-                if (culled[k] || aperture_block(plan, pt, two_f, e0, m, accepted) == 0) continue;
-                for (int i = 0; i < m && first < 0; ++i)
-                    if (accepted[i]) first = e0 + i, first_block = b;
-            }
+        for (size_t b = 0; b < nb && first < 0; ++b) {
+            const int e0 = (int)b * APERTURE_BLOCK, m = n - e0 < APERTURE_BLOCK ? n - e0 : APERTURE_BLOCK;
+            if (cull && aperture_block_culled(cull, nb, b, pt, two_f, surface)) continue;
+            if (aperture_block(plan, pt, two_f, e0, m, accepted) == 0) continue;
+            for (int i = 0; i < m && first < 0; ++i)
+                if (accepted[i]) first = e0 + i, first_block = b;
         }
-        /* from the back, down to the first's block (which holds an accepted one) */
-        for (size_t c1 = nb; first >= 0 && last < 0 && c1 > first_block;) {
-            const size_t c0 = c1 - first_block > CULL_CHUNK ? c1 - CULL_CHUNK : first_block;
-            if (cull) aperture_blocks_culled(cull, nb, c0, (int)(c1 - c0), pt, two_f, surface, culled);
-            else memset(culled, 0, sizeof culled);
-            for (size_t b = c1; b-- > c0 && last < 0;) {
+        if (first >= 0) { /* from the back, down to the first's block (which holds an accepted one) */
+            for (size_t b = nb; b-- > first_block && last < 0;) {
                 const int e0 = (int)b * APERTURE_BLOCK, m = n - e0 < APERTURE_BLOCK ? n - e0 : APERTURE_BLOCK;
-                if ((b > first_block && culled[b - c0]) || aperture_block(plan, pt, two_f, e0, m, accepted) == 0) continue;
+                if (b > first_block && cull && aperture_block_culled(cull, nb, b, pt, two_f, surface)) continue;
+                if (aperture_block(plan, pt, two_f, e0, m, accepted) == 0) continue;
                 for (int i = m - 1; i >= 0 && last < 0; --i)
                     if (accepted[i]) last = e0 + i;
             }
-            c1 = c0;
         }
         plan->aperture_first[p] = first >= 0 ? first : 0;
         plan->aperture_count[p] = first >= 0 ? last - first + 1 : 0;
