@@ -59,18 +59,22 @@ int usbeam_das_isa(void)
 
 /* Transmit path of a virtual-source transmit: min_i (o_i + |p - s_i|) over the (3, n) rows
  * x, z, o of its sources (sorted by x), exactly in double, found fast with blocks of
- * USBEAM_DAS_SOURCE_BLOCK consecutive sources (das_internal.h: each block's x and z ranges and
- * least offset, built at plan creation).  No source of block b does better than
- *   lb_b = o_min_b + sqrt(dx_b^2 + dz_b^2 + y^2)
- * (dx_b, dz_b: distances from p to the block's x and z ranges), so after the block of the
- * previous point's minimiser (`hint`: neighbouring points have neighbouring minimisers) only
- * the blocks with lb_b within the running minimum are evaluated.  The bounds are compared
- * with a margin (1e-12 relative + 1e-15 m) far above their rounding, so every source whose
- * value could be the least is evaluated: the result is the minimum over all sources, bit for
- * bit.  Each source's path is the same double expression in every copy: these functions are
- * compiled without floating-point contraction (the pragma below), so the vectorised
- * AVX2 / AVX-512 copies round exactly as the baseline.  MUST's 4 n spline sources of an
- * unsteered, diverging or steered law reach their minimum in one to five blocks. */
+ * USBEAM_DAS_SOURCE_BLOCK consecutive sources (das_internal.h, built at plan creation: each
+ * block as a chord from its first source along the unit d, the sources' extent [u_lo, u_hi]
+ * along it and largest distance dev from it, and a line o >= alpha + beta u under the
+ * offsets).  No source of block b does better than
+ *   lb_b = alpha + min over u in [u_lo, u_hi] of (beta u + sqrt((a - u)^2 + h^2)) - dev
+ * (a, h: p's coordinate along the chord and distance from its line, y included), the minimum
+ * of a convex function, at u = a - h beta / sqrt(1 - beta^2) clamped (at an end for
+ * |beta| >= 1).  So after the block of the previous point's minimiser (`hint`: neighbouring
+ * points have neighbouring minimisers) only the blocks with lb_b within the running minimum
+ * are evaluated.  The bounds are compared with a margin (1e-12 relative + 1e-15 m) far above
+ * their rounding, so every source whose value could be the least is evaluated: the result is
+ * the minimum over all sources, bit for bit.  Each source's path is the same double expression
+ * in every copy: these functions are compiled without floating-point contraction (the pragma
+ * below), so the vectorised AVX2 / AVX-512 copies round exactly as the baseline.  On MUST's
+ * 4 n spline sources the chord bound leaves 1.6 blocks per point to evaluate, where the
+ * blocks' bounding boxes and least offsets left 3.5 (convex C5-2v) to 4.4 (phased P4-2v). */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=off")
@@ -103,13 +107,33 @@ INLINE_BODY int lower_index(const double *xs, int n, double value)
     return lo;
 }
 
+/* lb_b (above) of blocks b0 .. b0+m-1 into bound; with_y: p off the sources' plane (y != 0),
+ * a constant at each call so that the plane's case needs no square root for h. */
+INLINE_BODY void chord_bounds(const double *blocks, int n_blocks, int b0, int m, double x, double y, double z,
+                              int with_y, double *restrict bound)
+{
+#define ROW(r) (blocks + (size_t)(r) * (size_t)n_blocks + b0)
+    const double *x0 = ROW(USBEAM_DAS_BLOCK_X0), *z0 = ROW(USBEAM_DAS_BLOCK_Z0), *ux = ROW(USBEAM_DAS_BLOCK_UX),
+                 *uz = ROW(USBEAM_DAS_BLOCK_UZ), *u_lo = ROW(USBEAM_DAS_BLOCK_U_LO), *u_hi = ROW(USBEAM_DAS_BLOCK_U_HI),
+                 *beta = ROW(USBEAM_DAS_BLOCK_BETA), *k = ROW(USBEAM_DAS_BLOCK_K), *alpha = ROW(USBEAM_DAS_BLOCK_ALPHA),
+                 *dev = ROW(USBEAM_DAS_BLOCK_DEV);
+#undef ROW
+    const double y2 = y * y;
+    for (int i = 0; i < m; ++i) { /* vectorised; selects, not fmin / fmax */
+        const double qx = x - x0[i], qz = z - z0[i];
+        const double a = qx * ux[i] + qz * uz[i], w = qx * uz[i] - qz * ux[i];
+        const double h = with_y ? sqrt(w * w + y2) : fabs(w);
+        const double u_free = fabs(beta[i]) < 1.0 ? a - k[i] * h : (beta[i] > 0.0 ? u_lo[i] : u_hi[i]);
+        const double u = u_free < u_lo[i] ? u_lo[i] : (u_free > u_hi[i] ? u_hi[i] : u_free);
+        bound[i] = alpha[i] + beta[i] * u + sqrt((a - u) * (a - u) + h * h) - dev[i];
+    }
+}
+
 INLINE_BODY double sources_path(const double *sources, int n, const double *blocks, int *hint, double x, double y,
                                 double z)
 {
     enum { BOUND_CHUNK = 64 };
     const int n_blocks = (n + USBEAM_DAS_SOURCE_BLOCK - 1) / USBEAM_DAS_SOURCE_BLOCK;
-    const double *x_lo = blocks, *x_hi = blocks + n_blocks, *z_lo = blocks + 2 * n_blocks,
-                 *z_hi = blocks + 3 * n_blocks, *o_min = blocks + 4 * n_blocks;
     int start = *hint;
     if (start < 0 || start >= n_blocks) { /* no hint: the block of the sources nearest in x */
         const int k = lower_index(sources, n, x);
@@ -118,16 +142,11 @@ INLINE_BODY double sources_path(const double *sources, int n, const double *bloc
     const int hi0 = (start + 1) * USBEAM_DAS_SOURCE_BLOCK < n ? (start + 1) * USBEAM_DAS_SOURCE_BLOCK : n;
     double best = source_block_min(sources, n, start * USBEAM_DAS_SOURCE_BLOCK, hi0, x, y, z, INFINITY);
     int best_block = start;
-    const double y2 = y * y;
     double bound[BOUND_CHUNK];
     for (int b0 = 0; b0 < n_blocks; b0 += BOUND_CHUNK) {
         const int m = n_blocks - b0 < BOUND_CHUNK ? n_blocks - b0 : BOUND_CHUNK;
-        for (int i = 0; i < m; ++i) { /* the blocks' bounds, vectorised; selects, not fmax */
-            const int b = b0 + i;
-            const double dx = x < x_lo[b] ? x_lo[b] - x : (x > x_hi[b] ? x - x_hi[b] : 0.0);
-            const double dz = z < z_lo[b] ? z_lo[b] - z : (z > z_hi[b] ? z - z_hi[b] : 0.0);
-            bound[i] = o_min[b] + sqrt(dx * dx + dz * dz + y2);
-        }
+        if (y != 0.0) chord_bounds(blocks, n_blocks, b0, m, x, y, z, 1, bound);
+        else chord_bounds(blocks, n_blocks, b0, m, x, y, z, 0, bound);
         for (int i = 0; i < m; ++i) {
             const int b = b0 + i;
             if (b == start || bound[i] > best + 1e-12 * best + 1e-15) continue;

@@ -53,6 +53,14 @@
 
 #define USBEAM_DAS_POINT_TILE 64 /* points per output tile in execute */
 #define USBEAM_DAS_SOURCE_BLOCK 16 /* virtual sources per bounding block (das_delays.c) */
+/* A block of virtual sources as a chord from its first source (x0, z0) along the unit (ux, uz):
+ * the sources' positions along it lie in [u_lo, u_hi] and within dev of it; their offsets
+ * satisfy o >= alpha + beta u; k = beta / sqrt(1 - beta^2) where |beta| < 1. */
+enum usbeam_das_block_row {
+    USBEAM_DAS_BLOCK_X0, USBEAM_DAS_BLOCK_Z0, USBEAM_DAS_BLOCK_UX, USBEAM_DAS_BLOCK_UZ, USBEAM_DAS_BLOCK_U_LO,
+    USBEAM_DAS_BLOCK_U_HI, USBEAM_DAS_BLOCK_BETA, USBEAM_DAS_BLOCK_K, USBEAM_DAS_BLOCK_ALPHA, USBEAM_DAS_BLOCK_DEV,
+    USBEAM_DAS_BLOCK_ROWS
+};
 #define USBEAM_DAS_ENTRY_BLOCK 512 /* entries of a point filled and summed at a time (thread scratch) */
 
 /* Staged floats between two channels (transmit, element) for n_frames frames: the
@@ -73,7 +81,7 @@ struct usbeam_das_plan {
     double *tx_sources;         /* virtual sources of all SOURCES transmits, concatenated (3, n)
                                    blocks, each sorted by x */
     double *tx_source_blocks;   /* per 3-row SOURCES transmit, its sources in blocks of USBEAM_DAS_SOURCE_BLOCK:
-                                   (5, n_blocks) rows x_lo, x_hi, z_lo, z_hi, least offset (CPU only) */
+                                   (USBEAM_DAS_BLOCK_ROWS, n_blocks) rows, enum usbeam_das_block_row (CPU only) */
     size_t *tx_block_offset;    /* (n_transmits): where transmit t's rows start in tx_source_blocks (CPU only) */
     int is_iq;
     int taps;                   /* interpolation taps per entry */

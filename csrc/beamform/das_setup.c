@@ -375,6 +375,35 @@ static void sort_sources_by_x(double *sources, size_t n)
     }
 }
 
+/* The chord bound of the virtual sources lo .. hi-1 of a (3, n) x, z, offset array into
+ * row[r * stride] (enum usbeam_das_block_row, das_delays.c uses it): the chord from the first
+ * source to the last, the sources' extent along it and largest distance from it, and the line
+ * beta u + alpha under their offsets (beta: the chord's slope of the offsets). */
+static void source_block_chord(const double *sources, size_t n, size_t lo, size_t hi, double *row, size_t stride)
+{
+    const double *sx = sources, *sz = sources + n, *so = sources + 2 * n;
+    const double x0 = sx[lo], z0 = sz[lo], dx = sx[hi - 1] - x0, dz = sz[hi - 1] - z0;
+    const double length = sqrt(dx * dx + dz * dz);
+    const double ux = length > 0.0 ? dx / length : 1.0, uz = length > 0.0 ? dz / length : 0.0;
+    const double beta = length > 0.0 ? (so[hi - 1] - so[lo]) / length : 0.0;
+    double u_lo = INFINITY, u_hi = -INFINITY, alpha = INFINITY, dev = 0.0;
+    for (size_t i = lo; i < hi; ++i) {
+        const double along = (sx[i] - x0) * ux + (sz[i] - z0) * uz, across = (sx[i] - x0) * uz - (sz[i] - z0) * ux;
+        u_lo = fmin(u_lo, along), u_hi = fmax(u_hi, along);
+        alpha = fmin(alpha, so[i] - beta * along);
+        dev = fmax(dev, fabs(across));
+    }
+    row[USBEAM_DAS_BLOCK_X0 * stride] = x0, row[USBEAM_DAS_BLOCK_Z0 * stride] = z0;
+    row[USBEAM_DAS_BLOCK_UX * stride] = ux, row[USBEAM_DAS_BLOCK_UZ * stride] = uz;
+    row[USBEAM_DAS_BLOCK_U_LO * stride] = u_lo, row[USBEAM_DAS_BLOCK_U_HI * stride] = u_hi;
+    row[USBEAM_DAS_BLOCK_BETA * stride] = beta;
+    row[USBEAM_DAS_BLOCK_K * stride] = fabs(beta) < 1.0 ? beta / sqrt(1.0 - beta * beta) : 0.0; /* unused past 1 */
+    /* a hair below the least offset line and beyond the largest distance: the bound stays below
+     * the block's values whatever the rounding of these sums */
+    row[USBEAM_DAS_BLOCK_ALPHA * stride] = alpha - 1e-12 * fabs(alpha) - 1e-15;
+    row[USBEAM_DAS_BLOCK_DEV * stride] = dev * (1.0 + 1e-9) + 1e-15;
+}
+
 static void build_transmit_models(usbeam_das_plan *plan, const usbeam_transmit *transmits)
 {
     const int n = (int)plan->params.n_elements;
@@ -406,17 +435,11 @@ static void build_transmit_models(usbeam_das_plan *plan, const usbeam_transmit *
                 const size_t n_blocks = (n_src + USBEAM_DAS_SOURCE_BLOCK - 1) / USBEAM_DAS_SOURCE_BLOCK;
                 double *block = plan->tx_source_blocks + block_values;
                 plan->tx_block_offset[k] = block_values;
-                block_values += 5 * n_blocks;
-                for (size_t b = 0; b < n_blocks; ++b) {
-                    double x_lo = INFINITY, x_hi = -INFINITY, z_lo = INFINITY, z_hi = -INFINITY, o_min = INFINITY;
-                    for (size_t i = b * USBEAM_DAS_SOURCE_BLOCK; i < n_src && i < (b + 1) * USBEAM_DAS_SOURCE_BLOCK; ++i) {
-                        x_lo = fmin(x_lo, sources[i]), x_hi = fmax(x_hi, sources[i]);
-                        z_lo = fmin(z_lo, sources[n_src + i]), z_hi = fmax(z_hi, sources[n_src + i]);
-                        o_min = fmin(o_min, sources[2 * n_src + i]);
-                    }
-                    block[b] = x_lo, block[n_blocks + b] = x_hi, block[2 * n_blocks + b] = z_lo;
-                    block[3 * n_blocks + b] = z_hi, block[4 * n_blocks + b] = o_min;
-                }
+                block_values += USBEAM_DAS_BLOCK_ROWS * n_blocks;
+                for (size_t b = 0; b < n_blocks; ++b)
+                    source_block_chord(sources, n_src, b * USBEAM_DAS_SOURCE_BLOCK,
+                                       (b + 1) * USBEAM_DAS_SOURCE_BLOCK < n_src ? (b + 1) * USBEAM_DAS_SOURCE_BLOCK : n_src,
+                                       block + b, n_blocks);
             }
             plan->tx[k] = usbeam_tx_model_sources(sources, (int)n_src);
             sources += 3 * n_src;
@@ -686,7 +709,8 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
         if (prm->transmits[k].kind == USBEAM_TRANSMIT_SOURCES) {
             n_source_values += source_rows(&prm->transmits[k]) * prm->transmits[k].n_sources;
             if (source_rows(&prm->transmits[k]) == 3)
-                n_block_values += 5 * ((prm->transmits[k].n_sources + USBEAM_DAS_SOURCE_BLOCK - 1) / USBEAM_DAS_SOURCE_BLOCK);
+                n_block_values += USBEAM_DAS_BLOCK_ROWS *
+                                  ((prm->transmits[k].n_sources + USBEAM_DAS_SOURCE_BLOCK - 1) / USBEAM_DAS_SOURCE_BLOCK);
         }
     /* the general aperture model: normals other than +z, a surface, or x not strictly increasing */
     int general = prm->surface;

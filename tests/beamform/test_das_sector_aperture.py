@@ -127,6 +127,28 @@ def delay_laws(n, rng):
 
 
 @pytest.mark.parametrize("name", ["convex", "phased"])
+def test_transmit_times_of_steep_and_rough_laws(rng, name):
+    """The plan's transmit times (MUST's min over the virtual sources, found with the blocks'
+    chord bounds) equal the NumPy model for laws whose offsets rise faster than the distance
+    along the array (|slope| > 1: the bound's minimum at a block's end), with a kink, random,
+    and at points off the array's plane (y != 0)."""
+    probe = convex() if name == "convex" else phased()
+    x = np.linspace(-1, 1, probe.n_elements)
+    span = np.ptp(probe.positions[:, 0]) / C  # s: a delay difference of one path length
+    laws = {"steep": 1.5 * span * (x + 1) / 2, "kink": 1.5 * span * np.abs(x), "random": rng.uniform(0, span, x.size),
+            "converging": -0.3 * span * (1 - np.sqrt(1 - 0.8 * x ** 2))}
+    n = 2000
+    points = np.column_stack([rng.uniform(-0.03, 0.03, n), rng.uniform(-0.01, 0.01, n), rng.uniform(-0.002, 0.04, n)])
+    points[: n // 2, 1] = 0.0  # half in the plane (the bound's h without a square root)
+    for law, d in laws.items():
+        seq = usbeam.Delays(d)
+        bf = usbeam.Beamformer(probe, seq, usbeam.Grid.points(points), fs=FS, fc=FC, c=C, t0=T0, n_samples=N_SAMPLES,
+                               f_number=1.0, min_coverage=0)
+        got = bf._plan_transmit_times(np.arange(n))[:, 0]
+        np.testing.assert_allclose(got, seq.transmit_time(points, probe, C), rtol=1e-13, atol=0, err_msg=law)
+
+
+@pytest.mark.parametrize("name", ["convex", "phased"])
 def test_delays_images_match_reference(rng, name):
     """MUST delay laws (virtual sources) on convex and phased sectors with the edge points."""
     probe = convex() if name == "convex" else phased()
