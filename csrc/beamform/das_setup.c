@@ -489,9 +489,11 @@ static void build_element_frames(usbeam_das_plan *plan, const double *normals)
 #define APERTURE_BLOCK 16
 
 
-/* accepted[i] for elements e0 .. e0 + m - 1 (m <= APERTURE_BLOCK); returns how many. */
-INLINE_BODY int aperture_block(const usbeam_das_plan *plan, const double *pt, double two_f, int e0, int m,
-                                   int32_t *accepted)
+/* The first and last accepted of elements e0 .. e0 + m - 1 (m <= APERTURE_BLOCK), as offsets
+ * from e0 into *lo and *hi (m and -1 when none is): min and max reductions, so no scan of
+ * per-element flags follows the vector loop. */
+INLINE_BODY void aperture_block(const usbeam_das_plan *plan, const double *pt, double two_f, int e0, int m, int *lo,
+                                int *hi)
 {
     const size_t ne = plan->params.n_elements;
     const double *ex = plan->element_x + e0, *ey = plan->element_y + e0, *ez = plan->element_z + e0;
@@ -499,7 +501,10 @@ INLINE_BODY int aperture_block(const usbeam_das_plan *plan, const double *pt, do
     const double *t1x = f, *t1y = f + ne, *t1z = f + 2 * ne, *t2x = f + 3 * ne, *t2y = f + 4 * ne, *t2z = f + 5 * ne;
     const double *nx = f + 6 * ne, *ny = f + 7 * ne, *nz = f + 8 * ne;
     const int surface = plan->params.surface;
-    int total = 0;
+    int first = m, last = -1;
+#if defined(_OPENMP)
+#pragma omp simd reduction(min : first) reduction(max : last)
+#endif
     for (int i = 0; i < m; ++i) {
         const double dx = pt[0] - ex[i], dy = pt[1] - ey[i], dz = pt[2] - ez[i];
         const double axial = dx * nx[i] + dy * ny[i] + dz * nz[i];
@@ -507,10 +512,11 @@ INLINE_BODY int aperture_block(const usbeam_das_plan *plan, const double *pt, do
         const double l1 = dx * t1x[i] + dy * t1y[i] + dz * t1z[i];
         const double l2 = dx * t2x[i] + dy * t2y[i] + dz * t2z[i];
         const int in = (axial > 0.0) & (fabs(l1) <= half) & (!surface | (fabs(l2) <= half));
-        accepted[i] = in;
-        total += in;
+        first = in && i < first ? i : first;
+        last = in && i > last ? i : last;
     }
-    return total;
+    *lo = first;
+    *hi = last;
 }
 
 /* Block bounds: for block b (elements b APERTURE_BLOCK .. + APERTURE_BLOCK - 1) its middle
@@ -575,25 +581,24 @@ INLINE_BODY void general_aperture_points(const usbeam_das_plan *plan, const doub
     const int n = (int)plan->params.n_elements, surface = plan->params.surface;
     const size_t nb = ((size_t)n + APERTURE_BLOCK - 1) / APERTURE_BLOCK;
     const double two_f = 2.0 * plan->params.f_number;
-    int32_t accepted[APERTURE_BLOCK];
     for (ptrdiff_t p = p0; p < p1; ++p) {
         const double *pt = plan->points + 3 * p;
-        int first = -1, last = -1;
+        int first = -1, last = -1, lo, hi;
         size_t first_block = 0;
         for (size_t b = 0; b < nb && first < 0; ++b) {
             const int e0 = (int)b * APERTURE_BLOCK, m = n - e0 < APERTURE_BLOCK ? n - e0 : APERTURE_BLOCK;
             if (cull && aperture_block_culled(cull, nb, b, pt, two_f, surface)) continue;
-            if (aperture_block(plan, pt, two_f, e0, m, accepted) == 0) continue;
-            for (int i = 0; i < m && first < 0; ++i)
-                if (accepted[i]) first = e0 + i, first_block = b;
+            aperture_block(plan, pt, two_f, e0, m, &lo, &hi);
+            if (lo < m) first = e0 + lo, last = e0 + hi, first_block = b;
         }
-        if (first >= 0) { /* from the back, down to the first's block (which holds an accepted one) */
-            for (size_t b = nb; b-- > first_block && last < 0;) {
-                const int e0 = (int)b * APERTURE_BLOCK, m = n - e0 < APERTURE_BLOCK ? n - e0 : APERTURE_BLOCK;
-                if (b > first_block && cull && aperture_block_culled(cull, nb, b, pt, two_f, surface)) continue;
-                if (aperture_block(plan, pt, two_f, e0, m, accepted) == 0) continue;
-                for (int i = m - 1; i >= 0 && last < 0; --i)
-                    if (accepted[i]) last = e0 + i;
+        /* from the back, down to the block after the first's (whose last is known) */
+        for (size_t b = nb; first >= 0 && b-- > first_block + 1;) {
+            const int e0 = (int)b * APERTURE_BLOCK, m = n - e0 < APERTURE_BLOCK ? n - e0 : APERTURE_BLOCK;
+            if (cull && aperture_block_culled(cull, nb, b, pt, two_f, surface)) continue;
+            aperture_block(plan, pt, two_f, e0, m, &lo, &hi);
+            if (hi >= 0) {
+                last = e0 + hi;
+                break;
             }
         }
         plan->aperture_first[p] = first >= 0 ? first : 0;
