@@ -10,8 +10,9 @@ frames with fresh noise; grids from usbeam.PolarGrid.for_probe):
           (65,536 points), 1 frame; no peer (a dense dasmtx3 of this size needs tens of GB)
 Each usbeam result is validated against PyMUST's M @ IQ (rel. L2 <= 1e-5) before timing.
 Timed, interleaved (usbeam, PyMUST, usbeam, PyMUST, ...) so machine load hits both alike:
-plan creation (Beamformer vs dasmtx) and beamforming the frames (execute into a
-preallocated output vs M @ IQ with M as CSR, and as COO: the faster is the reference).
+plan creation (Beamformer vs dasmtx, at least PLAN_SAMPLES of each) and beamforming the
+frames (execute into a preallocated output vs M @ IQ with M as CSR, and as COO: the faster is
+the reference).
 With --cuda (a machine with a GPU; benchmarks/gpu_session.sh runs it) the same convex, phased
 and matrix cases on backend="cuda", device-resident (DeviceArray in and out), each validated
 against the CPU backend first (rel. L2 <= 1e-5), timed by the plan's CUDA events and by the wall
@@ -34,6 +35,7 @@ import usbeam  # noqa: E402
 from harness import Timing, machine, markdown_table, publish, record, validated  # noqa: E402
 
 N_FRAMES = 16
+PLAN_SAMPLES = 10  # plans timed per case at least (3 gave medians that moved by a third between runs)
 
 
 def interleaved(fns, repeat, warmup=1):
@@ -87,7 +89,7 @@ def sector_case(pymust, name, probe, grid, param, delays, repeat, rng):
     bf = make_plan()
     out = np.empty((N_FRAMES,) + grid.shape, np.complex64)
     validated(name, bf(iq, out=out), lambda r: np.linalg.norm(r - want) <= 1e-5 * np.linalg.norm(want))
-    t_plan, t_dasmtx = interleaved([make_plan, dasmtx], max(3, repeat // 4))
+    t_plan, t_dasmtx = interleaved([make_plan, dasmtx], max(PLAN_SAMPLES, repeat // 4))
     t_exec, t_csr, t_coo = interleaved([lambda: bf(iq, out=out), lambda: m @ columns, lambda: m_coo @ columns],
                                        repeat)
     sparse = t_csr if t_csr.median <= t_coo.median else t_coo
@@ -113,7 +115,7 @@ def matrix_case(repeat, rng):
     bf = make_plan()
     out = np.empty(grid.shape, np.complex64)
     validated("matrix volume", bf(iq, out=out), lambda r: np.all(np.isfinite(r)) and np.count_nonzero(r) > 0.5 * r.size)
-    t_plan, = interleaved([make_plan], max(3, repeat // 4))
+    t_plan, = interleaved([make_plan], max(PLAN_SAMPLES, repeat // 4))
     t_exec, = interleaved([lambda: bf(iq, out=out)], repeat)
     return ["matrix 32x35 (1024 el), SphericalGrid 64x32x32, 1 frame, F=1",
             f"{t_plan.median * 1e3:.0f} (p95 {t_plan.p95 * 1e3:.0f})", f"{t_exec.median * 1e3:.1f} (p95 "
