@@ -143,22 +143,19 @@ def grid_coverage(probe, sequence, grid, *, fs, c, t0, n_samples, points=None, t
     or None, e.g. the C plan's (usbeam_das_coverage: the same double expressions, ~10x faster
     than the (points x elements) arrays below)."""
     t_end = t0 + (n_samples - 1) / fs
-    if covered is not None and points is not None and (not isinstance(grid, Grid) or grid._points is not None):
+    sequence = tuple(sequence)
+    transmits = _sample_indices(len(sequence), _COVERAGE_TRANSMITS)
+    rows = None  # the point rows _coverage_points takes, when the caller's points are the grid's own
+    if points is not None and (not isinstance(grid, Grid) or grid._points is not None):
         rows = _sample_indices(len(points), _COVERAGE_POINTS)
-        hits = covered(rows, _sample_indices(len(sequence), _COVERAGE_TRANSMITS), t0, t_end)
-        if hits is not None:
-            return float(hits.mean()), len(rows), (t0, t_end)
-    sampled = None
-    if transmit_times is not None and points is not None and (not isinstance(grid, Grid) or grid._points is not None):
-        rows = _sample_indices(len(points), _COVERAGE_POINTS)  # the rows _coverage_points takes
-        sampled = transmit_times(rows)
-        points = points[rows]
-    if sampled is None:
-        points = _coverage_points(grid, points)
+    hits = covered(rows, transmits, t0, t_end) if covered is not None and rows is not None else None
+    if hits is not None:
+        return float(hits.mean()), len(rows), (t0, t_end)
+    sampled = transmit_times(rows) if transmit_times is not None and rows is not None else None
+    points = points[rows] if sampled is not None else _coverage_points(grid, points)
     elements = np.asarray(probe.positions, dtype=np.float64)
     hits = np.zeros(len(points), bool)
-    sequence = tuple(sequence)
-    for k in _sample_indices(len(sequence), _COVERAGE_TRANSMITS):
+    for k in transmits:
         tx = (sequence[k].transmit_time(points, probe, c) if sampled is None
               else sampled[:, k])                                               # (n_points,)
         rx = np.sqrt((points[:, :1] - elements[:, 0]) ** 2 + (points[:, 1:2] - elements[:, 1]) ** 2
