@@ -275,7 +275,7 @@ INLINE_BODY void chunk_distances_general(const usbeam_das_plan *plan, const doub
         /* written so that GCC vectorises it: a double mask, and the division made unconditional
          * (by 1 outside the cone), as a division under a condition or an int mask kept the
          * loop scalar (measured: the receive table of a convex plan 2.05 -> 0.77 ms) */
-        const double inside = (axial > 0.0) & (fabs(l1) <= half) & (fabs(l2) <= half) ? 1.0 : 0.0;
+        const double inside = ((axial > 0.0) & (fabs(l1) <= half) & (fabs(l2) <= half)) ? 1.0 : 0.0;
         const double scale = inside * two_f / (axial > 0.0 ? axial : 1.0);
         u1[i] = fabs(l1 * scale);
         u2[i] = fabs(l2 * scale);
