@@ -466,7 +466,8 @@ class Beamformer:
         Complex input must come to a complex64 plan, real to a float32 plan (float64 and
         integers are converted), int16 to an int16 plan.  Any number of frames up to the
         plan's ``n_frames`` reuses it; more builds a larger one.  NaN or infinite samples:
-        ValueError.
+        ValueError, with ``out`` filled with NaN (no partial image: a large record of several
+        frames is checked while it is beamformed).
         """
         if self.backend == "cuda":
             return self._call_cuda(data, out)

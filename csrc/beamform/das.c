@@ -12,7 +12,9 @@
  * Why this shape: each (point, transmit, element) needs one delay and one set of weights
  * that all frames share, so the input is first staged in the plan as
  * (transmit, element, sample, frame) float32 planes (re and im apart; channels an odd
- * number of cache lines apart).  The frame loop is then innermost, contiguous and
+ * number of cache lines apart); a large record of several frames in windows of samples, round
+ * a ring of rows that stays in cache, each window just ahead of the points that read it
+ * ("Staging in windows" below).  The frame loop is then innermost, contiguous and
  * vectorised, and a tap of every frame is one row.  Per point, the delay splits into a
  * receive part per (point, element), from the table or computed once per point and shared
  * by every transmit, and a transmit part per (point, transmit); the entries (row offset and
@@ -39,6 +41,8 @@
 #pragma GCC optimize("fp-contract=fast")
 #endif
 
+#include <math.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -325,9 +329,9 @@ typedef short shorts8 __attribute__((vector_size(16)));
 
 /* One instruction set's copies of the execute's three passes. */
 typedef struct das_isa_kernels {
-    /* stage one channel of the input; 0 when it holds a NaN or an infinity */
-    int (*stage_channel)(const usbeam_das_params *prm, size_t n_frames, const void *in, size_t ch, float *re,
-                         float *im);
+    /* stage samples [first, end) of one channel of the input from row dst on; 0 when they hold a NaN or an infinity */
+    int (*stage_channel)(const usbeam_das_params *prm, size_t n_frames, const void *in, size_t ch, size_t first,
+                         size_t end, size_t dst, float *re, float *im);
     /* add a block of entries into all frames of one point */
     void (*beamform_entries)(const usbeam_das_plan *plan, const entries_view *v, size_t n_frames, float *acc_re,
                              float *acc_im);
@@ -353,40 +357,167 @@ static const das_isa_kernels *choose_kernels(void)
 #undef DAS_ISA_KERNELS
 
 
-/* Copy the input into the staged (transmit, element, sample, frame) planes, a channel at a time
- * (stage_channel in das_kernels.h, built per instruction set).  Returns the number of channels
- * holding a NaN or an infinity, so bad data is refused without a separate pass over it.
- * The interpolation reads one to two samples past a channel's last (with weight 0) and the
- * frame blocks up to 7 lanes past a plane's last channel: those floats are zeroed here, with
- * the channel, rather than the whole buffer at plan creation (its pages are first touched by
- * the threads that stage into them; zeroing 26 MB was 1.4 ms of a 6 ms convex plan). */
-static size_t stage_input(const usbeam_das_plan *plan, const das_isa_kernels *kernels, size_t n_frames,
-                          const void *in)
+/* Staging in windows round a ring.  Execute copies the input into the staged (transmit,
+ * element, sample, frame) planes a window of samples at a time, each window just ahead of the
+ * tiles of points that read it (plan->tile_samples), and the tiles of one window run while
+ * the next window is staged.  The windows go round a ring of `ring` rows per channel, row
+ * s % ring for sample s, sized so that no window overwrites rows that a running tile still
+ * reads.  The ring stays in cache, where a buffer of the whole record (26 MB for a convex
+ * image of 16 frames) cost a read from DRAM on the way in, a write back on the way out, and
+ * cache misses when the points read it: measured on that image, staging alone took 0.85 ms
+ * and beamforming alone 1.4 ms, the two together 4.1-4.6 ms; with the ring 3.2 ms (windows
+ * without a ring: 4.0 ms).  Rows ring .. ring + 3 repeat rows 0 .. 3 so that a tap run never
+ * wraps, and rows ring + 4 .. ring + 7 are zeros, which out-of-range taps read (their weights
+ * are 0).  Everything else stages the whole record first, rows = samples: records whose input
+ * and staged copy fit in cache together (STAGE_AT_ONCE_BYTES, for a 32 MB L3; PWI_disk's 11 MB
+ * of 32 frames measured 3 % slower round a ring), one frame (das_single.c reads rows =
+ * samples), plans without the table (no tile bounds), and grids whose tiles each span most of
+ * the record or whose ring would not fit in cache (RING_MAX_BYTES; measured 14 % slower on
+ * 11 plane waves x 8 frames, whose ring of 811 rows was 73 MB). */
+#define STAGE_AT_ONCE_BYTES ((size_t)12 << 20)
+#define STAGE_WINDOW_BYTES ((size_t)1 << 20) /* staged bytes per window, about */
+#define STAGE_WINDOWS_MAX 64
+#define RING_MAX_BYTES ((size_t)8 << 20)
+
+typedef struct stage_schedule {
+    size_t n_windows;
+    size_t first_tile[STAGE_WINDOWS_MAX + 1]; /* window w's tiles: [first_tile[w], first_tile[w + 1]) */
+    size_t end[STAGE_WINDOWS_MAX];            /* samples before end[w] are staged before window w's
+                                                 tiles run (round a ring: the last `ring` of them) */
+    size_t tail;                              /* samples [tail, n_samples) are read by no tile: staged
+                                                 after the last window, so that every sample is
+                                                 checked for NaN and inf */
+    size_t ring;                              /* rows of the ring; 0: none (row = sample) */
+    size_t channel;                           /* staged floats per (transmit, element) */
+} stage_schedule;
+
+static void plan_stage_windows(const usbeam_das_plan *plan, size_t n_frames, size_t n_tiles, stage_schedule *sched)
 {
     const usbeam_das_params *prm = &plan->params;
-    const size_t channel = usbeam_das_channel_floats(prm->n_samples, n_frames); /* staged floats per (t, e) */
+    const size_t n_samples = prm->n_samples;
+    const size_t sample_bytes = prm->n_transmits * prm->n_elements * n_frames * (plan->is_iq ? 8 : 4);
+    sched->n_windows = 1;
+    sched->first_tile[0] = 0;
+    sched->first_tile[1] = n_tiles;
+    sched->end[0] = sched->tail = n_samples;
+    sched->ring = 0;
+    sched->channel = usbeam_das_channel_floats(n_samples, n_frames);
+    /* USBEAM_DAS_STAGE_AT_ONCE_BYTES overrides the threshold: the tests take small records round the ring */
+    const char *at_once_env = getenv("USBEAM_DAS_STAGE_AT_ONCE_BYTES");
+    const size_t at_once = at_once_env ? (size_t)strtoull(at_once_env, NULL, 10) : STAGE_AT_ONCE_BYTES;
+    if (!plan->tile_samples || n_frames < 2 || sample_bytes * n_samples <= at_once) return;
+    stage_schedule win = *sched;
+    /* windows of about STAGE_WINDOW_BYTES, at least 16 of them (a ring a few windows long must be
+     * well short of the record) and at most STAGE_WINDOWS_MAX */
+    size_t step = STAGE_WINDOW_BYTES / sample_bytes, staged = 0, reach = 0, w = 0;
+    if (step > n_samples / 16) step = n_samples / 16;
+    if (step < n_samples / STAGE_WINDOWS_MAX + 1) step = n_samples / STAGE_WINDOWS_MAX + 1;
+    for (size_t k = 0; k < n_tiles && w + 1 < STAGE_WINDOWS_MAX; ++k) {
+        const size_t need = (size_t)plan->tile_samples[2 * k + 1];
+        reach = need > reach ? need : reach;
+        if (reach - staged >= step) { /* window w: its tiles up to k */
+            win.end[w] = reach;
+            win.first_tile[++w] = k + 1;
+            staged = reach;
+        }
+    }
+    if (win.first_tile[w] < n_tiles) { /* the last window takes the tiles left */
+        for (size_t k = win.first_tile[w]; k < n_tiles; ++k)
+            reach = (size_t)plan->tile_samples[2 * k + 1] > reach ? (size_t)plan->tile_samples[2 * k + 1] : reach;
+        win.end[w] = reach;
+        win.first_tile[++w] = n_tiles;
+    }
+    win.n_windows = w;
+    win.tail = reach;
+    /* window v's tiles read from their least first sample up to end[v] while window v + 1 is
+     * staged: the ring holds rows [least, end[v + 1]) (the tail comes after the last window) */
+    size_t ring = 0;
+    for (size_t v = 0; v < w; ++v) {
+        size_t least = win.end[v];
+        for (size_t k = win.first_tile[v]; k < win.first_tile[v + 1]; ++k) {
+            const size_t first = (size_t)plan->tile_samples[2 * k];
+            least = first < least ? first : least;
+        }
+        const size_t held = (v + 1 < w ? win.end[v + 1] : win.end[v]) - least;
+        ring = held > ring ? held : ring;
+    }
+    if (w < 3 || ring * sample_bytes > RING_MAX_BYTES || 2 * (ring + 2 * USBEAM_DAS_RING_REPEATS) > n_samples) return;
+    win.ring = ring;
+    win.channel = usbeam_das_channel_floats(ring + 2 * USBEAM_DAS_RING_REPEATS, n_frames);
+    *sched = win;
+}
+
+/* Stage samples [first, end) of every channel (stage_channel in das_kernels.h, built per
+ * instruction set) into rows (ring or not), shared among the threads of the caller's parallel
+ * region (an orphaned worksharing loop, nowait).  Adds to *bad the channels of the window
+ * holding a NaN or an infinity, so bad data is refused without a separate pass over it.  With
+ * `pad`, also zeroes what the kernels can read past the rows: the ring's zero rows, or one to
+ * two samples past a channel's last (with weight 0), and up to 7 lanes of a frame block past a
+ * plane's last channel (zeroed here rather than the whole buffer at plan creation, whose 26 MB
+ * took 1.4 ms of a 6 ms convex plan; the pages are first touched by the threads that stage
+ * into them). */
+static void stage_window(const usbeam_das_plan *plan, const das_isa_kernels *kernels, const stage_schedule *sched,
+                         size_t n_frames, const void *in, size_t first, size_t end, int pad, size_t *bad)
+{
+    const usbeam_das_params *prm = &plan->params;
+    const size_t channel = sched->channel, ring = sched->ring;
     const ptrdiff_t n_channels = (ptrdiff_t)(prm->n_transmits * prm->n_elements);
     float *re_plane = plan->stage, *im_plane = plan->stage + plan->stage_plane;
-    size_t bad_channels = 0;
-#pragma omp parallel for schedule(dynamic, 8) reduction(+ : bad_channels) num_threads(usbeam_team_size(plan->n_threads))
+    const size_t used = (ring ? ring + USBEAM_DAS_RING_REPEATS : prm->n_samples) * n_frames, row = n_frames;
+#pragma omp for schedule(dynamic, 8) nowait
     for (ptrdiff_t ch = 0; ch < n_channels; ++ch) {
         float *re = re_plane + (size_t)ch * channel, *im = im_plane + (size_t)ch * channel;
-        bad_channels += !kernels->stage_channel(prm, n_frames, in, (size_t)ch, re, im);
-        const size_t used = prm->n_samples * n_frames;
-        memset(re + used, 0, (channel - used) * sizeof(float));
-        if (plan->is_iq) memset(im + used, 0, (channel - used) * sizeof(float));
+        if (!ring) {
+            *bad += !kernels->stage_channel(prm, n_frames, in, (size_t)ch, first, end, first, re, im);
+        } else {
+            int finite = 1;
+            for (size_t n0 = first; n0 < end;) { /* the runs between wraps of the ring */
+                const size_t slot = n0 % ring, n1 = end - n0 < ring - slot ? end : n0 + (ring - slot);
+                finite &= kernels->stage_channel(prm, n_frames, in, (size_t)ch, n0, n1, slot, re, im);
+                if (slot < USBEAM_DAS_RING_REPEATS) { /* the repeated rows past the ring */
+                    const size_t last = n1 - n0 + slot < USBEAM_DAS_RING_REPEATS ? n1 - n0 + slot : USBEAM_DAS_RING_REPEATS;
+                    memcpy(re + (ring + slot) * row, re + slot * row, (last - slot) * row * sizeof(float));
+                    if (plan->is_iq) memcpy(im + (ring + slot) * row, im + slot * row, (last - slot) * row * sizeof(float));
+                }
+                n0 = n1;
+            }
+            *bad += !finite;
+        }
+        if (pad) {
+            memset(re + used, 0, (channel - used) * sizeof(float));
+            if (plan->is_iq) memset(im + used, 0, (channel - used) * sizeof(float));
+            if (ch == n_channels - 1) { /* <= stage_plane - 32 (das_setup.c) */
+                memset(re_plane + (size_t)n_channels * channel, 0, 32 * sizeof(float));
+                if (plan->is_iq) memset(im_plane + (size_t)n_channels * channel, 0, 32 * sizeof(float));
+            }
+        }
     }
-    const size_t end = (size_t)n_channels * channel; /* <= stage_plane - 32 (das_setup.c) */
-    memset(re_plane + end, 0, 32 * sizeof(float));
-    if (plan->is_iq) memset(im_plane + end, 0, 32 * sizeof(float));
-    return bad_channels;
+}
+
+/* The channels (transmit, element) holding a NaN or an infinity in any of the n_frames frames:
+ * the count of the error message, on the refusal path only (staging flags the windows). */
+static size_t count_bad_channels(const usbeam_das_params *prm, size_t n_frames, const void *in)
+{
+    if (prm->input_dtype == USBEAM_DTYPE_INT16) return 0;
+    const size_t n_channels = prm->n_transmits * prm->n_elements;
+    const size_t values = prm->n_samples * (prm->input_dtype == USBEAM_DTYPE_COMPLEX64 ? 2 : 1);
+    size_t count = 0;
+    for (size_t ch = 0; ch < n_channels; ++ch) {
+        int finite = 1;
+        for (size_t f = 0; f < n_frames && finite; ++f) {
+            const float *x = (const float *)in + (f * n_channels + ch) * values;
+            for (size_t i = 0; i < values && finite; ++i) finite = isfinite(x[i]);
+        }
+        count += !finite;
+    }
+    return count;
 }
 
 /* All frames of point p into acc_re / acc_im (zeroed here): its receive part (from the table
  * or computed into the thread's scratch), then for each transmit the entries, summed a block
  * of USBEAM_DAS_ENTRY_BLOCK at a time. */
-static void beamform_point(const usbeam_das_plan *plan, const das_isa_kernels *kernels, float *scratch, size_t p,
-                           size_t n_frames, float *acc_re, float *acc_im)
+static void beamform_point(const usbeam_das_plan *plan, const das_isa_kernels *kernels, const stage_schedule *sched,
+                           float *scratch, size_t p, size_t n_frames, float *acc_re, float *acc_im)
 {
     const usbeam_das_params *prm = &plan->params;
     const size_t count = (size_t)plan->aperture_count[p];
@@ -399,7 +530,7 @@ static void beamform_point(const usbeam_das_plan *plan, const das_isa_kernels *k
     ptrdiff_t *row = (ptrdiff_t *)(scratch + 4 * widest_floats);
     float *weight = (float *)(row + USBEAM_DAS_ENTRY_BLOCK);
     const size_t stride = (size_t)plan->weight_stride, block = USBEAM_DAS_ENTRY_BLOCK;
-    const ptrdiff_t channel = (ptrdiff_t)usbeam_das_channel_floats(prm->n_samples, n_frames);
+    const ptrdiff_t channel = (ptrdiff_t)sched->channel;
     const ptrdiff_t first_row = (ptrdiff_t)plan->aperture_first[p] * channel;
     const ptrdiff_t transmit_stride = (ptrdiff_t)prm->n_elements * channel;
     entries_view view = {plan->stage, plan->stage + plan->stage_plane, row, weight, 0, n_frames};
@@ -419,7 +550,7 @@ static void beamform_point(const usbeam_das_plan *plan, const das_isa_kernels *k
             usbeam_das_transmit_entries(plan, n, sample + i0, rx_re + i0, rx_im ? rx_im + i0 : NULL, s_tx,
                                         (float)rot_re, (float)rot_im,
                                         first_row + (ptrdiff_t)t * transmit_stride + (ptrdiff_t)i0 * channel, channel,
-                                        (ptrdiff_t)n_frames, row + view.n, weight + view.n * stride);
+                                        (ptrdiff_t)n_frames, sched->ring, row + view.n, weight + view.n * stride);
             view.n += n;
             i0 += n;
             if (view.n == block) {
@@ -433,6 +564,21 @@ static void beamform_point(const usbeam_das_plan *plan, const das_isa_kernels *k
         memset(weight + view.n * stride, 0, 16 * sizeof(float));
         kernels->beamform_entries(plan, &view, n_frames, acc_re, acc_im);
     }
+}
+
+usbeam_status usbeam_das_staging(const usbeam_das_plan *plan, size_t n_frames, size_t *windows, size_t *ring_rows)
+{
+    if (!plan || !windows || !ring_rows) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "staging: NULL argument");
+    if (plan->cuda) return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "staging: a CUDA plan stages nothing on the host");
+    if (n_frames == 0 || n_frames > plan->params.n_frames)
+        return usbeam_fail(USBEAM_ERR_INVALID_SHAPE, "n_frames must be in [1, %zu], the plan's capacity (got %zu)",
+                           plan->params.n_frames, n_frames);
+    stage_schedule sched;
+    const size_t tile = USBEAM_DAS_POINT_TILE;
+    plan_stage_windows(plan, n_frames, (plan->params.n_points + tile - 1) / tile, &sched);
+    *windows = sched.n_windows;
+    *ring_rows = sched.ring;
+    return USBEAM_OK;
 }
 
 usbeam_status usbeam_das_execute(usbeam_das_plan *plan, const void *in, void *out)
@@ -456,10 +602,6 @@ usbeam_status usbeam_das_execute_frames(usbeam_das_plan *plan, size_t n_frames, 
     }
     const size_t n_points = prm->n_points;
     const das_isa_kernels *kernels = choose_kernels();
-    const size_t bad_channels = stage_input(plan, kernels, n_frames, in);
-    if (bad_channels)
-        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "data contains NaN or infinite values (in %zu of %zu channels)",
-                           bad_channels, prm->n_transmits * prm->n_elements);
 
     /* Points go in tiles of USBEAM_DAS_POINT_TILE: each point's frames land in the thread's
      * tile, then every frame's run of the tile's points is written to out contiguously
@@ -467,7 +609,11 @@ usbeam_status usbeam_das_execute_frames(usbeam_das_plan *plan, size_t n_frames, 
      * cache reuse, measured 5-35 % slower than the grid's own order: consecutive points of a
      * row read rows of the same elements a few samples apart, which the prefetchers follow.) */
     const size_t tile = USBEAM_DAS_POINT_TILE;
-    const ptrdiff_t n_tiles = (ptrdiff_t)((n_points + tile - 1) / tile);
+    const size_t n_tiles = (n_points + tile - 1) / tile;
+    stage_schedule sched;
+    plan_stage_windows(plan, n_frames, n_tiles, &sched);
+    size_t bad_windows = 0; /* (channel, window) pairs holding a NaN or an infinity */
+    int bad_first = 0;      /* in the first window: then no tile runs */
     usbeam_interrupt interrupt; /* Ctrl-C between tiles (common/interrupt.h) */
     usbeam_interrupt_begin(&interrupt);
 #pragma omp parallel num_threads(usbeam_team_size(plan->n_threads))
@@ -481,20 +627,48 @@ usbeam_status usbeam_das_execute_frames(usbeam_das_plan *plan, size_t n_frames, 
         float *tile_re = plan->tile + (size_t)thread * 2 * prm->n_frames * tile;
         float *tile_im = tile_re + prm->n_frames * tile;
         float *scratch = plan->scratch + (size_t)thread * plan->thread_floats;
-#pragma omp for schedule(dynamic, 1)
-        for (ptrdiff_t k = 0; k < n_tiles; ++k) {
-            if (usbeam_interrupt_poll(&interrupt)) continue;
-            const size_t p0 = (size_t)k * tile, m = n_points - p0 < tile ? n_points - p0 : tile;
-            if (n_frames == 1 && usbeam_das_tile_single(plan, p0, m, scratch, plan->stage,
-                                                        plan->stage + plan->stage_plane, tile_re, tile_im)) {
-                kernels->write_tile(plan->is_iq, n_frames, n_points, p0, m, tile_re, tile_im, out);
-                continue;
-            }
-            for (size_t i = 0; i < m; ++i)
-                beamform_point(plan, kernels, scratch, p0 + i, n_frames, tile_re + i * n_frames, tile_im + i * n_frames);
-            /* transpose on the way out: each frame's run of m points is contiguous in out */
-            kernels->write_tile(plan->is_iq, n_frames, n_points, p0, m, tile_re, tile_im, out);
+        size_t bad = 0;
+        stage_window(plan, kernels, &sched, n_frames, in, 0, sched.end[0], 1, &bad);
+        if (bad) {
+#pragma omp atomic write
+            bad_first = 1;
         }
+#pragma omp barrier
+        const size_t n_windows = bad_first ? 0 : sched.n_windows; /* the same in every thread */
+        for (size_t w = 0; w < n_windows; ++w) {
+            /* window w's tiles read staged samples up to end[w]; the next window's samples are
+             * other rows, staged meanwhile by the threads that run out of tiles */
+#pragma omp for schedule(dynamic, 1) nowait
+            for (ptrdiff_t k = (ptrdiff_t)sched.first_tile[w]; k < (ptrdiff_t)sched.first_tile[w + 1]; ++k) {
+                if (usbeam_interrupt_poll(&interrupt)) continue;
+                const size_t p0 = (size_t)k * tile, m = n_points - p0 < tile ? n_points - p0 : tile;
+                if (n_frames == 1 && usbeam_das_tile_single(plan, p0, m, scratch, plan->stage,
+                                                            plan->stage + plan->stage_plane, tile_re, tile_im)) {
+                    kernels->write_tile(plan->is_iq, n_frames, n_points, p0, m, tile_re, tile_im, out);
+                    continue;
+                }
+                for (size_t i = 0; i < m; ++i)
+                    beamform_point(plan, kernels, &sched, scratch, p0 + i, n_frames, tile_re + i * n_frames,
+                                   tile_im + i * n_frames);
+                /* transpose on the way out: each frame's run of m points is contiguous in out */
+                kernels->write_tile(plan->is_iq, n_frames, n_points, p0, m, tile_re, tile_im, out);
+            }
+            if (w + 1 < sched.n_windows)
+                stage_window(plan, kernels, &sched, n_frames, in, sched.end[w], sched.end[w + 1], 0, &bad);
+#pragma omp barrier
+        }
+        if (n_windows && sched.tail < prm->n_samples)
+            stage_window(plan, kernels, &sched, n_frames, in, sched.tail, prm->n_samples, 0, &bad);
+        if (bad) {
+#pragma omp atomic
+            bad_windows += bad;
+        }
+    }
+    if (bad_windows) { /* refused; no partial image (tiles of earlier windows may have been written) */
+        usbeam_interrupt_end(&interrupt);
+        usbeam_fill_nan(out, n_frames * n_points * (plan->is_iq ? 2 : 1));
+        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "data contains NaN or infinite values (in %zu of %zu channels)",
+                           count_bad_channels(prm, n_frames, in), prm->n_transmits * prm->n_elements);
     }
     usbeam_status st = usbeam_interrupt_end(&interrupt);
     if (st != USBEAM_OK) usbeam_fill_nan(out, n_frames * n_points * (plan->is_iq ? 2 : 1)); /* no partial image */

@@ -500,7 +500,8 @@ INLINE_BODY void interleave4x8(const float plane[4][8], float *out)
 INLINE_BODY void transmit_entries(const usbeam_das_plan *plan, size_t count, const double *restrict sample,
                                                const float *restrict re, const float *restrict im, double s_tx,
                                                float rot_re, float rot_im, ptrdiff_t row0, ptrdiff_t channel,
-                                               ptrdiff_t frames, ptrdiff_t *restrict row, float *restrict weight)
+                                               ptrdiff_t frames, size_t ring, ptrdiff_t *restrict row,
+                                               float *restrict weight)
 {
     const usbeam_das_params *prm = &plan->params;
     const double last = (double)prm->n_samples - 1.0;
@@ -514,8 +515,14 @@ INLINE_BODY void transmit_entries(const usbeam_das_plan *plan, size_t count, con
         return;
     }
     /* one loop per (kind, RF / IQ), so each is branch-free; the tap goes through int32 (the
-     * plan bounds n_samples by INT32_MAX / 2), which converts from double in vectors */
-#define ROW(base) (row0 + i * channel + (ptrdiff_t)(int32_t)(base) * frames)
+     * plan bounds n_samples by INT32_MAX / 2), which converts from double in vectors.  A tap run
+     * in range starts at row base, or base % ring in a ring (das.c; base * (1 / ring) can round
+     * up to an integer only at a multiple of ring, whose row ring repeats row 0); out of range,
+     * at row 0, or the ring's zero rows.  Without a ring both are the identity. */
+    const double wrap = ring ? (double)ring : 0.0, inv_wrap = ring ? 1.0 / (double)ring : 0.0;
+    const double off_row = ring ? (double)(ring + USBEAM_DAS_RING_REPEATS) : 0.0;
+#define SLOT(base, valid) ((valid) ? (base) - wrap * floor((base) * inv_wrap) : off_row)
+#define ROW(slot) (row0 + i * channel + (ptrdiff_t)(int32_t)(slot) * frames)
 #define ROTATED(RE, IM) const float RE = rot_re * re[i] - rot_im * im[i], IM = rot_re * im[i] + rot_im * re[i]
     if (kind == USBEAM_INTERP_NEAREST) {
         if (is_iq) {
@@ -523,7 +530,7 @@ INLINE_BODY void transmit_entries(const usbeam_das_plan *plan, size_t count, con
                 const double s = s_tx + sample[i];
                 const int valid = (s >= 0.0) & (s <= last);
                 const float g = valid ? 1.0f : 0.0f;
-                row[i] = ROW(valid ? rint(s) : 0.0); /* ties to even */
+                row[i] = ROW(SLOT(rint(s), valid)); /* ties to even */
                 ROTATED(cr, ci);
                 weight[2 * i] = g * cr;
                 weight[2 * i + 1] = g * ci;
@@ -532,7 +539,7 @@ INLINE_BODY void transmit_entries(const usbeam_das_plan *plan, size_t count, con
             for (ptrdiff_t i = 0; i < n; ++i) {
                 const double s = s_tx + sample[i];
                 const int valid = (s >= 0.0) & (s <= last);
-                row[i] = ROW(valid ? rint(s) : 0.0);
+                row[i] = ROW(SLOT(rint(s), valid));
                 weight[i] = valid ? re[i] : 0.0f;
             }
         }
@@ -549,7 +556,7 @@ INLINE_BODY void transmit_entries(const usbeam_das_plan *plan, size_t count, con
                     const double base = floor(valid ? s : 0.0);
                     const float t = (float)(s - base), g = valid ? 1.0f : 0.0f;
                     const float w0 = g - g * t, w1 = g * t;
-                    row[i + j] = row0 + (i + j) * channel + (ptrdiff_t)(int32_t)base * frames;
+                    row[i + j] = row0 + (i + j) * channel + (ptrdiff_t)(int32_t)SLOT(base, valid) * frames;
                     const float cr = rot_re * re[i + j] - rot_im * im[i + j], ci = rot_re * im[i + j] + rot_im * re[i + j];
                     plane[0][j] = w0 * cr;
                     plane[1][j] = w0 * ci;
@@ -564,7 +571,7 @@ INLINE_BODY void transmit_entries(const usbeam_das_plan *plan, size_t count, con
                 const double base = floor(valid ? s : 0.0);
                 const float t = (float)(s - base), g = valid ? 1.0f : 0.0f;
                 const float w0 = g - g * t, w1 = g * t;
-                row[i] = ROW(base);
+                row[i] = ROW(SLOT(base, valid));
                 ROTATED(cr, ci);
                 weight[4 * i] = w0 * cr;
                 weight[4 * i + 1] = w0 * ci;
@@ -577,7 +584,7 @@ INLINE_BODY void transmit_entries(const usbeam_das_plan *plan, size_t count, con
                 const int valid = (s >= 0.0) & (s <= last - 1.0);
                 const double base = floor(valid ? s : 0.0);
                 const float t = (float)(s - base), g = valid ? re[i] : 0.0f;
-                row[i] = ROW(base);
+                row[i] = ROW(SLOT(base, valid));
                 weight[2 * i] = g - g * t;
                 weight[2 * i + 1] = g * t;
             }
@@ -585,7 +592,7 @@ INLINE_BODY void transmit_entries(const usbeam_das_plan *plan, size_t count, con
     } else { /* cubic (Catmull-Rom, usbeam_math.h) */
 #define CUBIC_WEIGHTS                                                                                  \
     USBEAM_DAS_CUBIC_ENTRY(s_tx, sample[i], last);                                                     \
-    row[i] = ROW(base - 1.0)
+    row[i] = ROW(SLOT(base - 1.0, valid))
         if (is_iq) {
             for (ptrdiff_t i = 0; i < n; ++i) {
                 CUBIC_WEIGHTS;
@@ -604,8 +611,63 @@ INLINE_BODY void transmit_entries(const usbeam_das_plan *plan, size_t count, con
         }
 #undef CUBIC_WEIGHTS
     }
+#undef SLOT
 #undef ROW
 #undef ROTATED
+}
+
+/* For a tile of execute's points [p0, p1) (USBEAM_DAS_POINT_TILE, in order), the samples of a
+ * channel its in-range taps read, bounds[0] to bounds[1] (exclusive): from floor of the least
+ * s = s_tx + s_rx over its entries less one (cubic's first tap) to floor of the largest plus
+ * 2 (cubic's last), each bounded by the extreme transmit part plus the extreme receive part,
+ * with one sample of margin either side.  (Taps out of range read rows that do not depend on
+ * s: das_delays.c.)  Execute stages the input in windows of samples just ahead of the tiles
+ * that read them, round a ring that stays in cache (das.c).  At plan creation, per tile, with
+ * its points' receive parts just computed. */
+INLINE_BODY void tile_sample_bounds(const usbeam_das_plan *plan, size_t p0, size_t p1, int32_t *bounds)
+{
+    const usbeam_das_params *prm = &plan->params;
+    const size_t n_tx = prm->n_transmits;
+    const double n_samples = (double)prm->n_samples;
+    /* eight lanes of running extremes over the whole tile, reduced once at its end (a reduction
+     * per point cost a third of the receive table's time); a point's last block of eight
+     * overlaps its previous one, which leaves extremes unchanged */
+    double lo[8], hi[8];
+    for (int j = 0; j < 8; ++j) lo[j] = n_samples, hi[j] = 0.0;
+    for (size_t p = p0; p < p1; ++p) {
+        const size_t count = (size_t)plan->aperture_count[p];
+        if (count == 0) continue;
+        const double *s_rx = plan->table_sample + plan->receive_offset[p], *tx = plan->tx_time + p * n_tx;
+        double tx_lo = tx[0], tx_hi = tx[0];
+        for (size_t t = 1; t < n_tx; ++t) {
+            tx_lo = tx[t] < tx_lo ? tx[t] : tx_lo;
+            tx_hi = tx[t] > tx_hi ? tx[t] : tx_hi;
+        }
+        const double s_lo = (tx_lo - prm->t0) * prm->fs, s_hi = (tx_hi - prm->t0) * prm->fs; /* as execute's s_tx */
+        if (count < 8) {
+            for (size_t i = 0; i < count; ++i) {
+                lo[0] = s_lo + s_rx[i] < lo[0] ? s_lo + s_rx[i] : lo[0];
+                hi[0] = s_hi + s_rx[i] > hi[0] ? s_hi + s_rx[i] : hi[0];
+            }
+            continue;
+        }
+        for (size_t i0 = 0;; i0 += 8) {
+            const double *s = s_rx + (i0 + 8 <= count ? i0 : count - 8);
+            for (int j = 0; j < 8; ++j) {
+                lo[j] = s_lo + s[j] < lo[j] ? s_lo + s[j] : lo[j];
+                hi[j] = s_hi + s[j] > hi[j] ? s_hi + s[j] : hi[j];
+            }
+            if (i0 + 8 >= count) break;
+        }
+    }
+    double least = lo[0], last = hi[0];
+    for (int j = 1; j < 8; ++j) {
+        least = lo[j] < least ? lo[j] : least;
+        last = hi[j] > last ? hi[j] : last;
+    }
+    const double first = floor(least) - 2.0, end = floor(last) + 4.0;
+    bounds[0] = (int32_t)(first > 0.0 ? (first < n_samples ? first : n_samples) : 0.0);
+    bounds[1] = (int32_t)(end < n_samples ? end : n_samples);
 }
 
 /* The per-instruction-set copies and their dispatch. */
@@ -622,9 +684,13 @@ INLINE_BODY void transmit_entries(const usbeam_das_plan *plan, size_t count, con
     TARGET static void transmit_entries_##SUFFIX(const usbeam_das_plan *plan, size_t count, const double *sample, \
                                                  const float *re, const float *im, double s_tx, float rot_re,   \
                                                  float rot_im, ptrdiff_t row0, ptrdiff_t channel,               \
-                                                 ptrdiff_t frames, ptrdiff_t *row, float *weight)               \
+                                                 ptrdiff_t frames, size_t ring, ptrdiff_t *row, float *weight)  \
     {                                                                                                       \
-        transmit_entries(plan, count, sample, re, im, s_tx, rot_re, rot_im, row0, channel, frames, row, weight); \
+        transmit_entries(plan, count, sample, re, im, s_tx, rot_re, rot_im, row0, channel, frames, ring, row, weight); \
+    }                                                                                                       \
+    TARGET static void tile_sample_bounds_##SUFFIX(const usbeam_das_plan *plan, size_t p0, size_t p1, int32_t *bounds) \
+    {                                                                                                       \
+        tile_sample_bounds(plan, p0, p1, bounds);                                                           \
     }
 #if USBEAM_DAS_MULTI_ISA
 DEFINE_ISA_COPIES(avx2, TARGET_AVX2)
@@ -637,6 +703,12 @@ void usbeam_das_point_receive(const usbeam_das_plan *plan, size_t p, double *sam
     point_receive(plan, p, sample, re, im);
 }
 
+void usbeam_das_tile_sample_bounds(const usbeam_das_plan *plan, size_t p0, size_t p1, int32_t *bounds)
+{
+    USBEAM_DAS_DISPATCH(tile_sample_bounds, plan, p0, p1, bounds);
+    tile_sample_bounds(plan, p0, p1, bounds);
+}
+
 void usbeam_das_point_entries(const usbeam_das_plan *plan, size_t p, int32_t *tap, float *weight)
 {
     USBEAM_DAS_DISPATCH(point_entries, plan, p, tap, weight);
@@ -645,9 +717,9 @@ void usbeam_das_point_entries(const usbeam_das_plan *plan, size_t p, int32_t *ta
 
 void usbeam_das_transmit_entries(const usbeam_das_plan *plan, size_t count, const double *sample, const float *re,
                                  const float *im, double s_tx, float rot_re, float rot_im, ptrdiff_t row0,
-                                 ptrdiff_t channel, ptrdiff_t frames, ptrdiff_t *row, float *weight)
+                                 ptrdiff_t channel, ptrdiff_t frames, size_t ring, ptrdiff_t *row, float *weight)
 {
-    USBEAM_DAS_DISPATCH(transmit_entries, plan, count, sample, re, im, s_tx, rot_re, rot_im, row0, channel, frames, row,
-                        weight);
-    transmit_entries(plan, count, sample, re, im, s_tx, rot_re, rot_im, row0, channel, frames, row, weight);
+    USBEAM_DAS_DISPATCH(transmit_entries, plan, count, sample, re, im, s_tx, rot_re, rot_im, row0, channel, frames, ring,
+                        row, weight);
+    transmit_entries(plan, count, sample, re, im, s_tx, rot_re, rot_im, row0, channel, frames, ring, row, weight);
 }

@@ -104,6 +104,10 @@ struct usbeam_das_plan {
     int has_table;              /* 1: receive parts precomputed; 0: computed per point in execute */
     double *table_sample;       /* (n_receive) s_rx, samples */
     float *table_re, *table_im; /* (n_receive) c_rx (table_im: IQ only) */
+    int32_t *tile_samples;      /* with the table: (n_points / USBEAM_DAS_POINT_TILE rounded up, 2): the
+                                   samples [first, end) of a channel hold every in-range tap that
+                                   execute's tile k reads (staging in windows, das.c); NULL: stage
+                                   it all at once */
 
     int n_threads;
     size_t thread_floats;       /* floats of one thread's scratch (below) */
@@ -122,12 +126,20 @@ struct usbeam_das_plan {
 /* Receive part of point p (the layout above): sample[i], re[i], im[i] for the i-th element of
  * its aperture (im only for IQ); das_delays.c. */
 void usbeam_das_point_receive(const usbeam_das_plan *plan, size_t p, double *sample, float *re, float *im);
+/* bounds[0], bounds[1]: the [first, end) samples holding every in-range tap of points [p0, p1)
+ * (plan->tile_samples), from the table and the transmit times; das_delays.c. */
+void usbeam_das_tile_sample_bounds(const usbeam_das_plan *plan, size_t p0, size_t p1, int32_t *bounds);
 /* Entries of one transmit: for each of `count` aperture elements i, the row offset
- * row0 + i * channel + first_tap * frames and the weights (layout above), from the receive part
- * and the transmit's s_tx (samples) and rotation (rot_re, rot_im; IQ); das_delays.c. */
+ * row0 + i * channel + first_tap_row * frames and the weights (layout above), from the receive
+ * part and the transmit's s_tx (samples) and rotation (rot_re, rot_im; IQ); das_delays.c.
+ * first_tap_row is the first tap's sample, or with ring > 0 that sample % ring (staging in a
+ * ring, das.c), and an out-of-range tap's row is 0, or ring + USBEAM_DAS_RING_REPEATS. */
 void usbeam_das_transmit_entries(const usbeam_das_plan *plan, size_t count, const double *sample, const float *re,
                                  const float *im, double s_tx, float rot_re, float rot_im, ptrdiff_t row0,
-                                 ptrdiff_t channel, ptrdiff_t frames, ptrdiff_t *row, float *weight);
+                                 ptrdiff_t channel, ptrdiff_t frames, size_t ring, ptrdiff_t *row, float *weight);
+/* Rows repeated past a staging ring (rows ring .. ring + 3 = rows 0 .. 3, so a tap run starting
+ * at row ring - 1 does not wrap), then as many zero rows (das.c). */
+#define USBEAM_DAS_RING_REPEATS 4
 /* Floats of a thread's scratch per receive array (sample counts double): the widest aperture,
  * rounded up to 16. */
 static inline size_t usbeam_das_widest_floats(const usbeam_das_plan *plan)

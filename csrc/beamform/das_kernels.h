@@ -76,24 +76,27 @@ static void DAS_ISA(beamform_entries)(const usbeam_das_plan *plan, const entries
 
 
 
-/* Stage one channel (transmit, element) of the input: rows of frames f0 .. f0 + 7 for samples
- * n0 .. n0 + 7 go through an 8 x 8 transpose in registers (complex samples moved as 64-bit
- * units, then split into re and im rows); what is left over (frames past the last whole block
- * of 8, samples past the last whole block of 8) is copied one value at a time.  Returns 1 when
- * every sample of the channel is finite (x - x is 0 only for finite x; int16 always is).
+/* Stage samples [first, end) of one channel (transmit, element) of the input into rows dst,
+ * dst + 1, ... of re / im: rows of frames f0 .. f0 + 7 for samples n0 .. n0 + 7 go through an
+ * 8 x 8 transpose in registers (complex samples moved as 64-bit units, then split into re and
+ * im rows); what is left over (frames past the last whole block of 8, samples past the
+ * window's last whole block of 8) is copied one value at a time.  Returns 1 when every sample
+ * staged is finite (x - x is 0 only for finite x; int16 always is).
  * (The scalar copy it replaces ran at 5-7 GB/s: strided single stores, and input rows of 32
  * frames a multiple of 4 KiB apart fighting for the same L1 sets.) */
 static int DAS_ISA(stage_channel)(const usbeam_das_params *prm, size_t n_frames, const void *in, size_t ch,
-                                  float *re, float *im)
+                                  size_t first, size_t end, size_t dst, float *re, float *im)
 {
+    re += dst * n_frames; /* row n of the window lands in row n - first of these */
+    im += dst * n_frames;
     const size_t n_samples = prm->n_samples;
     const size_t frame_stride = prm->n_transmits * prm->n_elements * n_samples; /* input samples per frame */
-    const size_t whole_frames = n_frames / 8 * 8, whole_samples = n_samples / 8 * 8;
+    const size_t whole_frames = n_frames / 8 * 8, whole_samples = first + (end - first) / 8 * 8;
     const int dtype = (int)prm->input_dtype;
     frames8 bad8 = {0};  /* sums of x - x over the vector part: 0 unless a NaN or inf passed */
     float bad1 = 0.0f;   /* the same over the scalar part */
     for (size_t f0 = 0; f0 < whole_frames; f0 += 8) {
-        for (size_t n0 = 0; n0 < whole_samples; n0 += 8) {
+        for (size_t n0 = first; n0 < whole_samples; n0 += 8) {
             if (dtype == USBEAM_DTYPE_COMPLEX64) {
                 units8 row[8], t[8];
                 for (int f = 0; f < 8; ++f) {
@@ -108,8 +111,8 @@ static int DAS_ISA(stage_channel)(const usbeam_das_params *prm, size_t n_frames,
                     const frames16 pair = (frames16)t[k];
                     const frames8 r = __builtin_shufflevector(pair, pair, 0, 2, 4, 6, 8, 10, 12, 14);
                     const frames8 i = __builtin_shufflevector(pair, pair, 1, 3, 5, 7, 9, 11, 13, 15);
-                    STORE8(re + (n0 + (size_t)k) * n_frames + f0, r);
-                    STORE8(im + (n0 + (size_t)k) * n_frames + f0, i);
+                    STORE8(re + (n0 - first + (size_t)k) * n_frames + f0, r);
+                    STORE8(im + (n0 - first + (size_t)k) * n_frames + f0, i);
                 }
             } else {
                 frames8 row[8], t[8];
@@ -125,7 +128,7 @@ static int DAS_ISA(stage_channel)(const usbeam_das_params *prm, size_t n_frames,
                     }
                 }
                 TRANSPOSE8(frames8, row, t);
-                for (int k = 0; k < 8; ++k) STORE8(re + (n0 + (size_t)k) * n_frames + f0, t[k]);
+                for (int k = 0; k < 8; ++k) STORE8(re + (n0 - first + (size_t)k) * n_frames + f0, t[k]);
             }
         }
     }
@@ -133,19 +136,18 @@ static int DAS_ISA(stage_channel)(const usbeam_das_params *prm, size_t n_frames,
      * last n_samples % 8 samples of the whole blocks' frames */
     for (size_t f = 0; f < n_frames; ++f) {
         const size_t src = f * frame_stride + ch * n_samples;
-        const size_t first = f < whole_frames ? whole_samples : 0;
-        for (size_t n = first; n < n_samples; ++n) {
+        for (size_t n = f < whole_frames ? whole_samples : first; n < end; ++n) {
             if (dtype == USBEAM_DTYPE_COMPLEX64) {
                 const float *x = (const float *)in + 2 * (src + n);
-                re[n * n_frames + f] = x[0];
-                im[n * n_frames + f] = x[1];
+                re[(n - first) * n_frames + f] = x[0];
+                im[(n - first) * n_frames + f] = x[1];
                 bad1 += (x[0] - x[0]) + (x[1] - x[1]);
             } else if (dtype == USBEAM_DTYPE_FLOAT32) {
                 const float x = ((const float *)in)[src + n];
-                re[n * n_frames + f] = x;
+                re[(n - first) * n_frames + f] = x;
                 bad1 += x - x;
             } else {
-                re[n * n_frames + f] = (float)((const int16_t *)in)[src + n];
+                re[(n - first) * n_frames + f] = (float)((const int16_t *)in)[src + n];
             }
         }
     }

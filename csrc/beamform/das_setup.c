@@ -266,6 +266,7 @@ void usbeam_das_plan_destroy(usbeam_das_plan *plan)
     usbeam_free(plan->table_sample);
     usbeam_free(plan->table_re);
     usbeam_free(plan->table_im);
+    usbeam_free(plan->tile_samples);
     usbeam_free(plan->scratch);
     usbeam_free(plan->tile);
     usbeam_free(plan->stage);
@@ -294,6 +295,13 @@ const int32_t *usbeam_das_aperture_counts(const usbeam_das_plan *plan, size_t *n
 {
     if (n_points) *n_points = plan ? plan->params.n_points : 0;
     return plan ? plan->aperture_count : NULL;
+}
+
+const int32_t *usbeam_das_tile_samples(const usbeam_das_plan *plan, size_t *n_tiles)
+{
+    const size_t tile = USBEAM_DAS_POINT_TILE;
+    if (n_tiles) *n_tiles = plan ? (plan->params.n_points + tile - 1) / tile : 0;
+    return plan ? plan->tile_samples : NULL;
 }
 
 usbeam_status usbeam_das_coverage(const usbeam_das_plan *plan, const int64_t *rows, size_t n_rows,
@@ -831,12 +839,18 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
             (st = alloc_table((void **)&plan->table_re, plan->n_receive, sizeof(float), "receive table")) ||
             (is_iq && (st = alloc_table((void **)&plan->table_im, plan->n_receive, sizeof(float), "receive table"))))
             goto fail;
-        const ptrdiff_t n_points = (ptrdiff_t)n_pts;
-#pragma omp parallel for schedule(dynamic, 256)
-        for (ptrdiff_t p = 0; p < n_points; ++p) {
-            const size_t off = plan->receive_offset[p];
-            usbeam_das_point_receive(plan, (size_t)p, plan->table_sample + off, plan->table_re + off,
-                                     is_iq ? plan->table_im + off : NULL);
+        const size_t tile = USBEAM_DAS_POINT_TILE;
+        const ptrdiff_t n_tiles = (ptrdiff_t)((n_pts + tile - 1) / tile);
+        if ((st = alloc_array((void **)&plan->tile_samples, 2 * (size_t)n_tiles, sizeof(int32_t), "points"))) goto fail;
+#pragma omp parallel for schedule(dynamic, 4)
+        for (ptrdiff_t k = 0; k < n_tiles; ++k) {
+            const size_t p1 = (size_t)(k + 1) * tile < n_pts ? (size_t)(k + 1) * tile : n_pts;
+            for (size_t p = (size_t)k * tile; p < p1; ++p) {
+                const size_t off = plan->receive_offset[p];
+                usbeam_das_point_receive(plan, p, plan->table_sample + off, plan->table_re + off,
+                                         is_iq ? plan->table_im + off : NULL);
+            }
+            usbeam_das_tile_sample_bounds(plan, (size_t)k * tile, p1, plan->tile_samples + 2 * k); /* its table in cache */
         }
     }
     *plan_out = plan;

@@ -18,6 +18,8 @@
  *   das_transmit_times(plan, rows) -> float64 (len(rows), n_transmits): the plan's transmit
  *       times (s) of the points rows (int64, in [0, n_points)), or None (a CUDA plan)
  *   das_aperture_counts(plan) -> int32 (n_points): receive elements per point, or None (CUDA)
+ *   das_staging(plan, n_frames) -> (windows, ring_rows): how execute stages n_frames frames
+ *   das_tile_samples(plan) -> int32 (n_tiles, 2): each tile's [first, end) samples, or None
  *   das_coverage(plan, rows, transmits, t0, t_end) -> bool (len(rows)): usbeam_das_coverage,
  *       or None (a CUDA plan); rows and transmits int64
  *   das_sparse_plan(<das_plan's arguments>), das_sparse_execute(plan, data, out[, n_frames]),
@@ -299,6 +301,35 @@ static PyObject *py_das_aperture_counts(PyObject *self, PyObject *capsule)
     return (PyObject *)arr;
 }
 
+static PyObject *py_das_tile_samples(PyObject *self, PyObject *capsule)
+{
+    (void)self;
+    usbeam_py_plan *h = usbeam_py_plan_from(capsule, &das_plan_type);
+    if (!h) return NULL;
+    size_t n_tiles = 0;
+    const int32_t *bounds = usbeam_das_tile_samples(h->plan, &n_tiles);
+    if (!bounds) Py_RETURN_NONE;
+    npy_intp dims[2] = {(npy_intp)n_tiles, 2};
+    PyArrayObject *arr = (PyArrayObject *)PyArray_SimpleNew(2, dims, NPY_INT32);
+    if (arr) memcpy(PyArray_DATA(arr), bounds, 2 * n_tiles * sizeof(int32_t));
+    return (PyObject *)arr;
+}
+
+static PyObject *py_das_staging(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *capsule;
+    Py_ssize_t n_frames;
+    if (!PyArg_ParseTuple(args, "On", &capsule, &n_frames)) return NULL;
+    usbeam_py_plan *h = usbeam_py_plan_from(capsule, &das_plan_type);
+    if (!h) return NULL;
+    if (n_frames < 1) return PyErr_Format(PyExc_ValueError, "n_frames must be >= 1 (got %zd)", n_frames);
+    size_t windows = 0, ring_rows = 0;
+    const usbeam_status st = usbeam_das_staging(h->plan, (size_t)n_frames, &windows, &ring_rows);
+    if (st != USBEAM_OK) return usbeam_py_raise(st);
+    return Py_BuildValue("nn", (Py_ssize_t)windows, (Py_ssize_t)ring_rows);
+}
+
 static PyObject *py_das_coverage(PyObject *self, PyObject *args)
 {
     (void)self;
@@ -455,6 +486,8 @@ PyMethodDef usbeam_py_das_methods[] = {
     {"das_execute", py_das_execute, METH_VARARGS, "Run a delay-and-sum plan: (plan, data, out[, n_frames])."},
     {"das_table_bytes", py_das_table_bytes, METH_O, "Bytes of a plan's precomputed receive table."},
     {"das_aperture_counts", py_das_aperture_counts, METH_O, "A CPU plan's receive elements per point, or None."},
+    {"das_staging", py_das_staging, METH_VARARGS, "How a CPU plan stages n_frames frames: (windows, ring_rows)."},
+    {"das_tile_samples", py_das_tile_samples, METH_O, "A CPU plan's [first, end) samples per tile of points, or None."},
     {"das_coverage", py_das_coverage, METH_VARARGS, "Which points of a CPU plan receive a recorded sample, or None."},
     {"das_transmit_times", py_das_transmit_times, METH_VARARGS, "A CPU plan's transmit times (s) of some points, or None."},
     {"das_sparse_cuda_exec", py_das_sparse_cuda_exec, METH_O, "CUDA state of a sparse DAS plan (None for the CPU)."},

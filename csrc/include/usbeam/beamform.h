@@ -104,6 +104,15 @@ usbeam_status usbeam_das_execute(usbeam_das_plan *plan, const void *in, void *ou
  * in (n_frames, n_transmits, n_elements, n_samples), out (n_frames, n_points). */
 usbeam_status usbeam_das_execute_frames(usbeam_das_plan *plan, size_t n_frames, const void *in, void *out);
 void usbeam_das_plan_destroy(usbeam_das_plan *plan);
+/* How execute stages a call of n_frames frames: *windows windows of samples going round a ring
+ * of *ring_rows rows per channel, or 1 and 0: the whole record at once (a record over 8 MiB of
+ * several frames, on a grid whose points come in order of depth, goes round a ring that stays
+ * in cache).  USBEAM_ERR_INVALID_ARGUMENT for a CUDA plan. */
+usbeam_status usbeam_das_staging(const usbeam_das_plan *plan, size_t n_frames, size_t *windows, size_t *ring_rows);
+/* Per tile of execute's points (64 points, in grid order), (n_tiles, 2): the samples [first,
+ * end) of a channel that hold every in-range interpolation tap its points read, what staging
+ * in windows relies on; valid while the plan lives, with *n_tiles; NULL without the table. */
+const int32_t *usbeam_das_tile_samples(const usbeam_das_plan *plan, size_t *n_tiles);
 /* Bytes of the precomputed receive table (0 when the plan recomputes per call). */
 size_t usbeam_das_table_bytes(const usbeam_das_plan *plan);
 /* The plan's transmit times (s), (n_points, n_transmits), valid while the plan lives, with

@@ -1,0 +1,143 @@
+"""Staging round a ring (csrc/beamform/das.c): a record of several frames over 8 MiB, on a grid
+whose points come in order of depth, is copied into the staged planes a window of samples at a
+time, round a ring of rows that stays in cache.  USBEAM_DAS_STAGE_AT_ONCE_BYTES lowers the
+threshold so that small records here take that path.  The ring must change no value: images
+against the float64 reference (tests/reference/das.py, das_general) and bit for bit against the
+whole-record staging, for every interpolation, input type, several frame counts (the 8-frame
+pair kernels and the partial frame blocks) and transmits; and a NaN or an infinity in any
+window is refused."""
+import numpy as np
+import pytest
+
+import usbeam
+from reference import das as ref
+from test_das_sector_aperture import cone_predicate
+from tolerances import TOLERANCES
+
+FS, FC, C, T0 = 20e6, 5e6, 1540.0, 1.0e-6
+N_SAMPLES = 700
+RING = "USBEAM_DAS_STAGE_AT_ONCE_BYTES"
+
+
+def random_data(rng, shape, dtype):
+    if dtype == np.complex64:
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np.complex64)
+    if dtype == np.int16:
+        return rng.integers(-3000, 3000, shape).astype(np.int16)
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def setup(n_frames, dtype=np.complex64, interpolation="linear", n_transmits=1):
+    """A convex sector (radii in order, 17.5 mm deep) and compounded transmits: diverging waves
+    from two virtual sources and user delays.  (Transmits as different as a focus inside the
+    sector and a diverging wave need rows far apart at once: those records are staged whole.)"""
+    probe = usbeam.ConvexArray(n_elements=48, pitch=3e-4, radius=0.012, element_width=2.6e-4)
+    h = probe.apothem
+    delays = np.linspace(0.0, 1e-7, probe.n_elements)
+    laws = [usbeam.DivergingWave((0.0, -h)), usbeam.DivergingWave((1e-3, -h - 2e-3)), usbeam.Delays(delays)]
+    tuples = [("diverging", (0.0, 0.0, -h)), ("diverging", (1e-3, 0.0, -h - 2e-3)), ("delays", delays)]
+    grid = usbeam.PolarGrid(np.linspace(probe.radius + 1e-3, probe.radius + 17.5e-3, 96), np.linspace(-0.5, 0.5, 40),
+                            apex=(0.0, -h))
+    bf = usbeam.Beamformer(probe, laws[:n_transmits], grid, fs=FS, fc=FC, c=C, t0=T0, n_samples=N_SAMPLES,
+                           f_number=1.0, window="hann", interpolation=interpolation, n_frames=n_frames, dtype=dtype)
+    return bf, tuples[:n_transmits]
+
+
+def staging(bf, n_frames):
+    return usbeam._core.das_staging(bf._plan, n_frames)
+
+
+def run(bf, data, monkeypatch, ring):
+    monkeypatch.setenv(RING, "0" if ring else str(1 << 60))
+    windows, ring_rows = staging(bf, data.shape[0])
+    if ring:
+        assert windows >= 3 and 0 < ring_rows < N_SAMPLES // 2, (windows, ring_rows)
+    else:
+        assert (windows, ring_rows) == (1, 0)
+    return bf(data)
+
+
+@pytest.mark.parametrize("n_transmits", [1, 3])
+def test_tile_bounds_hold_every_tap(n_transmits):
+    """Every in-range tap (floor(s) - 1 .. floor(s) + 2, cubic's run, which holds nearest's and
+    linear's) of every (point, transmit, element in the point's cone) lies in its tile's
+    [first, end), with s = ((tau_tx + |p - e| / c) - t0) fs from tests/reference/das.py."""
+    bf, tuples = setup(2, n_transmits=n_transmits)
+    bounds = usbeam._core.das_tile_samples(bf._plan)
+    points = bf.grid.coordinates()
+    inside, near = cone_predicate(bf.probe, points, 1.0)
+    receive = np.linalg.norm(points[None, :, :] - bf.probe.positions[:, None, :], axis=2)  # (element, point)
+    tiles = np.arange(len(points)) // 64
+    assert bounds.shape == (tiles[-1] + 1, 2)
+    checked = 0
+    for transmit in tuples:
+        s = ((ref.transmit_path_general(transmit, points, bf.probe.positions, C)[None, :] + receive) / C - T0) * FS
+        base = np.floor(s)
+        used = inside & ~near & (s >= 0) & (s <= N_SAMPLES - 1)
+        first, end = bounds[tiles, 0][None, :], bounds[tiles, 1][None, :]
+        in_range = (base - 1 >= first) | (base - 1 < 0)  # a tap before the record is out of range
+        in_range &= (base + 2 < end) | (base + 2 >= N_SAMPLES)
+        assert np.all(in_range[used]), np.argwhere(used & ~in_range)[:5]
+        checked += np.count_nonzero(used)
+    assert checked > 0.3 * len(points) * n_transmits * 10  # about a cone of elements per point
+    spans = bounds[:, 1] - bounds[:, 0]
+    assert np.median(spans) < N_SAMPLES / 8  # tight enough for a ring
+
+
+@pytest.mark.parametrize("interpolation", ["nearest", "linear", "cubic"])
+@pytest.mark.parametrize("dtype", [np.complex64, np.int16])
+def test_ring_matches_reference(rng, monkeypatch, interpolation, dtype):
+    bf, tuples = setup(3, dtype, interpolation, n_transmits=3)
+    data = random_data(rng, (3, 3, 48, N_SAMPLES), dtype)
+    got = run(bf, data, monkeypatch, ring=True)
+    want = ref.das_general(data, bf.probe.positions, bf.probe.normals, tuples, bf.grid.coordinates(), fs=FS,
+                           fc=FC if dtype == np.complex64 else 0.0, c=C, t0=T0, f_number=1.0, window_kind="hann",
+                           interpolation=interpolation).reshape(got.shape)
+    assert np.count_nonzero(want) > 0.5 * want.size
+    err = np.abs(got - want)
+    if interpolation == "nearest":
+        off = err > TOLERANCES["das_nearest_pixel_rel"] * np.abs(want).max()
+        assert np.mean(off) <= TOLERANCES["das_nearest_fraction_off"]
+        got, want = got[~off], want[~off]
+    assert np.linalg.norm(got - want) <= TOLERANCES["das_rel_l2"] * np.linalg.norm(want)
+
+
+@pytest.mark.parametrize("interpolation", ["nearest", "linear", "cubic"])
+@pytest.mark.parametrize("dtype", [np.complex64, np.float32, np.int16])
+@pytest.mark.parametrize("n_frames, capacity", [(2, 2), (8, 8), (11, 16), (16, 16)])
+def test_ring_changes_no_value(rng, monkeypatch, interpolation, dtype, n_frames, capacity):
+    n_transmits = 3 if n_frames == 2 else 1
+    bf, _ = setup(capacity, dtype, interpolation, n_transmits)
+    data = random_data(rng, (n_frames, n_transmits, 48, N_SAMPLES), dtype)
+    before = data.copy()
+    whole = run(bf, data, monkeypatch, ring=False)
+    ringed = run(bf, data, monkeypatch, ring=True)
+    np.testing.assert_array_equal(ringed, whole)
+    np.testing.assert_array_equal(data, before)
+    assert np.count_nonzero(whole) > 0.5 * whole.size
+
+
+def test_whole_record_where_no_ring_helps(monkeypatch):
+    bf, _ = setup(4)
+    monkeypatch.setenv(RING, "0")
+    assert staging(bf, 1) == (1, 0)  # one frame: das_single.c reads rows = samples
+    assert staging(bf, 4)[1] > 0
+    monkeypatch.delenv(RING)
+    assert staging(bf, 4) == (1, 0)  # 48 x 700 x 4 complex64 samples: 1 MB, under the 8 MiB threshold
+    with pytest.raises(ValueError, match="n_frames"):
+        staging(bf, 5)
+
+
+@pytest.mark.parametrize("sample", [0, 3, 350, 699])
+def test_bad_sample_in_any_window_is_refused(rng, monkeypatch, sample):
+    bf, _ = setup(4)
+    data = random_data(rng, (4, 1, 48, N_SAMPLES), np.complex64)
+    monkeypatch.setenv(RING, "0")
+    good = bf(data)
+    data[2, 0, 17, sample] = np.nan
+    out = np.full_like(good, 7.0)
+    with pytest.raises(ValueError, match=r"NaN or infinite values \(in 1 of 48 channels\)"):
+        bf(data, out=out)
+    assert np.all(np.isnan(out))  # no partial image, whichever window held it
+    data[2, 0, 17, sample] = 0.5
+    np.testing.assert_array_equal(bf(data)[[0, 1, 3]], good[[0, 1, 3]])  # and the ring recovers
