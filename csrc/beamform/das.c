@@ -21,9 +21,11 @@
  * weights) of a block of (transmit, element) pairs are formed in the thread's scratch
  * (das_delays.c) and summed by the kernels: blocks of 32 and 16 frames in 16-lane vectors,
  * 8 frames as two units (taps or entries) per vector, a last partial block of 8 lanes, and
- * a single frame formed and summed in one loop over the entries (das_single.c: on AVX-512 a
- * whole tile of points per call, usbeam_das_tile_single, every transmit of a point into the
- * same accumulators; elsewhere a point and transmit per call, usbeam_das_transmit_sum_single).
+ * a single frame formed and summed in one loop over the entries: a 1-frame plan on AVX-512
+ * with 16 points in the lanes from its lane table (das_lanes.c, usbeam_das_tile_lanes); else
+ * das_single.c (on AVX-512 a whole tile of points per call, usbeam_das_tile_single, every
+ * transmit of a point into the same accumulators; elsewhere a point and transmit per call,
+ * usbeam_das_transmit_sum_single).
  * Every multi-frame kernel sums a frame in one fixed
  * order (independent chains that cover the FMA latency, met in a fixed tree: see "unit"
  * below), so a frame's value does not depend on the frames per call.  The kernels are
@@ -642,8 +644,10 @@ usbeam_status usbeam_das_execute_frames(usbeam_das_plan *plan, size_t n_frames, 
             for (ptrdiff_t k = (ptrdiff_t)sched.first_tile[w]; k < (ptrdiff_t)sched.first_tile[w + 1]; ++k) {
                 if (usbeam_interrupt_poll(&interrupt)) continue;
                 const size_t p0 = (size_t)k * tile, m = n_points - p0 < tile ? n_points - p0 : tile;
-                if (n_frames == 1 && usbeam_das_tile_single(plan, p0, m, scratch, plan->stage,
-                                                            plan->stage + plan->stage_plane, tile_re, tile_im)) {
+                if (n_frames == 1 && (usbeam_das_tile_lanes(plan, thread, p0, m, plan->stage, plan->stage + plan->stage_plane,
+                                                            tile_re, tile_im) ||
+                                      usbeam_das_tile_single(plan, p0, m, scratch, plan->stage,
+                                                             plan->stage + plan->stage_plane, tile_re, tile_im))) {
                     kernels->write_tile(plan->is_iq, n_frames, n_points, p0, m, tile_re, tile_im, out);
                     continue;
                 }

@@ -381,6 +381,25 @@ INLINE_BODY void point_receive(const usbeam_das_plan *plan, size_t p, double *sa
     }
 }
 
+/* s_rx (as point_receive) and the window weight of each element of point p's aperture, the
+ * weight rounded to float: the lane table's (das_lanes.c), which forms the rotation itself. */
+INLINE_BODY void point_geometry(const usbeam_das_plan *plan, size_t p, double *sample, float *window)
+{
+    const double *pt = plan->points + 3 * p;
+    const int first = plan->aperture_first[p], count = plan->aperture_count[p];
+    const double samples_per_m = plan->params.fs / plan->params.c;
+    double centre, inv_half, d[CHUNK], apod[CHUNK];
+    window_mapping(plan, pt, &centre, &inv_half);
+    for (int e0 = first; e0 < first + count; e0 += CHUNK) {
+        const int n = first + count - e0 < CHUNK ? first + count - e0 : CHUNK, i0 = e0 - first;
+        chunk_geometry(plan, pt, e0, n, centre, inv_half, d, apod);
+        for (int i = 0; i < n; ++i) {
+            sample[i0 + i] = d[i] * samples_per_m;
+            window[i0 + i] = (float)apod[i];
+        }
+    }
+}
+
 /* Interpolation taps and weights (times apod) of n delays s (samples), in double; w is
  * (taps, n).  The validity ranges and Catmull-Rom weights of usbeam_math.h. */
 INLINE_BODY void chunk_weights(const usbeam_das_plan *plan, const double *restrict sample, const double *restrict apod,
@@ -677,6 +696,10 @@ INLINE_BODY void tile_sample_bounds(const usbeam_das_plan *plan, size_t p0, size
     {                                                                                                       \
         point_receive(plan, p, sample, re, im);                                                             \
     }                                                                                                       \
+    TARGET static void point_geometry_##SUFFIX(const usbeam_das_plan *plan, size_t p, double *sample, float *window) \
+    {                                                                                                       \
+        point_geometry(plan, p, sample, window);                                                            \
+    }                                                                                                       \
     TARGET static void point_entries_##SUFFIX(const usbeam_das_plan *plan, size_t p, int32_t *tap, float *weight) \
     {                                                                                                       \
         point_entries(plan, p, tap, weight);                                                                \
@@ -701,6 +724,12 @@ void usbeam_das_point_receive(const usbeam_das_plan *plan, size_t p, double *sam
 {
     USBEAM_DAS_DISPATCH(point_receive, plan, p, sample, re, im);
     point_receive(plan, p, sample, re, im);
+}
+
+void usbeam_das_point_geometry(const usbeam_das_plan *plan, size_t p, double *sample, float *window)
+{
+    USBEAM_DAS_DISPATCH(point_geometry, plan, p, sample, window);
+    point_geometry(plan, p, sample, window);
 }
 
 void usbeam_das_tile_sample_bounds(const usbeam_das_plan *plan, size_t p0, size_t p1, int32_t *bounds)

@@ -108,6 +108,18 @@ struct usbeam_das_plan {
                                    samples [first, end) of a channel hold every in-range tap that
                                    execute's tile k reads (staging in windows, das.c); NULL: stage
                                    it all at once */
+    /* The lane table of a 1-frame plan on AVX-512 (das_lanes.c, layout there), in place of the
+     * receive table (has_table = 0); NULL otherwise. */
+    int32_t *lane_first;        /* (n_groups) first element of each group of 16 points */
+    size_t *lane_offset;        /* (n_groups + 1) its rows */
+    double *lane_sample;        /* (rows, 16) s_rx */
+    float *lane_window;         /* (rows, 16) window weights; NULL for a 0 / 1 window (rect) */
+    double *lane_tx;            /* (n_groups, n_transmits, 16) s_tx */
+    float *lane_rot;            /* (n_groups, n_transmits, 2, 16) rot_tx (re, im) (IQ only) */
+    int lane_max_rows;          /* the most rows of a group */
+    float *lane_cache;          /* (n_threads, lane_max_rows, 32) the receive rotations of a group's rows */
+    int32_t *lane_least;        /* (rows, n_transmits) per group (from lane_offset[g] n_transmits on,
+                                   transmit-major): the least first tap of the row's valid lanes */
 
     int n_threads;
     size_t thread_floats;       /* floats of one thread's scratch (below) */
@@ -126,6 +138,9 @@ struct usbeam_das_plan {
 /* Receive part of point p (the layout above): sample[i], re[i], im[i] for the i-th element of
  * its aperture (im only for IQ); das_delays.c. */
 void usbeam_das_point_receive(const usbeam_das_plan *plan, size_t p, double *sample, float *re, float *im);
+/* s_rx (as above) and the window weight (float) of the elements of point p's aperture;
+ * das_delays.c. */
+void usbeam_das_point_geometry(const usbeam_das_plan *plan, size_t p, double *sample, float *window);
 /* bounds[0], bounds[1]: the [first, end) samples holding every in-range tap of points [p0, p1)
  * (plan->tile_samples), from the table and the transmit times; das_delays.c. */
 void usbeam_das_tile_sample_bounds(const usbeam_das_plan *plan, size_t p0, size_t p1, int32_t *bounds);
@@ -177,6 +192,20 @@ void usbeam_das_transmit_sum_single(const usbeam_das_plan *plan, size_t count, c
  * thread's (the receive part without a table); das_single.c. */
 int usbeam_das_tile_single(const usbeam_das_plan *plan, size_t p0, size_t m, float *scratch, const float *re_plane,
                            const float *im_plane, float *out_re, float *out_im);
+/* The lane table (das_lanes.c): whether plan creation builds it (a 1-frame plan on AVX-512,
+ * unless USBEAM_DAS_LANES=0) and whether it holds window weights (a window other than 0 / 1);
+ * each group's first element and row offsets from the apertures into lane_first / lane_offset
+ * (allocated), returning the rows; then the rows themselves (lane_sample, lane_window,
+ * lane_tx, lane_rot, lane_least allocated) from the receive geometry and the transmit times.
+ * Execute (the calling thread's number, for its cache of rotations): points p0 .. p0 + m - 1
+ * (a tile, from a multiple of 16) of one frame into
+ * out_re / out_im, 1 when done, 0 when the plan has no lane table. */
+int usbeam_das_lanes_wanted(const usbeam_das_plan *plan);
+int usbeam_das_lanes_windowed(const usbeam_das_plan *plan);
+size_t usbeam_das_lanes_count_rows(usbeam_das_plan *plan);
+void usbeam_das_lanes_fill(usbeam_das_plan *plan);
+int usbeam_das_tile_lanes(const usbeam_das_plan *plan, int thread, size_t p0, size_t m, const float *re_plane,
+                          const float *im_plane, float *out_re, float *out_im);
 /* Whole entries of point p (layout above) into tap[] (max_point_entries) and weight[]
  * (max_point_entries x weight_stride); das_delays.c. */
 void usbeam_das_point_entries(const usbeam_das_plan *plan, size_t p, int32_t *tap, float *weight);

@@ -1,0 +1,142 @@
+"""The 1-frame CPU DAS path with the points in the vector lanes (issue 21,
+csrc/beamform/das_lanes.c): a 1-frame plan on an AVX-512 machine sums 16 consecutive points at
+a time from its lane table (s_rx per lane and element of the group's apertures, the receive
+rotation formed per row, each row's taps from two loads and a permutation of the staged row,
+or a gather where the lanes' taps spread wider than the window).  Checked against the float64
+references (tests/reference/das.py, das and das_general) for every interpolation, input type,
+window, several transmits (more than the 4 a vector block once held), grids whose last group is
+partial, points outside every aperture, lanes spread too wide for the window, and a convex
+probe; and against das_single.c (USBEAM_DAS_LANES=0) on the same plan, which differs in the
+order of float operations only.  Determinism across thread counts: test_das_single.py (its
+children build 1-frame plans, which take this path on AVX-512)."""
+import numpy as np
+import pytest
+
+import usbeam
+from reference import das as ref
+from tolerances import TOLERANCES
+
+FS, FC, C, T0 = 20e6, 5e6, 1540.0, 1.2e-6
+N_SAMPLES = 900
+
+
+def lane_rows(bf):
+    return usbeam._core.das_lane_rows(bf._plan)
+
+
+def needs_lanes(bf):
+    if lane_rows(bf) == 0:
+        pytest.skip("the lane path needs AVX-512 (this machine's DAS takes das_single.c)")
+
+
+def random_data(rng, shape, dtype):
+    if dtype == np.complex64:
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np.complex64)
+    if dtype == np.int16:
+        return rng.integers(-3000, 3000, shape).astype(np.int16)
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def assert_close(got, want, interpolation):
+    got = got.reshape(want.shape)
+    err = np.abs(got - want)
+    if interpolation == "nearest":
+        off = err > TOLERANCES["das_nearest_pixel_rel"] * np.abs(want).max()
+        assert np.mean(off) <= TOLERANCES["das_nearest_fraction_off"]
+        got, want = got[~off], want[~off]
+    assert np.linalg.norm(got - want) <= TOLERANCES["das_rel_l2"] * np.linalg.norm(want)
+
+
+LAWS = [usbeam.PlaneWave(0.1), usbeam.DivergingWave((2e-3, -5e-3)), usbeam.PlaneWave(-0.2), usbeam.PlaneWave(0.0),
+        usbeam.DivergingWave((-3e-3, -8e-3))]
+TUPLES = [("plane", 0.1), ("diverging", 2e-3, -5e-3), ("plane", -0.2), ("plane", 0.0), ("diverging", -3e-3, -8e-3)]
+
+
+@pytest.mark.parametrize("interpolation", ["nearest", "linear", "cubic"])
+@pytest.mark.parametrize("dtype", [np.complex64, np.float32, np.int16])
+@pytest.mark.parametrize("window", ["rect", "hann"])
+def test_lanes_match_the_reference(rng, interpolation, dtype, window):
+    probe = usbeam.LinearArray(40, 3e-4, width=2.5e-4)
+    # 17 x 23 = 391 points: the last group of 16 holds 7; x past the array's ends, z from 0.4 mm
+    grid = usbeam.Grid(x=np.linspace(-8e-3, 8.5e-3, 17), z=np.linspace(4e-4, 1.6e-2, 23))
+    n_tx = 5
+    bf = usbeam.Beamformer(probe, LAWS[:n_tx], grid, fs=FS, fc=FC, c=C, t0=T0, n_samples=N_SAMPLES, f_number=1.2,
+                           window=window, interpolation=interpolation, dtype=dtype, n_frames=1)
+    needs_lanes(bf)
+    data = random_data(rng, (1, n_tx, probe.n_elements, N_SAMPLES), dtype)
+    before = data.copy()
+    got = bf(data)
+    np.testing.assert_array_equal(data, before)
+    want = ref.das(data, probe.x, TUPLES[:n_tx], grid.coordinates(), fs=FS, fc=FC if dtype == np.complex64 else 0.0, c=C,
+                   t0=T0, f_number=1.2, window_kind=window, interpolation=interpolation)
+    assert np.count_nonzero(want) > 0.5 * want.size
+    assert_close(got, want, interpolation)
+
+
+@pytest.mark.parametrize("interpolation", ["linear", "cubic"])
+def test_lanes_too_far_apart_for_the_window_take_the_gather(rng, interpolation):
+    """16 lanes 2 mm apart at 2-6 mm depth: an element's taps for the group span far more than
+    the 32-sample window, so those rows are gathered; the image still matches the reference."""
+    probe = usbeam.LinearArray(64, 3e-4, width=2.5e-4)
+    grid = usbeam.Grid(x=np.linspace(-16e-3, 16e-3, 17), z=np.linspace(2e-3, 6e-3, 5))
+    bf = usbeam.Beamformer(probe, [usbeam.PlaneWave(0.05)], grid, fs=FS, fc=FC, c=C, t0=0.0, n_samples=N_SAMPLES,
+                           f_number=0.0, interpolation=interpolation, n_frames=1)
+    needs_lanes(bf)
+    pts = grid.coordinates()
+    spread = np.ptp(np.linalg.norm(pts[:16, None, :] - probe.positions[None, :, :], axis=2), axis=0) * FS / C
+    assert spread.min() > 40  # every element's row: lanes > 32 samples apart
+    data = random_data(rng, (1, 1, probe.n_elements, N_SAMPLES), np.complex64)
+    want = ref.das(data, probe.x, [("plane", 0.05)], pts, fs=FS, fc=FC, c=C, t0=0.0, f_number=0.0,
+                   interpolation=interpolation)
+    assert_close(bf(data), want, interpolation)
+
+
+def test_lanes_match_the_per_point_path(rng, monkeypatch):
+    """The same plan built with USBEAM_DAS_LANES=0 takes das_single.c: the same weights, summed
+    in another order (float rounding only)."""
+    probe = usbeam.LinearArray(128, 3e-4, width=2.7e-4)
+    grid = usbeam.Grid(x=np.linspace(-19e-3, 19e-3, 96), z=np.linspace(5e-3, 40e-3, 80))
+    kw = dict(fs=FS, fc=FC, c=C, t0=0.0, n_samples=2048, f_number=1.7, n_frames=1)
+    data = random_data(rng, (1, 3, 128, 2048), np.complex64)
+    laws = [usbeam.PlaneWave(a) for a in (-0.087, 0.0, 0.087)]
+    lanes = usbeam.Beamformer(probe, laws, grid, **kw)
+    needs_lanes(lanes)
+    monkeypatch.setenv("USBEAM_DAS_LANES", "0")
+    single = usbeam.Beamformer(probe, laws, grid, **kw)
+    assert lane_rows(single) == 0
+    a, b = lanes(data), single(data)
+    assert not np.array_equal(a, b)  # two paths ran
+    assert np.linalg.norm(a - b) <= TOLERANCES["das_rel_l2"] * np.linalg.norm(b)
+    # the lane table: 8 bytes a (point, element) pair (s_rx) where the receive table holds 16,
+    # plus the groups' union apertures and their transmit parts
+    assert lanes.table_bytes() < single.table_bytes()
+
+
+def test_lanes_on_a_convex_sector(rng):
+    probe = usbeam.ConvexArray(n_elements=48, pitch=3e-4, radius=0.012, element_width=2.6e-4)
+    h = probe.apothem
+    grid = usbeam.PolarGrid(np.linspace(probe.radius + 1e-3, probe.radius + 17.5e-3, 37), np.linspace(-0.5, 0.5, 29),
+                            apex=(0.0, -h))
+    laws = [usbeam.DivergingWave((0.0, -h)), usbeam.DivergingWave((1e-3, -h - 2e-3))]
+    tuples = [("diverging", (0.0, 0.0, -h)), ("diverging", (1e-3, 0.0, -h - 2e-3))]
+    bf = usbeam.Beamformer(probe, laws, grid, fs=FS, fc=FC, c=C, t0=T0, n_samples=N_SAMPLES, f_number=1.0,
+                           window="hann", interpolation="linear", n_frames=1)
+    needs_lanes(bf)
+    data = random_data(rng, (1, 2, 48, N_SAMPLES), np.complex64)
+    want = ref.das_general(data, probe.positions, probe.normals, tuples, grid.coordinates(), fs=FS, fc=FC, c=C, t0=T0,
+                           f_number=1.0, window_kind="hann", interpolation="linear").reshape(grid.shape)
+    assert np.count_nonzero(want) > 0.5 * want.size
+    assert_close(bf(data)[0], want, "linear")
+
+
+def test_lanes_refuse_bad_data_and_leave_no_partial_image(rng):
+    probe = usbeam.LinearArray(32, 3e-4, width=2.5e-4)
+    grid = usbeam.Grid(x=np.linspace(-4e-3, 4e-3, 20), z=np.linspace(2e-3, 1.2e-2, 20))
+    bf = usbeam.Beamformer(probe, [usbeam.PlaneWave(0.0)], grid, fs=FS, fc=FC, c=C, n_samples=N_SAMPLES, n_frames=1)
+    needs_lanes(bf)
+    data = random_data(rng, (1, 1, 32, N_SAMPLES), np.complex64)
+    data[0, 0, 5, 300] = np.inf
+    out = np.zeros((1,) + grid.shape, np.complex64)
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        bf(data, out=out)
+    assert np.all(np.isnan(out))
