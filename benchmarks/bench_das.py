@@ -162,11 +162,17 @@ def roofline(cfg, bf, n_points_sum):
     """(flops, DRAM bytes) per point of the path usbeam runs (das.c, das_delays.c)."""
     n_frames, n_tx, n_el, n_s = cfg["iq"].shape
     taps = 2
-    # per point: taps x (4 FMA = 8 flops) on (re, im) of one frame
-    flops = 8.0 * taps
-    # per entry (point, transmit, element), shared by the frames: s = s_tx + s_rx, floor, fraction,
-    # rotation product (4 mul/FMA), 4 weight products: ~14 flops
-    flops += 14.0 / n_frames
+    if usbeam._core.das_lane_rows(bf._plan):  # 1 frame, points in the lanes (das_lanes.c):
+        # s = s_tx + s_rx, floor, fraction (3), the taps interpolated (2 x (sub + FMA) = 8), the
+        # complex product into the sum (8); the receive rotation per (point, element), shared
+        # by the transmits: turns, reduction, sin/cos polynomials (~40)
+        flops = 19.0 + 40.0 / n_tx
+    else:
+        # per point: taps x (4 FMA = 8 flops) on (re, im) of one frame
+        flops = 8.0 * taps
+        # per entry (point, transmit, element), shared by the frames: s = s_tx + s_rx, floor,
+        # fraction, rotation product (4 mul/FMA), 4 weight products: ~14 flops
+        flops += 14.0 / n_frames
     if bf.table_bytes() == 0:  # receive part per (point, element), shared by transmits and frames:
         flops += 60.0 / (n_tx * n_frames)  # distance (6 + sqrt), window, sin/cos polynomials (~45)
     input_bytes = cfg["iq"].nbytes

@@ -223,7 +223,12 @@ class Beamformer:
     max_table_bytes : budget of the precomputed receive table (per point and aperture element:
         the receive delay and the window x IQ rotation, 16 bytes, shared by every transmit and
         frame; default: 1 GiB or a quarter of the memory); beyond it they are recomputed on
-        every call (measured within ~15 % of the table path, benchmarks/bench_das.py).
+        every call (measured within ~15 % of the table path on several frames,
+        benchmarks/bench_das.py).  A 1-frame plan (n_frames=1) on an AVX-512 CPU holds a lane
+        table instead: the receive delay alone (8 bytes, plus a window weight for 'hann' and
+        'tukey') for each point and element of 16 neighbouring points' apertures, and sums those
+        16 points together (csrc/beamform/das_lanes.c); without it a 1-frame call took 2-2.5x as
+        long (benchmarks/RESULTS.md, 2026-11-28).
     min_coverage : the least fraction of the grid's pixels that must receive a recorded
         sample (``grid_coverage``; default 0.5): below it the plan is refused with a
         ValueError naming the likely causes (MATLAB layout, mm, a wrong t0), since the image
