@@ -11,6 +11,7 @@ import usbeam
 from reference import adaptive as ref
 from tolerances import TOLERANCES
 from usbeam import metrics
+from das_checks import random_data
 
 FC, FS, C, T0 = 4e6, 20e6, 1540.0, 1e-6
 N_SAMPLES = 460
@@ -37,14 +38,6 @@ def sector_points(probe):
     th = np.linspace(-0.3, 0.3, 9)
     rr, tt = np.meshgrid(r, th, indexing="ij")
     return np.stack([(rr * np.sin(tt)).ravel(), np.zeros(rr.size), (rr * np.cos(tt) - h).ravel()], axis=1)
-
-
-def random_data(rng, shape, dtype):
-    if dtype == np.complex64:
-        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np.complex64)
-    if dtype == np.int16:
-        return rng.integers(-3000, 3000, shape).astype(np.int16)
-    return rng.standard_normal(shape).astype(np.float32)
 
 
 def run(method, rng, dtype, *, f_number=1.0, window="hann", interpolation="linear", n_frames=2, **options):

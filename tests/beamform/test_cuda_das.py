@@ -12,6 +12,7 @@ import usbeam
 from conftest import shared_dataset
 from tolerances import TOLERANCES
 from usbeam import device
+from das_checks import random_data
 
 FS, FC, C, T0 = 20e6, 5e6, 1540.0, 1.5e-6
 N_SAMPLES = 320
@@ -24,14 +25,6 @@ def sequence(rng, probe):
     return [usbeam.PlaneWave(angle), usbeam.DivergingWave((rng.uniform(-1e-3, 1e-3), -rng.uniform(5e-3, 2e-2))),
             usbeam.Focused((rng.uniform(-1e-3, 1e-3), rng.uniform(4e-3, 8e-3))),
             usbeam.SyntheticAperture(int(rng.integers(probe.n_elements))), usbeam.Delays(delays)]
-
-
-def random_data(rng, shape, dtype):
-    if dtype == np.complex64:
-        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np.complex64)
-    if dtype == np.int16:
-        return rng.integers(-3000, 3000, shape).astype(np.int16)
-    return rng.standard_normal(shape).astype(np.float32)
 
 
 def assert_close_to_cpu(got, want, interpolation):

@@ -7,17 +7,10 @@ import pytest
 import usbeam
 from tolerances import TOLERANCES
 from usbeam import device
+from das_checks import random_data
 
 FS, FC, C, T0 = 20e6, 5e6, 1540.0, 1e-6
 N_SAMPLES = 300
-
-
-def random_data(rng, shape, dtype):
-    if dtype == np.complex64:
-        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np.complex64)
-    if dtype == np.int16:
-        return rng.integers(-3000, 3000, shape).astype(np.int16)
-    return rng.standard_normal(shape).astype(np.float32)
 
 
 def assert_close_to_cpu(got, want):

@@ -15,6 +15,7 @@ import pytest
 import usbeam
 from reference import das as ref
 from tolerances import TOLERANCES
+from das_checks import random_data, assert_matches_reference
 
 FS, FC, C, T0 = 20e6, 5e6, 1540.0, 1.2e-6
 N_SAMPLES = 900
@@ -27,24 +28,6 @@ def lane_rows(bf):
 def needs_lanes(bf):
     if lane_rows(bf) == 0:
         pytest.skip("the lane path needs AVX-512 (this machine's DAS takes das_single.c)")
-
-
-def random_data(rng, shape, dtype):
-    if dtype == np.complex64:
-        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np.complex64)
-    if dtype == np.int16:
-        return rng.integers(-3000, 3000, shape).astype(np.int16)
-    return rng.standard_normal(shape).astype(np.float32)
-
-
-def assert_close(got, want, interpolation):
-    got = got.reshape(want.shape)
-    err = np.abs(got - want)
-    if interpolation == "nearest":
-        off = err > TOLERANCES["das_nearest_pixel_rel"] * np.abs(want).max()
-        assert np.mean(off) <= TOLERANCES["das_nearest_fraction_off"]
-        got, want = got[~off], want[~off]
-    assert np.linalg.norm(got - want) <= TOLERANCES["das_rel_l2"] * np.linalg.norm(want)
 
 
 LAWS = [usbeam.PlaneWave(0.1), usbeam.DivergingWave((2e-3, -5e-3)), usbeam.PlaneWave(-0.2), usbeam.PlaneWave(0.0),
@@ -70,7 +53,7 @@ def test_lanes_match_the_reference(rng, interpolation, dtype, window):
     want = ref.das(data, probe.x, TUPLES[:n_tx], grid.coordinates(), fs=FS, fc=FC if dtype == np.complex64 else 0.0, c=C,
                    t0=T0, f_number=1.2, window_kind=window, interpolation=interpolation)
     assert np.count_nonzero(want) > 0.5 * want.size
-    assert_close(got, want, interpolation)
+    assert_matches_reference(got, want, interpolation)
 
 
 @pytest.mark.parametrize("interpolation", ["linear", "cubic"])
@@ -88,7 +71,7 @@ def test_lanes_too_far_apart_for_the_window_take_the_gather(rng, interpolation):
     data = random_data(rng, (1, 1, probe.n_elements, N_SAMPLES), np.complex64)
     want = ref.das(data, probe.x, [("plane", 0.05)], pts, fs=FS, fc=FC, c=C, t0=0.0, f_number=0.0,
                    interpolation=interpolation)
-    assert_close(bf(data), want, interpolation)
+    assert_matches_reference(bf(data), want, interpolation)
 
 
 def test_lanes_match_the_per_point_path(rng, monkeypatch):
@@ -126,7 +109,7 @@ def test_lanes_on_a_convex_sector(rng):
     want = ref.das_general(data, probe.positions, probe.normals, tuples, grid.coordinates(), fs=FS, fc=FC, c=C, t0=T0,
                            f_number=1.0, window_kind="hann", interpolation="linear").reshape(grid.shape)
     assert np.count_nonzero(want) > 0.5 * want.size
-    assert_close(bf(data)[0], want, "linear")
+    assert_matches_reference(bf(data)[0], want, "linear")
 
 
 def test_lanes_refuse_bad_data_and_leave_no_partial_image(rng):

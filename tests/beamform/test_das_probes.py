@@ -10,27 +10,10 @@ import pytest
 import usbeam
 from reference import das as ref
 from tolerances import TOLERANCES
+from das_checks import random_data, assert_matches_reference
 
 FS, FC, C, T0 = 20e6, 5e6, 1540.0, 1.0e-6
 N_SAMPLES = 400
-
-
-def random_data(rng, shape, dtype):
-    if dtype == np.complex64:
-        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np.complex64)
-    if dtype == np.int16:
-        return rng.integers(-3000, 3000, shape).astype(np.int16)
-    return rng.standard_normal(shape).astype(np.float32)
-
-
-def assert_matches_reference(got, want, interpolation):
-    got = got.reshape(want.shape)
-    err = np.abs(got - want)
-    if interpolation == "nearest":
-        off = err > TOLERANCES["das_nearest_pixel_rel"] * np.abs(want).max()
-        assert np.mean(off) <= TOLERANCES["das_nearest_fraction_off"]
-        got, want = got[~off], want[~off]
-    assert np.linalg.norm(got - want) <= TOLERANCES["das_rel_l2"] * np.linalg.norm(want)
 
 
 def convex_probe():

@@ -18,6 +18,7 @@ import pytest
 import usbeam
 from reference import das as ref
 from tolerances import TOLERANCES
+from das_checks import assert_matches_reference
 
 CHILD = r"""
 import sys
@@ -84,16 +85,6 @@ def run_child(folder, isa, threads):
     assert out.returncode == 0, out.stderr[-3000:]
     with np.load(target) as images:
         return dict(images)
-
-
-def assert_matches_reference(got, want, interpolation):
-    got = got.reshape(want.shape)
-    err = np.abs(got - want)
-    if interpolation == "nearest":
-        off = err > TOLERANCES["das_nearest_pixel_rel"] * np.abs(want).max()
-        assert np.mean(off) <= TOLERANCES["das_nearest_fraction_off"]
-        got, want = got[~off], want[~off]
-    assert np.linalg.norm(got - want) <= TOLERANCES["das_rel_l2"] * np.linalg.norm(want)
 
 
 @pytest.mark.parametrize("isa", [None, "1", "0"])  # the machine's best copy, AVX2 + FMA, baseline

@@ -13,18 +13,11 @@ import usbeam
 from reference import das as ref
 from test_das_sector_aperture import cone_predicate
 from tolerances import TOLERANCES
+from das_checks import random_data
 
 FS, FC, C, T0 = 20e6, 5e6, 1540.0, 1.0e-6
 N_SAMPLES = 700
 RING = "USBEAM_DAS_STAGE_AT_ONCE_BYTES"
-
-
-def random_data(rng, shape, dtype):
-    if dtype == np.complex64:
-        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np.complex64)
-    if dtype == np.int16:
-        return rng.integers(-3000, 3000, shape).astype(np.int16)
-    return rng.standard_normal(shape).astype(np.float32)
 
 
 def setup(n_frames, dtype=np.complex64, interpolation="linear", n_transmits=1):
