@@ -1,4 +1,4 @@
-"""Staging round a ring (csrc/beamform/das.c): a record of several frames over 8 MiB, on a grid
+"""Staging round a ring (csrc/beamform/das.c): a record of several frames over 12 MiB, on a grid
 whose points come in order of depth, is copied into the staged planes a window of samples at a
 time, round a ring of rows that stays in cache.  USBEAM_DAS_STAGE_AT_ONCE_BYTES lowers the
 threshold so that small records here take that path.  The ring must change no value: images
@@ -116,7 +116,7 @@ def test_whole_record_where_no_ring_helps(monkeypatch):
     assert staging(bf, 1) == (1, 0)  # one frame: das_single.c reads rows = samples
     assert staging(bf, 4)[1] > 0
     monkeypatch.delenv(RING)
-    assert staging(bf, 4) == (1, 0)  # 48 x 700 x 4 complex64 samples: 1 MB, under the 8 MiB threshold
+    assert staging(bf, 4) == (1, 0)  # 48 x 700 x 4 complex64 samples: 1 MB, under the 12 MiB threshold
     with pytest.raises(ValueError, match="n_frames"):
         staging(bf, 5)
 

@@ -105,7 +105,7 @@ usbeam_status usbeam_das_execute(usbeam_das_plan *plan, const void *in, void *ou
 usbeam_status usbeam_das_execute_frames(usbeam_das_plan *plan, size_t n_frames, const void *in, void *out);
 void usbeam_das_plan_destroy(usbeam_das_plan *plan);
 /* How execute stages a call of n_frames frames: *windows windows of samples going round a ring
- * of *ring_rows rows per channel, or 1 and 0: the whole record at once (a record over 8 MiB of
+ * of *ring_rows rows per channel, or 1 and 0: the whole record at once (a record over 12 MiB of
  * several frames, on a grid whose points come in order of depth, goes round a ring that stays
  * in cache).  USBEAM_ERR_INVALID_ARGUMENT for a CUDA plan. */
 usbeam_status usbeam_das_staging(const usbeam_das_plan *plan, size_t n_frames, size_t *windows, size_t *ring_rows);
