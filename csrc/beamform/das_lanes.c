@@ -23,7 +23,10 @@
  * 0 / 1, the window weight (float) in lane_window.  A lane outside its point's aperture, or
  * where a 0 / 1 window is 0, holds s_rx = OUTSIDE_SAMPLE (out of every record: weight 0).
  * Per (group, transmit): s_tx = (tau_tx - t0) fs of its 16 points (double) in lane_tx and
- * rot_tx = exp(+j 2 pi fc tau_tx) as 16 re then 16 im (float) in lane_rot (IQ).  Staged data:
+ * rot_tx = exp(+j 2 pi fc tau_tx) as 16 re then 16 im (float) in lane_rot (IQ); per (group,
+ * transmit, row): the least first tap of the row's valid lanes in lane_least (or LEAST_NONE,
+ * LEAST_GATHER), so that the window's loads wait for no reduction across lanes (the
+ * reductions in the row loop measured ~10 % of it).  Staged data:
  * das.c's planes, (transmit, element, sample) rows `channel` floats apart, re and im apart.
  * Units: samples for s = s_tx + s_rx; turns for the rotations.
  * The same weights as the other paths (usbeam_math.h's validity ranges and Catmull-Rom
