@@ -26,7 +26,7 @@
  * rot_tx = exp(+j 2 pi fc tau_tx) as 16 re then 16 im (float) in lane_rot (IQ); per (group,
  * transmit, row): the least first tap of the row's valid lanes in lane_least (or LEAST_NONE,
  * LEAST_GATHER), so that the window's loads wait for no reduction across lanes (the
- * reductions in the row loop measured ~10 % of it).  Staged data:
+ * reductions in the row loop: live-1tx 3.0 ms, 2.5 ms without them).  Staged data:
  * das.c's planes, (transmit, element, sample) rows `channel` floats apart, re and im apart.
  * Units: samples for s = s_tx + s_rx; turns for the rotations.
  * The same weights as the other paths (usbeam_math.h's validity ranges and Catmull-Rom
