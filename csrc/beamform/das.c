@@ -43,7 +43,6 @@
 #pragma GCC optimize("fp-contract=fast")
 #endif
 
-#include <math.h>
 #include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
@@ -500,16 +499,14 @@ static void stage_window(const usbeam_das_plan *plan, const das_isa_kernels *ker
  * the count of the error message, on the refusal path only (staging flags the windows). */
 static size_t count_bad_channels(const usbeam_das_params *prm, size_t n_frames, const void *in)
 {
-    if (prm->input_dtype == USBEAM_DTYPE_INT16) return 0;
-    const size_t n_channels = prm->n_transmits * prm->n_elements;
-    const size_t values = prm->n_samples * (prm->input_dtype == USBEAM_DTYPE_COMPLEX64 ? 2 : 1);
+    const size_t n_channels = prm->n_transmits * prm->n_elements, n_samples = prm->n_samples;
+    const size_t sample_bytes = prm->input_dtype == USBEAM_DTYPE_COMPLEX64 ? 8 : (prm->input_dtype == USBEAM_DTYPE_INT16 ? 2 : 4);
     size_t count = 0;
     for (size_t ch = 0; ch < n_channels; ++ch) {
         int finite = 1;
-        for (size_t f = 0; f < n_frames && finite; ++f) {
-            const float *x = (const float *)in + (f * n_channels + ch) * values;
-            for (size_t i = 0; i < values && finite; ++i) finite = isfinite(x[i]);
-        }
+        for (size_t f = 0; f < n_frames && finite; ++f)
+            finite = !usbeam_count_nonfinite((const char *)in + (f * n_channels + ch) * n_samples * sample_bytes,
+                                             (usbeam_dtype)prm->input_dtype, n_samples);
         count += !finite;
     }
     return count;

@@ -63,6 +63,15 @@
 #define LEAST_NONE (-1)
 #define LEAST_GATHER (-2)
 
+/* The range of s where the interpolation's taps all lie in the record (usbeam_math.h), and the
+ * rounding of s to its first tap: the one definition the fill and the sums share. */
+static inline void sample_range(int kind, size_t n_samples, double *lo, double *hi)
+{
+    const double last = (double)n_samples - 1.0;
+    *lo = kind == USBEAM_INTERP_CUBIC ? 1.0 : 0.0;
+    *hi = kind == USBEAM_INTERP_NEAREST ? last : (kind == USBEAM_INTERP_LINEAR ? last - 1.0 : last - 2.0);
+}
+
 int usbeam_das_lanes_wanted(const usbeam_das_plan *plan)
 {
 #if USBEAM_DAS_MULTI_ISA
@@ -94,10 +103,11 @@ size_t usbeam_das_lanes_count_rows(usbeam_das_plan *plan)
             lo = first < lo ? first : lo;
             hi = first + count - 1 > hi ? first + count - 1 : hi;
         }
-        plan->lane_first[g] = hi >= lo ? lo : 0;
+        const int span = hi >= lo ? hi - lo + 1 : 0;
+        plan->lane_first[g] = span ? lo : 0;
         plan->lane_offset[g] = rows;
-        rows += hi >= lo ? (size_t)(hi - lo + 1) : 0;
-        plan->lane_max_rows = hi - lo + 1 > plan->lane_max_rows ? hi - lo + 1 : plan->lane_max_rows;
+        rows += (size_t)span;
+        plan->lane_max_rows = span > plan->lane_max_rows ? span : plan->lane_max_rows;
     }
     plan->lane_offset[n_groups] = rows;
     return rows;
@@ -153,8 +163,8 @@ void usbeam_das_lanes_fill(usbeam_das_plan *plan)
         /* each row's least first tap over its valid lanes, per transmit: the s, validity and
          * rounding of group_sum (the same double expressions) */
         const int kind = (int)prm->interpolation, taps = usbeam_interp_taps(kind);
-        const double last = (double)prm->n_samples - 1.0, lo = kind == USBEAM_INTERP_CUBIC ? 1.0 : 0.0;
-        const double hi = kind == USBEAM_INTERP_NEAREST ? last : (kind == USBEAM_INTERP_LINEAR ? last - 1.0 : last - 2.0);
+        double lo, hi;
+        sample_range(kind, prm->n_samples, &lo, &hi);
         for (size_t t = 0; t < n_tx; ++t) {
             const double *s_tx = plan->lane_tx + (g * n_tx + t) * LANES;
             int32_t *least_rows = plan->lane_least + row0 * n_tx + t * rows;
@@ -229,9 +239,8 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const usbeam_das_pla
           __m512 *sum_re, __m512 *sum_im)
 {
     const usbeam_das_params *prm = &plan->params;
-    const double last = (double)prm->n_samples - 1.0;
-    const double lo = KIND == USBEAM_INTERP_CUBIC ? 1.0 : 0.0;
-    const double hi = KIND == USBEAM_INTERP_NEAREST ? last : (KIND == USBEAM_INTERP_LINEAR ? last - 1.0 : last - 2.0);
+    double lo, hi;
+    sample_range(KIND, prm->n_samples, &lo, &hi);
     const __m512d v_lo = _mm512_set1_pd(lo), v_hi = _mm512_set1_pd(hi), turns_per_sample = _mm512_set1_pd(prm->fc / prm->fs);
     const int rounding = KIND == USBEAM_INTERP_NEAREST ? (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
                                                        : (_MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);

@@ -875,15 +875,9 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
                 goto fail;
             usbeam_das_lanes_fill(plan);
             plan->has_table = 0;
-            *plan_out = plan;
-            return USBEAM_OK;
         }
-        usbeam_free(plan->lane_first); /* over the budget: the receive table, if it fits */
-        usbeam_free(plan->lane_offset);
-        plan->lane_first = NULL;
-        plan->lane_offset = NULL;
     }
-    if (plan->has_table) {
+    if (plan->has_table) { /* (a lane table over the budget falls back to it, if it fits) */
         if ((st = alloc_table((void **)&plan->table_sample, plan->n_receive, sizeof(double), "receive table")) ||
             (st = alloc_table((void **)&plan->table_re, plan->n_receive, sizeof(float), "receive table")) ||
             (is_iq && (st = alloc_table((void **)&plan->table_im, plan->n_receive, sizeof(float), "receive table"))))
