@@ -62,6 +62,9 @@
  * or lanes too far apart for the window (a gather) */
 #define LEAST_NONE (-1)
 #define LEAST_GATHER (-2)
+/* lane_computed: doubles per formed row (form_rows: 16 s_rx, 16 float weights, the least and most
+ * valid s_rx, padding to 64 bytes) */
+#define FORMED_STRIDE 32
 
 /* The range of s where the interpolation's taps all lie in the record (usbeam_math.h), and the
  * rounding of s to its first tap: the one definition the fill and the sums share. */
@@ -89,6 +92,12 @@ int usbeam_das_lanes_windowed(const usbeam_das_plan *plan)
 {
     const usbeam_das_params *prm = &plan->params;
     return prm->window == USBEAM_DAS_HANN || (prm->window == USBEAM_DAS_TUKEY && prm->tukey_alpha > 0.0);
+}
+
+int usbeam_das_lanes_computable(const usbeam_das_plan *plan)
+{
+    (void)plan;
+    return 1; /* every geometry and window (form_rows) */
 }
 
 size_t usbeam_das_lanes_count_rows(usbeam_das_plan *plan)
@@ -129,13 +138,14 @@ void usbeam_das_lanes_fill(usbeam_das_plan *plan)
         double *sample = (double *)scratch;
         float *window = scratch + 2 * widest_floats;
         const size_t row0 = plan->lane_offset[g], rows = plan->lane_offset[g + 1] - row0;
-        double *s_rows = plan->lane_sample + row0 * LANES;
+        double *s_rows = plan->lane_sample ? plan->lane_sample + row0 * LANES : NULL; /* NULL: lane_computed */
         float *w_rows = plan->lane_window ? plan->lane_window + row0 * LANES : NULL;
-        for (size_t k = 0; k < rows * LANES; ++k) s_rows[k] = OUTSIDE_SAMPLE;
+        if (s_rows)
+            for (size_t k = 0; k < rows * LANES; ++k) s_rows[k] = OUTSIDE_SAMPLE;
         if (w_rows) memset(w_rows, 0, rows * LANES * sizeof(float));
         for (size_t j = 0; j < LANES; ++j) {
             const size_t p = g * LANES + j;
-            const int count = p < n_points ? plan->aperture_count[p] : 0;
+            const int count = p < n_points && s_rows ? plan->aperture_count[p] : 0;
             if (count > 0) {
                 usbeam_das_point_geometry(plan, p, sample, window);
                 const size_t skip = (size_t)(plan->aperture_first[p] - plan->lane_first[g]);
@@ -165,7 +175,7 @@ void usbeam_das_lanes_fill(usbeam_das_plan *plan)
         const int kind = (int)prm->interpolation, taps = usbeam_interp_taps(kind);
         double lo, hi;
         sample_range(kind, prm->n_samples, &lo, &hi);
-        for (size_t t = 0; t < n_tx; ++t) {
+        for (size_t t = 0; s_rows && t < n_tx; ++t) {
             const double *s_tx = plan->lane_tx + (g * n_tx + t) * LANES;
             int32_t *least_rows = plan->lane_least + row0 * n_tx + t * rows;
             for (size_t r = 0; r < rows; ++r) {
@@ -223,6 +233,142 @@ TARGET_AVX512 static inline void receive_rotation(__m512d s_lo, __m512d s_hi, __
     *c_re = _mm512_fnmadd_ps(odd_q, sn, _mm512_mul_ps(even, cs));
 }
 
+/* Window weights (float) at |u| = a of 16 lanes where a <= 1 (the caller masks the rest):
+ * usbeam_window's Hann / Tukey, 1 on the flat part (a <= flat) and 0.5 (1 + cos(2 pi x)) with
+ * x = (a - flat) turns_per_u in [0, 1/2] turn beyond, as -sin(2 pi (x - 1/4)) by its Taylor
+ * polynomial to z^13 on |z| <= pi / 2 (truncation < 6e-8). */
+TARGET_AVX512 static inline __m512 window_weights(__m512 a, float flat, float turns_per_u)
+{
+    const __m512 x = _mm512_mul_ps(_mm512_sub_ps(a, _mm512_set1_ps(flat)), _mm512_set1_ps(turns_per_u));
+    const __m512 z = _mm512_mul_ps(_mm512_set1_ps(6.28318530717958647692f), _mm512_sub_ps(x, _mm512_set1_ps(0.25f)));
+    const __m512 z2 = _mm512_mul_ps(z, z);
+    __m512 sn = _mm512_fmadd_ps(z2, _mm512_set1_ps(1.0f / 6227020800.0f), _mm512_set1_ps(-1.0f / 39916800.0f));
+    sn = _mm512_fmadd_ps(z2, sn, _mm512_set1_ps(1.0f / 362880));
+    sn = _mm512_fmadd_ps(z2, sn, _mm512_set1_ps(-1.0f / 5040));
+    sn = _mm512_fmadd_ps(z2, sn, _mm512_set1_ps(1.0f / 120));
+    sn = _mm512_fmadd_ps(z2, sn, _mm512_set1_ps(-1.0f / 6));
+    sn = _mm512_mul_ps(z, _mm512_fmadd_ps(z2, sn, _mm512_set1_ps(1.0f)));
+    const __m512 w = _mm512_mul_ps(_mm512_set1_ps(0.5f), _mm512_sub_ps(_mm512_set1_ps(1.0f), sn));
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, _mm512_set1_ps(flat), _CMP_LE_OQ), w, _mm512_set1_ps(1.0f));
+}
+
+/* lane_computed: the rows of group g into rows_out, FORMED_STRIDE doubles a row (64-byte
+ * aligned): s_rx of its 16 lanes (OUTSIDE_SAMPLE where the element is outside the lane's
+ * aperture or has weight 0), then (windowed) their window weights as 16 floats, then the least
+ * and most valid s_rx of the row.  The geometry of chunk_distances and chunk_distances_general
+ * (das_delays.c: the one definition; the tests hold this copy to the table it fills) with the
+ * 16 points in the lanes: distance, window mapping and |u| <= 1 (linear array), or each
+ * element's acceptance cone (general), and each lane's [aperture_first, + aperture_count).
+ * The weights are formed in float (window_weights) where the table rounds double ones. */
+TARGET_AVX512 static void form_rows(const int WINDOWED, const usbeam_das_plan *plan, size_t g, size_t rows,
+                                    double *restrict rows_out)
+{
+    const usbeam_das_params *prm = &plan->params;
+    const size_t n_points = prm->n_points, ne = prm->n_elements;
+    double px[LANES], py[LANES], pz[LANES], centre[LANES], inv_half[LANES];
+    int32_t first[LANES], end[LANES];
+    for (size_t j = 0; j < LANES; ++j) {
+        const size_t p = g * LANES + j < n_points ? g * LANES + j : n_points - 1;
+        const double *pt = plan->points + 3 * p;
+        px[j] = pt[0], py[j] = pt[1], pz[j] = pt[2];
+        double half = plan->window_half_width; /* window_mapping (das_delays.c) */
+        centre[j] = plan->window_center;
+        if (prm->f_number > 0.0) {
+            centre[j] = pt[0];
+            half = pt[2] / (2.0 * prm->f_number);
+        }
+        inv_half[j] = half > 0.0 ? 1.0 / half : 0.0;
+        first[j] = plan->aperture_first[p];
+        end[j] = g * LANES + j < n_points ? first[j] + plan->aperture_count[p] : first[j];
+    }
+    const int general = plan->general, surface = prm->surface, cone = prm->f_number > 0.0;
+    const double two_f = 2.0 * prm->f_number, alpha = prm->tukey_alpha;
+    const float flat = prm->window == USBEAM_DAS_HANN ? 0.0f : (float)(1.0 - alpha);
+    const float turns_per_u = prm->window == USBEAM_DAS_HANN ? 0.5f : (float)(0.5 / alpha);
+    const __m512d outside = _mm512_set1_pd(OUTSIDE_SAMPLE), no_least = _mm512_set1_pd(INFINITY);
+    const __m512d one = _mm512_set1_pd(1.0), zero = _mm512_setzero_pd(), spm = _mm512_set1_pd(prm->fs / prm->c);
+    const __m512i v_first = _mm512_loadu_si512(first), v_end = _mm512_loadu_si512(end);
+    for (size_t r = 0; r < rows; ++r) {
+        const int e = plan->lane_first[g] + (int)r;
+        const __mmask16 member = _mm512_cmp_epi32_mask(_mm512_set1_epi32(e), v_first, _MM_CMPINT_NLT) &
+                                 _mm512_cmp_epi32_mask(_mm512_set1_epi32(e), v_end, _MM_CMPINT_LT);
+        const __m512d ex = _mm512_set1_pd(plan->element_x[e]), ey = _mm512_set1_pd(plan->element_y[e]);
+        const __m512d ez = _mm512_set1_pd(plan->element_z[e]);
+        double *out = rows_out + r * FORMED_STRIDE;
+        __m512d kept[2], valid_only[2], u1[2] = {zero, zero}, u2[2] = {zero, zero};
+        __mmask8 in[2];
+        for (int h = 0; h < 2; ++h) {
+            const __m512d dx = _mm512_sub_pd(_mm512_loadu_pd(px + 8 * h), ex), dy = _mm512_sub_pd(_mm512_loadu_pd(py + 8 * h), ey);
+            const __m512d dz = _mm512_sub_pd(_mm512_loadu_pd(pz + 8 * h), ez);
+            const __m512d d2 = _mm512_add_pd(_mm512_add_pd(_mm512_mul_pd(dx, dx), _mm512_mul_pd(dy, dy)), _mm512_mul_pd(dz, dz));
+            const __m512d sv = _mm512_mul_pd(_mm512_sqrt_pd(d2), spm);
+            __mmask8 inside = (__mmask8)(member >> (8 * h));
+            if (!general) { /* chunk_distances */
+                u1[h] = _mm512_abs_pd(_mm512_mul_pd(_mm512_sub_pd(ex, _mm512_loadu_pd(centre + 8 * h)),
+                                                    _mm512_loadu_pd(inv_half + 8 * h)));
+                inside &= _mm512_cmp_pd_mask(u1[h], one, _CMP_LE_OQ);
+            } else if (cone) { /* chunk_distances_general, f_number > 0 */
+                const double *f = plan->element_frame + e;
+#define DOT(A, B, C) _mm512_add_pd(_mm512_add_pd(_mm512_mul_pd(dx, _mm512_set1_pd(f[(A) * ne])), _mm512_mul_pd(dy, _mm512_set1_pd(f[(B) * ne]))), \
+                                   _mm512_mul_pd(dz, _mm512_set1_pd(f[(C) * ne])))
+                const __m512d axial = DOT(6, 7, 8), l1 = DOT(0, 1, 2), l2 = surface ? DOT(3, 4, 5) : zero;
+#undef DOT
+                const __m512d half = _mm512_div_pd(axial, _mm512_set1_pd(two_f));
+                const __mmask8 ahead = _mm512_cmp_pd_mask(axial, zero, _CMP_GT_OQ);
+                inside &= ahead & _mm512_cmp_pd_mask(_mm512_abs_pd(l1), half, _CMP_LE_OQ) &
+                          _mm512_cmp_pd_mask(_mm512_abs_pd(l2), half, _CMP_LE_OQ);
+                if (WINDOWED) {
+                    const __m512d scale = _mm512_div_pd(_mm512_set1_pd(two_f), _mm512_mask_blend_pd(ahead, one, axial));
+                    u1[h] = _mm512_abs_pd(_mm512_mul_pd(l1, scale));
+                    u2[h] = _mm512_abs_pd(_mm512_mul_pd(l2, scale));
+                }
+            } else if (plan->element_window[e] == 0.0) { /* general, f_number = 0: the element's weight */
+                inside = 0;
+            }
+            in[h] = inside;
+            kept[h] = _mm512_mask_blend_pd(inside, outside, sv);
+            valid_only[h] = _mm512_mask_blend_pd(inside, no_least, sv);
+            _mm512_store_pd(out + 8 * h, kept[h]);
+        }
+        if (WINDOWED) {
+            const __mmask16 in_all = (__mmask16)(in[0] | in[1] << 8);
+            __m512 w;
+            if (general && !cone) {
+                w = _mm512_set1_ps((float)plan->element_window[e]);
+            } else {
+                w = window_weights(_mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(u1[0])), _mm512_cvtpd_ps(u1[1]), 1),
+                                   flat, turns_per_u);
+                if (general && surface)
+                    w = _mm512_mul_ps(w, window_weights(_mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(u2[0])),
+                                                                           _mm512_cvtpd_ps(u2[1]), 1),
+                                                        flat, turns_per_u));
+            }
+            _mm512_store_ps((float *)(out + 16), _mm512_maskz_mov_ps(in_all, w));
+        }
+        /* one reduction of the two halves each (OUTSIDE_SAMPLE is below any valid s_rx) */
+        const double most = _mm512_reduce_max_pd(_mm512_max_pd(kept[0], kept[1]));
+        out[24] = _mm512_reduce_min_pd(_mm512_min_pd(valid_only[0], valid_only[1]));
+        out[25] = most > OUTSIDE_SAMPLE ? most : -INFINITY;
+    }
+}
+
+/* lane_computed: a row's least first tap for one transmit (the window's start), LEAST_GATHER or
+ * LEAST_NONE from the range of its valid s_rx and of the transmit's s_tx: s = s_tx + s_rx
+ * rounds monotonically, so every valid lane's first tap lies in [first(least s), first(most
+ * s)], clipped to the taps of the record. */
+static inline int computed_least(int kind, double s_lo, double s_hi, double first_max)
+{
+    if (!(s_lo <= s_hi)) return LEAST_NONE;                           /* no valid lane in the row */
+    if (!(fabs(s_lo) < 1e9 && fabs(s_hi) < 1e9)) return LEAST_GATHER; /* (no window for these) */
+    const int cubic = kind == USBEAM_INTERP_CUBIC;
+    double lo = (kind == USBEAM_INTERP_NEAREST ? rint(s_lo) : floor(s_lo)) - cubic;
+    double hi = (kind == USBEAM_INTERP_NEAREST ? rint(s_hi) : floor(s_hi)) - cubic;
+    lo = lo > 0.0 ? lo : 0.0;
+    hi = hi < first_max ? hi : first_max;
+    if (hi < lo) return LEAST_NONE;
+    return hi - lo > WINDOW_SPAN - usbeam_interp_taps(kind) ? LEAST_GATHER : (int)lo;
+}
+
 /* Tap K of each valid lane from a staged row (0 elsewhere): WINDOW from the two vectors of
  * the row's 32 samples from the least first tap on (REL: first - least), else a gather. */
 #define TAP(K, WINDOW, LO, HI, REL, X, FIRST)                                                                      \
@@ -234,9 +380,9 @@ TARGET_AVX512 static inline void receive_rotation(__m512d s_lo, __m512d s_hi, __
  * 32 floats, the thread's) and read back from L1 by every transmit; the rows themselves,
  * ~7 KiB, stay in L1 from one transmit to the next. */
 __attribute__((always_inline)) TARGET_AVX512 static inline void
-group_sum(const int KIND, const int IQ, const int WINDOWED, const usbeam_das_plan *plan, size_t g, __mmask16 lanes,
-          size_t t, const float *restrict re_plane, const float *restrict im_plane, float *restrict rotation,
-          __m512 *sum_re, __m512 *sum_im)
+group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, const usbeam_das_plan *plan, size_t g,
+          __mmask16 lanes, size_t t, const float *restrict re_plane, const float *restrict im_plane,
+          float *restrict rotation, const double *restrict formed, __m512 *sum_re, __m512 *sum_im)
 {
     const usbeam_das_params *prm = &plan->params;
     double lo, hi;
@@ -248,21 +394,36 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const usbeam_das_pla
     const __m512d s_tx_lo = _mm512_load_pd(plan->lane_tx + (g * n_tx + t) * LANES);
     const __m512d s_tx_hi = _mm512_load_pd(plan->lane_tx + (g * n_tx + t) * LANES + 8);
     const size_t row0 = plan->lane_offset[g], rows = plan->lane_offset[g + 1] - row0;
-    const double *s_rows = plan->lane_sample + row0 * LANES;
-    const float *w_rows = WINDOWED ? plan->lane_window + row0 * LANES : NULL;
-    const int32_t *least_rows = plan->lane_least + row0 * n_tx + t * rows;
+    /* the rows: the table's, or (COMPUTED) formed by form_rows */
+    const size_t row_stride = COMPUTED ? FORMED_STRIDE : LANES;
+    const double *s_rows = COMPUTED ? formed : plan->lane_sample + row0 * LANES;
+    const float *w_rows = !WINDOWED ? NULL : (COMPUTED ? (const float *)(formed + 16) : plan->lane_window + row0 * LANES);
+    const size_t w_stride = COMPUTED ? 2 * FORMED_STRIDE : LANES;
+    const int32_t *least_rows = COMPUTED ? NULL : plan->lane_least + row0 * n_tx + t * rows;
+    double tx_least = INFINITY, tx_most = -INFINITY, first_max = 0.0;
+    if (COMPUTED) { /* the range of s_tx over the group's points */
+        const double *s_tx = plan->lane_tx + (g * n_tx + t) * LANES;
+        for (int j = 0; j < LANES; ++j)
+            if (lanes >> j & 1) {
+                tx_least = s_tx[j] < tx_least ? s_tx[j] : tx_least;
+                tx_most = s_tx[j] > tx_most ? s_tx[j] : tx_most;
+            }
+        first_max = (KIND == USBEAM_INTERP_NEAREST ? rint(hi) : floor(hi)) - (KIND == USBEAM_INTERP_CUBIC);
+    }
     const size_t row_first = (t * prm->n_elements + (size_t)plan->lane_first[g]) * channel;
     __m512 acc_re = _mm512_setzero_ps(), acc_im = _mm512_setzero_ps();
     if (IQ && t == 0) /* a pass of its own, before the sums */
         for (size_t r = 0; r < rows; ++r) {
             __m512 c_re, c_im;
-            receive_rotation(_mm512_load_pd(s_rows + r * LANES), _mm512_load_pd(s_rows + r * LANES + 8), turns_per_sample,
-                             &c_re, &c_im);
+            receive_rotation(_mm512_load_pd(s_rows + r * row_stride), _mm512_load_pd(s_rows + r * row_stride + 8),
+                             turns_per_sample, &c_re, &c_im);
             _mm512_store_ps(rotation + 32 * r, c_re);
             _mm512_store_ps(rotation + 32 * r + 16, c_im);
         }
     for (size_t r = 0; r < rows; ++r) {
-        const int least = least_rows[r];
+        const int least = COMPUTED ? computed_least(KIND, tx_least + s_rows[r * row_stride + 24],
+                                                    tx_most + s_rows[r * row_stride + 25], first_max)
+                                   : least_rows[r];
         if (least == LEAST_NONE) continue;
         const float *x_re = re_plane + row_first + r * channel, *x_im = IQ ? im_plane + row_first + r * channel : NULL;
         const int window = least >= 0, at = window ? least : 0;
@@ -270,7 +431,7 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const usbeam_das_pla
         const __m512 re_lo = _mm512_loadu_ps(x_re + at), re_hi = _mm512_loadu_ps(x_re + at + 16);
         const __m512 im_lo = IQ ? _mm512_loadu_ps(x_im + at) : _mm512_setzero_ps();
         const __m512 im_hi = IQ ? _mm512_loadu_ps(x_im + at + 16) : _mm512_setzero_ps();
-        const __m512d s_rx_lo = _mm512_load_pd(s_rows + r * LANES), s_rx_hi = _mm512_load_pd(s_rows + r * LANES + 8);
+        const __m512d s_rx_lo = _mm512_load_pd(s_rows + r * row_stride), s_rx_hi = _mm512_load_pd(s_rows + r * row_stride + 8);
         const __m512d s_lo = _mm512_add_pd(s_tx_lo, s_rx_lo), s_hi = _mm512_add_pd(s_tx_hi, s_rx_hi);
         const __mmask8 valid_lo = _mm512_cmp_pd_mask(s_lo, v_lo, _CMP_GE_OQ) & _mm512_cmp_pd_mask(s_lo, v_hi, _CMP_LE_OQ);
         const __mmask8 valid_hi = _mm512_cmp_pd_mask(s_hi, v_lo, _CMP_GE_OQ) & _mm512_cmp_pd_mask(s_hi, v_hi, _CMP_LE_OQ);
@@ -309,7 +470,7 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const usbeam_das_pla
             }
         }
         if (WINDOWED) {
-            const __m512 w = _mm512_load_ps(w_rows + r * LANES);
+            const __m512 w = _mm512_load_ps(w_rows + r * w_stride);
             v_re = _mm512_mul_ps(w, v_re);
             if (IQ) v_im = _mm512_mul_ps(w, v_im);
         }
@@ -327,18 +488,20 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const usbeam_das_pla
 
 /* Points p0 .. p0 + m - 1 (p0 a multiple of 16) into out_re / out_im. */
 __attribute__((always_inline)) TARGET_AVX512 static inline void
-tile_lanes_zmm(const int KIND, const int IQ, const int WINDOWED, const usbeam_das_plan *plan, float *rotation,
-               size_t p0, size_t m, const float *restrict re_plane, const float *restrict im_plane, float *out_re,
-               float *out_im)
+tile_lanes_zmm(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, const usbeam_das_plan *plan,
+               float *rotation, double *formed, size_t p0, size_t m, const float *restrict re_plane,
+               const float *restrict im_plane, float *out_re, float *out_im)
 {
     const size_t n_tx = plan->params.n_transmits;
     for (size_t q0 = 0; q0 < m; q0 += LANES) {
         const size_t g = (p0 + q0) / LANES, in_group = m - q0 < LANES ? m - q0 : LANES;
         const __mmask16 lanes = (__mmask16)((1u << in_group) - 1u);
+        if (COMPUTED) form_rows(WINDOWED, plan, g, plan->lane_offset[g + 1] - plan->lane_offset[g], formed);
         __m512 out_r = _mm512_setzero_ps(), out_i = _mm512_setzero_ps();
         for (size_t t = 0; t < n_tx; ++t) {
             __m512 sum_re, sum_im;
-            group_sum(KIND, IQ, WINDOWED, plan, g, lanes, t, re_plane, im_plane, rotation, &sum_re, &sum_im);
+            group_sum(KIND, IQ, WINDOWED, COMPUTED, plan, g, lanes, t, re_plane, im_plane, rotation, formed, &sum_re,
+                      &sum_im);
             if (!IQ) {
                 out_r = _mm512_add_ps(out_r, sum_re);
                 continue;
@@ -353,36 +516,41 @@ tile_lanes_zmm(const int KIND, const int IQ, const int WINDOWED, const usbeam_da
     }
 }
 
-#define TILE_LANES_COPY(KIND, IQ, WINDOWED)                                                                     \
-    TARGET_AVX512 static void tile_lanes_##KIND##_##IQ##_##WINDOWED(const usbeam_das_plan *plan, float *rotation,     \
-                                                                   size_t p0, size_t m, const float *re_plane,    \
-                                                                   const float *im_plane, float *out_re,          \
-                                                                   float *out_im)                                 \
+/* The copies: (interpolation, IQ, rows) with rows 0 / 1: the table without / with window
+ * weights, 2 / 3: formed at execute (lane_computed) without / with them. */
+#define TILE_LANES_COPY(KIND, IQ, ROWS)                                                                         \
+    TARGET_AVX512 static void tile_lanes_##KIND##_##IQ##_##ROWS(const usbeam_das_plan *plan, float *rotation,        \
+                                                               double *formed, size_t p0, size_t m,               \
+                                                               const float *re_plane, const float *im_plane,      \
+                                                               float *out_re, float *out_im)                      \
     {                                                                                                           \
-        tile_lanes_zmm(KIND, IQ, WINDOWED, plan, rotation, p0, m, re_plane, im_plane, out_re, out_im);          \
+        tile_lanes_zmm(KIND, IQ, (ROWS) & 1, (ROWS) >> 1, plan, rotation, formed, p0, m, re_plane, im_plane, out_re, \
+                       out_im);                                                                                 \
     }
-TILE_LANES_COPY(0, 0, 0) TILE_LANES_COPY(0, 0, 1) TILE_LANES_COPY(0, 1, 0) TILE_LANES_COPY(0, 1, 1)
-TILE_LANES_COPY(1, 0, 0) TILE_LANES_COPY(1, 0, 1) TILE_LANES_COPY(1, 1, 0) TILE_LANES_COPY(1, 1, 1)
-TILE_LANES_COPY(2, 0, 0) TILE_LANES_COPY(2, 0, 1) TILE_LANES_COPY(2, 1, 0) TILE_LANES_COPY(2, 1, 1)
+#define TILE_LANES_ROWS(KIND, IQ) TILE_LANES_COPY(KIND, IQ, 0) TILE_LANES_COPY(KIND, IQ, 1) TILE_LANES_COPY(KIND, IQ, 2) TILE_LANES_COPY(KIND, IQ, 3)
+TILE_LANES_ROWS(0, 0) TILE_LANES_ROWS(0, 1) TILE_LANES_ROWS(1, 0) TILE_LANES_ROWS(1, 1) TILE_LANES_ROWS(2, 0) TILE_LANES_ROWS(2, 1)
+#undef TILE_LANES_ROWS
 #undef TILE_LANES_COPY
 
-typedef void (*tile_lanes_fn)(const usbeam_das_plan *, float *, size_t, size_t, const float *, const float *, float *,
-                              float *);
-static const tile_lanes_fn tile_lanes_copies[3][2][2] = {
-    {{tile_lanes_0_0_0, tile_lanes_0_0_1}, {tile_lanes_0_1_0, tile_lanes_0_1_1}},
-    {{tile_lanes_1_0_0, tile_lanes_1_0_1}, {tile_lanes_1_1_0, tile_lanes_1_1_1}},
-    {{tile_lanes_2_0_0, tile_lanes_2_0_1}, {tile_lanes_2_1_0, tile_lanes_2_1_1}},
-};
+typedef void (*tile_lanes_fn)(const usbeam_das_plan *, float *, double *, size_t, size_t, const float *, const float *,
+                              float *, float *);
+#define ROWS_OF(KIND, IQ) {tile_lanes_##KIND##_##IQ##_0, tile_lanes_##KIND##_##IQ##_1, tile_lanes_##KIND##_##IQ##_2, tile_lanes_##KIND##_##IQ##_3}
+static const tile_lanes_fn tile_lanes_copies[3][2][4] = {
+    {ROWS_OF(0, 0), ROWS_OF(0, 1)}, {ROWS_OF(1, 0), ROWS_OF(1, 1)}, {ROWS_OF(2, 0), ROWS_OF(2, 1)}};
+#undef ROWS_OF
 #endif
 
 int usbeam_das_tile_lanes(const usbeam_das_plan *plan, int thread, size_t p0, size_t m, const float *re_plane,
                           const float *im_plane, float *out_re, float *out_im)
 {
 #if USBEAM_DAS_MULTI_ISA
-    if (!plan->lane_sample || usbeam_das_isa() != 2) return 0;
-    float *rotation = plan->lane_cache + (size_t)thread * 32 * (size_t)plan->lane_max_rows;
-    tile_lanes_copies[plan->params.interpolation][plan->is_iq][plan->lane_window != NULL](plan, rotation, p0, m, re_plane,
-                                                                                         im_plane, out_re, out_im);
+    if (!(plan->lane_sample || plan->lane_computed) || usbeam_das_isa() != 2) return 0;
+    const size_t max_rows = (size_t)plan->lane_max_rows;
+    float *rotation = plan->lane_cache ? plan->lane_cache + (size_t)thread * 32 * max_rows : NULL;
+    double *formed = plan->lane_computed ? plan->lane_rows + (size_t)thread * FORMED_STRIDE * max_rows : NULL;
+    const int rows = 2 * plan->lane_computed + usbeam_das_lanes_windowed(plan);
+    tile_lanes_copies[plan->params.interpolation][plan->is_iq][rows](plan, rotation, formed, p0, m, re_plane, im_plane,
+                                                                     out_re, out_im);
     return 1;
 #else
     (void)plan, (void)thread, (void)p0, (void)m, (void)re_plane, (void)im_plane, (void)out_re, (void)out_im;

@@ -275,6 +275,7 @@ void usbeam_das_plan_destroy(usbeam_das_plan *plan)
     usbeam_free(plan->lane_least);
     usbeam_free(plan->lane_cache);
     usbeam_free(plan->lane_rot);
+    usbeam_free(plan->lane_rows);
     usbeam_free(plan->scratch);
     usbeam_free(plan->tile);
     usbeam_free(plan->stage);
@@ -290,6 +291,7 @@ size_t usbeam_das_table_bytes(const usbeam_das_plan *plan)
 {
     if (!plan) return 0;
     const size_t pair_bytes = sizeof(double) + (plan->is_iq ? 2 : 1) * sizeof(float);
+    if (plan->lane_computed) return 0; /* no table: the rows are formed at execute */
     if (plan->lane_sample) { /* the lane table (das_lanes.c) and its transmit parts */
         const size_t n_groups = (plan->params.n_points + 15) / 16;
         return plan->lane_offset[n_groups] * (16 * (sizeof(double) + (plan->lane_window ? sizeof(float) : 0)) +
@@ -303,7 +305,7 @@ size_t usbeam_das_table_bytes(const usbeam_das_plan *plan)
 
 size_t usbeam_das_lane_rows(const usbeam_das_plan *plan)
 {
-    return plan && plan->lane_sample ? plan->lane_offset[(plan->params.n_points + 15) / 16] : 0;
+    return plan && (plan->lane_sample || plan->lane_computed) ? plan->lane_offset[(plan->params.n_points + 15) / 16] : 0;
 }
 
 const double *usbeam_das_transmit_times(const usbeam_das_plan *plan, size_t *n_points, size_t *n_transmits)
@@ -856,23 +858,30 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
     const size_t pair_bytes = sizeof(double) + (is_iq ? 2 : 1) * sizeof(float);
     const size_t budget = prm->max_table_bytes ? prm->max_table_bytes : DEFAULT_MAX_TABLE_BYTES;
     plan->has_table = plan->n_receive <= budget / pair_bytes;
-    if (plan->has_table && usbeam_das_lanes_wanted(plan)) { /* one frame: the lane table instead (das_lanes.c) */
+    if (usbeam_das_lanes_wanted(plan) && (plan->has_table || usbeam_das_lanes_computable(plan))) {
+        /* one frame: the lane table instead (das_lanes.c), or without a table the lanes' rows
+         * formed per group at execute */
         const size_t n_groups = (n_pts + 15) / 16, n_tx = prm->n_transmits;
         if ((st = alloc_array((void **)&plan->lane_first, n_groups, sizeof(int32_t), "points")) ||
             (st = alloc_array((void **)&plan->lane_offset, n_groups + 1, sizeof(size_t), "points")))
             goto fail;
         const size_t rows = usbeam_das_lanes_count_rows(plan);
         const int windowed = usbeam_das_lanes_windowed(plan);
-        if (rows <= budget / (16 * (sizeof(double) + (windowed ? sizeof(float) : 0)) + n_tx * sizeof(int32_t))) {
-            if ((st = alloc_table((void **)&plan->lane_sample, rows * 16, sizeof(double), "receive table")) ||
-                (windowed && (st = alloc_table((void **)&plan->lane_window, rows * 16, sizeof(float), "receive table"))) ||
+        const int table = plan->has_table &&
+                          rows <= budget / (16 * (sizeof(double) + (windowed ? sizeof(float) : 0)) + n_tx * sizeof(int32_t));
+        if (table || usbeam_das_lanes_computable(plan)) {
+            if ((table && ((st = alloc_table((void **)&plan->lane_sample, rows * 16, sizeof(double), "receive table")) ||
+                           (windowed && (st = alloc_table((void **)&plan->lane_window, rows * 16, sizeof(float), "receive table"))) ||
+                           (st = alloc_array((void **)&plan->lane_least, rows, n_tx * sizeof(int32_t), "receive table")))) ||
+                (!table && (st = alloc_array((void **)&plan->lane_rows, (size_t)plan->n_threads * (size_t)plan->lane_max_rows,
+                                             32 * sizeof(double), "per-thread scratch"))) ||
                 (st = alloc_array((void **)&plan->lane_tx, n_groups * n_tx, 16 * sizeof(double), "transmit times")) ||
-                (st = alloc_array((void **)&plan->lane_least, rows, n_tx * sizeof(int32_t), "receive table")) ||
                 (is_iq && (st = alloc_array((void **)&plan->lane_cache, (size_t)plan->n_threads * (size_t)plan->lane_max_rows,
                                             32 * sizeof(float), "per-thread scratch"))) ||
                 (is_iq && (st = alloc_array((void **)&plan->lane_rot, n_groups * n_tx, 32 * sizeof(float),
                                             "transmit rotations"))))
                 goto fail;
+            plan->lane_computed = !table;
             usbeam_das_lanes_fill(plan);
             plan->has_table = 0;
         }

@@ -7,7 +7,9 @@ references (tests/reference/das.py, das and das_general) for every interpolation
 window, several transmits (more than the 4 a vector block once held), grids whose last group is
 partial, points outside every aperture, lanes spread too wide for the window, and a convex
 probe; and against das_single.c (USBEAM_DAS_LANES=0) on the same plan, which differs in the
-order of float operations only.  Determinism across thread counts: test_das_single.py (its
+order of float operations only.  Each also without a table (max_table_bytes=1): the rows of
+a group are then formed at execute from the geometry (form_rows: linear, convex and matrix
+arrays, every window), and must match the references and the table path alike.  Determinism across thread counts: test_das_single.py (its
 children build 1-frame plans, which take this path on AVX-512)."""
 import numpy as np
 import pytest
@@ -35,36 +37,44 @@ LAWS = [usbeam.PlaneWave(0.1), usbeam.DivergingWave((2e-3, -5e-3)), usbeam.Plane
 TUPLES = [("plane", 0.1), ("diverging", 2e-3, -5e-3), ("plane", -0.2), ("plane", 0.0), ("diverging", -3e-3, -8e-3)]
 
 
+def needs_lanes_of(bf, budget):
+    needs_lanes(bf)
+    assert (bf.table_bytes() == 0) == (budget == 1)  # budget 1: the rows formed at execute
+
+
 @pytest.mark.parametrize("interpolation", ["nearest", "linear", "cubic"])
 @pytest.mark.parametrize("dtype", [np.complex64, np.float32, np.int16])
-@pytest.mark.parametrize("window", ["rect", "hann"])
-def test_lanes_match_the_reference(rng, interpolation, dtype, window):
+@pytest.mark.parametrize("window", ["rect", "hann", "tukey"])
+@pytest.mark.parametrize("budget", [None, 1])
+def test_lanes_match_the_reference(rng, interpolation, dtype, window, budget):
     probe = usbeam.LinearArray(40, 3e-4, width=2.5e-4)
     # 17 x 23 = 391 points: the last group of 16 holds 7; x past the array's ends, z from 0.4 mm
     grid = usbeam.Grid(x=np.linspace(-8e-3, 8.5e-3, 17), z=np.linspace(4e-4, 1.6e-2, 23))
     n_tx = 5
     bf = usbeam.Beamformer(probe, LAWS[:n_tx], grid, fs=FS, fc=FC, c=C, t0=T0, n_samples=N_SAMPLES, f_number=1.2,
-                           window=window, interpolation=interpolation, dtype=dtype, n_frames=1)
-    needs_lanes(bf)
+                           window=window, tukey_alpha=0.4, interpolation=interpolation, dtype=dtype, n_frames=1,
+                           max_table_bytes=budget)
+    needs_lanes_of(bf, budget)
     data = random_data(rng, (1, n_tx, probe.n_elements, N_SAMPLES), dtype)
     before = data.copy()
     got = bf(data)
     np.testing.assert_array_equal(data, before)
     want = ref.das(data, probe.x, TUPLES[:n_tx], grid.coordinates(), fs=FS, fc=FC if dtype == np.complex64 else 0.0, c=C,
-                   t0=T0, f_number=1.2, window_kind=window, interpolation=interpolation)
+                   t0=T0, f_number=1.2, window_kind=window, tukey_alpha=0.4, interpolation=interpolation)
     assert np.count_nonzero(want) > 0.5 * want.size
     assert_matches_reference(got, want, interpolation)
 
 
 @pytest.mark.parametrize("interpolation", ["linear", "cubic"])
-def test_lanes_too_far_apart_for_the_window_take_the_gather(rng, interpolation):
+@pytest.mark.parametrize("budget", [None, 1])
+def test_lanes_too_far_apart_for_the_window_take_the_gather(rng, interpolation, budget):
     """16 lanes 2 mm apart at 2-6 mm depth: an element's taps for the group span far more than
     the 32-sample window, so those rows are gathered; the image still matches the reference."""
     probe = usbeam.LinearArray(64, 3e-4, width=2.5e-4)
     grid = usbeam.Grid(x=np.linspace(-16e-3, 16e-3, 17), z=np.linspace(2e-3, 6e-3, 5))
     bf = usbeam.Beamformer(probe, [usbeam.PlaneWave(0.05)], grid, fs=FS, fc=FC, c=C, t0=0.0, n_samples=N_SAMPLES,
-                           f_number=0.0, interpolation=interpolation, n_frames=1)
-    needs_lanes(bf)
+                           f_number=0.0, interpolation=interpolation, n_frames=1, max_table_bytes=budget)
+    needs_lanes_of(bf, budget)
     pts = grid.coordinates()
     spread = np.ptp(np.linalg.norm(pts[:16, None, :] - probe.positions[None, :, :], axis=2), axis=0) * FS / C
     assert spread.min() > 40  # every element's row: lanes > 32 samples apart
@@ -95,31 +105,67 @@ def test_lanes_match_the_per_point_path(rng, monkeypatch):
     assert lanes.table_bytes() < single.table_bytes()
 
 
-def test_lanes_on_a_convex_sector(rng):
+@pytest.mark.parametrize("f_number, window", [(1.0, "hann"), (1.0, "rect"), (0.8, "tukey"), (0.0, "hann")])
+@pytest.mark.parametrize("budget", [None, 1])
+def test_lanes_on_a_convex_sector(rng, f_number, window, budget):
     probe = usbeam.ConvexArray(n_elements=48, pitch=3e-4, radius=0.012, element_width=2.6e-4)
     h = probe.apothem
     grid = usbeam.PolarGrid(np.linspace(probe.radius + 1e-3, probe.radius + 17.5e-3, 37), np.linspace(-0.5, 0.5, 29),
                             apex=(0.0, -h))
     laws = [usbeam.DivergingWave((0.0, -h)), usbeam.DivergingWave((1e-3, -h - 2e-3))]
     tuples = [("diverging", (0.0, 0.0, -h)), ("diverging", (1e-3, 0.0, -h - 2e-3))]
-    bf = usbeam.Beamformer(probe, laws, grid, fs=FS, fc=FC, c=C, t0=T0, n_samples=N_SAMPLES, f_number=1.0,
-                           window="hann", interpolation="linear", n_frames=1)
-    needs_lanes(bf)
+    bf = usbeam.Beamformer(probe, laws, grid, fs=FS, fc=FC, c=C, t0=T0, n_samples=N_SAMPLES, f_number=f_number,
+                           window=window, tukey_alpha=0.5, interpolation="linear", n_frames=1, max_table_bytes=budget)
+    needs_lanes_of(bf, budget)
     data = random_data(rng, (1, 2, 48, N_SAMPLES), np.complex64)
     want = ref.das_general(data, probe.positions, probe.normals, tuples, grid.coordinates(), fs=FS, fc=FC, c=C, t0=T0,
-                           f_number=1.0, window_kind="hann", interpolation="linear").reshape(grid.shape)
+                           f_number=f_number, window_kind=window, tukey_alpha=0.5,
+                           interpolation="linear").reshape(grid.shape)
     assert np.count_nonzero(want) > 0.5 * want.size
     assert_matches_reference(bf(data)[0], want, "linear")
 
 
-def test_lanes_refuse_bad_data_and_leave_no_partial_image(rng):
+@pytest.mark.parametrize("budget", [None, 1])
+def test_lanes_refuse_bad_data_and_leave_no_partial_image(rng, budget):
     probe = usbeam.LinearArray(32, 3e-4, width=2.5e-4)
     grid = usbeam.Grid(x=np.linspace(-4e-3, 4e-3, 20), z=np.linspace(2e-3, 1.2e-2, 20))
-    bf = usbeam.Beamformer(probe, [usbeam.PlaneWave(0.0)], grid, fs=FS, fc=FC, c=C, n_samples=N_SAMPLES, n_frames=1)
-    needs_lanes(bf)
+    bf = usbeam.Beamformer(probe, [usbeam.PlaneWave(0.0)], grid, fs=FS, fc=FC, c=C, n_samples=N_SAMPLES, n_frames=1,
+                           max_table_bytes=budget)
+    needs_lanes_of(bf, budget)
     data = random_data(rng, (1, 1, 32, N_SAMPLES), np.complex64)
     data[0, 0, 5, 300] = np.inf
     out = np.zeros((1,) + grid.shape, np.complex64)
     with pytest.raises(ValueError, match="NaN or infinite"):
         bf(data, out=out)
     assert np.all(np.isnan(out))
+
+
+@pytest.mark.parametrize("window", ["rect", "hann"])
+@pytest.mark.parametrize("probe_kind", ["linear", "convex", "matrix"])
+def test_rows_formed_at_execute_match_the_table(rng, window, probe_kind):
+    """The same plan with its lane table and without (max_table_bytes=1): the rows formed per
+    group at execute hold the table's s_rx (the same double geometry) and its window weights
+    (formed in float there, rounded from double here), so the images agree to float rounding."""
+    if probe_kind == "linear":
+        probe = usbeam.LinearArray(64, 3e-4, width=2.5e-4)
+        grid = usbeam.Grid(x=np.linspace(-10e-3, 10e-3, 45), z=np.linspace(3e-3, 25e-3, 37))
+        laws = [usbeam.PlaneWave(a) for a in (-0.1, 0.0, 0.12)]
+    elif probe_kind == "convex":
+        probe = usbeam.ConvexArray(n_elements=64, pitch=3e-4, radius=0.015, element_width=2.6e-4)
+        grid = usbeam.PolarGrid(np.linspace(probe.radius + 2e-3, probe.radius + 25e-3, 41), np.linspace(-0.6, 0.6, 33),
+                                apex=(0.0, -probe.apothem))
+        laws = [usbeam.DivergingWave((0.0, -probe.apothem)), usbeam.DivergingWave((2e-3, -probe.apothem - 3e-3))]
+    else:
+        probe = usbeam.MatrixArray(nx=8, ny=6, pitch_x=3e-4, pitch_y=3e-4)
+        grid = usbeam.Grid(x=np.linspace(-2e-3, 2e-3, 9), z=np.linspace(2e-3, 8e-3, 11), y=np.linspace(-1e-3, 1e-3, 5))
+        laws = [usbeam.PlaneWave(0.1, -0.05), usbeam.DivergingWave((0.5e-3, 0.0, -4e-3))]
+    kw = dict(fs=FS, fc=FC, c=C, t0=T0, n_samples=N_SAMPLES, f_number=1.0, window=window, n_frames=1)
+    table = usbeam.Beamformer(probe, laws, grid, **kw)
+    formed = usbeam.Beamformer(probe, laws, grid, max_table_bytes=1, **kw)
+    needs_lanes_of(table, None)
+    needs_lanes_of(formed, 1)
+    assert lane_rows(formed) == lane_rows(table)
+    data = random_data(rng, (1, len(laws), probe.n_elements, N_SAMPLES), np.complex64)
+    a, b = formed(data), table(data)
+    assert np.count_nonzero(b) > 0.5 * b.size
+    assert np.linalg.norm(a - b) <= TOLERANCES["das_rel_l2"] * np.linalg.norm(b)
