@@ -22,6 +22,11 @@
  * point) of s_rx = |p - e| fs / c (double, samples) in lane_sample and, for windows other than
  * 0 / 1, the window weight (float) in lane_window.  A lane outside its point's aperture, or
  * where a 0 / 1 window is 0, holds s_rx = OUTSIDE_SAMPLE (out of every record: weight 0).
+ * Without a table (a plan over its max_table_bytes: lane_computed), the rows of a group are
+ * formed at execute, just before its sums (form_rows), in the same layout with the row's
+ * least and most valid s_rx beside it, from which each row's window start is bounded (as
+ * lane_least is, but for all 16 lanes at once); it costs ~1.3-1.4x the table's call
+ * (live-1tx, live-3tx), where das_single.c's per-point path without a table cost 2.3-2.7x.
  * Per (group, transmit): s_tx = (tau_tx - t0) fs of its 16 points (double) in lane_tx and
  * rot_tx = exp(+j 2 pi fc tau_tx) as 16 re then 16 im (float) in lane_rot (IQ); per (group,
  * transmit, row): the least first tap of the row's valid lanes in lane_least (or LEAST_NONE,
@@ -30,7 +35,8 @@
  * das.c's planes, (transmit, element, sample) rows `channel` floats apart, re and im apart.
  * Units: samples for s = s_tx + s_rx; turns for the rotations.
  * The same weights as the other paths (usbeam_math.h's validity ranges and Catmull-Rom
- * weights, the plan's double geometry); the samples are interpolated first and then
+ * weights, the plan's double geometry; formed rows compute Hann / Tukey weights by float
+ * polynomials, ~1e-7 from the table's); the samples are interpolated first and then
  * weighted, so sums differ from das_single.c's in float rounding only.  Each lane sums its
  * elements in order, then its transmits in order: the same bits on any number of threads.
  * Reference: Perrot et al., "So you think you can DAS?", Ultrasonics 111 (2021) 106309.
@@ -376,11 +382,12 @@ static inline int computed_least(int kind, double s_lo, double s_hi, double firs
               : _mm512_mask_i32gather_ps(_mm512_setzero_ps(), valid, _mm512_add_epi32(FIRST, _mm512_set1_epi32(K)), X, 4))
 
 /* Group g's sum for transmit t (before its rotation) into *sum_re / *sum_im.  The receive
- * rotations of the group's rows are formed before its first transmit into `rotation` (rows x
- * 32 floats, the thread's) and read back from L1 by every transmit; the rows themselves,
- * ~7 KiB, stay in L1 from one transmit to the next. */
+ * rotation of each row is formed in the first transmit's pass (FIRST: t = 0), which keeps it
+ * in `rotation` (rows x 32 floats, the thread's) for the others to read back from L1; the rows
+ * themselves, ~7 KiB, stay in L1 from one transmit to the next.  (A pass of its own before the
+ * sums, as first written: live-1tx 5 % and live-3tx 2 % slower, in-process A/B.) */
 __attribute__((always_inline)) TARGET_AVX512 static inline void
-group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, const usbeam_das_plan *plan, size_t g,
+group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, const int FIRST, const usbeam_das_plan *plan, size_t g,
           __mmask16 lanes, size_t t, const float *restrict re_plane, const float *restrict im_plane,
           float *restrict rotation, const double *restrict formed, __m512 *sum_re, __m512 *sum_im)
 {
@@ -412,15 +419,18 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
     }
     const size_t row_first = (t * prm->n_elements + (size_t)plan->lane_first[g]) * channel;
     __m512 acc_re = _mm512_setzero_ps(), acc_im = _mm512_setzero_ps();
-    if (IQ && t == 0) /* a pass of its own, before the sums */
-        for (size_t r = 0; r < rows; ++r) {
-            __m512 c_re, c_im;
-            receive_rotation(_mm512_load_pd(s_rows + r * row_stride), _mm512_load_pd(s_rows + r * row_stride + 8),
-                             turns_per_sample, &c_re, &c_im);
-            _mm512_store_ps(rotation + 32 * r, c_re);
-            _mm512_store_ps(rotation + 32 * r + 16, c_im);
-        }
     for (size_t r = 0; r < rows; ++r) {
+        /* the receive rotation: formed by the first transmit (and kept for the others), ahead of
+         * the row's skip so that every row has it */
+        __m512 c_re_now = _mm512_setzero_ps(), c_im_now = _mm512_setzero_ps();
+        if (FIRST && IQ) {
+            receive_rotation(_mm512_load_pd(s_rows + r * row_stride), _mm512_load_pd(s_rows + r * row_stride + 8),
+                             turns_per_sample, &c_re_now, &c_im_now);
+            if (n_tx > 1) {
+                _mm512_store_ps(rotation + 32 * r, c_re_now);
+                _mm512_store_ps(rotation + 32 * r + 16, c_im_now);
+            }
+        }
         const int least = COMPUTED ? computed_least(KIND, tx_least + s_rows[r * row_stride + 24],
                                                     tx_most + s_rows[r * row_stride + 25], first_max)
                                    : least_rows[r];
@@ -478,7 +488,8 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
             acc_re = _mm512_add_ps(acc_re, v_re);
             continue;
         }
-        const __m512 c_re = _mm512_load_ps(rotation + 32 * r), c_im = _mm512_load_ps(rotation + 32 * r + 16);
+        const __m512 c_re = FIRST ? c_re_now : _mm512_load_ps(rotation + 32 * r);
+        const __m512 c_im = FIRST ? c_im_now : _mm512_load_ps(rotation + 32 * r + 16);
         acc_re = _mm512_fmadd_ps(c_re, v_re, _mm512_fnmadd_ps(c_im, v_im, acc_re));
         acc_im = _mm512_fmadd_ps(c_re, v_im, _mm512_fmadd_ps(c_im, v_re, acc_im));
     }
@@ -500,8 +511,12 @@ tile_lanes_zmm(const int KIND, const int IQ, const int WINDOWED, const int COMPU
         __m512 out_r = _mm512_setzero_ps(), out_i = _mm512_setzero_ps();
         for (size_t t = 0; t < n_tx; ++t) {
             __m512 sum_re, sum_im;
-            group_sum(KIND, IQ, WINDOWED, COMPUTED, plan, g, lanes, t, re_plane, im_plane, rotation, formed, &sum_re,
-                      &sum_im);
+            if (t == 0)
+                group_sum(KIND, IQ, WINDOWED, COMPUTED, 1, plan, g, lanes, t, re_plane, im_plane, rotation, formed, &sum_re,
+                          &sum_im);
+            else
+                group_sum(KIND, IQ, WINDOWED, COMPUTED, 0, plan, g, lanes, t, re_plane, im_plane, rotation, formed, &sum_re,
+                          &sum_im);
             if (!IQ) {
                 out_r = _mm512_add_ps(out_r, sum_re);
                 continue;
