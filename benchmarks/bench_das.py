@@ -40,6 +40,12 @@ import sys
 import time
 from pathlib import Path
 
+# OpenBLAS's worker threads spin for a while after any BLAS call (an image check, a rho) and
+# take cores from the OpenMP team being timed (live-1tx p95: 5.4 ms with them, 2.9 ms
+# without); neither usbeam's DAS nor PyMUST's sparse product uses BLAS threads.  Set before
+# NumPy loads OpenBLAS.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -227,8 +227,9 @@ class Beamformer:
         benchmarks/bench_das.py).  A 1-frame plan (n_frames=1) on an AVX-512 CPU holds a lane
         table instead: the receive delay alone (8 bytes, plus a window weight for 'hann' and
         'tukey') for each point and element of 16 neighbouring points' apertures, and sums those
-        16 points together (csrc/beamform/das_lanes.c); without it a 1-frame call took 2-2.5x as
-        long (benchmarks/RESULTS.md, 2026-11-28).
+        16 points together (csrc/beamform/das_lanes.c); over the budget it forms those rows per
+        group at each call, ~1.3-1.4x the lane table's time (benchmarks/RESULTS.md,
+        2026-11-28).
     min_coverage : the least fraction of the grid's pixels that must receive a recorded
         sample (``grid_coverage``; default 0.5): below it the plan is refused with a
         ValueError naming the likely causes (MATLAB layout, mm, a wrong t0), since the image
