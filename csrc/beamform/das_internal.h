@@ -73,6 +73,9 @@ static inline size_t usbeam_das_channel_floats(size_t n_samples, size_t n_frames
     return 16 * (((n_samples * n_frames + 15) / 16) | 1);
 }
 
+/* Doubles of one row formed at execute by the lane path without a table (das_lanes.c) */
+#define USBEAM_DAS_LANE_FORMED_DOUBLES 32
+
 struct usbeam_das_plan {
     usbeam_das_params params;   /* scalars only: the pointers below are the plan's copies */
     double *element_x, *element_y, *element_z; /* (n_elements) each */
@@ -122,8 +125,9 @@ struct usbeam_das_plan {
                                    transmit-major): the least first tap of the row's valid lanes */
     int lane_computed;          /* 1: no lane table (over the budget): each group's rows are
                                    formed at execute into lane_rows */
-    double *lane_rows;          /* lane_computed: (n_threads, lane_max_rows, 32) s_rx of 16 lanes,
-                                   their weights, the least and most valid s_rx (das_lanes.c) */
+    double *lane_rows;          /* lane_computed: (n_threads, lane_max_rows,
+                                   USBEAM_DAS_LANE_FORMED_DOUBLES) s_rx of 16 lanes, their
+                                   weights, the least and most valid s_rx (das_lanes.c) */
 
     int n_threads;
     size_t thread_floats;       /* floats of one thread's scratch (below) */
@@ -202,14 +206,12 @@ int usbeam_das_tile_single(const usbeam_das_plan *plan, size_t p0, size_t m, flo
  * (allocated), returning the rows; then the rows themselves (lane_sample, lane_window,
  * lane_tx, lane_rot, lane_least allocated) from the receive geometry and the transmit times;
  * without a table (lane_computed: lane_sample, lane_window and lane_least NULL), lane_tx and
- * lane_rot alone.  computable: whether execute can form the rows itself (a linear array and a
- * 0 / 1 window).
+ * lane_rot alone.
  * Execute (the calling thread's number, for its cache of rotations): points p0 .. p0 + m - 1
  * (a tile, from a multiple of 16) of one frame into
  * out_re / out_im, 1 when done, 0 when the plan has no lane table. */
 int usbeam_das_lanes_wanted(const usbeam_das_plan *plan);
 int usbeam_das_lanes_windowed(const usbeam_das_plan *plan);
-int usbeam_das_lanes_computable(const usbeam_das_plan *plan);
 size_t usbeam_das_lanes_count_rows(usbeam_das_plan *plan);
 void usbeam_das_lanes_fill(usbeam_das_plan *plan);
 int usbeam_das_tile_lanes(const usbeam_das_plan *plan, int thread, size_t p0, size_t m, const float *re_plane,

@@ -70,7 +70,7 @@
 #define LEAST_GATHER (-2)
 /* lane_computed: doubles per formed row (form_rows: 16 s_rx, 16 float weights, the least and most
  * valid s_rx, padding to 64 bytes) */
-#define FORMED_STRIDE 32
+#define FORMED_STRIDE USBEAM_DAS_LANE_FORMED_DOUBLES
 
 /* The range of s where the interpolation's taps all lie in the record (usbeam_math.h), and the
  * rounding of s to its first tap: the one definition the fill and the sums share. */
@@ -98,12 +98,6 @@ int usbeam_das_lanes_windowed(const usbeam_das_plan *plan)
 {
     const usbeam_das_params *prm = &plan->params;
     return prm->window == USBEAM_DAS_HANN || (prm->window == USBEAM_DAS_TUKEY && prm->tukey_alpha > 0.0);
-}
-
-int usbeam_das_lanes_computable(const usbeam_das_plan *plan)
-{
-    (void)plan;
-    return 1; /* every geometry and window (form_rows) */
 }
 
 size_t usbeam_das_lanes_count_rows(usbeam_das_plan *plan)

@@ -858,8 +858,8 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
     const size_t pair_bytes = sizeof(double) + (is_iq ? 2 : 1) * sizeof(float);
     const size_t budget = prm->max_table_bytes ? prm->max_table_bytes : DEFAULT_MAX_TABLE_BYTES;
     plan->has_table = plan->n_receive <= budget / pair_bytes;
-    if (usbeam_das_lanes_wanted(plan) && (plan->has_table || usbeam_das_lanes_computable(plan))) {
-        /* one frame: the lane table instead (das_lanes.c), or without a table the lanes' rows
+    if (usbeam_das_lanes_wanted(plan)) {
+        /* one frame: the lane table instead (das_lanes.c), or, over the budget, the lanes' rows
          * formed per group at execute */
         const size_t n_groups = (n_pts + 15) / 16, n_tx = prm->n_transmits;
         if ((st = alloc_array((void **)&plan->lane_first, n_groups, sizeof(int32_t), "points")) ||
@@ -869,24 +869,22 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
         const int windowed = usbeam_das_lanes_windowed(plan);
         const int table = plan->has_table &&
                           rows <= budget / (16 * (sizeof(double) + (windowed ? sizeof(float) : 0)) + n_tx * sizeof(int32_t));
-        if (table || usbeam_das_lanes_computable(plan)) {
-            if ((table && ((st = alloc_table((void **)&plan->lane_sample, rows * 16, sizeof(double), "receive table")) ||
-                           (windowed && (st = alloc_table((void **)&plan->lane_window, rows * 16, sizeof(float), "receive table"))) ||
-                           (st = alloc_array((void **)&plan->lane_least, rows, n_tx * sizeof(int32_t), "receive table")))) ||
-                (!table && (st = alloc_array((void **)&plan->lane_rows, (size_t)plan->n_threads * (size_t)plan->lane_max_rows,
-                                             32 * sizeof(double), "per-thread scratch"))) ||
-                (st = alloc_array((void **)&plan->lane_tx, n_groups * n_tx, 16 * sizeof(double), "transmit times")) ||
-                (is_iq && (st = alloc_array((void **)&plan->lane_cache, (size_t)plan->n_threads * (size_t)plan->lane_max_rows,
-                                            32 * sizeof(float), "per-thread scratch"))) ||
-                (is_iq && (st = alloc_array((void **)&plan->lane_rot, n_groups * n_tx, 32 * sizeof(float),
-                                            "transmit rotations"))))
-                goto fail;
-            plan->lane_computed = !table;
-            usbeam_das_lanes_fill(plan);
-            plan->has_table = 0;
-        }
+        if ((table && ((st = alloc_table((void **)&plan->lane_sample, rows * 16, sizeof(double), "receive table")) ||
+                       (windowed && (st = alloc_table((void **)&plan->lane_window, rows * 16, sizeof(float), "receive table"))) ||
+                       (st = alloc_array((void **)&plan->lane_least, rows, n_tx * sizeof(int32_t), "receive table")))) ||
+            (!table && (st = alloc_array((void **)&plan->lane_rows, (size_t)plan->n_threads * (size_t)plan->lane_max_rows,
+                                         USBEAM_DAS_LANE_FORMED_DOUBLES * sizeof(double), "per-thread scratch"))) ||
+            (st = alloc_array((void **)&plan->lane_tx, n_groups * n_tx, 16 * sizeof(double), "transmit times")) ||
+            (is_iq && (st = alloc_array((void **)&plan->lane_cache, (size_t)plan->n_threads * (size_t)plan->lane_max_rows,
+                                        32 * sizeof(float), "per-thread scratch"))) ||
+            (is_iq && (st = alloc_array((void **)&plan->lane_rot, n_groups * n_tx, 32 * sizeof(float),
+                                        "transmit rotations"))))
+            goto fail;
+        plan->lane_computed = !table;
+        usbeam_das_lanes_fill(plan);
+        plan->has_table = 0;
     }
-    if (plan->has_table) { /* (a lane table over the budget falls back to it, if it fits) */
+    if (plan->has_table) {
         if ((st = alloc_table((void **)&plan->table_sample, plan->n_receive, sizeof(double), "receive table")) ||
             (st = alloc_table((void **)&plan->table_re, plan->n_receive, sizeof(float), "receive table")) ||
             (is_iq && (st = alloc_table((void **)&plan->table_im, plan->n_receive, sizeof(float), "receive table"))))
