@@ -6,7 +6,9 @@ float64 reference (tests/reference/das.py) with apertures of every length 1..~40
 of 8) and points beside and past the array's ends; against the multi-frame path on the same
 frame (a different sum order: float rounding only); and for determinism: the same bits for the
 same inputs and plan whatever the number of OpenMP threads (1 and 2, each in a process of its
-own: the team size is read when the process starts), for every instruction-set copy."""
+own: the team size is read when the process starts), for every instruction-set copy.  On an
+AVX-512 machine the best copy's 1-frame plans take das_lanes.c instead: its lane table, or
+without a table (max_table_bytes=1) its rows formed at execute, so both are held to the same."""
 import os
 import subprocess
 import sys
