@@ -67,6 +67,8 @@ typedef struct entries_view {
     const float *weight;              /* (n, weight_stride) */
     size_t n;                         /* entries */
     size_t frames;                    /* staged frames: floats between the rows of two taps */
+    size_t prefetch;                  /* pair kernels: the rows of the entry this far ahead are
+                                         prefetched (0: none; stage_schedule) */
 } entries_view;
 
 /* GCC/Clang vector extensions: the compiler maps them on whatever the clone's instruction set
@@ -223,6 +225,17 @@ typedef short shorts8 __attribute__((vector_size(16)));
  * weights written there by beamform_point).  CONTIG: the two units are taps k, k + 1 of one
  * entry and rows are 8 frames long (n_frames = 8), so their rows are one contiguous 16-float
  * load. */
+/* The first line of each tap row of the entry v->prefetch past unit U's (within the block):
+ * where the staged planes are far larger than the caches, an entry's rows are misses whose
+ * addresses come from the entry list, known ahead (large-256, 8 frames staged at once: 111 ->
+ * 104 ms; the wide kernels of 16 and 32 frames, whose rows are ring-resident or fewer, gained
+ * nothing and lost 4-6 % on PWI_disk, so they do without). */
+#define PREFETCH_AHEAD(TAPS, U, IQ)                                                                         \
+    if (v->prefetch && (U) / TAPS + v->prefetch < v->n) {                                                 \
+        const size_t at_ = (size_t)v->row[(U) / TAPS + v->prefetch] + f0;                                   \
+        __builtin_prefetch(v->re_plane + at_);                                                              \
+        if (IQ) __builtin_prefetch(v->im_plane + at_);                                                      \
+    }
 #define DEFINE_PAIR_KERNELS(TAPS, CONTIG, NAME)                                                            \
     static void DAS_ISA(iq_##NAME##_##TAPS)(const entries_view *v, size_t f0, float *acc_re, float *acc_im) \
     {                                                                                                       \
@@ -231,6 +244,7 @@ typedef short shorts8 __attribute__((vector_size(16)));
         const size_t units = v->n * TAPS;                                                                   \
         size_t u = 0;                                                                                       \
         for (; u + IQ_CHAINS <= units; u += IQ_CHAINS) {                                                    \
+            PREFETCH_AHEAD(TAPS, u, 1)                                                                      \
             _Pragma("GCC unroll 2") for (int h = 0; h < IQ_CHAINS / 2; ++h) {                               \
                 const size_t w = u + 2 * (size_t)h;                                                         \
                 PAIR_IQ_UNIT(TAPS, CONTIG, h, w, w + 1)                                                     \
@@ -256,6 +270,7 @@ typedef short shorts8 __attribute__((vector_size(16)));
         const size_t units = v->n * TAPS;                                                                   \
         size_t u = 0;                                                                                       \
         for (; u + RF_CHAINS <= units; u += RF_CHAINS) {                                                    \
+            for (size_t e_ = 0; e_ < RF_CHAINS / TAPS; ++e_) PREFETCH_AHEAD(TAPS, u + e_ * TAPS, 0)         \
             _Pragma("GCC unroll 4") for (int h = 0; h < RF_CHAINS / 2; ++h) {                               \
                 const size_t w = u + 2 * (size_t)h;                                                         \
                 PAIR_RF_UNIT(TAPS, CONTIG, h, w, w + 1)                                                     \
@@ -379,6 +394,10 @@ static const das_isa_kernels *choose_kernels(void)
 #define STAGE_WINDOW_BYTES ((size_t)1 << 20) /* staged bytes per window, about */
 #define STAGE_WINDOWS_MAX 64
 #define RING_MAX_BYTES ((size_t)8 << 20)
+/* entries_view.prefetch: staged bytes from which the pair kernels prefetch, and how far ahead
+ * (entries; large-256: 8 and 16 gave 106 and 108 ms, 12 gave 104, none 114, in-process A/B) */
+#define PREFETCH_STAGED_BYTES ((size_t)64 << 20)
+#define PREFETCH_ENTRIES 12
 
 typedef struct stage_schedule {
     size_t n_windows;
@@ -390,6 +409,7 @@ typedef struct stage_schedule {
                                                  checked for NaN and inf */
     size_t ring;                              /* rows of the ring; 0: none (row = sample) */
     size_t channel;                           /* staged floats per (transmit, element) */
+    size_t prefetch;                          /* entries_view.prefetch */
 } stage_schedule;
 
 static void plan_stage_windows(const usbeam_das_plan *plan, size_t n_frames, size_t n_tiles, stage_schedule *sched)
@@ -403,6 +423,9 @@ static void plan_stage_windows(const usbeam_das_plan *plan, size_t n_frames, siz
     sched->end[0] = sched->tail = n_samples;
     sched->ring = 0;
     sched->channel = usbeam_das_channel_floats(n_samples, n_frames);
+    /* staged all at once, and far more than the last-level cache holds: the pair kernels prefetch
+     * (PREFETCH_AHEAD; the ring, when it is taken below, stays in cache) */
+    sched->prefetch = sample_bytes * n_samples > PREFETCH_STAGED_BYTES ? PREFETCH_ENTRIES : 0;
     /* USBEAM_DAS_STAGE_AT_ONCE_BYTES overrides the threshold: the tests take small records round the ring */
     const char *at_once_env = getenv("USBEAM_DAS_STAGE_AT_ONCE_BYTES");
     const size_t at_once = at_once_env ? (size_t)strtoull(at_once_env, NULL, 10) : STAGE_AT_ONCE_BYTES;
@@ -444,6 +467,7 @@ static void plan_stage_windows(const usbeam_das_plan *plan, size_t n_frames, siz
     }
     if (w < 3 || ring * sample_bytes > RING_MAX_BYTES || 2 * (ring + 2 * USBEAM_DAS_RING_REPEATS) > n_samples) return;
     win.ring = ring;
+    win.prefetch = 0;
     win.channel = usbeam_das_channel_floats(ring + 2 * USBEAM_DAS_RING_REPEATS, n_frames);
     *sched = win;
 }
@@ -532,7 +556,7 @@ static void beamform_point(const usbeam_das_plan *plan, const das_isa_kernels *k
     const ptrdiff_t channel = (ptrdiff_t)sched->channel;
     const ptrdiff_t first_row = (ptrdiff_t)plan->aperture_first[p] * channel;
     const ptrdiff_t transmit_stride = (ptrdiff_t)prm->n_elements * channel;
-    entries_view view = {plan->stage, plan->stage + plan->stage_plane, row, weight, 0, n_frames};
+    entries_view view = {plan->stage, plan->stage + plan->stage_plane, row, weight, 0, n_frames, sched->prefetch};
     for (size_t t = 0; t < prm->n_transmits; ++t) {
         const double tx_time = plan->tx_time[p * prm->n_transmits + t];
         const double s_tx = (tx_time - prm->t0) * prm->fs;
