@@ -425,7 +425,9 @@ static void plan_stage_windows(const usbeam_das_plan *plan, size_t n_frames, siz
     sched->channel = usbeam_das_channel_floats(n_samples, n_frames);
     /* staged all at once, and far more than the last-level cache holds: the pair kernels prefetch
      * (PREFETCH_AHEAD; the ring, when it is taken below, stays in cache) */
-    sched->prefetch = sample_bytes * n_samples > PREFETCH_STAGED_BYTES ? PREFETCH_ENTRIES : 0;
+    const char *prefetch_env = getenv("USBEAM_DAS_PREFETCH_STAGED_BYTES"); /* the tests: small records too */
+    const size_t prefetch_from = prefetch_env ? (size_t)strtoull(prefetch_env, NULL, 10) : PREFETCH_STAGED_BYTES;
+    sched->prefetch = sample_bytes * n_samples > prefetch_from ? PREFETCH_ENTRIES : 0;
     /* USBEAM_DAS_STAGE_AT_ONCE_BYTES overrides the threshold: the tests take small records round the ring */
     const char *at_once_env = getenv("USBEAM_DAS_STAGE_AT_ONCE_BYTES");
     const size_t at_once = at_once_env ? (size_t)strtoull(at_once_env, NULL, 10) : STAGE_AT_ONCE_BYTES;

@@ -5,7 +5,9 @@ threshold so that small records here take that path.  The ring must change no va
 against the float64 reference (tests/reference/das.py, das_general) and bit for bit against the
 whole-record staging, for every interpolation, input type, several frame counts (the 8-frame
 pair kernels and the partial frame blocks) and transmits; and a NaN or an infinity in any
-window is refused."""
+window is refused.  Records staged whole and far larger than the caches have the pair kernels
+prefetch their rows ahead (USBEAM_DAS_PREFETCH_STAGED_BYTES lowers that threshold here): a hint
+that must change no value either."""
 import numpy as np
 import pytest
 
@@ -17,6 +19,7 @@ from das_checks import assert_matches_reference, random_data
 FS, FC, C, T0 = 20e6, 5e6, 1540.0, 1.0e-6
 N_SAMPLES = 700
 RING = "USBEAM_DAS_STAGE_AT_ONCE_BYTES"
+PREFETCH = "USBEAM_DAS_PREFETCH_STAGED_BYTES"
 
 
 def setup(n_frames, dtype=np.complex64, interpolation="linear", n_transmits=1):
@@ -128,3 +131,20 @@ def test_bad_sample_in_any_window_is_refused(rng, monkeypatch, sample):
     assert np.all(np.isnan(out))  # no partial image, whichever window held it
     data[2, 0, 17, sample] = 0.5
     np.testing.assert_array_equal(bf(data)[[0, 1, 3]], good[[0, 1, 3]])  # and the ring recovers
+
+
+@pytest.mark.parametrize("interpolation", ["nearest", "linear", "cubic"])
+@pytest.mark.parametrize("dtype", [np.complex64, np.float32, np.int16])
+@pytest.mark.parametrize("n_frames", [2, 5, 8])
+def test_prefetch_changes_no_value(rng, monkeypatch, interpolation, dtype, n_frames):
+    """The pair kernels (8 frames and fewer) with their rows prefetched ahead, on a record staged
+    whole: the same bits as without."""
+    n_transmits = 3 if n_frames == 2 else 1
+    bf, _ = setup(n_frames, dtype, interpolation, n_transmits)
+    data = random_data(rng, (n_frames, n_transmits, 48, N_SAMPLES), dtype)
+    monkeypatch.setenv(PREFETCH, str(1 << 60))
+    plain = run(bf, data, monkeypatch, ring=False)
+    monkeypatch.setenv(PREFETCH, "0")
+    fetched = run(bf, data, monkeypatch, ring=False)
+    np.testing.assert_array_equal(fetched, plain)
+    assert np.count_nonzero(plain) > 0.5 * plain.size
