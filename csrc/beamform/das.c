@@ -218,13 +218,6 @@ typedef short shorts8 __attribute__((vector_size(16)));
         }                                                                                                   \
     }
 
-/* Frames f0 .. f0 + 7: two units share a 16-lane vector (the low half unit u, the high half
- * unit u + 1, so even chains sit in low halves and odd ones in high halves), and an 8-frame
- * row fills the vector.  The weights of units u and u + 1 are one 16-float load permuted in
- * registers (the scratch has room past the last entry, and an odd last unit pairs with zero
- * weights written there by beamform_point).  CONTIG: the two units are taps k, k + 1 of one
- * entry and rows are 8 frames long (n_frames = 8), so their rows are one contiguous 16-float
- * load. */
 /* The first line of each tap row of the entry v->prefetch past unit U's (within the block):
  * where the staged planes are far larger than the caches, an entry's rows are misses whose
  * addresses come from the entry list, known ahead (large-256, 8 frames staged at once: 111 ->
@@ -236,6 +229,14 @@ typedef short shorts8 __attribute__((vector_size(16)));
         __builtin_prefetch(v->re_plane + at_);                                                              \
         if (IQ) __builtin_prefetch(v->im_plane + at_);                                                      \
     }
+
+/* Frames f0 .. f0 + 7: two units share a 16-lane vector (the low half unit u, the high half
+ * unit u + 1, so even chains sit in low halves and odd ones in high halves), and an 8-frame
+ * row fills the vector.  The weights of units u and u + 1 are one 16-float load permuted in
+ * registers (the scratch has room past the last entry, and an odd last unit pairs with zero
+ * weights written there by beamform_point).  CONTIG: the two units are taps k, k + 1 of one
+ * entry and rows are 8 frames long (n_frames = 8), so their rows are one contiguous 16-float
+ * load. */
 #define DEFINE_PAIR_KERNELS(TAPS, CONTIG, NAME)                                                            \
     static void DAS_ISA(iq_##NAME##_##TAPS)(const entries_view *v, size_t f0, float *acc_re, float *acc_im) \
     {                                                                                                       \
