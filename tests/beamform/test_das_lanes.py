@@ -9,8 +9,9 @@ partial, points outside every aperture, lanes spread too wide for the window, an
 probe; and against das_single.c (USBEAM_DAS_LANES=0) on the same plan, which differs in the
 order of float operations only.  Each also without a table (max_table_bytes=1): the rows of
 a group are then formed at execute from the geometry (form_rows: linear, convex and matrix
-arrays, every window), and must match the references and the table path alike.  Determinism across thread counts: test_das_single.py (its
-children build 1-frame plans, which take this path on AVX-512)."""
+arrays, every window), and must match the references and the table path alike.  Determinism
+across thread counts: test_das_single.py (its children build 1-frame plans, which take this
+path on AVX-512, with and without a table)."""
 import numpy as np
 import pytest
 
