@@ -726,6 +726,11 @@ void usbeam_das_point_receive(const usbeam_das_plan *plan, size_t p, double *sam
     point_receive(plan, p, sample, re, im);
 }
 
+void usbeam_das_window_mapping(const usbeam_das_plan *plan, const double *pt, double *centre, double *inv_half)
+{
+    window_mapping(plan, pt, centre, inv_half);
+}
+
 void usbeam_das_point_geometry(const usbeam_das_plan *plan, size_t p, double *sample, float *window)
 {
     USBEAM_DAS_DISPATCH(point_geometry, plan, p, sample, window);

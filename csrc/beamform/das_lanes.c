@@ -80,6 +80,10 @@ static inline void sample_range(int kind, size_t n_samples, double *lo, double *
     *lo = kind == USBEAM_INTERP_CUBIC ? 1.0 : 0.0;
     *hi = kind == USBEAM_INTERP_NEAREST ? last : (kind == USBEAM_INTERP_LINEAR ? last - 1.0 : last - 2.0);
 }
+static inline double first_tap(int kind, double s)
+{
+    return (kind == USBEAM_INTERP_NEAREST ? rint(s) : floor(s)) - (kind == USBEAM_INTERP_CUBIC);
+}
 
 int usbeam_das_lanes_wanted(const usbeam_das_plan *plan)
 {
@@ -183,7 +187,7 @@ void usbeam_das_lanes_fill(usbeam_das_plan *plan)
                 for (size_t j = 0; j < LANES; ++j) {
                     const double sv = s_tx[j] + s_rows[r * LANES + j];
                     if (!(sv >= lo && sv <= hi)) continue;
-                    const int first = (int)(kind == USBEAM_INTERP_NEAREST ? rint(sv) : floor(sv)) - (kind == USBEAM_INTERP_CUBIC);
+                    const int first = (int)first_tap(kind, sv);
                     least = first < least ? first : least;
                     most = first > most ? first : most;
                 }
@@ -271,13 +275,7 @@ TARGET_AVX512 static void form_rows(const int WINDOWED, const usbeam_das_plan *p
         const size_t p = g * LANES + j < n_points ? g * LANES + j : n_points - 1;
         const double *pt = plan->points + 3 * p;
         px[j] = pt[0], py[j] = pt[1], pz[j] = pt[2];
-        double half = plan->window_half_width; /* window_mapping (das_delays.c) */
-        centre[j] = plan->window_center;
-        if (prm->f_number > 0.0) {
-            centre[j] = pt[0];
-            half = pt[2] / (2.0 * prm->f_number);
-        }
-        inv_half[j] = half > 0.0 ? 1.0 / half : 0.0;
+        usbeam_das_window_mapping(plan, pt, &centre[j], &inv_half[j]);
         first[j] = plan->aperture_first[p];
         end[j] = g * LANES + j < n_points ? first[j] + plan->aperture_count[p] : first[j];
     }
@@ -360,9 +358,7 @@ static inline int computed_least(int kind, double s_lo, double s_hi, double firs
 {
     if (!(s_lo <= s_hi)) return LEAST_NONE;                           /* no valid lane in the row */
     if (!(fabs(s_lo) < 1e9 && fabs(s_hi) < 1e9)) return LEAST_GATHER; /* (no window for these) */
-    const int cubic = kind == USBEAM_INTERP_CUBIC;
-    double lo = (kind == USBEAM_INTERP_NEAREST ? rint(s_lo) : floor(s_lo)) - cubic;
-    double hi = (kind == USBEAM_INTERP_NEAREST ? rint(s_hi) : floor(s_hi)) - cubic;
+    double lo = first_tap(kind, s_lo), hi = first_tap(kind, s_hi);
     lo = lo > 0.0 ? lo : 0.0;
     hi = hi < first_max ? hi : first_max;
     if (hi < lo) return LEAST_NONE;
@@ -409,7 +405,7 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
                 tx_least = s_tx[j] < tx_least ? s_tx[j] : tx_least;
                 tx_most = s_tx[j] > tx_most ? s_tx[j] : tx_most;
             }
-        first_max = (KIND == USBEAM_INTERP_NEAREST ? rint(hi) : floor(hi)) - (KIND == USBEAM_INTERP_CUBIC);
+        first_max = first_tap(KIND, hi);
     }
     const size_t row_first = (t * prm->n_elements + (size_t)plan->lane_first[g]) * channel;
     __m512 acc_re = _mm512_setzero_ps(), acc_im = _mm512_setzero_ps();
