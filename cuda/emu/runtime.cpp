@@ -318,13 +318,20 @@ std::shared_ptr<Queue> shared_queue_of(cudaStream_t s)
 }
 Queue *queue_of(cudaStream_t s) { return shared_queue_of(s).get(); }
 
-/* Calls CUDA forbids while the calling thread (thread-local mode) or any thread (global
- * mode) captures: they invalidate the capture and fail. */
+/* The calling thread's capture mode (cudaThreadExchangeStreamCaptureMode; global at start). */
+thread_local cudaStreamCaptureMode t_capture_mode = cudaStreamCaptureModeGlobal;
+
+/* The "potentially unsafe" calls (allocation, synchronisation, queries) CUDA forbids a thread
+ * while it captures a stream (unless that capture is relaxed), or while another thread
+ * captures in global mode and this thread's own mode is global; a thread switched to relaxed
+ * mode may make them.  A forbidden call invalidates the capture and fails. */
 bool capture_forbids(const char *what)
 {
+    if (t_capture_mode == cudaStreamCaptureModeRelaxed) return false;
     for (CaptureState *c : g_captures) {
         if (c->mode == cudaStreamCaptureModeRelaxed) continue;
-        if (c->mode == cudaStreamCaptureModeThreadLocal && c->thread != std::this_thread::get_id()) continue;
+        bool own = c->thread == std::this_thread::get_id();
+        if (!own && (c->mode != cudaStreamCaptureModeGlobal || t_capture_mode != cudaStreamCaptureModeGlobal)) continue;
         c->invalid = true;
         fail(cudaErrorStreamCaptureUnsupported, "%s during a stream capture%s", what);
         return true;
@@ -1283,6 +1290,7 @@ cudaError_t cudaStreamQuery(cudaStream_t s)
     Locked l;
     Queue *q = queue_of(s);
     if (q->capture) return fail(cudaErrorStreamCaptureUnsupported, "cudaStreamQuery on a capturing stream%s%s");
+    if (capture_forbids("cudaStreamQuery")) return cudaErrorStreamCaptureUnsupported;
     /* Pending work answers cudaErrorNotReady, as on a GPU, and stays pending: queries run
      * nothing (the emulated device runs work only when the host waits), so code that asks
      * whether work is done sees "not yet" until something synchronises.  (A loop polling a
@@ -1322,6 +1330,12 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus *statu
     Queue *q = queue_of(s);
     *status = !q->capture ? cudaStreamCaptureStatusNone
                           : (q->capture->invalid ? cudaStreamCaptureStatusInvalidated : cudaStreamCaptureStatusActive);
+    return ok();
+}
+cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode *mode)
+{
+    if (!mode) return fail(cudaErrorInvalidValue, "cudaThreadExchangeStreamCaptureMode: null mode%s%s");
+    std::swap(*mode, t_capture_mode);
     return ok();
 }
 cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode)
@@ -1422,6 +1436,7 @@ cudaError_t cudaEventQuery(cudaEvent_t ev)
     EventState *e = ev->state.get();
     if (e->captured_in) return fail(cudaErrorStreamCaptureUnsupported, "cudaEventQuery on a captured event%s%s");
     if (e->captured) return fail(cudaErrorCapturedEvent, "cudaEventQuery on an event last recorded in a capture%s%s");
+    if (capture_forbids("cudaEventQuery")) return cudaErrorStreamCaptureUnsupported;
     /* cudaErrorNotReady while the work before the record is pending (as on a GPU); nothing runs
      * (see cudaStreamQuery) */
     return event_complete(e) ? ok() : cudaErrorNotReady;

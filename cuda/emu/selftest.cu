@@ -186,6 +186,25 @@ int main(int argc, char **argv)
         cudaError_t e = cudaMalloc(&p, 64);
         cudaError_t end = cudaStreamEndCapture(stream, &graph);
         printf("%s: %s, end %s\n", s, cudaGetErrorName(e), cudaGetErrorName(end));
+    } else if (!strcmp(s, "capture_query")) { /* an event query inside a capture, then relaxed */
+        cudaStream_t stream;
+        cudaGraph_t graph = nullptr;
+        cudaEvent_t before;
+        cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+        cudaEventCreate(&before);
+        cudaEventRecord(before, stream);
+        cudaStreamSynchronize(stream);
+        cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
+        cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+        cudaThreadExchangeStreamCaptureMode(&mode);
+        cudaError_t relaxed = cudaEventQuery(before);
+        cudaThreadExchangeStreamCaptureMode(&mode);
+        cudaError_t end_relaxed = cudaStreamEndCapture(stream, &graph);
+        cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
+        cudaError_t plain = cudaEventQuery(before);
+        cudaError_t end_plain = cudaStreamEndCapture(stream, &graph);
+        printf("%s: relaxed %s, end %s; plain %s, end %s\n", s, cudaGetErrorName(relaxed), cudaGetErrorName(end_relaxed),
+               cudaGetErrorName(plain), cudaGetErrorName(end_plain));
     } else if (!strcmp(s, "graph_replay")) { /* a captured chain replays with its frozen arguments */
         cudaStream_t stream;
         cudaGraph_t graph;

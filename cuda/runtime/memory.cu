@@ -224,7 +224,18 @@ extern "C" usbeam_status usbeam_event_query(void *event, int *complete)
     if (!complete) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "complete must not be NULL");
     *complete = 1;
     if (!event) return USBEAM_OK;
+    /* A buffer may be let go while this thread captures a graph (a DLPack import dropped at the
+     * end of a plan call inside torch.cuda.graph): a query is one of the calls a capture
+     * forbids its thread, and on a GPU it invalidates the capture (the next captured call, a
+     * convolution, failed with CUDNN_STATUS_INTERNAL_ERROR, H200 2026-11-28).  Asking whether
+     * work queued before is done is harmless, so it is asked in relaxed mode, as PyTorch's
+     * allocator asks.  Uses inside the capture run at replay, and the graph's owner keeps the
+     * memory it replays on alive (torch.cuda.graph's rule): their event-record nodes are not
+     * what this asks about. */
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    cudaError_t exchanged = cudaThreadExchangeStreamCaptureMode(&mode);
     cudaError_t err = cudaEventQuery((cudaEvent_t)event);
+    if (exchanged == cudaSuccess) (void)cudaThreadExchangeStreamCaptureMode(&mode);
     if (err == cudaErrorNotReady) {
         *complete = 0;
         return USBEAM_OK;

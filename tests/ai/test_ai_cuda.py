@@ -658,3 +658,36 @@ def test_plan_call_captured_in_a_graph(rng):
     np.testing.assert_array_equal(device.asarray(Alias(captured)).to_numpy(), want)
     assert set(plan.cuda.stage_times()) == {"preprocess.resize"}
     plan.cuda.set_stream(None)  # before keep (and its stream) goes
+
+
+def test_plan_call_captured_with_imported_arrays(rng):
+    """Arrays of another library (here through __cuda_array_interface__; a PyTorch tensor through
+    DLPack in benchmarks/bench_ai.py) are imported for one call and let go at its end.  Letting
+    go asks whether the work queued on them before is done, and a query is one of the calls
+    CUDA forbids a thread that is capturing: unless it is asked in relaxed mode it invalidates
+    the capture (on an H200 the next captured call, a convolution inside torch.cuda.graph,
+    failed).  The capture holds, and the replay writes what the CPU computes."""
+    image = rng.integers(0, 256, (2, 40, 50), dtype=np.uint8)
+    plan = usbeam.ModelInputPlan(image.shape, (24, 32), backend="cuda")
+    want = usbeam.ModelInputPlan(image.shape, (24, 32))(image)
+    zero_input = usbeam.ModelInputPlan(image.shape, (24, 32))(np.zeros_like(image))
+    keep = usbeam.BModePlan((8, 8), 40.0, backend="cuda")
+    stream = keep.cuda.stream
+    d_image, d_zero, captured = dev(image), dev(np.zeros_like(image)), poisoned(plan.shape, np.float32)
+    plan.cuda.set_stream(stream)
+    plan(Alias(d_zero), out=Alias(captured))  # before the capture: the imports' events recorded
+    usbeam._core.stream_synchronize(stream)
+
+    usbeam._core.graph_capture_begin(stream)
+    try:
+        plan(Alias(d_image), out=Alias(captured))  # imports let go inside the capture
+        gc.collect()
+    except BaseException:
+        usbeam._core.graph_capture_abort(stream)
+        raise
+    graph = usbeam._core.graph_capture_end(stream)
+    np.testing.assert_array_equal(device.asarray(Alias(captured)).to_numpy(), zero_input)  # nothing ran yet
+    usbeam._core.graph_launch(graph, stream)
+    usbeam._core.stream_synchronize(stream)
+    np.testing.assert_array_equal(device.asarray(Alias(captured)).to_numpy(), want)
+    plan.cuda.set_stream(None)

@@ -95,6 +95,10 @@ def test_streams_are_ordered_only_by_events(selftest):
     ("host_pointer_argument", "host_pointer_argument: cudaErrorIllegalAddress"),
     ("copy_overrun", "copy_overrun: cudaErrorInvalidValue"),
     ("capture_allocation", "capture_allocation: cudaErrorStreamCaptureUnsupported, end cudaErrorStreamCaptureInvalidated"),
+    # a query is forbidden to a capturing thread (it invalidates the capture) unless the thread
+    # switched to relaxed mode, as usbeam_event_query does (cuda/runtime/memory.cu)
+    ("capture_query", "capture_query: relaxed cudaSuccess, end cudaSuccess; plain cudaErrorStreamCaptureUnsupported, "
+                      "end cudaErrorStreamCaptureInvalidated"),
 ])
 def test_invalid_calls_fail_as_on_a_gpu(selftest, scenario, want):
     code, out, err = run(selftest, scenario)
