@@ -12,6 +12,10 @@
 #            run(command="bash benchmarks/gpu_session.sh 4", carry=[".gpu"], timeout_s=600)
 #            run(command="bash benchmarks/gpu_session.sh 5", carry=[".gpu"], timeout_s=600)
 #            run(command="bash benchmarks/gpu_session.sh 6", carry=[".gpu"], timeout_s=600)
+#            run(command="bash benchmarks/gpu_session.sh 7", carry=[".gpu"], timeout_s=600)
+#
+# Where the lease is 15 minutes (2026-11-28), not 30, do 1 (tests: 107 s warm-up and all), 2
+# (benchmarks: 26 s), 6 (78 s), then 5, 7 or 3/4 as the rest allows; a warm machine builds in 2 s.
 #
 # Step budgets in seconds (`timeout` sends INT, then KILL 10 s later, so a step may overrun its
 # budget by 10 s; the sums include that):
@@ -23,9 +27,10 @@
 #   calls 3 and 4, memcheck: wheels 25, build 100, compute-sanitizer memcheck over half the
 #                         CUDA test files each (not slow, no PyTorch/CuPy peers) 380 = 505 + 3 x 10 = 535
 #   call 5, racecheck and initcheck over the shared-memory kernels' tests: wheels 25, build 100,
-#                         racecheck 230, initcheck 130                            = 485 + 4 x 10 = 525
+#                         racecheck 260 (without Doppler), initcheck 130          = 515 + 4 x 10 = 555
 #   call 6, the other GPU benchmarks: wheels 25, build 100, bench_ai 90, bench_live 90,
 #                         seed002 (usbeam CUDA rows) 150                          = 455 + 5 x 10 = 505
+#   call 7, racecheck over the Doppler tests: wheels 25, build 100, racecheck 440 = 565 + 3 x 10 = 595
 # Calls 1-4 took about 12 minutes of device time on 2026-11-25 (cold starts included); 5 and 6
 # fit in the rest of a 30-minute session when issued right after them.
 # A cold machine in calls 2 to 4 (the previous call's machine was given back) rebuilds within
@@ -36,7 +41,8 @@
 # once, so a call killed at its limit still returns what finished.  Files per call (at most 8
 # come back): call 1: summary, preflight, wheels, build, tests = 5; call 2: summary, 5
 # benchmark logs, RESULTS.md = 7; calls 3 and 4: summary, wheels, build, memcheck = 4;
-# call 5: summary, racecheck, initcheck = 3; call 6: summary, 3 logs, RESULTS.md = 5.
+# call 5: summary, racecheck, initcheck = 3; call 6: summary, 3 logs, RESULTS.md = 5; call 7:
+# summary, racecheck_doppler = 2.
 # Merge the new sections of the returned RESULTS.md into benchmarks/RESULTS.md (keep older rows).
 set -u
 CALL=${1:-1}
@@ -131,15 +137,19 @@ case "$CALL" in
     step wheels 25 bash -c wheels
     step build 100 "${BUILD[@]}"
     # racecheck and initcheck over the tests of the kernels with shared memory, barriers,
-    # shuffles or atomics (make test-emu-stress's list), without the PyTorch / CuPy peers:
-    # racecheck took 80 s for half of them on an H100 (2026-11-25); initcheck skips the copy
-    # bandwidth probe, whose > 100 GB/s check the instrumentation makes fail
+    # shuffles or atomics (make test-emu-stress's list), without the PyTorch / CuPy peers;
+    # initcheck skips the copy bandwidth probe, whose > 100 GB/s check the instrumentation makes
+    # fail.  racecheck leaves out the Doppler tests (call 7): under it they take ~3 s each, and
+    # with them the 230-s step ran out at the 62nd of 92 (H100 2026-11-25, H200 2026-11-28);
+    # the other files took about 120 s (Hadamard, rf2iq, B-mode) + 43 s (DAS, RCA) on the H200
     SHARED=(tests/acquire/test_cuda_hadamard.py tests/demod/test_cuda_rf2iq.py tests/bmode/test_cuda_bmode.py
             tests/doppler/test_cuda_doppler.py tests/ai/test_ai_cuda.py tests/beamform/test_cuda_das.py
             tests/beamform/test_cuda_rca.py)
-    step racecheck 230 compute-sanitizer --tool racecheck --report-api-errors no --show-backtrace device \
+    RACE=()
+    for f in "${SHARED[@]}"; do [ "$f" != tests/doppler/test_cuda_doppler.py ] && RACE+=("$f"); done
+    step racecheck 260 compute-sanitizer --tool racecheck --report-api-errors no --show-backtrace device \
         --error-exitcode 97 --print-limit 20 "$PY" -m pytest -q -rfE -p no:cacheprovider -p no:randomly \
-        -m "cuda and not slow" -k "not torch and not cupy" "${SHARED[@]}"
+        -m "cuda and not slow" -k "not torch and not cupy" "${RACE[@]}"
     step initcheck 130 compute-sanitizer --tool initcheck --report-api-errors no --show-backtrace device \
         --error-exitcode 97 --print-limit 20 "$PY" -m pytest -q -rfE -p no:cacheprovider -p no:randomly \
         -m "cuda and not slow" -k "not torch and not cupy and not bandwidth_probe" "${SHARED[@]}"
@@ -157,8 +167,18 @@ case "$CALL" in
     cp benchmarks/RESULTS.md "$OUT/RESULTS.md"
     rm -f "$OUT/wheels.log" "$OUT/build.log"
     ;;
+7)
+    step wheels 25 bash -c wheels
+    step build 100 "${BUILD[@]}"
+    # racecheck over the Doppler kernels' tests alone (call 5 leaves them out), slowest first
+    # reported, so a call cut at its limit still says which tests to thin out
+    step racecheck_doppler 440 compute-sanitizer --tool racecheck --report-api-errors no --show-backtrace device \
+        --error-exitcode 97 --print-limit 20 "$PY" -m pytest -q -rfE -p no:cacheprovider -p no:randomly \
+        --durations=15 -m "cuda and not slow" -k "not torch and not cupy" tests/doppler/test_cuda_doppler.py
+    rm -f "$OUT/wheels.log" "$OUT/build.log"
+    ;;
 *)
-    log "unknown call $CALL (1: correctness, 2: benchmarks, 3 and 4: memcheck, each half the files, 5: racecheck and initcheck, 6: AI, live and seed-002 GPU benchmarks)"
+    log "unknown call $CALL (1: correctness, 2: benchmarks, 3 and 4: memcheck, each half the files, 5: racecheck and initcheck, 6: AI, live and seed-002 GPU benchmarks, 7: racecheck of the Doppler tests)"
     exit 2
     ;;
 esac
