@@ -63,6 +63,23 @@ def test_delays_sources_match_pymust_interpolation(rng):
         np.testing.assert_allclose(src[2], 1540.0 * want_d, rtol=0, atol=TOLERANCES["das_spline_abs_m"])
 
 
+@pytest.mark.parametrize("n_elements", [128, 600])
+def test_delays_sources_of_long_apertures_match_scipy(rng, n_elements):
+    """Both ways the spline solves its tridiagonal system (a cached inverse up to 512 unknowns,
+    the elimination above) against scipy's interp1d 'cubic', on a convex array (x and z)."""
+    from scipy.interpolate import interp1d
+
+    probe = usbeam.ConvexArray(n_elements, 1e-4, 0.04)
+    delays = rng.uniform(0, 1e-6, n_elements)
+    src = usbeam.Delays(delays).sources(probe, 1540.0)
+    t = np.linspace(0, n_elements - 1, 4 * n_elements)
+    k = np.arange(n_elements)
+    pos = np.asarray(probe.positions)
+    for row, values in ((0, pos[:, 0]), (1, pos[:, 2]), (2, 1540.0 * (delays - delays.min()))):
+        np.testing.assert_allclose(src[row], interp1d(k, values, kind="cubic")(t), rtol=0,
+                                   atol=TOLERANCES["das_spline_abs_m"])
+
+
 def test_plane_wave_angle_roundtrip():
     pitch, c = 3e-4, 1540.0
     x = (np.arange(64) - 31.5) * pitch
