@@ -660,6 +660,64 @@ def test_plan_call_captured_in_a_graph(rng):
     plan.cuda.set_stream(None)  # before keep (and its stream) goes
 
 
+def test_post_processing_chain_captured_with_imported_arrays(rng):
+    """The post-processing around a model (benchmarks/bench_ai.py's chain: threshold, largest
+    component, fill holes, label, region properties, detection) captured into one graph with
+    every array imported per call, as PyTorch tensors are: no call may synchronise or query
+    inside the capture, and the replay gives what the CPU computes."""
+    size, n_anchors = 64, 500
+    logits = ndimage.gaussian_filter(rng.standard_normal((1, 1, size, size)), (0, 0, 3, 3)).astype(np.float32)
+    raw = random_head(rng, 1, n_anchors, 2)
+    keep = usbeam.BModePlan((8, 8), 40.0, backend="cuda")
+    stream = keep.cuda.stream
+    components = usbeam.ComponentsPlan((size, size), 8, backend="cuda")
+    detect = usbeam.DetectPlan((1, n_anchors, 7), conf=0.25, iou=0.45, max_det=50, backend="cuda")
+    for plan in (components, detect):
+        plan.cuda.set_stream(stream)
+    mask, largest, filled = (poisoned((size, size), np.bool_) for _ in range(3))
+    labels, n_labels = poisoned((size, size), np.int32), poisoned((1,), np.int32)
+    props = (poisoned((1,), np.int32), poisoned((1, 4), np.int32), poisoned((1, 2), np.float64))
+    detections, counts = poisoned((1, 50, 6), np.float32), poisoned((1,), np.int32)
+
+    def chain(d_logits, d_raw):
+        usbeam.segment_threshold(Alias(d_logits, shape=(size, size), strides=None), 0.0, out=Alias(mask), stream=stream)
+        components.largest_component(Alias(mask), out=Alias(largest))
+        components.fill_holes(Alias(largest), out=Alias(filled))
+        components.label(Alias(filled), out=Alias(labels), counts=Alias(n_labels))
+        usbeam.regionprops_basic_device(Alias(labels), 1, tuple(Alias(a) for a in props), stream=stream)
+        detect(Alias(d_raw), out=(Alias(detections), Alias(counts)))
+
+    chain(dev(np.zeros_like(logits)), dev(np.zeros_like(raw)))  # before the capture, other inputs
+    usbeam._core.stream_synchronize(stream)
+    d_logits, d_raw = dev(logits), dev(raw)
+    usbeam._core.graph_capture_begin(stream)
+    try:
+        chain(d_logits, d_raw)
+        gc.collect()
+    except BaseException:
+        usbeam._core.graph_capture_abort(stream)
+        raise
+    graph = usbeam._core.graph_capture_end(stream)
+    usbeam._core.graph_launch(graph, stream)
+    usbeam._core.stream_synchronize(stream)
+
+    want_largest = usbeam.largest_component(logits[0, 0] > 0, 8)
+    want_filled = usbeam.fill_holes(want_largest, 8)
+    want_labels, want_n = usbeam.label(want_filled, 8)
+    np.testing.assert_array_equal(mask_bytes(largest), want_largest)
+    np.testing.assert_array_equal(mask_bytes(filled), want_filled)
+    np.testing.assert_array_equal(labels.to_numpy(), want_labels)
+    assert n_labels.to_numpy()[0] == want_n
+    want_props = usbeam.regionprops_basic(want_labels, 1)
+    np.testing.assert_array_equal(props[0].to_numpy(), want_props["area"])
+    np.testing.assert_array_equal(props[1].to_numpy(), want_props["bbox"])
+    want_det, want_counts = usbeam.detect_postprocess(raw, 0.25, 0.45, 50)
+    np.testing.assert_array_equal(counts.to_numpy(), want_counts)
+    np.testing.assert_array_equal(detections.to_numpy()[0, :want_counts[0]], want_det[0, :want_counts[0]])
+    for plan in (components, detect):
+        plan.cuda.set_stream(None)
+
+
 def test_plan_call_captured_with_imported_arrays(rng):
     """Arrays of another library (here through __cuda_array_interface__; a PyTorch tensor through
     DLPack in benchmarks/bench_ai.py) are imported for one call and let go at its end.  Letting
