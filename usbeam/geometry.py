@@ -218,23 +218,29 @@ _SPLINE_INVERSES = {}  # size -> inverse of the (1, 4, 1) tridiagonal matrix, re
 _SPLINE_INVERSE_MAX = 512  # above: the elimination itself (an inverse of 2 MiB and more)
 
 
+def _solve_141(rhs):
+    """x with (1, 4, 1) x = rhs along axis 0 (rhs (size,) or (size, k), overwritten): the
+    elimination of the spline's rows (Thomas), sub- and super-diagonals 1."""
+    size = rhs.shape[0]
+    diag = np.full(size, 4.0)
+    for i in range(1, size):
+        factor = 1.0 / diag[i - 1]
+        diag[i] -= factor
+        rhs[i] -= factor * rhs[i - 1]
+    x = np.empty_like(rhs)
+    x[-1] = rhs[-1] / diag[-1]
+    for i in range(size - 2, -1, -1):
+        x[i] = (rhs[i] - x[i + 1]) / diag[i]
+    return x
+
+
 def _tridiagonal_141_inverse(size):
-    """The inverse of the size x size tridiagonal matrix with 4 on its diagonal and 1 beside it,
-    by the elimination of the spline's rows (Thomas) applied to the identity's columns at once;
-    cached per size.  A Delays transmit's plan solves three splines of the same size (x, z,
-    delays), each a Python loop of n steps (0.15 ms for 128 elements): one product instead."""
+    """The inverse of the (1, 4, 1) tridiagonal matrix of a size, cached: a Delays transmit's
+    plan solves three splines of the same size (x, z, delays), each a Python loop of 2 size
+    steps by elimination (0.13 ms at 128 elements), one row-wise product with it."""
     inverse = _SPLINE_INVERSES.get(size)
     if inverse is None:
-        rhs = np.eye(size)
-        diag = np.full(size, 4.0)
-        for i in range(1, size):  # forward elimination, sub- and super-diagonals are 1
-            factor = 1.0 / diag[i - 1]
-            diag[i] -= factor
-            rhs[i] -= factor * rhs[i - 1]
-        inverse = np.empty((size, size))
-        inverse[-1] = rhs[-1] / diag[-1]
-        for i in range(size - 2, -1, -1):
-            inverse[i] = (rhs[i] - inverse[i + 1]) / diag[i]
+        inverse = _solve_141(np.eye(size))
         inverse.flags.writeable = False
         if len(_SPLINE_INVERSES) < 32:
             _SPLINE_INVERSES[size] = inverse
@@ -265,16 +271,7 @@ def _not_a_knot_spline(values, t):
             # (see grids._dot3)
             m[2:n - 2] = (_tridiagonal_141_inverse(inner) * rhs).sum(axis=1)
         else:
-            diag = np.full(inner, 4.0)
-            for i in range(1, inner):
-                factor = 1.0 / diag[i - 1]
-                diag[i] -= factor
-                rhs[i] -= factor * rhs[i - 1]
-            sol = np.empty(inner)
-            sol[-1] = rhs[-1] / diag[-1]
-            for i in range(inner - 2, -1, -1):
-                sol[i] = (rhs[i] - sol[i + 1]) / diag[i]
-            m[2:n - 2] = sol
+            m[2:n - 2] = _solve_141(rhs)
     m[0] = 2.0 * m[1] - m[2]
     m[n - 1] = 2.0 * m[n - 2] - m[n - 3]
     k = np.clip(np.floor(t).astype(int), 0, n - 2)
