@@ -148,9 +148,9 @@ struct usbeam_das_plan {
 void usbeam_das_point_receive(const usbeam_das_plan *plan, size_t p, double *sample, float *re, float *im);
 /* s_rx (as above) and the window weight (float) of the elements of point p's aperture;
  * das_delays.c. */
+void usbeam_das_point_geometry(const usbeam_das_plan *plan, size_t p, double *sample, float *window);
 /* The linear array's window mapping of point pt: u = (x_e - centre) * inv_half (das_delays.c). */
 void usbeam_das_window_mapping(const usbeam_das_plan *plan, const double *pt, double *centre, double *inv_half);
-void usbeam_das_point_geometry(const usbeam_das_plan *plan, size_t p, double *sample, float *window);
 /* bounds[0], bounds[1]: the [first, end) samples holding every in-range tap of points [p0, p1)
  * (plan->tile_samples), from the table and the transmit times; das_delays.c. */
 void usbeam_das_tile_sample_bounds(const usbeam_das_plan *plan, size_t p0, size_t p1, int32_t *bounds);

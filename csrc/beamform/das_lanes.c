@@ -84,6 +84,12 @@ static inline double first_tap(int kind, double s)
 {
     return (kind == USBEAM_INTERP_NEAREST ? rint(s) : floor(s)) - (kind == USBEAM_INTERP_CUBIC);
 }
+/* lane_least's value for a row whose valid lanes' first taps span [least, most]: the window's
+ * start, LEAST_NONE (none valid: most < least) or LEAST_GATHER (too far apart for the window) */
+static inline int row_window(int least, int most, int taps)
+{
+    return most < least ? LEAST_NONE : (most - least > WINDOW_SPAN - taps ? LEAST_GATHER : least);
+}
 
 int usbeam_das_lanes_wanted(const usbeam_das_plan *plan)
 {
@@ -191,7 +197,7 @@ void usbeam_das_lanes_fill(usbeam_das_plan *plan)
                     least = first < least ? first : least;
                     most = first > most ? first : most;
                 }
-                least_rows[r] = most < least ? LEAST_NONE : (most - least > WINDOW_SPAN - taps ? LEAST_GATHER : least);
+                least_rows[r] = row_window(least, most, taps);
             }
         }
     }
@@ -334,12 +340,8 @@ TARGET_AVX512 static void form_rows(const int WINDOWED, const usbeam_das_plan *p
             if (general && !cone) {
                 w = _mm512_set1_ps((float)plan->element_window[e]);
             } else {
-                w = window_weights(_mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(u1[0])), _mm512_cvtpd_ps(u1[1]), 1),
-                                   flat, turns_per_u);
-                if (general && surface)
-                    w = _mm512_mul_ps(w, window_weights(_mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(u2[0])),
-                                                                           _mm512_cvtpd_ps(u2[1]), 1),
-                                                        flat, turns_per_u));
+                w = window_weights(floats_of(u1[0], u1[1]), flat, turns_per_u);
+                if (general && surface) w = _mm512_mul_ps(w, window_weights(floats_of(u2[0], u2[1]), flat, turns_per_u));
             }
             _mm512_store_ps((float *)(out + 16), _mm512_maskz_mov_ps(in_all, w));
         }
@@ -361,8 +363,7 @@ static inline int computed_least(int kind, double s_lo, double s_hi, double firs
     double lo = first_tap(kind, s_lo), hi = first_tap(kind, s_hi);
     lo = lo > 0.0 ? lo : 0.0;
     hi = hi < first_max ? hi : first_max;
-    if (hi < lo) return LEAST_NONE;
-    return hi - lo > WINDOW_SPAN - usbeam_interp_taps(kind) ? LEAST_GATHER : (int)lo;
+    return row_window((int)lo, (int)hi, usbeam_interp_taps(kind));
 }
 
 /* Tap K of each valid lane from a staged row (0 elsewhere): WINDOW from the two vectors of

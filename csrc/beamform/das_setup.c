@@ -290,7 +290,6 @@ usbeam_cuda_exec *usbeam_das_plan_cuda(usbeam_das_plan *plan)
 size_t usbeam_das_table_bytes(const usbeam_das_plan *plan)
 {
     if (!plan) return 0;
-    const size_t pair_bytes = sizeof(double) + (plan->is_iq ? 2 : 1) * sizeof(float);
     if (plan->lane_computed) return 0; /* no table: the rows are formed at execute */
     if (plan->lane_sample) { /* the lane table (das_lanes.c) and its transmit parts */
         const size_t n_groups = (plan->params.n_points + 15) / 16;
@@ -300,7 +299,7 @@ size_t usbeam_das_table_bytes(const usbeam_das_plan *plan)
                (plan->lane_cache ? (size_t)plan->n_threads * (size_t)plan->lane_max_rows * 32 * sizeof(float) : 0);
     }
     if (!plan->has_table) return 0;
-    return plan->n_receive * pair_bytes;
+    return plan->n_receive * (sizeof(double) + (plan->is_iq ? 2 : 1) * sizeof(float));
 }
 
 size_t usbeam_das_lane_rows(const usbeam_das_plan *plan)
