@@ -58,6 +58,10 @@
 #endif
 
 #define LANES 16
+/* Table rows read ahead of the one being summed: the hardware prefetchers alone left the
+ * sums waiting on the table (live-1tx 2.11 -> 1.79 ms, live-3tx 4.11 -> 3.73 ms with 12 rows
+ * ahead, in-process A/B; 12 to 48 rows ahead the same within 1 %, 6 rows 6 % slower). */
+#define PREFETCH_ROWS 16
 #define OUTSIDE_SAMPLE (-1e30) /* s_rx of a lane outside its point's aperture */
 /* The taps of a group's lanes in one row come from a window of 32 staged samples (two vector
  * loads) when their first taps lie within WINDOW_SPAN - taps of each other; else from a
@@ -426,6 +430,11 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
                                                     tx_most + s_rows[r * row_stride + 25], first_max)
                                    : least_rows[r];
         if (least == LEAST_NONE) continue;
+        if (!COMPUTED) { /* the table's rows PREFETCH_ROWS ahead (the next group's past the last) */
+            _mm_prefetch((const char *)(s_rows + (r + PREFETCH_ROWS) * LANES), _MM_HINT_T0);
+            _mm_prefetch((const char *)(s_rows + (r + PREFETCH_ROWS) * LANES + 8), _MM_HINT_T0);
+            if (WINDOWED) _mm_prefetch((const char *)(w_rows + (r + PREFETCH_ROWS) * LANES), _MM_HINT_T0);
+        }
         const float *x_re = re_plane + row_first + r * channel, *x_im = IQ ? im_plane + row_first + r * channel : NULL;
         const int window = least >= 0, at = window ? least : 0;
         /* the window's loads first: their address is known before the lanes' delays */

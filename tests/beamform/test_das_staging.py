@@ -148,3 +148,26 @@ def test_prefetch_changes_no_value(rng, monkeypatch, interpolation, dtype, n_fra
     fetched = run(bf, data, monkeypatch, ring=False)
     np.testing.assert_array_equal(fetched, plain)
     assert np.count_nonzero(plain) > 0.5 * plain.size
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.float32, np.int16])
+@pytest.mark.parametrize("n_frames", [1, 3])
+def test_few_frames_staged_and_checked(rng, dtype, n_frames):
+    """Fewer than 8 frames are staged 8 samples of a frame at a time (700 samples: 87 whole
+    blocks and 4 left one at a time): the image against the float64 reference, and a NaN or an
+    infinity refused wherever it lies, in a block or in the last samples."""
+    bf, tuples = setup(n_frames, dtype)
+    data = random_data(rng, (n_frames, 1, 48, N_SAMPLES), dtype)
+    got = bf(data)
+    want = ref.das_general(data, bf.probe.positions, bf.probe.normals, tuples, bf.grid.coordinates(), fs=FS,
+                           fc=FC if dtype == np.complex64 else 0.0, c=C, t0=T0, f_number=1.0, window_kind="hann",
+                           interpolation="linear").reshape(got.shape)
+    assert np.count_nonzero(want) > 0.5 * want.size
+    assert_matches_reference(got, want, "linear")
+    if dtype == np.int16:
+        return  # every int16 is finite
+    for sample, bad in ((8, np.nan), (345, np.inf), (N_SAMPLES - 1, np.nan)):
+        spoilt = data.copy()
+        spoilt[n_frames - 1, 0, 30, sample] = bad
+        with pytest.raises(ValueError, match="NaN or infinite"):
+            bf(spoilt)
