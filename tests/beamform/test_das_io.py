@@ -8,7 +8,6 @@ import pytest
 
 import usbeam
 from reference import das as ref
-from tolerances import TOLERANCES
 
 
 def write_must(path, rf, **param):

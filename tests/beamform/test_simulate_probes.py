@@ -5,7 +5,6 @@ from behind an element's face; the sampling routine shared with the row-column s
 import math
 
 import numpy as np
-import pytest
 
 import usbeam
 from tolerances import TOLERANCES

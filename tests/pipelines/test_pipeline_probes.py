@@ -2,7 +2,6 @@
 on a PolarGrid, a phased array's sector, a matrix array's volume, on the CPU (against the
 stages run one by one) and on CUDA (against the CPU; marked cuda, run on the emulator), and
 bad input that names the parameter."""
-import math
 
 import numpy as np
 import pytest
