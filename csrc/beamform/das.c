@@ -36,6 +36,7 @@
  * Reference: Perrot et al., "So you think you can DAS?", Ultrasonics 111 (2021) 106309.
  */
 #include "beamform/das_internal.h"
+#include "beamform/das_isa.h"
 #include "common/interrupt.h"
 
 /* Let the compiler fuse a*b + c into FMA in the hot loops (ISO C mode would not). */
@@ -322,25 +323,55 @@ typedef short shorts8 __attribute__((vector_size(16)));
     }
 
 
+
+/* write_tile's copy of a frame's run of n floats from src to dst: the whole 64-byte lines of
+ * dst by non-temporal stores, its partial first and last lines by ordinary ones (a dst not
+ * 4-byte aligned all by ordinary ones).  Execute fences the streamed stores before it returns. */
+#define DEFINE_STREAM_RUN(SUFFIX, LINE_STORE)                                                        \
+    static inline void stream_run_##SUFFIX(float *dst, const float *src, size_t n)                    \
+    {                                                                                                \
+        size_t head = ((64 - ((uintptr_t)dst & 63)) & 63) / sizeof(float);                           \
+        if (((uintptr_t)dst & 3) || head > n) head = n;                                              \
+        memcpy(dst, src, head * sizeof(float));                                                      \
+        size_t k = head;                                                                             \
+        for (; k + 16 <= n; k += 16) LINE_STORE(dst + k, src + k);                                   \
+        memcpy(dst + k, src + k, (n - k) * sizeof(float));                                           \
+    }
 /* The kernels, built once per instruction set (das_kernels.h) and chosen at run time:
  * AVX-512 (x86-64-v4: one 16-lane register per vector), AVX2 + FMA (x86-64-v3: two) and the
  * baseline.  (GCC's target_clones would do this, but its resolver picked the baseline on the
  * development machine's KVM guest, AVX-512 and all: the dispatch is explicit instead.) */
 #define DAS_ISA(name) name##_baseline
+#define DAS_STREAMING 0
+#define stream_run(d, s, n) memcpy((d), (s), (n) * sizeof(float))
 #include "beamform/das_kernels.h"
 #undef DAS_ISA
+#undef DAS_STREAMING
+#undef stream_run
 #if USBEAM_DAS_MULTI_ISA
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,bmi,bmi2,popcnt,lzcnt,f16c,movbe")
 #define DAS_ISA(name) name##_avx2
+#define DAS_STREAMING 1
+#define LINE_STORE_AVX2(d, s) (_mm256_stream_ps((d), _mm256_loadu_ps(s)), _mm256_stream_ps((d) + 8, _mm256_loadu_ps((s) + 8)))
+DEFINE_STREAM_RUN(avx2, LINE_STORE_AVX2)
+#define stream_run stream_run_avx2
 #include "beamform/das_kernels.h"
 #undef DAS_ISA
+#undef DAS_STREAMING
+#undef stream_run
 #pragma GCC pop_options
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512vl,avx512bw,avx512dq,avx512cd,avx2,fma,bmi,bmi2,popcnt,lzcnt,f16c,movbe")
 #define DAS_ISA(name) name##_avx512
+#define DAS_STREAMING 1
+#define LINE_STORE_AVX512(d, s) _mm512_stream_ps((d), _mm512_loadu_ps(s))
+DEFINE_STREAM_RUN(avx512, LINE_STORE_AVX512)
+#define stream_run stream_run_avx512
 #include "beamform/das_kernels.h"
 #undef DAS_ISA
+#undef DAS_STREAMING
+#undef stream_run
 #pragma GCC pop_options
 #endif
 
@@ -687,6 +718,9 @@ usbeam_status usbeam_das_execute_frames(usbeam_das_plan *plan, size_t n_frames, 
         }
         if (n_windows && sched.tail < prm->n_samples)
             stage_window(plan, kernels, &sched, n_frames, in, sched.tail, prm->n_samples, 0, &bad);
+#if USBEAM_DAS_MULTI_ISA
+        _mm_sfence(); /* write_tile's non-temporal stores: visible before the image is returned */
+#endif
         if (bad) {
 #pragma omp atomic
             bad_windows += bad;

@@ -80,6 +80,34 @@ def test_frame_blocks(rng, n_frames, interpolation, dtype):
     assert_matches_reference(got, want, interpolation)
 
 
+@pytest.mark.parametrize("dtype", [np.complex64, np.float32])
+@pytest.mark.parametrize("offset_floats", [0, 1, 2, 5, 15])
+def test_out_at_any_alignment(rng, dtype, offset_floats):
+    # tiles of whole 8-point blocks leave through non-temporal stores of whole 64-byte lines
+    # (das_kernels.h, write_tile; 200 points: three tiles of 64 and one of 8), the partial lines
+    # at the ends of each frame's run by ordinary stores: an out starting anywhere in a line,
+    # 19 frames (two blocks of 8 and a partial one), against the float64 reference, and nothing
+    # written outside out
+    probe = small_probe()
+    seq, tuples = mixed_sequence(rng, probe)
+    seq, tuples = seq[:3], tuples[:3]
+    grid = usbeam.Grid(x=np.linspace(-2e-3, 2e-3, 10), z=np.linspace(2e-3, 9e-3, 20))
+    n_frames = 19
+    data = random_data(rng, (n_frames, len(seq), probe.n_elements, N_SAMPLES), dtype)
+    bf = usbeam.Beamformer(probe, seq, grid, fs=FS, fc=FC, c=C, t0=T0, n_samples=N_SAMPLES, f_number=1.1,
+                           n_frames=n_frames, dtype=dtype)
+    floats = n_frames * grid.n_points * (2 if dtype == np.complex64 else 1)
+    buffer = np.full(floats + 32, np.nan, np.float32)
+    view = buffer[offset_floats:offset_floats + floats]
+    out = (view.view(np.complex64) if dtype == np.complex64 else view).reshape((n_frames,) + grid.shape)
+    assert np.shares_memory(out, buffer)
+    bf(data, out=out)
+    want = ref.das(data, probe.x, tuples, grid.coordinates(), fs=FS, fc=FC, c=C, t0=T0, f_number=1.1)
+    assert_matches_reference(out, want, "linear")
+    assert np.isnan(buffer[:offset_floats]).all() and np.isnan(buffer[offset_floats + floats:]).all()
+    np.testing.assert_array_equal(out, bf(data))  # the same bits as into a fresh array
+
+
 @pytest.mark.parametrize("interpolation", ["nearest", "linear", "cubic"])
 def test_full_aperture_points_and_on_the_fly_delays(rng, interpolation):
     # f_number=0 (window across the whole array), arbitrary 3-D points (y != 0), and a
