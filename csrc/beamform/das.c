@@ -323,7 +323,6 @@ typedef short shorts8 __attribute__((vector_size(16)));
     }
 
 
-
 /* write_tile's copy of a frame's run of n floats from src to dst: the whole 64-byte lines of
  * dst by non-temporal stores, its partial first and last lines by ordinary ones (a dst not
  * 4-byte aligned all by ordinary ones).  Execute fences the streamed stores before it returns. */
@@ -337,6 +336,7 @@ typedef short shorts8 __attribute__((vector_size(16)));
         for (; k + 16 <= n; k += 16) LINE_STORE(dst + k, src + k);                                   \
         memcpy(dst + k, src + k, (n - k) * sizeof(float));                                           \
     }
+
 /* The kernels, built once per instruction set (das_kernels.h) and chosen at run time:
  * AVX-512 (x86-64-v4: one 16-lane register per vector), AVX2 + FMA (x86-64-v3: two) and the
  * baseline.  (GCC's target_clones would do this, but its resolver picked the baseline on the
