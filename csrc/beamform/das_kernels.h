@@ -209,6 +209,9 @@ static void DAS_ISA(write_tile)(int is_iq, size_t n_frames, size_t n_points, siz
     const int stream = DAS_STREAMING && whole_points == m;
     float runs[8 * 2 * USBEAM_DAS_POINT_TILE] __attribute__((aligned(64)));
     for (size_t f0 = 0; f0 < whole_frames; f0 += 8) {
+        float *run[8]; /* frame f0 + f's run of the tile's points: in out, or in runs to be streamed */
+        for (int f = 0; f < 8; ++f)
+            run[f] = stream ? runs + (size_t)f * item * m : (float *)out + item * ((f0 + (size_t)f) * n_points + p0);
         for (size_t i0 = 0; i0 < whole_points; i0 += 8) {
             frames8 row[8], re_t[8];
             for (int i = 0; i < 8; ++i) LOAD8(row[i], tile_re + (i0 + (size_t)i) * n_frames + f0);
@@ -220,19 +223,14 @@ static void DAS_ISA(write_tile)(int is_iq, size_t n_frames, size_t n_points, siz
                 for (int f = 0; f < 8; ++f) {
                     const frames16 pair = __builtin_shufflevector(re_t[f], im_t[f], 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5,
                                                                   13, 6, 14, 7, 15);
-                    float *dst = stream ? runs + (size_t)f * 2 * USBEAM_DAS_POINT_TILE + 2 * i0
-                                        : (float *)out + 2 * ((f0 + (size_t)f) * n_points + p0 + i0);
-                    memcpy(dst, &pair, sizeof pair);
+                    memcpy(run[f] + 2 * i0, &pair, sizeof pair);
                 }
             } else {
-                for (int f = 0; f < 8; ++f)
-                    STORE8(stream ? runs + (size_t)f * 2 * USBEAM_DAS_POINT_TILE + i0 : (float *)out + (f0 + (size_t)f) * n_points + p0 + i0,
-                           re_t[f]);
+                for (int f = 0; f < 8; ++f) STORE8(run[f] + i0, re_t[f]);
             }
         }
         for (int f = 0; stream && f < 8; ++f)
-            stream_run((float *)out + item * ((f0 + (size_t)f) * n_points + p0), runs + (size_t)f * 2 * USBEAM_DAS_POINT_TILE,
-                       item * m);
+            stream_run((float *)out + item * ((f0 + (size_t)f) * n_points + p0), run[f], item * m);
     }
     for (size_t f = 0; f < n_frames; ++f) {
         const size_t first = f < whole_frames ? whole_points : 0;
