@@ -68,7 +68,11 @@ int usbeam_das_isa(void)
  * of a convex function, at u = a - h beta / sqrt(1 - beta^2) clamped (at an end for
  * |beta| >= 1).  So after the block of the previous point's minimiser (`hint`: neighbouring
  * points have neighbouring minimisers) only the blocks with lb_b within the running minimum
- * are evaluated.  The bounds are compared with a margin (1e-12 relative + 1e-15 m) far above
+ * are evaluated.  The same bound over groups of USBEAM_DAS_SOURCE_GROUP blocks comes first,
+ * and only the blocks of groups within the running minimum are bounded one by one: on MUST's
+ * 512 sources of a C5-2v diverging wave, 8 group bounds and those of the few blocks near the
+ * minimiser instead of 32, which made the convex plan 1.2 ms faster (8.0 -> 6.8 ms; groups
+ * of 2 and 8 blocks gained less).  The bounds are compared with a margin (1e-12 relative + 1e-15 m) far above
  * their rounding, so every source whose value could be the least is evaluated: the result is
  * the minimum over all sources, bit for bit.  Each source's path is the same double expression
  * in every copy: these functions are compiled without floating-point contraction (the pragma
@@ -134,6 +138,8 @@ INLINE_BODY double sources_path(const double *sources, int n, const double *bloc
 {
     enum { BOUND_CHUNK = 64 };
     const int n_blocks = (n + USBEAM_DAS_SOURCE_BLOCK - 1) / USBEAM_DAS_SOURCE_BLOCK;
+    const int n_groups = (n_blocks + USBEAM_DAS_SOURCE_GROUP - 1) / USBEAM_DAS_SOURCE_GROUP;
+    const double *groups = blocks + (size_t)USBEAM_DAS_BLOCK_ROWS * (size_t)n_blocks;
     int start = *hint;
     if (start < 0 || start >= n_blocks) { /* no hint: the block of the sources nearest in x */
         const int k = lower_index(sources, n, x);
@@ -142,17 +148,24 @@ INLINE_BODY double sources_path(const double *sources, int n, const double *bloc
     const int hi0 = (start + 1) * USBEAM_DAS_SOURCE_BLOCK < n ? (start + 1) * USBEAM_DAS_SOURCE_BLOCK : n;
     double best = source_block_min(sources, n, start * USBEAM_DAS_SOURCE_BLOCK, hi0, x, y, z, INFINITY);
     int best_block = start;
-    double bound[BOUND_CHUNK];
-    for (int b0 = 0; b0 < n_blocks; b0 += BOUND_CHUNK) {
-        const int m = n_blocks - b0 < BOUND_CHUNK ? n_blocks - b0 : BOUND_CHUNK;
-        if (y != 0.0) chord_bounds(blocks, n_blocks, b0, m, x, y, z, 1, bound);
-        else chord_bounds(blocks, n_blocks, b0, m, x, y, z, 0, bound);
-        for (int i = 0; i < m; ++i) {
-            const int b = b0 + i;
-            if (b == start || bound[i] > best + 1e-12 * best + 1e-15) continue;
-            const int lo = b * USBEAM_DAS_SOURCE_BLOCK, hi = lo + USBEAM_DAS_SOURCE_BLOCK < n ? lo + USBEAM_DAS_SOURCE_BLOCK : n;
-            const double v = source_block_min(sources, n, lo, hi, x, y, z, best);
-            if (v < best) best = v, best_block = b;
+    double group_bound[BOUND_CHUNK], bound[USBEAM_DAS_SOURCE_GROUP];
+    for (int g0 = 0; g0 < n_groups; g0 += BOUND_CHUNK) {
+        const int m = n_groups - g0 < BOUND_CHUNK ? n_groups - g0 : BOUND_CHUNK;
+        if (y != 0.0) chord_bounds(groups, n_groups, g0, m, x, y, z, 1, group_bound);
+        else chord_bounds(groups, n_groups, g0, m, x, y, z, 0, group_bound);
+        for (int j = 0; j < m; ++j) {
+            if (group_bound[j] > best + 1e-12 * best + 1e-15) continue;
+            const int b0 = (g0 + j) * USBEAM_DAS_SOURCE_GROUP;
+            const int mb = n_blocks - b0 < USBEAM_DAS_SOURCE_GROUP ? n_blocks - b0 : USBEAM_DAS_SOURCE_GROUP;
+            if (y != 0.0) chord_bounds(blocks, n_blocks, b0, mb, x, y, z, 1, bound);
+            else chord_bounds(blocks, n_blocks, b0, mb, x, y, z, 0, bound);
+            for (int i = 0; i < mb; ++i) {
+                const int b = b0 + i;
+                if (b == start || bound[i] > best + 1e-12 * best + 1e-15) continue;
+                const int lo = b * USBEAM_DAS_SOURCE_BLOCK, hi = lo + USBEAM_DAS_SOURCE_BLOCK < n ? lo + USBEAM_DAS_SOURCE_BLOCK : n;
+                const double v = source_block_min(sources, n, lo, hi, x, y, z, best);
+                if (v < best) best = v, best_block = b;
+            }
         }
     }
     *hint = best_block;

@@ -53,6 +53,7 @@
 
 #define USBEAM_DAS_POINT_TILE 64 /* points per output tile in execute */
 #define USBEAM_DAS_SOURCE_BLOCK 16 /* virtual sources per bounding block (das_delays.c) */
+#define USBEAM_DAS_SOURCE_GROUP 4  /* blocks per group, bounded as one first (das_delays.c) */
 /* A block of virtual sources as a chord from its first source (x0, z0) along the unit (ux, uz):
  * the sources' positions along it lie in [u_lo, u_hi] and within dev of it; their offsets
  * satisfy o >= alpha + beta u; k = beta / sqrt(1 - beta^2) where |beta| < 1. */
@@ -61,6 +62,13 @@ enum usbeam_das_block_row {
     USBEAM_DAS_BLOCK_U_HI, USBEAM_DAS_BLOCK_BETA, USBEAM_DAS_BLOCK_K, USBEAM_DAS_BLOCK_ALPHA, USBEAM_DAS_BLOCK_DEV,
     USBEAM_DAS_BLOCK_ROWS
 };
+/* Doubles of tx_source_blocks for n virtual sources: the rows of their blocks and groups. */
+static inline size_t usbeam_das_source_bounds(size_t n)
+{
+    const size_t n_blocks = (n + USBEAM_DAS_SOURCE_BLOCK - 1) / USBEAM_DAS_SOURCE_BLOCK;
+    return USBEAM_DAS_BLOCK_ROWS * (n_blocks + (n_blocks + USBEAM_DAS_SOURCE_GROUP - 1) / USBEAM_DAS_SOURCE_GROUP);
+}
+
 #define USBEAM_DAS_ENTRY_BLOCK 512 /* entries of a point filled and summed at a time (thread scratch) */
 
 /* Staged floats between two channels (transmit, element) for n_frames frames: the
@@ -84,7 +92,9 @@ struct usbeam_das_plan {
     double *tx_sources;         /* virtual sources of all SOURCES transmits, concatenated (3, n)
                                    blocks, each sorted by x */
     double *tx_source_blocks;   /* per 3-row SOURCES transmit, its sources in blocks of USBEAM_DAS_SOURCE_BLOCK:
-                                   (USBEAM_DAS_BLOCK_ROWS, n_blocks) rows, enum usbeam_das_block_row (CPU only) */
+                                   (USBEAM_DAS_BLOCK_ROWS, n_blocks) rows, enum usbeam_das_block_row, then
+                                   the same rows (USBEAM_DAS_BLOCK_ROWS, n_groups) of the groups of
+                                   USBEAM_DAS_SOURCE_GROUP blocks (CPU only; usbeam_das_source_bounds) */
     size_t *tx_block_offset;    /* (n_transmits): where transmit t's rows start in tx_source_blocks (CPU only) */
     int is_iq;
     int taps;                   /* interpolation taps per entry */

@@ -464,13 +464,19 @@ static void build_transmit_models(usbeam_das_plan *plan, const usbeam_transmit *
             sort_sources_by_x(sources, n_src);
             if (plan->tx_source_blocks) { /* the CPU's transmit times only (das_delays.c) */
                 const size_t n_blocks = (n_src + USBEAM_DAS_SOURCE_BLOCK - 1) / USBEAM_DAS_SOURCE_BLOCK;
+                const size_t group = USBEAM_DAS_SOURCE_GROUP * USBEAM_DAS_SOURCE_BLOCK;
+                const size_t n_groups = (n_src + group - 1) / group;
                 double *block = plan->tx_source_blocks + block_values;
+                double *groups = block + USBEAM_DAS_BLOCK_ROWS * n_blocks;
                 plan->tx_block_offset[k] = block_values;
-                block_values += USBEAM_DAS_BLOCK_ROWS * n_blocks;
+                block_values += usbeam_das_source_bounds(n_src);
                 for (size_t b = 0; b < n_blocks; ++b)
                     source_block_chord(sources, n_src, b * USBEAM_DAS_SOURCE_BLOCK,
                                        (b + 1) * USBEAM_DAS_SOURCE_BLOCK < n_src ? (b + 1) * USBEAM_DAS_SOURCE_BLOCK : n_src,
                                        block + b, n_blocks);
+                for (size_t g = 0; g < n_groups; ++g)
+                    source_block_chord(sources, n_src, g * group, (g + 1) * group < n_src ? (g + 1) * group : n_src,
+                                       groups + g, n_groups);
             }
             plan->tx[k] = usbeam_tx_model_sources(sources, (int)n_src);
             sources += 3 * n_src;
@@ -745,8 +751,7 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
         if (prm->transmits[k].kind == USBEAM_TRANSMIT_SOURCES) {
             n_source_values += source_rows(&prm->transmits[k]) * prm->transmits[k].n_sources;
             if (source_rows(&prm->transmits[k]) == 3)
-                n_block_values += USBEAM_DAS_BLOCK_ROWS *
-                                  ((prm->transmits[k].n_sources + USBEAM_DAS_SOURCE_BLOCK - 1) / USBEAM_DAS_SOURCE_BLOCK);
+                n_block_values += usbeam_das_source_bounds(prm->transmits[k].n_sources);
         }
     /* the general aperture model: normals other than +z, a surface, or x not strictly increasing */
     int general = prm->surface;
