@@ -236,7 +236,7 @@ def distances(name, coordinates, what="coordinates"):
     arr = np.asarray(coordinates, dtype=np.float64)
     if arr.size == 0:
         return arr
-    reach = float(np.max(np.abs(arr)))
+    reach = max(float(arr.max()), -float(arr.min()))  # no |arr| temporary: a grid's points are MBs
     if reach > MAX_DISTANCE_M:
         raise ValueError(f"{name} reaches {reach:g} m from the array: {what} are in metres (SI), not mm "
                          f"(multiply millimetres by 1e-3)")

@@ -329,6 +329,37 @@ def test_virtual_sources_search_is_exact(rng):
     assert_matches_reference(out, want, "linear")
 
 
+@pytest.mark.parametrize("n_sources", [1, 15, 17, 63, 65, 130, 300, 517, 700])
+@pytest.mark.parametrize("layout", ["arc", "scattered"])
+def test_virtual_sources_transmit_times_are_the_brute_force_minimum(rng, n_sources, layout):
+    # the search bounds groups of 4 blocks of 16 sources, then blocks, and evaluates only what
+    # could hold the minimum: the plan's transmit times must be min_i (o_i + |p - s_i|) / c bit
+    # for bit (same double expression, no contraction), whatever the counts left over in the
+    # last block and group; sources on an arc (a convex array's law) and scattered, points in
+    # grid order (the hint carried from neighbour to neighbour) and random, some off-plane
+    if layout == "arc":
+        t = np.linspace(-1.0, 1.0, n_sources)
+        sources = np.stack([0.02 * np.sin(t), -0.02 * (1 - np.cos(t)) + rng.uniform(-1e-4, 1e-4, n_sources),
+                            rng.uniform(0.0, 1e-3, n_sources)])
+    else:
+        sources = np.stack([rng.uniform(-3e-3, 3e-3, n_sources), rng.uniform(-2e-3, 1e-3, n_sources),
+                            rng.uniform(-1e-3, 2e-3, n_sources)])
+    gx, gz = np.meshgrid(np.linspace(-0.02, 0.02, 23), np.linspace(0.001, 0.05, 31))
+    scattered = np.column_stack([rng.uniform(-5e-3, 5e-3, 300),
+                                 rng.uniform(-2e-3, 2e-3, 300) * (rng.random(300) < 0.5), rng.uniform(-2e-3, 1.2e-2, 300)])
+    pts = np.concatenate([np.column_stack([gx.ravel(), np.zeros(gx.size), gz.ravel()]), scattered])
+    plan = usbeam._core.das_plan(small_probe().positions, [(4, 0.0, 0.0, 0.0, 0, sources)], pts, 1, N_SAMPLES, FS,
+                                 FC, C, T0, 0.0, "rect", 0.5, "linear", "float32")
+    got = usbeam._core.das_transmit_times(plan, np.arange(len(pts), dtype=np.int64))[:, 0]
+    order = np.argsort(sources[0], kind="stable")  # the plan sorts its sources by x; ties keep their order
+    x, z, offset = sources[:, order]
+    want = np.full(len(pts), np.inf)
+    for i in range(x.size):
+        dx, dz = pts[:, 0] - x[i], pts[:, 2] - z[i]
+        want = np.minimum(want, offset[i] + np.sqrt(dx * dx + pts[:, 1] * pts[:, 1] + dz * dz))
+    np.testing.assert_array_equal(got, want / C)
+
+
 def test_thread_limit_of_the_calling_thread_caps_a_plan_made_before(rng):
     """usbeam_set_thread_limit (a live session's compute thread uses it) caps the team of a plan
     created with more threads; per-point sums do not depend on the team, so the images agree
