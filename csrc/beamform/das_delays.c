@@ -72,11 +72,12 @@ int usbeam_das_isa(void)
  * and only the blocks of groups within the running minimum are bounded one by one: on MUST's
  * 512 sources of a C5-2v diverging wave, 8 group bounds and those of the few blocks near the
  * minimiser instead of 32, which made the convex plan 1.2 ms faster (8.0 -> 6.8 ms; groups
- * of 2 and 8 blocks gained less).  The bounds are compared with a margin (1e-12 relative + 1e-15 m) far above
- * their rounding, so every source whose value could be the least is evaluated: the result is
- * the minimum over all sources, bit for bit.  Each source's path is the same double expression
- * in every copy: these functions are compiled without floating-point contraction (the pragma
- * below), so the vectorised AVX2 / AVX-512 copies round exactly as the baseline.  On MUST's
+ * of 2 and 8 blocks gained less).  The bounds are compared with a margin (1e-12 relative +
+ * 1e-15 m) far above their rounding, so every source whose value could be the least is
+ * evaluated (a group's bound is a block's over more sources): the result is the minimum
+ * over all sources, bit for bit.  Each source's path is the same double expression in every
+ * copy: these functions are compiled without floating-point contraction (the pragma below),
+ * so the vectorised AVX2 / AVX-512 copies round exactly as the baseline.  On MUST's
  * 4 n spline sources the chord bound leaves 1.6 blocks per point to evaluate, where the
  * blocks' bounding boxes and least offsets left 3.5 (convex C5-2v) to 4.4 (phased P4-2v). */
 #if defined(__GNUC__) && !defined(__clang__)
