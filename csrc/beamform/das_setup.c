@@ -464,8 +464,8 @@ static void build_transmit_models(usbeam_das_plan *plan, const usbeam_transmit *
             sort_sources_by_x(sources, n_src);
             if (plan->tx_source_blocks) { /* the CPU's transmit times only (das_delays.c) */
                 const size_t n_blocks = (n_src + USBEAM_DAS_SOURCE_BLOCK - 1) / USBEAM_DAS_SOURCE_BLOCK;
-                const size_t group = USBEAM_DAS_SOURCE_GROUP * USBEAM_DAS_SOURCE_BLOCK;
-                const size_t n_groups = (n_src + group - 1) / group;
+                const size_t group = USBEAM_DAS_SOURCE_GROUP * USBEAM_DAS_SOURCE_BLOCK; /* sources */
+                const size_t n_groups = (n_blocks + USBEAM_DAS_SOURCE_GROUP - 1) / USBEAM_DAS_SOURCE_GROUP;
                 double *block = plan->tx_source_blocks + block_values;
                 double *groups = block + USBEAM_DAS_BLOCK_ROWS * n_blocks;
                 plan->tx_block_offset[k] = block_values;
