@@ -335,7 +335,10 @@ usbeam_status usbeam_adaptive_execute(usbeam_adaptive_plan *plan, size_t n_frame
      * milliseconds, so a poll per point is cheap and a long image stops within one point */
     usbeam_interrupt interrupt;
     usbeam_interrupt_begin(&interrupt);
-#pragma omp parallel
+    /* a team no larger than the plan's: the scratch holds plan->n_threads threads' parts, and a
+     * caller with a higher limit than the thread that made the plan had (usbeam_set_thread_limit)
+     * would otherwise run threads past them */
+#pragma omp parallel num_threads(usbeam_team_size(plan->n_threads))
     {
 #ifdef _OPENMP
         const int thread = omp_get_thread_num();

@@ -54,7 +54,10 @@ struct usbeam_das_sparse_plan {
     float *values;        /* (nnz) or (nnz, 2) for IQ */
     size_t sparse_bytes;
     float *stage;         /* (re plane, im plane if IQ): (column, frame), frame fastest, CPU only */
-    float *accumulators;  /* (n_threads, re/im, n_frames) row sums, CPU only */
+    float *accumulators;  /* (n_threads, accumulator_stride) row sums, re then im (n_frames each), CPU only */
+    size_t accumulator_stride; /* floats per thread: 2 n_frames rounded up to a 64-byte line, so that
+                                  no two threads' sums share a line (with 1 frame they did, and
+                                  the line went back and forth between the cores at every entry) */
     int n_threads;
     usbeam_das_sparse_cuda *cuda; /* USBEAM_BACKEND_CUDA: the twin in cuda/das_sparse.cu */
 };
@@ -232,7 +235,8 @@ usbeam_status usbeam_das_sparse_plan_create(const usbeam_das_params *params, usb
             goto done;
         }
         plan->stage = usbeam_alloc(plane * value_floats * sizeof(float));
-        plan->accumulators = usbeam_alloc((size_t)plan->n_threads * 2 * params->n_frames * sizeof(float));
+        plan->accumulator_stride = (2 * params->n_frames + 15) / 16 * 16;
+        plan->accumulators = usbeam_alloc((size_t)plan->n_threads * plan->accumulator_stride * sizeof(float));
         if (!plan->stage || !plan->accumulators) {
             st = usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "formulation='sparse': cannot allocate the data staging buffer");
             goto done;
@@ -393,7 +397,7 @@ usbeam_status usbeam_das_sparse_execute_frames(usbeam_das_sparse_plan *plan, siz
 #else
         const int thread = 0;
 #endif
-        float *acc_re = plan->accumulators + (size_t)thread * 2 * prm->n_frames, *acc_im = acc_re + prm->n_frames;
+        float *acc_re = plan->accumulators + (size_t)thread * plan->accumulator_stride, *acc_im = acc_re + prm->n_frames;
 #pragma omp for schedule(dynamic, 4)
         for (ptrdiff_t b = 0; b < n_blocks; ++b) {
             if (usbeam_interrupt_poll(&interrupt)) continue;

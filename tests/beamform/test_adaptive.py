@@ -152,3 +152,33 @@ def test_fdmas_on_undersampled_rf_is_refused():
     with pytest.raises(ValueError, match="fs >= 4 fc"):
         usbeam.Beamformer(probe, usbeam.PlaneWave(0.0), grid, fs=15e6, fc=FC, c=C, n_samples=N_SAMPLES,
                           dtype=np.float32, method="fdmas")
+
+
+def test_a_plan_made_under_a_thread_limit_runs_in_a_larger_team(rng):
+    """A plan made on an OS thread limited to one thread (usbeam_set_thread_limit, as a live
+    session's compute thread) holds scratch for one thread; executed from a thread allowed
+    eight, its team stays at the plan's size (it ran eight threads past that scratch before)
+    and the image is the one thread's, bit for bit, and the float64 reference's."""
+    import threading
+
+    probe, grid, data = setup(rng, np.complex64)
+    made, images = {}, {}
+
+    def run_with_limit(threads, key):
+        usbeam._core.set_thread_limit(threads)
+        if "bf" not in made:
+            made["bf"] = usbeam.Beamformer(probe, [usbeam.PlaneWave(a) for a in ANGLES], grid, fs=FS, fc=FC, c=C,
+                                           t0=1e-6, n_samples=N_SAMPLES, f_number=0.0, window="rect",
+                                           interpolation="linear", dtype=np.complex64, n_frames=data.shape[0],
+                                           method="mv", subarray_fraction=0.5, diagonal_loading=0.05)
+        images[key] = made["bf"](data)
+
+    for threads, key in ((1, "one"), (8, "eight")):
+        worker = threading.Thread(target=run_with_limit, args=(threads, key))
+        worker.start()
+        worker.join()
+    np.testing.assert_array_equal(images["eight"], images["one"])
+    expected = ref.beamform("mv", data, probe.x, [("plane", a) for a in ANGLES], grid.coordinates(), fs=FS, fc=FC, c=C,
+                            t0=1e-6, f_number=0.0, window_kind="rect", interpolation="linear", subarray_fraction=0.5,
+                            diagonal_loading=0.05)
+    assert rel_l2(images["one"].reshape(data.shape[0], -1), expected) < TOLERANCES["adaptive_rel_l2"]
