@@ -825,10 +825,9 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
          * its next point (a neighbour in the grid's order): a hint, the values do not depend on it. */
         const ptrdiff_t n_points = (ptrdiff_t)n_pts;
         const size_t n_tx = prm->n_transmits;
-        /* each thread's hints on cache lines of their own: they are written at every point, and
-         * with two threads' hints on one line the line went back and forth between the cores
-         * (this stage of the convex plan: medians 3.0 -> 2.7 ms, in-process A/B) */
-        const size_t hint_stride = (n_tx + 15) / 16 * 16;
+        /* hints are written at every point: each thread's on lines of their own (this stage of
+         * the convex plan: medians 3.0 -> 2.7 ms, in-process A/B) */
+        const size_t hint_stride = usbeam_thread_words(n_tx);
         int *hints = NULL;
         if ((st = alloc_array((void **)&hints, (size_t)plan->n_threads, hint_stride * sizeof(int), "transmit hints"))) goto fail;
 #pragma omp parallel num_threads(usbeam_team_size(plan->n_threads))

@@ -55,9 +55,8 @@ struct usbeam_das_sparse_plan {
     size_t sparse_bytes;
     float *stage;         /* (re plane, im plane if IQ): (column, frame), frame fastest, CPU only */
     float *accumulators;  /* (n_threads, accumulator_stride) row sums, re then im (n_frames each), CPU only */
-    size_t accumulator_stride; /* floats per thread: 2 n_frames rounded up to a 64-byte line, so that
-                                  no two threads' sums share a line (with 1 frame they did, and
-                                  the line went back and forth between the cores at every entry) */
+    size_t accumulator_stride; /* floats per thread: usbeam_thread_words(2 n_frames), the sums being
+                                  written at every entry */
     int n_threads;
     usbeam_das_sparse_cuda *cuda; /* USBEAM_BACKEND_CUDA: the twin in cuda/das_sparse.cu */
 };
@@ -235,7 +234,7 @@ usbeam_status usbeam_das_sparse_plan_create(const usbeam_das_params *params, usb
             goto done;
         }
         plan->stage = usbeam_alloc(plane * value_floats * sizeof(float));
-        plan->accumulator_stride = (2 * params->n_frames + 15) / 16 * 16;
+        plan->accumulator_stride = usbeam_thread_words(2 * params->n_frames);
         plan->accumulators = usbeam_alloc((size_t)plan->n_threads * plan->accumulator_stride * sizeof(float));
         if (!plan->stage || !plan->accumulators) {
             st = usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "formulation='sparse': cannot allocate the data staging buffer");

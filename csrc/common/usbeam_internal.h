@@ -29,6 +29,15 @@ static inline int usbeam_team_size(int plan_threads)
 #endif
 }
 
+/* Floats or 32-bit ints per thread in an array of per-thread parts (64-byte aligned, as
+ * usbeam_alloc returns): n rounded up to whole 64-byte cache lines, so that values one thread
+ * writes at every step never share a line with another thread's (the line would go back and
+ * forth between the cores: with one frame, the sparse execute took 2.4x as long). */
+static inline size_t usbeam_thread_words(size_t n)
+{
+    return (n + 15) / 16 * 16;
+}
+
 #ifdef __cplusplus
 extern "C" {
 #endif
