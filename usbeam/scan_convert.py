@@ -12,6 +12,9 @@ round half up.  The polar grid must be uniform (equally spaced radii and angles)
 ``ScanConvertPlan`` builds the table once (plan creation, in double) for many calls;
 ``plan.mask`` is True inside the sector; ``usbeam.grids.image_extent(cartesian_grid)`` gives
 the plot extent.  NaN or inf in float images: ValueError (CPU; the CUDA twin flags it).
+A Cartesian grid with fewer than ``min_coverage`` (default 1 %) of its points inside the
+sector is refused (ValueError naming cartesian_grid): such an image is all ``fill``, most
+often a grid in mm beside a polar grid in m.  A sector's bounding box holds it at 50-65 %.
 """
 import numpy as np
 
@@ -24,6 +27,19 @@ from .grids import PolarGrid
 __all__ = ["ScanConvertPlan", "scan_convert"]
 
 _DTYPES = {"uint8": np.uint8, "float32": np.float32}
+_COVERAGE_SAMPLES = 4096  # Cartesian points tested for min_coverage (a stride through the grid)
+
+
+def _sector_coverage(points_xz, polar_grid):
+    """(fraction inside the sector, points tested) of a stride of ``points_xz`` (n, 2), by the
+    mapping of the module doc."""
+    step = max(1, points_xz.shape[0] // _COVERAGE_SAMPLES)
+    dx = points_xz[::step, 0] - polar_grid.apex[0]
+    dz = points_xz[::step, 1] - polar_grid.apex[1]
+    r, theta = np.hypot(dx, dz), np.arctan2(dx, dz)
+    radii, angles = polar_grid.radii, polar_grid.angles
+    inside = (r >= radii[0]) & (r <= radii[-1]) & (theta >= angles[0]) & (theta <= angles[-1])
+    return float(np.mean(inside)), int(inside.size)
 
 
 def _image_dtype(dtype):
@@ -41,7 +57,7 @@ class ScanConvertPlan:
     'cpu' or 'cuda' (device arrays in and out, as every plan; ``strict`` refuses host data)."""
 
     def __init__(self, polar_grid, cartesian_grid, shape=None, dtype=np.float32, *, fill=0.0, backend="cpu",
-                 strict=False):
+                 strict=False, min_coverage=0.01):
         if not isinstance(polar_grid, PolarGrid):
             raise TypeError(f"polar_grid must be a usbeam.PolarGrid (got {type(polar_grid).__name__})")
         if not isinstance(cartesian_grid, Grid) or cartesian_grid.x is None or cartesian_grid.y is not None:
@@ -64,6 +80,19 @@ class ScanConvertPlan:
         n_images = int(np.prod(self.shape[:-2], dtype=np.int64)) if len(self.shape) > 2 else 1
         _validate.check_allocation("scan converted image", self.out_shape, self.dtype.itemsize)
         pts = cartesian_grid.coordinates()[:, [0, 2]]
+        min_coverage = _validate.real_scalar("min_coverage", min_coverage)
+        if not 0 <= min_coverage <= 1:
+            raise ValueError(f"min_coverage must be in [0, 1] (got {min_coverage})")
+        fraction, n_tested = _sector_coverage(pts, polar_grid)
+        if fraction < min_coverage:
+            x, z = pts[:, 0], pts[:, 1]
+            raise ValueError(
+                f"cartesian_grid: only {100 * fraction:.1f} % of its points (of {n_tested} tested) lie inside the "
+                f"polar grid's sector (radii {polar_grid.radii[0]:.4g} to {polar_grid.radii[-1]:.4g} m, angles "
+                f"{polar_grid.angles[0]:.3g} to {polar_grid.angles[-1]:.3g} rad); the grid spans x {x.min():.4g} to "
+                f"{x.max():.4g}, z {z.min():.4g} to {z.max():.4g}: the image would be all fill.  Likely causes: a "
+                f"grid in mm instead of m, or one beside the sector.  (min_coverage={min_coverage:g}; pass "
+                f"min_coverage=0 to build it anyway)")
         r, a = polar_grid.radii, polar_grid.angles
         self._plan = _core.scan_convert_plan(n_images, r.size, a.size, float(r[0]), float((r[-1] - r[0]) / (r.size - 1)),
                                              float(a[0]), float((a[-1] - a[0]) / (a.size - 1)), polar_grid.apex[0],
@@ -79,7 +108,7 @@ class ScanConvertPlan:
     def mask(self):
         """bool ``cartesian_grid.shape``: True inside the sector (where the image is sampled)."""
         if self._mask is None:
-            probe = ScanConvertPlan(self.polar_grid, self.cartesian_grid, dtype=np.float32, fill=0.0)
+            probe = ScanConvertPlan(self.polar_grid, self.cartesian_grid, dtype=np.float32, fill=0.0, min_coverage=0)
             self._mask = probe(np.ones(self.polar_grid.shape, np.float32)) > 0.5
         return self._mask
 
@@ -114,11 +143,12 @@ class ScanConvertPlan:
         return out
 
 
-def scan_convert(image, polar_grid, cartesian_grid, *, fill=0.0, out=None):
+def scan_convert(image, polar_grid, cartesian_grid, *, fill=0.0, out=None, min_coverage=0.01):
     """One-shot scan conversion of ``image`` ``(..., n_r, n_theta)`` (see the module doc)."""
     image = _validate.ndarray("image", image)
     if image.ndim < 2:
         raise ValueError(f"image must have shape (..., n_r, n_theta) (got {image.shape})")
     if image.size == 0:
         raise ValueError("image is empty")
-    return ScanConvertPlan(polar_grid, cartesian_grid, image.shape, _image_dtype(image.dtype), fill=fill)(image, out=out)
+    return ScanConvertPlan(polar_grid, cartesian_grid, image.shape, _image_dtype(image.dtype), fill=fill,
+                           min_coverage=min_coverage)(image, out=out)

@@ -149,3 +149,44 @@ def test_bad_input(make, exc, word):
 def test_bad_grids(make, word):
     with pytest.raises(ValueError, match=word):
         make()
+
+
+def test_grid_beside_the_sector_refused_naming_cartesian_grid(rng):
+    """A Cartesian grid in mm beside a polar grid in m holds no point of the sector: refused,
+    naming cartesian_grid and the likely cause; min_coverage=0 builds it, and the image is
+    then all fill, as map_coordinates' mask says."""
+    polar = convex_sector(rng)
+    in_m = polar.cartesian_grid(nx=40, nz=40)
+    in_mm = usbeam.Grid(x=in_m.x * 1e3, z=in_m.z * 1e3)
+    image = rng.uniform(-60, 0, polar.shape).astype(np.float32)
+    with pytest.raises(ValueError, match=r"cartesian_grid: only 0\.0 %.*mm instead of m.*min_coverage=0"):
+        usbeam.scan_convert(image, polar, in_mm)
+    with pytest.raises(ValueError, match="min_coverage"):
+        usbeam.ScanConvertPlan(polar, in_m, min_coverage=1.5)
+    got = usbeam.scan_convert(image, polar, in_mm, fill=-99.0, min_coverage=0)
+    _, mask = peer(image, polar, in_mm)
+    assert not mask.any()
+    np.testing.assert_array_equal(got, -99.0)
+
+
+@pytest.mark.parametrize("min_coverage", [0.2, 0.6])
+def test_min_coverage_against_the_reference_mask(rng, min_coverage):
+    """The refusal follows the fraction of the grid inside the sector (the reference's mask):
+    a sector's own bounding grid holds 40-70 % of it, a grid twice as wide and deep about a
+    quarter of that."""
+    polar = convex_sector(rng)
+    box = polar.cartesian_grid(nx=64, nz=64)
+    wide = usbeam.Grid(x=np.linspace(box.x[0] - (box.x[-1] - box.x[0]), box.x[-1], 64),
+                       z=np.linspace(box.z[0], box.z[-1] + (box.z[-1] - box.z[0]), 64))
+    for grid in (box, wide):
+        _, mask = peer(np.zeros(polar.shape, np.float32), polar, grid)
+        fraction = mask.mean()
+        assert 0.05 < fraction < 0.8
+        if abs(fraction - min_coverage) < 0.02:
+            continue  # the plan tests a stride of 4096 points, the reference every point
+        if fraction < min_coverage:
+            with pytest.raises(ValueError, match="cartesian_grid"):
+                usbeam.ScanConvertPlan(polar, grid, min_coverage=min_coverage)
+        else:
+            plan = usbeam.ScanConvertPlan(polar, grid, min_coverage=min_coverage)
+            np.testing.assert_array_equal(plan.mask, mask)
