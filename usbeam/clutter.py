@@ -64,6 +64,9 @@ class ClutterFilter:
         CPU's order; 'gemm' is two cuBLAS SGEMMs (C = X Q, then X - C Q^T; full FP32, never TF32)
         that read the ensemble twice and sum in float32, so it agrees with the CPU to about
         n_frames^1.5 float32 roundings of the clutter amplitude rather than of the output.
+
+    An option of another method (``cutoff`` or ``order`` with 'svd', ``low`` with 'poly', ...)
+    given a value other than its default is refused (ValueError naming it): it would be ignored.
     """
 
     def __init__(self, shape, method="poly", *, order=None, low="auto", high=None, auto_frequency=0.05,
@@ -71,6 +74,8 @@ class ClutterFilter:
                  algorithm="kernel"):
         self.shape = _validate.plan_shape("shape", shape, 2)
         self.method = method = _validate.choice("method", method, ("poly", "mean", "svd", "iir"))
+        _refuse_foreign_options(method, order=order, low=low, high=high, auto_frequency=auto_frequency,
+                                cutoff=cutoff, init=init, init_frames=init_frames)
         self.algorithm = _validate.choice("algorithm", algorithm, ("kernel", "gemm"))
         backend = backend.lower() if isinstance(backend, str) else backend  # case-insensitive options
         if self.algorithm == "gemm" and self.method not in ("poly", "mean"):
@@ -157,6 +162,34 @@ class ClutterFilter:
         if self.method != "svd":
             raise ValueError("svd_info: this filter is not method='svd'")
         return _core.clutter_svd_info(self._plan)
+
+
+# Each option and its default, by the methods that read it: given to another method it would
+# be ignored silently (clutter_filter(iq, "svd", cutoff=4) once kept every component).
+_OPTION_OWNERS = {"order": (None, ("poly", "iir")), "low": ("auto", ("svd",)), "high": (None, ("svd",)),
+                  "auto_frequency": (0.05, ("svd",)), "cutoff": (0.05, ("iir",)),
+                  "init": ("projection", ("iir",)), "init_frames": (None, ("iir",))}
+
+
+def _differs(value, default):
+    if value is None or default is None:
+        return value is not default
+    try:
+        return bool(np.all(np.asarray(value) != np.asarray(default)))
+    except (TypeError, ValueError):
+        return True
+
+
+def _refuse_foreign_options(method, **options):
+    """ValueError naming an option that ``method`` does not read (one given a value other than
+    its default), and the methods that do."""
+    for name, value in options.items():
+        default, owners = _OPTION_OWNERS[name]
+        if method not in owners and _differs(value, default):
+            raise ValueError(f"{name} is an option of method {' / '.join(repr(m) for m in owners)}: "
+                             f"method={method!r} would ignore it (got {name}={value!r})")
+    if method == "svd" and not isinstance(options["low"], str) and _differs(options["auto_frequency"], 0.05):
+        raise ValueError(f"auto_frequency chooses low='auto': with low={options['low']!r} it would be ignored")
 
 
 def clutter_filter(iq, method="poly", **kwargs):

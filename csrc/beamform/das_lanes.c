@@ -222,6 +222,11 @@ TARGET_AVX512 static inline __m512i ints_of(__m512d lo, __m512d hi)
 }
 
 /* exp(+j 2 pi k / 16) for k = 0 .. 15 (k mod 16 of any integer k), rounded to float */
+/* Rounding immediates as literal constants: an intrinsic's immediate must be one even at -O0,
+ * where a const variable is not folded (tests/build/test_layout.py compiles every file so). */
+#define ROUND_NEAREST (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define ROUND_DOWN (_MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)
+
 static const float COS_SIXTEENTHS[16] = {1.0f, 0.92387953251128674f, 0.70710678118654752f, 0.38268343236508977f, 0.0f,
                                          -0.38268343236508977f, -0.70710678118654752f, -0.92387953251128674f, -1.0f,
                                          -0.92387953251128674f, -0.70710678118654752f, -0.38268343236508977f, 0.0f,
@@ -242,11 +247,10 @@ static const float SIN_SIXTEENTHS[16] = {0.0f, 0.38268343236508977f, 0.707106781
 TARGET_AVX512 static inline void receive_rotation(__m512d s_lo, __m512d s_hi, __m512d turns_per_sample, __m512 *c_re,
                                                   __m512 *c_im)
 {
-    const int nearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
     const __m512d u_lo = _mm512_mul_pd(s_lo, turns_per_sample), u_hi = _mm512_mul_pd(s_hi, turns_per_sample);
-    const __m512 f = floats_of(_mm512_sub_pd(u_lo, _mm512_roundscale_pd(u_lo, nearest)),
-                               _mm512_sub_pd(u_hi, _mm512_roundscale_pd(u_hi, nearest)));
-    const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_set1_ps(16.0f), f), nearest); /* -8 .. 8 */
+    const __m512 f = floats_of(_mm512_sub_pd(u_lo, _mm512_roundscale_pd(u_lo, ROUND_NEAREST)),
+                               _mm512_sub_pd(u_hi, _mm512_roundscale_pd(u_hi, ROUND_NEAREST)));
+    const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_set1_ps(16.0f), f), ROUND_NEAREST); /* -8 .. 8 */
     const __m512 r = _mm512_mul_ps(_mm512_set1_ps(6.28318530717958647692f), _mm512_fnmadd_ps(_mm512_set1_ps(0.0625f), k, f));
     const __m512i sixteenth = _mm512_cvtps_epi32(k); /* the permutations read its low 4 bits: k mod 16 */
     const __m512 big_c = _mm512_permutexvar_ps(sixteenth, _mm512_loadu_ps(COS_SIXTEENTHS));
@@ -403,8 +407,6 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
     double lo, hi;
     sample_range(KIND, prm->n_samples, &lo, &hi);
     const __m512d v_lo = _mm512_set1_pd(lo), v_hi = _mm512_set1_pd(hi), turns_per_sample = _mm512_set1_pd(prm->fc / prm->fs);
-    const int rounding = KIND == USBEAM_INTERP_NEAREST ? (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
-                                                       : (_MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
     const size_t channel = usbeam_das_channel_floats(prm->n_samples, 1), n_tx = prm->n_transmits;
     const __m512d s_tx_lo = _mm512_load_pd(plan->lane_tx + (g * n_tx + t) * LANES);
     const __m512d s_tx_hi = _mm512_load_pd(plan->lane_tx + (g * n_tx + t) * LANES + 8);
@@ -459,7 +461,10 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
         const __mmask8 valid_lo = _mm512_cmp_pd_mask(s_lo, v_lo, _CMP_GE_OQ) & _mm512_cmp_pd_mask(s_lo, v_hi, _CMP_LE_OQ);
         const __mmask8 valid_hi = _mm512_cmp_pd_mask(s_hi, v_lo, _CMP_GE_OQ) & _mm512_cmp_pd_mask(s_hi, v_hi, _CMP_LE_OQ);
         const __mmask16 valid = (__mmask16)(_mm512_kunpackb((__mmask16)valid_hi, (__mmask16)valid_lo) & lanes);
-        const __m512d base_lo = _mm512_roundscale_pd(s_lo, rounding), base_hi = _mm512_roundscale_pd(s_hi, rounding);
+        const __m512d base_lo = KIND == USBEAM_INTERP_NEAREST ? _mm512_roundscale_pd(s_lo, ROUND_NEAREST)
+                                                              : _mm512_roundscale_pd(s_lo, ROUND_DOWN);
+        const __m512d base_hi = KIND == USBEAM_INTERP_NEAREST ? _mm512_roundscale_pd(s_hi, ROUND_NEAREST)
+                                                              : _mm512_roundscale_pd(s_hi, ROUND_DOWN);
         __m512i first = ints_of(base_lo, base_hi);
         if (KIND == USBEAM_INTERP_CUBIC) first = _mm512_sub_epi32(first, _mm512_set1_epi32(1));
         const __m512i rel = _mm512_maskz_sub_epi32(valid, first, _mm512_set1_epi32(at));

@@ -484,3 +484,28 @@ def test_clutter_algorithm_gemm_refused_off_cuda_and_bad_names():
     with pytest.raises(ValueError, match="algorithm must be"):
         usbeam._core.clutter_plan(16, 20, method="poly", algorithm="GEMM")
     assert usbeam.ClutterFilter(shape, "mean").algorithm == "kernel"
+
+
+@pytest.mark.parametrize("method, options, name", [
+    ("svd", {"cutoff": 0.2}, "cutoff"),        # an 'iir' option: the SVD filter kept every component
+    ("svd", {"order": 3}, "order"),
+    ("mean", {"order": 2}, "order"),
+    ("poly", {"low": 1}, "low"),
+    ("iir", {"high": 2}, "high"),
+    ("poly", {"init": "zero"}, "init"),
+    ("mean", {"init_frames": 4}, "init_frames"),
+    ("iir", {"auto_frequency": 0.1}, "auto_frequency"),
+    ("svd", {"low": 1, "auto_frequency": 0.1}, "auto_frequency"),
+])
+def test_clutter_refuses_an_option_its_method_would_ignore(method, options, name):
+    with pytest.raises(ValueError, match=f"^{name} "):
+        usbeam.ClutterFilter((16, 5, 4), method, **options)
+
+
+def test_clutter_options_at_their_defaults_are_accepted_by_every_method(rng):
+    """Passing an option at its default (as a wrapper forwarding every keyword does) is no
+    error, and changes nothing: the output equals the method's own defaults."""
+    iq = (rng.standard_normal((16, 5, 4)) + 1j * rng.standard_normal((16, 5, 4))).astype(np.complex64)
+    defaults = dict(low="auto", high=None, auto_frequency=0.05, cutoff=0.05, init="projection", init_frames=None)
+    for method in ("poly", "mean", "svd", "iir"):
+        np.testing.assert_array_equal(usbeam.clutter_filter(iq, method, **defaults), usbeam.clutter_filter(iq, method))
