@@ -210,6 +210,17 @@ def test_bad_input(rng):
         usbeam.nms(boxes, scores, classes=np.arange(9))
     with pytest.raises(TypeError, match="classes"):
         usbeam.nms(boxes, scores, classes=np.ones(10))
+    # [cx, cy, w, h] rows passed as corners: x2 = w < x1 = cx for boxes away from the origin
+    centres = np.concatenate([(boxes[:, :2] + boxes[:, 2:]) / 2 + 30, boxes[:, 2:] - boxes[:, :2]], axis=1)
+    with pytest.raises(ValueError, match=r"boxes must be corners .* 10 of 10 are not \(first: row 0"):
+        usbeam.nms(centres, scores)
+    flipped = boxes.copy()
+    flipped[3, [1, 3]] = flipped[3, [3, 1]] + [1.0, 0.0]
+    with pytest.raises(ValueError, match=r"1 of 10 are not \(first: row 3"):
+        usbeam.nms(flipped, scores)
+    degenerate = boxes.copy()
+    degenerate[:, 2] = degenerate[:, 0]  # zero width is allowed, as torchvision's: IoU 0
+    assert usbeam.nms(degenerate, scores).size == 10
 
 
 def test_binding_checks_buffers():

@@ -137,7 +137,8 @@ def detect_postprocess(raw, conf=0.25, iou=0.45, max_det=300, *, max_candidates=
 def nms(boxes, scores, iou=0.5, *, classes=None, max_keep=None):
     """Greedy NMS, ``torchvision.ops.nms`` semantics (``batched_nms`` when ``classes`` is given).
 
-    boxes : (N, 4) ``[x1, y1, x2, y2]``; scores : (N,); classes : (N,) integers or None.
+    boxes : (N, 4) ``[x1, y1, x2, y2]`` with x1 <= x2, y1 <= y2 (others: ValueError); scores :
+    (N,); classes : (N,) integers or None.
     Returns the int64 indices of the kept boxes by decreasing score (ties: lower index first),
     at most ``max_keep``.  Computed in float32 (boxes and scores are cast).
     """
@@ -159,6 +160,13 @@ def nms(boxes, scores, iou=0.5, *, classes=None, max_keep=None):
         raise ValueError("boxes must be finite")
     if not np.all(np.isfinite(scores)):
         raise ValueError("scores must be finite")
+    # corners out of order: most often [cx, cy, w, h] rows, whose IoUs would be meaningless
+    inverted = (boxes[:, 2] < boxes[:, 0]) | (boxes[:, 3] < boxes[:, 1])
+    if inverted.any():
+        first = int(np.argmax(inverted))
+        raise ValueError(f"boxes must be corners [x1, y1, x2, y2] with x1 <= x2 and y1 <= y2: {int(inverted.sum())} "
+                         f"of {n} are not (first: row {first}, {boxes[first].tolist()}); convert [cx, cy, w, h] "
+                         f"boxes to corners first")
     if classes is not None:
         classes = host_array("classes", classes)
         if classes.shape != (n,):
