@@ -218,6 +218,7 @@ def _memory_limit():
 
 MIN_FREQUENCY_HZ = 1e3
 MAX_DISTANCE_M = 1.0
+SOUND_SPEED_RANGE_M_S = (100.0, 20000.0)  # gases ~340 m/s to the stiffest solids (diamond ~18 km/s)
 
 
 def frequency(name, value):
@@ -227,6 +228,16 @@ def frequency(name, value):
     if value < MIN_FREQUENCY_HZ:
         raise ValueError(f"{name} = {value:g} Hz is below 1 kHz: frequencies are in Hz (SI), not MHz "
                          f"(for {value:g} MHz pass {name}={value:g}e6)")
+    return value
+
+
+def speed_of_sound(name, value):
+    """A speed of sound in m/s: ValueError naming the unit when it is outside 100..20000 m/s
+    (c=1.54 is mm/us given for m/s)."""
+    value = positive(name, value)
+    if not SOUND_SPEED_RANGE_M_S[0] <= value <= SOUND_SPEED_RANGE_M_S[1]:
+        raise ValueError(f"{name} = {value:g} m/s is not a speed of sound: {name} is in m/s (SI), e.g. 1540 for "
+                         f"soft tissue")
     return value
 
 

@@ -65,8 +65,8 @@ def auto_f_number(width, fc, bandwidth, c):
     returns ``1 / (2 tan alpha)``.
     """
     width = _validate.positive("width", width)
-    fc = _validate.positive("fc", fc)
-    c = _validate.positive("c", c)
+    fc = _validate.frequency("fc", fc)
+    c = _validate.speed_of_sound("c", c)
     bandwidth = _validate.positive("bandwidth", bandwidth)
     if not bandwidth < 2:
         raise ValueError(f"bandwidth is a fraction in (0, 2) (got {bandwidth})")
@@ -168,8 +168,7 @@ def grid_coverage(probe, sequence, grid, *, fs, c, t0, n_samples, points=None, t
 def _check_geometry(probe, grid, c, points=None):
     """Plausibility of units: grid and probe within 1 m, c a speed of sound in m/s (points: the
     grid's coordinates(), when the caller has them)."""
-    if c < 100 or c > 20000:
-        raise ValueError(f"c = {c:g} m/s is not a speed of sound: c is in m/s (SI), e.g. 1540 for soft tissue")
+    _validate.speed_of_sound("c", c)
     if not isinstance(grid, Grid):  # sector and volume grids: their points
         _validate.distances("grid points", grid.coordinates() if points is None else points, "grid coordinates")
     for axis in ("x", "y", "z") if isinstance(grid, Grid) else ():
@@ -281,7 +280,7 @@ class Beamformer:
         self.grid = grid
         self.fs = _validate.frequency("fs", fs)
         self.fc = _validate.frequency("fc", fc)
-        self.c = _validate.positive("c", c)
+        self.c = _validate.speed_of_sound("c", c)
         self.t0 = _validate.real_scalar("t0", t0)
         self.n_samples = _validate.integer("n_samples", n_samples, minimum=1, maximum=2**30)
         # the grid's points, computed once: the checks below, the coverage and the C plan read them

@@ -58,9 +58,9 @@ class ColorDopplerPlan:
     def __init__(self, shape, *, fc, prf, c, lag=1, average=1, window="hamming", axial_correction=False,
                  dz=None, backend="cpu", strict=False):
         self.shape = _validate.plan_shape("shape", shape, 2)
-        self.fc = _validate.positive("fc", fc)
+        self.fc = _validate.frequency("fc", fc)
         self.prf = _validate.positive("prf", prf)
-        self.c = _validate.positive("c", c)
+        self.c = _validate.speed_of_sound("c", c)
         self.lag = _validate.integer("lag", lag, minimum=1)
         if self.shape[0] <= self.lag:
             raise ValueError(f"lag {self.lag} needs an ensemble longer than the lag (n_frames = {self.shape[0]})")
@@ -389,8 +389,8 @@ class DopplerDisplay:
 
 def nyquist_velocity(*, fc, prf, c, lag=1):
     """c*prf/(4*fc*lag) in m/s."""
-    return _validate.positive("c", c) * _validate.positive("prf", prf) / (
-        4.0 * _validate.positive("fc", fc) * _validate.integer("lag", lag, minimum=1))
+    return _validate.speed_of_sound("c", c) * _validate.positive("prf", prf) / (
+        4.0 * _validate.frequency("fc", fc) * _validate.integer("lag", lag, minimum=1))
 
 
 __all__ = ["ColorDopplerPlan", "color_doppler", "PowerDopplerPlan", "power_doppler", "DopplerDisplay",

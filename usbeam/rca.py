@@ -319,9 +319,7 @@ class RCABeamformer:
         self.n_samples = _validate.integer("n_samples", n_samples, minimum=1)
         self.n_frames = _validate.integer("n_frames", n_frames, minimum=1)
         fs = _validate.frequency("fs", fs)
-        c = _validate.positive("c", c)
-        if c < 100 or c > 20000:
-            raise ValueError(f"c = {c:g} m/s is not a speed of sound: c is in m/s (SI), e.g. 1540 for soft tissue")
+        c = _validate.speed_of_sound("c", c)
         t0 = _validate.real_scalar("t0", t0)
         if fc is None:
             fc = array.fc

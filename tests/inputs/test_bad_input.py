@@ -371,6 +371,53 @@ def test_bad_parameter_is_named(make, exc, word):
         make()
 
 
+def scatterer_case(**change):
+    """simulate_rf's arguments for one scatterer 20 mm deep under a 128-element array."""
+    args = dict(positions=np.array([[0.0, 0.0, 0.02]]), amplitudes=np.ones(1),
+                probe=usbeam.LinearArray(128, 3e-4, width=2.7e-4), sequence=usbeam.PlaneWave(0.0), fs=20e6,
+                fc=5e6, n_samples=1024)
+    args.update(change)
+    return args
+
+
+# Values in the wrong unit, each of which gave a silent wrong answer before: all-zero RF
+# (scatterers or probe in mm, a record that ends before any echo), RF at fs = 20 Hz, or
+# velocities scaled by 1000 (c in mm/us, fc in MHz).
+@pytest.mark.parametrize("make, word", [
+    (lambda: usbeam.simulate_rf(**scatterer_case(positions=np.array([[0.0, 0.0, 20.0]]))),
+     r"positions reaches 20 m .* not mm"),
+    (lambda: usbeam.simulate_rf(**scatterer_case(probe=usbeam.LinearArray(128, 0.3, width=0.27))),
+     r"probe reaches 19.05 m .* not mm"),
+    (lambda: usbeam.simulate_rf(**scatterer_case(n_samples=200)), r"positions: no scatterer's echo falls within"),
+    (lambda: usbeam.simulate_rf(**scatterer_case(t0=1e-3)), r"positions: no scatterer's echo falls within"),
+    (lambda: usbeam.simulate_rf(**scatterer_case(fs=20.0, fc=5.0)), r"fs = 20 Hz is below 1 kHz"),
+    (lambda: usbeam.simulate_rf(**scatterer_case(c=1.54)), r"c = 1.54 m/s is not a speed of sound"),
+    (lambda: usbeam.color_doppler(np.ones((8, 4, 4), np.complex64), fc=5e6, prf=1e3, c=1.54), r"c = 1.54 m/s"),
+    (lambda: usbeam.ColorDopplerPlan((8, 4, 4), fc=5.0, prf=1e3, c=1540.0), r"fc = 5 Hz is below 1 kHz"),
+    (lambda: usbeam.nyquist_velocity(fc=5e6, prf=1e3, c=1.54), r"c = 1.54 m/s"),
+    (lambda: usbeam.auto_f_number(3e-4, 5.0, 0.75, 1540.0), r"fc = 5 Hz"),
+    (lambda: usbeam.simulate_rca(np.array([[0.0, 0.0, 0.02]]), np.ones(1), usbeam.RowColumnArray(16, 16, 3e-4), "forces",
+                                 fs=20e6, fc=5e6, n_samples=100), r"positions: no scatterer's echo falls within"),
+    (lambda: usbeam.simulate_rca(np.array([[0.0, 0.0, 20.0]]), np.ones(1), usbeam.RowColumnArray(16, 16, 3e-4), "forces",
+                                 fs=20e6, fc=5e6, n_samples=1000), r"positions reaches 20 m"),
+    (lambda: usbeam.simulate_rca(np.array([[0.0, 0.0, 0.02]]), np.ones(1), usbeam.RowColumnArray(16, 16, 3e-4), "forces",
+                                 fs=20e6, fc=5e6, n_samples=1000, c=1.54), r"c = 1.54 m/s"),
+])
+def test_wrong_units_refused_naming_the_parameter(make, word):
+    with pytest.raises(ValueError, match=word):
+        make()
+
+
+def test_simulation_limits_accept_what_they_should():
+    """The unit checks leave real cases alone: zero amplitudes give zero RF without error, and a
+    scatterer whose echo is in the record gives it (its peak at the round trip 2 z / c)."""
+    quiet = usbeam.simulate_rf(**scatterer_case(amplitudes=np.zeros(1)))
+    assert quiet.shape == (1, 128, 1024) and not quiet.any()
+    rf = usbeam.simulate_rf(**scatterer_case())
+    centre = np.abs(rf[0, 63:65]).sum(axis=0)
+    assert abs(np.argmax(centre) / 20e6 - 2 * 0.02 / 1540.0) < 2 / 5e6  # within two periods
+
+
 def test_zero_dimensional_inputs_keep_their_shape():
     x = np.array(np.float32(2.5))
     half = usbeam.float32_to_float16(x)

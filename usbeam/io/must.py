@@ -69,7 +69,7 @@ def plane_wave_angle(delays, pitch, c):
     """Steering angle (rad) of a plane-wave delay law (s per element at ``pitch``), fitted
     by least squares; ValueError when the delays are not linear in x."""
     pitch = _validate.positive("pitch", pitch)
-    c = _validate.positive("c", c)
+    c = _validate.speed_of_sound("c", c)
     d = np.asarray(delays, dtype=np.float64).ravel()
     if d.size < 1 or not np.all(np.isfinite(d)):
         raise ValueError("delays must be finite (no NaN) for a plane-wave fit")

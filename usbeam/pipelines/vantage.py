@@ -54,8 +54,8 @@ class QuadraturePairPipeline:
         n_rows = _validate.integer("n_rows", n_rows, minimum=2)
         if n_rows % 2:
             raise ValueError(f"n_rows must be even: {sample_mode} stores quadrature pairs (got {n_rows})")
-        self.fc = _validate.positive("fc", fc)
-        self.fs = _validate.positive("fs", fs)
+        self.fc = _validate.frequency("fc", fc)
+        self.fs = _validate.frequency("fs", fs)
         expected = self.fc / BS_PERIODS_PER_PAIR[self.sample_mode]
         if abs(self.fs - expected) > 1e-9 * expected:
             raise ValueError(f"fs must be the pair rate of {sample_mode}, fc / {BS_PERIODS_PER_PAIR[sample_mode]:g} "

@@ -26,7 +26,7 @@ from .. import _validate
 from .._progress import progress_bar
 from ..geometry import as_sequence
 from ..probes import check_probe
-from .pulse import echo_traces
+from .pulse import check_echoes_recorded, echo_traces
 
 __all__ = ["simulate_rf", "cyst_phantom"]
 
@@ -76,9 +76,9 @@ def simulate_rf(positions, amplitudes, probe, sequence, *, fs, fc, n_samples, c=
     """
     check_probe(probe)
     sequence = as_sequence(sequence, probe)
-    fs = _validate.positive("fs", fs)
-    fc = _validate.positive("fc", fc)
-    c = _validate.positive("c", c)
+    fs = _validate.frequency("fs", fs)
+    fc = _validate.frequency("fc", fc)
+    c = _validate.speed_of_sound("c", c)
     t0 = _validate.real_scalar("t0", t0)
     n_samples = _validate.integer("n_samples", n_samples, minimum=1)
     if bandwidth is None:
@@ -91,6 +91,8 @@ def simulate_rf(positions, amplitudes, probe, sequence, *, fs, fc, n_samples, c=
         raise ValueError(f"positions must have shape (n, 3) or (n_frames, n, 3) (got {pos.shape})")
     if amp.shape != (pos.shape[-2],):
         raise ValueError(f"amplitudes must have shape ({pos.shape[-2]},) (got {amp.shape})")
+    _validate.distances("positions", pos, "scatterer positions")
+    _validate.distances("probe", probe.positions, "element positions (pitch)")
     moving = pos.ndim == 3
     if n_frames is not None:
         n_frames = _validate.integer("n_frames", n_frames, minimum=1)
@@ -108,6 +110,7 @@ def simulate_rf(positions, amplitudes, probe, sequence, *, fs, fc, n_samples, c=
             one = _rf_one_frame(pos, amp, probe, sequence, fs, fc, c, t0, n_samples, bandwidth,
                                 bool(directivity), bar)
             rf = np.broadcast_to(one, (n_out,) + one.shape).copy()
+    check_echoes_recorded(rf, amp, t0, n_samples, fs)
     if noise > 0:
         rms = float(np.sqrt(np.mean(rf ** 2)))
         rf += np.random.default_rng(seed).normal(0.0, noise * rms, rf.shape)

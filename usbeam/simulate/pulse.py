@@ -59,3 +59,12 @@ def echo_traces(tau, amplitudes, *, fs, fc, bandwidth, t0, n_samples):
     for k in range(tau.shape[0]):
         out[k] = echo_trace(tau[k], amplitudes[k], fs=fs, fc=fc, bandwidth=bandwidth, t0=t0, n_samples=n_samples)
     return out
+
+
+def check_echoes_recorded(rf, amplitudes, t0, n_samples, fs):
+    """ValueError naming positions when scatterers of non-zero amplitude left no echo in the
+    record (all-zero RF: a silent wrong answer otherwise)."""
+    if np.any(amplitudes) and not np.any(rf):
+        raise ValueError(f"positions: no scatterer's echo falls within the record (t0 = {t0:g} s to t0 + "
+                         f"n_samples / fs = {t0 + n_samples / fs:.4g} s); the RF would be all zero.  Likely causes: "
+                         f"scatterers deeper than n_samples reach, or a wrong t0")

@@ -33,7 +33,7 @@ from .. import _validate
 from .._progress import progress_bar
 from ..hadamard import hadamard
 from ..rca import RCA_METHODS, RowColumnArray
-from .pulse import echo_traces
+from .pulse import check_echoes_recorded, echo_traces
 
 __all__ = ["simulate_rca", "rca_transmit_path"]
 
@@ -96,7 +96,8 @@ def simulate_rca(positions, amplitudes, array, method, *, fs, fc, n_samples, c=1
     method = _validate.choice("method", method, RCA_METHODS)
     tx = _validate.choice("tx", tx, ("rows", "columns"))
     rx = _validate.choice("rx", rx, ("rows", "columns"))
-    fs, fc, c = (_validate.positive(n, v) for n, v in (("fs", fs), ("fc", fc), ("c", c)))
+    fs, fc = _validate.frequency("fs", fs), _validate.frequency("fc", fc)
+    c = _validate.speed_of_sound("c", c)
     t0 = _validate.real_scalar("t0", t0)
     n_samples = _validate.integer("n_samples", n_samples, minimum=1)
     bandwidth = _validate.positive("bandwidth", bandwidth if bandwidth is not None else (array.bandwidth or 0.6))
@@ -106,6 +107,7 @@ def simulate_rca(positions, amplitudes, array, method, *, fs, fc, n_samples, c=1
         raise ValueError(f"positions must have shape (n, 3) (got {pos.shape})")
     if amp.shape != (pos.shape[0],):
         raise ValueError(f"amplitudes must have shape ({pos.shape[0]},) (got {amp.shape})")
+    _validate.distances("positions", pos, "scatterer positions")
     sparse = None if sparse_elements is None else np.asarray(sparse_elements, dtype=np.int64)
     if method in ("uforces", "uhercules"):
         limit = array.n_strips(rx if method == "uforces" else ("rows" if rx == "columns" else "columns"))
@@ -128,6 +130,7 @@ def simulate_rca(positions, amplitudes, array, method, *, fs, fc, n_samples, c=1
             rf[a] = echo_traces((tx_paths[a][None, :] + rx_a) / c, amp, fs=fs, fc=fc, bandwidth=bandwidth,
                                 t0=t0, n_samples=n_samples)
             bar.update(1)
+    check_echoes_recorded(rf, amp, t0, n_samples, fs)
     if encode:
         h = hadamard(n_acq).astype(np.float64)
         rf = np.einsum("te,ecs->tcs", h, rf)
