@@ -97,6 +97,13 @@ def test_load_must_missing_variables(tmp_path):
         usbeam.load_must(tmp_path / "empty.mat")
 
 
+@pytest.mark.parametrize("content", [b"not a mat file", b"MATLAB 7.3 MAT-file" + bytes(200)])
+def test_load_must_unreadable_file_names_the_path(tmp_path, content):
+    (tmp_path / "bad.mat").write_bytes(content)
+    with pytest.raises(ValueError, match=r"^path: .*bad\.mat is not a MAT file scipy\.io\.loadmat reads"):
+        usbeam.load_must(tmp_path / "bad.mat")
+
+
 def test_delays_of_a_plane_wave_match_the_plane_wave(rng):
     # MUST's envelope of spherical waves from the spline-interpolated elements tends to the
     # plane wave; where the ray through p along the steering direction meets the array

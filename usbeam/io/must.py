@@ -89,7 +89,13 @@ def load_must(path, variable=None):
     """
     import scipy.io
 
-    mat = scipy.io.loadmat(path)
+    from scipy.io.matlab import MatReadError
+
+    try:
+        mat = scipy.io.loadmat(path)
+    except (MatReadError, ValueError, NotImplementedError) as error:  # NotImplementedError: v7.3 (HDF5) files
+        raise ValueError(f"path: {path} is not a MAT file scipy.io.loadmat reads ({type(error).__name__}: {error}); "
+                         f"MUST saves with save(..., '-v7') or PyMUST with scipy.io.savemat") from error
     names = [variable] if variable else [n for n in ("RF", "IQ") if n in mat]
     if not names or names[0] not in mat:
         raise ValueError(f"{path}: no channel data variable ({variable or 'RF or IQ'}) in the file")
