@@ -175,7 +175,7 @@ def _differs(value, default):
     if value is None or default is None:
         return value is not default
     try:
-        return bool(np.all(np.asarray(value) != np.asarray(default)))
+        return bool(np.any(np.asarray(value) != np.asarray(default)))
     except (TypeError, ValueError):
         return True
 

@@ -14,7 +14,7 @@ round half up.  The polar grid must be uniform (equally spaced radii and angles)
 the plot extent.  NaN or inf in float images: ValueError (CPU; the CUDA twin flags it).
 A Cartesian grid with fewer than ``min_coverage`` (default 1 %) of its points inside the
 sector is refused (ValueError naming cartesian_grid): such an image is all ``fill``, most
-often a grid in mm beside a polar grid in m.  A sector's bounding box holds it at 50-65 %.
+often a grid in mm beside a polar grid in m.  A sector's bounding box is about 50-70 % inside.
 """
 import numpy as np
 

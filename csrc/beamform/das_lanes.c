@@ -221,12 +221,12 @@ TARGET_AVX512 static inline __m512i ints_of(__m512d lo, __m512d hi)
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvttpd_epi32(lo)), _mm512_cvttpd_epi32(hi), 1);
 }
 
-/* exp(+j 2 pi k / 16) for k = 0 .. 15 (k mod 16 of any integer k), rounded to float */
 /* Rounding immediates as literal constants: an intrinsic's immediate must be one even at -O0,
  * where a const variable is not folded (tests/build/test_layout.py compiles every file so). */
 #define ROUND_NEAREST (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 #define ROUND_DOWN (_MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)
 
+/* exp(+j 2 pi k / 16) for k = 0 .. 15 (k mod 16 of any integer k), rounded to float */
 static const float COS_SIXTEENTHS[16] = {1.0f, 0.92387953251128674f, 0.70710678118654752f, 0.38268343236508977f, 0.0f,
                                          -0.38268343236508977f, -0.70710678118654752f, -0.92387953251128674f, -1.0f,
                                          -0.92387953251128674f, -0.70710678118654752f, -0.38268343236508977f, 0.0f,

@@ -88,7 +88,6 @@ def load_must(path, variable=None):
     ``variable`` names the channel-data variable when it is neither ``RF`` nor ``IQ``.
     """
     import scipy.io
-
     from scipy.io.matlab import MatReadError
 
     try:
