@@ -17,6 +17,8 @@ Methods and references:
 - 'iir': Butterworth high-pass whose state carries across calls, initialised by projection
   (Chornoboy 1990) to suppress the transient.
 """
+import inspect
+
 import numpy as np
 
 from . import _core, _validate
@@ -164,11 +166,13 @@ class ClutterFilter:
         return _core.clutter_svd_info(self._plan)
 
 
-# Each option and its default, by the methods that read it: given to another method it would
-# be ignored silently (clutter_filter(iq, "svd", cutoff=4) once kept every component).
-_OPTION_OWNERS = {"order": (None, ("poly", "iir")), "low": ("auto", ("svd",)), "high": (None, ("svd",)),
-                  "auto_frequency": (0.05, ("svd",)), "cutoff": (0.05, ("iir",)),
-                  "init": ("projection", ("iir",)), "init_frames": (None, ("iir",))}
+# The methods that read each option: given to another method it would be ignored silently
+# (clutter_filter(iq, "svd", cutoff=4) once kept every component).  Defaults: the signature's.
+_OPTION_OWNERS = {"order": ("poly", "iir"), "low": ("svd",), "high": ("svd",), "auto_frequency": ("svd",),
+                  "cutoff": ("iir",), "init": ("iir",), "init_frames": ("iir",)}
+_OPTION_DEFAULTS = {name: parameter.default
+                    for name, parameter in inspect.signature(ClutterFilter.__init__).parameters.items()
+                    if name in _OPTION_OWNERS}
 
 
 def _differs(value, default):
@@ -184,11 +188,12 @@ def _refuse_foreign_options(method, **options):
     """ValueError naming an option that ``method`` does not read (one given a value other than
     its default), and the methods that do."""
     for name, value in options.items():
-        default, owners = _OPTION_OWNERS[name]
-        if method not in owners and _differs(value, default):
+        owners = _OPTION_OWNERS[name]
+        if method not in owners and _differs(value, _OPTION_DEFAULTS[name]):
             raise ValueError(f"{name} is an option of method {' / '.join(repr(m) for m in owners)}: "
                              f"method={method!r} would ignore it (got {name}={value!r})")
-    if method == "svd" and not isinstance(options["low"], str) and _differs(options["auto_frequency"], 0.05):
+    if (method == "svd" and not isinstance(options["low"], str)
+            and _differs(options["auto_frequency"], _OPTION_DEFAULTS["auto_frequency"])):
         raise ValueError(f"auto_frequency chooses low='auto': with low={options['low']!r} it would be ignored")
 
 

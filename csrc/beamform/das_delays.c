@@ -134,6 +134,14 @@ INLINE_BODY void chord_bounds(const double *blocks, int n_blocks, int b0, int m,
     }
 }
 
+/* chord_bounds with its with_y constant at each call, as its comment asks */
+INLINE_BODY void chord_bounds_at(const double *rows, int n_rows, int r0, int m, double x, double y, double z,
+                                 double *restrict bound)
+{
+    if (y != 0.0) chord_bounds(rows, n_rows, r0, m, x, y, z, 1, bound);
+    else chord_bounds(rows, n_rows, r0, m, x, y, z, 0, bound);
+}
+
 INLINE_BODY double sources_path(const double *sources, int n, const double *blocks, int *hint, double x, double y,
                                 double z)
 {
@@ -152,14 +160,12 @@ INLINE_BODY double sources_path(const double *sources, int n, const double *bloc
     double group_bound[BOUND_CHUNK], bound[USBEAM_DAS_SOURCE_GROUP];
     for (int g0 = 0; g0 < n_groups; g0 += BOUND_CHUNK) {
         const int m = n_groups - g0 < BOUND_CHUNK ? n_groups - g0 : BOUND_CHUNK;
-        if (y != 0.0) chord_bounds(groups, n_groups, g0, m, x, y, z, 1, group_bound);
-        else chord_bounds(groups, n_groups, g0, m, x, y, z, 0, group_bound);
+        chord_bounds_at(groups, n_groups, g0, m, x, y, z, group_bound);
         for (int j = 0; j < m; ++j) {
             if (group_bound[j] > best + 1e-12 * best + 1e-15) continue;
             const int b0 = (g0 + j) * USBEAM_DAS_SOURCE_GROUP;
             const int mb = n_blocks - b0 < USBEAM_DAS_SOURCE_GROUP ? n_blocks - b0 : USBEAM_DAS_SOURCE_GROUP;
-            if (y != 0.0) chord_bounds(blocks, n_blocks, b0, mb, x, y, z, 1, bound);
-            else chord_bounds(blocks, n_blocks, b0, mb, x, y, z, 0, bound);
+            chord_bounds_at(blocks, n_blocks, b0, mb, x, y, z, bound);
             for (int i = 0; i < mb; ++i) {
                 const int b = b0 + i;
                 if (b == start || bound[i] > best + 1e-12 * best + 1e-15) continue;

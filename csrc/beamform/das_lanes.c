@@ -226,6 +226,13 @@ TARGET_AVX512 static inline __m512i ints_of(__m512d lo, __m512d hi)
 #define ROUND_NEAREST (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 #define ROUND_DOWN (_MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)
 
+/* Each lane's sample rounded to its first tap's base: to the nearest for nearest-neighbour,
+ * down otherwise (cubic then steps one back). */
+TARGET_AVX512 static inline __m512d tap_base(int kind, __m512d s)
+{
+    return kind == USBEAM_INTERP_NEAREST ? _mm512_roundscale_pd(s, ROUND_NEAREST) : _mm512_roundscale_pd(s, ROUND_DOWN);
+}
+
 /* exp(+j 2 pi k / 16) for k = 0 .. 15 (k mod 16 of any integer k), rounded to float */
 static const float COS_SIXTEENTHS[16] = {1.0f, 0.92387953251128674f, 0.70710678118654752f, 0.38268343236508977f, 0.0f,
                                          -0.38268343236508977f, -0.70710678118654752f, -0.92387953251128674f, -1.0f,
@@ -461,10 +468,7 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
         const __mmask8 valid_lo = _mm512_cmp_pd_mask(s_lo, v_lo, _CMP_GE_OQ) & _mm512_cmp_pd_mask(s_lo, v_hi, _CMP_LE_OQ);
         const __mmask8 valid_hi = _mm512_cmp_pd_mask(s_hi, v_lo, _CMP_GE_OQ) & _mm512_cmp_pd_mask(s_hi, v_hi, _CMP_LE_OQ);
         const __mmask16 valid = (__mmask16)(_mm512_kunpackb((__mmask16)valid_hi, (__mmask16)valid_lo) & lanes);
-        const __m512d base_lo = KIND == USBEAM_INTERP_NEAREST ? _mm512_roundscale_pd(s_lo, ROUND_NEAREST)
-                                                              : _mm512_roundscale_pd(s_lo, ROUND_DOWN);
-        const __m512d base_hi = KIND == USBEAM_INTERP_NEAREST ? _mm512_roundscale_pd(s_hi, ROUND_NEAREST)
-                                                              : _mm512_roundscale_pd(s_hi, ROUND_DOWN);
+        const __m512d base_lo = tap_base(KIND, s_lo), base_hi = tap_base(KIND, s_hi);
         __m512i first = ints_of(base_lo, base_hi);
         if (KIND == USBEAM_INTERP_CUBIC) first = _mm512_sub_epi32(first, _mm512_set1_epi32(1));
         const __m512i rel = _mm512_maskz_sub_epi32(valid, first, _mm512_set1_epi32(at));
