@@ -327,6 +327,8 @@ const int32_t *usbeam_das_tile_samples(const usbeam_das_plan *plan, size_t *n_ti
     return plan ? plan->tile_samples : NULL;
 }
 
+enum { COVERAGE_CHUNK = 16 }; /* elements per step of usbeam_das_coverage's early exit */
+
 usbeam_status usbeam_das_coverage(const usbeam_das_plan *plan, const int64_t *rows, size_t n_rows,
                                   const int64_t *transmits, size_t n_selected, double t0, double t_end,
                                   uint8_t *covered)
@@ -348,10 +350,15 @@ usbeam_status usbeam_das_coverage(const usbeam_das_plan *plan, const int64_t *ro
         int hit = 0;
         for (size_t k = 0; k < n_selected && !hit; ++k) {
             const double tx = plan->tx_time[(size_t)rows[i] * n_tx + (size_t)transmits[k]];
-            for (int e = 0; e < n_el; ++e) { /* no early exit: the loop vectorises */
-                const double dx = pt[0] - plan->element_x[e], dy = pt[1] - plan->element_y[e], dz = pt[2] - plan->element_z[e];
-                const double tau = tx + sqrt(dx * dx + dy * dy + dz * dz) / c;
-                hit |= (tau >= t0) & (tau <= t_end);
+            /* in chunks of elements, stopping at the first chunk that hits (most points are
+             * covered: one chunk, not all elements); no early exit inside, so a chunk vectorises */
+            for (int e0 = 0; e0 < n_el && !hit; e0 += COVERAGE_CHUNK) {
+                const int e1 = e0 + COVERAGE_CHUNK < n_el ? e0 + COVERAGE_CHUNK : n_el;
+                for (int e = e0; e < e1; ++e) {
+                    const double dx = pt[0] - plan->element_x[e], dy = pt[1] - plan->element_y[e], dz = pt[2] - plan->element_z[e];
+                    const double tau = tx + sqrt(dx * dx + dy * dy + dz * dz) / c;
+                    hit |= (tau >= t0) & (tau <= t_end);
+                }
             }
         }
         covered[i] = (uint8_t)hit;
