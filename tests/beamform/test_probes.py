@@ -94,3 +94,33 @@ def test_matrix_element_count_must_match_data():
     bf = usbeam.Beamformer(probe, usbeam.PlaneWave(0.0), grid, fs=20e6, fc=5e6, n_samples=200)
     with pytest.raises(ValueError, match="probe has 16"):
         bf(np.zeros((20, 200), np.complex64))
+
+
+@pytest.mark.parametrize("n", [4, 5, 17, 128, 600])
+def test_delays_splines_match_scipy_not_a_knot(n):
+    """Delays.sources interpolates positions and delays on 4 n points by not-a-knot cubic
+    splines of the element index (PyMUST dasmtx); its splines of several rows at once (one
+    solve shared by x, z and the delays; 600 knots take the elimination, not the cached
+    inverse) against scipy's CubicSpline, row by row and as a 1-D call."""
+    from scipy.interpolate import CubicSpline
+    from usbeam.geometry import _not_a_knot_spline
+    rng = np.random.default_rng(n)
+    values, t = rng.standard_normal((3, n)), np.linspace(0, n - 1, 4 * n)
+    expected = CubicSpline(np.arange(n), values, axis=1, bc_type="not-a-knot")(t)
+    np.testing.assert_allclose(_not_a_knot_spline(values, t), expected, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(_not_a_knot_spline(values[1], t), expected[1], rtol=0, atol=1e-12)
+
+
+def test_convex_delays_sources_follow_the_arc():
+    """A convex probe's Delays: the spline sources (x, z, c * delay) pass through every
+    element's position and c times its delay (knots at the element indices)."""
+    probe = usbeam.ConvexArray(64, 3e-4, 0.02)
+    delays = np.linspace(0.0, 2e-6, 64) ** 1.5 * 1e3
+    src = usbeam.Delays(delays).sources(probe, 1540.0)
+    assert src.shape == (3, 4 * 64)
+    knots = np.round(np.linspace(0, 63, 4 * 64), 9)
+    at = np.flatnonzero(knots == np.round(knots))  # the samples that fall on an element
+    e = knots[at].astype(int)
+    np.testing.assert_allclose(src[0, at], probe.positions[e, 0], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(src[1, at], probe.positions[e, 2], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(src[2, at], 1540.0 * (delays[e] - delays.min()), rtol=0, atol=1e-12)
