@@ -465,3 +465,35 @@ def test_das_short_record_without_table(rng, interpolation, n_samples):
     out = np.full((n_frames,) + grid.shape, np.nan, np.complex64)
     bf(random_channels(rng, (n_frames, 1, 3, n_samples), np.complex64), out=out)
     assert not out.any()
+
+
+@pytest.mark.parametrize("kwargs, pattern", [
+    (dict(cyst_center=(0.0, 0.1)), r"cyst_center \(0\.0, 0\.1\) with cyst_radius 0\.004 m lies outside the phantom"),
+    (dict(cyst_center=(0.0, 25.0)), r"cyst_center reaches 25 m from the array"),
+    (dict(x_range=(-10.0, 10.0), z_range=(10.0, 40.0)), r"x_range reaches 10 m from the array"),
+    (dict(x_range=(float("nan"), 0.01)), r"x_range must contain only finite values"),
+    (dict(z_range=(0.01, 0.02, 0.03)), r"z_range must be two numbers \(got 3\)"),
+    (dict(points=(0.01, 0.02, 0.03)), r"points must be \(x, z\) pairs \(got 3 numbers\)"),
+    (dict(points=((0.0, float("inf")),)), r"points must contain only finite values"),
+    (dict(point_amplitude=float("inf")), r"point_amplitude must be finite"),
+])
+def test_cyst_phantom_refuses_what_would_give_another_phantom(kwargs, pattern):
+    # a cyst that misses the speckle region used to leave a phantom without a cyst, and
+    # ranges in mm a phantom 1000x too large, with no error
+    with pytest.raises(ValueError, match=pattern):
+        usbeam.cyst_phantom(**kwargs)
+
+
+def test_cyst_phantom_cyst_at_the_edge_and_no_cyst_still_work():
+    # a cyst overlapping the region's edge leaves its part inside empty; radius 0 is no cyst
+    # (its centre then does not matter); the scatterers are the ones the same seed gave before
+    positions, amplitudes = usbeam.cyst_phantom(cyst_center=(0.0, 0.043), seed=3)
+    inside = np.hypot(positions[:-2, 0], positions[:-2, 2] - 0.043) <= 0.004
+    assert positions.shape[0] == amplitudes.shape[0] and not inside.any()
+    rng = np.random.default_rng(3)
+    x, z = rng.uniform(-0.01, 0.01, 4000), rng.uniform(0.01, 0.04, 4000)
+    kept = np.hypot(x, z - 0.043) > 0.004
+    np.testing.assert_array_equal(positions[:-2, 0], x[kept])
+    np.testing.assert_array_equal(positions[:-2, 2], z[kept])
+    none, _ = usbeam.cyst_phantom(cyst_center=(0.0, 0.1), cyst_radius=0, seed=3)
+    assert none.shape[0] == 4000 + 2

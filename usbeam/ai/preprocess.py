@@ -188,7 +188,9 @@ def _convert_device(x, out, to_dtype, stream):
 
 
 def float32_to_float16(x, out=None, *, stream=None):
-    """float32 -> float16, round to nearest even, bit-exact with ``x.astype(np.float16)``.
+    """float32 -> float16, round to nearest even, bit-exact with ``x.astype(np.float16)``: as
+    there (IEEE 754), a value beyond float16's range (|x| > 65504) becomes +-inf, so scale
+    data such as raw RF before converting (``model_input``'s scale, mean and std do).
 
     A device array ``x`` (DLPack or ``__cuda_array_interface__``) is converted on the GPU into ``out``."""
     if is_device_array(x):

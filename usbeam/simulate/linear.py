@@ -118,6 +118,14 @@ def simulate_rf(positions, amplitudes, probe, sequence, *, fs, fc, n_samples, c=
     return rf if frames_axis else rf[0]
 
 
+def _pair_in_m(name, value, what):
+    """Two finite numbers in m (within 1 m: _validate.distances) as floats."""
+    arr = _validate.finite_array(name, value).reshape(-1)
+    if arr.size != 2:
+        raise ValueError(f"{name} must be two numbers (got {arr.size})")
+    return tuple(float(v) for v in _validate.distances(name, arr, what))
+
+
 def cyst_phantom(*, x_range=(-0.01, 0.01), z_range=(0.01, 0.04), n_scatterers=4000,
                  cyst_center=(0.0, 0.025), cyst_radius=0.004, points=((-0.005, 0.015), (0.005, 0.03)),
                  point_amplitude=10.0, seed=None):
@@ -128,18 +136,29 @@ def cyst_phantom(*, x_range=(-0.01, 0.01), z_range=(0.01, 0.04), n_scatterers=40
     holds none; each of ``points`` ((x, z) pairs) is a scatterer of ``point_amplitude``.
     """
     n_scatterers = _validate.integer("n_scatterers", n_scatterers, minimum=0)
-    x0, x1 = (float(v) for v in x_range)
-    z0, z1 = (float(v) for v in z_range)
+    x0, x1 = _pair_in_m("x_range", x_range, "phantom coordinates")
+    z0, z1 = _pair_in_m("z_range", z_range, "phantom coordinates")
     if not (x1 > x0 and z1 > z0 and z0 >= 0):
         raise ValueError(f"x_range and z_range must be increasing with z >= 0 (got {x_range}, {z_range})")
     cyst_radius = _validate.nonnegative("cyst_radius", cyst_radius)
+    cx, cz = _pair_in_m("cyst_center", cyst_center, "cyst coordinates")
+    # a cyst that misses the speckle region would leave no cyst in the phantom, silently (a
+    # centre in mm beside ranges in m, for one)
+    if cyst_radius > 0 and np.hypot(cx - min(max(cx, x0), x1), cz - min(max(cz, z0), z1)) >= cyst_radius:
+        raise ValueError(f"cyst_center {tuple(cyst_center)} with cyst_radius {cyst_radius} m lies outside the "
+                         f"phantom (x_range {tuple(x_range)}, z_range {tuple(z_range)}): no speckle would be "
+                         f"left out; give both in m, or cyst_radius=0 for no cyst")
+    point_amplitude = _validate.real_scalar("point_amplitude", point_amplitude)
     rng = np.random.default_rng(seed)
     x = rng.uniform(x0, x1, n_scatterers)
     z = rng.uniform(z0, z1, n_scatterers)
     outside = np.hypot(x - cyst_center[0], z - cyst_center[1]) > cyst_radius
     x, z = x[outside], z[outside]
     amp = rng.standard_normal(x.size)
-    pts = np.asarray(points, dtype=np.float64).reshape(-1, 2)
+    pts = _validate.finite_array("points", points)
+    if pts.size % 2:
+        raise ValueError(f"points must be (x, z) pairs (got {pts.size} numbers)")
+    pts = _validate.distances("points", pts.reshape(-1, 2), "point target coordinates")
     positions = np.zeros((x.size + len(pts), 3))
     positions[: x.size, 0], positions[: x.size, 2] = x, z
     positions[x.size:, 0], positions[x.size:, 2] = pts[:, 0], pts[:, 1]
