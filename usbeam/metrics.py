@@ -88,11 +88,16 @@ def circle(grid, center, radius):
     """Boolean mask ``grid.shape`` of the points with ``(x - xc)^2 + (z - zc)^2 <= radius^2``.
 
     ``center`` = (x, z) in m.  The whole disc must lie inside the grid (ValueError otherwise)."""
-    xc, zc = _pair("center", center)
-    r = _finite_scalar("radius", radius)
+    return _disc(grid, center, radius, "center", "radius")
+
+
+def _disc(grid, center, radius, center_name, radius_name):
+    """circle's mask, its errors naming the caller's parameters (fwhm: point, search_radius)."""
+    xc, zc = _pair(center_name, center)
+    r = _finite_scalar(radius_name, radius)
     if not r > 0:
-        raise ValueError(f"radius must be > 0 (got {r})")
-    x, z = _inside_grid("center/radius", grid, (xc - r, xc + r), (zc - r, zc + r))
+        raise ValueError(f"{radius_name} must be > 0 (got {r})")
+    x, z = _inside_grid(f"{center_name}/{radius_name}", grid, (xc - r, xc + r), (zc - r, zc + r))
     zz, xx = np.meshgrid(z, x, indexing="ij")
     return _nonempty("circle", (xx - xc) ** 2 + (zz - zc) ** 2 <= r * r)
 
@@ -244,7 +249,7 @@ def fwhm(image, grid, point, search_radius=1e-3):
     gx, gz = _grid_2d(grid)
     if a.shape != (gz.size, gx.size):
         raise ValueError(f"image must have the grid's shape {(gz.size, gx.size)} (got {a.shape})")
-    region = circle(grid, point, search_radius)
+    region = _disc(grid, point, search_radius, "point", "search_radius")
     masked = np.where(region, a, -np.inf)
     iz, ix = np.unravel_index(int(np.argmax(masked)), a.shape)
     if not a[iz, ix] > 0:

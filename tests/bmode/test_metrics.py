@@ -32,6 +32,8 @@ def test_circle_rectangle_annulus_count_the_points_by_hand():
     (lambda g: metrics.circle(g, (0.0, 9.9e-3), 1e-4), "center/radius"),
     (lambda g: metrics.rectangle(g, x=(-1e-3, 3e-3), z=(11e-3, 12e-3)), "x/z"),
     (lambda g: metrics.annulus(g, (0.0, 15.5e-3), 1e-4, 1e-3), "center/outer_radius"),
+    # fwhm's search disc names fwhm's own parameters (it named circle's before)
+    (lambda g: metrics.fwhm(np.ones(g.shape), g, (0.0, 13.0), search_radius=1e-4), "point/search_radius"),
 ])
 def test_regions_outside_the_grid_are_refused(call, name):
     with pytest.raises(ValueError, match=f"{name}: .*outside the grid"):
@@ -40,6 +42,10 @@ def test_regions_outside_the_grid_are_refused(call, name):
 
 def test_region_bad_input():
     g = grid()
+    with pytest.raises(ValueError, match="search_radius must be > 0"):
+        metrics.fwhm(np.ones(g.shape), g, (0.0, 13e-3), search_radius=0.0)
+    with pytest.raises(ValueError, match="point must be finite"):
+        metrics.fwhm(np.ones(g.shape), g, (0.0, np.nan))
     with pytest.raises(ValueError, match="radius"):
         metrics.circle(g, (0, 13e-3), -1e-4)
     with pytest.raises(ValueError, match="center"):
