@@ -71,6 +71,8 @@ class ColorDopplerPlan:
         self.average = tuple(_validate.integer("average", m, minimum=1, maximum=129) for m in average)
         self.window = _validate.choice("window", window, ("hamming", "boxcar"))
         self.axial_correction = bool(axial_correction)
+        if self.axial_correction and dz is None:
+            raise TypeError("dz: axial_correction=True needs dz, the axial pixel spacing in m")
         self.dz = _validate.positive("dz", dz) if axial_correction else 0.0
         self.backend = check_backend(backend)
         self.spatial = self.shape[1:]

@@ -368,7 +368,7 @@ def test_complex128_and_non_contiguous_input(rng):
     (lambda x: usbeam.color_doppler(x, fc=FC, prf=PRF, c=C, lag=0), ValueError, "lag"),
     (lambda x: usbeam.color_doppler(x, fc=FC, prf=PRF, c=C, average=0), ValueError, "average"),
     (lambda x: usbeam.color_doppler(x, fc=FC, prf=PRF, c=C, window="gauss"), ValueError, "window"),
-    (lambda x: usbeam.color_doppler(x, fc=FC, prf=PRF, c=C, axial_correction=True), TypeError, "dz"),
+    (lambda x: usbeam.color_doppler(x, fc=FC, prf=PRF, c=C, axial_correction=True), TypeError, "needs dz, the axial pixel"),
     (lambda x: usbeam.color_doppler(x.real, fc=FC, prf=PRF, c=C), TypeError, "complex"),
     (lambda x: usbeam.color_doppler(np.zeros(x.shape, np.int16), fc=FC, prf=PRF, c=C), TypeError, "complex"),
     (lambda x: usbeam.color_doppler(x, fc=FC, prf="fast", c=C), TypeError, "prf"),
