@@ -152,7 +152,7 @@ def cyst_phantom(*, x_range=(-0.01, 0.01), z_range=(0.01, 0.04), n_scatterers=40
     rng = np.random.default_rng(seed)
     x = rng.uniform(x0, x1, n_scatterers)
     z = rng.uniform(z0, z1, n_scatterers)
-    outside = np.hypot(x - cyst_center[0], z - cyst_center[1]) > cyst_radius
+    outside = np.hypot(x - cx, z - cz) > cyst_radius
     x, z = x[outside], z[outside]
     amp = rng.standard_normal(x.size)
     pts = _validate.finite_array("points", points)
