@@ -409,6 +409,12 @@ def _coordinate_vector(name, value, required=True):
         raise ValueError(f"{name} must be a 1-D coordinate vector (got shape {arr.shape})")
     if arr.size == 0:
         raise ValueError(f"{name} is empty")
+    # An image axis in any other order has no extent to plot and no profile to measure along
+    # (image_extent, metrics.fwhm would be silently wrong): flip the image, not the axis.
+    steps = np.diff(arr)
+    if not np.all(steps > 0):
+        i = int(np.argmax(~(steps > 0))) + 1
+        raise ValueError(f"{name} must be strictly increasing (got {arr[i]:.6g} after {arr[i - 1]:.6g} at index {i})")
     arr = arr.copy()
     arr.flags.writeable = False
     return arr
@@ -416,7 +422,8 @@ def _coordinate_vector(name, value, required=True):
 
 @dataclass(frozen=True, eq=False)
 class Grid:
-    """Image points.  ``Grid(x=..., z=...)``: 1-D vectors (m), images ``(nz, nx)``, x fastest.
+    """Image points.  ``Grid(x=..., z=...)``: 1-D strictly increasing vectors (m), images
+    ``(nz, nx)``, x fastest.
     ``Grid(x=..., z=..., y=...)``: volumes ``(ny, nz, nx)``.  ``Grid.points(p)``: arbitrary
     points ``p`` (n_points, 3) as (x, y, z), output ``(n_points,)``."""
     x: np.ndarray = None

@@ -30,10 +30,7 @@ __all__ = ["PolarGrid", "VolumeGrid", "SphericalGrid", "image_extent"]
 
 
 def _increasing(name, values):
-    v = _coordinate_vector(name, values)
-    if v.size > 1 and not np.all(np.diff(v) > 0):
-        raise ValueError(f"{name} must be strictly increasing")
-    return v
+    return _coordinate_vector(name, values)  # finite, 1-D, strictly increasing
 
 
 def _angles(name, values):
@@ -232,7 +229,8 @@ class PolarGrid:
 
 @dataclass(frozen=True, eq=False)
 class VolumeGrid:
-    """A 3-D Cartesian grid: ``x``, ``y``, ``z`` vectors (m).  Volumes ``(nz, ny, nx)``, x fastest."""
+    """A 3-D Cartesian grid: ``x``, ``y``, ``z`` strictly increasing vectors (m).  Volumes
+    ``(nz, ny, nx)``, x fastest."""
     x: np.ndarray
     y: np.ndarray
     z: np.ndarray
@@ -292,13 +290,26 @@ class SphericalGrid:
         return self
 
 
+def _uniform_step(name, axis):
+    """The spacing of a uniform axis (0 for one point).  imshow draws equal pixels between the
+    extent's edges, so an axis whose spacing varies by more than 0.1 % (a pixel in a thousand)
+    would be drawn at the wrong places: ValueError naming it."""
+    if axis.size < 2:
+        return 0.0
+    steps = np.diff(axis)
+    step = float(np.median(steps))
+    if np.max(np.abs(steps - step)) > 1e-3 * step:
+        raise ValueError(f"{name} is not uniformly spaced (steps {steps.min():.6g} to {steps.max():.6g} m): an "
+                         f"image extent cannot place its pixels (resample the image onto a uniform Grid)")
+    return float(axis[1] - axis[0])
+
+
 def image_extent(grid):
     """matplotlib ``extent`` (left, right, bottom, top) of a 2-D Cartesian ``Grid`` image shown
     with depth down (``imshow(image, extent=image_extent(grid))``): pixel edges in m
     (``usbeam.plot.extent`` gives the same edges in mm, for its figures)."""
     if not isinstance(grid, Grid) or grid.x is None or grid.y is not None:
         raise TypeError("grid must be a 2-D usbeam.Grid(x=..., z=...)")
-    dx = float(grid.x[1] - grid.x[0]) if grid.x.size > 1 else 0.0
-    dz = float(grid.z[1] - grid.z[0]) if grid.z.size > 1 else 0.0
+    dx, dz = _uniform_step("grid.x", grid.x), _uniform_step("grid.z", grid.z)
     return (float(grid.x[0] - dx / 2), float(grid.x[-1] + dx / 2), float(grid.z[-1] + dz / 2),
             float(grid.z[0] - dz / 2))

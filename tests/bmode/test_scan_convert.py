@@ -101,6 +101,13 @@ def test_extent():
     polar = usbeam.PolarGrid(np.linspace(0.01, 0.05, 5), np.linspace(-0.4, 0.4, 5))
     plan = usbeam.ScanConvertPlan(polar, grid)
     assert plan.extent == image_extent(grid)
+    # imshow spreads equal pixels over the extent: a grid with steps that vary cannot be shown so
+    with pytest.raises(ValueError, match="grid.z is not uniformly spaced"):
+        image_extent(usbeam.Grid(x=np.linspace(-0.01, 0.01, 21), z=np.geomspace(0.001, 0.02, 11)))
+    with pytest.raises(ValueError, match="grid.x is not uniformly spaced"):
+        image_extent(usbeam.Grid(x=[0.0, 1e-3, 3e-3], z=[0.01]))
+    # spacing that differs by rounding only (arange, linspace) is uniform
+    assert image_extent(usbeam.Grid(x=np.arange(-64, 64) * 0.1e-3 + 1e-18, z=[0.01]))[0] == pytest.approx(-6.45e-3)
 
 
 def test_inputs_unchanged_and_nan_refused(rng):
