@@ -292,7 +292,8 @@ def gpu_rows(rng, repeat):
 
         head = torch.from_numpy(random_head(rng)).cuda()
         head[..., 5] = 1.0  # class 0 score 1, class 1 score the random value
-        all_plan = usbeam.DetectPlan((1, N_ANCHORS, 7), conf=-1.0, iou=0.5, max_det=N_ANCHORS, backend="cuda")
+        # conf 0 keeps every box: rng.random's scores are > 0 (conf < 0 is refused)
+        all_plan = usbeam.DetectPlan((1, N_ANCHORS, 7), conf=0.0, iou=0.5, max_det=N_ANCHORS, backend="cuda")
         all_out = (torch.empty((1, N_ANCHORS, 6), device="cuda"), torch.empty((1,), dtype=torch.int32, device="cuda"))
         cls_scores, cls = head[0, :, 5:].max(1)
         scores = head[0, :, 4] * cls_scores

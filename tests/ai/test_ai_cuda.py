@@ -173,7 +173,8 @@ def test_detect_against_torchvision_on_device(rng):
     torchvision = pytest.importorskip("torchvision")
     raw = random_head(rng, 1, 16128, 1)
     raw[..., 5] = 1.0  # score = objectness: the boxes and scores torchvision sees
-    plan = usbeam.DetectPlan(raw.shape, conf=-1.0, iou=0.5, max_det=16128, backend="cuda")
+    # conf 0 keeps every anchor: rng.random's scores are > 0 (conf < 0 is refused)
+    plan = usbeam.DetectPlan(raw.shape, conf=0.0, iou=0.5, max_det=16128, backend="cuda")
     out = (torch.empty((1, 16128, 6), dtype=torch.float32, device="cuda"),
            torch.empty((1,), dtype=torch.int32, device="cuda"))
     plan(torch.from_numpy(raw).cuda(), out=out)

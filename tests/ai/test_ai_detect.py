@@ -184,6 +184,9 @@ def test_bad_input(rng):
         usbeam.detect_postprocess(raw, iou=-0.1)
     with pytest.raises(ValueError, match="conf"):
         usbeam.detect_postprocess(raw, conf=np.nan)
+    for conf in (-0.1, 1.5, 25.0):  # scores are probabilities: a percentage or a negative is a slip
+        with pytest.raises(ValueError, match=r"conf must be in \[0, 1\]"):
+            usbeam.detect_postprocess(raw, conf=conf)
     with pytest.raises(ValueError, match="max_det"):
         usbeam.detect_postprocess(raw, max_det=0)
     with pytest.raises(TypeError, match="raw"):

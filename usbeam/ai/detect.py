@@ -27,7 +27,7 @@ class DetectPlan:
     """Detection post-processing of a raw anchor head ``(batch, n_anchors, 5 + n_classes)``.
 
     Rows are ``[cx, cy, w, h, objectness, class scores...]`` (YOLOv5 export, already decoded).
-    ``score = objectness * max class score`` (float32), kept when ``score > conf``; boxes to
+    ``score = objectness * max class score`` (float32), kept when ``score > conf`` (conf in [0, 1]); boxes to
     ``xyxy``; the ``max_candidates`` best (stable: ties to the lower anchor) go through greedy NMS
     with torchvision semantics (IoU > ``iou`` suppresses), class-aware unless ``class_agnostic``;
     at most ``max_det`` detections per image.  Calling the plan returns ``(detections, counts)``:
@@ -59,6 +59,9 @@ class DetectPlan:
         if self.dtype not in (np.dtype(np.float32), np.dtype(np.float16)):
             raise TypeError(f"raw must be float32 or float16 (got {self.dtype})")
         self.conf = _validate.real_scalar("conf", conf)
+        if not 0.0 <= self.conf <= 1.0:  # as ultralytics' NMS: scores are probabilities (decoded head)
+            raise ValueError(f"conf must be in [0, 1], a score threshold on objectness x class probability "
+                             f"(got {self.conf:g}): above 1 nothing is kept, below 0 every anchor is")
         self.iou = _iou_threshold(iou)
         self.max_det = _validate.integer("max_det", max_det, minimum=1, maximum=2**31 - 1)
         _validate.check_allocation("detections", (batch, self.max_det, 6), 4)
