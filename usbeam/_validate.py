@@ -243,11 +243,13 @@ def speed_of_sound(name, value):
 
 def distances(name, coordinates, what="coordinates"):
     """Positions in metres (an array, any shape): ValueError when one lies beyond 1 m of the
-    origin along an axis, the sign of millimetres given for metres."""
+    origin along an axis, the sign of millimetres given for metres, or is NaN or infinite."""
     arr = np.asarray(coordinates, dtype=np.float64)
     if arr.size == 0:
         return arr
     reach = max(float(arr.max()), -float(arr.min()))  # no |arr| temporary: a grid's points are MBs
+    if not math.isfinite(reach):  # a NaN anywhere makes max / min NaN, and NaN > 1 m is False
+        raise ValueError(f"{name} holds NaN or infinite {what}")
     if reach > MAX_DISTANCE_M:
         raise ValueError(f"{name} reaches {reach:g} m from the array: {what} are in metres (SI), not mm "
                          f"(multiply millimetres by 1e-3)")

@@ -453,6 +453,21 @@ def test_timeout_helper():
             _validate.timeout("timeout", bad)
 
 
+def test_distances_helper_refuses_non_finite_positions():
+    # max / min of an array holding NaN is NaN, and NaN > 1 m is False: checked on its own
+    from usbeam import _validate
+
+    ok = np.array([[0.0, 0.0, 0.02], [-0.01, 0.0, 0.05]])
+    assert _validate.distances("positions", ok) is not None
+    for value in (np.nan, np.inf, -np.inf):
+        bad = ok.copy()
+        bad[1, 2] = value
+        with pytest.raises(ValueError, match="positions holds NaN or infinite scatterer positions"):
+            _validate.distances("positions", bad, "scatterer positions")
+    with pytest.raises(ValueError, match="positions reaches 20 m"):
+        _validate.distances("positions", ok * 1e3 / 2.5, "scatterer positions")
+
+
 @pytest.mark.parametrize("interpolation, n_samples", [("linear", 1), ("cubic", 1), ("cubic", 3)])
 def test_das_short_record_without_table(rng, interpolation, n_samples):
     # max_table_bytes=1: no precomputed table, the taps are formed per point in execute
