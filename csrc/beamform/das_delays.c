@@ -66,38 +66,55 @@ int usbeam_das_isa(void)
  *   lb_b = alpha + min over u in [u_lo, u_hi] of (beta u + sqrt((a - u)^2 + h^2)) - dev
  * (a, h: p's coordinate along the chord and distance from its line, y included), the minimum
  * of a convex function, at u = a - h beta / sqrt(1 - beta^2) clamped (at an end for
- * |beta| >= 1).  So after the block of the previous point's minimiser (`hint`: neighbouring
+ * |beta| >= 1).  So after the block of the previous points' minimiser (`hint`: neighbouring
  * points have neighbouring minimisers) only the blocks with lb_b within the running minimum
  * are evaluated.  The same bound over groups of USBEAM_DAS_SOURCE_GROUP blocks comes first,
  * and only the blocks of groups within the running minimum are bounded one by one: on MUST's
  * 512 sources of a C5-2v diverging wave, 8 group bounds and those of the few blocks near the
- * minimiser instead of 32, which made the convex plan 1.2 ms faster (8.0 -> 6.8 ms; groups
- * of 2 and 8 blocks gained less).  The bounds are compared with a margin (1e-12 relative +
- * 1e-15 m) far above their rounding, so every source whose value could be the least is
- * evaluated (a group's bound is a block's over more sources): the result is the minimum
- * over all sources, bit for bit.  Each source's path is the same double expression in every
- * copy: these functions are compiled without floating-point contraction (the pragma below),
- * so the vectorised AVX2 / AVX-512 copies round exactly as the baseline.  On MUST's
- * 4 n spline sources the chord bound leaves 1.6 blocks per point to evaluate, where the
- * blocks' bounding boxes and least offsets left 3.5 (convex C5-2v) to 4.4 (phased P4-2v). */
+ * minimiser instead of 32 (groups of 2 and 8 blocks gained less than 4).  The bounds are
+ * compared with a margin (1e-12 relative + 1e-15 m) far above their rounding, so every source
+ * whose value could be the least is evaluated (a group's bound is a block's over more
+ * sources): the result is the minimum over all sources, bit for bit.
+ * TX_LANES neighbouring points go through this in step, one point per lane: a group or block
+ * is looked into when its bound passes in ANY lane, and a block's sources are then evaluated
+ * in every lane.  A lane whose bound did not pass gets values above its minimum from that
+ * block, which leave its minimum as it was, so each lane's result is still the minimum over
+ * all sources, bit for bit: each source's path is the same double expression in every lane
+ * and every copy (these functions are compiled without floating-point contraction, the pragma
+ * below, so the AVX2 / AVX-512 copies round exactly as the baseline).  Neighbouring points
+ * share their candidate blocks, so 8 points cost about one point's branches and bounds, and
+ * the square roots run 8 points to a vector: the convex plan's transmit times took 6.7 ms of
+ * plan -> 5.9 ms (one point at a time, vectorised over a block's sources, before; in-process
+ * A/B, the same times bit for bit).  On MUST's 4 n spline sources the chord bound leaves 1.6
+ * blocks per point to evaluate, where the blocks' bounding boxes and least offsets left 3.5
+ * (convex C5-2v) to 4.4 (phased P4-2v). */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=off")
 #endif
-INLINE_BODY double source_block_min(const double *sources, int n, int lo, int hi, double x, double y, double z,
-                                    double best)
+enum { TX_LANES = 8 };
+typedef double tx_lanes[TX_LANES];
+
+/* the sources lo .. hi-1 (block b) in every lane: a lane's minimum best[k] and its block
+ * best_block[k] move to this block where it does better */
+INLINE_BODY void source_block_min(const double *sources, int n, int lo, int hi, int b, const double *x,
+                                  const double *y2, const double *z, double *best, int *best_block)
 {
     const double *sx = sources, *sz = sources + n, *so = sources + 2 * n;
-    const double y2 = y * y;
-#if defined(_OPENMP)
-#pragma omp simd reduction(min : best)
-#endif
+    tx_lanes least;
+    for (int k = 0; k < TX_LANES; ++k) least[k] = INFINITY;
     for (int i = lo; i < hi; ++i) {
-        const double dx = x - sx[i], dz = z - sz[i];
-        const double path = so[i] + sqrt(dx * dx + y2 + dz * dz);
-        best = path < best ? path : best;
+#if defined(_OPENMP)
+#pragma omp simd
+#endif
+        for (int k = 0; k < TX_LANES; ++k) {
+            const double dx = x[k] - sx[i], dz = z[k] - sz[i];
+            const double path = so[i] + sqrt(dx * dx + y2[k] + dz * dz);
+            least[k] = path < least[k] ? path : least[k];
+        }
     }
-    return best;
+    for (int k = 0; k < TX_LANES; ++k)
+        if (least[k] < best[k]) best[k] = least[k], best_block[k] = b;
 }
 
 /* First index of the sorted xs[0 .. n-1] with xs[i] >= value (n if none). */
@@ -112,87 +129,96 @@ INLINE_BODY int lower_index(const double *xs, int n, double value)
     return lo;
 }
 
-/* lb_b (above) of blocks b0 .. b0+m-1 into bound; with_y: p off the sources' plane (y != 0),
- * a constant at each call so that the plane's case needs no square root for h. */
-INLINE_BODY void chord_bounds(const double *blocks, int n_blocks, int b0, int m, double x, double y, double z,
-                              int with_y, double *restrict bound)
+/* 1 when lb_i (above) of block or group i of rows is within the running minimum, with its
+ * margin, in at least one lane.  with_y: a point off the sources' plane (y != 0), a constant
+ * in each loop below, so that the plane's case needs no square root for h and both vectorise
+ * (selects, not fmin / fmax). */
+INLINE_BODY int chord_bound_passes(const double *rows, int n_rows, int i, const double *x, const double *y2,
+                                   const double *z, int with_y, const double *best)
 {
-#define ROW(r) (blocks + (size_t)(r) * (size_t)n_blocks + b0)
-    const double *x0 = ROW(USBEAM_DAS_BLOCK_X0), *z0 = ROW(USBEAM_DAS_BLOCK_Z0), *ux = ROW(USBEAM_DAS_BLOCK_UX),
-                 *uz = ROW(USBEAM_DAS_BLOCK_UZ), *u_lo = ROW(USBEAM_DAS_BLOCK_U_LO), *u_hi = ROW(USBEAM_DAS_BLOCK_U_HI),
-                 *beta = ROW(USBEAM_DAS_BLOCK_BETA), *k = ROW(USBEAM_DAS_BLOCK_K), *alpha = ROW(USBEAM_DAS_BLOCK_ALPHA),
-                 *dev = ROW(USBEAM_DAS_BLOCK_DEV);
-#undef ROW
-    const double y2 = y * y;
-    for (int i = 0; i < m; ++i) { /* vectorised; selects, not fmin / fmax */
-        const double qx = x - x0[i], qz = z - z0[i];
-        const double a = qx * ux[i] + qz * uz[i], w = qx * uz[i] - qz * ux[i];
-        const double h = with_y ? sqrt(w * w + y2) : fabs(w);
-        const double u_free = fabs(beta[i]) < 1.0 ? a - k[i] * h : (beta[i] > 0.0 ? u_lo[i] : u_hi[i]);
-        const double u = u_free < u_lo[i] ? u_lo[i] : (u_free > u_hi[i] ? u_hi[i] : u_free);
-        bound[i] = alpha[i] + beta[i] * u + sqrt((a - u) * (a - u) + h * h) - dev[i];
+#define AT(r) rows[(size_t)(r) * (size_t)n_rows + (size_t)i]
+    const double x0 = AT(USBEAM_DAS_BLOCK_X0), z0 = AT(USBEAM_DAS_BLOCK_Z0), ux = AT(USBEAM_DAS_BLOCK_UX),
+                 uz = AT(USBEAM_DAS_BLOCK_UZ), u_lo = AT(USBEAM_DAS_BLOCK_U_LO), u_hi = AT(USBEAM_DAS_BLOCK_U_HI),
+                 beta = AT(USBEAM_DAS_BLOCK_BETA), slope = AT(USBEAM_DAS_BLOCK_K), alpha = AT(USBEAM_DAS_BLOCK_ALPHA),
+                 dev = AT(USBEAM_DAS_BLOCK_DEV);
+#undef AT
+    const int free_u = fabs(beta) < 1.0;
+    const double u_end = beta > 0.0 ? u_lo : u_hi;
+    tx_lanes excess; /* lb - (running minimum + margin): <= 0 passes (exact for finite values) */
+#define EXCESS_LOOP(H)                                                                                      \
+    for (int k = 0; k < TX_LANES; ++k) {                                                                    \
+        const double qx = x[k] - x0, qz = z[k] - z0;                                                        \
+        const double a = qx * ux + qz * uz, w = qx * uz - qz * ux;                                          \
+        const double h = H;                                                                                 \
+        const double u_free = free_u ? a - slope * h : u_end;                                               \
+        const double u = u_free < u_lo ? u_lo : (u_free > u_hi ? u_hi : u_free);                            \
+        const double bound = alpha + beta * u + sqrt((a - u) * (a - u) + h * h) - dev;                     \
+        excess[k] = bound - (best[k] + 1e-12 * best[k] + 1e-15);                                            \
     }
+    if (with_y) EXCESS_LOOP(sqrt(w * w + y2[k]))
+    else EXCESS_LOOP(fabs(w))
+#undef EXCESS_LOOP
+    double least = excess[0];
+    for (int k = 1; k < TX_LANES; ++k) least = excess[k] < least ? excess[k] : least;
+    return least <= 0.0;
 }
 
-/* chord_bounds with its with_y constant at each call, as its comment asks */
-INLINE_BODY void chord_bounds_at(const double *rows, int n_rows, int r0, int m, double x, double y, double z,
-                                 double *restrict bound)
+/* best[k] = the path of point (x[k], y[k], z[k]) for every lane; *hint: the block of the
+ * last lane's minimiser, for the next points */
+INLINE_BODY void sources_path(const double *sources, int n, const double *blocks, int *hint, const double *x,
+                              const double *y, const double *z, double *best)
 {
-    if (y != 0.0) chord_bounds(rows, n_rows, r0, m, x, y, z, 1, bound);
-    else chord_bounds(rows, n_rows, r0, m, x, y, z, 0, bound);
-}
-
-INLINE_BODY double sources_path(const double *sources, int n, const double *blocks, int *hint, double x, double y,
-                                double z)
-{
-    enum { BOUND_CHUNK = 64 };
     const int n_blocks = (n + USBEAM_DAS_SOURCE_BLOCK - 1) / USBEAM_DAS_SOURCE_BLOCK;
     const int n_groups = (n_blocks + USBEAM_DAS_SOURCE_GROUP - 1) / USBEAM_DAS_SOURCE_GROUP;
     const double *groups = blocks + (size_t)USBEAM_DAS_BLOCK_ROWS * (size_t)n_blocks;
+    tx_lanes y2;
+    int with_y = 0, best_block[TX_LANES];
     int start = *hint;
     if (start < 0 || start >= n_blocks) { /* no hint: the block of the sources nearest in x */
-        const int k = lower_index(sources, n, x);
+        const int k = lower_index(sources, n, x[0]);
         start = (k < n ? k : n - 1) / USBEAM_DAS_SOURCE_BLOCK;
     }
-    const int hi0 = (start + 1) * USBEAM_DAS_SOURCE_BLOCK < n ? (start + 1) * USBEAM_DAS_SOURCE_BLOCK : n;
-    double best = source_block_min(sources, n, start * USBEAM_DAS_SOURCE_BLOCK, hi0, x, y, z, INFINITY);
-    int best_block = start;
-    double group_bound[BOUND_CHUNK], bound[USBEAM_DAS_SOURCE_GROUP];
-    for (int g0 = 0; g0 < n_groups; g0 += BOUND_CHUNK) {
-        const int m = n_groups - g0 < BOUND_CHUNK ? n_groups - g0 : BOUND_CHUNK;
-        chord_bounds_at(groups, n_groups, g0, m, x, y, z, group_bound);
-        for (int j = 0; j < m; ++j) {
-            if (group_bound[j] > best + 1e-12 * best + 1e-15) continue;
-            const int b0 = (g0 + j) * USBEAM_DAS_SOURCE_GROUP;
-            const int mb = n_blocks - b0 < USBEAM_DAS_SOURCE_GROUP ? n_blocks - b0 : USBEAM_DAS_SOURCE_GROUP;
-            chord_bounds_at(blocks, n_blocks, b0, mb, x, y, z, bound);
-            for (int i = 0; i < mb; ++i) {
-                const int b = b0 + i;
-                if (b == start || bound[i] > best + 1e-12 * best + 1e-15) continue;
-                const int lo = b * USBEAM_DAS_SOURCE_BLOCK, hi = lo + USBEAM_DAS_SOURCE_BLOCK < n ? lo + USBEAM_DAS_SOURCE_BLOCK : n;
-                const double v = source_block_min(sources, n, lo, hi, x, y, z, best);
-                if (v < best) best = v, best_block = b;
-            }
+    for (int k = 0; k < TX_LANES; ++k) {
+        y2[k] = y[k] * y[k];
+        with_y |= y[k] != 0.0;
+        best[k] = INFINITY;
+        best_block[k] = start;
+    }
+#define BLOCK_END(b) ((b) + 1 < n_blocks ? ((b) + 1) * USBEAM_DAS_SOURCE_BLOCK : n)
+    source_block_min(sources, n, start * USBEAM_DAS_SOURCE_BLOCK, BLOCK_END(start), start, x, y2, z, best, best_block);
+    for (int g = 0; g < n_groups; ++g) {
+        if (!chord_bound_passes(groups, n_groups, g, x, y2, z, with_y, best)) continue;
+        const int b0 = g * USBEAM_DAS_SOURCE_GROUP;
+        const int b1 = b0 + USBEAM_DAS_SOURCE_GROUP < n_blocks ? b0 + USBEAM_DAS_SOURCE_GROUP : n_blocks;
+        for (int b = b0; b < b1; ++b) {
+            if (b == start || !chord_bound_passes(blocks, n_blocks, b, x, y2, z, with_y, best)) continue;
+            source_block_min(sources, n, b * USBEAM_DAS_SOURCE_BLOCK, BLOCK_END(b), b, x, y2, z, best, best_block);
         }
     }
-    *hint = best_block;
-    return best;
+#undef BLOCK_END
+    *hint = best_block[TX_LANES - 1];
 }
 
-/* Transmit times of points p0 .. p1-1 for every transmit into tx_time (n_points, n_transmits);
- * hints[t] carried from point to point. */
+/* Transmit times of points p0 .. p1-1 for every transmit into tx_time (n_points, n_transmits),
+ * TX_LANES points at a time (past p1 the lanes repeat the last point); hints[t] carried from
+ * one set of points to the next. */
 INLINE_BODY void transmit_times(const usbeam_das_plan *plan, size_t p0, size_t p1, int *hints)
 {
     const size_t n_tx = plan->params.n_transmits;
-    for (size_t p = p0; p < p1; ++p) {
-        const double *pt = plan->points + 3 * p;
+    for (size_t q = p0; q < p1; q += TX_LANES) {
+        tx_lanes x, y, z, path;
+        for (int k = 0; k < TX_LANES; ++k) {
+            const double *pt = plan->points + 3 * (q + (size_t)k < p1 ? q + (size_t)k : p1 - 1);
+            x[k] = pt[0], y[k] = pt[1], z[k] = pt[2];
+        }
         for (size_t t = 0; t < n_tx; ++t) {
             const usbeam_tx_model *m = &plan->tx[t];
-            const double path = m->n_sources > 0 && m->source_rows == 3
-                                    ? sources_path(m->sources, m->n_sources, plan->tx_source_blocks + plan->tx_block_offset[t],
-                                                   &hints[t], pt[0], pt[1], pt[2])
-                                    : usbeam_tx_path(m, pt[0], pt[1], pt[2]);
-            plan->tx_time[p * n_tx + t] = path / plan->params.c;
+            if (m->n_sources > 0 && m->source_rows == 3)
+                sources_path(m->sources, m->n_sources, plan->tx_source_blocks + plan->tx_block_offset[t], &hints[t], x,
+                             y, z, path);
+            else
+                for (int k = 0; k < TX_LANES; ++k) path[k] = usbeam_tx_path(m, x[k], y[k], z[k]);
+            for (size_t k = 0; k < TX_LANES && q + k < p1; ++k) plan->tx_time[(q + k) * n_tx + t] = path[k] / plan->params.c;
         }
     }
 }
