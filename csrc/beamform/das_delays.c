@@ -310,28 +310,36 @@ INLINE_BODY void chunk_distances_general(const usbeam_das_plan *plan, const doub
     const double two_f = 2.0 * prm->f_number, alpha = prm->tukey_alpha;
     const int surface = prm->surface, window = (int)prm->window;
     double u1[CHUNK], u2[CHUNK];
-    for (int i = 0; i < n; ++i) {
-        const double dx = pt[0] - ex[i], dy = pt[1] - ey[i], dz = pt[2] - ez[i];
-        d[i] = sqrt(dx * dx + dy * dy + dz * dz);
-        const double axial = dx * nx[i] + dy * ny[i] + dz * nz[i];
-        const double l1 = dx * t1x[i] + dy * t1y[i] + dz * t1z[i];
-        const double l2_any = dx * t2x[i] + dy * t2y[i] + dz * t2z[i]; /* loaded unconditionally: the rows exist */
-        const double l2 = surface ? l2_any : 0.0;
-        const double half = axial / two_f;
-        /* written so that GCC vectorises it: a double mask, and the division made unconditional
-         * (by 1 outside the cone), as a division under a condition or an int mask kept the
-         * loop scalar (measured: the receive table of a convex plan 2.05 -> 0.77 ms) */
-        const double inside = ((axial > 0.0) & (fabs(l1) <= half) & (fabs(l2) <= half)) ? 1.0 : 0.0;
-        const double scale = inside * two_f / (axial > 0.0 ? axial : 1.0);
-        u1[i] = fabs(l1 * scale);
-        u2[i] = fabs(l2 * scale);
-        apod[i] = inside;
+    /* the window's coordinates u1, u2 (a second division per element) only where it is shaped */
+    const int shaped = prm->f_number > 0.0 && (window == USBEAM_DAS_HANN || (window == USBEAM_DAS_TUKEY && alpha > 0.0));
+#define CONE_LOOP(SHAPED)                                                                                  \
+    for (int i = 0; i < n; ++i) {                                                                         \
+        const double dx = pt[0] - ex[i], dy = pt[1] - ey[i], dz = pt[2] - ez[i];                          \
+        d[i] = sqrt(dx * dx + dy * dy + dz * dz);                                                         \
+        const double axial = dx * nx[i] + dy * ny[i] + dz * nz[i];                                        \
+        const double l1 = dx * t1x[i] + dy * t1y[i] + dz * t1z[i];                                        \
+        const double l2_any = dx * t2x[i] + dy * t2y[i] + dz * t2z[i]; /* the rows exist */              \
+        const double l2 = surface ? l2_any : 0.0;                                                         \
+        const double half = axial / two_f;                                                                \
+        const double inside = ((axial > 0.0) & (fabs(l1) <= half) & (fabs(l2) <= half)) ? 1.0 : 0.0;      \
+        if (SHAPED) {                                                                                     \
+            const double scale = inside * two_f / (axial > 0.0 ? axial : 1.0);                            \
+            u1[i] = fabs(l1 * scale);                                                                     \
+            u2[i] = fabs(l2 * scale);                                                                     \
+        }                                                                                                 \
+        apod[i] = inside;                                                                                 \
     }
+    /* written so that GCC vectorises them: a double mask, and the division made unconditional
+     * (by 1 outside the cone), as a division under a condition or an int mask kept the loop
+     * scalar (measured: the receive table of a convex plan 2.05 -> 0.77 ms) */
+    if (shaped) CONE_LOOP(1)
+    else CONE_LOOP(0)
+#undef CONE_LOOP
     if (!(prm->f_number > 0.0)) {
         for (int i = 0; i < n; ++i) apod[i] = plan->element_window[e0 + i];
         return;
     }
-    if (window == USBEAM_DAS_HANN || (window == USBEAM_DAS_TUKEY && alpha > 0.0)) {
+    if (shaped) {
         const double flat = window == USBEAM_DAS_HANN ? 0.0 : 1.0 - alpha;
         const double turns_per_u = window == USBEAM_DAS_HANN ? 0.5 : 0.5 / alpha;
         for (int i = 0; i < n; ++i) { /* 0.5 (1 + cos(pi (a - flat) / (1 - flat))) past the flat part */
