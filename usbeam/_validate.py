@@ -218,6 +218,11 @@ def _memory_limit():
 
 MIN_FREQUENCY_HZ = 1e3
 MAX_DISTANCE_M = 1.0
+# Doppler ensembles are fired at hundreds of Hz to tens of kHz; below 20 Hz the Nyquist velocity
+# is under 1.6 mm/s at 5 MHz, where a PRF in kHz (prf=5) lands
+MIN_PRF_HZ = 20.0
+# an axial or lateral pixel of 1 cm is already far coarser than any ultrasound image; 0.1 (mm) is not m
+MAX_PIXEL_SPACING_M = 1e-2
 SOUND_SPEED_RANGE_M_S = (100.0, 20000.0)  # gases ~340 m/s to the stiffest solids (diamond ~18 km/s)
 
 
@@ -228,6 +233,27 @@ def frequency(name, value):
     if value < MIN_FREQUENCY_HZ:
         raise ValueError(f"{name} = {value:g} Hz is below 1 kHz: frequencies are in Hz (SI), not MHz "
                          f"(for {value:g} MHz pass {name}={value:g}e6)")
+    return value
+
+
+def pulse_repetition_frequency(name, value):
+    """A pulse (or frame) repetition frequency in Hz: > 0 and at least MIN_PRF_HZ (ValueError
+    naming kHz otherwise: prf=5 means 5 Hz, a Nyquist velocity of 0.4 mm/s at 5 MHz, where 5 kHz
+    was meant)."""
+    value = positive(name, value)
+    if value < MIN_PRF_HZ:
+        raise ValueError(f"{name} = {value:g} Hz is below {MIN_PRF_HZ:g} Hz: {name} is in Hz (SI), not kHz "
+                         f"(for {value:g} kHz pass {name}={value:g}e3)")
+    return value
+
+
+def pixel_spacing(name, value):
+    """An image's pixel spacing in m: > 0 and at most MAX_PIXEL_SPACING_M (ValueError naming mm
+    otherwise: dz=0.1 is 10 cm, where 0.1 mm was meant)."""
+    value = positive(name, value)
+    if value > MAX_PIXEL_SPACING_M:
+        raise ValueError(f"{name} = {value:g} m is over {MAX_PIXEL_SPACING_M * 1e3:g} mm between pixels: {name} is in "
+                         f"m (SI), not mm (for {value:g} mm pass {name}={value:g}e-3)")
     return value
 
 

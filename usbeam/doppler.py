@@ -59,7 +59,7 @@ class ColorDopplerPlan:
                  dz=None, backend="cpu", strict=False):
         self.shape = _validate.plan_shape("shape", shape, 2)
         self.fc = _validate.frequency("fc", fc)
-        self.prf = _validate.positive("prf", prf)
+        self.prf = _validate.pulse_repetition_frequency("prf", prf)
         self.c = _validate.speed_of_sound("c", c)
         self.lag = _validate.integer("lag", lag, minimum=1)
         if self.shape[0] <= self.lag:
@@ -73,7 +73,7 @@ class ColorDopplerPlan:
         self.axial_correction = bool(axial_correction)
         if self.axial_correction and dz is None:
             raise TypeError("dz: axial_correction=True needs dz, the axial pixel spacing in m")
-        self.dz = _validate.positive("dz", dz) if axial_correction else 0.0
+        self.dz = _validate.pixel_spacing("dz", dz) if axial_correction else 0.0
         self.backend = check_backend(backend)
         self.spatial = self.shape[1:]
         n_images, nz, nx = _image_layout(self.spatial)
@@ -391,7 +391,7 @@ class DopplerDisplay:
 
 def nyquist_velocity(*, fc, prf, c, lag=1):
     """c*prf/(4*fc*lag) in m/s."""
-    return _validate.speed_of_sound("c", c) * _validate.positive("prf", prf) / (
+    return _validate.speed_of_sound("c", c) * _validate.pulse_repetition_frequency("prf", prf) / (
         4.0 * _validate.frequency("fc", fc) * _validate.integer("lag", lag, minimum=1))
 
 

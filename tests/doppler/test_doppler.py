@@ -363,6 +363,11 @@ def test_complex128_and_non_contiguous_input(rng):
     (lambda x: usbeam.clutter_filter(x[0, 0], "mean"), ValueError, "iq"),
     (lambda x: usbeam.color_doppler(x, fc=FC, prf=0, c=C), ValueError, "prf"),
     (lambda x: usbeam.color_doppler(x, fc=FC, prf=-1.0, c=C), ValueError, "prf"),
+    # units: a PRF in kHz (5 for 5 kHz) and a pixel spacing in mm (0.1 for 0.1 mm)
+    (lambda x: usbeam.color_doppler(x, fc=FC, prf=5.0, c=C), ValueError, r"prf = 5 Hz is below 20 Hz: prf is in Hz"),
+    (lambda x: usbeam.nyquist_velocity(fc=FC, prf=5.0, c=C), ValueError, "not kHz"),
+    (lambda x: usbeam.color_doppler(x, fc=FC, prf=PRF, c=C, axial_correction=True, dz=0.1), ValueError,
+     r"dz = 0.1 m is over 10 mm between pixels: dz is in m"),
     (lambda x: usbeam.color_doppler(x, fc=float("inf"), prf=PRF, c=C), ValueError, "fc"),
     (lambda x: usbeam.color_doppler(x, fc=FC, prf=PRF, c=C, lag=8), ValueError, "lag"),
     (lambda x: usbeam.color_doppler(x, fc=FC, prf=PRF, c=C, lag=0), ValueError, "lag"),

@@ -111,7 +111,7 @@ class DopplerPipeline(Chain):
                  power_db=True, noise_floor=0.0, decimation=1, backend="cpu", capture_graph=False,
                  strict=False, das_options=None):
         self.n_frames = _validate.integer("n_frames", n_frames, minimum=2)
-        self.prf = _validate.positive("prf", prf)
+        self.prf = _validate.pulse_repetition_frequency("prf", prf)
         _validate.frequency("fs", fs)
         _validate.frequency("fc", fc)
         if clutter is not None:
