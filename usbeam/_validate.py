@@ -226,25 +226,26 @@ MAX_PIXEL_SPACING_M = 1e-2
 SOUND_SPEED_RANGE_M_S = (100.0, 20000.0)  # gases ~340 m/s to the stiffest solids (diamond ~18 km/s)
 
 
+def _hz_at_least(name, value, floor, floor_text, what, given_unit, exponent):
+    """> 0 and >= floor Hz, else ValueError naming the unit the value was likely given in."""
+    value = positive(name, value)
+    if value < floor:
+        raise ValueError(f"{name} = {value:g} Hz is below {floor_text}: {what} in Hz (SI), not {given_unit} "
+                         f"(for {value:g} {given_unit} pass {name}={value:g}{exponent})")
+    return value
+
+
 def frequency(name, value):
     """A sampling or centre frequency in Hz: > 0 and at least 1 kHz (ValueError naming
     MHz otherwise: fs=6.67 means 6.67 Hz, not 6.67 MHz)."""
-    value = positive(name, value)
-    if value < MIN_FREQUENCY_HZ:
-        raise ValueError(f"{name} = {value:g} Hz is below 1 kHz: frequencies are in Hz (SI), not MHz "
-                         f"(for {value:g} MHz pass {name}={value:g}e6)")
-    return value
+    return _hz_at_least(name, value, MIN_FREQUENCY_HZ, "1 kHz", "frequencies are", "MHz", "e6")
 
 
 def pulse_repetition_frequency(name, value):
     """A pulse (or frame) repetition frequency in Hz: > 0 and at least MIN_PRF_HZ (ValueError
     naming kHz otherwise: prf=5 means 5 Hz, a Nyquist velocity of 0.4 mm/s at 5 MHz, where 5 kHz
     was meant)."""
-    value = positive(name, value)
-    if value < MIN_PRF_HZ:
-        raise ValueError(f"{name} = {value:g} Hz is below {MIN_PRF_HZ:g} Hz: {name} is in Hz (SI), not kHz "
-                         f"(for {value:g} kHz pass {name}={value:g}e3)")
-    return value
+    return _hz_at_least(name, value, MIN_PRF_HZ, f"{MIN_PRF_HZ:g} Hz", f"{name} is", "kHz", "e3")
 
 
 def pixel_spacing(name, value):
