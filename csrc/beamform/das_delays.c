@@ -83,10 +83,11 @@ int usbeam_das_isa(void)
  * and every copy (these functions are compiled without floating-point contraction, the pragma
  * below, so the AVX2 / AVX-512 copies round exactly as the baseline).  Neighbouring points
  * share their candidate blocks, so 8 points cost about one point's branches and bounds, and
- * the square roots run 8 points to a vector: the convex plan's transmit times took 6.7 ms of
- * plan -> 5.9 ms (one point at a time, vectorised over a block's sources, before; in-process
- * A/B, the same times bit for bit).  On MUST's 4 n spline sources the chord bound leaves 1.6
- * blocks per point to evaluate, where the blocks' bounding boxes and least offsets left 3.5
+ * the square roots run 8 points to a vector: convex plan 6.7 -> 5.9 ms against one point at a
+ * time vectorised over a block's sources (in-process A/B, the same times bit for bit).  On
+ * MUST's 4 n spline sources of the C5-2v diverging wave, 8 points of its polar grid take 3.2
+ * blocks of sources, 8 group bounds and 7.3 block bounds; one point at a time the chord bound
+ * left 1.6 blocks per point, where the blocks' bounding boxes and least offsets left 3.5
  * (convex C5-2v) to 4.4 (phased P4-2v). */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC push_options
@@ -218,7 +219,8 @@ INLINE_BODY void transmit_times(const usbeam_das_plan *plan, size_t p0, size_t p
                              y, z, path);
             else
                 for (int k = 0; k < TX_LANES; ++k) path[k] = usbeam_tx_path(m, x[k], y[k], z[k]);
-            for (size_t k = 0; k < TX_LANES && q + k < p1; ++k) plan->tx_time[(q + k) * n_tx + t] = path[k] / plan->params.c;
+            for (size_t k = 0; k < TX_LANES && q + k < p1; ++k)
+                plan->tx_time[(q + k) * n_tx + t] = path[k] / plan->params.c;
         }
     }
 }

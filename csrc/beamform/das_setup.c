@@ -650,7 +650,10 @@ INLINE_BODY void general_aperture_points(const usbeam_das_plan *plan, const doub
             if (cull && !aperture_block_needed(cull, nb, b, px, py, pz, two_f, surface, need)) continue;
             aperture_block_lanes(plan, px, py, pz, two_f, e0, m, lo, hi);
             for (int k = 0; k < APERTURE_LANES; ++k)
-                if (need[k] && lo[k] < m) first[k] = e0 + lo[k], last[k] = e0 + hi[k], first_block[k] = (int)b, need[k] = 0, --searching;
+                if (need[k] && lo[k] < m) {
+                    first[k] = e0 + lo[k], last[k] = e0 + hi[k], first_block[k] = (int)b;
+                    need[k] = 0, --searching;
+                }
         }
         /* from the back, down to the block after each lane's first (whose last is known) */
         searching = 0;
