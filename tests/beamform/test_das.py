@@ -329,6 +329,23 @@ def test_virtual_sources_search_is_exact(rng):
     assert_matches_reference(out, want, "linear")
 
 
+@pytest.mark.parametrize("n_points", [1, 3, 8, 9, 263])
+def test_virtual_sources_transmit_times_for_any_number_of_points(rng, n_points):
+    # the plan takes 8 points at a time (the lanes past the last point repeat it) in chunks of
+    # 256: counts that fill no lane group, one, and leave a remainder, against brute force
+    t = np.linspace(-1.0, 1.0, 200)
+    sources = np.stack([0.02 * np.sin(t), -0.02 * (1 - np.cos(t)), rng.uniform(0.0, 1e-3, t.size)])
+    pts = np.column_stack([rng.uniform(-5e-3, 5e-3, n_points), rng.uniform(-2e-3, 2e-3, n_points),
+                           rng.uniform(1e-3, 1.2e-2, n_points)])
+    plan = usbeam._core.das_plan(small_probe().positions, [(4, 0.0, 0.0, 0.0, 0, sources)], pts, 1, N_SAMPLES, FS,
+                                 FC, C, T0, 0.0, "rect", 0.5, "linear", "float32")
+    got = usbeam._core.das_transmit_times(plan, np.arange(n_points, dtype=np.int64))[:, 0]
+    x, z, offset = sources
+    dx, dz = pts[:, 0, None] - x, pts[:, 2, None] - z
+    want = np.min(offset + np.sqrt(dx * dx + pts[:, 1, None] * pts[:, 1, None] + dz * dz), axis=1)
+    np.testing.assert_array_equal(got, want / C)
+
+
 @pytest.mark.parametrize("n_sources", [1, 15, 17, 63, 65, 130, 300, 517, 700])
 @pytest.mark.parametrize("layout", ["arc", "scattered"])
 def test_virtual_sources_transmit_times_are_the_brute_force_minimum(rng, n_sources, layout):
