@@ -118,6 +118,25 @@ def test_aperture_element_sets(name, f_number):
     assert np.array_equal(counts[clear], np.where(any_in, last - first + 1, 0)[clear])
 
 
+@pytest.mark.parametrize("n_points", [1, 5, 8, 11, 260])
+def test_aperture_sizes_for_any_number_of_points(rng, n_points):
+    """The plan scans the apertures 8 points at a time (lanes past the last point repeat it),
+    in chunks of 256 points: partly filled groups and a chunk remainder, against the cone
+    predicate, on a convex array and a matrix array's 2-D face."""
+    for probe in (convex(), usbeam.MatrixArray(6, 7, 3e-4, 3.5e-4, element_width=2.7e-4, element_height=3e-4)):
+        points = np.column_stack([rng.uniform(-0.02, 0.02, n_points), rng.uniform(-2e-3, 2e-3, n_points),
+                                  rng.uniform(2e-3, 0.04, n_points)])
+        bf = usbeam.Beamformer(probe, usbeam.DivergingWave((0.0, 0.0, -0.01)), usbeam.Grid.points(points), fs=FS,
+                               fc=FC, c=C, t0=T0, n_samples=N_SAMPLES, f_number=1.0, min_coverage=0)
+        counts = usbeam._core.das_aperture_counts(bf._plan)
+        want, near = cone_predicate(probe, points, 1.0)
+        first, last = want.argmax(axis=0), want.shape[0] - 1 - want[::-1].argmax(axis=0)
+        clear = ~near.any(axis=0)
+        assert clear.mean() > 0.9
+        assert np.array_equal(counts[clear], np.where(want.any(axis=0), last - first + 1, 0)[clear])
+        assert n_points < 8 or np.count_nonzero(counts) > 0  # not a test of empty apertures only
+
+
 def delay_laws(n, rng):
     x = np.linspace(-1, 1, n)
     sub = rng.uniform(0, 3e-7, n)
