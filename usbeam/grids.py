@@ -29,12 +29,8 @@ from .geometry import Grid, _coordinate_vector
 __all__ = ["PolarGrid", "VolumeGrid", "SphericalGrid", "image_extent"]
 
 
-def _increasing(name, values):
-    return _coordinate_vector(name, values)  # finite, 1-D, strictly increasing
-
-
 def _angles(name, values):
-    v = _increasing(name, values)
+    v = _coordinate_vector(name, values)  # finite, 1-D, strictly increasing
     if not np.all(np.abs(v) < math.pi / 2):
         raise ValueError(f"{name} must lie within (-pi/2, pi/2) rad (got {v.min():.4g} to {v.max():.4g}): "
                          f"beyond that the rays leave the medium")
@@ -42,7 +38,7 @@ def _angles(name, values):
 
 
 def _radii(values):
-    v = _increasing("radii", values)
+    v = _coordinate_vector("radii", values)
     if not np.all(v >= 0):
         raise ValueError(f"radii must be >= 0 (got {v.min():.4g})")
     return v
