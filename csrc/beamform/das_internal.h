@@ -151,6 +151,10 @@ struct usbeam_das_plan {
     float *stage;               /* (re plane, im plane if IQ): (transmit, element, sample, frame),
                                    frame the fastest, for the n_frames of the current call (CPU only) */
     usbeam_das_cuda *cuda;      /* USBEAM_BACKEND_CUDA: the twin in cuda/das.cu (owns the device geometry) */
+    /* CPU plans: the arrays above from element_x to receive_offset share one block, and the
+     * receive table's two or three arrays another (alloc_block, das_setup.c); NULL: each array
+     * was allocated on its own */
+    void *geometry_block, *table_block;
 };
 
 /* Receive part of point p (the layout above): sample[i], re[i], im[i] for the i-th element of

@@ -249,23 +249,27 @@ void usbeam_das_plan_destroy(usbeam_das_plan *plan)
 {
     if (!plan) return;
     usbeam_das_cuda_destroy(plan->cuda);
-    usbeam_free(plan->element_x);
-    usbeam_free(plan->element_y);
-    usbeam_free(plan->element_z);
-    usbeam_free(plan->points);
-    usbeam_free(plan->tx);
-    usbeam_free(plan->tx_sources);
-    usbeam_free(plan->tx_source_blocks);
-    usbeam_free(plan->tx_block_offset);
-    usbeam_free(plan->element_frame);
-    usbeam_free(plan->element_window);
-    usbeam_free(plan->tx_time);
-    usbeam_free(plan->aperture_first);
-    usbeam_free(plan->aperture_count);
-    usbeam_free(plan->receive_offset);
-    usbeam_free(plan->table_sample);
-    usbeam_free(plan->table_re);
-    usbeam_free(plan->table_im);
+    if (plan->geometry_block) {
+        usbeam_free(plan->geometry_block);
+    } else {
+        usbeam_free(plan->element_x);
+        usbeam_free(plan->element_y);
+        usbeam_free(plan->element_z);
+        usbeam_free(plan->points);
+        usbeam_free(plan->tx);
+        usbeam_free(plan->tx_sources);
+        usbeam_free(plan->element_frame);
+        usbeam_free(plan->element_window);
+        usbeam_free(plan->aperture_first);
+        usbeam_free(plan->aperture_count);
+    }
+    if (plan->table_block) {
+        usbeam_free(plan->table_block);
+    } else {
+        usbeam_free(plan->table_sample);
+        usbeam_free(plan->table_re);
+        usbeam_free(plan->table_im);
+    }
     usbeam_free(plan->tile_samples);
     usbeam_free(plan->lane_first);
     usbeam_free(plan->lane_offset);
@@ -393,6 +397,40 @@ static usbeam_status alloc_table(void **ptr, size_t count, size_t size, const ch
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
     if (alignment == huge) (void)madvise(*ptr, (bytes + huge - 1) / huge * huge, MADV_HUGEPAGE);
 #endif
+    return USBEAM_OK;
+}
+
+/* Arrays ptrs[k] of counts[k] x sizes[k] bytes in one block (*block; each array 64-byte
+ * aligned; zeroed when `zero`).  A plan built after other code has returned its memory to the
+ * kernel (a live session's new depth after a burst of NumPy work, a benchmark after PyMUST's
+ * dasmtx) gets fresh pages, and in a virtual machine each 4 KiB page's first touch costs
+ * microseconds: the convex plan's dozen per-point and per-element arrays (1.6 MB) took ~215
+ * faults.  One block of 1 MiB or more is huge-page aligned and advised (as alloc_table), so it
+ * faults in 2 MiB pages: 17 faults, convex plans timed after dasmtx 7.1-8.9 -> 6.6 ms. */
+static usbeam_status alloc_block(void **block, int n, void **const ptrs[], const size_t counts[], const size_t sizes[],
+                                 int zero, const char *what)
+{
+    const size_t huge = (size_t)1 << 21;
+    size_t bytes = 0, offsets[16];
+    if (n > (int)(sizeof offsets / sizeof offsets[0])) return usbeam_fail(USBEAM_ERR_INTERNAL, "%s: too many arrays", what);
+    for (int k = 0; k < n; ++k) {
+        size_t b;
+        if (usbeam_mul_size(counts[k], sizes[k], &b) != 0 || b > USBEAM_MAX_ALLOCATION - bytes - huge)
+            return usbeam_fail(USBEAM_ERR_SIZE_OVERFLOW, "%s: %zu x %zu bytes is too large", what, counts[k], sizes[k]);
+        offsets[k] = bytes;
+        bytes += (b + 63) / 64 * 64;
+    }
+    if (bytes == 0) bytes = 64;
+    const size_t alignment = bytes >= huge / 2 ? huge : 64;
+    const size_t rounded = (bytes + alignment - 1) / alignment * alignment;
+    char *base = aligned_alloc(alignment, rounded);
+    if (!base) return usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "%s: cannot allocate %zu bytes", what, bytes);
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    if (alignment == huge) (void)madvise(base, rounded, MADV_HUGEPAGE);
+#endif
+    if (zero) memset(base, 0, bytes);
+    for (int k = 0; k < n; ++k) *ptrs[k] = base + offsets[k];
+    *block = base;
     return USBEAM_OK;
 }
 
@@ -793,8 +831,26 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
         if (e > 0 && !(prm->element_positions[3 * e] > prm->element_positions[3 * (e - 1)])) general = 1;
     }
     plan->general = general;
-    /* What both backends read: geometry, transmit models, apertures. */
-    if ((st = alloc_array((void **)&plan->element_x, n_el, sizeof(double), "element_positions")) ||
+    /* Geometry, transmit models and apertures (both backends), transmit times and receive
+     * offsets (the CPU's): a CPU plan's in one block (alloc_block), the staging buffer below. */
+    if (backend == USBEAM_BACKEND_CPU) {
+        const size_t n_tx = prm->n_transmits, frames = general ? 9 * n_el : 0, windows = general ? n_el : 0;
+        void **const ptrs[] = {(void **)&plan->element_x, (void **)&plan->element_y, (void **)&plan->element_z,
+                               (void **)&plan->points, (void **)&plan->tx, (void **)&plan->tx_sources,
+                               (void **)&plan->element_frame, (void **)&plan->element_window,
+                               (void **)&plan->aperture_first, (void **)&plan->aperture_count,
+                               (void **)&plan->tx_source_blocks, (void **)&plan->tx_block_offset,
+                               (void **)&plan->tx_time, (void **)&plan->receive_offset};
+        const size_t counts[] = {n_el, n_el, n_el, 3 * n_pts, n_tx, n_source_values, frames, windows, n_pts, n_pts,
+                                 n_block_values, n_tx, n_pts * n_tx, n_pts + 1};
+        const size_t sizes[] = {sizeof(double), sizeof(double), sizeof(double), sizeof(double), sizeof(usbeam_tx_model),
+                                sizeof(double), sizeof(double), sizeof(double), sizeof(int32_t), sizeof(int32_t),
+                                sizeof(double), sizeof(size_t), sizeof(double), sizeof(size_t)};
+        if ((st = alloc_block(&plan->geometry_block, (int)(sizeof counts / sizeof counts[0]), ptrs, counts, sizes, 1,
+                              "points")))
+            goto fail;
+        if (!general) plan->element_frame = plan->element_window = NULL;
+    } else if ((st = alloc_array((void **)&plan->element_x, n_el, sizeof(double), "element_positions")) ||
         (st = alloc_array((void **)&plan->element_y, n_el, sizeof(double), "element_positions")) ||
         (st = alloc_array((void **)&plan->element_z, n_el, sizeof(double), "element_positions")) ||
         (st = alloc_array((void **)&plan->points, 3 * n_pts, sizeof(double), "points")) ||
@@ -805,17 +861,12 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
         (st = alloc_array((void **)&plan->aperture_first, n_pts, sizeof(int32_t), "points")) ||
         (st = alloc_array((void **)&plan->aperture_count, n_pts, sizeof(int32_t), "points")))
         goto fail;
-    /* The CPU's alone (a CUDA plan computes its delays on the device and reads the data in
-     * place): transmit times, receive offsets, and the staging buffer, the largest of all. */
+    /* The CPU's staging buffer, the largest of all (a CUDA plan reads the data in place): + 8
+     * floats, the last frame block may read 7 lanes past the end (das.c).  Huge pages: a point
+     * reads rows of ~10^3 channels tens of KiB apart, which with 4 KiB pages would miss the TLB
+     * on nearly every row (measured 3.1 vs 2.2 ns per entry). */
     if (backend == USBEAM_BACKEND_CPU &&
-        ((st = alloc_array((void **)&plan->tx_source_blocks, n_block_values, sizeof(double), "transmits sources")) ||
-         (st = alloc_array((void **)&plan->tx_block_offset, prm->n_transmits, sizeof(size_t), "transmits")) ||
-         (st = alloc_array((void **)&plan->tx_time, n_pts, prm->n_transmits * sizeof(double), "transmit times")) ||
-         (st = alloc_array((void **)&plan->receive_offset, n_pts + 1, sizeof(size_t), "points")) ||
-         /* + 8 floats: the last frame block may read 7 lanes past the end (das.c).  Huge pages:
-          * a point reads rows of ~10^3 channels tens of KiB apart, which with 4 KiB pages
-          * would miss the TLB on nearly every row (measured 3.1 vs 2.2 ns per entry). */
-         (st = alloc_table((void **)&plan->stage, stage_plane * (is_iq ? 2 : 1) + 8, sizeof(float), "data staging buffer"))))
+        (st = alloc_table((void **)&plan->stage, stage_plane * (is_iq ? 2 : 1) + 8, sizeof(float), "data staging buffer")))
         goto fail;
     if (plan->stage) /* finite padding past the planes; execute zeroes the rest of what it reads (stage_input) */
         memset(plan->stage + stage_plane * (is_iq ? 2 : 1), 0, 8 * sizeof(float));
@@ -924,10 +975,10 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
         plan->has_table = 0;
     }
     if (plan->has_table) {
-        if ((st = alloc_table((void **)&plan->table_sample, plan->n_receive, sizeof(double), "receive table")) ||
-            (st = alloc_table((void **)&plan->table_re, plan->n_receive, sizeof(float), "receive table")) ||
-            (is_iq && (st = alloc_table((void **)&plan->table_im, plan->n_receive, sizeof(float), "receive table"))))
-            goto fail;
+        void **const ptrs[] = {(void **)&plan->table_sample, (void **)&plan->table_re, (void **)&plan->table_im};
+        const size_t counts[] = {plan->n_receive, plan->n_receive, plan->n_receive};
+        const size_t sizes[] = {sizeof(double), sizeof(float), sizeof(float)};
+        if ((st = alloc_block(&plan->table_block, is_iq ? 3 : 2, ptrs, counts, sizes, 0, "receive table"))) goto fail;
         const size_t tile = USBEAM_DAS_POINT_TILE;
         const ptrdiff_t n_tiles = (ptrdiff_t)((n_pts + tile - 1) / tile);
         if ((st = alloc_array((void **)&plan->tile_samples, 2 * (size_t)n_tiles, sizeof(int32_t), "points"))) goto fail;
