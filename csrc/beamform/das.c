@@ -72,8 +72,9 @@ typedef struct entries_view {
                                          prefetched (0: none; stage_schedule) */
 } entries_view;
 
-/* GCC/Clang vector extensions: the compiler maps them on whatever the clone's instruction set
- * offers (one AVX-512 register, two AVX2 registers, four SSE registers). */
+/* GCC/Clang vector extensions, mapped on the clone's instruction set.  A 64-byte vector is one
+ * AVX-512 register; on the AVX2 and baseline clones GCC 12 often lowered it through the stack,
+ * so their kernels and staging use vectors of their own register width (DAS_NARROW, below). */
 typedef float frames16 __attribute__((vector_size(64)));
 typedef float frames8 __attribute__((vector_size(32)));
 typedef float floats4 __attribute__((vector_size(16)));
@@ -320,6 +321,77 @@ typedef short shorts8 __attribute__((vector_size(16)));
     }
 
 
+/* AVX2 and the baseline: frames in blocks of the clone's own register width, DAS_NARROW
+ * frames (AVX2 8, SSE 4), one vector per plane and unit.  The 16-lane vectors of the wide and
+ * pair kernels are one AVX-512 register, but GCC 12 lowered them on the narrower clones
+ * through the stack (accumulators stored and reloaded through general registers every unit):
+ * a convex execute of 16 frames took 49.6 ms on the AVX2 copy and 48.3 ms on the baseline
+ * against 4.0 ms on AVX-512, large-256 (8 frames) 999 against 94 ms (USBEAM_DAS_ISA=1, this
+ * Zen 4).  The chains, their units (unit u to chain u mod CHAINS) and the tree that joins them
+ * are the wide kernels': every frame is summed in the same order. */
+#define NARROW_IQ_UNIT(TAPS, H, W)                                                                          \
+    {                                                                                                       \
+        const size_t off_ = (size_t)v->row[(W) / TAPS] + ((W) % TAPS) * v->frames + f0;                    \
+        const float wr_ = v->weight[2 * (W)], wi_ = v->weight[2 * (W) + 1];                                 \
+        NARROW_T a_, b_;                                                                                    \
+        memcpy(&a_, v->re_plane + off_, sizeof a_);                                                         \
+        memcpy(&b_, v->im_plane + off_, sizeof b_);                                                         \
+        rr[H] += wr_ * a_;                                                                                  \
+        ii[H] += wr_ * b_;                                                                                  \
+        ri[H] += wi_ * b_;                                                                                  \
+        ir[H] += wi_ * a_;                                                                                  \
+    }
+#define NARROW_RF_UNIT(TAPS, H, W)                                                                          \
+    {                                                                                                       \
+        const size_t off_ = (size_t)v->row[(W) / TAPS] + ((W) % TAPS) * v->frames + f0;                    \
+        const float wk_ = v->weight[W];                                                                     \
+        NARROW_T a_;                                                                                        \
+        memcpy(&a_, v->re_plane + off_, sizeof a_);                                                         \
+        sum[H] += wk_ * a_;                                                                                 \
+    }
+#define DEFINE_NARROW_KERNELS(TAPS)                                                                         \
+    static void DAS_ISA(iq_narrow_##TAPS)(const entries_view *v, size_t f0, float *acc_re, float *acc_im)  \
+    {                                                                                                       \
+        NARROW_T rr[IQ_CHAINS], ii[IQ_CHAINS], ri[IQ_CHAINS], ir[IQ_CHAINS];                                \
+        for (int h = 0; h < IQ_CHAINS; ++h) rr[h] = ii[h] = ri[h] = ir[h] = (NARROW_T){0};                  \
+        const size_t units = v->n * TAPS;                                                                   \
+        size_t u = 0;                                                                                       \
+        for (; u + IQ_CHAINS <= units; u += IQ_CHAINS) {                                                    \
+            PREFETCH_AHEAD(TAPS, u, 1)                                                                      \
+            _Pragma("GCC unroll 2") for (int h = 0; h < IQ_CHAINS; ++h) NARROW_IQ_UNIT(TAPS, h, u + (size_t)h) \
+        }                                                                                                   \
+        _Pragma("GCC unroll 2") for (int h = 0; h < IQ_CHAINS; ++h) {                                       \
+            if (u + (size_t)h < units) NARROW_IQ_UNIT(TAPS, h, u + (size_t)h)                               \
+        }                                                                                                   \
+        const NARROW_T sum_re = (rr[0] - ri[0]) + (rr[1] - ri[1]), sum_im = (ii[0] + ir[0]) + (ii[1] + ir[1]); \
+        NARROW_T old;                                                                                       \
+        memcpy(&old, acc_re, sizeof old);                                                                   \
+        old += sum_re;                                                                                      \
+        memcpy(acc_re, &old, sizeof old);                                                                   \
+        memcpy(&old, acc_im, sizeof old);                                                                   \
+        old += sum_im;                                                                                      \
+        memcpy(acc_im, &old, sizeof old);                                                                   \
+    }                                                                                                       \
+    static void DAS_ISA(rf_narrow_##TAPS)(const entries_view *v, size_t f0, float *acc_re)                 \
+    {                                                                                                       \
+        NARROW_T sum[RF_CHAINS];                                                                            \
+        for (int h = 0; h < RF_CHAINS; ++h) sum[h] = (NARROW_T){0};                                         \
+        const size_t units = v->n * TAPS;                                                                   \
+        size_t u = 0;                                                                                       \
+        for (; u + RF_CHAINS <= units; u += RF_CHAINS) {                                                    \
+            for (size_t e_ = 0; e_ < RF_CHAINS / TAPS; ++e_) PREFETCH_AHEAD(TAPS, u + e_ * TAPS, 0)         \
+            _Pragma("GCC unroll 8") for (int h = 0; h < RF_CHAINS; ++h) NARROW_RF_UNIT(TAPS, h, u + (size_t)h) \
+        }                                                                                                   \
+        _Pragma("GCC unroll 8") for (int h = 0; h < RF_CHAINS; ++h) {                                       \
+            if (u + (size_t)h < units) NARROW_RF_UNIT(TAPS, h, u + (size_t)h)                               \
+        }                                                                                                   \
+        const NARROW_T total = ((sum[0] + sum[2]) + (sum[4] + sum[6])) + ((sum[1] + sum[3]) + (sum[5] + sum[7])); \
+        NARROW_T old;                                                                                       \
+        memcpy(&old, acc_re, sizeof old);                                                                   \
+        old += total;                                                                                       \
+        memcpy(acc_re, &old, sizeof old);                                                                   \
+    }
+
 /* write_tile's copy of a frame's run of n floats from src to dst: the whole 64-byte lines of
  * dst by non-temporal stores, its partial first and last lines by ordinary ones (a dst not
  * 4-byte aligned all by ordinary ones).  Execute fences the streamed stores before it returns. */
@@ -358,15 +430,21 @@ typedef short shorts8 __attribute__((vector_size(16)));
     }
 #define DAS_ISA(name) name##_baseline
 #define DAS_STREAMING 0
+#define DAS_NARROW 4
+#define NARROW_T floats4
 #define stream_run(d, s, n) memcpy((d), (s), (n) * sizeof(float))
 #include "beamform/das_kernels.h"
 #undef DAS_ISA
 #undef DAS_STREAMING
+#undef DAS_NARROW
+#undef NARROW_T
 #undef stream_run
 #if USBEAM_DAS_MULTI_ISA
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,bmi,bmi2,popcnt,lzcnt,f16c,movbe")
 #define DAS_ISA(name) name##_avx2
+#define DAS_NARROW 8
+#define NARROW_T frames8
 #define DAS_STREAMING 1
 #define LINE_STORE_AVX2(d, s) (_mm256_stream_ps((d), _mm256_loadu_ps(s)), _mm256_stream_ps((d) + 8, _mm256_loadu_ps((s) + 8)))
 DEFINE_STREAM_RUN(avx2, LINE_STORE_AVX2)
@@ -374,11 +452,14 @@ DEFINE_STREAM_RUN(avx2, LINE_STORE_AVX2)
 #include "beamform/das_kernels.h"
 #undef DAS_ISA
 #undef DAS_STREAMING
+#undef DAS_NARROW
+#undef NARROW_T
 #undef stream_run
 #pragma GCC pop_options
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512vl,avx512bw,avx512dq,avx512cd,avx2,fma,bmi,bmi2,popcnt,lzcnt,f16c,movbe")
 #define DAS_ISA(name) name##_avx512
+#define DAS_NARROW 0
 #undef PAIR_WEIGHTS
 #undef PAIR_RF_WEIGHTS
 #define PAIR_WEIGHTS(WR, WI, SRC)                                                                           \
@@ -401,6 +482,7 @@ DEFINE_STREAM_RUN(avx512, LINE_STORE_AVX512)
 #include "beamform/das_kernels.h"
 #undef DAS_ISA
 #undef DAS_STREAMING
+#undef DAS_NARROW
 #undef stream_run
 #pragma GCC pop_options
 #endif

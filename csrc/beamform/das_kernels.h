@@ -5,6 +5,11 @@
  * macros of das.c; this file lists the variants and the frame-block driver, and holds the two
  * copies in and out: staging a channel of the input and writing a tile of points to the image.
  */
+#if DAS_NARROW
+DEFINE_NARROW_KERNELS(1)
+DEFINE_NARROW_KERNELS(2)
+DEFINE_NARROW_KERNELS(4)
+#else
 DEFINE_WIDE_IQ_KERNEL(1, 2)
 DEFINE_WIDE_IQ_KERNEL(1, 1)
 DEFINE_WIDE_IQ_KERNEL(2, 2)
@@ -22,12 +27,13 @@ DEFINE_PAIR_KERNELS(2, 0, pair)
 DEFINE_PAIR_KERNELS(4, 0, pair)
 DEFINE_PAIR_KERNELS(2, 1, pair8)
 DEFINE_PAIR_KERNELS(4, 1, pair8)
+#endif
 
 
 /* Add a block of entries into all frames (n_frames >= 2) of one point (acc_re / acc_im): blocks of 32
- * (RF) and 16 frames, then 8; the last n_frames % 8 frames by an 8-frame block whose extra
- * lanes read past the row (into the next row, or the staging buffer's padding: finite values)
- * and are not stored.  Every kernel sums a frame in the same order (das.c), so the split of
+ * (RF) and 16 frames, then 8 (AVX-512; the AVX2 and baseline clones: blocks of DAS_NARROW); the
+ * last frames by a whole block whose extra lanes read past the row (into the next row, or the
+ * staging buffer's padding: finite values) and are not stored.  Every kernel sums a frame in the same order (das.c), so the split of
  * the frames into blocks does not change any frame's value. */
 static void DAS_ISA(beamform_entries)(const usbeam_das_plan *plan, const entries_view *v, size_t n_frames, float *acc_re,
                              float *acc_im)
@@ -53,6 +59,24 @@ static void DAS_ISA(beamform_entries)(const usbeam_das_plan *plan, const entries
     case 12: plan->is_iq ? DAS_ISA(iq_pair8_4)(v, f0, RE, IM) : DAS_ISA(rf_pair8_4)(v, f0, RE); break;            \
     default: plan->is_iq ? DAS_ISA(iq_pair_4)(v, f0, RE, IM) : DAS_ISA(rf_pair_4)(v, f0, RE); break;              \
     }
+#if DAS_NARROW
+#define RUN_NARROW(RE, IM)                                                                      \
+    switch (plan->taps) {                                                                       \
+    case 1: plan->is_iq ? DAS_ISA(iq_narrow_1)(v, f0, RE, IM) : DAS_ISA(rf_narrow_1)(v, f0, RE); break; \
+    case 2: plan->is_iq ? DAS_ISA(iq_narrow_2)(v, f0, RE, IM) : DAS_ISA(rf_narrow_2)(v, f0, RE); break; \
+    default: plan->is_iq ? DAS_ISA(iq_narrow_4)(v, f0, RE, IM) : DAS_ISA(rf_narrow_4)(v, f0, RE); break; \
+    }
+    for (; f0 + DAS_NARROW <= n_frames; f0 += DAS_NARROW) RUN_NARROW(acc_re + f0, acc_im + f0)
+    if (f0 < n_frames) {
+        float last_re[DAS_NARROW] = {0}, last_im[DAS_NARROW] = {0};
+        RUN_NARROW(last_re, last_im)
+        for (size_t f = f0; f < n_frames; ++f) {
+            acc_re[f] += last_re[f - f0];
+            acc_im[f] += last_im[f - f0];
+        }
+    }
+#undef RUN_NARROW
+#else
     if (plan->is_iq) {
         for (; f0 + 32 <= n_frames; f0 += 32) RUN_WIDE_IQ(2, acc_re + f0, acc_im + f0)
         for (; f0 + 16 <= n_frames; f0 += 16) RUN_WIDE_IQ(1, acc_re + f0, acc_im + f0)
@@ -69,6 +93,7 @@ static void DAS_ISA(beamform_entries)(const usbeam_das_plan *plan, const entries
             acc_im[f] += last_im[f - f0];
         }
     }
+#endif
 #undef RUN_WIDE_IQ
 #undef RUN_WIDE_RF
 #undef RUN_PAIR
@@ -97,7 +122,24 @@ static int DAS_ISA(stage_channel)(const usbeam_das_params *prm, size_t n_frames,
     float bad1 = 0.0f;   /* the same over the scalar part */
     for (size_t f0 = 0; f0 < whole_frames; f0 += 8) {
         for (size_t n0 = first; n0 < whole_samples; n0 += 8) {
-            if (dtype == USBEAM_DTYPE_COMPLEX64) {
+            if (dtype == USBEAM_DTYPE_COMPLEX64 && DAS_NARROW) {
+                /* two 8 x 8 float transposes of 4 samples each (frames x (re, im) of 4
+                 * samples): 32-byte vectors only, which the narrower clones keep in registers
+                 * (the 64-byte ones below went through the stack there: AVX2 staging 4.3 ms
+                 * of a 9.8 ms convex execute) */
+                for (size_t h = 0; h < 8; h += 4) {
+                    frames8 row[8], t[8];
+                    _Pragma("GCC unroll 8") for (int f = 0; f < 8; ++f) {
+                        LOAD8(row[f], (const float *)in + 2 * ((f0 + (size_t)f) * frame_stride + ch * n_samples + n0 + h));
+                        bad8 += row[f] - row[f];
+                    }
+                    TRANSPOSE8(frames8, row, t);
+                    for (int k = 0; k < 4; ++k) { /* t[2k], t[2k + 1]: re, im of frames f0 .. f0 + 7 at n0 + h + k */
+                        STORE8(re + (n0 + h - first + (size_t)k) * n_frames + f0, t[2 * k]);
+                        STORE8(im + (n0 + h - first + (size_t)k) * n_frames + f0, t[2 * k + 1]);
+                    }
+                }
+            } else if (dtype == USBEAM_DTYPE_COMPLEX64) {
                 units8 row[8], t[8];
                 for (int f = 0; f < 8; ++f) {
                     frames16 v;
@@ -140,7 +182,14 @@ static int DAS_ISA(stage_channel)(const usbeam_das_params *prm, size_t n_frames,
         const size_t src = f * frame_stride + ch * n_samples;
         for (size_t n0 = first; n0 < whole_samples; n0 += 8) {
             frames8 r, i = {0};
-            if (dtype == USBEAM_DTYPE_COMPLEX64) {
+            if (dtype == USBEAM_DTYPE_COMPLEX64 && DAS_NARROW) { /* 32-byte vectors, as above */
+                frames8 lo, hi;
+                LOAD8(lo, (const float *)in + 2 * (src + n0));
+                LOAD8(hi, (const float *)in + 2 * (src + n0) + 8);
+                bad8 += (lo - lo) + (hi - hi);
+                r = __builtin_shufflevector(lo, hi, 0, 2, 4, 6, 8, 10, 12, 14);
+                i = __builtin_shufflevector(lo, hi, 1, 3, 5, 7, 9, 11, 13, 15);
+            } else if (dtype == USBEAM_DTYPE_COMPLEX64) {
                 frames16 v;
                 LOAD16(v, (const float *)in + 2 * (src + n0));
                 const frames16 d = v - v;
