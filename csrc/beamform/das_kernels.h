@@ -263,13 +263,20 @@ static void DAS_ISA(write_tile)(int is_iq, size_t n_frames, size_t n_points, siz
             run[f] = stream ? runs + (size_t)f * item * m : (float *)out + item * ((f0 + (size_t)f) * n_points + p0);
         for (size_t i0 = 0; i0 < whole_points; i0 += 8) {
             frames8 row[8], re_t[8];
-            for (int i = 0; i < 8; ++i) LOAD8(row[i], tile_re + (i0 + (size_t)i) * n_frames + f0);
+            _Pragma("GCC unroll 8") for (int i = 0; i < 8; ++i) LOAD8(row[i], tile_re + (i0 + (size_t)i) * n_frames + f0);
             TRANSPOSE8(frames8, row, re_t); /* re_t[f]: points i0 .. i0 + 7 of frame f0 + f */
             if (is_iq) {
                 frames8 im_t[8];
-                for (int i = 0; i < 8; ++i) LOAD8(row[i], tile_im + (i0 + (size_t)i) * n_frames + f0);
+                _Pragma("GCC unroll 8") for (int i = 0; i < 8; ++i) LOAD8(row[i], tile_im + (i0 + (size_t)i) * n_frames + f0);
                 TRANSPOSE8(frames8, row, im_t);
-                for (int f = 0; f < 8; ++f) {
+                _Pragma("GCC unroll 8") for (int f = 0; f < 8; ++f) {
+                    if (DAS_NARROW) { /* 32-byte vectors on the narrower clones (das.c) */
+                        const frames8 lo = __builtin_shufflevector(re_t[f], im_t[f], 0, 8, 1, 9, 2, 10, 3, 11);
+                        const frames8 hi = __builtin_shufflevector(re_t[f], im_t[f], 4, 12, 5, 13, 6, 14, 7, 15);
+                        STORE8(run[f] + 2 * i0, lo);
+                        STORE8(run[f] + 2 * i0 + 8, hi);
+                        continue;
+                    }
                     const frames16 pair = __builtin_shufflevector(re_t[f], im_t[f], 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5,
                                                                   13, 6, 14, 7, 15);
                     memcpy(run[f] + 2 * i0, &pair, sizeof pair);
