@@ -103,10 +103,14 @@ def machine():
     except (ValueError, OSError):
         mem_gib = float("nan")
     gpus = ", ".join(d["name"] for d in usbeam.cuda_devices()) or "no GPU"
+    # the DAS kernels' instruction-set copy capped (csrc/beamform/das_delays.c): what a machine
+    # without AVX-512 (1: AVX2 + FMA) or without AVX2 (0: the baseline) runs
+    isa = os.environ.get("USBEAM_DAS_ISA")
+    capped = f"; DAS kernels capped at USBEAM_DAS_ISA={isa} (0 baseline, 1 AVX2 + FMA)" if isa in ("0", "1") else ""
     return (f"{_cpu_model()}, {os.cpu_count()} cores ({info['cpu_threads']} OpenMP threads), "
             f"{mem_gib:.0f} GiB; {gpus}; usbeam {'.'.join(map(str, info['version']))} "
             f"(CUDA {'built' if info['cuda'] else 'not built'}), numpy {np.__version__}, "
-            f"Python {platform.python_version()}")
+            f"Python {platform.python_version()}{capped}")
 
 
 def git_revision():

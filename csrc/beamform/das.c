@@ -236,9 +236,9 @@ typedef short shorts8 __attribute__((vector_size(16)));
  * unit u + 1, so even chains sit in low halves and odd ones in high halves), and an 8-frame
  * row fills the vector.  The weights of units u and u + 1 are read together and permuted in
  * registers (PAIR_WEIGHTS; the scratch has room past the last entry, and an odd last unit
- * pairs with zero weights written there by beamform_point).  CONTIG: the two units are taps k, k + 1 of one
- * entry and rows are 8 frames long (n_frames = 8), so their rows are one contiguous 16-float
- * load. */
+ * pairs with zero weights written there by beamform_point).  CONTIG: the two units are taps
+ * k, k + 1 of one entry and rows are 8 frames long (n_frames = 8), so their rows are one
+ * contiguous 16-float load.  (AVX-512 only: the narrower clones use DEFINE_NARROW_KERNELS.) */
 #define DEFINE_PAIR_KERNELS(TAPS, CONTIG, NAME)                                                            \
     static void DAS_ISA(iq_##NAME##_##TAPS)(const entries_view *v, size_t f0, float *acc_re, float *acc_im) \
     {                                                                                                       \
@@ -327,7 +327,7 @@ typedef short shorts8 __attribute__((vector_size(16)));
  * through the stack (accumulators stored and reloaded through general registers every unit):
  * a convex execute of 16 frames took 49.6 ms on the AVX2 copy and 48.3 ms on the baseline
  * against 4.0 ms on AVX-512, large-256 (8 frames) 999 against 94 ms (USBEAM_DAS_ISA=1, this
- * Zen 4).  The chains, their units (unit u to chain u mod CHAINS) and the tree that joins them
+ * Zen 4); with these kernels 4.75, 12.5 and 131 ms (RESULTS.md, session 15).  The chains, their units (unit u to chain u mod CHAINS) and the tree that joins them
  * are the wide kernels': every frame is summed in the same order. */
 #define NARROW_IQ_UNIT(TAPS, H, W)                                                                          \
     {                                                                                                       \
@@ -407,27 +407,9 @@ typedef short shorts8 __attribute__((vector_size(16)));
     }
 
 /* The kernels, built once per instruction set (das_kernels.h) and chosen at run time:
- * AVX-512 (x86-64-v4: one 16-lane register per vector), AVX2 + FMA (x86-64-v3: two) and the
- * baseline.  (GCC's target_clones would do this, but its resolver picked the baseline on the
+ * AVX-512 (x86-64-v4: 16-lane vectors, the wide and pair kernels), AVX2 + FMA (x86-64-v3:
+ * blocks of 8 frames) and the baseline (blocks of 4; the only copy off x86 and under ASan).  (GCC's target_clones would do this, but its resolver picked the baseline on the
  * development machine's KVM guest, AVX-512 and all: the dispatch is explicit instead.) */
-/* The pair kernels' weights of units u and u + 1 spread over a vector's halves: IQ (re, im,
- * re, im at SRC) into WR and WI, RF (two floats) into WK.  The AVX-512 copy below broadcasts
- * the 16 (8) bytes and permutes within 128-bit lanes: the 64-byte load these shuffles compile
- * to held four units' weights, was issued once per shuffle, and most often crossed a line
- * (large-256, 8 frames: 102.7 -> 95.9 ms, in-process A/B, the same bits). */
-#define PAIR_WEIGHTS(WR, WI, SRC)                                                                           \
-    {                                                                                                       \
-        frames16 wq_;                                                                                       \
-        LOAD16(wq_, SRC);                                                                                   \
-        WR = __builtin_shufflevector(wq_, wq_, 0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);            \
-        WI = __builtin_shufflevector(wq_, wq_, 1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3);            \
-    }
-#define PAIR_RF_WEIGHTS(WK, SRC)                                                                            \
-    {                                                                                                       \
-        frames16 wq_;                                                                                       \
-        LOAD16(wq_, SRC);                                                                                   \
-        WK = __builtin_shufflevector(wq_, wq_, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);            \
-    }
 #define DAS_ISA(name) name##_baseline
 #define DAS_STREAMING 0
 #define DAS_NARROW 4
@@ -460,8 +442,11 @@ DEFINE_STREAM_RUN(avx2, LINE_STORE_AVX2)
 #pragma GCC target("avx512f,avx512vl,avx512bw,avx512dq,avx512cd,avx2,fma,bmi,bmi2,popcnt,lzcnt,f16c,movbe")
 #define DAS_ISA(name) name##_avx512
 #define DAS_NARROW 0
-#undef PAIR_WEIGHTS
-#undef PAIR_RF_WEIGHTS
+/* The pair kernels' weights of units u and u + 1 spread over a vector's halves: IQ (re, im,
+ * re, im at SRC) into WR and WI, RF (two floats) into WK, by a 16- (8-) byte broadcast permuted
+ * within 128-bit lanes.  The shuffles of a 16-float load that did this compiled to a 64-byte
+ * load per shuffle, four units' weights, most often across a line (large-256, 8 frames:
+ * 102.7 -> 95.9 ms, in-process A/B, the same bits). */
 #define PAIR_WEIGHTS(WR, WI, SRC)                                                                           \
     {                                                                                                       \
         const __m512 wq_ = _mm512_broadcast_f32x4(_mm_loadu_ps(SRC));                                       \
