@@ -30,11 +30,12 @@ DEFINE_PAIR_KERNELS(4, 1, pair8)
 #endif
 
 
-/* Add a block of entries into all frames (n_frames >= 2) of one point (acc_re / acc_im): blocks of 32
- * (RF) and 16 frames, then 8 (AVX-512; the AVX2 and baseline clones: blocks of DAS_NARROW); the
- * last frames by a whole block whose extra lanes read past the row (into the next row, or the
- * staging buffer's padding: finite values) and are not stored.  Every kernel sums a frame in the same order (das.c), so the split of
- * the frames into blocks does not change any frame's value. */
+/* Add a block of entries into all frames (n_frames >= 2) of one point (acc_re / acc_im): blocks
+ * of 32 (RF) and 16 frames, then 8 (AVX-512; the AVX2 and baseline clones: blocks of
+ * DAS_NARROW); the last frames by a whole block whose extra lanes read past the row (into the
+ * next row, or the staging buffer's padding: finite values) and are not stored.  Every kernel
+ * sums a frame in the same order (das.c), so the split of the frames into blocks does not
+ * change any frame's value. */
 static void DAS_ISA(beamform_entries)(const usbeam_das_plan *plan, const entries_view *v, size_t n_frames, float *acc_re,
                              float *acc_im)
 {
