@@ -151,9 +151,8 @@ struct usbeam_das_plan {
     float *stage;               /* (re plane, im plane if IQ): (transmit, element, sample, frame),
                                    frame the fastest, for the n_frames of the current call (CPU only) */
     usbeam_das_cuda *cuda;      /* USBEAM_BACKEND_CUDA: the twin in cuda/das.cu (owns the device geometry) */
-    /* CPU plans: the arrays above from element_x to receive_offset share one block, and the
-     * receive table's two or three arrays another (alloc_block, das_setup.c); NULL: each array
-     * was allocated on its own */
+    /* the arrays above from element_x to receive_offset share one block, the receive table's
+     * two or three arrays another (alloc_block, das_setup.c): freed as blocks */
     void *geometry_block, *table_block;
 };
 

@@ -249,27 +249,8 @@ void usbeam_das_plan_destroy(usbeam_das_plan *plan)
 {
     if (!plan) return;
     usbeam_das_cuda_destroy(plan->cuda);
-    if (plan->geometry_block) {
-        usbeam_free(plan->geometry_block);
-    } else {
-        usbeam_free(plan->element_x);
-        usbeam_free(plan->element_y);
-        usbeam_free(plan->element_z);
-        usbeam_free(plan->points);
-        usbeam_free(plan->tx);
-        usbeam_free(plan->tx_sources);
-        usbeam_free(plan->element_frame);
-        usbeam_free(plan->element_window);
-        usbeam_free(plan->aperture_first);
-        usbeam_free(plan->aperture_count);
-    }
-    if (plan->table_block) {
-        usbeam_free(plan->table_block);
-    } else {
-        usbeam_free(plan->table_sample);
-        usbeam_free(plan->table_re);
-        usbeam_free(plan->table_im);
-    }
+    usbeam_free(plan->geometry_block);
+    usbeam_free(plan->table_block);
     usbeam_free(plan->tile_samples);
     usbeam_free(plan->lane_first);
     usbeam_free(plan->lane_offset);
@@ -381,32 +362,13 @@ static usbeam_status alloc_array(void **ptr, size_t count, size_t size, const ch
     return USBEAM_OK;
 }
 
-/* The delay/weight table: tens to hundreds of MB, every byte written by plan creation.
- * Not zeroed (usbeam_alloc would touch it all once more), and on Linux backed by huge
- * pages where the kernel allows, which removes most of the page faults of first touch.
- * Freed with usbeam_free (free). */
-static usbeam_status alloc_table(void **ptr, size_t count, size_t size, const char *what)
-{
-    const size_t huge = (size_t)1 << 21;
-    size_t bytes;
-    if (usbeam_mul_size(count, size, &bytes) != 0 || bytes > USBEAM_MAX_ALLOCATION - huge)
-        return usbeam_fail(USBEAM_ERR_SIZE_OVERFLOW, "%s: %zu x %zu bytes is too large", what, count, size);
-    const size_t alignment = bytes >= huge ? huge : 64;
-    *ptr = aligned_alloc(alignment, (bytes + alignment - 1) / alignment * alignment + (bytes == 0 ? alignment : 0));
-    if (!*ptr) return usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "%s: cannot allocate %zu bytes", what, bytes);
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-    if (alignment == huge) (void)madvise(*ptr, (bytes + huge - 1) / huge * huge, MADV_HUGEPAGE);
-#endif
-    return USBEAM_OK;
-}
-
 /* Arrays ptrs[k] of counts[k] x sizes[k] bytes in one block (*block; each array 64-byte
  * aligned; zeroed when `zero`).  A plan built after other code has returned its memory to the
  * kernel (a live session's new depth after a burst of NumPy work, a benchmark after PyMUST's
  * dasmtx) gets fresh pages, and in a virtual machine each 4 KiB page's first touch costs
  * microseconds: the convex plan's dozen per-point and per-element arrays (1.6 MB) took ~215
- * faults.  One block of 1 MiB or more is huge-page aligned and advised (as alloc_table), so it
- * faults in 2 MiB pages: 17 faults, convex plans timed after dasmtx 7.1-8.9 -> 6.6 ms. */
+ * faults.  One block of 1 MiB or more is huge-page aligned and advised, so it faults in 2 MiB
+ * pages (and a 4 KiB-page TLB would miss on the staging buffer's rows): 17 faults, convex plans timed after dasmtx 7.1-8.9 -> 6.6 ms. */
 static usbeam_status alloc_block(void **block, int n, void **const ptrs[], const size_t counts[], const size_t sizes[],
                                  int zero, const char *what)
 {
@@ -432,6 +394,15 @@ static usbeam_status alloc_block(void **block, int n, void **const ptrs[], const
     for (int k = 0; k < n; ++k) *ptrs[k] = base + offsets[k];
     *block = base;
     return USBEAM_OK;
+}
+
+/* The delay/weight tables and the staging buffer: tens to hundreds of MB, every byte written
+ * before it is read.  Not zeroed (usbeam_alloc would touch it all once more); huge pages as
+ * alloc_block.  Freed with usbeam_free (free). */
+static usbeam_status alloc_table(void **ptr, size_t count, size_t size, const char *what)
+{
+    void **const ptrs[] = {ptr};
+    return alloc_block(ptr, 1, ptrs, &count, &size, 0, what);
 }
 
 /* Sort virtual sources (3, n) rows x, z, o by x, in place (insertion sort: the sources of
@@ -832,8 +803,9 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
     }
     plan->general = general;
     /* Geometry, transmit models and apertures (both backends), transmit times and receive
-     * offsets (the CPU's): a CPU plan's in one block (alloc_block), the staging buffer below. */
-    if (backend == USBEAM_BACKEND_CPU) {
+     * offsets (the CPU's) in one block (alloc_block); the staging buffer below. */
+    {
+        const int cpu = backend == USBEAM_BACKEND_CPU;
         const size_t n_tx = prm->n_transmits, frames = general ? 9 * n_el : 0, windows = general ? n_el : 0;
         void **const ptrs[] = {(void **)&plan->element_x, (void **)&plan->element_y, (void **)&plan->element_z,
                                (void **)&plan->points, (void **)&plan->tx, (void **)&plan->tx_sources,
@@ -842,7 +814,7 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
                                (void **)&plan->tx_source_blocks, (void **)&plan->tx_block_offset,
                                (void **)&plan->tx_time, (void **)&plan->receive_offset};
         const size_t counts[] = {n_el, n_el, n_el, 3 * n_pts, n_tx, n_source_values, frames, windows, n_pts, n_pts,
-                                 n_block_values, n_tx, n_pts * n_tx, n_pts + 1};
+                                 cpu ? n_block_values : 0, cpu ? n_tx : 0, cpu ? n_pts * n_tx : 0, cpu ? n_pts + 1 : 0};
         const size_t sizes[] = {sizeof(double), sizeof(double), sizeof(double), sizeof(double), sizeof(usbeam_tx_model),
                                 sizeof(double), sizeof(double), sizeof(double), sizeof(int32_t), sizeof(int32_t),
                                 sizeof(double), sizeof(size_t), sizeof(double), sizeof(size_t)};
@@ -850,17 +822,11 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
                               "points")))
             goto fail;
         if (!general) plan->element_frame = plan->element_window = NULL;
-    } else if ((st = alloc_array((void **)&plan->element_x, n_el, sizeof(double), "element_positions")) ||
-        (st = alloc_array((void **)&plan->element_y, n_el, sizeof(double), "element_positions")) ||
-        (st = alloc_array((void **)&plan->element_z, n_el, sizeof(double), "element_positions")) ||
-        (st = alloc_array((void **)&plan->points, 3 * n_pts, sizeof(double), "points")) ||
-        (st = alloc_array((void **)&plan->tx, prm->n_transmits, sizeof(usbeam_tx_model), "transmits")) ||
-        (st = alloc_array((void **)&plan->tx_sources, n_source_values, sizeof(double), "transmits sources")) ||
-        (general && (st = alloc_array((void **)&plan->element_frame, 9 * n_el, sizeof(double), "element_normals"))) ||
-        (general && (st = alloc_array((void **)&plan->element_window, n_el, sizeof(double), "element_normals"))) ||
-        (st = alloc_array((void **)&plan->aperture_first, n_pts, sizeof(int32_t), "points")) ||
-        (st = alloc_array((void **)&plan->aperture_count, n_pts, sizeof(int32_t), "points")))
-        goto fail;
+        if (!cpu) { /* NULL: nothing tabulated on the host */
+            plan->tx_source_blocks = plan->tx_time = NULL;
+            plan->tx_block_offset = plan->receive_offset = NULL;
+        }
+    }
     /* The CPU's staging buffer, the largest of all (a CUDA plan reads the data in place): + 8
      * floats, the last frame block may read 7 lanes past the end (das.c).  Huge pages: a point
      * reads rows of ~10^3 channels tens of KiB apart, which with 4 KiB pages would miss the TLB
@@ -889,15 +855,10 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
                                           plan->element_window};
         if ((st = usbeam_das_cuda_create(&tables, &plan->cuda)) != USBEAM_OK) goto fail;
         /* the twin has its device copies: the host geometry served plan creation only */
-        double **geometry[] = {&plan->element_x, &plan->element_y, &plan->element_z, &plan->points, &plan->tx_sources,
-                               &plan->element_frame, &plan->element_window};
-        for (size_t k = 0; k < sizeof geometry / sizeof geometry[0]; ++k) {
-            usbeam_free(*geometry[k]);
-            *geometry[k] = NULL;
-        }
-        usbeam_free(plan->tx);
-        usbeam_free(plan->aperture_first);
-        usbeam_free(plan->aperture_count);
+        usbeam_free(plan->geometry_block);
+        plan->geometry_block = NULL;
+        plan->element_x = plan->element_y = plan->element_z = plan->points = plan->tx_sources = NULL;
+        plan->element_frame = plan->element_window = NULL;
         plan->tx = NULL;
         plan->aperture_first = plan->aperture_count = NULL;
         *plan_out = plan;
