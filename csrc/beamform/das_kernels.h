@@ -123,7 +123,7 @@ static int DAS_ISA(stage_channel)(const usbeam_das_params *prm, size_t n_frames,
     float bad1 = 0.0f;   /* the same over the scalar part */
     for (size_t f0 = 0; f0 < whole_frames; f0 += 8) {
         for (size_t n0 = first; n0 < whole_samples; n0 += 8) {
-            if (dtype == USBEAM_DTYPE_COMPLEX64 && DAS_NARROW) {
+            if (dtype == USBEAM_DTYPE_COMPLEX64 && DAS_NARROW > 0) {
                 /* two 8 x 8 float transposes of 4 samples each (frames x (re, im) of 4
                  * samples): 32-byte vectors only, which the narrower clones keep in registers
                  * (the 64-byte ones below went through the stack there: AVX2 staging 4.3 ms
@@ -183,7 +183,7 @@ static int DAS_ISA(stage_channel)(const usbeam_das_params *prm, size_t n_frames,
         const size_t src = f * frame_stride + ch * n_samples;
         for (size_t n0 = first; n0 < whole_samples; n0 += 8) {
             frames8 r, i = {0};
-            if (dtype == USBEAM_DTYPE_COMPLEX64 && DAS_NARROW) { /* 32-byte vectors, as above */
+            if (dtype == USBEAM_DTYPE_COMPLEX64 && DAS_NARROW > 0) { /* 32-byte vectors, as above */
                 frames8 lo, hi;
                 LOAD8(lo, (const float *)in + 2 * (src + n0));
                 LOAD8(hi, (const float *)in + 2 * (src + n0) + 8);
