@@ -27,7 +27,14 @@ extern "C" usbeam_status usbeam_graph_capture_end(void *stream, void **graph_exe
     if (!graph_exec) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "graph_exec must not be NULL");
     *graph_exec = nullptr;
     cudaGraph_t graph = nullptr;
-    USBEAM_CUDA_TRY(cudaStreamEndCapture((cudaStream_t)stream, &graph));
+    const cudaError_t ended = cudaStreamEndCapture((cudaStream_t)stream, &graph);
+    if (ended != cudaSuccess) {
+        /* an invalidated capture ends here: read its error, which would otherwise stay the
+         * runtime's last error and fail the next kernel launch's check (the next plan call) */
+        (void)cudaGetLastError();
+        if (graph) (void)cudaGraphDestroy(graph);
+        return usbeam_cuda_check(ended, "cudaStreamEndCapture", __FILE__, __LINE__);
+    }
     cudaGraphExec_t exec = nullptr;
     usbeam_status st = usbeam_cuda_check(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate", __FILE__,
                                          __LINE__);

@@ -661,6 +661,33 @@ def test_plan_call_captured_in_a_graph(rng):
     plan.cuda.set_stream(None)  # before keep (and its stream) goes
 
 
+def test_invalidated_capture_leaves_later_calls_working(rng):
+    """A capture broken by a forbidden call (here a synchronisation of the capturing stream,
+    as a plan's destroy run by the collector inside the window would make) ends with an error
+    naming cudaStreamEndCapture, and the error does not stay behind as the runtime's last
+    error: the next plan call on that stream works and gives what the CPU computes."""
+    image = rng.integers(0, 256, (2, 40, 50), dtype=np.uint8)
+    keep = usbeam.BModePlan((8, 8), 40.0, backend="cuda")
+    stream = keep.cuda.stream
+    plan = usbeam.ModelInputPlan(image.shape, (24, 32), backend="cuda")
+    plan.cuda.set_stream(stream)
+    d_image, out = dev(image), poisoned(plan.shape, np.float32)
+    usbeam._core.graph_capture_begin(stream)
+    try:
+        with pytest.raises(usbeam.UsbeamError):
+            usbeam._core.stream_synchronize(stream)  # forbidden inside the capture
+    except BaseException:
+        usbeam._core.graph_capture_abort(stream)
+        raise
+    with pytest.raises(usbeam.UsbeamError, match="cudaStreamEndCapture"):
+        usbeam._core.graph_capture_end(stream)
+    plan(d_image, out=out)
+    usbeam._core.stream_synchronize(stream)
+    np.testing.assert_array_equal(device.asarray(Alias(out)).to_numpy(),
+                                  usbeam.ModelInputPlan(image.shape, (24, 32))(image))
+    plan.cuda.set_stream(None)  # before keep (and its stream) goes
+
+
 def test_post_processing_chain_captured_with_imported_arrays(rng):
     """The post-processing around a model (benchmarks/bench_ai.py's chain: threshold, largest
     component, fill holes, label, region properties, detection) captured into one graph with
@@ -691,6 +718,10 @@ def test_post_processing_chain_captured_with_imported_arrays(rng):
     chain(dev(np.zeros_like(logits)), dev(np.zeros_like(raw)))  # before the capture, other inputs
     usbeam._core.stream_synchronize(stream)
     d_logits, d_raw = dev(logits), dev(raw)
+    # what earlier tests left to the collector (a plan in a reference cycle, whose destroy
+    # synchronises and frees) is collected before the capture, as torch.cuda.graph and
+    # Pipeline's capture do: the collection inside it then meets this chain's own garbage only
+    gc.collect()
     usbeam._core.graph_capture_begin(stream)
     try:
         chain(d_logits, d_raw)
@@ -737,6 +768,7 @@ def test_plan_call_captured_with_imported_arrays(rng):
     plan(Alias(d_zero), out=Alias(captured))  # before the capture: the imports' events recorded
     usbeam._core.stream_synchronize(stream)
 
+    gc.collect()  # earlier tests' garbage before the capture (the test above)
     usbeam._core.graph_capture_begin(stream)
     try:
         plan(Alias(d_image), out=Alias(captured))  # imports let go inside the capture
