@@ -85,13 +85,37 @@ def one_hot_image(probe, seq, points, f_number):
     return bf(data)  # (element, point)
 
 
-@pytest.mark.parametrize("name", ["convex", "convex-matrix", "phased-elements"])
+def zigzag():
+    """A row of elements whose normals tilt +-0.3 rad in turn: a point's accepted elements are
+    no run of neighbours (the plan must scan, not step from a neighbour's aperture)."""
+    lin = phased()
+    tilt = np.where(np.arange(lin.n_elements) % 2 == 0, 0.3, -0.3)
+    return usbeam.ElementArray(lin.positions, np.column_stack([np.sin(tilt), np.zeros_like(tilt), np.cos(tilt)]),
+                               width=lin.width)
+
+
+@pytest.mark.parametrize("name", ["convex", "convex-reversed", "convex-matrix", "phased-elements", "tilted-line",
+                                  "zigzag"])
 @pytest.mark.parametrize("f_number", [0.6, 1.73, 3.0])
 def test_aperture_element_sets(name, f_number):
-    """Every pixel's contributing elements are exactly those whose cone holds it."""
+    """Every pixel's contributing elements are exactly those whose cone holds it.  A row of
+    elements on an arc or a line (convex, reversed, tilted) has each point's elements in one
+    run, which the plan finds from its neighbour's (das_setup.c, apertures_are_runs); the
+    zigzag's are not, and the plan scans."""
     if name == "convex":
         probe = convex()
         grid = usbeam.PolarGrid.for_probe(probe, 0.03, 24, 40)
+    elif name == "convex-reversed":  # listed right to left, as data
+        probe = usbeam.ElementArray(convex().positions[::-1], convex().normals[::-1], width=convex().width)
+        grid = usbeam.PolarGrid.for_probe(convex(), 0.03, 24, 40)
+    elif name == "tilted-line":  # a linear array turned by 0.2 rad about y
+        lin, a = phased(), 0.2
+        pos = lin.positions @ np.array([[math.cos(a), 0.0, -math.sin(a)], [0.0, 1.0, 0.0], [math.sin(a), 0.0, math.cos(a)]])
+        probe = usbeam.ElementArray(pos, np.tile([math.sin(a), 0.0, math.cos(a)], (lin.n_elements, 1)), width=lin.width)
+        grid = usbeam.PolarGrid(np.linspace(5.5e-3, 0.04, 24), np.linspace(-0.5, 0.9, 40), apex=(0.0, -5e-3))
+    elif name == "zigzag":
+        probe = zigzag()
+        grid = usbeam.PolarGrid(np.linspace(5.5e-3, 0.04, 24), np.linspace(-0.7, 0.7, 40), apex=(0.0, -5e-3))
     elif name == "convex-matrix":  # a 2-D face: the scan with both lateral directions
         probe = usbeam.MatrixArray(6, 7, 3e-4, 3.5e-4, missing_rows=(3,), element_width=2.7e-4, element_height=3e-4)
         grid = usbeam.PolarGrid(np.linspace(1e-3, 0.02, 20), np.linspace(-0.6, 0.6, 25), apex=(0.0, 0.0))
