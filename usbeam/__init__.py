@@ -27,7 +27,7 @@ except ImportError as _exc:
 
 # errors, builds and backends, device arrays (every stage)
 from ._core import UsbeamError
-from ._backend import backends, build_info, cuda_available, cuda_devices
+from ._backend import backends, build_info, cuda_available, cuda_devices, release_memory
 from . import device
 from .device import DeviceArray
 
@@ -76,7 +76,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     # errors, builds and backends, device arrays
-    "UsbeamError", "backends", "build_info", "cuda_available", "cuda_devices", "device", "DeviceArray",
+    "UsbeamError", "backends", "build_info", "cuda_available", "cuda_devices", "release_memory", "device",
+    "DeviceArray",
     # acquire
     "HadamardDecodePlan", "hadamard", "hadamard_decode", "hadamard_orders",
     # demod

@@ -130,6 +130,15 @@ def build_info():
     return info
 
 
+def release_memory():
+    """Give back to the system the large blocks that CPU plans destroyed earlier left for the
+    next plan (receive tables, staging buffers: up to 256 MiB in all, kept so that a plan
+    rebuilt after another was let go, as a live session does on every geometry change, does not
+    fault its pages in again, ~0.1-0.2 ms per 2 MiB).  Returns the bytes released; the memory
+    plans in use hold is not touched."""
+    return _core.release_cached_memory()
+
+
 def cuda_devices():
     """Properties of every usable CUDA device (an empty list without CUDA, a GPU or a driver);
     raises UsbeamError naming the driver's error when the device query fails otherwise."""

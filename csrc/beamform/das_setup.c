@@ -20,9 +20,6 @@
  * Derivatives" (1973), ch. 5, and Forsythe, Malcolm & Moler's fmin for the bounded
  * minimiser.
  */
-#if defined(__linux__) && !defined(_DEFAULT_SOURCE)
-#define _DEFAULT_SOURCE /* madvise */
-#endif
 #include "beamform/das_internal.h"
 #include "beamform/das_isa.h"
 
@@ -30,9 +27,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -249,13 +243,13 @@ void usbeam_das_plan_destroy(usbeam_das_plan *plan)
 {
     if (!plan) return;
     usbeam_das_cuda_destroy(plan->cuda);
-    usbeam_free(plan->geometry_block);
-    usbeam_free(plan->table_block);
+    usbeam_block_free(plan->geometry_block);
+    usbeam_block_free(plan->table_block);
     usbeam_free(plan->tile_samples);
     usbeam_free(plan->lane_first);
     usbeam_free(plan->lane_offset);
-    usbeam_free(plan->lane_sample);
-    usbeam_free(plan->lane_window);
+    usbeam_block_free(plan->lane_sample);
+    usbeam_block_free(plan->lane_window);
     usbeam_free(plan->lane_tx);
     usbeam_free(plan->lane_least);
     usbeam_free(plan->lane_cache);
@@ -263,7 +257,7 @@ void usbeam_das_plan_destroy(usbeam_das_plan *plan)
     usbeam_free(plan->lane_rows);
     usbeam_free(plan->scratch);
     usbeam_free(plan->tile);
-    usbeam_free(plan->stage);
+    usbeam_block_free(plan->stage);
     usbeam_free(plan);
 }
 
@@ -363,33 +357,26 @@ static usbeam_status alloc_array(void **ptr, size_t count, size_t size, const ch
 }
 
 /* Arrays ptrs[k] of counts[k] x sizes[k] bytes in one block (*block; each array 64-byte
- * aligned; zeroed when `zero`).  A plan built after other code has returned its memory to the
- * kernel (a live session's new depth after a burst of NumPy work, a benchmark after PyMUST's
- * dasmtx) gets fresh pages, and in a virtual machine each 4 KiB page's first touch costs
+ * aligned; zeroed when `zero`), from usbeam_block_alloc (plan_memory.c): from 1 MiB on it is
+ * huge-page aligned and advised, and a block a destroyed plan left is reused.  A plan built
+ * after other code has returned its memory to the kernel (a benchmark after PyMUST's dasmtx)
+ * gets fresh pages, and in a virtual machine each 4 KiB page's first touch costs
  * microseconds: the convex plan's dozen per-point and per-element arrays (1.6 MB) took ~215
- * faults.  One block of 1 MiB or more is huge-page aligned and advised, so it faults in 2 MiB
- * pages (and a 4 KiB-page TLB would miss on the staging buffer's rows): 17 faults, convex plans timed after dasmtx 7.1-8.9 -> 6.6 ms. */
+ * faults, 17 in one block (convex plans timed after dasmtx 7.1-8.9 -> 6.6 ms). */
 static usbeam_status alloc_block(void **block, int n, void **const ptrs[], const size_t counts[], const size_t sizes[],
                                  int zero, const char *what)
 {
-    const size_t huge = (size_t)1 << 21;
     size_t bytes = 0, offsets[16];
     if (n > (int)(sizeof offsets / sizeof offsets[0])) return usbeam_fail(USBEAM_ERR_INTERNAL, "%s: too many arrays", what);
     for (int k = 0; k < n; ++k) {
         size_t b;
-        if (usbeam_mul_size(counts[k], sizes[k], &b) != 0 || b > USBEAM_MAX_ALLOCATION - bytes - huge)
+        if (usbeam_mul_size(counts[k], sizes[k], &b) != 0 || b > USBEAM_MAX_ALLOCATION - bytes - 64)
             return usbeam_fail(USBEAM_ERR_SIZE_OVERFLOW, "%s: %zu x %zu bytes is too large", what, counts[k], sizes[k]);
         offsets[k] = bytes;
         bytes += (b + 63) / 64 * 64;
     }
-    if (bytes == 0) bytes = 64;
-    const size_t alignment = bytes >= huge / 2 ? huge : 64;
-    const size_t rounded = (bytes + alignment - 1) / alignment * alignment;
-    char *base = aligned_alloc(alignment, rounded);
+    char *base = usbeam_block_alloc(bytes);
     if (!base) return usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "%s: cannot allocate %zu bytes", what, bytes);
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-    if (alignment == huge) (void)madvise(base, rounded, MADV_HUGEPAGE);
-#endif
     if (zero) memset(base, 0, bytes);
     for (int k = 0; k < n; ++k) *ptrs[k] = base + offsets[k];
     *block = base;
@@ -397,8 +384,8 @@ static usbeam_status alloc_block(void **block, int n, void **const ptrs[], const
 }
 
 /* The delay/weight tables and the staging buffer: tens to hundreds of MB, every byte written
- * before it is read.  Not zeroed (usbeam_alloc would touch it all once more); huge pages as
- * alloc_block.  Freed with usbeam_free (free). */
+ * before it is read, so not zeroed (usbeam_alloc would touch it all once more).  Freed with
+ * usbeam_block_free. */
 static usbeam_status alloc_table(void **ptr, size_t count, size_t size, const char *what)
 {
     void **const ptrs[] = {ptr};
@@ -975,7 +962,7 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
                                           plan->element_window};
         if ((st = usbeam_das_cuda_create(&tables, &plan->cuda)) != USBEAM_OK) goto fail;
         /* the twin has its device copies: the host geometry served plan creation only */
-        usbeam_free(plan->geometry_block);
+        usbeam_block_free(plan->geometry_block);
         plan->geometry_block = NULL;
         plan->element_x = plan->element_y = plan->element_z = plan->points = plan->tx_sources = NULL;
         plan->element_frame = plan->element_window = NULL;
@@ -1085,8 +1072,8 @@ void usbeam_das_entry_table_free(usbeam_das_entry_table *table)
 {
     if (!table) return;
     usbeam_free(table->offset);
-    usbeam_free(table->tap);
-    usbeam_free(table->weight);
+    usbeam_block_free(table->tap);
+    usbeam_block_free(table->weight);
     table->offset = NULL;
     table->tap = NULL;
     table->weight = NULL;

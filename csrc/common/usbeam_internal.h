@@ -53,6 +53,11 @@ usbeam_status usbeam_fail(usbeam_status status, const char *format, ...)
 /* 64-byte aligned, zeroed allocation; NULL on failure or when bytes overflows. */
 void *usbeam_alloc(size_t bytes);
 void usbeam_free(void *ptr);
+/* A plan's large block (plan_memory.c): 64-byte aligned, not zeroed; from 1 MiB on 2 MiB-aligned
+ * and advised for huge pages, and kept when freed for the next plan (within a bound);
+ * freed with usbeam_block_free alone. */
+void *usbeam_block_alloc(size_t bytes);
+void usbeam_block_free(void *ptr);
 
 /* a*b (and a*b*c) with overflow detection: returns 0 and sets *out, or -1 on overflow.  Inline
  * here so that the C library and the CUDA module share one definition. */

@@ -121,9 +121,26 @@ static PyObject *py_set_thread_limit(PyObject *self, PyObject *arg)
     return usbeam_py_none_or_raise(st);
 }
 
+static PyObject *py_release_cached_memory(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    return PyLong_FromSize_t(usbeam_release_cached_memory());
+}
+
+static PyObject *py_cached_memory(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    return PyLong_FromSize_t(usbeam_cached_memory());
+}
+
 PyMethodDef usbeam_py_core_methods[] = {
     {"build_info", py_build_info, METH_NOARGS, "Build configuration: CUDA compiled in, OpenMP threads, version."},
     {"set_thread_limit", py_set_thread_limit, METH_O, "Cap the CPU threads of executes called from this OS thread."},
+    {"release_cached_memory", py_release_cached_memory, METH_NOARGS,
+     "Give back the large blocks kept from destroyed plans; returns the bytes released."},
+    {"cached_memory", py_cached_memory, METH_NOARGS, "Bytes of large blocks kept from destroyed plans for reuse."},
     {"cuda_device_count", py_cuda_device_count, METH_NOARGS, "Number of usable CUDA devices (0 without CUDA)."},
     {"cuda_device_info", py_cuda_device_info, METH_VARARGS, "Properties of one CUDA device."},
     {"status_table", py_status_table, METH_NOARGS, "The status code table: {code: (name, message)}."},

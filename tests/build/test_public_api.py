@@ -27,6 +27,7 @@ PUBLIC = {
         "hadamard_decode", "hadamard_orders", "io", "label", "largest_component", "live", "load_must", "metrics",
         "model_input", "nms", "nyquist_velocity", "plane_wave_angle", "plane_wave_sequence", "power_doppler",
         "rca_beamform", "rca_cross_planes", "rca_decode", "regionprops_basic", "scan_convert", "regionprops_basic_device",
+        "release_memory",
         "remove_small_components", "rf2iq", "segment_argmax", "segment_threshold", "simulate", "simulate_rca",
         "simulate_rf", "tobe_unflip",
     ],

@@ -93,6 +93,11 @@ usbeam_status usbeam_set_thread_limit(int n);
  * into the plan being executed. */
 typedef int (*usbeam_interrupt_check)(void *context);
 usbeam_status usbeam_set_interrupt_check(usbeam_interrupt_check check, void *context, double interval);
+/* Plans keep the large blocks (receive tables, staging buffers) of plans destroyed before
+ * them, up to 256 MiB in all, for the next plan to reuse without faulting fresh pages in:
+ * the bytes kept now, and giving them back to the system (returns the bytes released). */
+size_t usbeam_cached_memory(void);
+size_t usbeam_release_cached_memory(void);
 /* 1 when the CUDA backend (the module usbeam._cuda, csrc/backend/cuda_seam.h) is loaded. */
 int usbeam_built_with_cuda(void);
 
