@@ -809,6 +809,70 @@ static void general_apertures(const usbeam_das_plan *plan, const double *cull, i
     general_aperture_points(plan, cull, runs, p0, p1);
 }
 
+/* The linear array's apertures of points p0 .. p1-1 (usbeam_aperture_range's, MUST's
+ * predicate |x_p - x_e| <= z_p / 2F): its two binary searches find where a predicate monotone
+ * in the element index flips; a point's flips are looked for first by stepping from its
+ * neighbour's, APERTURE_STEPS at most each way, and the searches run only where they are
+ * farther (or the neighbour had none): the same first and last elements (phased P4-2v plan
+ * 4.6 -> 4.35 ms, in-process A/B; the searches took 0.43 ms of it). */
+#define APERTURE_STEPS 4
+static void linear_apertures(usbeam_das_plan *plan, ptrdiff_t p0, ptrdiff_t p1)
+{
+    const usbeam_das_params *prm = &plan->params;
+    const int n = (int)prm->n_elements;
+    const double *xe = plan->element_x;
+    int begin = -1, past = -1; /* the last point's flips: first element in, first past it */
+    for (ptrdiff_t p = p0; p < p1; ++p) {
+        const double *pt = plan->points + 3 * p;
+        if (!(prm->f_number > 0.0)) {
+            plan->aperture_first[p] = 0;
+            plan->aperture_count[p] = n;
+            continue;
+        }
+        const double xp = pt[0], half_width = pt[2] / (2.0 * prm->f_number);
+        /* usbeam_aperture_range's predicates: `before` true below the aperture, `upto` true up
+         * to its end (both monotone: true, then false) */
+#define BEFORE(i) (xe[i] < xp && !(fabs(xp - xe[i]) <= half_width))
+#define UPTO(i) (xe[i] <= xp || fabs(xp - xe[i]) <= half_width)
+        int found = 0;
+        if (begin >= 0) { /* begin: the first index where BEFORE is false (n if none) */
+            int b = begin, e = past, k = 0;
+            if (b < n && BEFORE(b)) {
+                while (k < APERTURE_STEPS && b < n && BEFORE(b)) ++b, ++k;
+            } else {
+                while (k < APERTURE_STEPS && b > 0 && !BEFORE(b - 1)) --b, ++k;
+            }
+            const int b_ok = (b == n || !BEFORE(b)) && (b == 0 || BEFORE(b - 1));
+            /* past: the first index >= begin where UPTO is false (n if none) */
+            e = e > b ? e : b;
+            k = 0;
+            if (e < n && UPTO(e)) {
+                while (k < APERTURE_STEPS && e < n && UPTO(e)) ++e, ++k;
+            } else {
+                while (k < APERTURE_STEPS && e > b && !UPTO(e - 1)) --e, ++k;
+            }
+            const int e_ok = (e == n || !UPTO(e)) && (e == b || UPTO(e - 1));
+            if (b_ok && e_ok) {
+                found = 1;
+                begin = b, past = e;
+            }
+        }
+#undef BEFORE
+#undef UPTO
+        int first = 0, last = -1, count = 0;
+        if (found) {
+            if (begin <= past - 1 && fabs(xp - xe[begin]) <= half_width) first = begin, last = past - 1, count = last - first + 1;
+        } else {
+            count = usbeam_aperture_range(xe, n, xp, half_width, &first, &last);
+            /* the searches' flips, for the next point (none when the aperture is empty) */
+            begin = count > 0 ? first : -1, past = count > 0 ? last + 1 : -1;
+            if (count == 0) first = 0;
+        }
+        plan->aperture_first[p] = first;
+        plan->aperture_count[p] = count;
+    }
+}
+
 /* Receive apertures (one contiguous element range per point) and the receive-table offsets. */
 static void build_apertures(usbeam_das_plan *plan)
 {
@@ -826,15 +890,10 @@ static void build_apertures(usbeam_das_plan *plan)
             general_apertures(plan, cull, runs, p0, p0 + step < n_points ? p0 + step : n_points);
         usbeam_free(cull);
     } else {
+        const ptrdiff_t step = 256;
 #pragma omp parallel for schedule(static)
-        for (ptrdiff_t p = 0; p < n_points; ++p) {
-            int first = 0, last = n - 1, count = n;
-            const double *pt = plan->points + 3 * p;
-            if (prm->f_number > 0.0)
-                count = usbeam_aperture_range(plan->element_x, n, pt[0], pt[2] / (2.0 * prm->f_number), &first, &last);
-            plan->aperture_first[p] = first;
-            plan->aperture_count[p] = count;
-        }
+        for (ptrdiff_t p0 = 0; p0 < n_points; p0 += step)
+            linear_apertures(plan, p0, p0 + step < n_points ? p0 + step : n_points);
     }
     if (!plan->receive_offset) return; /* a CUDA plan: nothing tabulated on the host */
     size_t offset = 0;

@@ -262,3 +262,24 @@ def test_coverage_from_the_plan_transmit_times(rng):
         bf._plan_covered([grid.n_points], [0], 0.0, 1.0)
     with pytest.raises(ValueError, match="transmit"):
         bf._plan_covered([0], [len(seq)], 0.0, 1.0)
+
+
+@pytest.mark.parametrize("f_number", [0.7, 1.0, 2.5])
+def test_linear_aperture_sizes(rng, f_number):
+    """The linear array's apertures (MUST's predicate |x_p - x_e| <= z_p / 2F), which the plan
+    finds by stepping from the neighbouring point's or by binary search: a polar grid (each
+    point's neighbour close), scattered points (mostly searched) and points placed on the
+    predicate's ties (x_p at an element, z_p / 2F a whole number of pitches), against the
+    predicate evaluated element by element in the same operations."""
+    probe = usbeam.LinearArray(64, 3e-4, width=2.7e-4)
+    x_e = probe.positions[:, 0]
+    polar = usbeam.PolarGrid(np.linspace(5e-3, 0.05, 60), np.linspace(-0.7, 0.7, 45)).coordinates()
+    scattered = np.column_stack([rng.uniform(-0.03, 0.03, 2000), np.zeros(2000), rng.uniform(1e-4, 0.05, 2000)])
+    ties = np.column_stack([np.repeat(x_e, 12), np.zeros(64 * 12), np.tile(np.arange(1, 13) * 3e-4 * 2 * f_number, 64)])
+    points = np.concatenate([polar, scattered, ties])
+    bf = usbeam.Beamformer(probe, usbeam.PlaneWave(0.0), usbeam.Grid.points(points), fs=FS, fc=FC, c=C, t0=T0,
+                           n_samples=N_SAMPLES, f_number=f_number, min_coverage=0)
+    counts = usbeam._core.das_aperture_counts(bf._plan)
+    inside = np.abs(points[:, :1] - x_e[None, :]) <= (points[:, 2] / (2.0 * f_number))[:, None]
+    assert np.array_equal(counts, inside.sum(axis=1))
+    assert (counts == 0).any() and (counts > 0).mean() > 0.5
