@@ -315,6 +315,7 @@ class Delays:
         d = d - d[active].min()
         d.flags.writeable = False
         object.__setattr__(self, "delays", d)
+        object.__setattr__(self, "_sources", {})  # (probe, c) -> sources: a plan rebuilt for a new grid reuses them
 
     def __repr__(self):
         active = ~np.isnan(self.delays)
@@ -334,6 +335,19 @@ class Delays:
         z (m), path offset c * delay (m), positions and delays interpolated by not-a-knot
         splines of the element index (PyMUST dasmtx; z is 0 for a linear array).  Matrix
         arrays: (4, n_active) rows x, y, z, offset, the elements themselves (PyMUST dasmtx3)."""
+        try:
+            key = (probe, float(c))
+            cached = self._sources.get(key)
+        except TypeError:  # a probe given as arrays (ElementArray) has no hash
+            key = cached = None
+        if cached is not None:
+            return cached.copy()
+        src = self._compute_sources(probe, c)
+        if key is not None and len(self._sources) < 8:
+            self._sources[key] = src.copy()
+        return src
+
+    def _compute_sources(self, probe, c):
         active = ~np.isnan(self.delays)
         pos, de = _positions(probe)[active], self.delays[active]
         if getattr(probe, "two_dimensional", False):

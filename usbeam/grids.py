@@ -120,8 +120,13 @@ def _check_visible(points, probe, apex, directions, what, f_number=0.0, seen=Non
             if blind_rays.any():
                 todo = np.flatnonzero(blind_rays)
                 blind_rays[todo] = ~_seen(rays[:, todo].reshape(-1, 3), probe, f).reshape(-1, todo.size).any(axis=0)
-        else:  # behind every face: along a ray from the apex (behind or on the face) the first radius decides
-            blind_rays = ~_seen(rays[0], probe, f)
+        else:  # behind every face: along a ray from the apex (behind or on the face) the first radius decides;
+            # a first point in the plan's aperture at F > 0 is in front of that element's face
+            blind_rays = (np.ones(n_rays, dtype=bool) if seen is None or not f_number > 0
+                          else ~np.asarray(seen, dtype=bool).reshape(-1, n_rays)[0])
+            todo = np.flatnonzero(blind_rays)
+            if todo.size:
+                blind_rays[todo] = ~_seen(rays[0, todo], probe, f)
         if not blind_rays.any():
             continue
         if not _seen(far[blind_rays], probe, f).all():

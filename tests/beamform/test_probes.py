@@ -124,3 +124,22 @@ def test_convex_delays_sources_follow_the_arc():
     np.testing.assert_allclose(src[0, at], probe.positions[e, 0], rtol=0, atol=1e-12)
     np.testing.assert_allclose(src[1, at], probe.positions[e, 2], rtol=0, atol=1e-12)
     np.testing.assert_allclose(src[2, at], 1540.0 * (delays[e] - delays.min()), rtol=0, atol=1e-12)
+
+
+def test_delay_sources_are_reused_per_probe_and_speed():
+    """A Delays keeps its sources per (probe, c) for the next plan: the same values every call,
+    a caller's edit of a returned array changes no later one, another c or an equal-but-distinct
+    probe gives its own, and a probe given as arrays (no hash) is computed every time."""
+    probe = usbeam.ConvexArray(64, 3e-4, 0.02)
+    seq = usbeam.Delays(np.linspace(0.0, 2e-6, 64))
+    first = seq.sources(probe, 1540.0)
+    first[:] = 0.0
+    again = seq.sources(probe, 1540.0)
+    np.testing.assert_array_equal(again, seq._compute_sources(probe, 1540.0))
+    assert np.any(again != 0.0)
+    np.testing.assert_array_equal(seq.sources(usbeam.ConvexArray(64, 3e-4, 0.02), 1540.0), again)
+    np.testing.assert_allclose(seq.sources(probe, 1480.0)[2], again[2] * 1480.0 / 1540.0, rtol=1e-14, atol=0)
+    other = usbeam.ConvexArray(64, 3e-4, 0.03)
+    assert not np.array_equal(seq.sources(other, 1540.0), again)
+    as_arrays = usbeam.ElementArray(probe.positions, probe.normals)
+    np.testing.assert_allclose(seq.sources(as_arrays, 1540.0), again, rtol=0, atol=1e-15)
