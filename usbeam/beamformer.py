@@ -285,7 +285,8 @@ class Beamformer:
         self.n_samples = _validate.integer("n_samples", n_samples, minimum=1, maximum=2**30)
         # the grid's points, computed once: the checks below, the coverage and the C plan read them
         _validate.check_allocation("grid", (grid.n_points, 3), 8 * 3)  # points, their copy and apertures
-        self._points = np.ascontiguousarray(grid.coordinates(), dtype=np.float64)
+        kept = getattr(grid, "_kept_coordinates", None)  # a sector grid's own, read-only (no copy)
+        self._points = np.ascontiguousarray(kept() if kept is not None else grid.coordinates(), dtype=np.float64)
         _check_geometry(probe, grid, self.c, self._points)
         self.window = _validate.choice("window", window, ("rect", "hann", "tukey"))
         self.tukey_alpha = _validate.real_scalar("tukey_alpha", tukey_alpha)

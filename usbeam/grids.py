@@ -184,11 +184,21 @@ class PolarGrid:
         return self.radii.size * self.angles.size
 
     def coordinates(self):
-        """All points (n_points, 3) as (x, y, z) in m, radius slowest."""
-        pts = np.zeros((self.radii.size, self.angles.size, 3))
-        pts[..., 0] = self.apex[0] + self.radii[:, None] * np.sin(self.angles)
-        pts[..., 2] = self.apex[1] + self.radii[:, None] * np.cos(self.angles)
-        return pts.reshape(-1, 3)
+        """All points (n_points, 3) as (x, y, z) in m, radius slowest (a new array)."""
+        return self._kept_coordinates().copy()
+
+    def _kept_coordinates(self):
+        """coordinates(), computed once and kept read-only: what a Beamformer reads (and the C
+        plan copies) each time a plan is built on this grid."""
+        kept = self.__dict__.get("_coordinates")
+        if kept is None:
+            pts = np.zeros((self.radii.size, self.angles.size, 3))
+            pts[..., 0] = self.apex[0] + self.radii[:, None] * np.sin(self.angles)
+            pts[..., 2] = self.apex[1] + self.radii[:, None] * np.cos(self.angles)
+            kept = pts.reshape(-1, 3)
+            kept.flags.writeable = False
+            object.__setattr__(self, "_coordinates", kept)
+        return kept
 
     def check_probe(self, probe, f_number=0.0, points=None, seen=None):
         """Refuse angles or radii the probe cannot see (``points``: this grid's coordinates(),

@@ -145,6 +145,15 @@ def test_polar_and_volume_grids(rng):
     assert img.shape == (7, 9)
     flat = usbeam.das(data, convex, seq, usbeam.Grid.points(polar.coordinates()), **kw)
     np.testing.assert_array_equal(img.ravel(), flat)
+    # the grid keeps its points for the plans built on it: each call still hands out a new,
+    # writable array, which the caller may change without changing the grid's
+    pts = polar.coordinates()
+    r, th = np.meshgrid(polar.radii, polar.angles, indexing="ij")
+    want = np.column_stack([(r * np.sin(th)).ravel(), np.zeros(r.size), (polar.apex[1] + r * np.cos(th)).ravel()])
+    np.testing.assert_allclose(pts, want, rtol=0, atol=1e-15)
+    pts[:] = 0.0
+    np.testing.assert_allclose(polar.coordinates(), want, rtol=0, atol=1e-15)
+    np.testing.assert_array_equal(usbeam.das(data, convex, seq, polar, **kw), img)
     matrix = usbeam.MatrixArray(4, 4, 3e-4, 3e-4)
     mdata = random_data(rng, (16, N_SAMPLES), np.complex64)
     for grid, shape in ((usbeam.VolumeGrid(x=[-1e-3, 0, 1e-3], y=[0.0, 1e-3], z=[3e-3, 4e-3, 5e-3, 6e-3]), (4, 2, 3)),
