@@ -660,7 +660,6 @@ static int apertures_are_runs(const usbeam_das_plan *plan)
     }
     const double size = hypot(ex[n - 1] - ex[0], ez[n - 1] - ez[0]), tol = 1e-9 * size;
     if (!(size > 0.0)) return 0;
-    const double dnx = FRAME(6, 0) - FRAME(6, n - 1), dnz = FRAME(8, 0) - FRAME(8, n - 1);
     int line = 1;
     for (size_t e = 1; e < n && line; ++e) line = FRAME(6, e) == FRAME(6, 0) && FRAME(8, e) == FRAME(8, 0);
     if (line) { /* s_i = (e_i - e_0) . t strictly monotone, (e_i - e_0) . n = 0 */
@@ -675,6 +674,7 @@ static int apertures_are_runs(const usbeam_das_plan *plan)
         return 1;
     }
     /* an arc: e_0 - e_last = R (n_0 - n_last) gives R, then C = e_0 - R n_0 */
+    const double dnx = FRAME(6, 0) - FRAME(6, n - 1), dnz = FRAME(8, 0) - FRAME(8, n - 1);
     const double dn2 = dnx * dnx + dnz * dnz;
     const double radius = ((ex[0] - ex[n - 1]) * dnx + (ez[0] - ez[n - 1]) * dnz) / dn2;
     if (!(dn2 > 0.0) || !(radius > 0.0)) return 0;
@@ -692,9 +692,11 @@ static int apertures_are_runs(const usbeam_das_plan *plan)
     return 1;
 }
 
-#define HINT_STEPS 4
+/* Steps a hinted aperture search takes from the neighbouring point's ends before it leaves the
+ * point to the full search (hinted_aperture, linear_apertures) */
+#define APERTURE_STEPS 4
 /* With apertures_are_runs, one point's aperture from its neighbour's first and last accepted
- * elements: each end moved to where the cone test flips, by HINT_STEPS at most where the
+ * elements: each end moved to where the cone test flips, by APERTURE_STEPS at most where the
  * neighbour's end is outside this point's aperture; 0 when it does not flip within them (no
  * element found, or the aperture moved farther), for the block scan to decide.  The run found
  * is the one the scan finds (convex plan: apertures 1.47 -> 0.30 ms). */
@@ -707,19 +709,19 @@ INLINE_BODY int hinted_aperture(const usbeam_das_plan *plan, double px, double p
         while (a > 0 && cone_holds(plan, a - 1, px, py, pz, two_f)) --a;
     } else {
         int s = 0;
-        for (; s < HINT_STEPS; ++s)
+        for (; s < APERTURE_STEPS; ++s)
             if (++a >= n) return 0;
             else if (cone_holds(plan, a, px, py, pz, two_f)) break;
-        if (s == HINT_STEPS) return 0;
+        if (s == APERTURE_STEPS) return 0;
     }
     b = b > a ? b : a;
     if (cone_holds(plan, b, px, py, pz, two_f)) {
         while (b + 1 < n && cone_holds(plan, b + 1, px, py, pz, two_f)) ++b;
     } else {
         int s = 0;
-        for (; s < HINT_STEPS; ++s)
+        for (; s < APERTURE_STEPS; ++s)
             if (cone_holds(plan, --b, px, py, pz, two_f)) break; /* stops at a at the latest */
-        if (s == HINT_STEPS) return 0;
+        if (s == APERTURE_STEPS) return 0;
     }
     *first = a, *last = b;
     return 1;
@@ -815,20 +817,18 @@ static void general_apertures(const usbeam_das_plan *plan, const double *cull, i
  * neighbour's, APERTURE_STEPS at most each way, and the searches run only where they are
  * farther (or the neighbour had none): the same first and last elements (phased P4-2v plan
  * 4.6 -> 4.35 ms, in-process A/B; the searches took 0.43 ms of it). */
-#define APERTURE_STEPS 4
 static void linear_apertures(usbeam_das_plan *plan, ptrdiff_t p0, ptrdiff_t p1)
 {
     const usbeam_das_params *prm = &plan->params;
     const int n = (int)prm->n_elements;
     const double *xe = plan->element_x;
+    if (!(prm->f_number > 0.0)) { /* the whole array */
+        for (ptrdiff_t p = p0; p < p1; ++p) plan->aperture_first[p] = 0, plan->aperture_count[p] = n;
+        return;
+    }
     int begin = -1, past = -1; /* the last point's flips: first element in, first past it */
     for (ptrdiff_t p = p0; p < p1; ++p) {
         const double *pt = plan->points + 3 * p;
-        if (!(prm->f_number > 0.0)) {
-            plan->aperture_first[p] = 0;
-            plan->aperture_count[p] = n;
-            continue;
-        }
         const double xp = pt[0], half_width = pt[2] / (2.0 * prm->f_number);
         /* usbeam_aperture_range's predicates: `before` true below the aperture, `upto` true up
          * to its end (both monotone: true, then false) */
