@@ -127,10 +127,13 @@ static int DAS_ISA(stage_channel)(const usbeam_das_params *prm, size_t n_frames,
      * (the perf samples of the staging sat on them).  One channel ahead is about a microsecond,
      * more than the memory's latency; two or four channels ahead measured slower.  (Convex C5-2v,
      * 16 frames, 1 MiB windows of 64 samples: 4.36 -> 4.21 ms a call, 4.74 -> 4.62 ms with the
-     * caches flushed between calls, in-process A/B.)  Runs of whole pages the prefetchers follow:
-     * there the extra requests only cost (large-256, staged at once: 1 % slower). */
+     * caches flushed between calls, in-process A/B.)  Complex input only: RF records of 16 frames
+     * (float32, int16; runs of 512 bytes too) gained nothing and int16 lost 1 %, also with one
+     * request per line; and runs of whole pages the prefetchers follow (large-256, staged at
+     * once: 1 % slower). */
     const size_t sample_bytes = dtype == USBEAM_DTYPE_COMPLEX64 ? 8 : (dtype == USBEAM_DTYPE_FLOAT32 ? 4 : 2);
-    const char *next = (end - first) * sample_bytes <= 4096 && ch + 1 < prm->n_transmits * prm->n_elements
+    const char *next = dtype == USBEAM_DTYPE_COMPLEX64 && (end - first) * sample_bytes <= 4096 &&
+                               ch + 1 < prm->n_transmits * prm->n_elements
                            ? (const char *)in + (ch + 1) * n_samples * sample_bytes
                            : NULL;
 #define PREFETCH_NEXT_CHANNEL(F, N0)                                                             \
