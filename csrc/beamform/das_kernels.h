@@ -131,16 +131,15 @@ static int DAS_ISA(stage_channel)(const usbeam_das_params *prm, size_t n_frames,
      * (float32, int16; runs of 512 bytes too) gained nothing and int16 lost 1 %, also with one
      * request per line; and runs of whole pages the prefetchers follow (large-256, staged at
      * once: 1 % slower). */
-    const size_t sample_bytes = dtype == USBEAM_DTYPE_COMPLEX64 ? 8 : (dtype == USBEAM_DTYPE_FLOAT32 ? 4 : 2);
-    const char *next = dtype == USBEAM_DTYPE_COMPLEX64 && (end - first) * sample_bytes <= 4096 &&
+    const char *next = dtype == USBEAM_DTYPE_COMPLEX64 && (end - first) * 8 <= 4096 &&
                                ch + 1 < prm->n_transmits * prm->n_elements
-                           ? (const char *)in + (ch + 1) * n_samples * sample_bytes
+                           ? (const char *)in + (ch + 1) * n_samples * 8 /* complex64: 8 bytes a sample */
                            : NULL;
 #define PREFETCH_NEXT_CHANNEL(F, N0)                                                             \
     do {                                                                                        \
-        const char *p_ = next + ((F) * frame_stride + (N0)) * sample_bytes;                     \
+        const char *p_ = next + ((F) * frame_stride + (N0)) * 8;                                \
         __builtin_prefetch(p_, 0, 3);                                                           \
-        __builtin_prefetch(p_ + 8 * sample_bytes - 1, 0, 3); /* a run may cross a line */        \
+        __builtin_prefetch(p_ + 63, 0, 3); /* a step's 8 samples may cross a line */            \
     } while (0)
     for (size_t f0 = 0; f0 < whole_frames; f0 += 8) {
         for (size_t n0 = first; n0 < whole_samples; n0 += 8) {
