@@ -239,7 +239,12 @@ TOLERANCES = {
     # remaining fraction rounded to float (<= 3e-8 turn = 1.9e-7 rad) and its sine and cosine
     # from float polynomials on |r| <= pi/4 (truncation < 2e-9, rounding ~1e-7), plus the
     # float transmit rotation (~6e-8): ~4e-7 rad at worst, whatever the depth (a float phase
-    # of thousands of turns would be off by ~1e-3 rad).  Checked 20 cm deep at 15 MHz.
+    # of thousands of turns would be off by ~1e-3 rad).  Checked 20 cm deep at 15 MHz.  The
+    # 1-frame lane path (das_lanes.c) holds s_rx in fixed point, 2^-bits sample with bits =
+    # 24 + ceil(log2(fc / fs)): its rounding is at most 2^-25 turn (1.9e-7 rad), its turns are
+    # formed in integers (exact mod 1 to ~1e-9 turn), the rest from 32nds of a turn (sine
+    # truncated after r^3: 7.6e-8); measured 2.8e-7 rad at fs / fc from 0.27 to 6.7
+    # (tests/beamform/test_das_lanes.py), 1.9e-7 with the table in double.
     "das_receive_phase_rad": 1e-6,
     # Nearest: the tap index is round(s) with s in double in both; a point whose s lies
     # within ~1e-12 of a .5 boundary may round the other way (the sqrt of C and NumPy can

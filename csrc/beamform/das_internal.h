@@ -83,6 +83,8 @@ static inline size_t usbeam_das_channel_floats(size_t n_samples, size_t n_frames
 
 /* Doubles of one row formed at execute by the lane path without a table (das_lanes.c) */
 #define USBEAM_DAS_LANE_FORMED_DOUBLES 32
+/* lane_fixed's value for a lane outside its aperture */
+#define USBEAM_DAS_LANE_FIXED_OUTSIDE INT32_MIN
 
 struct usbeam_das_plan {
     usbeam_das_params params;   /* scalars only: the pointers below are the plan's copies */
@@ -125,7 +127,15 @@ struct usbeam_das_plan {
      * receive table (has_table = 0); NULL otherwise. */
     int32_t *lane_first;        /* (n_groups) first element of each group of 16 points */
     size_t *lane_offset;        /* (n_groups + 1) its rows */
-    double *lane_sample;        /* (rows, 16) s_rx */
+    double *lane_sample;        /* (rows, 16) s_rx; NULL where lane_fixed holds it */
+    int32_t *lane_fixed;        /* (rows, 16) s_rx - lane_base[row] in units of 2^-lane_fixed_bits
+                                   sample (USBEAM_DAS_LANE_FIXED_OUTSIDE outside the aperture):
+                                   the table in half the bytes, when every row's lanes and every
+                                   group's s_tx fit (das_lanes.c); else NULL and lane_sample */
+    int32_t *lane_base;         /* (rows) whole samples, with lane_fixed */
+    int32_t *lane_tx_fixed;     /* with lane_fixed: (n_groups, n_transmits, 16) s_tx - lane_tx_base */
+    int32_t *lane_tx_base;      /* (n_groups, n_transmits) whole samples, in the same units */
+    int lane_fixed_bits;
     float *lane_window;         /* (rows, 16) window weights; NULL for a 0 / 1 window (rect) */
     double *lane_tx;            /* (n_groups, n_transmits, 16) s_tx */
     float *lane_rot;            /* (n_groups, n_transmits, 2, 16) rot_tx (re, im) (IQ only) */
@@ -137,7 +147,9 @@ struct usbeam_das_plan {
                                    formed at execute into lane_rows */
     double *lane_rows;          /* lane_computed: (n_threads, lane_max_rows,
                                    USBEAM_DAS_LANE_FORMED_DOUBLES) s_rx of 16 lanes, their
-                                   weights, the least and most valid s_rx (das_lanes.c) */
+                                   weights, the least and most valid s_rx (das_lanes.c); while
+                                   usbeam_das_lanes_fill builds lane_fixed, its rows in double */
+    int lane_fixed_overflow;    /* set by usbeam_das_lanes_fill: a row of lane_fixed did not fit */
 
     int n_threads;
     size_t thread_floats;       /* floats of one thread's scratch (below) */
@@ -218,8 +230,9 @@ int usbeam_das_tile_single(const usbeam_das_plan *plan, size_t p0, size_t m, flo
 /* The lane table (das_lanes.c): whether plan creation builds it (a 1-frame plan on AVX-512,
  * unless USBEAM_DAS_LANES=0) and whether it holds window weights (a window other than 0 / 1);
  * each group's first element and row offsets from the apertures into lane_first / lane_offset
- * (allocated), returning the rows; then the rows themselves (lane_sample, lane_window,
- * lane_tx, lane_rot, lane_least allocated) from the receive geometry and the transmit times;
+ * (allocated), returning the rows; then the rows themselves (lane_sample or lane_fixed and
+ * lane_base, lane_window, lane_tx, lane_rot, lane_least allocated; lane_fixed_overflow set if a
+ * row does not fit lane_fixed) from the receive geometry and the transmit times;
  * without a table (lane_computed: lane_sample, lane_window and lane_least NULL), lane_tx and
  * lane_rot alone.
  * Execute (the calling thread's number, for its cache of rotations): points p0 .. p0 + m - 1

@@ -11,25 +11,34 @@
  * points in the lanes nothing is reduced across lanes, and the taps of 16 neighbouring points
  * in one element's row lie a few samples apart, so they come from two vector loads of the
  * row and a permutation instead of 16 scalar loads (a gather where they spread wider).  And
- * the table holds s_rx alone (8 bytes a pair, the receive table's 16): the receive rotation
- * exp(+j 2 pi fc/fs s_rx) is formed here (whole turns removed in double as chunk_receive,
- * das_delays.c, removes them, the rest from sixteenths of a turn in a table and short float
- * polynomials; within das_receive_phase_rad), so a call reads half the bytes.
+ * the table holds s_rx alone, as a 4-byte fixed-point offset from a whole-sample base per row
+ * (the receive table holds 16 bytes a pair): the receive rotation exp(+j 2 pi fc/fs s_rx) is
+ * formed here (whole turns removed exactly, the rest from 32nds of a turn in a table and short
+ * float polynomials; within das_receive_phase_rad), so a call reads about a quarter of the
+ * bytes.
  *
  * Layouts: the lane table (plan creation, usbeam_das_lanes_fill): group g holds points
  * 16 g .. 16 g + 15 and rows lane_offset[g] .. lane_offset[g + 1] - 1, one per element from
  * lane_first[g] on (the union of its points' apertures); row r holds 16 lanes (one per
- * point) of s_rx = |p - e| fs / c (double, samples) in lane_sample and, for windows other than
- * 0 / 1, the window weight (float) in lane_window.  A lane outside its point's aperture, or
- * where a 0 / 1 window is 0, holds s_rx = OUTSIDE_SAMPLE (out of every record: weight 0).
+ * point) of s_rx = |p - e| fs / c and, for windows other than 0 / 1, the window weight (float)
+ * in lane_window.  s_rx is held in lane_fixed as int32 offsets in units of 2^-bits sample from
+ * the row's lane_base (whole samples; fixed_bits below), where every row and every group's
+ * s_tx fit (offsets within +-2^29 units: 32 wavelengths or more); else in double in
+ * lane_sample (rows of 16 lanes more than ~64 wavelengths apart).  Fixed point halved the
+ * bytes a call reads and put s = s_tx + s_rx, its first tap, fraction and receive turn in
+ * int32 lanes where double took two vectors a step: live-1tx 1.64 -> 1.43 ms, live-3tx 3.83
+ * -> 3.42 ms (in-process A/B against the double table, p10 of 300 / 150 calls).  A lane
+ * outside its point's aperture, or where a 0 / 1 window is 0, holds OUTSIDE_SAMPLE (out of
+ * every record: weight 0) or USBEAM_DAS_LANE_FIXED_OUTSIDE.
  * Without a table (a plan over its max_table_bytes: lane_computed), the rows of a group are
- * formed at execute, just before its sums (form_rows), in the same layout with the row's
+ * formed at execute, just before its sums (form_rows), in lane_sample's layout with the row's
  * least and most valid s_rx beside it, from which each row's window start is bounded (as
  * lane_least is, but for all 16 lanes at once); it costs ~1.5-1.9x the table's call
  * (live-3tx, live-1tx: 5.44 and 3.05 ms against 3.53 and 1.59 ms, RESULTS.md 2026-11-28;
  * 1.3-1.4x before the table's rows were prefetched), where das_single.c's per-point path
  * without a table cost 2.3-2.7x the table then.
- * Per (group, transmit): s_tx = (tau_tx - t0) fs of its 16 points (double) in lane_tx and
+ * Per (group, transmit): s_tx = (tau_tx - t0) fs of its 16 points (double) in lane_tx (and
+ * as offsets from a base in lane_tx_fixed / lane_tx_base with lane_fixed) and
  * rot_tx = exp(+j 2 pi fc tau_tx) as 16 re then 16 im (float) in lane_rot (IQ); per (group,
  * transmit, row): the least first tap of the row's valid lanes in lane_least (or LEAST_NONE,
  * LEAST_GATHER), so that the window's loads wait for no reduction across lanes (the
@@ -97,6 +106,39 @@ static inline int row_window(int least, int most, int taps)
     return most < least ? LEAST_NONE : (most - least > WINDOW_SPAN - taps ? LEAST_GATHER : least);
 }
 
+/* lane_fixed's arithmetic, the one definition the fill and the sums share.  Units of 2^-bits
+ * sample, bits = 24 + ceil(log2(fc / fs)) (at least 16; 24 for RF without fc): a unit is at
+ * most 2^-24 turn of the receive rotation, so rounding s_rx to units costs at most 2 pi 2^-25
+ * = 1.9e-7 rad (within das_receive_phase_rad) and the fraction of a tap as little, and the
+ * +-2^29 units an offset may hold are at least 32 wavelengths whatever fs (wider rows, or
+ * fc / fs > 8: the table in double).  With s = W + d 2^-bits, W =
+ * row base + transmit base (whole samples) and d = s_rx offset + s_tx offset (|d| <= 2^30):
+ * s in [lo, hi] is d in [(lo - W) 2^bits, (hi - W) 2^bits] (clamped to int32); the first tap's
+ * base is W + floor((d + bias) 2^-bits), bias half a sample for nearest-neighbour (halves
+ * up), 0 otherwise; the fraction d mod 2^bits, exact in float.  The receive turn of s_rx mod 1
+ * in 2^-32 turn: the high 32 bits of s_rx in units times round(fc / fs 2^(64 - bits)) (mod
+ * 2^64; at most 2^40), within 2^-30 turn of exact for s_rx below 2^20 samples. */
+#define FIXED_LIMIT ((int64_t)1 << 29) /* the largest offset, units */
+static int fixed_bits(const usbeam_das_params *prm)
+{
+    const double turns_per_sample = prm->fc / prm->fs;
+    if (!(turns_per_sample > 0.0 && turns_per_sample < 1e6)) return 24; /* RF with fc = 0: no carrier */
+    const int bits = 24 + (int)ceil(log2(turns_per_sample));
+    return bits < 16 ? 16 : (bits > 28 ? 28 : bits); /* 28: over fix_rows' 27, the table in double */
+}
+static inline int32_t clamp_int32(int64_t v)
+{
+    return v < INT32_MIN ? INT32_MIN : (v > INT32_MAX ? INT32_MAX : (int32_t)v);
+}
+static inline int64_t shift_floor(int64_t v, int bits) /* floor(v 2^-bits) */
+{
+    return v >= 0 ? v >> bits : -((-v - 1) >> bits) - 1;
+}
+static inline int64_t fixed_bias(int kind, int bits)
+{
+    return kind == USBEAM_INTERP_NEAREST ? (int64_t)1 << (bits - 1) : 0;
+}
+
 int usbeam_das_lanes_wanted(const usbeam_das_plan *plan)
 {
 #if USBEAM_DAS_MULTI_ISA
@@ -138,23 +180,69 @@ size_t usbeam_das_lanes_count_rows(usbeam_das_plan *plan)
     return rows;
 }
 
+/* lane_fixed's rows row0 .. row0 + rows - 1 from their s_rx in double (s_rows): each row's
+ * base the whole sample nearest the middle of its valid lanes' range, each lane's offset from
+ * it in units (rounded to the nearest); and group g's transmit bases and offsets (its points'
+ * s_tx, 0 past the last point) likewise.  An offset beyond FIXED_LIMIT sets
+ * lane_fixed_overflow: the table is then built in double. */
+static int fixed_offsets(const double *s, int n, int bits, int32_t *base_out, int32_t *offsets)
+{
+    double least = INFINITY, most = -INFINITY;
+    for (int j = 0; j < n; ++j)
+        if (s[j] != OUTSIDE_SAMPLE) {
+            least = s[j] < least ? s[j] : least;
+            most = s[j] > most ? s[j] : most;
+        }
+    const double base = least <= most ? floor(0.5 * (least + most) + 0.5) : 0.0;
+    int fits = fabs(base) < 1e9;
+    for (int j = 0; j < LANES; ++j) {
+        const double units = j < n && s[j] != OUTSIDE_SAMPLE ? rint(ldexp(s[j] - base, bits)) : 0.0;
+        fits &= fabs(units) <= (double)FIXED_LIMIT;
+        offsets[j] = j < n && s[j] == OUTSIDE_SAMPLE ? USBEAM_DAS_LANE_FIXED_OUTSIDE : (fits ? (int32_t)units : 0);
+    }
+    *base_out = fits ? (int32_t)base : 0;
+    return fits;
+}
+
+static void fix_rows(usbeam_das_plan *plan, size_t g, size_t rows, const double *s_rows)
+{
+    const size_t row0 = plan->lane_offset[g], n_tx = plan->params.n_transmits;
+    const size_t n_points = plan->params.n_points, in_group = n_points - g * LANES < LANES ? n_points - g * LANES : LANES;
+    const int bits = plan->lane_fixed_bits;
+    int fits = bits <= 27;
+    for (size_t r = 0; r < rows; ++r)
+        fits &= fixed_offsets(s_rows + r * LANES, LANES, bits, plan->lane_base + row0 + r, plan->lane_fixed + (row0 + r) * LANES);
+    for (size_t t = 0; t < n_tx; ++t)
+        fits &= fixed_offsets(plan->lane_tx + (g * n_tx + t) * LANES, (int)in_group, bits, plan->lane_tx_base + g * n_tx + t,
+                              plan->lane_tx_fixed + (g * n_tx + t) * LANES);
+    if (!fits) {
+#pragma omp atomic write
+        plan->lane_fixed_overflow = 1;
+    }
+}
+
 void usbeam_das_lanes_fill(usbeam_das_plan *plan)
 {
     const usbeam_das_params *prm = &plan->params;
     const size_t n_points = prm->n_points, n_tx = prm->n_transmits, n_groups = (n_points + LANES - 1) / LANES;
     const size_t widest_floats = usbeam_das_widest_floats(plan);
+    plan->lane_fixed_bits = fixed_bits(prm);
 #pragma omp parallel for schedule(dynamic, 8) num_threads(usbeam_team_size(plan->n_threads))
     for (ptrdiff_t gi = 0; gi < (ptrdiff_t)n_groups; ++gi) {
         const size_t g = (size_t)gi;
 #ifdef _OPENMP
-        float *scratch = plan->scratch + (size_t)omp_get_thread_num() * plan->thread_floats;
+        const int thread = omp_get_thread_num();
 #else
-        float *scratch = plan->scratch;
+        const int thread = 0;
 #endif
+        float *scratch = plan->scratch + (size_t)thread * plan->thread_floats;
         double *sample = (double *)scratch;
         float *window = scratch + 2 * widest_floats;
         const size_t row0 = plan->lane_offset[g], rows = plan->lane_offset[g + 1] - row0;
-        double *s_rows = plan->lane_sample ? plan->lane_sample + row0 * LANES : NULL; /* NULL: lane_computed */
+        /* the rows in double: the table's, or (lane_fixed) the thread's until converted below;
+         * NULL: lane_computed */
+        double *s_rows = plan->lane_sample ? plan->lane_sample + row0 * LANES
+                                           : (plan->lane_fixed ? plan->lane_rows + (size_t)thread * FORMED_STRIDE * (size_t)plan->lane_max_rows : NULL);
         float *w_rows = plan->lane_window ? plan->lane_window + row0 * LANES : NULL;
         if (s_rows)
             for (size_t k = 0; k < rows * LANES; ++k) s_rows[k] = OUTSIDE_SAMPLE;
@@ -186,8 +274,9 @@ void usbeam_das_lanes_fill(usbeam_das_plan *plan)
                 }
             }
         }
+        if (plan->lane_fixed) fix_rows(plan, g, rows, s_rows);
         /* each row's least first tap over its valid lanes, per transmit: the s, validity and
-         * rounding of group_sum (the same double expressions) */
+         * rounding of group_sum (the same double expressions, on the s_rx it reads) */
         const int kind = (int)prm->interpolation, taps = usbeam_interp_taps(kind);
         double lo, hi;
         sample_range(kind, prm->n_samples, &lo, &hi);
@@ -196,7 +285,22 @@ void usbeam_das_lanes_fill(usbeam_das_plan *plan)
             int32_t *least_rows = plan->lane_least + row0 * n_tx + t * rows;
             for (size_t r = 0; r < rows; ++r) {
                 int least = INT32_MAX, most = INT32_MIN;
-                for (size_t j = 0; j < LANES; ++j) {
+                if (plan->lane_fixed) { /* group_sum's FIXED integers */
+                    const int bits = plan->lane_fixed_bits;
+                    const int64_t whole = (int64_t)plan->lane_base[row0 + r] + plan->lane_tx_base[g * n_tx + t];
+                    const int32_t d_lo = clamp_int32(((int64_t)lo - whole) * ((int64_t)1 << bits));
+                    const int32_t d_hi = clamp_int32(((int64_t)hi - whole) * ((int64_t)1 << bits));
+                    for (size_t j = 0; j < LANES; ++j) {
+                        const int32_t off = plan->lane_fixed[(row0 + r) * LANES + j];
+                        if (off == USBEAM_DAS_LANE_FIXED_OUTSIDE || g * LANES + j >= n_points) continue;
+                        const int64_t d = (int64_t)off + plan->lane_tx_fixed[(g * n_tx + t) * LANES + j];
+                        if (d < d_lo || d > d_hi) continue;
+                        const int first = (int)(whole + shift_floor(d + fixed_bias(kind, bits), bits)) - (kind == USBEAM_INTERP_CUBIC);
+                        least = first < least ? first : least;
+                        most = first > most ? first : most;
+                    }
+                }
+                for (size_t j = 0; j < LANES && !plan->lane_fixed; ++j) {
                     const double sv = s_tx[j] + s_rows[r * LANES + j];
                     if (!(sv >= lo && sv <= hi)) continue;
                     const int first = (int)first_tap(kind, sv);
@@ -233,42 +337,88 @@ TARGET_AVX512 static inline __m512d tap_base(int kind, __m512d s)
     return kind == USBEAM_INTERP_NEAREST ? _mm512_roundscale_pd(s, ROUND_NEAREST) : _mm512_roundscale_pd(s, ROUND_DOWN);
 }
 
-/* exp(+j 2 pi k / 16) for k = 0 .. 15 (k mod 16 of any integer k), rounded to float */
-static const float COS_SIXTEENTHS[16] = {1.0f, 0.92387953251128674f, 0.70710678118654752f, 0.38268343236508977f, 0.0f,
-                                         -0.38268343236508977f, -0.70710678118654752f, -0.92387953251128674f, -1.0f,
-                                         -0.92387953251128674f, -0.70710678118654752f, -0.38268343236508977f, 0.0f,
-                                         0.38268343236508977f, 0.70710678118654752f, 0.92387953251128674f};
-static const float SIN_SIXTEENTHS[16] = {0.0f, 0.38268343236508977f, 0.70710678118654752f, 0.92387953251128674f, 1.0f,
-                                         0.92387953251128674f, 0.70710678118654752f, 0.38268343236508977f, 0.0f,
-                                         -0.38268343236508977f, -0.70710678118654752f, -0.92387953251128674f, -1.0f,
-                                         -0.92387953251128674f, -0.70710678118654752f, -0.38268343236508977f};
+/* exp(+j 2 pi k / 32) for k = 0 .. 31 (k mod 32 of any integer k), rounded to float */
+static const float COS_32NDS[32] = {1.0f, 0.98078528040323043f, 0.92387953251128674f, 0.83146961230254524f,
+                                    0.70710678118654757f, 0.55557023301960229f, 0.38268343236508984f,
+                                    0.19509032201612833f, 0.0f, -0.19509032201612833f, -0.38268343236508984f,
+                                    -0.55557023301960229f, -0.70710678118654757f, -0.83146961230254524f,
+                                    -0.92387953251128674f, -0.98078528040323043f, -1.0f, -0.98078528040323043f,
+                                    -0.92387953251128674f, -0.83146961230254524f, -0.70710678118654757f,
+                                    -0.55557023301960229f, -0.38268343236508984f, -0.19509032201612833f, 0.0f,
+                                    0.19509032201612833f, 0.38268343236508984f, 0.55557023301960229f,
+                                    0.70710678118654757f, 0.83146961230254524f, 0.92387953251128674f,
+                                    0.98078528040323043f};
+static const float SIN_32NDS[32] = {0.0f, 0.19509032201612833f, 0.38268343236508984f, 0.55557023301960229f,
+                                    0.70710678118654757f, 0.83146961230254524f, 0.92387953251128674f,
+                                    0.98078528040323043f, 1.0f, 0.98078528040323043f, 0.92387953251128674f,
+                                    0.83146961230254524f, 0.70710678118654757f, 0.55557023301960229f,
+                                    0.38268343236508984f, 0.19509032201612833f, 0.0f, -0.19509032201612833f,
+                                    -0.38268343236508984f, -0.55557023301960229f, -0.70710678118654757f,
+                                    -0.83146961230254524f, -0.92387953251128674f, -0.98078528040323043f, -1.0f,
+                                    -0.98078528040323043f, -0.92387953251128674f, -0.83146961230254524f,
+                                    -0.70710678118654757f, -0.55557023301960229f, -0.38268343236508984f,
+                                    -0.19509032201612833f};
 
-/* exp(+j 2 pi turns) of 16 lanes, turns = s_rx fc / fs: whole turns removed in double (as
- * chunk_receive, das_delays.c), the rest f in [-1/2, 1/2] in float, split into k / 16 turn
- * (k = f rounded to sixteenths, its rotation from the two tables by one permutation each) and
- * r = 2 pi (f - k / 16), |r| <= pi / 16, whose sine and cosine take polynomials to r^5 and r^6
- * (truncation < 3e-9 and < 1e-10).  The same accuracy as chunk_receive's quarter turns and
- * polynomials to r^9 / r^10 (~1e-7, float rounding; test_das_single.py's phase test), in 17
- * vector operations instead of 24: live-1tx 1.85 -> 1.61 ms, live-3tx 3.80 -> 3.58 ms, without
- * a table 3.26 -> 3.06 ms (in-process A/B, images within 1.3e-7 relative). */
+/* exp(+j 2 pi turns) of 16 lanes, turns = s_rx fc / fs (lane_fixed: in 32 bits, mod 1): the
+ * fraction of a turn left after whole turns are removed (in double, as chunk_receive in
+ * das_delays.c does, or in integers), f in [-1/2, 1/2], split into k / 32 turn (k = f rounded
+ * to 32nds, its rotation from the two tables by one two-register permutation each) and r =
+ * 2 pi (f - k / 32), |r| <= pi / 32, whose sine and cosine take polynomials to r^3 and r^4
+ * (truncation < 7.6e-8 and < 1.2e-9).  Within das_receive_phase_rad (test_das_single.py's
+ * phase test: 2.8e-7 rad from lane_fixed, 1.9e-7 from double), in 15 vector operations where
+ * chunk_receive's quarter turns and polynomials to r^9 / r^10 take 24 (sixteenths and
+ * polynomials to r^5 / r^6, 17: live-1tx 1.85 -> 1.61 ms, live-3tx 3.80 -> 3.58 ms, without a
+ * table 3.26 -> 3.06 ms, in-process A/B, images within 1.3e-7 relative). */
+__attribute__((always_inline)) TARGET_AVX512 static inline void table_rotation(__m512i k, __m512 r, __m512 *c_re,
+                                                                             __m512 *c_im)
+{
+    const __m512 big_c = _mm512_permutex2var_ps(_mm512_loadu_ps(COS_32NDS), k, _mm512_loadu_ps(COS_32NDS + 16));
+    const __m512 big_s = _mm512_permutex2var_ps(_mm512_loadu_ps(SIN_32NDS), k, _mm512_loadu_ps(SIN_32NDS + 16));
+    const __m512 r2 = _mm512_mul_ps(r, r);
+    const __m512 sn = _mm512_fmadd_ps(_mm512_mul_ps(r, r2), _mm512_set1_ps(-1.0f / 6), r);
+    const __m512 cs = _mm512_fmadd_ps(r2, _mm512_fmadd_ps(r2, _mm512_set1_ps(1.0f / 24), _mm512_set1_ps(-0.5f)), _mm512_set1_ps(1.0f));
+    *c_re = _mm512_fnmadd_ps(big_s, sn, _mm512_mul_ps(big_c, cs));
+    *c_im = _mm512_fmadd_ps(big_c, sn, _mm512_mul_ps(big_s, cs));
+}
+
 TARGET_AVX512 static inline void receive_rotation(__m512d s_lo, __m512d s_hi, __m512d turns_per_sample, __m512 *c_re,
                                                   __m512 *c_im)
 {
     const __m512d u_lo = _mm512_mul_pd(s_lo, turns_per_sample), u_hi = _mm512_mul_pd(s_hi, turns_per_sample);
     const __m512 f = floats_of(_mm512_sub_pd(u_lo, _mm512_roundscale_pd(u_lo, ROUND_NEAREST)),
                                _mm512_sub_pd(u_hi, _mm512_roundscale_pd(u_hi, ROUND_NEAREST)));
-    const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_set1_ps(16.0f), f), ROUND_NEAREST); /* -8 .. 8 */
-    const __m512 r = _mm512_mul_ps(_mm512_set1_ps(6.28318530717958647692f), _mm512_fnmadd_ps(_mm512_set1_ps(0.0625f), k, f));
-    const __m512i sixteenth = _mm512_cvtps_epi32(k); /* the permutations read its low 4 bits: k mod 16 */
-    const __m512 big_c = _mm512_permutexvar_ps(sixteenth, _mm512_loadu_ps(COS_SIXTEENTHS));
-    const __m512 big_s = _mm512_permutexvar_ps(sixteenth, _mm512_loadu_ps(SIN_SIXTEENTHS));
-    const __m512 r2 = _mm512_mul_ps(r, r);
-    const __m512 sn = _mm512_fmadd_ps(_mm512_mul_ps(r, r2), _mm512_fmadd_ps(r2, _mm512_set1_ps(1.0f / 120), _mm512_set1_ps(-1.0f / 6)), r);
-    __m512 cs = _mm512_fmadd_ps(r2, _mm512_set1_ps(-1.0f / 720), _mm512_set1_ps(1.0f / 24));
-    cs = _mm512_fmadd_ps(r2, cs, _mm512_set1_ps(-0.5f));
-    cs = _mm512_fmadd_ps(r2, cs, _mm512_set1_ps(1.0f));
-    *c_re = _mm512_fnmadd_ps(big_s, sn, _mm512_mul_ps(big_c, cs));
-    *c_im = _mm512_fmadd_ps(big_c, sn, _mm512_mul_ps(big_s, cs));
+    const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_set1_ps(32.0f), f), ROUND_NEAREST); /* -16 .. 16 */
+    const __m512 r = _mm512_mul_ps(_mm512_set1_ps(6.28318530717958647692f), _mm512_fnmadd_ps(_mm512_set1_ps(1.0f / 32), k, f));
+    table_rotation(_mm512_cvtps_epi32(k), r, c_re, c_im); /* the permutations read k mod 32 */
+}
+
+/* The same from a turn held in 32 bits (2^-32 turn units, mod 1 turn: lane_fixed's): k the
+ * 32nd nearest, r the rest, exact in integers before its rounding to float. */
+__attribute__((always_inline)) TARGET_AVX512 static inline void turn_rotation(__m512i turn, __m512 *c_re, __m512 *c_im)
+{
+    const __m512i shifted = _mm512_add_epi32(turn, _mm512_set1_epi32(1 << 26)); /* by half a 32nd */
+    const __m512i rest = _mm512_sub_epi32(_mm512_and_si512(shifted, _mm512_set1_epi32((1 << 27) - 1)), _mm512_set1_epi32(1 << 26));
+    const __m512 r = _mm512_mul_ps(_mm512_set1_ps((float)(6.28318530717958647692 / 4294967296.0)), _mm512_cvtepi32_ps(rest));
+    table_rotation(_mm512_srli_epi32(shifted, 27), r, c_re, c_im);
+}
+
+/* lane_fixed's turns of a unit (fixed_bits), a row base's turn, and a row's turns (the high 32
+ * bits of 16 int64 products) */
+static inline int64_t fixed_turns_per_unit(const usbeam_das_params *prm, int bits)
+{
+    return (int64_t)llrint(ldexp(prm->fc / prm->fs, 64 - bits));
+}
+static inline int32_t fixed_base_turn(int64_t base, int bits, int64_t turns_per_unit)
+{
+    return (int32_t)(uint32_t)(((uint64_t)base * ((uint64_t)1 << bits) * (uint64_t)turns_per_unit) >> 32);
+}
+__attribute__((always_inline)) TARGET_AVX512 static inline __m512i fixed_turns(__m512i offsets, __m512i turns_per_unit,
+                                                                              int32_t base_turn)
+{
+    const __m512i lo = _mm512_mullo_epi64(_mm512_cvtepi32_epi64(_mm512_castsi512_si256(offsets)), turns_per_unit);
+    const __m512i hi = _mm512_mullo_epi64(_mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(offsets, 1)), turns_per_unit);
+    const __m512i high = _mm512_permutex2var_epi32(lo, _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31), hi);
+    return _mm512_add_epi32(high, _mm512_set1_epi32(base_turn));
 }
 
 /* Window weights (float) at |u| = a of 16 lanes where a <= 1 (the caller masks the rest):
@@ -406,7 +556,8 @@ static inline int computed_least(int kind, double s_lo, double s_hi, double firs
  * themselves, ~7 KiB, stay in L1 from one transmit to the next.  (A pass of its own before the
  * sums, as first written: live-1tx 5 % and live-3tx 2 % slower, in-process A/B.) */
 __attribute__((always_inline)) TARGET_AVX512 static inline void
-group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, const int FIRST, const usbeam_das_plan *plan, size_t g,
+group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, const int FIXED, const int FIRST,
+          const usbeam_das_plan *plan, size_t g,
           __mmask16 lanes, size_t t, const float *restrict re_plane, const float *restrict im_plane,
           float *restrict rotation, const double *restrict formed, __m512 *sum_re, __m512 *sum_im)
 {
@@ -418,9 +569,21 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
     const __m512d s_tx_lo = _mm512_load_pd(plan->lane_tx + (g * n_tx + t) * LANES);
     const __m512d s_tx_hi = _mm512_load_pd(plan->lane_tx + (g * n_tx + t) * LANES + 8);
     const size_t row0 = plan->lane_offset[g], rows = plan->lane_offset[g + 1] - row0;
-    /* the rows: the table's, or (COMPUTED) formed by form_rows */
+    /* the rows: the table's (in double, or FIXED: lane_fixed), or (COMPUTED) formed by form_rows */
     const size_t row_stride = COMPUTED ? FORMED_STRIDE : LANES;
-    const double *s_rows = COMPUTED ? formed : plan->lane_sample + row0 * LANES;
+    const double *s_rows = COMPUTED ? formed : (FIXED ? NULL : plan->lane_sample + row0 * LANES);
+    const int32_t *fixed_rows = FIXED ? plan->lane_fixed + row0 * LANES : NULL;
+    const int32_t *base_rows = FIXED ? plan->lane_base + row0 : NULL;
+    /* FIXED: the transmit's offsets and base, the units' shift and the turns of a unit */
+    const int bits = FIXED ? plan->lane_fixed_bits : 0;
+    const __m512i tx_fixed = FIXED ? _mm512_load_si512(plan->lane_tx_fixed + (g * n_tx + t) * LANES) : _mm512_setzero_si512();
+    const int64_t tx_base = FIXED ? plan->lane_tx_base[g * n_tx + t] : 0;
+    const int64_t turns_per_unit = FIXED ? fixed_turns_per_unit(prm, bits) : 0;
+    const __m128i shift = _mm_cvtsi32_si128(bits);
+    const __m512 unit = _mm512_set1_ps(FIXED ? ldexpf(1.0f, -bits) : 0.0f);
+    const __m512i fraction_bits = _mm512_set1_epi32(FIXED ? (1 << bits) - 1 : 0);
+    const __m512i bias = _mm512_set1_epi32(FIXED ? (int32_t)fixed_bias(KIND, bits) : 0);
+    const __m512i v_turns_per_unit = _mm512_set1_epi64(turns_per_unit);
     const float *w_rows = !WINDOWED ? NULL : (COMPUTED ? (const float *)(formed + 16) : plan->lane_window + row0 * LANES);
     const size_t w_stride = COMPUTED ? 2 * FORMED_STRIDE : LANES;
     const int32_t *least_rows = COMPUTED ? NULL : plan->lane_least + row0 * n_tx + t * rows;
@@ -440,9 +603,23 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
         /* the receive rotation: formed by the first transmit (and kept for the others), ahead of
          * the row's skip so that every row has it */
         __m512 c_re_now = _mm512_setzero_ps(), c_im_now = _mm512_setzero_ps();
+        /* the row's s_rx: FIXED as offsets in units from a whole-sample base (and the lanes
+         * inside their apertures), else in double (OUTSIDE_SAMPLE outside) */
+        __m512d s_rx_lo, s_rx_hi;
+        __m512i offsets = _mm512_setzero_si512();
+        int64_t row_base = 0;
+        if (FIXED) {
+            offsets = _mm512_load_si512(fixed_rows + r * LANES);
+            row_base = base_rows[r];
+        } else if (FIRST && IQ) {
+            s_rx_lo = _mm512_load_pd(s_rows + r * row_stride), s_rx_hi = _mm512_load_pd(s_rows + r * row_stride + 8);
+        }
         if (FIRST && IQ) {
-            receive_rotation(_mm512_load_pd(s_rows + r * row_stride), _mm512_load_pd(s_rows + r * row_stride + 8),
-                             turns_per_sample, &c_re_now, &c_im_now);
+            if (FIXED)
+                turn_rotation(fixed_turns(offsets, v_turns_per_unit, fixed_base_turn(row_base, bits, turns_per_unit)),
+                              &c_re_now, &c_im_now);
+            else
+                receive_rotation(s_rx_lo, s_rx_hi, turns_per_sample, &c_re_now, &c_im_now);
             if (n_tx > 1) {
                 _mm512_store_ps(rotation + 32 * r, c_re_now);
                 _mm512_store_ps(rotation + 32 * r + 16, c_im_now);
@@ -452,7 +629,10 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
                                                     tx_most + s_rows[r * row_stride + 25], first_max)
                                    : least_rows[r];
         if (least == LEAST_NONE) continue;
-        if (!COMPUTED) { /* the table's rows PREFETCH_ROWS ahead (the next group's past the last) */
+        if (FIXED) { /* the table's rows PREFETCH_ROWS ahead (the next group's past the last) */
+            _mm_prefetch((const char *)(fixed_rows + (r + PREFETCH_ROWS) * LANES), _MM_HINT_T0);
+            if (WINDOWED) _mm_prefetch((const char *)(w_rows + (r + PREFETCH_ROWS) * LANES), _MM_HINT_T0);
+        } else if (!COMPUTED) {
             _mm_prefetch((const char *)(s_rows + (r + PREFETCH_ROWS) * LANES), _MM_HINT_T0);
             _mm_prefetch((const char *)(s_rows + (r + PREFETCH_ROWS) * LANES + 8), _MM_HINT_T0);
             if (WINDOWED) _mm_prefetch((const char *)(w_rows + (r + PREFETCH_ROWS) * LANES), _MM_HINT_T0);
@@ -463,20 +643,42 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
         const __m512 re_lo = _mm512_loadu_ps(x_re + at), re_hi = _mm512_loadu_ps(x_re + at + 16);
         const __m512 im_lo = IQ ? _mm512_loadu_ps(x_im + at) : _mm512_setzero_ps();
         const __m512 im_hi = IQ ? _mm512_loadu_ps(x_im + at + 16) : _mm512_setzero_ps();
-        const __m512d s_rx_lo = _mm512_load_pd(s_rows + r * row_stride), s_rx_hi = _mm512_load_pd(s_rows + r * row_stride + 8);
-        const __m512d s_lo = _mm512_add_pd(s_tx_lo, s_rx_lo), s_hi = _mm512_add_pd(s_tx_hi, s_rx_hi);
-        const __mmask8 valid_lo = _mm512_cmp_pd_mask(s_lo, v_lo, _CMP_GE_OQ) & _mm512_cmp_pd_mask(s_lo, v_hi, _CMP_LE_OQ);
-        const __mmask8 valid_hi = _mm512_cmp_pd_mask(s_hi, v_lo, _CMP_GE_OQ) & _mm512_cmp_pd_mask(s_hi, v_hi, _CMP_LE_OQ);
-        const __mmask16 valid = (__mmask16)(_mm512_kunpackb((__mmask16)valid_hi, (__mmask16)valid_lo) & lanes);
-        const __m512d base_lo = tap_base(KIND, s_lo), base_hi = tap_base(KIND, s_hi);
-        __m512i first = ints_of(base_lo, base_hi);
-        if (KIND == USBEAM_INTERP_CUBIC) first = _mm512_sub_epi32(first, _mm512_set1_epi32(1));
-        const __m512i rel = _mm512_maskz_sub_epi32(valid, first, _mm512_set1_epi32(at));
+        /* each lane's validity, first tap and fraction of s = s_tx + s_rx */
+        __mmask16 valid;
+        __m512i first, rel; /* rel: first - at, the lane's tap in the window */
+        __m512 frac = _mm512_setzero_ps();
+        if (FIXED) { /* s = whole + d 2^-bits (fixed_bits) */
+            const int64_t whole = row_base + tx_base;
+            const int32_t d_lo = clamp_int32(((int64_t)lo - whole) * ((int64_t)1 << bits));
+            const int32_t d_hi = clamp_int32(((int64_t)hi - whole) * ((int64_t)1 << bits));
+            const __m512i d = _mm512_add_epi32(offsets, tx_fixed);
+            const __mmask16 present =
+                _mm512_mask_cmpneq_epi32_mask(lanes, offsets, _mm512_set1_epi32(USBEAM_DAS_LANE_FIXED_OUTSIDE));
+            valid = _mm512_mask_cmp_epi32_mask(_mm512_mask_cmp_epi32_mask(present, d, _mm512_set1_epi32(d_lo), _MM_CMPINT_NLT), d,
+                                               _mm512_set1_epi32(d_hi), _MM_CMPINT_LE);
+            const __m512i whole_taps = _mm512_sra_epi32(_mm512_add_epi32(d, bias), shift);
+            const int32_t first_of_zero = (int32_t)whole - (KIND == USBEAM_INTERP_CUBIC); /* first tap of d = 0 */
+            first = _mm512_add_epi32(whole_taps, _mm512_set1_epi32(first_of_zero));
+            rel = _mm512_maskz_add_epi32(valid, whole_taps, _mm512_set1_epi32(first_of_zero - at));
+            if (KIND != USBEAM_INTERP_NEAREST) /* the fraction's bits, exact in float */
+                frac = _mm512_mul_ps(unit, _mm512_cvtepi32_ps(_mm512_and_si512(d, fraction_bits)));
+        } else {
+            if (!(FIRST && IQ))
+                s_rx_lo = _mm512_load_pd(s_rows + r * row_stride), s_rx_hi = _mm512_load_pd(s_rows + r * row_stride + 8);
+            const __m512d s_lo = _mm512_add_pd(s_tx_lo, s_rx_lo), s_hi = _mm512_add_pd(s_tx_hi, s_rx_hi);
+            const __mmask8 valid_lo = _mm512_cmp_pd_mask(s_lo, v_lo, _CMP_GE_OQ) & _mm512_cmp_pd_mask(s_lo, v_hi, _CMP_LE_OQ);
+            const __mmask8 valid_hi = _mm512_cmp_pd_mask(s_hi, v_lo, _CMP_GE_OQ) & _mm512_cmp_pd_mask(s_hi, v_hi, _CMP_LE_OQ);
+            valid = (__mmask16)(_mm512_kunpackb((__mmask16)valid_hi, (__mmask16)valid_lo) & lanes);
+            const __m512d base_lo = tap_base(KIND, s_lo), base_hi = tap_base(KIND, s_hi);
+            first = ints_of(base_lo, base_hi);
+            if (KIND != USBEAM_INTERP_NEAREST) frac = floats_of(_mm512_sub_pd(s_lo, base_lo), _mm512_sub_pd(s_hi, base_hi));
+            if (KIND == USBEAM_INTERP_CUBIC) first = _mm512_sub_epi32(first, _mm512_set1_epi32(1));
+            rel = _mm512_maskz_sub_epi32(valid, first, _mm512_set1_epi32(at));
+        }
         const __m512 a0 = TAP(0, window, re_lo, re_hi, rel, x_re, first);
         const __m512 b0 = IQ ? TAP(0, window, im_lo, im_hi, rel, x_im, first) : _mm512_setzero_ps();
         __m512 v_re = a0, v_im = b0;
         if (KIND != USBEAM_INTERP_NEAREST) {
-            const __m512 frac = floats_of(_mm512_sub_pd(s_lo, base_lo), _mm512_sub_pd(s_hi, base_hi));
             const __m512 a1 = TAP(1, window, re_lo, re_hi, rel, x_re, first);
             const __m512 b1 = IQ ? TAP(1, window, im_lo, im_hi, rel, x_im, first) : _mm512_setzero_ps();
             if (KIND == USBEAM_INTERP_LINEAR) {
@@ -521,7 +723,7 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
 
 /* Points p0 .. p0 + m - 1 (p0 a multiple of 16) into out_re / out_im. */
 __attribute__((always_inline)) TARGET_AVX512 static inline void
-tile_lanes_zmm(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, const usbeam_das_plan *plan,
+tile_lanes_zmm(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, const int FIXED, const usbeam_das_plan *plan,
                float *rotation, double *formed, size_t p0, size_t m, const float *restrict re_plane,
                const float *restrict im_plane, float *out_re, float *out_im)
 {
@@ -534,10 +736,10 @@ tile_lanes_zmm(const int KIND, const int IQ, const int WINDOWED, const int COMPU
         for (size_t t = 0; t < n_tx; ++t) {
             __m512 sum_re, sum_im;
             if (t == 0)
-                group_sum(KIND, IQ, WINDOWED, COMPUTED, 1, plan, g, lanes, t, re_plane, im_plane, rotation, formed, &sum_re,
+                group_sum(KIND, IQ, WINDOWED, COMPUTED, FIXED, 1, plan, g, lanes, t, re_plane, im_plane, rotation, formed, &sum_re,
                           &sum_im);
             else
-                group_sum(KIND, IQ, WINDOWED, COMPUTED, 0, plan, g, lanes, t, re_plane, im_plane, rotation, formed, &sum_re,
+                group_sum(KIND, IQ, WINDOWED, COMPUTED, FIXED, 0, plan, g, lanes, t, re_plane, im_plane, rotation, formed, &sum_re,
                           &sum_im);
             if (!IQ) {
                 out_r = _mm512_add_ps(out_r, sum_re);
@@ -553,26 +755,30 @@ tile_lanes_zmm(const int KIND, const int IQ, const int WINDOWED, const int COMPU
     }
 }
 
-/* The copies: (interpolation, IQ, rows) with rows 0 / 1: the table without / with window
- * weights, 2 / 3: formed at execute (lane_computed) without / with them. */
+/* The copies: (interpolation, IQ, rows) with rows 0 / 1: the table in double without / with
+ * window weights, 2 / 3: formed at execute (lane_computed), 4 / 5: the table in lane_fixed. */
 #define TILE_LANES_COPY(KIND, IQ, ROWS)                                                                         \
     TARGET_AVX512 static void tile_lanes_##KIND##_##IQ##_##ROWS(const usbeam_das_plan *plan, float *rotation,        \
                                                                double *formed, size_t p0, size_t m,               \
                                                                const float *re_plane, const float *im_plane,      \
                                                                float *out_re, float *out_im)                      \
     {                                                                                                           \
-        tile_lanes_zmm(KIND, IQ, (ROWS) & 1, (ROWS) >> 1, plan, rotation, formed, p0, m, re_plane, im_plane, out_re, \
-                       out_im);                                                                                 \
+        tile_lanes_zmm(KIND, IQ, (ROWS) & 1, (ROWS) >> 1 == 1, (ROWS) >> 1 == 2, plan, rotation, formed, p0, m,   \
+                       re_plane, im_plane, out_re, out_im);                                                     \
     }
-#define TILE_LANES_ROWS(KIND, IQ) TILE_LANES_COPY(KIND, IQ, 0) TILE_LANES_COPY(KIND, IQ, 1) TILE_LANES_COPY(KIND, IQ, 2) TILE_LANES_COPY(KIND, IQ, 3)
+#define TILE_LANES_ROWS(KIND, IQ)                                                                                \
+    TILE_LANES_COPY(KIND, IQ, 0) TILE_LANES_COPY(KIND, IQ, 1) TILE_LANES_COPY(KIND, IQ, 2) TILE_LANES_COPY(KIND, IQ, 3) \
+    TILE_LANES_COPY(KIND, IQ, 4) TILE_LANES_COPY(KIND, IQ, 5)
 TILE_LANES_ROWS(0, 0) TILE_LANES_ROWS(0, 1) TILE_LANES_ROWS(1, 0) TILE_LANES_ROWS(1, 1) TILE_LANES_ROWS(2, 0) TILE_LANES_ROWS(2, 1)
 #undef TILE_LANES_ROWS
 #undef TILE_LANES_COPY
 
 typedef void (*tile_lanes_fn)(const usbeam_das_plan *, float *, double *, size_t, size_t, const float *, const float *,
                               float *, float *);
-#define ROWS_OF(KIND, IQ) {tile_lanes_##KIND##_##IQ##_0, tile_lanes_##KIND##_##IQ##_1, tile_lanes_##KIND##_##IQ##_2, tile_lanes_##KIND##_##IQ##_3}
-static const tile_lanes_fn tile_lanes_copies[3][2][4] = {
+#define ROWS_OF(KIND, IQ)                                                                                          \
+    {tile_lanes_##KIND##_##IQ##_0, tile_lanes_##KIND##_##IQ##_1, tile_lanes_##KIND##_##IQ##_2,                          \
+     tile_lanes_##KIND##_##IQ##_3, tile_lanes_##KIND##_##IQ##_4, tile_lanes_##KIND##_##IQ##_5}
+static const tile_lanes_fn tile_lanes_copies[3][2][6] = {
     {ROWS_OF(0, 0), ROWS_OF(0, 1)}, {ROWS_OF(1, 0), ROWS_OF(1, 1)}, {ROWS_OF(2, 0), ROWS_OF(2, 1)}};
 #undef ROWS_OF
 #endif
@@ -581,11 +787,11 @@ int usbeam_das_tile_lanes(const usbeam_das_plan *plan, int thread, size_t p0, si
                           const float *im_plane, float *out_re, float *out_im)
 {
 #if USBEAM_DAS_MULTI_ISA
-    if (!(plan->lane_sample || plan->lane_computed) || usbeam_das_isa() != 2) return 0;
+    if (!(plan->lane_sample || plan->lane_fixed || plan->lane_computed) || usbeam_das_isa() != 2) return 0;
     const size_t max_rows = (size_t)plan->lane_max_rows;
     float *rotation = plan->lane_cache ? plan->lane_cache + (size_t)thread * 32 * max_rows : NULL;
     double *formed = plan->lane_computed ? plan->lane_rows + (size_t)thread * FORMED_STRIDE * max_rows : NULL;
-    const int rows = 2 * plan->lane_computed + usbeam_das_lanes_windowed(plan);
+    const int rows = 2 * (plan->lane_computed ? 1 : plan->lane_fixed ? 2 : 0) + usbeam_das_lanes_windowed(plan);
     tile_lanes_copies[plan->params.interpolation][plan->is_iq][rows](plan, rotation, formed, p0, m, re_plane, im_plane,
                                                                      out_re, out_im);
     return 1;

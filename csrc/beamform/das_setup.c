@@ -249,6 +249,10 @@ void usbeam_das_plan_destroy(usbeam_das_plan *plan)
     usbeam_free(plan->lane_first);
     usbeam_free(plan->lane_offset);
     usbeam_block_free(plan->lane_sample);
+    usbeam_block_free(plan->lane_fixed);
+    usbeam_free(plan->lane_base);
+    usbeam_free(plan->lane_tx_fixed);
+    usbeam_free(plan->lane_tx_base);
     usbeam_block_free(plan->lane_window);
     usbeam_free(plan->lane_tx);
     usbeam_free(plan->lane_least);
@@ -266,14 +270,23 @@ usbeam_cuda_exec *usbeam_das_plan_cuda(usbeam_das_plan *plan)
     return plan && plan->cuda ? usbeam_das_cuda_exec(plan->cuda) : NULL;
 }
 
+/* Bytes of one row of the lane table: s_rx (double, or lane_fixed's int32 and its base), the
+ * window weights (float) if any, the least first tap per transmit (int32) */
+static size_t lane_row_bytes(int fixed, int windowed, size_t n_transmits)
+{
+    return 16 * ((fixed ? sizeof(int32_t) : sizeof(double)) + (windowed ? sizeof(float) : 0)) +
+           (fixed ? sizeof(int32_t) : 0) + n_transmits * sizeof(int32_t);
+}
+
 size_t usbeam_das_table_bytes(const usbeam_das_plan *plan)
 {
     if (!plan) return 0;
     if (plan->lane_computed) return 0; /* no table: the rows are formed at execute */
-    if (plan->lane_sample) { /* the lane table (das_lanes.c) and its transmit parts */
+    if (plan->lane_sample || plan->lane_fixed) { /* the lane table (das_lanes.c) and its transmit parts */
         const size_t n_groups = (plan->params.n_points + 15) / 16;
-        return plan->lane_offset[n_groups] * (16 * (sizeof(double) + (plan->lane_window ? sizeof(float) : 0)) +
-                                              plan->params.n_transmits * sizeof(int32_t)) +
+        return plan->lane_offset[n_groups] * lane_row_bytes(plan->lane_fixed != NULL, plan->lane_window != NULL,
+                                                            plan->params.n_transmits) +
+               (plan->lane_fixed ? n_groups * plan->params.n_transmits * 17 * sizeof(int32_t) : 0) +
                n_groups * plan->params.n_transmits * 16 * (sizeof(double) + (plan->is_iq ? 2 * sizeof(float) : 0)) +
                (plan->lane_cache ? (size_t)plan->n_threads * (size_t)plan->lane_max_rows * 32 * sizeof(float) : 0);
     }
@@ -283,7 +296,12 @@ size_t usbeam_das_table_bytes(const usbeam_das_plan *plan)
 
 size_t usbeam_das_lane_rows(const usbeam_das_plan *plan)
 {
-    return plan && (plan->lane_sample || plan->lane_computed) ? plan->lane_offset[(plan->params.n_points + 15) / 16] : 0;
+    return plan && (plan->lane_sample || plan->lane_fixed || plan->lane_computed) ? plan->lane_offset[(plan->params.n_points + 15) / 16] : 0;
+}
+
+int usbeam_das_lane_fixed_bits(const usbeam_das_plan *plan)
+{
+    return plan && plan->lane_fixed ? plan->lane_fixed_bits : 0;
 }
 
 const double *usbeam_das_transmit_times(const usbeam_das_plan *plan, size_t *n_points, size_t *n_transmits)
@@ -1084,13 +1102,18 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
             goto fail;
         const size_t rows = usbeam_das_lanes_count_rows(plan);
         const int windowed = usbeam_das_lanes_windowed(plan);
-        const int table = plan->has_table &&
-                          rows <= budget / (16 * (sizeof(double) + (windowed ? sizeof(float) : 0)) + n_tx * sizeof(int32_t));
-        if ((table && ((st = alloc_table((void **)&plan->lane_sample, rows * 16, sizeof(double), "receive table")) ||
+        /* the table in lane_fixed's int32 offsets (half the bytes of double, and integer
+         * arithmetic: das_lanes.c); in double if a row's lanes lie too far apart for them */
+        int table = plan->has_table && rows <= budget / lane_row_bytes(1, windowed, n_tx);
+        /* lane_rows: the formed rows without a table, the fill's rows in double with one */
+        if ((st = alloc_array((void **)&plan->lane_rows, (size_t)plan->n_threads * (size_t)plan->lane_max_rows,
+                              USBEAM_DAS_LANE_FORMED_DOUBLES * sizeof(double), "per-thread scratch")) ||
+            (table && ((st = alloc_table((void **)&plan->lane_fixed, rows * 16, sizeof(int32_t), "receive table")) ||
+                       (st = alloc_array((void **)&plan->lane_base, rows, sizeof(int32_t), "receive table")) ||
+                       (st = alloc_array((void **)&plan->lane_tx_fixed, n_groups * n_tx, 16 * sizeof(int32_t), "transmit times")) ||
+                       (st = alloc_array((void **)&plan->lane_tx_base, n_groups, n_tx * sizeof(int32_t), "transmit times")) ||
                        (windowed && (st = alloc_table((void **)&plan->lane_window, rows * 16, sizeof(float), "receive table"))) ||
                        (st = alloc_array((void **)&plan->lane_least, rows, n_tx * sizeof(int32_t), "receive table")))) ||
-            (!table && (st = alloc_array((void **)&plan->lane_rows, (size_t)plan->n_threads * (size_t)plan->lane_max_rows,
-                                         USBEAM_DAS_LANE_FORMED_DOUBLES * sizeof(double), "per-thread scratch"))) ||
             (st = alloc_array((void **)&plan->lane_tx, n_groups * n_tx, 16 * sizeof(double), "transmit times")) ||
             (is_iq && (st = alloc_array((void **)&plan->lane_cache, (size_t)plan->n_threads * (size_t)plan->lane_max_rows,
                                         32 * sizeof(float), "per-thread scratch"))) ||
@@ -1099,6 +1122,26 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
             goto fail;
         plan->lane_computed = !table;
         usbeam_das_lanes_fill(plan);
+        if (table && plan->lane_fixed_overflow) { /* the rows in double, or formed at execute */
+            usbeam_block_free(plan->lane_fixed);
+            usbeam_free(plan->lane_base);
+            usbeam_free(plan->lane_tx_fixed);
+            usbeam_free(plan->lane_tx_base);
+            plan->lane_fixed = NULL, plan->lane_base = NULL, plan->lane_tx_fixed = NULL, plan->lane_tx_base = NULL;
+            table = rows <= budget / lane_row_bytes(0, windowed, n_tx);
+            if (table && (st = alloc_table((void **)&plan->lane_sample, rows * 16, sizeof(double), "receive table"))) goto fail;
+            if (!table) {
+                usbeam_block_free(plan->lane_window);
+                usbeam_free(plan->lane_least);
+                plan->lane_window = NULL, plan->lane_least = NULL;
+            }
+            plan->lane_computed = !table;
+            usbeam_das_lanes_fill(plan);
+        }
+        if (table) {
+            usbeam_free(plan->lane_rows);
+            plan->lane_rows = NULL;
+        }
         plan->has_table = 0;
     }
     if (plan->has_table) {

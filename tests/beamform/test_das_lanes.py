@@ -66,19 +66,25 @@ def test_lanes_match_the_reference(rng, interpolation, dtype, window, budget):
     assert_matches_reference(got, want, interpolation)
 
 
-@pytest.mark.parametrize("interpolation", ["linear", "cubic"])
+@pytest.mark.parametrize("interpolation", ["nearest", "linear", "cubic"])
 @pytest.mark.parametrize("budget", [None, 1])
-def test_lanes_too_far_apart_for_the_window_take_the_gather(rng, interpolation, budget):
-    """16 lanes 2 mm apart at 2-6 mm depth: an element's taps for the group span far more than
-    the 32-sample window, so those rows are gathered; the image still matches the reference."""
+@pytest.mark.parametrize("half_width, table", [(16e-3, "double"), (5e-3, "fixed")])
+def test_lanes_too_far_apart_for_the_window_take_the_gather(rng, interpolation, budget, half_width, table):
+    """16 lanes 2 mm (or 0.6 mm) apart at 2-6 mm depth: an element's taps for the group span
+    more than the 32-sample window, so those rows are gathered; the image still matches the
+    reference.  At 2 mm an element's row spans ~400 samples (~100 wavelengths), more than the
+    fixed-point table's offsets hold, so the table is in double (16 x 8 bytes a row and more);
+    at 0.6 mm it is in fixed point (16 x 4 bytes a row and a base, das_lanes.c)."""
     probe = usbeam.LinearArray(64, 3e-4, width=2.5e-4)
-    grid = usbeam.Grid(x=np.linspace(-16e-3, 16e-3, 17), z=np.linspace(2e-3, 6e-3, 5))
+    grid = usbeam.Grid(x=np.linspace(-half_width, half_width, 17), z=np.linspace(2e-3, 6e-3, 5))
     bf = usbeam.Beamformer(probe, [usbeam.PlaneWave(0.05)], grid, fs=FS, fc=FC, c=C, t0=0.0, n_samples=N_SAMPLES,
                            f_number=0.0, interpolation=interpolation, n_frames=1, max_table_bytes=budget)
     needs_lanes_of(bf, budget)
+    if budget is None:
+        assert (usbeam._core.das_lane_fixed_bits(bf._plan) > 0) == (table == "fixed")
     pts = grid.coordinates()
     spread = np.ptp(np.linalg.norm(pts[:16, None, :] - probe.positions[None, :, :], axis=2), axis=0) * FS / C
-    assert spread.min() > 40  # every element's row: lanes > 32 samples apart
+    assert spread.min() > 32  # every element's row: lanes > 32 samples apart
     data = random_data(rng, (1, 1, probe.n_elements, N_SAMPLES), np.complex64)
     want = ref.das(data, probe.x, [("plane", 0.05)], pts, fs=FS, fc=FC, c=C, t0=0.0, f_number=0.0,
                    interpolation=interpolation)
@@ -170,3 +176,29 @@ def test_rows_formed_at_execute_match_the_table(rng, window, probe_kind):
     a, b = formed(data), table(data)
     assert np.count_nonzero(b) > 0.5 * b.size
     assert np.linalg.norm(a - b) <= TOLERANCES["das_rel_l2"] * np.linalg.norm(b)
+
+
+@pytest.mark.parametrize("fs", [100e6, 60e6, 15e6, 7.5e6, 4e6])
+def test_fixed_point_table_phase_whatever_the_sampling_rate(fs):
+    """The fixed-point lane table's unit follows fc / fs (2^-bits sample, at most 2^-24 turn of
+    the receive rotation, das_lanes.c fixed_bits), and its turns are formed in integers: the
+    phase of a one-term output against the float64 reference stays within
+    das_receive_phase_rad from fs = 6.7 fc (RF-like) to fs < fc (decimated IQ), 20 cm deep at
+    15 MHz (~3900 turns), and the magnitude within float rounding."""
+    fc = 15e6
+    probe = usbeam.LinearArray(2, 3e-4, width=2.5e-4)
+    grid = usbeam.Grid(x=np.linspace(-2e-3, 2e-3, 9), z=np.linspace(2e-3, 0.2, 256))
+    n_samples = int(0.42 / C * fs) + 8
+    data = np.zeros((1, 1, 2, n_samples), np.complex64)
+    data[:, :, 0, :] = 1.0  # one element's channel: each output is one term
+    bf = usbeam.Beamformer(probe, [usbeam.PlaneWave(0.05)], grid, fs=fs, fc=fc, c=C, n_samples=n_samples,
+                           f_number=0.0, interpolation="linear", n_frames=1)
+    needs_lanes(bf)
+    assert usbeam._core.das_lane_fixed_bits(bf._plan) == 24 + int(np.ceil(np.log2(fc / fs)))  # the fixed-point table
+    got = bf(data).ravel()
+    want = ref.das(data, probe.x, [("plane", 0.05)], grid.coordinates(), fs=fs, fc=fc, c=C, t0=0.0,
+                   f_number=0.0).ravel()
+    assert np.all(np.abs(want) > 0.5)
+    phase_error = np.abs(np.angle(got / want))
+    assert phase_error.max() <= TOLERANCES["das_receive_phase_rad"], phase_error.max()
+    np.testing.assert_allclose(np.abs(got), np.abs(want), rtol=1e-6)

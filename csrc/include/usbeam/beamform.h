@@ -118,6 +118,9 @@ size_t usbeam_das_table_bytes(const usbeam_das_plan *plan);
 /* Rows of the lane table (16 points each): a 1-frame CPU plan on an AVX-512 machine sums its
  * points 16 at a time from it (csrc/beamform/das_lanes.c); 0 when the plan has none. */
 size_t usbeam_das_lane_rows(const usbeam_das_plan *plan);
+/* The lane table's unit when it holds s_rx in fixed point, 2^-bits sample: bits (24 +
+ * ceil(log2(fc / fs))); 0 when it holds them in double (rows too wide) or there is none. */
+int usbeam_das_lane_fixed_bits(const usbeam_das_plan *plan);
 /* The plan's transmit times (s), (n_points, n_transmits), valid while the plan lives, with
  * *n_points and *n_transmits; NULL for a CUDA plan (it computes them on the device). */
 const double *usbeam_das_transmit_times(const usbeam_das_plan *plan, size_t *n_points, size_t *n_transmits);
