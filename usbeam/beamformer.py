@@ -224,11 +224,12 @@ class Beamformer:
         frame; default: 1 GiB or a quarter of the memory); beyond it they are recomputed on
         every call (measured within ~15 % of the table path on several frames,
         benchmarks/bench_das.py).  A 1-frame plan (n_frames=1) on an AVX-512 CPU holds a lane
-        table instead: the receive delay alone (8 bytes, plus a window weight for 'hann' and
-        'tukey') for each point and element of 16 neighbouring points' apertures, and sums those
-        16 points together (csrc/beamform/das_lanes.c); over the budget it forms those rows per
-        group at each call, ~1.5-1.9x the lane table's time (benchmarks/RESULTS.md,
-        2026-11-28, live-3tx and live-1tx).
+        table instead: the receive delay alone (4 bytes in fixed point, 8 where 16 neighbouring
+        points lie too far apart, plus a window weight for 'hann' and 'tukey') for each point
+        and element of 16 neighbouring points' apertures, and sums those 16 points together
+        (csrc/beamform/das_lanes.c); over the budget it forms those rows per group at each
+        call, ~1.7-2.2x the lane table's time (benchmarks/RESULTS.md, 2026-11-29, live-3tx and
+        live-1tx).
     min_coverage : the least fraction of the grid's pixels that must receive a recorded
         sample (``grid_coverage``; default 0.5): below it the plan is refused with a
         ValueError naming the likely causes (MATLAB layout, mm, a wrong t0), since the image

@@ -33,10 +33,10 @@
  * Without a table (a plan over its max_table_bytes: lane_computed), the rows of a group are
  * formed at execute, just before its sums (form_rows), in lane_sample's layout with the row's
  * least and most valid s_rx beside it, from which each row's window start is bounded (as
- * lane_least is, but for all 16 lanes at once); it costs ~1.5-1.9x the table's call
- * (live-3tx, live-1tx: 5.44 and 3.05 ms against 3.53 and 1.59 ms, RESULTS.md 2026-11-28;
- * 1.3-1.4x before the table's rows were prefetched), where das_single.c's per-point path
- * without a table cost 2.3-2.7x the table then.
+ * lane_least is, but for all 16 lanes at once); it costs ~1.7-2.2x the table's call
+ * (live-3tx, live-1tx: 5.43 and 2.99 ms against 3.18 and 1.36 ms, RESULTS.md 2026-11-29;
+ * 1.3-1.4x before the table's rows were prefetched and held in fixed point), where
+ * das_single.c's per-point path without a table cost 2.3-2.7x the table then.
  * Per (group, transmit): s_tx = (tau_tx - t0) fs of its 16 points (double) in lane_tx (and
  * as offsets from a base in lane_tx_fixed / lane_tx_base with lane_fixed) and
  * rot_tx = exp(+j 2 pi fc tau_tx) as 16 re then 16 im (float) in lane_rot (IQ); per (group,

@@ -107,7 +107,7 @@ def test_lanes_match_the_per_point_path(rng, monkeypatch):
     a, b = lanes(data), single(data)
     assert not np.array_equal(a, b)  # two paths ran
     assert np.linalg.norm(a - b) <= TOLERANCES["das_rel_l2"] * np.linalg.norm(b)
-    # the lane table: 8 bytes a (point, element) pair (s_rx) where the receive table holds 16,
+    # the lane table: 4 bytes a (point, element) pair (s_rx) where the receive table holds 16,
     # plus the groups' union apertures and their transmit parts
     assert lanes.table_bytes() < single.table_bytes()
 
