@@ -130,6 +130,14 @@ static inline int32_t clamp_int32(int64_t v)
 {
     return v < INT32_MIN ? INT32_MIN : (v > INT32_MAX ? INT32_MAX : (int32_t)v);
 }
+/* the least d of a valid lane, (lo - W) 2^bits, clamped to int32 and to -2^30 at least: every
+ * lane inside its aperture has d >= -2^29, one outside (USBEAM_DAS_LANE_FIXED_OUTSIDE plus a
+ * transmit offset in [0, 2^29]) d < -2^30, so the bound alone sets them apart */
+static inline int32_t lower_bound(double lo, int64_t whole, int bits)
+{
+    const int32_t d_lo = clamp_int32(((int64_t)lo - whole) * ((int64_t)1 << bits));
+    return d_lo < -(1 << 30) ? -(1 << 30) : d_lo;
+}
 static inline int64_t shift_floor(int64_t v, int bits) /* floor(v 2^-bits) */
 {
     return v >= 0 ? v >> bits : -((-v - 1) >> bits) - 1;
@@ -183,9 +191,10 @@ size_t usbeam_das_lanes_count_rows(usbeam_das_plan *plan)
 /* lane_fixed's rows row0 .. row0 + rows - 1 from their s_rx in double (s_rows): each row's
  * base the whole sample nearest the middle of its valid lanes' range, each lane's offset from
  * it in units (rounded to the nearest); and group g's transmit bases and offsets (its points'
- * s_tx, 0 past the last point) likewise.  An offset beyond FIXED_LIMIT sets
- * lane_fixed_overflow: the table is then built in double. */
-static int fixed_offsets(const double *s, int n, int bits, int32_t *base_out, int32_t *offsets)
+ * s_tx, 0 past the last point) likewise, but from the least s_tx down (offsets >= 0, which
+ * lower_bound relies on).  An offset beyond FIXED_LIMIT sets lane_fixed_overflow: the table
+ * is then built in double. */
+static int fixed_offsets(const double *s, int n, int bits, int from_least, int32_t *base_out, int32_t *offsets)
 {
     double least = INFINITY, most = -INFINITY;
     for (int j = 0; j < n; ++j)
@@ -193,7 +202,7 @@ static int fixed_offsets(const double *s, int n, int bits, int32_t *base_out, in
             least = s[j] < least ? s[j] : least;
             most = s[j] > most ? s[j] : most;
         }
-    const double base = least <= most ? floor(0.5 * (least + most) + 0.5) : 0.0;
+    const double base = least <= most ? (from_least ? floor(least) : floor(0.5 * (least + most) + 0.5)) : 0.0;
     int fits = fabs(base) < 1e9;
     for (int j = 0; j < LANES; ++j) {
         const double units = j < n && s[j] != OUTSIDE_SAMPLE ? rint(ldexp(s[j] - base, bits)) : 0.0;
@@ -211,9 +220,9 @@ static void fix_rows(usbeam_das_plan *plan, size_t g, size_t rows, const double 
     const int bits = plan->lane_fixed_bits;
     int fits = bits <= 27;
     for (size_t r = 0; r < rows; ++r)
-        fits &= fixed_offsets(s_rows + r * LANES, LANES, bits, plan->lane_base + row0 + r, plan->lane_fixed + (row0 + r) * LANES);
+        fits &= fixed_offsets(s_rows + r * LANES, LANES, bits, 0, plan->lane_base + row0 + r, plan->lane_fixed + (row0 + r) * LANES);
     for (size_t t = 0; t < n_tx; ++t)
-        fits &= fixed_offsets(plan->lane_tx + (g * n_tx + t) * LANES, (int)in_group, bits, plan->lane_tx_base + g * n_tx + t,
+        fits &= fixed_offsets(plan->lane_tx + (g * n_tx + t) * LANES, (int)in_group, bits, 1, plan->lane_tx_base + g * n_tx + t,
                               plan->lane_tx_fixed + (g * n_tx + t) * LANES);
     if (!fits) {
 #pragma omp atomic write
@@ -288,7 +297,7 @@ void usbeam_das_lanes_fill(usbeam_das_plan *plan)
                 if (plan->lane_fixed) { /* group_sum's FIXED integers */
                     const int bits = plan->lane_fixed_bits;
                     const int64_t whole = (int64_t)plan->lane_base[row0 + r] + plan->lane_tx_base[g * n_tx + t];
-                    const int32_t d_lo = clamp_int32(((int64_t)lo - whole) * ((int64_t)1 << bits));
+                    const int32_t d_lo = lower_bound(lo, whole, bits);
                     const int32_t d_hi = clamp_int32(((int64_t)hi - whole) * ((int64_t)1 << bits));
                     for (size_t j = 0; j < LANES; ++j) {
                         const int32_t off = plan->lane_fixed[(row0 + r) * LANES + j];
@@ -649,12 +658,11 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
         __m512 frac = _mm512_setzero_ps();
         if (FIXED) { /* s = whole + d 2^-bits (fixed_bits) */
             const int64_t whole = row_base + tx_base;
-            const int32_t d_lo = clamp_int32(((int64_t)lo - whole) * ((int64_t)1 << bits));
+            const int32_t d_lo = lower_bound(lo, whole, bits);
             const int32_t d_hi = clamp_int32(((int64_t)hi - whole) * ((int64_t)1 << bits));
             const __m512i d = _mm512_add_epi32(offsets, tx_fixed);
-            const __mmask16 present =
-                _mm512_mask_cmpneq_epi32_mask(lanes, offsets, _mm512_set1_epi32(USBEAM_DAS_LANE_FIXED_OUTSIDE));
-            valid = _mm512_mask_cmp_epi32_mask(_mm512_mask_cmp_epi32_mask(present, d, _mm512_set1_epi32(d_lo), _MM_CMPINT_NLT), d,
+            /* (a lane outside its aperture falls below d_lo: lower_bound) */
+            valid = _mm512_mask_cmp_epi32_mask(_mm512_mask_cmp_epi32_mask(lanes, d, _mm512_set1_epi32(d_lo), _MM_CMPINT_NLT), d,
                                                _mm512_set1_epi32(d_hi), _MM_CMPINT_LE);
             const __m512i whole_taps = _mm512_sra_epi32(_mm512_add_epi32(d, bias), shift);
             const int32_t first_of_zero = (int32_t)whole - (KIND == USBEAM_INTERP_CUBIC); /* first tap of d = 0 */
