@@ -136,6 +136,7 @@ struct usbeam_das_plan {
     int32_t *lane_tx_fixed;     /* with lane_fixed: (n_groups, n_transmits, 16) s_tx - lane_tx_base */
     int32_t *lane_tx_base;      /* (n_groups, n_transmits) whole samples, in the same units */
     int lane_fixed_bits;
+    int64_t lane_fixed_turns;   /* turns of a unit in 2^-(64 - bits), rounded (das_lanes.c) */
     float *lane_window;         /* (rows, 16) window weights; NULL for a 0 / 1 window (rect) */
     double *lane_tx;            /* (n_groups, n_transmits, 16) s_tx */
     float *lane_rot;            /* (n_groups, n_transmits, 2, 16) rot_tx (re, im) (IQ only) */

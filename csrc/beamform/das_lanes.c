@@ -138,6 +138,10 @@ static inline int32_t lower_bound(double lo, int64_t whole, int bits)
     const int32_t d_lo = clamp_int32(((int64_t)lo - whole) * ((int64_t)1 << bits));
     return d_lo < -(1 << 30) ? -(1 << 30) : d_lo;
 }
+static int64_t fixed_turns_per_unit(const usbeam_das_params *prm, int bits) /* 2^-32 turn a unit, x 2^32 */
+{
+    return (int64_t)llrint(ldexp(prm->fc / prm->fs, 64 - bits));
+}
 static inline int64_t shift_floor(int64_t v, int bits) /* floor(v 2^-bits) */
 {
     return v >= 0 ? v >> bits : -((-v - 1) >> bits) - 1;
@@ -236,6 +240,7 @@ void usbeam_das_lanes_fill(usbeam_das_plan *plan)
     const size_t n_points = prm->n_points, n_tx = prm->n_transmits, n_groups = (n_points + LANES - 1) / LANES;
     const size_t widest_floats = usbeam_das_widest_floats(plan);
     plan->lane_fixed_bits = fixed_bits(prm);
+    plan->lane_fixed_turns = fixed_turns_per_unit(prm, plan->lane_fixed_bits);
 #pragma omp parallel for schedule(dynamic, 8) num_threads(usbeam_team_size(plan->n_threads))
     for (ptrdiff_t gi = 0; gi < (ptrdiff_t)n_groups; ++gi) {
         const size_t g = (size_t)gi;
@@ -285,7 +290,7 @@ void usbeam_das_lanes_fill(usbeam_das_plan *plan)
         }
         if (plan->lane_fixed) fix_rows(plan, g, rows, s_rows);
         /* each row's least first tap over its valid lanes, per transmit: the s, validity and
-         * rounding of group_sum (the same double expressions, on the s_rx it reads) */
+         * rounding of group_sum (the same double expressions, or lane_fixed's integers) */
         const int kind = (int)prm->interpolation, taps = usbeam_interp_taps(kind);
         double lo, hi;
         sample_range(kind, prm->n_samples, &lo, &hi);
@@ -411,12 +416,7 @@ __attribute__((always_inline)) TARGET_AVX512 static inline void turn_rotation(__
     table_rotation(_mm512_srli_epi32(shifted, 27), r, c_re, c_im);
 }
 
-/* lane_fixed's turns of a unit (fixed_bits), a row base's turn, and a row's turns (the high 32
- * bits of 16 int64 products) */
-static inline int64_t fixed_turns_per_unit(const usbeam_das_params *prm, int bits)
-{
-    return (int64_t)llrint(ldexp(prm->fc / prm->fs, 64 - bits));
-}
+/* lane_fixed's turn of a row base, and a row's turns (the high 32 bits of 16 int64 products) */
 static inline int32_t fixed_base_turn(int64_t base, int bits, int64_t turns_per_unit)
 {
     return (int32_t)(uint32_t)(((uint64_t)base * ((uint64_t)1 << bits) * (uint64_t)turns_per_unit) >> 32);
@@ -587,9 +587,9 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
     const int bits = FIXED ? plan->lane_fixed_bits : 0;
     const __m512i tx_fixed = FIXED ? _mm512_load_si512(plan->lane_tx_fixed + (g * n_tx + t) * LANES) : _mm512_setzero_si512();
     const int64_t tx_base = FIXED ? plan->lane_tx_base[g * n_tx + t] : 0;
-    const int64_t turns_per_unit = FIXED ? fixed_turns_per_unit(prm, bits) : 0;
+    const int64_t turns_per_unit = FIXED ? plan->lane_fixed_turns : 0;
     const __m128i shift = _mm_cvtsi32_si128(bits);
-    const __m512 unit = _mm512_set1_ps(FIXED ? ldexpf(1.0f, -bits) : 0.0f);
+    const __m512 unit = _mm512_set1_ps(FIXED ? 1.0f / (float)(1 << bits) : 0.0f);
     const __m512i fraction_bits = _mm512_set1_epi32(FIXED ? (1 << bits) - 1 : 0);
     const __m512i bias = _mm512_set1_epi32(FIXED ? (int32_t)fixed_bias(KIND, bits) : 0);
     const __m512i v_turns_per_unit = _mm512_set1_epi64(turns_per_unit);
