@@ -83,6 +83,13 @@ static inline size_t usbeam_das_channel_floats(size_t n_samples, size_t n_frames
 
 /* Doubles of one row formed at execute by the lane path without a table (das_lanes.c) */
 #define USBEAM_DAS_LANE_FORMED_DOUBLES 32
+/* lane_rows per thread: the formed rows (max_rows rounded up to 8, USBEAM_DAS_LANE_FORMED_DOUBLES
+ * each), then their bounds, 16 doubles per 8 rows (das_lanes.c, form_rows) */
+static inline size_t usbeam_das_lane_formed_rows(int max_rows) { return ((size_t)max_rows + 7) / 8 * 8; }
+static inline size_t usbeam_das_lane_formed_doubles(int max_rows)
+{
+    return usbeam_das_lane_formed_rows(max_rows) * (USBEAM_DAS_LANE_FORMED_DOUBLES + 2);
+}
 /* lane_fixed's value for a lane outside its aperture */
 #define USBEAM_DAS_LANE_FIXED_OUTSIDE INT32_MIN
 
@@ -146,9 +153,9 @@ struct usbeam_das_plan {
                                    transmit-major): the least first tap of the row's valid lanes */
     int lane_computed;          /* 1: no lane table (over the budget): each group's rows are
                                    formed at execute into lane_rows */
-    double *lane_rows;          /* lane_computed: (n_threads, lane_max_rows,
-                                   USBEAM_DAS_LANE_FORMED_DOUBLES) s_rx of 16 lanes, their
-                                   weights, the least and most valid s_rx (das_lanes.c); while
+    double *lane_rows;          /* lane_computed: per thread usbeam_das_lane_formed_doubles:
+                                   the formed rows (s_rx of 16 lanes, their weights), then the
+                                   rows' least and most valid s_rx (das_lanes.c); while
                                    usbeam_das_lanes_fill builds lane_fixed, its rows in double */
     int lane_fixed_overflow;    /* set by usbeam_das_lanes_fill: a row of lane_fixed did not fit */
 

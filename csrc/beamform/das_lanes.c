@@ -31,12 +31,15 @@
  * outside its point's aperture, or where a 0 / 1 window is 0, holds OUTSIDE_SAMPLE (out of
  * every record: weight 0) or USBEAM_DAS_LANE_FIXED_OUTSIDE.
  * Without a table (a plan over its max_table_bytes: lane_computed), the rows of a group are
- * formed at execute, just before its sums (form_rows), in lane_sample's layout with the row's
- * least and most valid s_rx beside it, from which each row's window start is bounded (as
- * lane_least is, but for all 16 lanes at once); it costs ~1.7-2.2x the table's call
- * (live-3tx, live-1tx: 5.43 and 2.99 ms against 3.18 and 1.36 ms, RESULTS.md 2026-11-29;
- * 1.3-1.4x before the table's rows were prefetched and held in fixed point), where
- * das_single.c's per-point path without a table cost 2.3-2.7x the table then.
+ * formed at execute, just before its sums (form_rows), in lane_sample's layout, and each row's
+ * least and most valid s_rx, from which its window start is bounded (as lane_least is, but
+ * for all 16 lanes at once); it costs ~1.7-2.1x the table's call (live-3tx, live-1tx: 5.34
+ * and 2.87 ms against 3.18 and 1.36 ms, RESULTS.md 2026-11-29; 1.3-1.4x before the table's
+ * rows were prefetched and held in fixed point), where das_single.c's per-point path without
+ * a table cost 2.3-2.7x the table then.  Forming a row is two 512-bit square roots in double
+ * (16 cycles each on this Zen 4, during which no multiply issues) and ~30 other vector
+ * operations: ~40 cycles, more than its sums take (a 14-bit reciprocal square root and Newton
+ * steps instead: 10 cycles a vector alone, yet form_rows 11 % slower).
  * Per (group, transmit): s_tx = (tau_tx - t0) fs of its 16 points (double) in lane_tx (and
  * as offsets from a base in lane_tx_fixed / lane_tx_base with lane_fixed) and
  * rot_tx = exp(+j 2 pi fc tau_tx) as 16 re then 16 im (float) in lane_rot (IQ); per (group,
@@ -83,8 +86,8 @@
  * or lanes too far apart for the window (a gather) */
 #define LEAST_NONE (-1)
 #define LEAST_GATHER (-2)
-/* lane_computed: doubles per formed row (form_rows: 16 s_rx, 16 float weights, the least and most
- * valid s_rx, padding to 64 bytes) */
+/* lane_computed: doubles per formed row (form_rows: 16 s_rx, 16 float weights, padding to 64
+ * bytes); the rows' bounds follow them (usbeam_das_lane_formed_doubles) */
 #define FORMED_STRIDE USBEAM_DAS_LANE_FORMED_DOUBLES
 
 /* The range of s where the interpolation's taps all lie in the record (usbeam_math.h), and the
@@ -256,7 +259,7 @@ void usbeam_das_lanes_fill(usbeam_das_plan *plan)
         /* the rows in double: the table's, or (lane_fixed) the thread's until converted below;
          * NULL: lane_computed */
         double *s_rows = plan->lane_sample ? plan->lane_sample + row0 * LANES
-                                           : (plan->lane_fixed ? plan->lane_rows + (size_t)thread * FORMED_STRIDE * (size_t)plan->lane_max_rows : NULL);
+                                           : (plan->lane_fixed ? plan->lane_rows + (size_t)thread * usbeam_das_lane_formed_doubles(plan->lane_max_rows) : NULL);
         float *w_rows = plan->lane_window ? plan->lane_window + row0 * LANES : NULL;
         if (s_rows)
             for (size_t k = 0; k < rows * LANES; ++k) s_rows[k] = OUTSIDE_SAMPLE;
@@ -449,16 +452,39 @@ TARGET_AVX512 static inline __m512 window_weights(__m512 a, float flat, float tu
     return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, _mm512_set1_ps(flat), _CMP_LE_OQ), w, _mm512_set1_ps(1.0f));
 }
 
+/* Lane k of the result: the least (MOST = 0) or the greatest (1) of the 8 lanes of rows[k], in
+ * three rounds of two-input shuffles over the 8 rows together (pairs of lanes, then of 128-bit
+ * blocks, then of halves): 21 operations for 8 rows where one reduction a row took 7 in a
+ * chain, and the reductions no longer wait on the square roots (form_rows reduces |p - e|^2). */
+__attribute__((always_inline)) TARGET_AVX512 static inline __m512d rows_min_max(const double (*rows)[8], const int MOST)
+{
+#define MIN_MAX(A, B) (MOST ? _mm512_max_pd(A, B) : _mm512_min_pd(A, B))
+    __m512d pairs[4], quads[2];
+    for (int k = 0; k < 4; ++k) { /* block b: lanes 2b, 2b + 1 of rows 2k, 2k + 1 */
+        const __m512d a = _mm512_load_pd(rows[2 * k]), b = _mm512_load_pd(rows[2 * k + 1]);
+        pairs[k] = MIN_MAX(_mm512_unpacklo_pd(a, b), _mm512_unpackhi_pd(a, b));
+    }
+    for (int k = 0; k < 2; ++k) /* blocks: rows 4k, 4k + 1 (of lanes 0-3, of lanes 4-7), rows 4k + 2, 4k + 3 */
+        quads[k] = MIN_MAX(_mm512_shuffle_f64x2(pairs[2 * k], pairs[2 * k + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                           _mm512_shuffle_f64x2(pairs[2 * k], pairs[2 * k + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    return MIN_MAX(_mm512_shuffle_f64x2(quads[0], quads[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                   _mm512_shuffle_f64x2(quads[0], quads[1], _MM_SHUFFLE(3, 1, 3, 1)));
+#undef MIN_MAX
+}
+
 /* lane_computed: the rows of group g into rows_out, FORMED_STRIDE doubles a row (64-byte
  * aligned): s_rx of its 16 lanes (OUTSIDE_SAMPLE where the element is outside the lane's
- * aperture or has weight 0), then (windowed) their window weights as 16 floats, then the least
- * and most valid s_rx of the row.  The geometry of chunk_distances and chunk_distances_general
+ * aperture or has weight 0), then (windowed) their window weights as 16 floats; and into
+ * bounds_out, 16 doubles per 8 rows (rows 8b .. 8b + 7: their least valid s_rx, or +inf, at
+ * 16b .. 16b + 7, their most, or -inf, at 16b + 8 ..), reduced 8 rows at a time
+ * (rows_min_max: one reduction a row, a chain behind its square roots, cost ~7 %: no-table
+ * live-1tx 2.99 -> 2.87 ms, live-3tx 5.49 -> 5.34 ms, the same bits).  The geometry of chunk_distances and chunk_distances_general
  * (das_delays.c: the one definition; the tests hold this copy to the table it fills) with the
  * 16 points in the lanes: distance, window mapping and |u| <= 1 (linear array), or each
  * element's acceptance cone (general), and each lane's [aperture_first, + aperture_count).
  * The weights are formed in float (window_weights) where the table rounds double ones. */
 TARGET_AVX512 static void form_rows(const int WINDOWED, const usbeam_das_plan *plan, size_t g, size_t rows,
-                                    double *restrict rows_out)
+                                    double *restrict rows_out, double *restrict bounds_out)
 {
     const usbeam_das_params *prm = &plan->params;
     const size_t n_points = prm->n_points, ne = prm->n_elements;
@@ -476,9 +502,13 @@ TARGET_AVX512 static void form_rows(const int WINDOWED, const usbeam_das_plan *p
     const double two_f = 2.0 * prm->f_number, alpha = prm->tukey_alpha;
     const float flat = prm->window == USBEAM_DAS_HANN ? 0.0f : (float)(1.0 - alpha);
     const float turns_per_u = prm->window == USBEAM_DAS_HANN ? 0.5f : (float)(0.5 / alpha);
-    const __m512d outside = _mm512_set1_pd(OUTSIDE_SAMPLE), no_least = _mm512_set1_pd(INFINITY);
+    const __m512d outside = _mm512_set1_pd(OUTSIDE_SAMPLE), infinite = _mm512_set1_pd(INFINITY);
+    const __m512d no_most = _mm512_set1_pd(-INFINITY);
     const __m512d one = _mm512_set1_pd(1.0), zero = _mm512_setzero_pd(), spm = _mm512_set1_pd(prm->fs / prm->c);
     const __m512i v_first = _mm512_loadu_si512(first), v_end = _mm512_loadu_si512(end);
+    /* each row's least and most valid s_rx (+inf / OUTSIDE_SAMPLE where none), reduced across
+     * lanes 8 rows at a time (rows_min_max) */
+    __attribute__((aligned(64))) double least_s[8][8], most_s[8][8];
     for (size_t r = 0; r < rows; ++r) {
         const int e = plan->lane_first[g] + (int)r;
         const __mmask16 member = _mm512_cmp_epi32_mask(_mm512_set1_epi32(e), v_first, _MM_CMPINT_NLT) &
@@ -518,7 +548,7 @@ TARGET_AVX512 static void form_rows(const int WINDOWED, const usbeam_das_plan *p
             }
             in[h] = inside;
             kept[h] = _mm512_mask_blend_pd(inside, outside, sv);
-            valid_only[h] = _mm512_mask_blend_pd(inside, no_least, sv);
+            valid_only[h] = _mm512_mask_blend_pd(inside, infinite, sv);
             _mm512_store_pd(out + 8 * h, kept[h]);
         }
         if (WINDOWED) {
@@ -532,10 +562,18 @@ TARGET_AVX512 static void form_rows(const int WINDOWED, const usbeam_das_plan *p
             }
             _mm512_store_ps((float *)(out + 16), _mm512_maskz_mov_ps(in_all, w));
         }
-        /* one reduction of the two halves each (OUTSIDE_SAMPLE is below any valid s_rx) */
-        const double most = _mm512_reduce_max_pd(_mm512_max_pd(kept[0], kept[1]));
-        out[24] = _mm512_reduce_min_pd(_mm512_min_pd(valid_only[0], valid_only[1]));
-        out[25] = most > OUTSIDE_SAMPLE ? most : -INFINITY;
+        _mm512_store_pd(least_s[r % 8], _mm512_min_pd(valid_only[0], valid_only[1]));
+        _mm512_store_pd(most_s[r % 8], _mm512_max_pd(kept[0], kept[1])); /* OUTSIDE_SAMPLE is below any valid s_rx */
+        if (r % 8 == 7 || r + 1 == rows) { /* the bounds of rows r - r % 8 .. r */
+            for (size_t k = r % 8 + 1; k < 8; ++k) {
+                _mm512_store_pd(least_s[k], infinite);
+                _mm512_store_pd(most_s[k], outside);
+            }
+            const __m512d most = rows_min_max(most_s, 1);
+            double *bounds = bounds_out + 2 * (r - r % 8);
+            _mm512_store_pd(bounds, rows_min_max(least_s, 0));
+            _mm512_store_pd(bounds + 8, _mm512_mask_blend_pd(_mm512_cmp_pd_mask(most, outside, _CMP_GT_OQ), no_most, most));
+        }
     }
 }
 
@@ -568,7 +606,8 @@ __attribute__((always_inline)) TARGET_AVX512 static inline void
 group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, const int FIXED, const int FIRST,
           const usbeam_das_plan *plan, size_t g,
           __mmask16 lanes, size_t t, const float *restrict re_plane, const float *restrict im_plane,
-          float *restrict rotation, const double *restrict formed, __m512 *sum_re, __m512 *sum_im)
+          float *restrict rotation, const double *restrict formed, const double *restrict bounds, __m512 *sum_re,
+          __m512 *sum_im)
 {
     const usbeam_das_params *prm = &plan->params;
     double lo, hi;
@@ -634,8 +673,8 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
                 _mm512_store_ps(rotation + 32 * r + 16, c_im_now);
             }
         }
-        const int least = COMPUTED ? computed_least(KIND, tx_least + s_rows[r * row_stride + 24],
-                                                    tx_most + s_rows[r * row_stride + 25], first_max)
+        const int least = COMPUTED ? computed_least(KIND, tx_least + bounds[2 * r - r % 8], tx_most + bounds[2 * r - r % 8 + 8],
+                                                    first_max)
                                    : least_rows[r];
         if (least == LEAST_NONE) continue;
         if (FIXED) { /* the table's rows PREFETCH_ROWS ahead (the next group's past the last) */
@@ -736,19 +775,20 @@ tile_lanes_zmm(const int KIND, const int IQ, const int WINDOWED, const int COMPU
                const float *restrict im_plane, float *out_re, float *out_im)
 {
     const size_t n_tx = plan->params.n_transmits;
+    double *bounds = COMPUTED ? formed + FORMED_STRIDE * usbeam_das_lane_formed_rows(plan->lane_max_rows) : NULL;
     for (size_t q0 = 0; q0 < m; q0 += LANES) {
         const size_t g = (p0 + q0) / LANES, in_group = m - q0 < LANES ? m - q0 : LANES;
         const __mmask16 lanes = (__mmask16)((1u << in_group) - 1u);
-        if (COMPUTED) form_rows(WINDOWED, plan, g, plan->lane_offset[g + 1] - plan->lane_offset[g], formed);
+        if (COMPUTED) form_rows(WINDOWED, plan, g, plan->lane_offset[g + 1] - plan->lane_offset[g], formed, bounds);
         __m512 out_r = _mm512_setzero_ps(), out_i = _mm512_setzero_ps();
         for (size_t t = 0; t < n_tx; ++t) {
             __m512 sum_re, sum_im;
             if (t == 0)
-                group_sum(KIND, IQ, WINDOWED, COMPUTED, FIXED, 1, plan, g, lanes, t, re_plane, im_plane, rotation, formed, &sum_re,
-                          &sum_im);
+                group_sum(KIND, IQ, WINDOWED, COMPUTED, FIXED, 1, plan, g, lanes, t, re_plane, im_plane, rotation, formed, bounds,
+                          &sum_re, &sum_im);
             else
-                group_sum(KIND, IQ, WINDOWED, COMPUTED, FIXED, 0, plan, g, lanes, t, re_plane, im_plane, rotation, formed, &sum_re,
-                          &sum_im);
+                group_sum(KIND, IQ, WINDOWED, COMPUTED, FIXED, 0, plan, g, lanes, t, re_plane, im_plane, rotation, formed, bounds,
+                          &sum_re, &sum_im);
             if (!IQ) {
                 out_r = _mm512_add_ps(out_r, sum_re);
                 continue;
@@ -798,7 +838,7 @@ int usbeam_das_tile_lanes(const usbeam_das_plan *plan, int thread, size_t p0, si
     if (!(plan->lane_sample || plan->lane_fixed || plan->lane_computed) || usbeam_das_isa() != 2) return 0;
     const size_t max_rows = (size_t)plan->lane_max_rows;
     float *rotation = plan->lane_cache ? plan->lane_cache + (size_t)thread * 32 * max_rows : NULL;
-    double *formed = plan->lane_computed ? plan->lane_rows + (size_t)thread * FORMED_STRIDE * max_rows : NULL;
+    double *formed = plan->lane_computed ? plan->lane_rows + (size_t)thread * usbeam_das_lane_formed_doubles(plan->lane_max_rows) : NULL;
     const int rows = 2 * (plan->lane_computed ? 1 : plan->lane_fixed ? 2 : 0) + usbeam_das_lanes_windowed(plan);
     tile_lanes_copies[plan->params.interpolation][plan->is_iq][rows](plan, rotation, formed, p0, m, re_plane, im_plane,
                                                                      out_re, out_im);

@@ -1106,8 +1106,8 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
          * arithmetic: das_lanes.c); in double if a row's lanes lie too far apart for them */
         int table = plan->has_table && rows <= budget / lane_row_bytes(1, windowed, n_tx);
         /* lane_rows: the formed rows without a table, the fill's rows in double with one */
-        if ((st = alloc_array((void **)&plan->lane_rows, (size_t)plan->n_threads * (size_t)plan->lane_max_rows,
-                              USBEAM_DAS_LANE_FORMED_DOUBLES * sizeof(double), "per-thread scratch")) ||
+        if ((st = alloc_array((void **)&plan->lane_rows, (size_t)plan->n_threads,
+                              usbeam_das_lane_formed_doubles(plan->lane_max_rows) * sizeof(double), "per-thread scratch")) ||
             (table && ((st = alloc_table((void **)&plan->lane_fixed, rows * 16, sizeof(int32_t), "receive table")) ||
                        (st = alloc_array((void **)&plan->lane_base, rows, sizeof(int32_t), "receive table")) ||
                        (st = alloc_array((void **)&plan->lane_tx_fixed, n_groups * n_tx, 16 * sizeof(int32_t), "transmit times")) ||
