@@ -761,7 +761,21 @@ INLINE_BODY void tile_sample_bounds(const usbeam_das_plan *plan, size_t p0, size
 }
 
 /* The per-instruction-set copies and their dispatch. */
+/* exp(+j 2 pi fc tau_tx) of point p's transmits t0 .. t0 + n - 1, a loop the compiler
+ * vectorises (usbeam_das_rotation's math, one transmit per lane) */
+INLINE_BODY void transmit_rotations(const usbeam_das_plan *plan, size_t p, size_t t0, size_t n, double *restrict re,
+                                    double *restrict im)
+{
+    const double fc = plan->params.fc, *tx_time = plan->tx_time + p * plan->params.n_transmits + t0;
+    for (size_t k = 0; k < n; ++k) sincos_turns(fc * tx_time[k], &im[k], &re[k]);
+}
+
 #define DEFINE_ISA_COPIES(SUFFIX, TARGET)                                                                  \
+    TARGET static void transmit_rotations_##SUFFIX(const usbeam_das_plan *plan, size_t p, size_t t0, size_t n,     \
+                                                   double *re, double *im)                                      \
+    {                                                                                                       \
+        transmit_rotations(plan, p, t0, n, re, im);                                                         \
+    }                                                                                                       \
     TARGET static void point_receive_##SUFFIX(const usbeam_das_plan *plan, size_t p, double *sample, float *re, \
                                               float *im)                                                    \
     {                                                                                                       \
@@ -885,6 +899,12 @@ TARGET_AVX512 static void linear_iq_entries_avx512(size_t count, const double *r
 }
 #undef ROUND_DOWN_NO_EXC
 #endif
+
+void usbeam_das_transmit_rotations(const usbeam_das_plan *plan, size_t p, size_t t0, size_t n, double *re, double *im)
+{
+    USBEAM_DAS_DISPATCH(transmit_rotations, plan, p, t0, n, re, im);
+    transmit_rotations(plan, p, t0, n, re, im);
+}
 
 void usbeam_das_transmit_entries(const usbeam_das_plan *plan, size_t count, const double *sample, const float *re,
                                  const float *im, double s_tx, float rot_re, float rot_im, ptrdiff_t row0,
