@@ -760,7 +760,6 @@ INLINE_BODY void tile_sample_bounds(const usbeam_das_plan *plan, size_t p0, size
     bounds[1] = (int32_t)(end < n_samples ? end : n_samples);
 }
 
-/* The per-instruction-set copies and their dispatch. */
 /* exp(+j 2 pi fc tau_tx) of point p's transmits t0 .. t0 + n - 1, a loop the compiler
  * vectorises (usbeam_das_rotation's math, one transmit per lane) */
 INLINE_BODY void transmit_rotations(const usbeam_das_plan *plan, size_t p, size_t t0, size_t n, double *restrict re,
@@ -770,6 +769,7 @@ INLINE_BODY void transmit_rotations(const usbeam_das_plan *plan, size_t p, size_
     for (size_t k = 0; k < n; ++k) sincos_turns(fc * tx_time[k], &im[k], &re[k]);
 }
 
+/* The per-instruction-set copies and their dispatch. */
 #define DEFINE_ISA_COPIES(SUFFIX, TARGET)                                                                  \
     TARGET static void transmit_rotations_##SUFFIX(const usbeam_das_plan *plan, size_t p, size_t t0, size_t n,     \
                                                    double *re, double *im)                                      \

@@ -455,7 +455,7 @@ TARGET_AVX512 static inline __m512 window_weights(__m512 a, float flat, float tu
 /* Lane k of the result: the least (MOST = 0) or the greatest (1) of the 8 lanes of rows[k], in
  * three rounds of two-input shuffles over the 8 rows together (pairs of lanes, then of 128-bit
  * blocks, then of halves): 21 operations for 8 rows where one reduction a row took 7 in a
- * chain, and the reductions no longer wait on the square roots (form_rows reduces |p - e|^2). */
+ * chain, each behind its row's square roots. */
 __attribute__((always_inline)) TARGET_AVX512 static inline __m512d rows_min_max(const double (*rows)[8], const int MOST)
 {
 #define MIN_MAX(A, B) (MOST ? _mm512_max_pd(A, B) : _mm512_min_pd(A, B))
@@ -477,10 +477,10 @@ __attribute__((always_inline)) TARGET_AVX512 static inline __m512d rows_min_max(
  * aperture or has weight 0), then (windowed) their window weights as 16 floats; and into
  * bounds_out, 16 doubles per 8 rows (rows 8b .. 8b + 7: their least valid s_rx, or +inf, at
  * 16b .. 16b + 7, their most, or -inf, at 16b + 8 ..), reduced 8 rows at a time
- * (rows_min_max: one reduction a row, a chain behind its square roots, cost ~7 %: no-table
- * live-1tx 2.99 -> 2.87 ms, live-3tx 5.49 -> 5.34 ms, the same bits).  The geometry of chunk_distances and chunk_distances_general
- * (das_delays.c: the one definition; the tests hold this copy to the table it fills) with the
- * 16 points in the lanes: distance, window mapping and |u| <= 1 (linear array), or each
+ * (rows_min_max; one reduction a row cost ~4 %: no-table live-1tx 2.99 -> 2.87 ms, live-3tx
+ * 5.49 -> 5.34 ms, the same bits).  The geometry of chunk_distances and
+ * chunk_distances_general (das_delays.c: the one definition; the tests hold this copy to the
+ * table it fills) with the 16 points in the lanes: distance, window mapping and |u| <= 1 (linear array), or each
  * element's acceptance cone (general), and each lane's [aperture_first, + aperture_count).
  * The weights are formed in float (window_weights) where the table rounds double ones. */
 TARGET_AVX512 static void form_rows(const int WINDOWED, const usbeam_das_plan *plan, size_t g, size_t rows,
