@@ -669,9 +669,9 @@ static size_t count_bad_channels(const usbeam_das_params *prm, size_t n_frames, 
 
 /* All frames of point p into acc_re / acc_im (zeroed here): its receive part (from the table
  * or computed into the thread's scratch), then for each transmit the entries, summed a block
- * of USBEAM_DAS_ENTRY_BLOCK at a time.  Several frames: the transmit rotations come
- * TRANSMIT_ROTATIONS at a time from one vectorised loop (one scalar sine and cosine per
- * transmit took 3.4 % of large-256; 91.8 -> 90.7 ms, the same bits). */
+ * of USBEAM_DAS_ENTRY_BLOCK at a time.  The transmit rotations come TRANSMIT_ROTATIONS at a
+ * time from one vectorised loop (one scalar sine and cosine per transmit took 3.4 % of
+ * large-256; 91.8 -> 90.7 ms, the same bits). */
 #define TRANSMIT_ROTATIONS 32
 static void beamform_point(const usbeam_das_plan *plan, const das_isa_kernels *kernels, const stage_schedule *sched,
                            float *scratch, size_t p, size_t n_frames, float *acc_re, float *acc_im)
@@ -691,13 +691,11 @@ static void beamform_point(const usbeam_das_plan *plan, const das_isa_kernels *k
     const ptrdiff_t first_row = (ptrdiff_t)plan->aperture_first[p] * channel;
     const ptrdiff_t transmit_stride = (ptrdiff_t)prm->n_elements * channel;
     entries_view view = {plan->stage, plan->stage + plan->stage_plane, row, weight, 0, n_frames, sched->prefetch};
-    double rotations[2][TRANSMIT_ROTATIONS] = {{0.0}}; /* a block of the multi-frame path's transmit rotations */
+    double rotations[2][TRANSMIT_ROTATIONS]; /* a block of the transmit rotations */
     for (size_t t = 0; t < prm->n_transmits; ++t) {
-        const double tx_time = plan->tx_time[p * prm->n_transmits + t];
-        const double s_tx = (tx_time - prm->t0) * prm->fs;
+        const double s_tx = (plan->tx_time[p * prm->n_transmits + t] - prm->t0) * prm->fs;
         double rot_re = 1.0, rot_im = 0.0;
-        if (plan->is_iq && n_frames == 1) usbeam_das_rotation(prm->fc * tx_time, &rot_re, &rot_im);
-        if (plan->is_iq && n_frames > 1) {
+        if (plan->is_iq) {
             if (t % TRANSMIT_ROTATIONS == 0)
                 usbeam_das_transmit_rotations(plan, p, t, prm->n_transmits - t < TRANSMIT_ROTATIONS ? prm->n_transmits - t
                                                                                                     : TRANSMIT_ROTATIONS,

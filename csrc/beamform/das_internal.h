@@ -273,7 +273,7 @@ void usbeam_das_entry_table_free(usbeam_das_entry_table *table);
 void usbeam_das_fill_transmit_times(const usbeam_das_plan *plan, size_t p0, size_t p1, int *hints);
 /* exp(+j 2 pi turns) as (cos, sin), exact to ~1e-11 for any finite turns; das_delays.c. */
 void usbeam_das_rotation(double turns, double *re, double *im);
-/* exp(+j 2 pi fc tau_tx) of point p's transmits t0 .. t0 + n - 1 (execute, multi-frame IQ) */
+/* exp(+j 2 pi fc tau_tx) of point p's transmits t0 .. t0 + n - 1 (execute, IQ) */
 void usbeam_das_transmit_rotations(const usbeam_das_plan *plan, size_t p, size_t t0, size_t n, double *re, double *im);
 
 #endif

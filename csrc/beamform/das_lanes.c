@@ -316,13 +316,14 @@ void usbeam_das_lanes_fill(usbeam_das_plan *plan)
                         least = first < least ? first : least;
                         most = first > most ? first : most;
                     }
-                }
-                for (size_t j = 0; j < LANES && !plan->lane_fixed; ++j) {
-                    const double sv = s_tx[j] + s_rows[r * LANES + j];
-                    if (!(sv >= lo && sv <= hi)) continue;
-                    const int first = (int)first_tap(kind, sv);
-                    least = first < least ? first : least;
-                    most = first > most ? first : most;
+                } else {
+                    for (size_t j = 0; j < LANES; ++j) {
+                        const double sv = s_tx[j] + s_rows[r * LANES + j];
+                        if (!(sv >= lo && sv <= hi)) continue;
+                        const int first = (int)first_tap(kind, sv);
+                        least = first < least ? first : least;
+                        most = first > most ? first : most;
+                    }
                 }
                 least_rows[r] = row_window(least, most, taps);
             }
@@ -480,8 +481,9 @@ __attribute__((always_inline)) TARGET_AVX512 static inline __m512d rows_min_max(
  * (rows_min_max; one reduction a row cost ~4 %: no-table live-1tx 2.99 -> 2.87 ms, live-3tx
  * 5.49 -> 5.34 ms, the same bits).  The geometry of chunk_distances and
  * chunk_distances_general (das_delays.c: the one definition; the tests hold this copy to the
- * table it fills) with the 16 points in the lanes: distance, window mapping and |u| <= 1 (linear array), or each
- * element's acceptance cone (general), and each lane's [aperture_first, + aperture_count).
+ * table it fills) with the 16 points in the lanes: distance, window mapping and |u| <= 1
+ * (linear array), or each element's acceptance cone (general), and each lane's
+ * [aperture_first, + aperture_count).
  * The weights are formed in float (window_weights) where the table rounds double ones. */
 TARGET_AVX512 static void form_rows(const int WINDOWED, const usbeam_das_plan *plan, size_t g, size_t rows,
                                     double *restrict rows_out, double *restrict bounds_out)
