@@ -11,8 +11,9 @@
  *
  * Why this shape: each (point, transmit, element) needs one delay and one set of weights
  * that all frames share, so the input is first staged in the plan as
- * (transmit, element, sample, frame) float32 planes (re and im apart; channels an odd
- * number of cache lines apart); a large record of several frames in windows of samples, round
+ * (transmit, element, sample, frame) float32 rows (IQ: a sample's re row then its im row, or
+ * with one frame re and im planes apart; channels an odd number of cache lines apart:
+ * staged_row_floats); a large record of several frames in windows of samples, round
  * a ring of rows that stays in cache, each window just ahead of the points that read it
  * ("Staging in windows" below).  The frame loop is then innermost, contiguous and
  * vectorised, and a tap of every frame is one row.  Per point, the delay splits into a
@@ -63,11 +64,11 @@
 
 /* A block of a point's entries, as the kernels read them (layout in das_internal.h). */
 typedef struct entries_view {
-    const float *re_plane, *im_plane; /* staged data */
+    const float *re_plane, *im_plane; /* staged data (IQ of n_frames >= 2: im rows n_frames past re) */
     const ptrdiff_t *row;             /* (n) staged offset of each entry's first tap row */
     const float *weight;              /* (n, weight_stride) */
     size_t n;                         /* entries */
-    size_t frames;                    /* staged frames: floats between the rows of two taps */
+    size_t frames;                    /* floats between the rows of two taps (staged_row_floats) */
     size_t prefetch;                  /* pair kernels: the rows of the entry this far ahead are
                                          prefetched (0: none; stage_schedule) */
 } entries_view;
@@ -220,8 +221,9 @@ typedef short shorts8 __attribute__((vector_size(16)));
         }                                                                                                   \
     }
 
-/* The first line of each tap row of the entry v->prefetch past unit U's (within the block):
- * where the staged planes are far larger than the caches, an entry's rows are misses whose
+/* The line of the first tap row of the entry v->prefetch past unit U's (within the block), and
+ * for IQ the line v->frames on (re and im rows interleaved: the next tap's row): where the
+ * staged rows are far larger than the caches, an entry's rows are misses whose
  * addresses come from the entry list, known ahead (large-256, 8 frames staged at once: 111 ->
  * 104 ms; the wide kernels of 16 and 32 frames, whose rows are ring-resident or fewer, gained
  * nothing and lost 4-6 % on PWI_disk, so they do without). */
@@ -229,7 +231,7 @@ typedef short shorts8 __attribute__((vector_size(16)));
     if (v->prefetch && (U) / TAPS + v->prefetch < v->n) {                                                 \
         const size_t at_ = (size_t)v->row[(U) / TAPS + v->prefetch] + f0;                                   \
         __builtin_prefetch(v->re_plane + at_);                                                              \
-        if (IQ) __builtin_prefetch(v->im_plane + at_);                                                      \
+        if (IQ) __builtin_prefetch(v->re_plane + at_ + v->frames);                                          \
     }
 
 /* Frames f0 .. f0 + 7: two units share a 16-lane vector (the low half unit u, the high half
@@ -238,7 +240,8 @@ typedef short shorts8 __attribute__((vector_size(16)));
  * registers (PAIR_WEIGHTS; the scratch has room past the last entry, and an odd last unit
  * pairs with zero weights written there by beamform_point).  CONTIG: the two units are taps
  * k, k + 1 of one entry and rows are 8 frames long (n_frames = 8), so their rows are one
- * contiguous 16-float load.  (AVX-512 only: the narrower clones use DEFINE_NARROW_KERNELS.) */
+ * contiguous 16-float load (RF), or two, one a tap (IQ: PAIR_IQ_CONTIG_UNIT).  (AVX-512 only:
+ * the narrower clones use DEFINE_NARROW_KERNELS.) */
 #define DEFINE_PAIR_KERNELS(TAPS, CONTIG, NAME)                                                            \
     static void DAS_ISA(iq_##NAME##_##TAPS)(const entries_view *v, size_t f0, float *acc_re, float *acc_im) \
     {                                                                                                       \
@@ -255,15 +258,24 @@ typedef short shorts8 __attribute__((vector_size(16)));
         }                                                                                                   \
         _Pragma("GCC unroll 2") for (int h = 0; h < IQ_CHAINS / 2; ++h) {                                   \
             const size_t w = u + 2 * (size_t)h;                                                             \
-            if (w < units) PAIR_IQ_UNIT(TAPS, CONTIG, h, w, w + 1 < units ? w + 1 : w)                      \
+            if (w < units) {                                                                                \
+                PAIR_IQ_UNIT(TAPS, CONTIG, h, w, w + 1 < units ? w + 1 : w)                                 \
+            }                                                                                               \
         }                                                                                                   \
-        const frames16 sum_re = rr[0] - ri[0], sum_im = ii[0] + ir[0];                                      \
-        frames8 old;                                                                                        \
+        frames8 old, sum_re, sum_im;                                                                        \
+        if (CONTIG) { /* PAIR_IQ_CONTIG_UNIT's accumulators: the same values, halves exchanged */          \
+            sum_re = (LOW8(rr[0]) - HIGH8(ri[0])) + (LOW8(ii[0]) - HIGH8(ir[0]));                           \
+            sum_im = (HIGH8(rr[0]) + LOW8(ri[0])) + (HIGH8(ii[0]) + LOW8(ir[0]));                           \
+        } else {                                                                                            \
+            const frames16 re_ = rr[0] - ri[0], im_ = ii[0] + ir[0];                                        \
+            sum_re = LOW8(re_) + HIGH8(re_);                                                                \
+            sum_im = LOW8(im_) + HIGH8(im_);                                                                \
+        }                                                                                                   \
         LOAD8(old, acc_re);                                                                                 \
-        old += LOW8(sum_re) + HIGH8(sum_re);                                                                \
+        old += sum_re;                                                                                      \
         STORE8(acc_re, old);                                                                                \
         LOAD8(old, acc_im);                                                                                 \
-        old += LOW8(sum_im) + HIGH8(sum_im);                                                                \
+        old += sum_im;                                                                                      \
         STORE8(acc_im, old);                                                                                \
     }                                                                                                       \
     static void DAS_ISA(rf_##NAME##_##TAPS)(const entries_view *v, size_t f0, float *acc_re)               \
@@ -302,6 +314,9 @@ typedef short shorts8 __attribute__((vector_size(16)));
         }                                                                                                   \
     }
 #define PAIR_IQ_UNIT(TAPS, CONTIG, H, W0, W1)                                                               \
+    if (CONTIG) {                                                                                           \
+        PAIR_IQ_CONTIG_UNIT(TAPS, H, W0)                                                                    \
+    } else /* the rows of units W0 and W1 in the halves of a and b */                                       \
     {                                                                                                       \
         frames16 wr, wi, a, b;                                                                              \
         PAIR_WEIGHTS(wr, wi, v->weight + 2 * (W0))                                                          \
@@ -311,6 +326,23 @@ typedef short shorts8 __attribute__((vector_size(16)));
         ii[H] += wr * b;                                                                                    \
         ri[H] += wi * b;                                                                                    \
         ir[H] += wi * a;                                                                                    \
+    }
+/* CONTIG, IQ: taps k and k + 1 of an entry of 8 frames are two interleaved rows (re of the 8
+ * frames, then im: staged_row_floats), each one 64-byte vector, a = (re, im) of tap k, b of tap
+ * k + 1, their weights broadcast.  Each accumulator sums what PAIR_IQ_UNIT's sums, in the same
+ * order: rr = (rr of tap k, ii of tap k), ii = (rr, ii of tap k + 1), ri = (ir, ri of tap k),
+ * ir = (ir, ri of tap k + 1); the kernel's end takes the halves apart (the same bits). */
+#define PAIR_IQ_CONTIG_UNIT(TAPS, H, W0)                                                                    \
+    {                                                                                                       \
+        const size_t off_ = (size_t)v->row[(W0) / TAPS] + ((W0) % TAPS) * v->frames + f0;                   \
+        const float *w_ = v->weight + 2 * (W0);                                                             \
+        frames16 a, b;                                                                                      \
+        LOAD16(a, v->re_plane + off_);                                                                      \
+        LOAD16(b, v->re_plane + off_ + v->frames);                                                          \
+        rr[H] += w_[0] * a;                                                                                 \
+        ri[H] += w_[1] * a;                                                                                 \
+        ii[H] += w_[2] * b;                                                                                 \
+        ir[H] += w_[3] * b;                                                                                 \
     }
 #define PAIR_RF_UNIT(TAPS, CONTIG, H, W0, W1)                                                               \
     {                                                                                                       \
@@ -475,8 +507,8 @@ DEFINE_STREAM_RUN(avx512, LINE_STORE_AVX512)
 /* One instruction set's copies of the execute's three passes. */
 typedef struct das_isa_kernels {
     /* stage samples [first, end) of one channel of the input from row dst on; 0 when they hold a NaN or an infinity */
-    int (*stage_channel)(const usbeam_das_params *prm, size_t n_frames, const void *in, size_t ch, size_t first,
-                         size_t end, size_t dst, float *re, float *im);
+    int (*stage_channel)(const usbeam_das_params *prm, size_t n_frames, size_t row, const void *in, size_t ch,
+                         size_t first, size_t end, size_t dst, float *re, float *im);
     /* add a block of entries into all frames of one point */
     void (*beamform_entries)(const usbeam_das_plan *plan, const entries_view *v, size_t n_frames, float *acc_re,
                              float *acc_im);
@@ -538,8 +570,20 @@ typedef struct stage_schedule {
                                                  checked for NaN and inf */
     size_t ring;                              /* rows of the ring; 0: none (row = sample) */
     size_t channel;                           /* staged floats per (transmit, element) */
+    size_t row;                               /* staged floats per sample (staged_row_floats) */
+    size_t im_offset;                         /* floats from a re row to its im row */
     size_t prefetch;                          /* entries_view.prefetch */
 } stage_schedule;
+
+/* Floats a staged sample takes: its frames (RF, and IQ of one frame: re and im planes apart,
+ * as the 1-frame paths read 16 or 32 consecutive samples of a plane), or (IQ of 2 frames or
+ * more) its re row of the frames followed by its im row, so that the two taps of a linear
+ * entry of 8 frames are two whole 64-byte lines where the planes made them three on average
+ * (its re and im rows each 64 bytes from a 32-byte boundary: large-256 ~90 -> ~81 ms). */
+static size_t staged_row_floats(const usbeam_das_plan *plan, size_t n_frames)
+{
+    return plan->is_iq && n_frames >= 2 ? 2 * n_frames : n_frames;
+}
 
 static void plan_stage_windows(const usbeam_das_plan *plan, size_t n_frames, size_t n_tiles, stage_schedule *sched)
 {
@@ -551,7 +595,9 @@ static void plan_stage_windows(const usbeam_das_plan *plan, size_t n_frames, siz
     sched->first_tile[1] = n_tiles;
     sched->end[0] = sched->tail = n_samples;
     sched->ring = 0;
-    sched->channel = usbeam_das_channel_floats(n_samples, n_frames);
+    sched->row = staged_row_floats(plan, n_frames);
+    sched->channel = usbeam_das_channel_floats(n_samples, sched->row);
+    sched->im_offset = sched->row == n_frames ? plan->stage_plane : n_frames;
     /* staged all at once, and far more than the last-level cache holds: the pair kernels prefetch
      * (PREFETCH_AHEAD; the ring, when it is taken below, stays in cache) */
     const char *prefetch_env = getenv("USBEAM_DAS_PREFETCH_STAGED_BYTES"); /* the tests: small records too */
@@ -599,7 +645,7 @@ static void plan_stage_windows(const usbeam_das_plan *plan, size_t n_frames, siz
     if (w < 3 || ring * sample_bytes > RING_MAX_BYTES || 2 * (ring + 2 * USBEAM_DAS_RING_REPEATS) > n_samples) return;
     win.ring = ring;
     win.prefetch = 0;
-    win.channel = usbeam_das_channel_floats(ring + 2 * USBEAM_DAS_RING_REPEATS, n_frames);
+    win.channel = usbeam_das_channel_floats(ring + 2 * USBEAM_DAS_RING_REPEATS, win.row);
     *sched = win;
 }
 
@@ -616,24 +662,26 @@ static void stage_window(const usbeam_das_plan *plan, const das_isa_kernels *ker
                          size_t n_frames, const void *in, size_t first, size_t end, int pad, size_t *bad)
 {
     const usbeam_das_params *prm = &plan->params;
-    const size_t channel = sched->channel, ring = sched->ring;
+    const size_t channel = sched->channel, ring = sched->ring, row = sched->row;
     const ptrdiff_t n_channels = (ptrdiff_t)(prm->n_transmits * prm->n_elements);
+    /* im planar: a plane of its own (every channel's im rows after all the re rows) */
+    const int im_planar = plan->is_iq && row == n_frames;
     float *re_plane = plan->stage, *im_plane = plan->stage + plan->stage_plane;
-    const size_t used = (ring ? ring + USBEAM_DAS_RING_REPEATS : prm->n_samples) * n_frames, row = n_frames;
+    const size_t used = (ring ? ring + USBEAM_DAS_RING_REPEATS : prm->n_samples) * row;
 #pragma omp for schedule(dynamic, 8) nowait
     for (ptrdiff_t ch = 0; ch < n_channels; ++ch) {
-        float *re = re_plane + (size_t)ch * channel, *im = im_plane + (size_t)ch * channel;
+        float *re = re_plane + (size_t)ch * channel, *im = im_planar ? im_plane + (size_t)ch * channel : re + n_frames;
         if (!ring) {
-            *bad += !kernels->stage_channel(prm, n_frames, in, (size_t)ch, first, end, first, re, im);
+            *bad += !kernels->stage_channel(prm, n_frames, row, in, (size_t)ch, first, end, first, re, im);
         } else {
             int finite = 1;
             for (size_t n0 = first; n0 < end;) { /* the runs between wraps of the ring */
                 const size_t slot = n0 % ring, n1 = end - n0 < ring - slot ? end : n0 + (ring - slot);
-                finite &= kernels->stage_channel(prm, n_frames, in, (size_t)ch, n0, n1, slot, re, im);
+                finite &= kernels->stage_channel(prm, n_frames, row, in, (size_t)ch, n0, n1, slot, re, im);
                 if (slot < USBEAM_DAS_RING_REPEATS) { /* the repeated rows past the ring */
                     const size_t last = n1 - n0 + slot < USBEAM_DAS_RING_REPEATS ? n1 - n0 + slot : USBEAM_DAS_RING_REPEATS;
                     memcpy(re + (ring + slot) * row, re + slot * row, (last - slot) * row * sizeof(float));
-                    if (plan->is_iq) memcpy(im + (ring + slot) * row, im + slot * row, (last - slot) * row * sizeof(float));
+                    if (im_planar) memcpy(im + (ring + slot) * row, im + slot * row, (last - slot) * row * sizeof(float));
                 }
                 n0 = n1;
             }
@@ -641,10 +689,10 @@ static void stage_window(const usbeam_das_plan *plan, const das_isa_kernels *ker
         }
         if (pad) {
             memset(re + used, 0, (channel - used) * sizeof(float));
-            if (plan->is_iq) memset(im + used, 0, (channel - used) * sizeof(float));
-            if (ch == n_channels - 1) { /* <= stage_plane - 32 (das_setup.c) */
+            if (im_planar) memset(im + used, 0, (channel - used) * sizeof(float));
+            if (ch == n_channels - 1) { /* <= stage_plane - 32, or the interleaved rows' size (das_setup.c) */
                 memset(re_plane + (size_t)n_channels * channel, 0, 32 * sizeof(float));
-                if (plan->is_iq) memset(im_plane + (size_t)n_channels * channel, 0, 32 * sizeof(float));
+                if (im_planar) memset(im_plane + (size_t)n_channels * channel, 0, 32 * sizeof(float));
             }
         }
     }
@@ -690,7 +738,7 @@ static void beamform_point(const usbeam_das_plan *plan, const das_isa_kernels *k
     const ptrdiff_t channel = (ptrdiff_t)sched->channel;
     const ptrdiff_t first_row = (ptrdiff_t)plan->aperture_first[p] * channel;
     const ptrdiff_t transmit_stride = (ptrdiff_t)prm->n_elements * channel;
-    entries_view view = {plan->stage, plan->stage + plan->stage_plane, row, weight, 0, n_frames, sched->prefetch};
+    entries_view view = {plan->stage, plan->stage + sched->im_offset, row, weight, 0, sched->row, sched->prefetch};
     double rotations[2][TRANSMIT_ROTATIONS]; /* a block of the transmit rotations */
     for (size_t t = 0; t < prm->n_transmits; ++t) {
         const double s_tx = (plan->tx_time[p * prm->n_transmits + t] - prm->t0) * prm->fs;
@@ -713,7 +761,7 @@ static void beamform_point(const usbeam_das_plan *plan, const das_isa_kernels *k
             usbeam_das_transmit_entries(plan, n, sample + i0, rx_re + i0, rx_im ? rx_im + i0 : NULL, s_tx,
                                         (float)rot_re, (float)rot_im,
                                         first_row + (ptrdiff_t)t * transmit_stride + (ptrdiff_t)i0 * channel, channel,
-                                        (ptrdiff_t)n_frames, sched->ring, row + view.n, weight + view.n * stride);
+                                        (ptrdiff_t)sched->row, sched->ring, row + view.n, weight + view.n * stride);
             view.n += n;
             i0 += n;
             if (view.n == block) {

@@ -168,8 +168,10 @@ struct usbeam_das_plan {
 
     size_t stage_plane;         /* floats in one staged plane: n_tx * n_el * channel(capacity), + 32
                                    so the two planes do not alias either */
-    float *stage;               /* (re plane, im plane if IQ): (transmit, element, sample, frame),
-                                   frame the fastest, for the n_frames of the current call (CPU only) */
+    float *stage;               /* (transmit, element, sample, frame), frame the fastest, for the
+                                   n_frames of the current call (CPU only): a plane (RF), two (IQ of
+                                   one frame: re, im), or IQ rows of re then im (das.c,
+                                   staged_row_floats) */
     usbeam_das_cuda *cuda;      /* USBEAM_BACKEND_CUDA: the twin in cuda/das.cu (owns the device geometry) */
     /* the arrays above from element_x to receive_offset share one block, the receive table's
      * two or three arrays another (alloc_block, das_setup.c): freed as blocks */

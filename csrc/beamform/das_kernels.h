@@ -103,18 +103,18 @@ static void DAS_ISA(beamform_entries)(const usbeam_das_plan *plan, const entries
 
 
 /* Stage samples [first, end) of one channel (transmit, element) of the input into rows dst,
- * dst + 1, ... of re / im: rows of frames f0 .. f0 + 7 for samples n0 .. n0 + 7 go through an
+ * dst + 1, ... of re / im, row_floats apart (das.c, staged_row_floats: im may be re + n_frames): rows of frames f0 .. f0 + 7 for samples n0 .. n0 + 7 go through an
  * 8 x 8 transpose in registers (complex samples moved as 64-bit units, then split into re and
  * im rows); frames past the last whole block of 8 go 8 samples at a time, and the samples
  * past the window's last whole block of 8 one value at a time.  Returns 1 when every sample
  * staged is finite (x - x is 0 only for finite x; int16 always is).
  * (The scalar copy it replaces ran at 5-7 GB/s: strided single stores, and input rows of 32
  * frames a multiple of 4 KiB apart fighting for the same L1 sets.) */
-static int DAS_ISA(stage_channel)(const usbeam_das_params *prm, size_t n_frames, const void *in, size_t ch,
-                                  size_t first, size_t end, size_t dst, float *re, float *im)
+static int DAS_ISA(stage_channel)(const usbeam_das_params *prm, size_t n_frames, size_t row_floats, const void *in,
+                                  size_t ch, size_t first, size_t end, size_t dst, float *re, float *im)
 {
-    re += dst * n_frames; /* row n of the window lands in row n - first of these */
-    im += dst * n_frames;
+    re += dst * row_floats; /* row n of the window lands in row n - first of these */
+    im += dst * row_floats;
     const size_t n_samples = prm->n_samples;
     const size_t frame_stride = prm->n_transmits * prm->n_elements * n_samples; /* input samples per frame */
     const size_t whole_frames = n_frames / 8 * 8, whole_samples = first + (end - first) / 8 * 8;
@@ -157,8 +157,8 @@ static int DAS_ISA(stage_channel)(const usbeam_das_params *prm, size_t n_frames,
                     }
                     TRANSPOSE8(frames8, row, t);
                     for (int k = 0; k < 4; ++k) { /* t[2k], t[2k + 1]: re, im of frames f0 .. f0 + 7 at n0 + h + k */
-                        STORE8(re + (n0 + h - first + (size_t)k) * n_frames + f0, t[2 * k]);
-                        STORE8(im + (n0 + h - first + (size_t)k) * n_frames + f0, t[2 * k + 1]);
+                        STORE8(re + (n0 + h - first + (size_t)k) * row_floats + f0, t[2 * k]);
+                        STORE8(im + (n0 + h - first + (size_t)k) * row_floats + f0, t[2 * k + 1]);
                     }
                 }
             } else if (dtype == USBEAM_DTYPE_COMPLEX64) {
@@ -175,8 +175,8 @@ static int DAS_ISA(stage_channel)(const usbeam_das_params *prm, size_t n_frames,
                     const frames16 pair = (frames16)t[k];
                     const frames8 r = __builtin_shufflevector(pair, pair, 0, 2, 4, 6, 8, 10, 12, 14);
                     const frames8 i = __builtin_shufflevector(pair, pair, 1, 3, 5, 7, 9, 11, 13, 15);
-                    STORE8(re + (n0 - first + (size_t)k) * n_frames + f0, r);
-                    STORE8(im + (n0 - first + (size_t)k) * n_frames + f0, i);
+                    STORE8(re + (n0 - first + (size_t)k) * row_floats + f0, r);
+                    STORE8(im + (n0 - first + (size_t)k) * row_floats + f0, i);
                 }
             } else {
                 frames8 row[8], t[8];
@@ -192,7 +192,7 @@ static int DAS_ISA(stage_channel)(const usbeam_das_params *prm, size_t n_frames,
                     }
                 }
                 TRANSPOSE8(frames8, row, t);
-                for (int k = 0; k < 8; ++k) STORE8(re + (n0 - first + (size_t)k) * n_frames + f0, t[k]);
+                for (int k = 0; k < 8; ++k) STORE8(re + (n0 - first + (size_t)k) * row_floats + f0, t[k]);
             }
         }
     }
@@ -227,14 +227,14 @@ static int DAS_ISA(stage_channel)(const usbeam_das_params *prm, size_t n_frames,
                 memcpy(&s, (const int16_t *)in + src + n0, sizeof s);
                 r = __builtin_convertvector(s, frames8);
             }
-            float *re_row = re + (n0 - first) * n_frames + f, *im_row = im + (n0 - first) * n_frames + f;
-            if (n_frames == 1) {
+            float *re_row = re + (n0 - first) * row_floats + f, *im_row = im + (n0 - first) * row_floats + f;
+            if (row_floats == 1) {
                 STORE8(re_row, r);
                 if (dtype == USBEAM_DTYPE_COMPLEX64) STORE8(im_row, i);
             } else {
-                for (int k = 0; k < 8; ++k) re_row[(size_t)k * n_frames] = r[k];
+                for (int k = 0; k < 8; ++k) re_row[(size_t)k * row_floats] = r[k];
                 if (dtype == USBEAM_DTYPE_COMPLEX64)
-                    for (int k = 0; k < 8; ++k) im_row[(size_t)k * n_frames] = i[k];
+                    for (int k = 0; k < 8; ++k) im_row[(size_t)k * row_floats] = i[k];
             }
         }
     }
@@ -244,15 +244,15 @@ static int DAS_ISA(stage_channel)(const usbeam_das_params *prm, size_t n_frames,
         for (size_t n = whole_samples; n < end; ++n) {
             if (dtype == USBEAM_DTYPE_COMPLEX64) {
                 const float *x = (const float *)in + 2 * (src + n);
-                re[(n - first) * n_frames + f] = x[0];
-                im[(n - first) * n_frames + f] = x[1];
+                re[(n - first) * row_floats + f] = x[0];
+                im[(n - first) * row_floats + f] = x[1];
                 bad1 += (x[0] - x[0]) + (x[1] - x[1]);
             } else if (dtype == USBEAM_DTYPE_FLOAT32) {
                 const float x = ((const float *)in)[src + n];
-                re[(n - first) * n_frames + f] = x;
+                re[(n - first) * row_floats + f] = x;
                 bad1 += x - x;
             } else {
-                re[(n - first) * n_frames + f] = (float)((const int16_t *)in)[src + n];
+                re[(n - first) * row_floats + f] = (float)((const int16_t *)in)[src + n];
             }
         }
     }

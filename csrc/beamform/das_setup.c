@@ -1014,12 +1014,19 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
     /* The CPU's staging buffer, the largest of all (a CUDA plan reads the data in place): + 8
      * floats, the last frame block may read 7 lanes past the end (das.c).  Huge pages: a point
      * reads rows of ~10^3 channels tens of KiB apart, which with 4 KiB pages would miss the TLB
-     * on nearly every row (measured 3.1 vs 2.2 ns per entry). */
+     * on nearly every row (measured 3.1 vs 2.2 ns per entry).  IQ of several frames is staged
+     * with re and im rows interleaved (das.c, staged_row_floats), whose channels may take up to
+     * a line more than the two planes' two channels. */
+    size_t stage_floats = stage_plane * (is_iq ? 2 : 1);
+    if (is_iq && prm->n_frames >= 2) {
+        const size_t interleaved = prm->n_transmits * prm->n_elements * usbeam_das_channel_floats(prm->n_samples, 2 * prm->n_frames) + 32;
+        stage_floats = interleaved > stage_floats ? interleaved : stage_floats;
+    }
     if (backend == USBEAM_BACKEND_CPU &&
-        (st = alloc_table((void **)&plan->stage, stage_plane * (is_iq ? 2 : 1) + 8, sizeof(float), "data staging buffer")))
+        (st = alloc_table((void **)&plan->stage, stage_floats + 8, sizeof(float), "data staging buffer")))
         goto fail;
     if (plan->stage) /* finite padding past the planes; execute zeroes the rest of what it reads (stage_input) */
-        memset(plan->stage + stage_plane * (is_iq ? 2 : 1), 0, 8 * sizeof(float));
+        memset(plan->stage + stage_floats, 0, 8 * sizeof(float));
     memcpy(plan->points, prm->points, 3 * n_pts * sizeof(double));
     for (size_t e = 0; e < n_el; ++e) {
         plan->element_x[e] = prm->element_positions[3 * e];
