@@ -124,7 +124,7 @@ typedef short shorts8 __attribute__((vector_size(16)));
 /* A "unit" is one tap of one entry: unit u = entry u / TAPS, tap u % TAPS, its row
  * row[u / TAPS] + (u % TAPS) frames, its weight(s) at weight[u] (RF) or weight[2u, 2u + 1]
  * (IQ): the sums run over units.  Every kernel ADDS its sums to acc (a point's entries come in
- * blocks of USBEAM_DAS_ENTRY_BLOCK, whatever the number of frames).
+ * blocks, one per transmit split at USBEAM_DAS_ENTRY_BLOCK, whatever the number of frames).
  *
  * One summation order for every frame, whichever kernel sums it (so a frame's value does not
  * depend on how many frames the call holds, and a record beamformed in chunks equals the
@@ -715,65 +715,66 @@ static size_t count_bad_channels(const usbeam_das_params *prm, size_t n_frames, 
     return count;
 }
 
-/* All frames of point p into acc_re / acc_im (zeroed here): its receive part (from the table
- * or computed into the thread's scratch), then for each transmit the entries, summed a block
- * of USBEAM_DAS_ENTRY_BLOCK at a time.  The transmit rotations come TRANSMIT_ROTATIONS at a
- * time from one vectorised loop (one scalar sine and cosine per transmit took 3.4 % of
- * large-256; 91.8 -> 90.7 ms, the same bits). */
+/* Points p0 .. p0 + m - 1 (m <= plan->subtile_points), all frames, into acc_re / acc_im (point
+ * i's frames from i * n_frames on, zeroed here).  Each point's receive part (from the table, or
+ * computed into the thread's scratch) and its transmit rotations come first, TRANSMIT_ROTATIONS
+ * at a time from one vectorised loop (one scalar sine and cosine per transmit took 3.4 % of
+ * large-256); then, transmit by transmit, each point's entries, formed a block of at most
+ * USBEAM_DAS_ENTRY_BLOCK at a time (das_delays.c) and summed (a block of its own per point and
+ * transmit).  Why transmit by transmit: neighbouring points of a grid row read nearly the same
+ * staged lines (rows a sample or two apart), and a point's entries of one transmit touch ~100
+ * lines (large-256: 47 entries of two 64-byte rows, 6 KiB) where all its transmits touched
+ * ~1000 (66 KiB, twice L1), so the next point finds more of its lines in L1.  large-256
+ * (in-process A/B, the same blocks): a point at a time 95.3 ms, 16 points transmit by transmit
+ * 80.4, 32 points 79.2; two transmits a block 96.0 against 92.9 for one (a slower spell);
+ * against blocks that spanned a point's transmits (512 entries), ~85 -> ~80 ms, the images
+ * within 4e-7 relative. */
 #define TRANSMIT_ROTATIONS 32
-static void beamform_point(const usbeam_das_plan *plan, const das_isa_kernels *kernels, const stage_schedule *sched,
-                           float *scratch, size_t p, size_t n_frames, float *acc_re, float *acc_im)
+static void beamform_points(const usbeam_das_plan *plan, const das_isa_kernels *kernels, const stage_schedule *sched,
+                            float *scratch, size_t p0, size_t m, size_t n_frames, float *acc_re, float *acc_im)
 {
     const usbeam_das_params *prm = &plan->params;
-    const size_t count = (size_t)plan->aperture_count[p];
-    for (size_t f = 0; f < n_frames; ++f) acc_re[f] = acc_im[f] = 0.0f;
-    if (count == 0) return;
-    const size_t widest_floats = usbeam_das_widest_floats(plan);
-    const double *sample;
-    const float *rx_re, *rx_im;
-    usbeam_das_receive_part(plan, p, scratch, &sample, &rx_re, &rx_im);
-    ptrdiff_t *row = (ptrdiff_t *)(scratch + 4 * widest_floats);
-    float *weight = (float *)(row + USBEAM_DAS_ENTRY_BLOCK);
+    const size_t n_tx = prm->n_transmits, widest_floats = usbeam_das_widest_floats(plan);
     const size_t stride = (size_t)plan->weight_stride, block = USBEAM_DAS_ENTRY_BLOCK;
-    const ptrdiff_t channel = (ptrdiff_t)sched->channel;
-    const ptrdiff_t first_row = (ptrdiff_t)plan->aperture_first[p] * channel;
-    const ptrdiff_t transmit_stride = (ptrdiff_t)prm->n_elements * channel;
+    const ptrdiff_t channel = (ptrdiff_t)sched->channel, transmit_stride = (ptrdiff_t)prm->n_elements * channel;
+    double *rotations = usbeam_das_scratch_rotations(plan, scratch); /* point i: n_tx re, then n_tx im */
+    ptrdiff_t *row = usbeam_das_scratch_rows(plan, scratch);
+    float *weight = (float *)(row + block);
+    const double *sample[USBEAM_DAS_SUBTILE_MAX];
+    const float *rx_re[USBEAM_DAS_SUBTILE_MAX], *rx_im[USBEAM_DAS_SUBTILE_MAX];
+    for (size_t i = 0; i < m; ++i) {
+        const size_t p = p0 + i;
+        for (size_t f = 0; f < n_frames; ++f) acc_re[i * n_frames + f] = acc_im[i * n_frames + f] = 0.0f;
+        if (plan->aperture_count[p] == 0) continue;
+        usbeam_das_receive_part(plan, p, scratch + i * 4 * widest_floats, &sample[i], &rx_re[i], &rx_im[i]);
+        for (size_t t = 0; plan->is_iq && t < n_tx; t += TRANSMIT_ROTATIONS)
+            usbeam_das_transmit_rotations(plan, p, t, n_tx - t < TRANSMIT_ROTATIONS ? n_tx - t : TRANSMIT_ROTATIONS,
+                                          rotations + 2 * i * n_tx + t, rotations + (2 * i + 1) * n_tx + t);
+    }
     entries_view view = {plan->stage, plan->stage + sched->im_offset, row, weight, 0, sched->row, sched->prefetch};
-    double rotations[2][TRANSMIT_ROTATIONS]; /* a block of the transmit rotations */
-    for (size_t t = 0; t < prm->n_transmits; ++t) {
-        const double s_tx = (plan->tx_time[p * prm->n_transmits + t] - prm->t0) * prm->fs;
-        double rot_re = 1.0, rot_im = 0.0;
-        if (plan->is_iq) {
-            if (t % TRANSMIT_ROTATIONS == 0)
-                usbeam_das_transmit_rotations(plan, p, t, prm->n_transmits - t < TRANSMIT_ROTATIONS ? prm->n_transmits - t
-                                                                                                    : TRANSMIT_ROTATIONS,
-                                              rotations[0], rotations[1]);
-            rot_re = rotations[0][t % TRANSMIT_ROTATIONS], rot_im = rotations[1][t % TRANSMIT_ROTATIONS];
-        }
-        if (n_frames == 1) { /* formed and summed in one loop */
-            const ptrdiff_t row0 = first_row + (ptrdiff_t)t * transmit_stride;
-            usbeam_das_transmit_sum_single(plan, count, sample, rx_re, rx_im, s_tx, (float)rot_re, (float)rot_im, channel,
-                                           view.re_plane + row0, view.im_plane + row0, acc_re, acc_im);
-            continue;
-        }
-        for (size_t i0 = 0; i0 < count;) {
-            const size_t n = count - i0 < block - view.n ? count - i0 : block - view.n;
-            usbeam_das_transmit_entries(plan, n, sample + i0, rx_re + i0, rx_im ? rx_im + i0 : NULL, s_tx,
-                                        (float)rot_re, (float)rot_im,
-                                        first_row + (ptrdiff_t)t * transmit_stride + (ptrdiff_t)i0 * channel, channel,
-                                        (ptrdiff_t)sched->row, sched->ring, row + view.n, weight + view.n * stride);
-            view.n += n;
-            i0 += n;
-            if (view.n == block) {
+    for (size_t t = 0; t < n_tx; ++t) {
+        for (size_t i = 0; i < m; ++i) {
+            const size_t p = p0 + i, count = (size_t)plan->aperture_count[p];
+            if (count == 0) continue;
+            const double s_tx = (plan->tx_time[p * n_tx + t] - prm->t0) * prm->fs;
+            const float rot_re = plan->is_iq ? (float)rotations[2 * i * n_tx + t] : 1.0f;
+            const float rot_im = plan->is_iq ? (float)rotations[(2 * i + 1) * n_tx + t] : 0.0f;
+            const ptrdiff_t row0 = (ptrdiff_t)plan->aperture_first[p] * channel + (ptrdiff_t)t * transmit_stride;
+            float *point_re = acc_re + i * n_frames, *point_im = acc_im + i * n_frames;
+            if (n_frames == 1) { /* formed and summed in one loop */
+                usbeam_das_transmit_sum_single(plan, count, sample[i], rx_re[i], rx_im[i], s_tx, rot_re, rot_im, channel,
+                                               view.re_plane + row0, view.im_plane + row0, point_re, point_im);
+                continue;
+            }
+            for (size_t i0 = 0; i0 < count; i0 += view.n) {
+                view.n = count - i0 < block ? count - i0 : block;
+                usbeam_das_transmit_entries(plan, view.n, sample[i] + i0, rx_re[i] + i0, rx_im[i] ? rx_im[i] + i0 : NULL,
+                                            s_tx, rot_re, rot_im, row0 + (ptrdiff_t)i0 * channel, channel,
+                                            (ptrdiff_t)sched->row, sched->ring, row, weight);
                 memset(weight + view.n * stride, 0, 16 * sizeof(float)); /* pair kernels: past an odd last unit */
-                kernels->beamform_entries(plan, &view, n_frames, acc_re, acc_im);
-                view.n = 0;
+                kernels->beamform_entries(plan, &view, n_frames, point_re, point_im);
             }
         }
-    }
-    if (view.n) {
-        memset(weight + view.n * stride, 0, 16 * sizeof(float));
-        kernels->beamform_entries(plan, &view, n_frames, acc_re, acc_im);
     }
 }
 
@@ -860,9 +861,10 @@ usbeam_status usbeam_das_execute_frames(usbeam_das_plan *plan, size_t n_frames, 
                     kernels->write_tile(plan->is_iq, n_frames, n_points, p0, m, tile_re, tile_im, out);
                     continue;
                 }
-                for (size_t i = 0; i < m; ++i)
-                    beamform_point(plan, kernels, &sched, scratch, p0 + i, n_frames, tile_re + i * n_frames,
-                                   tile_im + i * n_frames);
+                for (size_t i = 0; i < m; i += (size_t)plan->subtile_points)
+                    beamform_points(plan, kernels, &sched, scratch, p0 + i,
+                                    m - i < (size_t)plan->subtile_points ? m - i : (size_t)plan->subtile_points, n_frames,
+                                    tile_re + i * n_frames, tile_im + i * n_frames);
                 /* transpose on the way out: each frame's run of m points is contiguous in out */
                 kernels->write_tile(plan->is_iq, n_frames, n_points, p0, m, tile_re, tile_im, out);
             }

@@ -121,6 +121,7 @@ struct usbeam_das_plan {
     size_t *receive_offset;     /* (n_points + 1) (CPU only) */
     size_t n_receive;           /* (point, aperture element) pairs */
     int widest;                 /* largest aperture count */
+    int subtile_points;         /* points beamformed transmit by transmit (das.c, beamform_points) */
     size_t max_point_entries;   /* n_transmits x widest: whole entries of one point at most */
 
     int has_table;              /* 1: receive parts precomputed; 0: computed per point in execute */
@@ -161,9 +162,10 @@ struct usbeam_das_plan {
 
     int n_threads;
     size_t thread_floats;       /* floats of one thread's scratch (below) */
-    float *scratch;             /* per thread: receive part (sample as double, re, im: widest each),
-                                   entries (row: ptrdiff_t, weights: weight_stride floats;
-                                   ENTRY_BLOCK of them) */
+    float *scratch;             /* per thread: subtile_points receive parts (sample as double, re,
+                                   im: widest each), their transmit rotations, entries (row:
+                                   ptrdiff_t, weights: weight_stride floats; ENTRY_BLOCK of them):
+                                   usbeam_das_scratch_rows_at */
     float *tile;                /* (n_threads, re/im, USBEAM_DAS_POINT_TILE, n_frames) output tiles */
 
     size_t stage_plane;         /* floats in one staged plane: n_tx * n_el * channel(capacity), + 32
@@ -200,11 +202,36 @@ void usbeam_das_transmit_entries(const usbeam_das_plan *plan, size_t count, cons
 /* Rows repeated past a staging ring (rows ring .. ring + 3 = rows 0 .. 3, so a tap run starting
  * at row ring - 1 does not wrap), then as many zero rows (das.c). */
 #define USBEAM_DAS_RING_REPEATS 4
+/* Points whose entries execute forms and sums transmit by transmit (das.c, beamform_points): at
+ * most USBEAM_DAS_SUBTILE_MAX, fewer where their receive parts and transmit rotations would
+ * take more than USBEAM_DAS_SUBTILE_FLOATS of the thread's scratch (das_setup.c) */
+#define USBEAM_DAS_SUBTILE_MAX 32
+#define USBEAM_DAS_SUBTILE_FLOATS ((size_t)1 << 15)
 /* Floats of a thread's scratch per receive array (sample counts double): the widest aperture,
  * rounded up to 16. */
 static inline size_t usbeam_das_widest_floats(const usbeam_das_plan *plan)
 {
     return ((size_t)(plan->widest > 0 ? plan->widest : 1) + 15) / 16 * 16;
+}
+/* A thread's scratch: subtile_points receive parts (4 widest_floats each), then their transmit
+ * rotations (2 n_transmits doubles each, rounded up to 16 floats), then a block of entries (a
+ * ptrdiff_t row each, then weight_stride floats each, + 16 floats the pair kernels read past) */
+static inline size_t usbeam_das_scratch_rotations_at(size_t subtile_points, size_t widest_floats)
+{
+    return subtile_points * 4 * widest_floats;
+}
+static inline size_t usbeam_das_scratch_rows_at(size_t subtile_points, size_t widest_floats, size_t n_transmits)
+{
+    return usbeam_das_scratch_rotations_at(subtile_points, widest_floats) + (4 * subtile_points * n_transmits + 15) / 16 * 16;
+}
+static inline double *usbeam_das_scratch_rotations(const usbeam_das_plan *plan, float *scratch)
+{
+    return (double *)(scratch + usbeam_das_scratch_rotations_at((size_t)plan->subtile_points, usbeam_das_widest_floats(plan)));
+}
+static inline ptrdiff_t *usbeam_das_scratch_rows(const usbeam_das_plan *plan, float *scratch)
+{
+    return (ptrdiff_t *)(scratch + usbeam_das_scratch_rows_at((size_t)plan->subtile_points, usbeam_das_widest_floats(plan),
+                                                               plan->params.n_transmits));
 }
 /* The receive part of point p (layout above): the table's rows, or computed into the thread's
  * scratch (sample, then re, then im, widest_floats apart) when the plan has no table. */
