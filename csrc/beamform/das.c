@@ -579,7 +579,8 @@ typedef struct stage_schedule {
  * as the 1-frame paths read 16 or 32 consecutive samples of a plane), or (IQ of 2 frames or
  * more) its re row of the frames followed by its im row, so that the two taps of a linear
  * entry of 8 frames are two whole 64-byte lines where the planes made them three on average
- * (its re and im rows each 64 bytes from a 32-byte boundary: large-256 ~90 -> ~81 ms). */
+ * (its re and im rows each 64 bytes from a 32-byte boundary: large-256 ~93 -> ~85 ms, one
+ * process per build, the same bits). */
 static size_t staged_row_floats(const usbeam_das_plan *plan, size_t n_frames)
 {
     return plan->is_iq && n_frames >= 2 ? 2 * n_frames : n_frames;
