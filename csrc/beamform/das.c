@@ -13,7 +13,7 @@
  * that all frames share, so the input is first staged in the plan as
  * (transmit, element, sample, frame) float32 rows (IQ: a sample's re row then its im row, or
  * with one frame re and im planes apart; channels an odd number of cache lines apart:
- * staged_row_floats); a large record of several frames in windows of samples, round
+ * usbeam_das_staged_row_floats); a large record of several frames in windows of samples, round
  * a ring of rows that stays in cache, each window just ahead of the points that read it
  * ("Staging in windows" below).  The frame loop is then innermost, contiguous and
  * vectorised, and a tap of every frame is one row.  Per point, the delay splits into a
@@ -68,7 +68,7 @@ typedef struct entries_view {
     const ptrdiff_t *row;             /* (n) staged offset of each entry's first tap row */
     const float *weight;              /* (n, weight_stride) */
     size_t n;                         /* entries */
-    size_t frames;                    /* floats between the rows of two taps (staged_row_floats) */
+    size_t frames;                    /* floats between the rows of two taps (staged rows) */
     size_t prefetch;                  /* pair kernels: the rows of the entry this far ahead are
                                          prefetched (0: none; stage_schedule) */
 } entries_view;
@@ -328,10 +328,11 @@ typedef short shorts8 __attribute__((vector_size(16)));
         ir[H] += wi * a;                                                                                    \
     }
 /* CONTIG, IQ: taps k and k + 1 of an entry of 8 frames are two interleaved rows (re of the 8
- * frames, then im: staged_row_floats), each one 64-byte vector, a = (re, im) of tap k, b of tap
- * k + 1, their weights broadcast.  Each accumulator sums what PAIR_IQ_UNIT's sums, in the same
- * order: rr = (rr of tap k, ii of tap k), ii = (rr, ii of tap k + 1), ri = (ir, ri of tap k),
- * ir = (ir, ri of tap k + 1); the kernel's end takes the halves apart (the same bits). */
+ * frames, then im: usbeam_das_staged_row_floats), each one 64-byte vector, a = (re, im) of
+ * tap k, b of tap k + 1, their weights broadcast.  Each accumulator sums what PAIR_IQ_UNIT's
+ * sums, in the same order: rr = (rr of tap k, ii of tap k), ii = (rr, ii of tap k + 1),
+ * ri = (ir, ri of tap k), ir = (ir, ri of tap k + 1); the kernel's end takes the halves apart
+ * (the same bits). */
 #define PAIR_IQ_CONTIG_UNIT(TAPS, H, W0)                                                                    \
     {                                                                                                       \
         const size_t off_ = (size_t)v->row[(W0) / TAPS] + ((W0) % TAPS) * v->frames + f0;                   \
@@ -570,21 +571,10 @@ typedef struct stage_schedule {
                                                  checked for NaN and inf */
     size_t ring;                              /* rows of the ring; 0: none (row = sample) */
     size_t channel;                           /* staged floats per (transmit, element) */
-    size_t row;                               /* staged floats per sample (staged_row_floats) */
+    size_t row;                               /* staged floats per sample (usbeam_das_staged_row_floats) */
     size_t im_offset;                         /* floats from a re row to its im row */
     size_t prefetch;                          /* entries_view.prefetch */
 } stage_schedule;
-
-/* Floats a staged sample takes: its frames (RF, and IQ of one frame: re and im planes apart,
- * as the 1-frame paths read 16 or 32 consecutive samples of a plane), or (IQ of 2 frames or
- * more) its re row of the frames followed by its im row, so that the two taps of a linear
- * entry of 8 frames are two whole 64-byte lines where the planes made them three on average
- * (its re and im rows each 64 bytes from a 32-byte boundary: large-256 ~93 -> ~85 ms, one
- * process per build, the same bits). */
-static size_t staged_row_floats(const usbeam_das_plan *plan, size_t n_frames)
-{
-    return plan->is_iq && n_frames >= 2 ? 2 * n_frames : n_frames;
-}
 
 static void plan_stage_windows(const usbeam_das_plan *plan, size_t n_frames, size_t n_tiles, stage_schedule *sched)
 {
@@ -596,7 +586,7 @@ static void plan_stage_windows(const usbeam_das_plan *plan, size_t n_frames, siz
     sched->first_tile[1] = n_tiles;
     sched->end[0] = sched->tail = n_samples;
     sched->ring = 0;
-    sched->row = staged_row_floats(plan, n_frames);
+    sched->row = usbeam_das_staged_row_floats(plan->is_iq, n_frames);
     sched->channel = usbeam_das_channel_floats(n_samples, sched->row);
     sched->im_offset = sched->row == n_frames ? plan->stage_plane : n_frames;
     /* staged all at once, and far more than the last-level cache holds: the pair kernels prefetch
@@ -671,7 +661,7 @@ static void stage_window(const usbeam_das_plan *plan, const das_isa_kernels *ker
     const size_t used = (ring ? ring + USBEAM_DAS_RING_REPEATS : prm->n_samples) * row;
 #pragma omp for schedule(dynamic, 8) nowait
     for (ptrdiff_t ch = 0; ch < n_channels; ++ch) {
-        float *re = re_plane + (size_t)ch * channel, *im = im_planar ? im_plane + (size_t)ch * channel : re + n_frames;
+        float *re = re_plane + (size_t)ch * channel, *im = re + sched->im_offset;
         if (!ring) {
             *bad += !kernels->stage_channel(prm, n_frames, row, in, (size_t)ch, first, end, first, re, im);
         } else {

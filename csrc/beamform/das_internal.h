@@ -81,6 +81,17 @@ static inline size_t usbeam_das_channel_floats(size_t n_samples, size_t n_frames
     return 16 * (((n_samples * n_frames + 15) / 16) | 1);
 }
 
+/* Floats a staged sample takes: its frames (RF, and IQ of one frame: re and im planes apart,
+ * as the 1-frame paths read 16 or 32 consecutive samples of a plane), or (IQ of 2 frames or
+ * more) its re row of the frames followed by its im row, so that the two taps of a linear
+ * entry of 8 frames are two whole 64-byte lines where the planes made them three on average
+ * (its re and im rows each 64 bytes from a 32-byte boundary: large-256 ~93 -> ~85 ms, one
+ * process per build, the same bits).  das.c stages so; das_setup.c sizes the buffer. */
+static inline size_t usbeam_das_staged_row_floats(int is_iq, size_t n_frames)
+{
+    return is_iq && n_frames >= 2 ? 2 * n_frames : n_frames;
+}
+
 /* Doubles of one row formed at execute by the lane path without a table (das_lanes.c) */
 #define USBEAM_DAS_LANE_FORMED_DOUBLES 32
 /* lane_rows per thread: the formed rows (max_rows rounded up to 8, USBEAM_DAS_LANE_FORMED_DOUBLES
@@ -173,7 +184,7 @@ struct usbeam_das_plan {
     float *stage;               /* (transmit, element, sample, frame), frame the fastest, for the
                                    n_frames of the current call (CPU only): a plane (RF), two (IQ of
                                    one frame: re, im), or IQ rows of re then im (das.c,
-                                   staged_row_floats) */
+                                   usbeam_das_staged_row_floats) */
     usbeam_das_cuda *cuda;      /* USBEAM_BACKEND_CUDA: the twin in cuda/das.cu (owns the device geometry) */
     /* the arrays above from element_x to receive_offset share one block, the receive table's
      * two or three arrays another (alloc_block, das_setup.c): freed as blocks */

@@ -103,7 +103,8 @@ static void DAS_ISA(beamform_entries)(const usbeam_das_plan *plan, const entries
 
 
 /* Stage samples [first, end) of one channel (transmit, element) of the input into rows dst,
- * dst + 1, ... of re / im, row_floats apart (das.c, staged_row_floats: im may be re + n_frames): rows of frames f0 .. f0 + 7 for samples n0 .. n0 + 7 go through an
+ * dst + 1, ... of re / im, row_floats apart (usbeam_das_staged_row_floats: im may be re +
+ * n_frames): rows of frames f0 .. f0 + 7 for samples n0 .. n0 + 7 go through an
  * 8 x 8 transpose in registers (complex samples moved as 64-bit units, then split into re and
  * im rows); frames past the last whole block of 8 go 8 samples at a time, and the samples
  * past the window's last whole block of 8 one value at a time.  Returns 1 when every sample

@@ -1015,11 +1015,12 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
      * floats, the last frame block may read 7 lanes past the end (das.c).  Huge pages: a point
      * reads rows of ~10^3 channels tens of KiB apart, which with 4 KiB pages would miss the TLB
      * on nearly every row (measured 3.1 vs 2.2 ns per entry).  IQ of several frames is staged
-     * with re and im rows interleaved (das.c, staged_row_floats), whose channels may take up to
-     * a line more than the two planes' two channels. */
+     * with re and im rows interleaved (usbeam_das_staged_row_floats), whose channels may take
+     * up to a line more than the two planes' two channels. */
+    const size_t row_floats = usbeam_das_staged_row_floats(is_iq, prm->n_frames);
     size_t stage_floats = stage_plane * (is_iq ? 2 : 1);
-    if (is_iq && prm->n_frames >= 2) {
-        const size_t interleaved = prm->n_transmits * prm->n_elements * usbeam_das_channel_floats(prm->n_samples, 2 * prm->n_frames) + 32;
+    if (row_floats != prm->n_frames) {
+        const size_t interleaved = prm->n_transmits * prm->n_elements * usbeam_das_channel_floats(prm->n_samples, row_floats) + 32;
         stage_floats = interleaved > stage_floats ? interleaved : stage_floats;
     }
     if (backend == USBEAM_BACKEND_CPU &&
