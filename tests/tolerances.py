@@ -244,7 +244,11 @@ TOLERANCES = {
     # 24 + ceil(log2(fc / fs)): its rounding is at most 2^-25 turn (1.9e-7 rad), its turns are
     # formed in integers (exact mod 1 to ~1e-9 turn), the rest from 32nds of a turn (sine
     # truncated after r^3: 7.6e-8); measured 2.8e-7 rad at fs / fc from 0.27 to 6.7
-    # (tests/beamform/test_das_lanes.py), 1.9e-7 with the table in double.
+    # (tests/beamform/test_das_lanes.py), 1.9e-7 with the table in double.  Without a table
+    # the lane path's distances are roots by two Newton steps from a 14-bit reciprocal square
+    # root (das_lanes.c newton_sqrt): relative error <= 2^-14 * 1.5 * 2^-28 (~3.4e-13, measured
+    # 3.0e-13), so a phase error <= 2 pi * turns * 3.4e-13 (8.5e-9 rad at ~4000 turns) and a
+    # fraction error <= 7e-10 sample for records up to 2048 samples: far inside this bound.
     "das_receive_phase_rad": 1e-6,
     # Nearest: the tap index is round(s) with s in double in both; a point whose s lies
     # within ~1e-12 of a .5 boundary may round the other way (the sqrt of C and NumPy can

@@ -94,12 +94,15 @@ static inline size_t usbeam_das_staged_row_floats(int is_iq, size_t n_frames)
 
 /* Doubles of one row formed at execute by the lane path without a table (das_lanes.c) */
 #define USBEAM_DAS_LANE_FORMED_DOUBLES 32
+/* Doubles per 8 formed rows of their bounds and window starts (das_lanes.c, form_rows) */
+#define USBEAM_DAS_LANE_BOUNDS_DOUBLES 24
 /* lane_rows per thread: the formed rows (max_rows rounded up to 8, USBEAM_DAS_LANE_FORMED_DOUBLES
- * each), then their bounds, 16 doubles per 8 rows (das_lanes.c, form_rows) */
+ * each), then their bounds, USBEAM_DAS_LANE_BOUNDS_DOUBLES per 8 rows */
 static inline size_t usbeam_das_lane_formed_rows(int max_rows) { return ((size_t)max_rows + 7) / 8 * 8; }
 static inline size_t usbeam_das_lane_formed_doubles(int max_rows)
 {
-    return usbeam_das_lane_formed_rows(max_rows) * (USBEAM_DAS_LANE_FORMED_DOUBLES + 2);
+    return usbeam_das_lane_formed_rows(max_rows) * USBEAM_DAS_LANE_FORMED_DOUBLES +
+           usbeam_das_lane_formed_rows(max_rows) / 8 * USBEAM_DAS_LANE_BOUNDS_DOUBLES;
 }
 /* lane_fixed's value for a lane outside its aperture */
 #define USBEAM_DAS_LANE_FIXED_OUTSIDE INT32_MIN
@@ -120,6 +123,7 @@ struct usbeam_das_plan {
     int taps;                   /* interpolation taps per entry */
     int weight_stride;          /* floats per entry: taps (RF) or 2 taps (IQ) */
     double window_center, window_half_width; /* full aperture (f_number = 0) window mapping, m */
+    int elements_on_x_axis;     /* every element at y = z = 0 */
     int general;                /* 1: apertures from element normals (convex, matrix, any line
                                    that is not x strictly increasing with normals +z) */
     double *element_frame;      /* general: (9, n_elements) rows t1x t1y t1z t2x t2y t2z nx ny nz

@@ -33,13 +33,16 @@
  * Without a table (a plan over its max_table_bytes: lane_computed), the rows of a group are
  * formed at execute, just before its sums (form_rows), in lane_sample's layout, and each row's
  * least and most valid s_rx, from which its window start is bounded (as lane_least is, but
- * for all 16 lanes at once); it costs ~1.7-2.1x the table's call (live-3tx, live-1tx: 5.34
- * and 2.87 ms against 3.18 and 1.36 ms, RESULTS.md 2026-11-29; 1.3-1.4x before the table's
- * rows were prefetched and held in fixed point), where das_single.c's per-point path without
- * a table cost 2.3-2.7x the table then.  Forming a row is two 512-bit square roots in double
- * (16 cycles each on this Zen 4, during which no multiply issues) and ~30 other vector
- * operations: ~40 cycles, more than its sums take (a 14-bit reciprocal square root and Newton
- * steps instead: 10 cycles a vector alone, yet form_rows 11 % slower).
+ * for all 16 lanes at once); it costs ~1.5-1.9x the table's call (live-3tx, live-1tx: 4.74
+ * and 2.53 ms, in-process, against ~3.2 and ~1.35 ms with the table; 1.3-1.4x before the
+ * table's rows were prefetched and held in fixed point), where das_single.c's per-point path
+ * without a table cost 2.3-2.7x the table then.  Forming a row took ~40 cycles, its two
+ * 512-bit square roots 32 of them (16 cycles each on this Zen 4, during which no multiply
+ * issues); now (the on-axis linear loop) ~31: the roots by Newton steps (newton_sqrt, ~7.5
+ * cycles a vector), d^2 = dx^2 + (y^2 + z^2) and no window test (das_setup.c trims the
+ * apertures); the multiplies bound it (~20 cycles) and the bounds' reductions add ~8.
+ * Writing the rows in lane_fixed's units, so that the sums would be the table's, was tried:
+ * its sums ~10 % faster, its conversion as much slower (the same call time).
  * Per (group, transmit): s_tx = (tau_tx - t0) fs of its 16 points (double) in lane_tx (and
  * as offsets from a base in lane_tx_fixed / lane_tx_base with lane_fixed) and
  * rot_tx = exp(+j 2 pi fc tau_tx) as 16 re then 16 im (float) in lane_rot (IQ); per (group,
@@ -89,6 +92,7 @@
 /* lane_computed: doubles per formed row (form_rows: 16 s_rx, 16 float weights, padding to 64
  * bytes); the rows' bounds follow them (usbeam_das_lane_formed_doubles) */
 #define FORMED_STRIDE USBEAM_DAS_LANE_FORMED_DOUBLES
+#define BOUNDS_DOUBLES USBEAM_DAS_LANE_BOUNDS_DOUBLES /* per 8 formed rows: least, most, window starts */
 
 /* The range of s where the interpolation's taps all lie in the record (usbeam_math.h), and the
  * rounding of s to its first tap: the one definition the fill and the sums share. */
@@ -473,63 +477,121 @@ __attribute__((always_inline)) TARGET_AVX512 static inline __m512d rows_min_max(
 #undef MIN_MAX
 }
 
+/* sqrt of 8 doubles by the 14-bit reciprocal square root and two Newton corrections of the
+ * root (relative error <= 1.5 2^-28 after one, <= 2^-14 times that after the second: measured
+ * 3.0e-13), in 7 multiplies where vsqrtpd takes the divider 16 cycles; q = 0 gives 0 (the
+ * reciprocal of the least normal is finite). */
+TARGET_AVX512 static inline __m512d newton_sqrt(__m512d q)
+{
+    const __m512d r = _mm512_rsqrt14_pd(_mm512_max_pd(q, _mm512_set1_pd(2.2250738585072014e-308)));
+    const __m512d half_r = _mm512_mul_pd(r, _mm512_set1_pd(0.5));
+    __m512d root = _mm512_mul_pd(q, r);
+    root = _mm512_fmadd_pd(_mm512_fnmadd_pd(root, root, q), half_r, root);
+    return _mm512_fmadd_pd(_mm512_fnmadd_pd(root, root, q), half_r, root);
+}
+
 /* lane_computed: the rows of group g into rows_out, FORMED_STRIDE doubles a row (64-byte
  * aligned): s_rx of its 16 lanes (OUTSIDE_SAMPLE where the element is outside the lane's
  * aperture or has weight 0), then (windowed) their window weights as 16 floats; and into
- * bounds_out, 16 doubles per 8 rows (rows 8b .. 8b + 7: their least valid s_rx, or +inf, at
- * 16b .. 16b + 7, their most, or -inf, at 16b + 8 ..), reduced 8 rows at a time
- * (rows_min_max; one reduction a row cost ~4 %: no-table live-1tx 2.99 -> 2.87 ms, live-3tx
- * 5.49 -> 5.34 ms, the same bits).  The geometry of chunk_distances and
+ * bounds_out, BOUNDS_DOUBLES per 8 rows (rows 8b .. 8b + 7: their least valid s_rx, or +inf,
+ * at 24b .. 24b + 7, their most, or -inf, at 24b + 8 .., then room for their window starts,
+ * computed_least), reduced 8 rows at a time (rows_min_max; one reduction a row cost ~4 %: no-table live-1tx 2.99 ->
+ * 2.87 ms, live-3tx 5.49 -> 5.34 ms, the same bits).  The geometry of chunk_distances and
  * chunk_distances_general (das_delays.c: the one definition; the tests hold this copy to the
- * table it fills) with the 16 points in the lanes: distance, window mapping and |u| <= 1
- * (linear array), or each element's acceptance cone (general), and each lane's
- * [aperture_first, + aperture_count).
+ * table it fills) with the 16 points in the lanes: distance and window mapping (linear array,
+ * whose apertures das_setup.c trims to |u| <= 1), or each element's acceptance cone
+ * (general), and each lane's [aperture_first, + aperture_count).
  * The weights are formed in float (window_weights) where the table rounds double ones. */
+typedef struct formed_bounds {
+    __attribute__((aligned(64))) double least[8][8], most[8][8]; /* the last 8 rows' lanes */
+} formed_bounds;
+
+/* A formed row's outputs (form_rows' layouts) from its s_rx in double (sv_lo, sv_hi: lanes 0-7,
+ * 8-15) and the lanes inside (in_lo, in_hi); and its bounds, reduced every 8 rows. */
+__attribute__((always_inline)) TARGET_AVX512 static inline void
+emit_row(double *out, size_t r, size_t rows, __m512d sv_lo, __m512d sv_hi, __mmask8 in_lo, __mmask8 in_hi, formed_bounds *fb,
+         double *bounds_out)
+{
+    const __m512d outside = _mm512_set1_pd(OUTSIDE_SAMPLE), infinite = _mm512_set1_pd(INFINITY);
+    const __m512d kept_lo = _mm512_mask_blend_pd(in_lo, outside, sv_lo), kept_hi = _mm512_mask_blend_pd(in_hi, outside, sv_hi);
+    _mm512_store_pd(out, kept_lo);
+    _mm512_store_pd(out + 8, kept_hi);
+    _mm512_store_pd(fb->least[r % 8], _mm512_min_pd(_mm512_mask_blend_pd(in_lo, infinite, sv_lo), _mm512_mask_blend_pd(in_hi, infinite, sv_hi)));
+    _mm512_store_pd(fb->most[r % 8], _mm512_max_pd(kept_lo, kept_hi)); /* OUTSIDE_SAMPLE is below any valid s_rx */
+    if (r % 8 == 7 || r + 1 == rows) { /* the bounds of rows r - r % 8 .. r */
+        for (size_t k = r % 8 + 1; k < 8; ++k) {
+            _mm512_store_pd(fb->least[k], infinite);
+            _mm512_store_pd(fb->most[k], outside);
+        }
+        const __m512d most = rows_min_max(fb->most, 1);
+        double *bounds = bounds_out + BOUNDS_DOUBLES * (r - r % 8) / 8;
+        _mm512_store_pd(bounds, rows_min_max(fb->least, 0));
+        _mm512_store_pd(bounds + 8, _mm512_mask_blend_pd(_mm512_cmp_pd_mask(most, outside, _CMP_GT_OQ), _mm512_set1_pd(-INFINITY), most));
+    }
+}
+
 TARGET_AVX512 static void form_rows(const int WINDOWED, const usbeam_das_plan *plan, size_t g, size_t rows,
                                     double *restrict rows_out, double *restrict bounds_out)
 {
     const usbeam_das_params *prm = &plan->params;
     const size_t n_points = prm->n_points, ne = prm->n_elements;
-    double px[LANES], py[LANES], pz[LANES], centre[LANES], inv_half[LANES];
+    const int general = plan->general, surface = prm->surface, cone = prm->f_number > 0.0;
+    double px[LANES], py[LANES], pz[LANES], across[LANES], centre[LANES], inv_half[LANES];
     int32_t first[LANES], end[LANES];
     for (size_t j = 0; j < LANES; ++j) {
         const size_t p = g * LANES + j < n_points ? g * LANES + j : n_points - 1;
         const double *pt = plan->points + 3 * p;
         px[j] = pt[0], py[j] = pt[1], pz[j] = pt[2];
-        usbeam_das_window_mapping(plan, pt, &centre[j], &inv_half[j]);
+        across[j] = pt[1] * pt[1] + pt[2] * pt[2];
+        if (WINDOWED || general) usbeam_das_window_mapping(plan, pt, &centre[j], &inv_half[j]);
         first[j] = plan->aperture_first[p];
         end[j] = g * LANES + j < n_points ? first[j] + plan->aperture_count[p] : first[j];
     }
-    const int general = plan->general, surface = prm->surface, cone = prm->f_number > 0.0;
     const double two_f = 2.0 * prm->f_number, alpha = prm->tukey_alpha;
     const float flat = prm->window == USBEAM_DAS_HANN ? 0.0f : (float)(1.0 - alpha);
     const float turns_per_u = prm->window == USBEAM_DAS_HANN ? 0.5f : (float)(0.5 / alpha);
-    const __m512d outside = _mm512_set1_pd(OUTSIDE_SAMPLE), infinite = _mm512_set1_pd(INFINITY);
-    const __m512d no_most = _mm512_set1_pd(-INFINITY);
     const __m512d one = _mm512_set1_pd(1.0), zero = _mm512_setzero_pd(), spm = _mm512_set1_pd(prm->fs / prm->c);
     const __m512i v_first = _mm512_loadu_si512(first), v_end = _mm512_loadu_si512(end);
-    /* each row's least and most valid s_rx (+inf / OUTSIDE_SAMPLE where none), reduced across
-     * lanes 8 rows at a time (rows_min_max) */
-    __attribute__((aligned(64))) double least_s[8][8], most_s[8][8];
+    formed_bounds fb;
+#define MEMBER(E) (_mm512_cmp_epi32_mask(_mm512_set1_epi32(E), v_first, _MM_CMPINT_NLT) & \
+                   _mm512_cmp_epi32_mask(_mm512_set1_epi32(E), v_end, _MM_CMPINT_LT))
+    if (!general && plan->elements_on_x_axis) { /* chunk_distances with d^2 = dx^2 + (y^2 + z^2) */
+        const __m512d across_lo = _mm512_loadu_pd(across), across_hi = _mm512_loadu_pd(across + 8);
+        const __m512d px_lo = _mm512_loadu_pd(px), px_hi = _mm512_loadu_pd(px + 8);
+        for (size_t r = 0; r < rows; ++r) {
+            const int e = plan->lane_first[g] + (int)r;
+            const __mmask16 member = MEMBER(e);
+            const __m512d ex = _mm512_set1_pd(plan->element_x[e]);
+            const __m512d dx_lo = _mm512_sub_pd(px_lo, ex), dx_hi = _mm512_sub_pd(px_hi, ex);
+            const __m512d sv_lo = _mm512_mul_pd(newton_sqrt(_mm512_fmadd_pd(dx_lo, dx_lo, across_lo)), spm);
+            const __m512d sv_hi = _mm512_mul_pd(newton_sqrt(_mm512_fmadd_pd(dx_hi, dx_hi, across_hi)), spm);
+            double *out = rows_out + r * FORMED_STRIDE;
+            if (WINDOWED) {
+                const __m512d u_lo = _mm512_abs_pd(_mm512_mul_pd(_mm512_sub_pd(ex, _mm512_loadu_pd(centre)), _mm512_loadu_pd(inv_half)));
+                const __m512d u_hi = _mm512_abs_pd(_mm512_mul_pd(_mm512_sub_pd(ex, _mm512_loadu_pd(centre + 8)), _mm512_loadu_pd(inv_half + 8)));
+                _mm512_store_ps((float *)(out + 16), _mm512_maskz_mov_ps(member, window_weights(floats_of(u_lo, u_hi), flat, turns_per_u)));
+            }
+            emit_row(out, r, rows, sv_lo, sv_hi, (__mmask8)member, (__mmask8)(member >> 8), &fb, bounds_out);
+        }
+        return;
+    }
     for (size_t r = 0; r < rows; ++r) {
         const int e = plan->lane_first[g] + (int)r;
-        const __mmask16 member = _mm512_cmp_epi32_mask(_mm512_set1_epi32(e), v_first, _MM_CMPINT_NLT) &
-                                 _mm512_cmp_epi32_mask(_mm512_set1_epi32(e), v_end, _MM_CMPINT_LT);
+        const __mmask16 member = MEMBER(e);
         const __m512d ex = _mm512_set1_pd(plan->element_x[e]), ey = _mm512_set1_pd(plan->element_y[e]);
         const __m512d ez = _mm512_set1_pd(plan->element_z[e]);
         double *out = rows_out + r * FORMED_STRIDE;
-        __m512d kept[2], valid_only[2], u1[2] = {zero, zero}, u2[2] = {zero, zero};
+        __m512d sv[2], u1[2] = {zero, zero}, u2[2] = {zero, zero};
         __mmask8 in[2];
         for (int h = 0; h < 2; ++h) {
             const __m512d dx = _mm512_sub_pd(_mm512_loadu_pd(px + 8 * h), ex), dy = _mm512_sub_pd(_mm512_loadu_pd(py + 8 * h), ey);
             const __m512d dz = _mm512_sub_pd(_mm512_loadu_pd(pz + 8 * h), ez);
             const __m512d d2 = _mm512_add_pd(_mm512_add_pd(_mm512_mul_pd(dx, dx), _mm512_mul_pd(dy, dy)), _mm512_mul_pd(dz, dz));
-            const __m512d sv = _mm512_mul_pd(_mm512_sqrt_pd(d2), spm);
+            sv[h] = _mm512_mul_pd(newton_sqrt(d2), spm);
             __mmask8 inside = (__mmask8)(member >> (8 * h));
-            if (!general) { /* chunk_distances */
-                u1[h] = _mm512_abs_pd(_mm512_mul_pd(_mm512_sub_pd(ex, _mm512_loadu_pd(centre + 8 * h)),
-                                                    _mm512_loadu_pd(inv_half + 8 * h)));
-                inside &= _mm512_cmp_pd_mask(u1[h], one, _CMP_LE_OQ);
+            if (!general) { /* chunk_distances (the aperture trimmed to |u| <= 1) */
+                if (WINDOWED)
+                    u1[h] = _mm512_abs_pd(_mm512_mul_pd(_mm512_sub_pd(ex, _mm512_loadu_pd(centre + 8 * h)), _mm512_loadu_pd(inv_half + 8 * h)));
             } else if (cone) { /* chunk_distances_general, f_number > 0 */
                 const double *f = plan->element_frame + e;
 #define DOT(A, B, C) _mm512_add_pd(_mm512_add_pd(_mm512_mul_pd(dx, _mm512_set1_pd(f[(A) * ne])), _mm512_mul_pd(dy, _mm512_set1_pd(f[(B) * ne]))), \
@@ -549,12 +611,8 @@ TARGET_AVX512 static void form_rows(const int WINDOWED, const usbeam_das_plan *p
                 inside = 0;
             }
             in[h] = inside;
-            kept[h] = _mm512_mask_blend_pd(inside, outside, sv);
-            valid_only[h] = _mm512_mask_blend_pd(inside, infinite, sv);
-            _mm512_store_pd(out + 8 * h, kept[h]);
         }
         if (WINDOWED) {
-            const __mmask16 in_all = (__mmask16)(in[0] | in[1] << 8);
             __m512 w;
             if (general && !cone) {
                 w = _mm512_set1_ps((float)plan->element_window[e]);
@@ -562,35 +620,38 @@ TARGET_AVX512 static void form_rows(const int WINDOWED, const usbeam_das_plan *p
                 w = window_weights(floats_of(u1[0], u1[1]), flat, turns_per_u);
                 if (general && surface) w = _mm512_mul_ps(w, window_weights(floats_of(u2[0], u2[1]), flat, turns_per_u));
             }
-            _mm512_store_ps((float *)(out + 16), _mm512_maskz_mov_ps(in_all, w));
+            _mm512_store_ps((float *)(out + 16), _mm512_maskz_mov_ps((__mmask16)(in[0] | in[1] << 8), w));
         }
-        _mm512_store_pd(least_s[r % 8], _mm512_min_pd(valid_only[0], valid_only[1]));
-        _mm512_store_pd(most_s[r % 8], _mm512_max_pd(kept[0], kept[1])); /* OUTSIDE_SAMPLE is below any valid s_rx */
-        if (r % 8 == 7 || r + 1 == rows) { /* the bounds of rows r - r % 8 .. r */
-            for (size_t k = r % 8 + 1; k < 8; ++k) {
-                _mm512_store_pd(least_s[k], infinite);
-                _mm512_store_pd(most_s[k], outside);
-            }
-            const __m512d most = rows_min_max(most_s, 1);
-            double *bounds = bounds_out + 2 * (r - r % 8);
-            _mm512_store_pd(bounds, rows_min_max(least_s, 0));
-            _mm512_store_pd(bounds + 8, _mm512_mask_blend_pd(_mm512_cmp_pd_mask(most, outside, _CMP_GT_OQ), no_most, most));
-        }
+        emit_row(out, r, rows, sv[0], sv[1], in[0], in[1], &fb, bounds_out);
     }
+#undef MEMBER
 }
 
-/* lane_computed: a row's least first tap for one transmit (the window's start), LEAST_GATHER or
- * LEAST_NONE from the range of its valid s_rx and of the transmit's s_tx: s = s_tx + s_rx
- * rounds monotonically, so every valid lane's first tap lies in [first(least s), first(most
- * s)], clipped to the taps of the record. */
-static inline int computed_least(int kind, double s_lo, double s_hi, double first_max)
+/* lane_computed: the least first tap of rows 8b .. 8b + 7 for one transmit (their windows'
+ * starts), LEAST_GATHER or LEAST_NONE, into the int32 after their bounds, from the range of
+ * their valid s_rx and of the transmit's s_tx (tx_lo, tx_hi): s = s_tx + s_rx rounds
+ * monotonically, so every valid lane's first tap lies in [first(least s), first(most s)],
+ * clipped to the taps of the record (row_window's rules, 8 rows to a vector: one row at a time
+ * in scalars, live-1tx without a table ~0.4 ms slower). */
+__attribute__((always_inline)) TARGET_AVX512 static inline void computed_least(int kind, double *bounds, double tx_lo, double tx_hi,
+                                                                              double first_max)
 {
-    if (!(s_lo <= s_hi)) return LEAST_NONE;                           /* no valid lane in the row */
-    if (!(fabs(s_lo) < 1e9 && fabs(s_hi) < 1e9)) return LEAST_GATHER; /* (no window for these) */
-    double lo = first_tap(kind, s_lo), hi = first_tap(kind, s_hi);
-    lo = lo > 0.0 ? lo : 0.0;
-    hi = hi < first_max ? hi : first_max;
-    return row_window((int)lo, (int)hi, usbeam_interp_taps(kind));
+    const __m512d s_lo = _mm512_add_pd(_mm512_load_pd(bounds), _mm512_set1_pd(tx_lo));
+    const __m512d s_hi = _mm512_add_pd(_mm512_load_pd(bounds + 8), _mm512_set1_pd(tx_hi));
+    const __m512d limit = _mm512_set1_pd(1e9);
+    /* none valid (+inf / -inf bounds), or (not for the window) a bound of 1e9 samples or more */
+    const __mmask8 none = _mm512_cmp_pd_mask(s_lo, s_hi, _CMP_NLE_UQ);
+    const __mmask8 far = _mm512_cmp_pd_mask(_mm512_abs_pd(s_lo), limit, _CMP_NLT_UQ) | _mm512_cmp_pd_mask(_mm512_abs_pd(s_hi), limit, _CMP_NLT_UQ);
+    const __m512d step = _mm512_set1_pd(kind == USBEAM_INTERP_CUBIC ? 1.0 : 0.0);
+    const __m512d lo = _mm512_max_pd(_mm512_sub_pd(tap_base(kind, s_lo), step), _mm512_setzero_pd());
+    const __m512d hi = _mm512_min_pd(_mm512_sub_pd(tap_base(kind, s_hi), step), _mm512_set1_pd(first_max));
+    const __mmask8 empty = _mm512_cmp_pd_mask(hi, lo, _CMP_LT_OQ);
+    const __mmask8 wide = _mm512_cmp_pd_mask(_mm512_sub_pd(hi, lo), _mm512_set1_pd(WINDOW_SPAN - usbeam_interp_taps(kind)), _CMP_GT_OQ);
+    /* (far lanes' lo, whatever it is, is replaced before the conversion) */
+    __m256i least = _mm512_cvttpd_epi32(_mm512_mask_blend_pd(far | none, lo, _mm512_setzero_pd()));
+    least = _mm256_mask_blend_epi32((__mmask8)(wide | far), least, _mm256_set1_epi32(LEAST_GATHER));
+    least = _mm256_mask_blend_epi32((__mmask8)(none | (empty & ~far)), least, _mm256_set1_epi32(LEAST_NONE));
+    _mm256_store_si256((__m256i *)(bounds + 16), least);
 }
 
 /* Tap K of each valid lane from a staged row (0 elsewhere): WINDOW from the two vectors of
@@ -608,7 +669,7 @@ __attribute__((always_inline)) TARGET_AVX512 static inline void
 group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, const int FIXED, const int FIRST,
           const usbeam_das_plan *plan, size_t g,
           __mmask16 lanes, size_t t, const float *restrict re_plane, const float *restrict im_plane,
-          float *restrict rotation, const double *restrict formed, const double *restrict bounds, __m512 *sum_re,
+          float *restrict rotation, const double *restrict formed, double *restrict bounds, __m512 *sum_re,
           __m512 *sum_im)
 {
     const usbeam_das_params *prm = &plan->params;
@@ -646,6 +707,8 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
                 tx_most = s_tx[j] > tx_most ? s_tx[j] : tx_most;
             }
         first_max = first_tap(KIND, hi);
+        for (size_t r8 = 0; r8 < rows; r8 += 8)
+            computed_least(KIND, bounds + r8 / 8 * BOUNDS_DOUBLES, tx_least, tx_most, first_max);
     }
     const size_t row_first = (t * prm->n_elements + (size_t)plan->lane_first[g]) * channel;
     __m512 acc_re = _mm512_setzero_ps(), acc_im = _mm512_setzero_ps();
@@ -675,9 +738,7 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
                 _mm512_store_ps(rotation + 32 * r + 16, c_im_now);
             }
         }
-        const int least = COMPUTED ? computed_least(KIND, tx_least + bounds[2 * r - r % 8], tx_most + bounds[2 * r - r % 8 + 8],
-                                                    first_max)
-                                   : least_rows[r];
+        const int least = COMPUTED ? ((const int32_t *)(bounds + r / 8 * BOUNDS_DOUBLES + 16))[r % 8] : least_rows[r];
         if (least == LEAST_NONE) continue;
         if (FIXED) { /* the table's rows PREFETCH_ROWS ahead (the next group's past the last) */
             _mm_prefetch((const char *)(fixed_rows + (r + PREFETCH_ROWS) * LANES), _MM_HINT_T0);

@@ -829,6 +829,23 @@ static void general_apertures(const usbeam_das_plan *plan, const double *cull, i
     general_aperture_points(plan, cull, runs, p0, p1);
 }
 
+/* A linear array's aperture with its ends trimmed to chunk_distances' |u| <= 1, u = (x_e -
+ * centre) inv_half (window_mapping): the elements beyond have weight 0 in every window, and u is
+ * monotone in x_e here (x strictly increasing), so what is left holds exactly the elements of
+ * weight > 0, which every path then takes without testing u (das_lanes.c's formed rows:
+ * 10 vector operations a row fewer).  Each point's table and image are unchanged.  The general
+ * geometry tests its own cones. */
+static void trim_to_window(const usbeam_das_plan *plan, ptrdiff_t p, int *first, int *count)
+{
+    if (plan->general) return;
+    double centre, inv_half;
+    usbeam_das_window_mapping(plan, plan->points + 3 * p, &centre, &inv_half);
+    const double *xe = plan->element_x;
+    while (*count > 0 && !(fabs((xe[*first] - centre) * inv_half) <= 1.0)) ++*first, --*count;
+    while (*count > 0 && !(fabs((xe[*first + *count - 1] - centre) * inv_half) <= 1.0)) --*count;
+    if (*count == 0) *first = 0;
+}
+
 /* The linear array's apertures of points p0 .. p1-1 (usbeam_aperture_range's, MUST's
  * predicate |x_p - x_e| <= z_p / 2F): its two binary searches find where a predicate monotone
  * in the element index flips; a point's flips are looked for first by stepping from its
@@ -841,7 +858,11 @@ static void linear_apertures(usbeam_das_plan *plan, ptrdiff_t p0, ptrdiff_t p1)
     const int n = (int)prm->n_elements;
     const double *xe = plan->element_x;
     if (!(prm->f_number > 0.0)) { /* the whole array */
-        for (ptrdiff_t p = p0; p < p1; ++p) plan->aperture_first[p] = 0, plan->aperture_count[p] = n;
+        for (ptrdiff_t p = p0; p < p1; ++p) {
+            int first = 0, count = n;
+            trim_to_window(plan, p, &first, &count);
+            plan->aperture_first[p] = first, plan->aperture_count[p] = count;
+        }
         return;
     }
     int begin = -1, past = -1; /* the last point's flips: first element in, first past it */
@@ -886,6 +907,7 @@ static void linear_apertures(usbeam_das_plan *plan, ptrdiff_t p0, ptrdiff_t p1)
             begin = count > 0 ? first : -1, past = count > 0 ? last + 1 : -1;
             if (count == 0) first = 0;
         }
+        trim_to_window(plan, p, &first, &count);
         plan->aperture_first[p] = first;
         plan->aperture_count[p] = count;
     }
@@ -1036,6 +1058,8 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
     }
     plan->window_center = 0.5 * (plan->element_x[0] + plan->element_x[n_el - 1]);
     plan->window_half_width = 0.5 * (plan->element_x[n_el - 1] - plan->element_x[0]);
+    plan->elements_on_x_axis = 1;
+    for (size_t e = 0; e < n_el; ++e) plan->elements_on_x_axis &= plan->element_y[e] == 0.0 && plan->element_z[e] == 0.0;
     if (general) build_element_frames(plan, prm->element_normals);
     build_transmit_models(plan, prm->transmits);
     build_apertures(plan);
