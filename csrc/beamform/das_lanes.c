@@ -490,20 +490,9 @@ TARGET_AVX512 static inline __m512d newton_sqrt(__m512d q)
     return _mm512_fmadd_pd(_mm512_fnmadd_pd(root, root, q), half_r, root);
 }
 
-/* lane_computed: the rows of group g into rows_out, FORMED_STRIDE doubles a row (64-byte
- * aligned): s_rx of its 16 lanes (OUTSIDE_SAMPLE where the element is outside the lane's
- * aperture or has weight 0), then (windowed) their window weights as 16 floats; and into
- * bounds_out, BOUNDS_DOUBLES per 8 rows (rows 8b .. 8b + 7: their least valid s_rx, or +inf,
- * at 24b .. 24b + 7, their most, or -inf, at 24b + 8 .., then room for their window starts,
- * computed_least), reduced 8 rows at a time (rows_min_max; one reduction a row cost ~4 %: no-table live-1tx 2.99 ->
- * 2.87 ms, live-3tx 5.49 -> 5.34 ms, the same bits).  The geometry of chunk_distances and
- * chunk_distances_general (das_delays.c: the one definition; the tests hold this copy to the
- * table it fills) with the 16 points in the lanes: distance and window mapping (linear array,
- * whose apertures das_setup.c trims to |u| <= 1), or each element's acceptance cone
- * (general), and each lane's [aperture_first, + aperture_count).
- * The weights are formed in float (window_weights) where the table rounds double ones. */
+/* form_rows' rows in flight: the lanes of the last 8 rows' valid s_rx, before reduction */
 typedef struct formed_bounds {
-    __attribute__((aligned(64))) double least[8][8], most[8][8]; /* the last 8 rows' lanes */
+    __attribute__((aligned(64))) double least[8][8], most[8][8];
 } formed_bounds;
 
 /* A formed row's outputs (form_rows' layouts) from its s_rx in double (sv_lo, sv_hi: lanes 0-7,
@@ -530,6 +519,19 @@ emit_row(double *out, size_t r, size_t rows, __m512d sv_lo, __m512d sv_hi, __mma
     }
 }
 
+/* lane_computed: the rows of group g into rows_out, FORMED_STRIDE doubles a row (64-byte
+ * aligned): s_rx of its 16 lanes (OUTSIDE_SAMPLE where the element is outside the lane's
+ * aperture or has weight 0), then (windowed) their window weights as 16 floats; and into
+ * bounds_out, BOUNDS_DOUBLES per 8 rows (rows 8b .. 8b + 7: their least valid s_rx, or +inf,
+ * at 24b .. 24b + 7, their most, or -inf, at 24b + 8 .., then room for their window starts,
+ * computed_least), reduced 8 rows at a time (emit_row, rows_min_max; one reduction a row
+ * cost ~4 %: no-table live-1tx 2.99 -> 2.87 ms, live-3tx 5.49 -> 5.34 ms, the same bits).
+ * The geometry of chunk_distances and chunk_distances_general (das_delays.c: the one
+ * definition; the tests hold this copy to the table it fills) with the 16 points in the lanes:
+ * distance and window mapping (linear array, whose apertures das_setup.c trims to |u| <= 1),
+ * or each element's acceptance cone (general), and each lane's [aperture_first,
+ * + aperture_count).
+ * The weights are formed in float (window_weights) where the table rounds double ones. */
 TARGET_AVX512 static void form_rows(const int WINDOWED, const usbeam_das_plan *plan, size_t g, size_t rows,
                                     double *restrict rows_out, double *restrict bounds_out)
 {
