@@ -178,23 +178,19 @@ def test_rows_formed_at_execute_match_the_table(rng, window, probe_kind):
     assert np.linalg.norm(a - b) <= TOLERANCES["das_rel_l2"] * np.linalg.norm(b)
 
 
-@pytest.mark.parametrize("fs", [100e6, 60e6, 15e6, 7.5e6, 4e6])
-def test_fixed_point_table_phase_whatever_the_sampling_rate(fs):
-    """The fixed-point lane table's unit follows fc / fs (2^-bits sample, at most 2^-24 turn of
-    the receive rotation, das_lanes.c fixed_bits), and its turns are formed in integers: the
-    phase of a one-term output against the float64 reference stays within
-    das_receive_phase_rad from fs = 6.7 fc (RF-like) to fs < fc (decimated IQ), 20 cm deep at
-    15 MHz (~3900 turns), and the magnitude within float rounding."""
+def one_term_phase_deep(fs, budget):
+    """A one-element channel of ones, 20 cm deep at 15 MHz (~3900 turns): each output is one
+    term, whose phase against the float64 reference must stay within das_receive_phase_rad and
+    its magnitude within float rounding.  Returns the plan."""
     fc = 15e6
     probe = usbeam.LinearArray(2, 3e-4, width=2.5e-4)
     grid = usbeam.Grid(x=np.linspace(-2e-3, 2e-3, 9), z=np.linspace(2e-3, 0.2, 256))
     n_samples = int(0.42 / C * fs) + 8
     data = np.zeros((1, 1, 2, n_samples), np.complex64)
-    data[:, :, 0, :] = 1.0  # one element's channel: each output is one term
+    data[:, :, 0, :] = 1.0
     bf = usbeam.Beamformer(probe, [usbeam.PlaneWave(0.05)], grid, fs=fs, fc=fc, c=C, n_samples=n_samples,
-                           f_number=0.0, interpolation="linear", n_frames=1)
-    needs_lanes(bf)
-    assert usbeam._core.das_lane_fixed_bits(bf._plan) == 24 + int(np.ceil(np.log2(fc / fs)))  # the fixed-point table
+                           f_number=0.0, interpolation="linear", n_frames=1, max_table_bytes=budget)
+    needs_lanes_of(bf, budget)
     got = bf(data).ravel()
     want = ref.das(data, probe.x, [("plane", 0.05)], grid.coordinates(), fs=fs, fc=fc, c=C, t0=0.0,
                    f_number=0.0).ravel()
@@ -202,27 +198,22 @@ def test_fixed_point_table_phase_whatever_the_sampling_rate(fs):
     phase_error = np.abs(np.angle(got / want))
     assert phase_error.max() <= TOLERANCES["das_receive_phase_rad"], phase_error.max()
     np.testing.assert_allclose(np.abs(got), np.abs(want), rtol=1e-6)
+    return bf
+
+
+@pytest.mark.parametrize("fs", [100e6, 60e6, 15e6, 7.5e6, 4e6])
+def test_fixed_point_table_phase_whatever_the_sampling_rate(fs):
+    """The fixed-point lane table's unit follows fc / fs (2^-bits sample, at most 2^-24 turn of
+    the receive rotation, das_lanes.c fixed_bits), and its turns are formed in integers: the
+    phase of a one-term output stays within das_receive_phase_rad from fs = 6.7 fc (RF-like)
+    to fs < fc (decimated IQ), 20 cm deep (one_term_phase_deep)."""
+    bf = one_term_phase_deep(fs, None)
+    assert usbeam._core.das_lane_fixed_bits(bf._plan) == 24 + int(np.ceil(np.log2(15e6 / fs)))  # the fixed-point table
 
 
 @pytest.mark.parametrize("fs", [100e6, 15e6, 4e6])
 def test_formed_rows_phase_deep_whatever_the_sampling_rate(fs):
     """Without a table the rows' distances are roots by Newton steps from a 14-bit estimate
-    (das_lanes.c newton_sqrt, relative error ~3e-13): 20 cm deep at 15 MHz (~3900 turns) the
-    receive phase of a one-term output stays within das_receive_phase_rad of the float64
-    reference, from fs = 6.7 fc to fs < fc, and the magnitude within float rounding."""
-    fc = 15e6
-    probe = usbeam.LinearArray(2, 3e-4, width=2.5e-4)
-    grid = usbeam.Grid(x=np.linspace(-2e-3, 2e-3, 9), z=np.linspace(2e-3, 0.2, 256))
-    n_samples = int(0.42 / C * fs) + 8
-    data = np.zeros((1, 1, 2, n_samples), np.complex64)
-    data[:, :, 0, :] = 1.0  # one element's channel: each output is one term
-    bf = usbeam.Beamformer(probe, [usbeam.PlaneWave(0.05)], grid, fs=fs, fc=fc, c=C, n_samples=n_samples,
-                           f_number=0.0, interpolation="linear", n_frames=1, max_table_bytes=1)
-    needs_lanes_of(bf, 1)
-    got = bf(data).ravel()
-    want = ref.das(data, probe.x, [("plane", 0.05)], grid.coordinates(), fs=fs, fc=fc, c=C, t0=0.0,
-                   f_number=0.0).ravel()
-    assert np.all(np.abs(want) > 0.5)
-    phase_error = np.abs(np.angle(got / want))
-    assert phase_error.max() <= TOLERANCES["das_receive_phase_rad"], phase_error.max()
-    np.testing.assert_allclose(np.abs(got), np.abs(want), rtol=1e-6)
+    (das_lanes.c newton_sqrt, relative error ~3e-13): the same phase bound, 20 cm deep, from
+    fs = 6.7 fc to fs < fc (one_term_phase_deep)."""
+    one_term_phase_deep(fs, 1)
