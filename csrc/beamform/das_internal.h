@@ -171,7 +171,8 @@ struct usbeam_das_plan {
                                    formed at execute into lane_rows */
     double *lane_rows;          /* lane_computed: per thread usbeam_das_lane_formed_doubles:
                                    the formed rows (s_rx of 16 lanes, their weights), then the
-                                   rows' least and most valid s_rx (das_lanes.c); while
+                                   rows' least and most valid s_rx and window starts
+                                   (das_lanes.c); while
                                    usbeam_das_lanes_fill builds lane_fixed, its rows in double */
     int lane_fixed_overflow;    /* set by usbeam_das_lanes_fill: a row of lane_fixed did not fit */
 
