@@ -249,6 +249,8 @@ TOLERANCES = {
     # root (das_lanes.c newton_sqrt): relative error <= 2^-14 * 1.5 * 2^-28 (~3.4e-13, measured
     # 3.0e-13), so a phase error <= 2 pi * turns * 3.4e-13 (8.5e-9 rad at ~4000 turns) and a
     # fraction error <= 7e-10 sample for records up to 2048 samples: far inside this bound.
+    # Those roots then go to the sums in the fixed table's units where a group's rows fit
+    # (linear arrays), rounded to nearest as the table is: the same 2^-25 turn at most.
     "das_receive_phase_rad": 1e-6,
     # Nearest: the tap index is round(s) with s in double in both; a point whose s lies
     # within ~1e-12 of a .5 boundary may round the other way (the sqrt of C and NumPy can

@@ -156,7 +156,8 @@ struct usbeam_das_plan {
                                    the table in half the bytes, when every row's lanes and every
                                    group's s_tx fit (das_lanes.c); else NULL and lane_sample */
     int32_t *lane_base;         /* (rows) whole samples, with lane_fixed */
-    int32_t *lane_tx_fixed;     /* with lane_fixed: (n_groups, n_transmits, 16) s_tx - lane_tx_base */
+    int32_t *lane_tx_fixed;     /* with lane_fixed, or lane_extent where they fit: (n_groups,
+                                   n_transmits, 16) s_tx - lane_tx_base */
     int32_t *lane_tx_base;      /* (n_groups, n_transmits) whole samples, in the same units */
     int lane_fixed_bits;
     int64_t lane_fixed_turns;   /* turns of a unit in 2^-(64 - bits), rounded (das_lanes.c) */
@@ -175,6 +176,11 @@ struct usbeam_das_plan {
                                    (das_lanes.c); while
                                    usbeam_das_lanes_fill builds lane_fixed, its rows in double */
     int lane_fixed_overflow;    /* set by usbeam_das_lanes_fill: a row of lane_fixed did not fit */
+    double *lane_extent;        /* lane_computed, a linear array on the x axis: per group
+                                   USBEAM_DAS_LANE_EXTENT_DOUBLES (its lanes' least and greatest x
+                                   and y^2 + z^2, the farthest |x - x_e| of their apertures), then
+                                   each element's x (n_elements), in samples (fs / c; das_lanes.c
+                                   usbeam_das_lanes_extents); else NULL */
 
     int n_threads;
     size_t thread_floats;       /* floats of one thread's scratch (below) */
@@ -295,6 +301,9 @@ int usbeam_das_lanes_wanted(const usbeam_das_plan *plan);
 int usbeam_das_lanes_windowed(const usbeam_das_plan *plan);
 size_t usbeam_das_lanes_count_rows(usbeam_das_plan *plan);
 void usbeam_das_lanes_fill(usbeam_das_plan *plan);
+#define USBEAM_DAS_LANE_EXTENT_DOUBLES 8
+/* lane_extent, and lane_tx_fixed / lane_tx_base (0: they do not fit; the formed rows in double) */
+int usbeam_das_lanes_extents(usbeam_das_plan *plan);
 int usbeam_das_tile_lanes(const usbeam_das_plan *plan, int thread, size_t p0, size_t m, const float *re_plane,
                           const float *im_plane, float *out_re, float *out_im);
 /* Whole entries of point p (layout above) into tap[] (max_point_entries) and weight[]

@@ -31,18 +31,23 @@
  * outside its point's aperture, or where a 0 / 1 window is 0, holds OUTSIDE_SAMPLE (out of
  * every record: weight 0) or USBEAM_DAS_LANE_FIXED_OUTSIDE.
  * Without a table (a plan over its max_table_bytes: lane_computed), the rows of a group are
- * formed at execute, just before its sums (form_rows), in lane_sample's layout, and each row's
- * least and most valid s_rx, from which its window start is bounded (as lane_least is, but
- * for all 16 lanes at once); it costs ~1.5-1.9x the table's call (live-3tx, live-1tx: 4.74
- * and 2.53 ms, in-process, against ~3.2 and ~1.35 ms with the table; 1.3-1.4x before the
- * table's rows were prefetched and held in fixed point), where das_single.c's per-point path
- * without a table cost 2.3-2.7x the table then.  Forming a row took ~40 cycles, its two
+ * formed at execute, just before its sums (form_rows), in lane_sample's layout or (a linear
+ * array on the x axis, where the group's rows fit) lane_fixed's, and each row's least and
+ * most valid s_rx, from which its window start is bounded (as lane_least is, but for all 16
+ * lanes at once).  It costs ~1.3-1.6x the table's call (live-3tx, live-1tx: 4.30 and 2.13 ms,
+ * in-process, against ~3.26 and ~1.35 ms with the table), where das_single.c's per-point
+ * path without a table cost 2.3-2.7x the table.  Forming a row took ~40 cycles, its two
  * 512-bit square roots 32 of them (16 cycles each on this Zen 4, during which no multiply
- * issues); now (the on-axis linear loop) ~31: the roots by Newton steps (newton_sqrt, ~7.5
- * cycles a vector), d^2 = dx^2 + (y^2 + z^2) and no window test (das_setup.c trims the
- * apertures); the multiplies bound it (~20 cycles) and the bounds' reductions add ~8.
- * Writing the rows in lane_fixed's units, so that the sums would be the table's, was tried:
- * its sums ~10 % faster, its conversion as much slower (the same call time).
+ * issues); now ~26 on the axis: the roots by Newton steps (newton_sqrt, ~7.5 cycles a
+ * vector), d^2 = dx^2 + (y^2 + z^2) in samples, no window test (das_setup.c trims the
+ * apertures), the rows' bounds from the group's extent (on_axis_bounds) instead of reduced
+ * from the rows, and the rows rounded to lane_fixed's offsets by one addition and one
+ * permutation, so that the sums are the table's integer ones (~20 % faster than in double).
+ * The multiplies of the roots bound it (~20 cycles).  Inlining the forming into the first
+ * transmit's sums, so that its multiplies would overlap the sums' permutations, was tried:
+ * 13 % slower (one thread), as was forming the rows in lane_fixed's units with a per-row base
+ * reduced from the rows (as slow as double).  live-1tx / live-3tx without a table before this
+ * (session 21): 2.47 and 4.82 ms.
  * Per (group, transmit): s_tx = (tau_tx - t0) fs of its 16 points (double) in lane_tx (and
  * as offsets from a base in lane_tx_fixed / lane_tx_base with lane_fixed) and
  * rot_tx = exp(+j 2 pi fc tau_tx) as 16 re then 16 im (float) in lane_rot (IQ); per (group,
@@ -335,6 +340,46 @@ void usbeam_das_lanes_fill(usbeam_das_plan *plan)
     }
 }
 
+/* lane_extent, for form_rows' bounds of a linear array on the x axis without a table: per
+ * group its lanes' least and greatest x and y^2 + z^2 and the farthest |x - x_e| of any of
+ * their aperture elements (x_e increases with e here: the ends of each range), over the lanes
+ * with an aperture; then every element's x; all in samples.  And the groups' transmit offsets
+ * in lane_fixed's units (fix_rows' rule), which the rows formed in them take. */
+int usbeam_das_lanes_extents(usbeam_das_plan *plan)
+{
+    const usbeam_das_params *prm = &plan->params;
+    const size_t n_points = prm->n_points, n_groups = (n_points + LANES - 1) / LANES;
+    const double spm = prm->fs / prm->c, *xe = plan->element_x;
+    for (size_t g = 0; g < n_groups; ++g) {
+        double x_min = INFINITY, x_max = -INFINITY, a_min = INFINITY, a_max = -INFINITY, reach = 0.0;
+        for (size_t p = g * LANES; p < n_points && p < (g + 1) * LANES; ++p) {
+            const int first = plan->aperture_first[p], count = plan->aperture_count[p];
+            if (count == 0) continue;
+            const double *pt = plan->points + 3 * p, x = pt[0] * spm, across = (pt[1] * pt[1] + pt[2] * pt[2]) * (spm * spm);
+            x_min = x < x_min ? x : x_min;
+            x_max = x > x_max ? x : x_max;
+            a_min = across < a_min ? across : a_min;
+            a_max = across > a_max ? across : a_max;
+            const double to_first = fabs(x - xe[first] * spm), to_last = fabs(x - xe[first + count - 1] * spm);
+            reach = to_first > reach ? to_first : reach;
+            reach = to_last > reach ? to_last : reach;
+        }
+        double *extent = plan->lane_extent + g * USBEAM_DAS_LANE_EXTENT_DOUBLES;
+        extent[0] = x_min, extent[1] = x_max, extent[2] = a_min, extent[3] = a_max, extent[4] = reach;
+        extent[5] = extent[6] = extent[7] = 0.0;
+    }
+    for (size_t e = 0; e < prm->n_elements; ++e) plan->lane_extent[n_groups * USBEAM_DAS_LANE_EXTENT_DOUBLES + e] = xe[e] * spm;
+    const size_t n_tx = prm->n_transmits;
+    int fits = plan->lane_fixed_bits <= 27;
+    for (size_t g = 0; g < n_groups; ++g) {
+        const size_t in_group = n_points - g * LANES < LANES ? n_points - g * LANES : LANES;
+        for (size_t t = 0; t < n_tx; ++t)
+            fits &= fixed_offsets(plan->lane_tx + (g * n_tx + t) * LANES, (int)in_group, plan->lane_fixed_bits, 1,
+                                  plan->lane_tx_base + g * n_tx + t, plan->lane_tx_fixed + (g * n_tx + t) * LANES);
+    }
+    return fits;
+}
+
 #if USBEAM_DAS_MULTI_ISA
 /* 16 floats from two vectors of 8 doubles */
 TARGET_AVX512 static inline __m512 floats_of(__m512d lo, __m512d hi)
@@ -519,21 +564,59 @@ emit_row(double *out, size_t r, size_t rows, __m512d sv_lo, __m512d sv_hi, __mma
     }
 }
 
+/* The least and most s_rx of each of group g's rows (form_rows' bounds, 8 rows a vector) from
+ * its lane_extent, without reducing the rows: a lane inside element e's aperture has
+ * d^2 = (x - x_e)^2 + a, x in [x_min, x_max], a in [a_min, a_max], |x - x_e| <= reach, so d
+ * lies between the roots of (x_e's distance to [x_min, x_max])^2 + a_min and of
+ * min(reach, max(|x_min - x_e|, |x_max - x_e|))^2 + a_max.  Widened by 1e-9 relative, far
+ * over the roots' rounding (newton_sqrt: 3.4e-13), so every valid lane lies within.  Tight for
+ * the usual groups, 16 points of a grid row (a fixed) or column (x fixed); looser bounds only
+ * send more rows to the gather.  With the geometry in samples (no scaling of each root), a
+ * formed row took 24.4 cycles where the reductions' took 30.4 (one thread, a C harness
+ * timing form_rows over live-1tx's groups).  Also the least and most over all the rows. */
+TARGET_AVX512 static void on_axis_bounds(const usbeam_das_plan *plan, size_t g, size_t rows, const double *x_samples, double *bounds_out,
+                                         double *least_out, double *most_out)
+{
+    __m512d least_all = _mm512_set1_pd(INFINITY), most_all = _mm512_set1_pd(-INFINITY);
+    const double *extent = plan->lane_extent + g * USBEAM_DAS_LANE_EXTENT_DOUBLES;
+    const __m512d lo_x = _mm512_set1_pd(extent[0]), hi_x = _mm512_set1_pd(extent[1]);
+    const __m512d lo_a = _mm512_set1_pd(extent[2]), hi_a = _mm512_set1_pd(extent[3]), reach = _mm512_set1_pd(extent[4]);
+    const __m512d least_scale = _mm512_set1_pd(1.0 - 1e-9), most_scale = _mm512_set1_pd(1.0 + 1e-9);
+    const double *row_x = x_samples + plan->lane_first[g];
+    for (size_t r8 = 0; r8 < rows; r8 += 8) {
+        const __mmask8 in_rows = rows - r8 >= 8 ? 0xFF : (__mmask8)((1u << (rows - r8)) - 1u);
+        const __m512d ex = _mm512_maskz_loadu_pd(in_rows, row_x + r8);
+        const __m512d near = _mm512_max_pd(_mm512_max_pd(_mm512_sub_pd(lo_x, ex), _mm512_sub_pd(ex, hi_x)), _mm512_setzero_pd());
+        const __m512d far = _mm512_min_pd(_mm512_max_pd(_mm512_sub_pd(ex, lo_x), _mm512_sub_pd(hi_x, ex)), reach);
+        double *bounds = bounds_out + BOUNDS_DOUBLES * r8 / 8;
+        const __m512d least = _mm512_mul_pd(newton_sqrt(_mm512_fmadd_pd(near, near, lo_a)), least_scale);
+        const __m512d most = _mm512_mul_pd(newton_sqrt(_mm512_fmadd_pd(far, far, hi_a)), most_scale);
+        _mm512_store_pd(bounds, least);
+        _mm512_store_pd(bounds + 8, most);
+        least_all = _mm512_mask_min_pd(least_all, in_rows, least_all, least);
+        most_all = _mm512_mask_max_pd(most_all, in_rows, most_all, most);
+    }
+    *least_out = _mm512_reduce_min_pd(least_all);
+    *most_out = _mm512_reduce_max_pd(most_all);
+}
+
 /* lane_computed: the rows of group g into rows_out, FORMED_STRIDE doubles a row (64-byte
  * aligned): s_rx of its 16 lanes (OUTSIDE_SAMPLE where the element is outside the lane's
- * aperture or has weight 0), then (windowed) their window weights as 16 floats; and into
- * bounds_out, BOUNDS_DOUBLES per 8 rows (rows 8b .. 8b + 7: their least valid s_rx, or +inf,
- * at 24b .. 24b + 7, their most, or -inf, at 24b + 8 .., then room for their window starts,
- * computed_least), reduced 8 rows at a time (emit_row, rows_min_max; one reduction a row
- * cost ~4 %: no-table live-1tx 2.99 -> 2.87 ms, live-3tx 5.49 -> 5.34 ms, the same bits).
+ * aperture or has weight 0; or, returning 1, as lane_fixed's offsets from *group_base, see
+ * below), then (windowed) their window weights as 16 floats; and into bounds_out,
+ * BOUNDS_DOUBLES per 8 rows (rows 8b .. 8b + 7: their least valid s_rx, or +inf, at 24b ..
+ * 24b + 7, their most, or -inf, at 24b + 8 .., then room for their window starts,
+ * computed_least): on the x axis from lane_extent (on_axis_bounds), else reduced 8 rows at a
+ * time (emit_row, rows_min_max; one reduction a row cost ~4 %: no-table live-1tx 2.99 ->
+ * 2.87 ms, live-3tx 5.49 -> 5.34 ms, the same bits).
  * The geometry of chunk_distances and chunk_distances_general (das_delays.c: the one
  * definition; the tests hold this copy to the table it fills) with the 16 points in the lanes:
  * distance and window mapping (linear array, whose apertures das_setup.c trims to |u| <= 1),
  * or each element's acceptance cone (general), and each lane's [aperture_first,
  * + aperture_count).
  * The weights are formed in float (window_weights) where the table rounds double ones. */
-TARGET_AVX512 static void form_rows(const int WINDOWED, const usbeam_das_plan *plan, size_t g, size_t rows,
-                                    double *restrict rows_out, double *restrict bounds_out)
+TARGET_AVX512 static int form_rows(const int WINDOWED, const usbeam_das_plan *plan, size_t g, size_t rows,
+                                   double *restrict rows_out, double *restrict bounds_out, int64_t *group_base)
 {
     const usbeam_das_params *prm = &plan->params;
     const size_t n_points = prm->n_points, ne = prm->n_elements;
@@ -557,25 +640,53 @@ TARGET_AVX512 static void form_rows(const int WINDOWED, const usbeam_das_plan *p
     formed_bounds fb;
 #define MEMBER(E) (_mm512_cmp_epi32_mask(_mm512_set1_epi32(E), v_first, _MM_CMPINT_NLT) & \
                    _mm512_cmp_epi32_mask(_mm512_set1_epi32(E), v_end, _MM_CMPINT_LT))
-    if (!general && plan->elements_on_x_axis) { /* chunk_distances with d^2 = dx^2 + (y^2 + z^2) */
-        const __m512d across_lo = _mm512_loadu_pd(across), across_hi = _mm512_loadu_pd(across + 8);
-        const __m512d px_lo = _mm512_loadu_pd(px), px_hi = _mm512_loadu_pd(px + 8);
+    if (plan->lane_extent) { /* chunk_distances on the x axis, in samples: d^2 = dx^2 + (y^2 + z^2) */
+        /* Where the group's s_rx span less than lane_fixed's offsets hold (2^(29 - bits)
+         * samples from a whole-sample base under the least), the rows go out as those offsets
+         * (returns 1), so that the sums are the fixed table's integer ones (receive turns,
+         * taps, fractions): s_rx + magic rounds s_rx - base to 2^-bits in the low bits of the
+         * double, which one permutation gathers.  Else in double. */
+        const size_t n_groups = (n_points + LANES - 1) / LANES;
+        const double *x_samples = plan->lane_extent + n_groups * USBEAM_DAS_LANE_EXTENT_DOUBLES;
+        double least_all, most_all;
+        on_axis_bounds(plan, g, rows, x_samples, bounds_out, &least_all, &most_all);
+        int fixed = 0;
+        if (plan->lane_tx_fixed && least_all <= most_all && fabs(least_all) < 1e9) {
+            *group_base = (int64_t)floor(least_all);
+            fixed = most_all - (double)*group_base < ldexp(1.0, 29 - plan->lane_fixed_bits);
+        }
+        const __m512d magic = _mm512_set1_pd(1.5 * ldexp(1.0, 52 - plan->lane_fixed_bits) - (double)*group_base);
+        const __m512i low_halves = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        const __m512d spm2 = _mm512_mul_pd(spm, spm);
+        const __m512d across_lo = _mm512_mul_pd(_mm512_loadu_pd(across), spm2), across_hi = _mm512_mul_pd(_mm512_loadu_pd(across + 8), spm2);
+        const __m512d px_lo = _mm512_mul_pd(_mm512_loadu_pd(px), spm), px_hi = _mm512_mul_pd(_mm512_loadu_pd(px + 8), spm);
+        /* the window's mapping with x in samples */
+        const __m512d centre_lo = _mm512_mul_pd(_mm512_loadu_pd(centre), spm), centre_hi = _mm512_mul_pd(_mm512_loadu_pd(centre + 8), spm);
+        const __m512d inv_lo = _mm512_div_pd(_mm512_loadu_pd(inv_half), spm), inv_hi = _mm512_div_pd(_mm512_loadu_pd(inv_half + 8), spm);
         for (size_t r = 0; r < rows; ++r) {
             const int e = plan->lane_first[g] + (int)r;
             const __mmask16 member = MEMBER(e);
-            const __m512d ex = _mm512_set1_pd(plan->element_x[e]);
+            const __m512d ex = _mm512_set1_pd(x_samples[e]);
             const __m512d dx_lo = _mm512_sub_pd(px_lo, ex), dx_hi = _mm512_sub_pd(px_hi, ex);
-            const __m512d sv_lo = _mm512_mul_pd(newton_sqrt(_mm512_fmadd_pd(dx_lo, dx_lo, across_lo)), spm);
-            const __m512d sv_hi = _mm512_mul_pd(newton_sqrt(_mm512_fmadd_pd(dx_hi, dx_hi, across_hi)), spm);
+            const __m512d sv_lo = newton_sqrt(_mm512_fmadd_pd(dx_lo, dx_lo, across_lo));
+            const __m512d sv_hi = newton_sqrt(_mm512_fmadd_pd(dx_hi, dx_hi, across_hi));
             double *out = rows_out + r * FORMED_STRIDE;
             if (WINDOWED) {
-                const __m512d u_lo = _mm512_abs_pd(_mm512_mul_pd(_mm512_sub_pd(ex, _mm512_loadu_pd(centre)), _mm512_loadu_pd(inv_half)));
-                const __m512d u_hi = _mm512_abs_pd(_mm512_mul_pd(_mm512_sub_pd(ex, _mm512_loadu_pd(centre + 8)), _mm512_loadu_pd(inv_half + 8)));
+                const __m512d u_lo = _mm512_abs_pd(_mm512_mul_pd(_mm512_sub_pd(ex, centre_lo), inv_lo));
+                const __m512d u_hi = _mm512_abs_pd(_mm512_mul_pd(_mm512_sub_pd(ex, centre_hi), inv_hi));
                 _mm512_store_ps((float *)(out + 16), _mm512_maskz_mov_ps(member, window_weights(floats_of(u_lo, u_hi), flat, turns_per_u)));
             }
-            emit_row(out, r, rows, sv_lo, sv_hi, (__mmask8)member, (__mmask8)(member >> 8), &fb, bounds_out);
+            if (fixed) {
+                const __m512i offsets = _mm512_permutex2var_epi32(_mm512_castpd_si512(_mm512_add_pd(sv_lo, magic)), low_halves,
+                                                                  _mm512_castpd_si512(_mm512_add_pd(sv_hi, magic)));
+                _mm512_store_si512(out, _mm512_mask_blend_epi32(member, _mm512_set1_epi32(USBEAM_DAS_LANE_FIXED_OUTSIDE), offsets));
+            } else {
+                const __m512d outside = _mm512_set1_pd(OUTSIDE_SAMPLE);
+                _mm512_store_pd(out, _mm512_mask_blend_pd((__mmask8)member, outside, sv_lo));
+                _mm512_store_pd(out + 8, _mm512_mask_blend_pd((__mmask8)(member >> 8), outside, sv_hi));
+            }
         }
-        return;
+        return fixed;
     }
     for (size_t r = 0; r < rows; ++r) {
         const int e = plan->lane_first[g] + (int)r;
@@ -627,6 +738,7 @@ TARGET_AVX512 static void form_rows(const int WINDOWED, const usbeam_das_plan *p
         emit_row(out, r, rows, sv[0], sv[1], in[0], in[1], &fb, bounds_out);
     }
 #undef MEMBER
+    return 0;
 }
 
 /* lane_computed: the least first tap of rows 8b .. 8b + 7 for one transmit (their windows'
@@ -671,7 +783,7 @@ __attribute__((always_inline)) TARGET_AVX512 static inline void
 group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, const int FIXED, const int FIRST,
           const usbeam_das_plan *plan, size_t g,
           __mmask16 lanes, size_t t, const float *restrict re_plane, const float *restrict im_plane,
-          float *restrict rotation, const double *restrict formed, double *restrict bounds, __m512 *sum_re,
+          float *restrict rotation, const double *restrict formed, double *restrict bounds, int64_t group_base, __m512 *sum_re,
           __m512 *sum_im)
 {
     const usbeam_das_params *prm = &plan->params;
@@ -682,11 +794,13 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
     const __m512d s_tx_lo = _mm512_load_pd(plan->lane_tx + (g * n_tx + t) * LANES);
     const __m512d s_tx_hi = _mm512_load_pd(plan->lane_tx + (g * n_tx + t) * LANES + 8);
     const size_t row0 = plan->lane_offset[g], rows = plan->lane_offset[g + 1] - row0;
-    /* the rows: the table's (in double, or FIXED: lane_fixed), or (COMPUTED) formed by form_rows */
+    /* the rows: the table's (in double, or FIXED: lane_fixed), or (COMPUTED) formed by form_rows
+     * (in double, or FIXED: lane_fixed's offsets from the one base group_base) */
     const size_t row_stride = COMPUTED ? FORMED_STRIDE : LANES;
     const double *s_rows = COMPUTED ? formed : (FIXED ? NULL : plan->lane_sample + row0 * LANES);
-    const int32_t *fixed_rows = FIXED ? plan->lane_fixed + row0 * LANES : NULL;
-    const int32_t *base_rows = FIXED ? plan->lane_base + row0 : NULL;
+    const int32_t *fixed_rows = FIXED ? (COMPUTED ? (const int32_t *)formed : plan->lane_fixed + row0 * LANES) : NULL;
+    const size_t fixed_stride = COMPUTED ? 2 * FORMED_STRIDE : LANES;
+    const int32_t *base_rows = FIXED && !COMPUTED ? plan->lane_base + row0 : NULL;
     /* FIXED: the transmit's offsets and base, the units' shift and the turns of a unit */
     const int bits = FIXED ? plan->lane_fixed_bits : 0;
     const __m512i tx_fixed = FIXED ? _mm512_load_si512(plan->lane_tx_fixed + (g * n_tx + t) * LANES) : _mm512_setzero_si512();
@@ -724,8 +838,8 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
         __m512i offsets = _mm512_setzero_si512();
         int64_t row_base = 0;
         if (FIXED) {
-            offsets = _mm512_load_si512(fixed_rows + r * LANES);
-            row_base = base_rows[r];
+            offsets = _mm512_load_si512(fixed_rows + r * fixed_stride);
+            row_base = COMPUTED ? group_base : base_rows[r];
         } else if (FIRST && IQ) {
             s_rx_lo = _mm512_load_pd(s_rows + r * row_stride), s_rx_hi = _mm512_load_pd(s_rows + r * row_stride + 8);
         }
@@ -742,7 +856,7 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
         }
         const int least = COMPUTED ? ((const int32_t *)(bounds + r / 8 * BOUNDS_DOUBLES + 16))[r % 8] : least_rows[r];
         if (least == LEAST_NONE) continue;
-        if (FIXED) { /* the table's rows PREFETCH_ROWS ahead (the next group's past the last) */
+        if (FIXED && !COMPUTED) { /* the table's rows PREFETCH_ROWS ahead (the next group's past the last) */
             _mm_prefetch((const char *)(fixed_rows + (r + PREFETCH_ROWS) * LANES), _MM_HINT_T0);
             if (WINDOWED) _mm_prefetch((const char *)(w_rows + (r + PREFETCH_ROWS) * LANES), _MM_HINT_T0);
         } else if (!COMPUTED) {
@@ -844,16 +958,25 @@ tile_lanes_zmm(const int KIND, const int IQ, const int WINDOWED, const int COMPU
     for (size_t q0 = 0; q0 < m; q0 += LANES) {
         const size_t g = (p0 + q0) / LANES, in_group = m - q0 < LANES ? m - q0 : LANES;
         const __mmask16 lanes = (__mmask16)((1u << in_group) - 1u);
-        if (COMPUTED) form_rows(WINDOWED, plan, g, plan->lane_offset[g + 1] - plan->lane_offset[g], formed, bounds);
+        int64_t group_base = 0;
+        const int formed_fixed = COMPUTED && form_rows(WINDOWED, plan, g, plan->lane_offset[g + 1] - plan->lane_offset[g], formed,
+                                                       bounds, &group_base);
         __m512 out_r = _mm512_setzero_ps(), out_i = _mm512_setzero_ps();
         for (size_t t = 0; t < n_tx; ++t) {
             __m512 sum_re, sum_im;
-            if (t == 0)
-                group_sum(KIND, IQ, WINDOWED, COMPUTED, FIXED, 1, plan, g, lanes, t, re_plane, im_plane, rotation, formed, bounds,
-                          &sum_re, &sum_im);
-            else
-                group_sum(KIND, IQ, WINDOWED, COMPUTED, FIXED, 0, plan, g, lanes, t, re_plane, im_plane, rotation, formed, bounds,
-                          &sum_re, &sum_im);
+#define GROUP_SUM(FIXED_ROWS, FIRST) group_sum(KIND, IQ, WINDOWED, COMPUTED, FIXED_ROWS, FIRST, plan, g, lanes, t, re_plane, im_plane, \
+                                               rotation, formed, bounds, group_base, &sum_re, &sum_im)
+            if (formed_fixed) {
+                if (t == 0)
+                    GROUP_SUM(1, 1);
+                else
+                    GROUP_SUM(1, 0);
+            } else if (t == 0) {
+                GROUP_SUM(FIXED, 1);
+            } else {
+                GROUP_SUM(FIXED, 0);
+            }
+#undef GROUP_SUM
             if (!IQ) {
                 out_r = _mm512_add_ps(out_r, sum_re);
                 continue;

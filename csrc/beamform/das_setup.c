@@ -259,6 +259,7 @@ void usbeam_das_plan_destroy(usbeam_das_plan *plan)
     usbeam_free(plan->lane_cache);
     usbeam_free(plan->lane_rot);
     usbeam_free(plan->lane_rows);
+    usbeam_free(plan->lane_extent);
     usbeam_free(plan->scratch);
     usbeam_free(plan->tile);
     usbeam_block_free(plan->stage);
@@ -1177,6 +1178,17 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
         if (table) {
             usbeam_free(plan->lane_rows);
             plan->lane_rows = NULL;
+        } else if (!plan->general && plan->elements_on_x_axis) { /* form_rows' bounds */
+            if ((st = alloc_array((void **)&plan->lane_extent, n_groups * USBEAM_DAS_LANE_EXTENT_DOUBLES + prm->n_elements,
+                                  sizeof(double), "points")) ||
+                (st = alloc_array((void **)&plan->lane_tx_fixed, n_groups * n_tx, 16 * sizeof(int32_t), "transmit times")) ||
+                (st = alloc_array((void **)&plan->lane_tx_base, n_groups, n_tx * sizeof(int32_t), "transmit times")))
+                goto fail;
+            if (!usbeam_das_lanes_extents(plan)) { /* the formed rows in double */
+                usbeam_free(plan->lane_tx_fixed);
+                usbeam_free(plan->lane_tx_base);
+                plan->lane_tx_fixed = NULL, plan->lane_tx_base = NULL;
+            }
         }
         plan->has_table = 0;
     }

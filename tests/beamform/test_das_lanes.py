@@ -9,7 +9,9 @@ partial, points outside every aperture, lanes spread too wide for the window, an
 probe; and against das_single.c (USBEAM_DAS_LANES=0) on the same plan, which differs in the
 order of float operations only.  Each also without a table (max_table_bytes=1): the rows of
 a group are then formed at execute from the geometry (form_rows: linear, convex and matrix
-arrays, every window), and must match the references and the table path alike.  Determinism
+arrays, every window; a linear array's in the fixed table's units where its group's rows fit
+them, in double where not, as in the gather and deep-phase tests), and must match the
+references and the table path alike.  Determinism
 across thread counts: test_das_single.py (its children build 1-frame plans, which take this
 path on AVX-512, with and without a table)."""
 import numpy as np
@@ -214,6 +216,7 @@ def test_fixed_point_table_phase_whatever_the_sampling_rate(fs):
 @pytest.mark.parametrize("fs", [100e6, 15e6, 4e6])
 def test_formed_rows_phase_deep_whatever_the_sampling_rate(fs):
     """Without a table the rows' distances are roots by Newton steps from a 14-bit estimate
-    (das_lanes.c newton_sqrt, relative error ~3e-13): the same phase bound, 20 cm deep, from
-    fs = 6.7 fc to fs < fc (one_term_phase_deep)."""
+    (das_lanes.c newton_sqrt, relative error ~3e-13), summed in the fixed table's units where
+    a group's rows fit them (at fs = 4 MHz, 2^-26 sample: 8 samples, some do not): the same
+    phase bound, 20 cm deep, from fs = 6.7 fc to fs < fc (one_term_phase_deep)."""
     one_term_phase_deep(fs, 1)
