@@ -45,9 +45,10 @@
  * permutation, so that the sums are the table's integer ones (~20 % faster than in double).
  * The multiplies of the roots bound it (~20 cycles).  Inlining the forming into the first
  * transmit's sums, so that its multiplies would overlap the sums' permutations, was tried:
- * 13 % slower (one thread), as was forming the rows in lane_fixed's units with a per-row base
- * reduced from the rows (as slow as double).  live-1tx / live-3tx without a table before this
- * (session 21): 2.47 and 4.82 ms.
+ * 13 % slower (one thread, the next row formed one iteration ahead; 32 % without).  So
+ * was forming the rows in lane_fixed's units with a per-row base reduced from the rows (as
+ * slow as double).  live-1tx / live-3tx without a table before this (session 21): 2.47 and
+ * 4.82 ms.
  * Per (group, transmit): s_tx = (tau_tx - t0) fs of its 16 points (double) in lane_tx (and
  * as offsets from a base in lane_tx_fixed / lane_tx_base with lane_fixed) and
  * rot_tx = exp(+j 2 pi fc tau_tx) as 16 re then 16 im (float) in lane_rot (IQ); per (group,
