@@ -570,7 +570,9 @@ emit_row(double *out, size_t r, size_t rows, __m512d sv_lo, __m512d sv_hi, __mma
  * d^2 = (x - x_e)^2 + a, x in [x_min, x_max], a in [a_min, a_max], |x - x_e| <= reach, so d
  * lies between the roots of (x_e's distance to [x_min, x_max])^2 + a_min and of
  * min(reach, max(|x_min - x_e|, |x_max - x_e|))^2 + a_max.  Widened by 1e-9 relative, far
- * over the roots' rounding (newton_sqrt: 3.4e-13), so every valid lane lies within.  Tight for
+ * over the roots' rounding (newton_sqrt: 3.4e-13), and by 1e-3 sample, far over lane_fixed's
+ * rounding of the rows and of s_tx (2^-bits sample, bits >= 16), so that every valid lane's
+ * first tap, however its s is held, lies within the window the bounds give.  Tight for
  * the usual groups, 16 points of a grid row (a fixed) or column (x fixed); looser bounds only
  * send more rows to the gather.  With the geometry in samples (no scaling of each root), a
  * formed row took 24.4 cycles where the reductions' took 30.4 (one thread, a C harness
@@ -583,6 +585,7 @@ TARGET_AVX512 static void on_axis_bounds(const usbeam_das_plan *plan, size_t g, 
     const __m512d lo_x = _mm512_set1_pd(extent[0]), hi_x = _mm512_set1_pd(extent[1]);
     const __m512d lo_a = _mm512_set1_pd(extent[2]), hi_a = _mm512_set1_pd(extent[3]), reach = _mm512_set1_pd(extent[4]);
     const __m512d least_scale = _mm512_set1_pd(1.0 - 1e-9), most_scale = _mm512_set1_pd(1.0 + 1e-9);
+    const __m512d slack = _mm512_set1_pd(1e-3); /* samples: over lane_fixed's rounding of s_rx and s_tx (2^-16 at most) */
     const double *row_x = x_samples + plan->lane_first[g];
     for (size_t r8 = 0; r8 < rows; r8 += 8) {
         const __mmask8 in_rows = rows - r8 >= 8 ? 0xFF : (__mmask8)((1u << (rows - r8)) - 1u);
@@ -590,8 +593,8 @@ TARGET_AVX512 static void on_axis_bounds(const usbeam_das_plan *plan, size_t g, 
         const __m512d near = _mm512_max_pd(_mm512_max_pd(_mm512_sub_pd(lo_x, ex), _mm512_sub_pd(ex, hi_x)), _mm512_setzero_pd());
         const __m512d far = _mm512_min_pd(_mm512_max_pd(_mm512_sub_pd(ex, lo_x), _mm512_sub_pd(hi_x, ex)), reach);
         double *bounds = bounds_out + BOUNDS_DOUBLES * r8 / 8;
-        const __m512d least = _mm512_mul_pd(newton_sqrt(_mm512_fmadd_pd(near, near, lo_a)), least_scale);
-        const __m512d most = _mm512_mul_pd(newton_sqrt(_mm512_fmadd_pd(far, far, hi_a)), most_scale);
+        const __m512d least = _mm512_fmsub_pd(newton_sqrt(_mm512_fmadd_pd(near, near, lo_a)), least_scale, slack);
+        const __m512d most = _mm512_fmadd_pd(newton_sqrt(_mm512_fmadd_pd(far, far, hi_a)), most_scale, slack);
         _mm512_store_pd(bounds, least);
         _mm512_store_pd(bounds + 8, most);
         least_all = _mm512_mask_min_pd(least_all, in_rows, least_all, least);
