@@ -137,7 +137,7 @@ static int fixed_bits(const usbeam_das_params *prm)
     const double turns_per_sample = prm->fc / prm->fs;
     if (!(turns_per_sample > 0.0 && turns_per_sample < 1e6)) return 24; /* RF with fc = 0: no carrier */
     const int bits = 24 + (int)ceil(log2(turns_per_sample));
-    return bits < 16 ? 16 : (bits > 28 ? 28 : bits); /* 28: over fix_rows' 27, the table in double */
+    return bits < 16 ? 16 : (bits > 28 ? 28 : bits); /* 28: over fix_transmits' 27, the table in double */
 }
 static inline int32_t clamp_int32(int64_t v)
 {
@@ -230,17 +230,25 @@ static int fixed_offsets(const double *s, int n, int bits, int from_least, int32
     return fits;
 }
 
+/* group g's transmit offsets and bases (lane_tx_fixed, lane_tx_base); 0 where one does not fit */
+static int fix_transmits(usbeam_das_plan *plan, size_t g)
+{
+    const size_t n_tx = plan->params.n_transmits, n_points = plan->params.n_points;
+    const size_t in_group = n_points - g * LANES < LANES ? n_points - g * LANES : LANES;
+    int fits = plan->lane_fixed_bits <= 27; /* 28: over 27, the table in double (fixed_bits) */
+    for (size_t t = 0; t < n_tx; ++t)
+        fits &= fixed_offsets(plan->lane_tx + (g * n_tx + t) * LANES, (int)in_group, plan->lane_fixed_bits, 1,
+                              plan->lane_tx_base + g * n_tx + t, plan->lane_tx_fixed + (g * n_tx + t) * LANES);
+    return fits;
+}
+
 static void fix_rows(usbeam_das_plan *plan, size_t g, size_t rows, const double *s_rows)
 {
-    const size_t row0 = plan->lane_offset[g], n_tx = plan->params.n_transmits;
-    const size_t n_points = plan->params.n_points, in_group = n_points - g * LANES < LANES ? n_points - g * LANES : LANES;
-    const int bits = plan->lane_fixed_bits;
-    int fits = bits <= 27;
+    const size_t row0 = plan->lane_offset[g];
+    int fits = fix_transmits(plan, g);
     for (size_t r = 0; r < rows; ++r)
-        fits &= fixed_offsets(s_rows + r * LANES, LANES, bits, 0, plan->lane_base + row0 + r, plan->lane_fixed + (row0 + r) * LANES);
-    for (size_t t = 0; t < n_tx; ++t)
-        fits &= fixed_offsets(plan->lane_tx + (g * n_tx + t) * LANES, (int)in_group, bits, 1, plan->lane_tx_base + g * n_tx + t,
-                              plan->lane_tx_fixed + (g * n_tx + t) * LANES);
+        fits &= fixed_offsets(s_rows + r * LANES, LANES, plan->lane_fixed_bits, 0, plan->lane_base + row0 + r,
+                              plan->lane_fixed + (row0 + r) * LANES);
     if (!fits) {
 #pragma omp atomic write
         plan->lane_fixed_overflow = 1;
@@ -370,14 +378,8 @@ int usbeam_das_lanes_extents(usbeam_das_plan *plan)
         extent[5] = extent[6] = extent[7] = 0.0;
     }
     for (size_t e = 0; e < prm->n_elements; ++e) plan->lane_extent[n_groups * USBEAM_DAS_LANE_EXTENT_DOUBLES + e] = xe[e] * spm;
-    const size_t n_tx = prm->n_transmits;
-    int fits = plan->lane_fixed_bits <= 27;
-    for (size_t g = 0; g < n_groups; ++g) {
-        const size_t in_group = n_points - g * LANES < LANES ? n_points - g * LANES : LANES;
-        for (size_t t = 0; t < n_tx; ++t)
-            fits &= fixed_offsets(plan->lane_tx + (g * n_tx + t) * LANES, (int)in_group, plan->lane_fixed_bits, 1,
-                                  plan->lane_tx_base + g * n_tx + t, plan->lane_tx_fixed + (g * n_tx + t) * LANES);
-    }
+    int fits = 1;
+    for (size_t g = 0; g < n_groups; ++g) fits &= fix_transmits(plan, g);
     return fits;
 }
 
@@ -664,9 +666,11 @@ TARGET_AVX512 static int form_rows(const int WINDOWED, const usbeam_das_plan *pl
         const __m512d spm2 = _mm512_mul_pd(spm, spm);
         const __m512d across_lo = _mm512_mul_pd(_mm512_loadu_pd(across), spm2), across_hi = _mm512_mul_pd(_mm512_loadu_pd(across + 8), spm2);
         const __m512d px_lo = _mm512_mul_pd(_mm512_loadu_pd(px), spm), px_hi = _mm512_mul_pd(_mm512_loadu_pd(px + 8), spm);
-        /* the window's mapping with x in samples */
-        const __m512d centre_lo = _mm512_mul_pd(_mm512_loadu_pd(centre), spm), centre_hi = _mm512_mul_pd(_mm512_loadu_pd(centre + 8), spm);
-        const __m512d inv_lo = _mm512_div_pd(_mm512_loadu_pd(inv_half), spm), inv_hi = _mm512_div_pd(_mm512_loadu_pd(inv_half + 8), spm);
+        __m512d centre_lo = zero, centre_hi = zero, inv_lo = zero, inv_hi = zero; /* the window's mapping, x in samples */
+        if (WINDOWED) {
+            centre_lo = _mm512_mul_pd(_mm512_loadu_pd(centre), spm), centre_hi = _mm512_mul_pd(_mm512_loadu_pd(centre + 8), spm);
+            inv_lo = _mm512_div_pd(_mm512_loadu_pd(inv_half), spm), inv_hi = _mm512_div_pd(_mm512_loadu_pd(inv_half + 8), spm);
+        }
         for (size_t r = 0; r < rows; ++r) {
             const int e = plan->lane_first[g] + (int)r;
             const __mmask16 member = MEMBER(e);
