@@ -245,10 +245,14 @@ TOLERANCES = {
     # formed in integers (exact mod 1 to ~1e-9 turn), the rest from 32nds of a turn (sine
     # truncated after r^3: 7.6e-8); measured 2.8e-7 rad at fs / fc from 0.27 to 6.7
     # (tests/beamform/test_das_lanes.py), 1.9e-7 with the table in double.  Without a table
-    # the lane path's distances are roots by two Newton steps from a 14-bit reciprocal square
-    # root (das_lanes.c newton_sqrt): relative error <= 2^-14 * 1.5 * 2^-28 (~3.4e-13, measured
-    # 3.0e-13), so a phase error <= 2 pi * turns * 3.4e-13 (8.5e-9 rad at ~4000 turns) and a
-    # fraction error <= 7e-10 sample for records up to 2048 samples: far inside this bound.
+    # the lane path's distances are roots corrected once from a 14-bit reciprocal square root
+    # (das_lanes.c newton_sqrt, the series of (1 + delta)^(-1/2) to delta^2, |delta| < 2^-13):
+    # relative error <= 5/16 * 2^-39 (~5.7e-13, measured 5.4e-13), so a phase error <= 2 pi *
+    # turns * 5.7e-13 (1.4e-8 rad at ~4000 turns) and a fraction error <= 1.2e-9 sample for
+    # records up to 2048 samples; where the elements are evenly spaced d^2 is stepped from row
+    # to row by additions, whose rounding moves a root by at most 1e-9 sample (form_rows checks
+    # it per group), plus 2e-9 for elements up to 1e-9 sample off even spacing: far inside
+    # this bound.
     # Those roots then go to the sums in the fixed table's units where a group's rows fit
     # (linear arrays), rounded to nearest as the table is: the same 2^-25 turn at most.
     "das_receive_phase_rad": 1e-6,

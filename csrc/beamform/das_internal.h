@@ -181,6 +181,8 @@ struct usbeam_das_plan {
                                    and y^2 + z^2, the farthest |x - x_e| of their apertures), then
                                    each element's x (n_elements), in samples (fs / c; das_lanes.c
                                    usbeam_das_lanes_extents); else NULL */
+    double lane_pitch;          /* with lane_extent: the elements' spacing in samples where
+                                   uniform (form_rows steps d^2 by its differences), else 0 */
 
     int n_threads;
     size_t thread_floats;       /* floats of one thread's scratch (below) */

@@ -180,16 +180,16 @@ def test_rows_formed_at_execute_match_the_table(rng, window, probe_kind):
     assert np.linalg.norm(a - b) <= TOLERANCES["das_rel_l2"] * np.linalg.norm(b)
 
 
-def one_term_phase_deep(fs, budget):
-    """A one-element channel of ones, 20 cm deep at 15 MHz (~3900 turns): each output is one
-    term, whose phase against the float64 reference must stay within das_receive_phase_rad and
-    its magnitude within float rounding.  Returns the plan."""
+def one_term_phase_deep(fs, budget, n_elements=2):
+    """The last element's channel of ones, 20 cm deep at 15 MHz (~3900 turns), the others
+    zero: each output is one term, whose phase against the float64 reference must stay within
+    das_receive_phase_rad and its magnitude within float rounding.  Returns the plan."""
     fc = 15e6
-    probe = usbeam.LinearArray(2, 3e-4, width=2.5e-4)
+    probe = usbeam.LinearArray(n_elements, 3e-4, width=2.5e-4)
     grid = usbeam.Grid(x=np.linspace(-2e-3, 2e-3, 9), z=np.linspace(2e-3, 0.2, 256))
     n_samples = int(0.42 / C * fs) + 8
-    data = np.zeros((1, 1, 2, n_samples), np.complex64)
-    data[:, :, 0, :] = 1.0
+    data = np.zeros((1, 1, n_elements, n_samples), np.complex64)
+    data[:, :, -1, :] = 1.0
     bf = usbeam.Beamformer(probe, [usbeam.PlaneWave(0.05)], grid, fs=fs, fc=fc, c=C, n_samples=n_samples,
                            f_number=0.0, interpolation="linear", n_frames=1, max_table_bytes=budget)
     needs_lanes_of(bf, budget)
@@ -214,9 +214,43 @@ def test_fixed_point_table_phase_whatever_the_sampling_rate(fs):
 
 
 @pytest.mark.parametrize("fs", [100e6, 15e6, 4e6])
-def test_formed_rows_phase_deep_whatever_the_sampling_rate(fs):
+@pytest.mark.parametrize("n_elements", [2, 64])
+def test_formed_rows_phase_deep_whatever_the_sampling_rate(fs, n_elements):
     """Without a table the rows' distances are roots by Newton steps from a 14-bit estimate
-    (das_lanes.c newton_sqrt, relative error ~3e-13), summed in the fixed table's units where
+    (das_lanes.c newton_sqrt, relative error < 6e-13), summed in the fixed table's units where
     a group's rows fit them (at fs = 4 MHz, 2^-26 sample: 8 samples, some do not): the same
-    phase bound, 20 cm deep, from fs = 6.7 fc to fs < fc (one_term_phase_deep)."""
-    one_term_phase_deep(fs, 1)
+    phase bound, 20 cm deep, from fs = 6.7 fc to fs < fc (one_term_phase_deep).  With 64
+    evenly spaced elements, d^2 is stepped from row to row (form_rows) and the one term is the
+    64th row of every group: the steps' rounding, piled up over 63 rows, within the bound."""
+    one_term_phase_deep(fs, 1, n_elements)
+
+
+@pytest.mark.parametrize("layout", ["uneven", "at the face"])
+def test_formed_rows_where_d2_cannot_be_stepped(rng, layout):
+    """form_rows steps each row's d^2 from the last where the elements are evenly spaced
+    (das_lanes.c lane_pitch) and the points are not at the array's face; here each row's d^2
+    is formed as it is: elements moved up to 20 um off their even spacing (an ElementArray on
+    the x axis), or a grid whose first depths are 0 and 0.1 um.  Without a table the image
+    matches the reference and the table path."""
+    lin = usbeam.LinearArray(48, 3e-4, width=2.4e-4)
+    z = np.linspace(2e-3, 1.5e-2, 21)
+    if layout == "uneven":
+        positions = lin.positions.copy()
+        positions[:, 0] += rng.uniform(-2e-5, 2e-5, lin.n_elements)
+        probe = usbeam.ElementArray(positions, width=lin.width)
+    else:
+        probe = lin
+        z = np.concatenate([[0.0, 1e-7], z])
+    grid = usbeam.Grid(x=np.linspace(-8e-3, 8e-3, 33), z=z)
+    kw = dict(fs=FS, fc=FC, c=C, t0=T0, n_samples=N_SAMPLES, f_number=0.0, interpolation="linear", n_frames=1)
+    formed = usbeam.Beamformer(probe, [usbeam.PlaneWave(0.1)], grid, max_table_bytes=1, **kw)
+    table = usbeam.Beamformer(probe, [usbeam.PlaneWave(0.1)], grid, **kw)
+    needs_lanes_of(formed, 1)
+    data = random_data(rng, (1, 1, probe.n_elements, N_SAMPLES), np.complex64)
+    got = formed(data)
+    want = ref.das(data, probe.positions[:, 0], [("plane", 0.1)], grid.coordinates(), fs=FS, fc=FC, c=C, t0=T0,
+                   f_number=0.0, interpolation="linear")
+    assert np.count_nonzero(want) > 0.5 * want.size
+    assert_matches_reference(got, want, "linear")
+    b = table(data)
+    assert np.linalg.norm(got - b) <= TOLERANCES["das_rel_l2"] * np.linalg.norm(b)
