@@ -206,9 +206,10 @@ def one_term_phase_deep(fs, budget, n_elements=2):
 @pytest.mark.parametrize("fs", [100e6, 60e6, 15e6, 7.5e6, 4e6])
 def test_fixed_point_table_phase_whatever_the_sampling_rate(fs):
     """The fixed-point lane table's unit follows fc / fs (2^-bits sample, at most 2^-24 turn of
-    the receive rotation, das_lanes.c fixed_bits), and its turns are formed in integers: the
-    phase of a one-term output stays within das_receive_phase_rad from fs = 6.7 fc (RF-like)
-    to fs < fc (decimated IQ), 20 cm deep (one_term_phase_deep)."""
+    the receive rotation, das_lanes.c fixed_bits), and its turns are formed in integers (from
+    64-bit products at 100 MHz; from one 32-bit product where fc / fs is a dyadic fraction, at
+    60, 15, 7.5 and 4 MHz): the phase of a one-term output stays within das_receive_phase_rad
+    from fs = 6.7 fc (RF-like) to fs < fc (decimated IQ), 20 cm deep (one_term_phase_deep)."""
     bf = one_term_phase_deep(fs, None)
     assert usbeam._core.das_lane_fixed_bits(bf._plan) == 24 + int(np.ceil(np.log2(15e6 / fs)))  # the fixed-point table
 
