@@ -940,6 +940,9 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
             s_rx_lo = _mm512_load_pd(s_rows + r * row_stride), s_rx_hi = _mm512_load_pd(s_rows + r * row_stride + 8);
         }
         if (FIRST && IQ) {
+#ifdef HACK_R
+            if (FIXED) { c_re_now = _mm512_castsi512_ps(offsets); c_im_now = _mm512_castsi512_ps(_mm512_add_epi32(offsets, offsets)); } else
+#endif
             if (FIXED)
                 turn_rotation(fixed_turns(offsets, v_turns_per_unit, whole_turns, fixed_base_turn(row_base, bits, turns_per_unit)),
                               &c_re_now, &c_im_now);
