@@ -923,6 +923,10 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
             computed_least(KIND, bounds + r8 / 8 * BOUNDS_DOUBLES, tx_least, tx_most, first_max);
     }
     const size_t row_first = (t * prm->n_elements + (size_t)plan->lane_first[g]) * channel;
+    /* formed rows share one base (group_base): their rows' base turn and valid range, once */
+    const int32_t formed_base_turn = COMPUTED && FIXED ? fixed_base_turn(group_base, bits, turns_per_unit) : 0;
+    const int32_t formed_d_lo = COMPUTED && FIXED ? lower_bound(lo, group_base + tx_base, bits) : 0;
+    const int32_t formed_d_hi = COMPUTED && FIXED ? clamp_int32(((int64_t)hi - group_base - tx_base) * ((int64_t)1 << bits)) : 0;
     __m512 acc_re = _mm512_setzero_ps(), acc_im = _mm512_setzero_ps();
     for (size_t r = 0; r < rows; ++r) {
         /* the receive rotation: formed by the first transmit (and kept for the others), ahead of
@@ -944,7 +948,8 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
             if (FIXED) { c_re_now = _mm512_castsi512_ps(offsets); c_im_now = _mm512_castsi512_ps(_mm512_add_epi32(offsets, offsets)); } else
 #endif
             if (FIXED)
-                turn_rotation(fixed_turns(offsets, v_turns_per_unit, whole_turns, fixed_base_turn(row_base, bits, turns_per_unit)),
+                turn_rotation(fixed_turns(offsets, v_turns_per_unit, whole_turns,
+                                          COMPUTED ? formed_base_turn : fixed_base_turn(row_base, bits, turns_per_unit)),
                               &c_re_now, &c_im_now);
             else
                 receive_rotation(s_rx_lo, s_rx_hi, turns_per_sample, &c_re_now, &c_im_now);
@@ -975,8 +980,8 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
         __m512 frac = _mm512_setzero_ps();
         if (FIXED) { /* s = whole + d 2^-bits (fixed_bits) */
             const int64_t whole = row_base + tx_base;
-            const int32_t d_lo = lower_bound(lo, whole, bits);
-            const int32_t d_hi = clamp_int32(((int64_t)hi - whole) * ((int64_t)1 << bits));
+            const int32_t d_lo = COMPUTED ? formed_d_lo : lower_bound(lo, whole, bits);
+            const int32_t d_hi = COMPUTED ? formed_d_hi : clamp_int32(((int64_t)hi - whole) * ((int64_t)1 << bits));
             const __m512i d = _mm512_add_epi32(offsets, tx_fixed);
             /* (a lane outside its aperture falls below d_lo: lower_bound) */
             valid = _mm512_mask_cmp_epi32_mask(_mm512_mask_cmp_epi32_mask(lanes, d, _mm512_set1_epi32(d_lo), _MM_CMPINT_NLT), d,
