@@ -168,7 +168,8 @@ def roofline(cfg, bf, n_points_sum):
     """(flops, DRAM bytes) per point of the path usbeam runs (das.c, das_delays.c)."""
     n_frames, n_tx, n_el, n_s = cfg["iq"].shape
     taps = 2
-    if usbeam._core.das_lane_rows(bf._plan):  # 1 frame, points in the lanes (das_lanes.c):
+    lanes = usbeam._core.das_lane_rows(bf._plan) > 0
+    if lanes:  # 1 frame, points in the lanes (das_lanes.c):
         # s = s_tx + s_rx, floor, fraction (3), the taps interpolated (2 x (sub + FMA) = 8), the
         # complex product into the sum (8); the receive rotation per (point, element), shared
         # by the transmits: turns, reduction, sin/cos polynomials (~40)
@@ -180,7 +181,10 @@ def roofline(cfg, bf, n_points_sum):
         # fraction, rotation product (4 mul/FMA), 4 weight products: ~14 flops
         flops += 14.0 / n_frames
     if bf.table_bytes() == 0:  # receive part per (point, element), shared by transmits and frames:
-        flops += 60.0 / (n_tx * n_frames)  # distance (6 + sqrt), window, sin/cos polynomials (~45)
+        if lanes:  # form_rows on the x axis: d^2 stepped (2), the root (~10), rounded to lane_fixed (1), bounds (~1)
+            flops += 14.0 / (n_tx * n_frames)  # (its rotation is the table path's, counted above)
+        else:
+            flops += 60.0 / (n_tx * n_frames)  # distance (6 + sqrt), window, sin/cos polynomials (~45)
     input_bytes = cfg["iq"].nbytes
     # DRAM per call: the input read and staged (written, then read back at least once), the
     # receive table (if any) and the output written

@@ -34,8 +34,8 @@
  * formed at execute, just before its sums (form_rows), in lane_sample's layout or (a linear
  * array on the x axis, where the group's rows fit) lane_fixed's, and each row's least and
  * most valid s_rx, from which its window start is bounded (as lane_least is, but for all 16
- * lanes at once).  It costs ~1.3-1.45x the table's call (live-3tx, live-1tx: 4.08 and 1.91 ms,
- * in-process, against ~3.19 and ~1.34 ms with the table), where das_single.c's per-point
+ * lanes at once).  It costs ~1.3-1.5x the table's call (live-3tx, live-1tx: 3.94 and 1.71 ms,
+ * in-process p10, against 3.08 and 1.16 ms with the table), where das_single.c's per-point
  * path without a table cost 2.3-2.7x the table.  Forming a row took ~40 cycles, its two
  * 512-bit square roots 32 of them (16 cycles each on this Zen 4, during which no multiply
  * issues); now ~19 on the axis: the roots by a correction of the 14-bit reciprocal root
@@ -49,8 +49,8 @@
  * transmit's sums, so that its multiplies would overlap the sums' permutations, was tried:
  * 13 % slower (one thread, the next row formed one iteration ahead; 32 % without).  So
  * was forming the rows in lane_fixed's units with a per-row base reduced from the rows (as
- * slow as double).  live-1tx / live-3tx without a table before this (session 21): 2.47 and
- * 4.82 ms.
+ * slow as double).  live-1tx / live-3tx without a table in sessions 21 and 22: 2.47 and
+ * 4.82 ms, 2.13 and 4.30 ms.
  * Per (group, transmit): s_tx = (tau_tx - t0) fs of its 16 points (double) in lane_tx (and
  * as offsets from a base in lane_tx_fixed / lane_tx_base with lane_fixed) and
  * rot_tx = exp(+j 2 pi fc tau_tx) as 16 re then 16 im (float) in lane_rot (IQ); per (group,
