@@ -486,7 +486,7 @@ __attribute__((always_inline)) TARGET_AVX512 static inline void turn_rotation(__
  * Where turns_per_unit is a multiple of 2^32 (fc / fs a dyadic fraction, as at fs = 4 fc:
  * whole_turns = turns_per_unit / 2^32, else 0), those bits are the low 32 of offsets x
  * whole_turns, one multiply for the 64-bit products' six operations (two of them multiplies,
- * three shuffles): the table's sums over live-1tx's rows 37.9 -> 32.2 cycles a row (one
+ * three shuffles): the table's sums over live-1tx's rows 37.9 -> 33.1 cycles a row (one
  * thread, a C harness), the same bits. */
 static inline int32_t fixed_base_turn(int64_t base, int bits, int64_t turns_per_unit)
 {
@@ -944,9 +944,6 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
             s_rx_lo = _mm512_load_pd(s_rows + r * row_stride), s_rx_hi = _mm512_load_pd(s_rows + r * row_stride + 8);
         }
         if (FIRST && IQ) {
-#ifdef HACK_R
-            if (FIXED) { c_re_now = _mm512_castsi512_ps(offsets); c_im_now = _mm512_castsi512_ps(_mm512_add_epi32(offsets, offsets)); } else
-#endif
             if (FIXED)
                 turn_rotation(fixed_turns(offsets, v_turns_per_unit, whole_turns,
                                           COMPUTED ? formed_base_turn : fixed_base_turn(row_base, bits, turns_per_unit)),
