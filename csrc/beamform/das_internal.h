@@ -123,7 +123,6 @@ struct usbeam_das_plan {
     int taps;                   /* interpolation taps per entry */
     int weight_stride;          /* floats per entry: taps (RF) or 2 taps (IQ) */
     double window_center, window_half_width; /* full aperture (f_number = 0) window mapping, m */
-    int elements_on_x_axis;     /* every element at y = z = 0 */
     int general;                /* 1: apertures from element normals (convex, matrix, any line
                                    that is not x strictly increasing with normals +z) */
     double *element_frame;      /* general: (9, n_elements) rows t1x t1y t1z t2x t2y t2z nx ny nz

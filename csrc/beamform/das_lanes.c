@@ -153,6 +153,11 @@ static inline int32_t lower_bound(double lo, int64_t whole, int bits)
     const int32_t d_lo = clamp_int32(((int64_t)lo - whole) * ((int64_t)1 << bits));
     return d_lo < -(1 << 30) ? -(1 << 30) : d_lo;
 }
+/* the greatest d of a valid lane, (hi - W) 2^bits, clamped to int32 */
+static inline int32_t upper_bound(double hi, int64_t whole, int bits)
+{
+    return clamp_int32(((int64_t)hi - whole) * ((int64_t)1 << bits));
+}
 static int64_t fixed_turns_per_unit(const usbeam_das_params *prm, int bits) /* 2^-32 turn a unit, x 2^32 */
 {
     return (int64_t)llrint(ldexp(prm->fc / prm->fs, 64 - bits));
@@ -326,7 +331,7 @@ void usbeam_das_lanes_fill(usbeam_das_plan *plan)
                     const int bits = plan->lane_fixed_bits;
                     const int64_t whole = (int64_t)plan->lane_base[row0 + r] + plan->lane_tx_base[g * n_tx + t];
                     const int32_t d_lo = lower_bound(lo, whole, bits);
-                    const int32_t d_hi = clamp_int32(((int64_t)hi - whole) * ((int64_t)1 << bits));
+                    const int32_t d_hi = upper_bound(hi, whole, bits);
                     for (size_t j = 0; j < LANES; ++j) {
                         const int32_t off = plan->lane_fixed[(row0 + r) * LANES + j];
                         if (off == USBEAM_DAS_LANE_FIXED_OUTSIDE || g * LANES + j >= n_points) continue;
@@ -926,7 +931,7 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
     /* formed rows share one base (group_base): their rows' base turn and valid range, once */
     const int32_t formed_base_turn = COMPUTED && FIXED ? fixed_base_turn(group_base, bits, turns_per_unit) : 0;
     const int32_t formed_d_lo = COMPUTED && FIXED ? lower_bound(lo, group_base + tx_base, bits) : 0;
-    const int32_t formed_d_hi = COMPUTED && FIXED ? clamp_int32(((int64_t)hi - group_base - tx_base) * ((int64_t)1 << bits)) : 0;
+    const int32_t formed_d_hi = COMPUTED && FIXED ? upper_bound(hi, group_base + tx_base, bits) : 0;
     __m512 acc_re = _mm512_setzero_ps(), acc_im = _mm512_setzero_ps();
     for (size_t r = 0; r < rows; ++r) {
         /* the receive rotation: formed by the first transmit (and kept for the others), ahead of
@@ -978,7 +983,7 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
         if (FIXED) { /* s = whole + d 2^-bits (fixed_bits) */
             const int64_t whole = row_base + tx_base;
             const int32_t d_lo = COMPUTED ? formed_d_lo : lower_bound(lo, whole, bits);
-            const int32_t d_hi = COMPUTED ? formed_d_hi : clamp_int32(((int64_t)hi - whole) * ((int64_t)1 << bits));
+            const int32_t d_hi = COMPUTED ? formed_d_hi : upper_bound(hi, whole, bits);
             const __m512i d = _mm512_add_epi32(offsets, tx_fixed);
             /* (a lane outside its aperture falls below d_lo: lower_bound) */
             valid = _mm512_mask_cmp_epi32_mask(_mm512_mask_cmp_epi32_mask(lanes, d, _mm512_set1_epi32(d_lo), _MM_CMPINT_NLT), d,

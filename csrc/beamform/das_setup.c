@@ -1059,8 +1059,8 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
     }
     plan->window_center = 0.5 * (plan->element_x[0] + plan->element_x[n_el - 1]);
     plan->window_half_width = 0.5 * (plan->element_x[n_el - 1] - plan->element_x[0]);
-    plan->elements_on_x_axis = 1;
-    for (size_t e = 0; e < n_el; ++e) plan->elements_on_x_axis &= plan->element_y[e] == 0.0 && plan->element_z[e] == 0.0;
+    int elements_on_x_axis = 1; /* every element at y = z = 0 */
+    for (size_t e = 0; e < n_el; ++e) elements_on_x_axis &= plan->element_y[e] == 0.0 && plan->element_z[e] == 0.0;
     if (general) build_element_frames(plan, prm->element_normals);
     build_transmit_models(plan, prm->transmits);
     build_apertures(plan);
@@ -1178,7 +1178,7 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
         if (table) {
             usbeam_free(plan->lane_rows);
             plan->lane_rows = NULL;
-        } else if (!plan->general && plan->elements_on_x_axis) { /* form_rows' bounds */
+        } else if (!plan->general && elements_on_x_axis) { /* form_rows' bounds */
             if ((st = alloc_array((void **)&plan->lane_extent, n_groups * USBEAM_DAS_LANE_EXTENT_DOUBLES + prm->n_elements,
                                   sizeof(double), "points")) ||
                 (st = alloc_array((void **)&plan->lane_tx_fixed, n_groups * n_tx, 16 * sizeof(int32_t), "transmit times")) ||
