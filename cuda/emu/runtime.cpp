@@ -273,6 +273,10 @@ struct EventState {
      * capture fail with cudaErrorCapturedEvent.  A record with cudaEventRecordExternal adds an
      * event-record node instead and leaves the event's state alone until a launch records it. */
     bool captured = false;
+    /* cudaEventDestroy was called.  Queued records still happen, but an event-record node of
+     * a graph (being captured or instantiated) then names a freed event: on a GPU,
+     * cudaStreamEndCapture / cudaGraphInstantiate crashed (H200, 2026-11-29); here it is an error */
+    bool destroyed = false;
 };
 }
 }
@@ -1389,6 +1393,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t e)
 {
     Locked l;
     if (!e) return fail(cudaErrorInvalidResourceHandle, "cudaEventDestroy(null)%s%s");
+    e->state->destroyed = true;
     delete e;
     return ok();
 }
@@ -1457,9 +1462,20 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start_event, cudaEvent_t
 }
 
 /* ---- graphs */
+static cudaError_t check_record_nodes(const std::vector<GraphNode> &nodes, const char *call)
+{
+    for (const auto &node : nodes)
+        if (node.record && node.record->destroyed)
+            return fail(cudaErrorInvalidResourceHandle,
+                        "%s: an event-record node's event was destroyed (on a GPU this crashes)%s", call);
+    return cudaSuccess;
+}
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long)
 {
+    Locked l;
     if (!graph) return fail(cudaErrorInvalidValue, "cudaGraphInstantiate: null graph%s%s");
+    *exec = nullptr;
+    if (cudaError_t err = check_record_nodes(graph->nodes, "cudaGraphInstantiate")) return err;
     *exec = new CUgraphExec_st;
     (*exec)->nodes = graph->nodes;
     return ok();
@@ -1482,6 +1498,7 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s)
     if (!exec) return fail(cudaErrorInvalidValue, "cudaGraphLaunch: null graph%s%s");
     Queue *q = queue_of(s);
     if (q->capture) return fail(cudaErrorStreamCaptureUnsupported, "cudaGraphLaunch into a capture%s%s");
+    if (cudaError_t err = check_record_nodes(exec->nodes, "cudaGraphLaunch")) return err;
     /* the event-record nodes become this launch's records of their events */
     std::vector<std::pair<std::shared_ptr<EventState>, uint64_t>> records;
     for (auto &node : exec->nodes)

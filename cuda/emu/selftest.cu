@@ -237,6 +237,20 @@ int main(int argc, char **argv)
         cudaStreamSynchronize(stream);
         cudaError_t q_plain = cudaEventQuery(plain), q_external = cudaEventQuery(external);
         printf("%s: plain %s, external %s\n", s, cudaGetErrorName(q_plain), cudaGetErrorName(q_external));
+    } else if (!strcmp(s, "destroyed_event_node")) { /* an event-record node whose event is gone */
+        cudaStream_t stream;
+        cudaGraph_t graph;
+        cudaGraphExec_t exec = nullptr;
+        cudaEvent_t external;
+        cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+        cudaEventCreate(&external);
+        cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
+        fill<<<4, 256, 0, stream>>>(d, n, 5.0f);
+        cudaEventRecordWithFlags(external, stream, cudaEventRecordExternal);
+        cudaEventDestroy(external); /* on an H200 the instantiation then crashed */
+        cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+        cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
+        printf("%s: end %s, instantiate %s\n", s, cudaGetErrorName(ended), cudaGetErrorName(instantiated));
     } else if (!strcmp(s, "free_async_early")) { /* a stream-ordered free not ordered after the kernel */
         cudaStream_t work, other;
         cudaStreamCreateWithFlags(&work, cudaStreamNonBlocking);

@@ -4,12 +4,14 @@
  * thread-local mode, so an accidental allocation or host synchronisation during the capture
  * is an error, not a silent hole in the graph), instantiated, and replayed with one launch
  * per call.  The kernels' arguments (device pointers, sizes) are frozen at capture: the
- * chain must read and write the same buffers on every replay.  The plans' stage events and
- * the buffers' last-use events are recorded with cudaEventRecordExternal while capturing
- * (cuda/exec.cu, cuda/memory.cu), which makes them event-record nodes: every replay records
- * them, so per-stage times from CUDA events are the last replay's, and a buffer released
- * after a replay is freed after it.  (A plain cudaEventRecord in a capturing stream adds no
- * node and leaves the event unusable outside the capture: cudaErrorCapturedEvent.)  NVTX
+ * chain must read and write the same buffers on every replay.  The plans' stage events are
+ * recorded with cudaEventRecordExternal while capturing (cuda/runtime/exec.cu), which makes
+ * them event-record nodes: every replay records them, so per-stage times from CUDA events
+ * are the last replay's (the plans, which own the events, must outlive the graph).  (A plain
+ * cudaEventRecord in a capturing stream adds no node and leaves the event unusable outside
+ * the capture: cudaErrorCapturedEvent.)  The buffers' last-use events are not recorded in a
+ * capture (memory.cu, usbeam_event_record): the graph's owner marks its buffers used after
+ * each launch, as Pipeline does.  NVTX
  * ranges are host-side and mark the capture only.  Stream-ordered allocation in a capture
  * would add allocation nodes; usbeam_device_alloc refuses it.
  */
@@ -36,11 +38,11 @@ extern "C" usbeam_status usbeam_graph_capture_end(void *stream, void **graph_exe
         return usbeam_cuda_check(ended, "cudaStreamEndCapture", __FILE__, __LINE__);
     }
     cudaGraphExec_t exec = nullptr;
-    usbeam_status st = usbeam_cuda_check(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate", __FILE__,
-                                         __LINE__);
+    const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
+    if (instantiated != cudaSuccess) (void)cudaGetLastError(); /* as above: not the next call's error */
     (void)cudaGraphDestroy(graph); /* the executable graph keeps what it needs */
-    if (st == USBEAM_OK) *graph_exec = (void *)exec;
-    return st;
+    if (instantiated == cudaSuccess) *graph_exec = (void *)exec;
+    return usbeam_cuda_check(instantiated, "cudaGraphInstantiate", __FILE__, __LINE__);
 }
 
 extern "C" void usbeam_graph_capture_abort(void *stream)

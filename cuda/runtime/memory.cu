@@ -431,20 +431,25 @@ extern "C" usbeam_status usbeam_stream_synchronize(void *stream)
 extern "C" usbeam_status usbeam_event_record(void **event, void *stream)
 {
     if (!event) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "event is NULL");
+    /* Inside a capture the record would be an event-record node (cudaEventRecordExternal)
+     * naming this event, which its buffer destroys when let go: an array imported for one
+     * call inside the capture goes at the call's end, and cudaStreamEndCapture then crashed
+     * (H200, 2026-11-29).  A plain record adds no node and leaves the event unusable outside
+     * the capture (cudaErrorCapturedEvent).  So nothing is recorded there: the graph's owner
+     * keeps the memory it replays on alive and marks it used after each launch (Pipeline
+     * does; torch.cuda.graph asks the same of its caller). */
+    int capturing = 0;
+    usbeam_status st = usbeam_stream_capturing(stream, &capturing);
+    if (st != USBEAM_OK) return st;
+    if (capturing)
+        return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT,
+                           "a buffer's last use cannot be recorded on a stream being captured into a CUDA graph");
     if (!*event) {
         cudaEvent_t created;
         USBEAM_CUDA_TRY(cudaEventCreateWithFlags(&created, cudaEventDisableTiming));
         *event = (void *)created;
     }
-    /* Inside a stream capture a plain record adds no node to the graph and leaves the event
-     * "captured" (query / synchronize / waits outside the capture then fail with
-     * cudaErrorCapturedEvent, driver_types.h); cudaEventRecordExternal makes it an
-     * event-record node, so every replay of the graph records it. */
-    int capturing = 0;
-    usbeam_status st = usbeam_stream_capturing(stream, &capturing);
-    if (st != USBEAM_OK) return st;
-    USBEAM_CUDA_TRY(cudaEventRecordWithFlags((cudaEvent_t)*event, (cudaStream_t)stream,
-                                             capturing ? cudaEventRecordExternal : cudaEventRecordDefault));
+    USBEAM_CUDA_TRY(cudaEventRecord((cudaEvent_t)*event, (cudaStream_t)stream));
     return USBEAM_OK;
 }
 

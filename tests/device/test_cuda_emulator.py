@@ -117,6 +117,15 @@ def test_events_recorded_in_a_capture(selftest):
     assert (code, out) == (0, "captured_event: plain cudaErrorCapturedEvent, external cudaSuccess"), err
 
 
+def test_a_graph_naming_a_destroyed_event_is_refused(selftest):
+    """An event-record node names its event without owning it: on a GPU a graph whose event
+    was destroyed during the capture crashed at instantiation (H200, 2026-11-29, an array
+    imported for one call inside the capture); the emulator refuses it instead."""
+    code, out, err = run(selftest, "destroyed_event_node")
+    assert (code, out) == (0, "destroyed_event_node: end cudaSuccess, instantiate "
+                              "cudaErrorInvalidResourceHandle"), err
+
+
 def test_stream_ordered_free_after_an_event_is_clean(selftest):
     code, out, err = run(selftest, "free_async_ordered")
     assert (code, out) == (0, "free_async_ordered: cudaSuccess 2"), err

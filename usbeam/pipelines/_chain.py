@@ -24,8 +24,7 @@ stages; everything that does not depend on the stages is here, written once:
 A subclass builds its plans (``self.rf2iq`` first: its stream carries the graph) and calls
 ``_init_chain``; it provides ``_plans()`` (chain order), ``_stage_plans()`` ({stage: plans}
 for the timings), ``_run_stages_cuda()`` (queue every stage from the RF buffer into the
-chain's buffers), ``_buffers()`` (every device buffer of the chain) and ``_graph_outputs()``
-(what a caller reads after a replay).
+chain's buffers) and ``_buffers()`` (every device buffer of the chain).
 """
 import gc
 import math
@@ -196,10 +195,12 @@ class Chain:
         if self._graph is None:
             self._capture(stream)
         _core.graph_launch(self._graph, stream)
-        # The RF buffer too, not only the outputs: the next host copy into it runs on the
-        # stream the buffer names, and must wait for this launch to finish reading it
-        # (review of the CUDA backend, A4)
-        for buffer in (rf_buffer, *self._graph_outputs()):
+        # Every buffer the graph reads or writes, the RF buffer too: the next host copy into
+        # it runs on the stream the buffer names, and must wait for this launch to finish
+        # reading it (review of the CUDA backend, A4); and a buffer let go must be freed after
+        # the launch, which no event recorded inside the capture says (memory.cu)
+        buffers = self._buffers()
+        for buffer in (buffers if any(b is rf_buffer for b in buffers) else (rf_buffer, *buffers)):
             device.mark_used(buffer, stream, self.rf2iq)
         return host_rf
 

@@ -157,9 +157,6 @@ class Pipeline(Chain):
     def _buffers(self):
         return (self._device_rf, self.iq, self.image, self._device_out)
 
-    def _graph_outputs(self):
-        return (self._device_out,)
-
     # ---- calls --------------------------------------------------------------------------
 
     def __call__(self, rf, out=None):

@@ -223,9 +223,6 @@ class DopplerPipeline(Chain):
         return [b for b in (self._device_rf, self._iq, self._beamformed, self._filtered, self._velocity,
                             self._variance, self._power) if b is not None]
 
-    def _graph_outputs(self):
-        return [b for b in (self._velocity, self._variance, self._power) if b is not None]
-
     # ---- calls --------------------------------------------------------------------------
 
     def beamform(self, rf):

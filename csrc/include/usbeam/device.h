@@ -36,8 +36,8 @@ usbeam_status usbeam_pointer_device(const void *ptr, int *device);
 /* Make consumer wait (on the device, not the host) for the work queued so far on producer. */
 usbeam_status usbeam_stream_wait(void *consumer, void *producer);
 usbeam_status usbeam_stream_synchronize(void *stream);
-/* Record an event on stream into *event (created on first use, timing disabled); inside a
- * stream capture it becomes an event-record node of the graph (cudaEventRecordExternal) ... */
+/* Record an event on stream into *event (created on first use, timing disabled); refused on a
+ * stream being captured into a graph, whose node would outlive the event (memory.cu) ... */
 usbeam_status usbeam_event_record(void **event, void *stream);
 /* ... and later wait for it on the host and destroy it (NULL event: no-op), or ask whether the
  * work before it has finished (*complete; NULL event: 1; no host wait), or just destroy it. */

@@ -288,7 +288,9 @@ static PyObject *array_subscript(DeviceArrayObject *self, PyObject *key)
 /* Kernels queued on stream use this array: note the stream (pending writes) and an event so
  * the memory outlives them.  owner (optional) is the object that keeps the stream alive, the
  * producing plan: a later consumer or copy uses the stream, which a plan destroyed in the
- * meantime would have destroyed with it. */
+ * meantime would have destroyed with it.  While the stream is captured into a graph no event
+ * is recorded (usbeam_event_record says why): the uses run at each replay, and the graph's
+ * owner keeps the memory alive and marks it used after each launch. */
 static PyObject *array_mark_used(DeviceArrayObject *self, PyObject *args)
 {
     PyObject *stream_obj, *owner = Py_None;
@@ -296,14 +298,14 @@ static PyObject *array_mark_used(DeviceArrayObject *self, PyObject *args)
     if (self->device_type != kDLCUDA) Py_RETURN_NONE;
     intptr_t stream;
     if (usbeam_da_parse_stream(stream_obj, "stream", &stream) < 0) return NULL;
-    usbeam_status st = usbeam_event_record(&self->buffer->last_use, (void *)stream);
+    int capturing = 0;
+    usbeam_status st = usbeam_stream_capturing((void *)stream, &capturing);
+    if (st == USBEAM_OK && !capturing) st = usbeam_event_record(&self->buffer->last_use, (void *)stream);
     if (st != USBEAM_OK) return usbeam_py_raise(st);
     self->stream = (uintptr_t)stream;
     Py_XSETREF(self->stream_owner, owner == Py_None ? NULL : Py_NewRef(owner));
     /* every plan call passes here: let go of the parked buffers whose work has finished (not
      * while capturing a graph, where nothing may be queried) */
-    int capturing = 1;
-    if (usbeam_stream_capturing((void *)stream, &capturing) != USBEAM_OK) usbeam_clear_error();
     if (!capturing) (void)usbeam_da_release_pending(0);
     Py_RETURN_NONE;
 }
