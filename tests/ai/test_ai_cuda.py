@@ -9,6 +9,7 @@ Outputs are poisoned before each run (NaN, out-of-range integers, mask bytes tha
 and consumed on another, with no host synchronisation in between.  The tests that exchange
 with PyTorch / torchvision skip without them."""
 import gc
+import weakref
 from types import SimpleNamespace
 
 import numpy as np
@@ -651,7 +652,7 @@ def test_plan_call_captured_in_a_graph(rng):
     except BaseException:
         usbeam._core.graph_capture_abort(stream)
         raise
-    graph = usbeam._core.graph_capture_end(stream)
+    graph = usbeam._core.graph_capture_end(stream, (plan,))
     zero_input = usbeam.ModelInputPlan(image.shape, (24, 32))(np.zeros_like(image))
     np.testing.assert_array_equal(device.asarray(Alias(captured)).to_numpy(), zero_input)  # nothing ran yet
     usbeam._core.graph_launch(graph, stream)
@@ -659,6 +660,15 @@ def test_plan_call_captured_in_a_graph(rng):
     np.testing.assert_array_equal(device.asarray(Alias(captured)).to_numpy(), want)
     assert set(plan.cuda.stage_times()) == {"preprocess.resize"}
     plan.cuda.set_stream(None)  # before keep (and its stream) goes
+    # the graph's event-record nodes name the plan's stage events: the graph keeps the plan
+    # alive, and lets go of it after the executable graph is destroyed
+    alive = weakref.ref(plan)
+    del plan
+    gc.collect()
+    assert alive() is not None
+    del graph
+    gc.collect()
+    assert alive() is None
 
 
 def test_invalidated_capture_leaves_later_calls_working(rng):
@@ -729,7 +739,7 @@ def test_post_processing_chain_captured_with_imported_arrays(rng):
     except BaseException:
         usbeam._core.graph_capture_abort(stream)
         raise
-    graph = usbeam._core.graph_capture_end(stream)
+    graph = usbeam._core.graph_capture_end(stream, (keep, components, detect))
     usbeam._core.graph_launch(graph, stream)
     usbeam._core.stream_synchronize(stream)
 
@@ -776,7 +786,7 @@ def test_plan_call_captured_with_imported_arrays(rng):
     except BaseException:
         usbeam._core.graph_capture_abort(stream)
         raise
-    graph = usbeam._core.graph_capture_end(stream)
+    graph = usbeam._core.graph_capture_end(stream, (plan,))
     np.testing.assert_array_equal(device.asarray(Alias(captured)).to_numpy(), zero_input)  # nothing ran yet
     usbeam._core.graph_launch(graph, stream)
     usbeam._core.stream_synchronize(stream)

@@ -239,7 +239,8 @@ class Chain:
             except BaseException:
                 _core.graph_capture_abort(stream)
                 raise
-            self._graph = _core.graph_capture_end(stream)
+            # the graph holds the plans: their stage events are its nodes (py_cuda.c)
+            self._graph = _core.graph_capture_end(stream, tuple(self._plans()))
         finally:
             if collecting:
                 gc.enable()

@@ -135,9 +135,13 @@ static PyObject *py_live_cuda_h2d_bandwidth(PyObject *self, PyObject *args)
  * graph_capture_abort(stream), graph_launch(capsule, stream), device_copy(dst, src, stream) */
 #define GRAPH_CAPSULE "usbeam.cuda_graph"
 
+/* The graph's event-record nodes name the stage events of the plans it captured, which a plan
+ * destroys with itself: the capsule holds the plans (its context) and lets go of them only
+ * after the executable graph, whatever order the caller drops them in. */
 static void graph_capsule_destroy(PyObject *capsule)
 {
     usbeam_graph_destroy(PyCapsule_GetPointer(capsule, GRAPH_CAPSULE));
+    Py_XDECREF((PyObject *)PyCapsule_GetContext(capsule));
 }
 
 static int capture_stream(PyObject *obj, void **stream)
@@ -162,15 +166,27 @@ static PyObject *py_graph_capture_begin(PyObject *self, PyObject *stream_obj)
     return usbeam_py_none_or_raise(st);
 }
 
-static PyObject *py_graph_capture_end(PyObject *self, PyObject *stream_obj)
+/* graph_capture_end(stream, plans=None): plans, the objects whose work was captured, are
+ * kept alive by the graph (graph_capsule_destroy). */
+static PyObject *py_graph_capture_end(PyObject *self, PyObject *args)
 {
     (void)self;
+    PyObject *stream_obj, *plans = Py_None;
+    if (!PyArg_ParseTuple(args, "O|O:graph_capture_end", &stream_obj, &plans)) return NULL;
     void *stream, *graph = NULL;
     if (capture_stream(stream_obj, &stream) < 0) return NULL;
     usbeam_status st = usbeam_graph_capture_end(stream, &graph);
     if (st != USBEAM_OK) return usbeam_py_raise(st);
     PyObject *capsule = PyCapsule_New(graph, GRAPH_CAPSULE, graph_capsule_destroy);
-    if (!capsule) usbeam_graph_destroy(graph);
+    if (!capsule) {
+        usbeam_graph_destroy(graph);
+        return NULL;
+    }
+    if (plans != Py_None && PyCapsule_SetContext(capsule, Py_NewRef(plans)) < 0) {
+        Py_DECREF(plans);
+        Py_DECREF(capsule);
+        return NULL;
+    }
     return capsule;
 }
 
@@ -217,7 +233,8 @@ static PyObject *py_device_copy(PyObject *self, PyObject *args)
 
 PyMethodDef usbeam_py_cuda_methods[] = {
     {"graph_capture_begin", py_graph_capture_begin, METH_O, "Start capturing a stream's work into a CUDA graph."},
-    {"graph_capture_end", py_graph_capture_end, METH_O, "End a capture: an executable CUDA graph (capsule)."},
+    {"graph_capture_end", py_graph_capture_end, METH_VARARGS,
+     "graph_capture_end(stream, plans=None): end a capture; an executable CUDA graph (capsule) that keeps plans alive."},
     {"graph_capture_abort", py_graph_capture_abort, METH_O, "End a failed capture and drop it."},
     {"graph_launch", py_graph_launch, METH_VARARGS, "(graph, stream): replay a captured graph on stream."},
     {"device_copy", py_device_copy, METH_VARARGS, "(dst_ptr, src_ptr, bytes, stream): async device copy."},
