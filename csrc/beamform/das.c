@@ -551,7 +551,14 @@ static const das_isa_kernels *choose_kernels(void)
  * of 32 frames measured 3 % slower round a ring), one frame (das_single.c reads rows =
  * samples), plans without the table (no tile bounds), and grids whose tiles each span most of
  * the record or whose ring would not fit in cache (RING_MAX_BYTES; measured 14 % slower on
- * 11 plane waves x 8 frames, whose ring of 811 rows was 73 MB). */
+ * 11 plane waves x 8 frames, whose ring of 811 rows was 73 MB).
+ * The samples past the last that any tile reads (the tail: past the deepest point's delays,
+ * a third of the live configurations' 2048) are checked for NaN and inf as the input is read,
+ * with the first window where it is the only one, and not staged: a 1-frame call with the lane
+ * table (das_lanes.c, lane_reach) and every ring.  Staging them cost the copy's write on top
+ * of the read; the gain is small (staging alone, cold input, live-1tx's 2 MiB: 150 -> 127 us;
+ * whole calls with the caches flushed between them 1-2 %, warm within the noise), and no image
+ * changes a bit. */
 #define STAGE_AT_ONCE_BYTES ((size_t)12 << 20)
 #define STAGE_WINDOW_BYTES ((size_t)1 << 20) /* staged bytes per window, about */
 #define STAGE_WINDOWS_MAX 64
@@ -566,9 +573,8 @@ typedef struct stage_schedule {
     size_t first_tile[STAGE_WINDOWS_MAX + 1]; /* window w's tiles: [first_tile[w], first_tile[w + 1]) */
     size_t end[STAGE_WINDOWS_MAX];            /* samples before end[w] are staged before window w's
                                                  tiles run (round a ring: the last `ring` of them) */
-    size_t tail;                              /* samples [tail, n_samples) are read by no tile: staged
-                                                 after the last window, so that every sample is
-                                                 checked for NaN and inf */
+    size_t tail;                              /* samples [tail, n_samples) are read by no tile: only
+                                                 checked for NaN and inf (channel_tail_finite) */
     size_t ring;                              /* rows of the ring; 0: none (row = sample) */
     size_t channel;                           /* staged floats per (transmit, element) */
     size_t row;                               /* staged floats per sample (usbeam_das_staged_row_floats) */
@@ -594,6 +600,7 @@ static void plan_stage_windows(const usbeam_das_plan *plan, size_t n_frames, siz
     const char *prefetch_env = getenv("USBEAM_DAS_PREFETCH_STAGED_BYTES"); /* the tests: small records too */
     const size_t prefetch_from = prefetch_env ? (size_t)strtoull(prefetch_env, NULL, 10) : PREFETCH_STAGED_BYTES;
     sched->prefetch = sample_bytes * n_samples > prefetch_from ? PREFETCH_ENTRIES : 0;
+    if (n_frames == 1) sched->end[0] = sched->tail = usbeam_das_lanes_staged_samples(plan);
     /* USBEAM_DAS_STAGE_AT_ONCE_BYTES overrides the threshold: the tests take small records round the ring */
     const char *at_once_env = getenv("USBEAM_DAS_STAGE_AT_ONCE_BYTES");
     const size_t at_once = at_once_env ? (size_t)strtoull(at_once_env, NULL, 10) : STAGE_AT_ONCE_BYTES;
@@ -640,6 +647,22 @@ static void plan_stage_windows(const usbeam_das_plan *plan, size_t n_frames, siz
     *sched = win;
 }
 
+/* Samples [first, n_samples) of channel ch (all frames), which no tile reads: checked for NaN
+ * and inf as staging checks the others, but not staged (a read of the input without the staged
+ * copy's write: a cold copy costs its lines' read for ownership and their write-back).  1 when
+ * all are finite. */
+static int channel_tail_finite(const usbeam_das_params *prm, size_t n_frames, const void *in, size_t ch, size_t first)
+{
+    if (prm->input_dtype == USBEAM_DTYPE_INT16 || first >= prm->n_samples) return 1; /* int16: always finite */
+    const size_t n_samples = prm->n_samples, n_channels = prm->n_transmits * prm->n_elements;
+    const size_t sample_bytes = prm->input_dtype == USBEAM_DTYPE_COMPLEX64 ? 8 : 4;
+    size_t bad = 0;
+    for (size_t f = 0; f < n_frames && !bad; ++f)
+        bad = usbeam_count_nonfinite((const char *)in + ((f * n_channels + ch) * n_samples + first) * sample_bytes,
+                                     (usbeam_dtype)prm->input_dtype, n_samples - first);
+    return !bad;
+}
+
 /* Stage samples [first, end) of every channel (stage_channel in das_kernels.h, built per
  * instruction set) into rows (ring or not), shared among the threads of the caller's parallel
  * region (an orphaned worksharing loop, nowait).  Adds to *bad the channels of the window
@@ -650,7 +673,7 @@ static void plan_stage_windows(const usbeam_das_plan *plan, size_t n_frames, siz
  * took 1.4 ms of a 6 ms convex plan; the pages are first touched by the threads that stage
  * into them). */
 static void stage_window(const usbeam_das_plan *plan, const das_isa_kernels *kernels, const stage_schedule *sched,
-                         size_t n_frames, const void *in, size_t first, size_t end, int pad, size_t *bad)
+                         size_t n_frames, const void *in, size_t first, size_t end, int pad, size_t tail_from, size_t *bad)
 {
     const usbeam_das_params *prm = &plan->params;
     const size_t channel = sched->channel, ring = sched->ring, row = sched->row;
@@ -663,7 +686,8 @@ static void stage_window(const usbeam_das_plan *plan, const das_isa_kernels *ker
     for (ptrdiff_t ch = 0; ch < n_channels; ++ch) {
         float *re = re_plane + (size_t)ch * channel, *im = re + sched->im_offset;
         if (!ring) {
-            *bad += !kernels->stage_channel(prm, n_frames, row, in, (size_t)ch, first, end, first, re, im);
+            *bad += !(kernels->stage_channel(prm, n_frames, row, in, (size_t)ch, first, end, first, re, im) &
+                      channel_tail_finite(prm, n_frames, in, (size_t)ch, tail_from));
         } else {
             int finite = 1;
             for (size_t n0 = first; n0 < end;) { /* the runs between wraps of the ring */
@@ -676,7 +700,7 @@ static void stage_window(const usbeam_das_plan *plan, const das_isa_kernels *ker
                 }
                 n0 = n1;
             }
-            *bad += !finite;
+            *bad += !(finite & channel_tail_finite(prm, n_frames, in, (size_t)ch, tail_from));
         }
         if (pad) {
             memset(re + used, 0, (channel - used) * sizeof(float));
@@ -769,7 +793,8 @@ static void beamform_points(const usbeam_das_plan *plan, const das_isa_kernels *
     }
 }
 
-usbeam_status usbeam_das_staging(const usbeam_das_plan *plan, size_t n_frames, size_t *windows, size_t *ring_rows)
+usbeam_status usbeam_das_staging(const usbeam_das_plan *plan, size_t n_frames, size_t *windows, size_t *ring_rows,
+                                 size_t *staged_samples)
 {
     if (!plan || !windows || !ring_rows) return usbeam_fail(USBEAM_ERR_NULL_POINTER, "staging: NULL argument");
     if (plan->cuda) return usbeam_fail(USBEAM_ERR_INVALID_ARGUMENT, "staging: a CUDA plan stages nothing on the host");
@@ -781,6 +806,7 @@ usbeam_status usbeam_das_staging(const usbeam_das_plan *plan, size_t n_frames, s
     plan_stage_windows(plan, n_frames, (plan->params.n_points + tile - 1) / tile, &sched);
     *windows = sched.n_windows;
     *ring_rows = sched.ring;
+    if (staged_samples) *staged_samples = sched.tail;
     return USBEAM_OK;
 }
 
@@ -831,7 +857,8 @@ usbeam_status usbeam_das_execute_frames(usbeam_das_plan *plan, size_t n_frames, 
         float *tile_im = tile_re + prm->n_frames * tile;
         float *scratch = plan->scratch + (size_t)thread * plan->thread_floats;
         size_t bad = 0;
-        stage_window(plan, kernels, &sched, n_frames, in, 0, sched.end[0], 1, &bad);
+        /* (the tail checked with the first window where that is the only one, the input read in one pass) */
+        stage_window(plan, kernels, &sched, n_frames, in, 0, sched.end[0], 1, sched.n_windows == 1 ? sched.tail : prm->n_samples, &bad);
         if (bad) {
 #pragma omp atomic write
             bad_first = 1;
@@ -860,11 +887,10 @@ usbeam_status usbeam_das_execute_frames(usbeam_das_plan *plan, size_t n_frames, 
                 kernels->write_tile(plan->is_iq, n_frames, n_points, p0, m, tile_re, tile_im, out);
             }
             if (w + 1 < sched.n_windows)
-                stage_window(plan, kernels, &sched, n_frames, in, sched.end[w], sched.end[w + 1], 0, &bad);
+                stage_window(plan, kernels, &sched, n_frames, in, sched.end[w], sched.end[w + 1], 0,
+                             w + 2 == sched.n_windows ? sched.tail : prm->n_samples, &bad);
 #pragma omp barrier
         }
-        if (n_windows && sched.tail < prm->n_samples)
-            stage_window(plan, kernels, &sched, n_frames, in, sched.tail, prm->n_samples, 0, &bad);
 #if USBEAM_DAS_MULTI_ISA
         _mm_sfence(); /* write_tile's non-temporal stores: visible before the image is returned */
 #endif

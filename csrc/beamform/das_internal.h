@@ -175,6 +175,8 @@ struct usbeam_das_plan {
                                    (das_lanes.c); while
                                    usbeam_das_lanes_fill builds lane_fixed, its rows in double */
     int lane_fixed_overflow;    /* set by usbeam_das_lanes_fill: a row of lane_fixed did not fit */
+    size_t lane_reach;          /* with a lane table: 1 + the last sample any valid lane's taps
+                                   read (usbeam_das_lanes_fill), the samples execute stages */
     double *lane_extent;        /* lane_computed, a linear array on the x axis: per group
                                    USBEAM_DAS_LANE_EXTENT_DOUBLES (its lanes' least and greatest x
                                    and y^2 + z^2, the farthest |x - x_e| of their apertures), then
@@ -307,6 +309,9 @@ void usbeam_das_lanes_fill(usbeam_das_plan *plan);
 int usbeam_das_lanes_extents(usbeam_das_plan *plan);
 int usbeam_das_tile_lanes(const usbeam_das_plan *plan, int thread, size_t p0, size_t m, const float *re_plane,
                           const float *im_plane, float *out_re, float *out_im);
+/* The samples of every channel that a 1-frame execute stages: lane_reach where
+ * usbeam_das_tile_lanes runs from the lane table, else n_samples. */
+size_t usbeam_das_lanes_staged_samples(const usbeam_das_plan *plan);
 /* Whole entries of point p (layout above) into tap[] (max_point_entries) and weight[]
  * (max_point_entries x weight_stride); das_delays.c. */
 void usbeam_das_point_entries(const usbeam_das_plan *plan, size_t p, int32_t *tap, float *weight);

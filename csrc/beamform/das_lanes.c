@@ -269,7 +269,8 @@ void usbeam_das_lanes_fill(usbeam_das_plan *plan)
     const size_t widest_floats = usbeam_das_widest_floats(plan);
     plan->lane_fixed_bits = fixed_bits(prm);
     plan->lane_fixed_turns = fixed_turns_per_unit(prm, plan->lane_fixed_bits);
-#pragma omp parallel for schedule(dynamic, 8) num_threads(usbeam_team_size(plan->n_threads))
+    int reach = 0; /* 1 + the greatest first tap of any valid lane (then + taps - 1) */
+#pragma omp parallel for schedule(dynamic, 8) num_threads(usbeam_team_size(plan->n_threads)) reduction(max : reach)
     for (ptrdiff_t gi = 0; gi < (ptrdiff_t)n_groups; ++gi) {
         const size_t g = (size_t)gi;
 #ifdef _OPENMP
@@ -351,9 +352,11 @@ void usbeam_das_lanes_fill(usbeam_das_plan *plan)
                     }
                 }
                 least_rows[r] = row_window(least, most, taps);
+                reach = most + 1 > reach ? most + 1 : reach;
             }
         }
     }
+    plan->lane_reach = reach > 0 ? (size_t)reach + (size_t)usbeam_interp_taps((int)prm->interpolation) - 1 : 0;
 }
 
 /* lane_extent, for form_rows' bounds of a linear array on the x axis without a table: per
@@ -1124,6 +1127,16 @@ static const tile_lanes_fn tile_lanes_copies[3][2][6] = {
     {ROWS_OF(0, 0), ROWS_OF(0, 1)}, {ROWS_OF(1, 0), ROWS_OF(1, 1)}, {ROWS_OF(2, 0), ROWS_OF(2, 1)}};
 #undef ROWS_OF
 #endif
+
+size_t usbeam_das_lanes_staged_samples(const usbeam_das_plan *plan)
+{
+    const size_t n_samples = plan->params.n_samples;
+#if USBEAM_DAS_MULTI_ISA
+    if ((plan->lane_sample || plan->lane_fixed) && usbeam_das_isa() == 2)
+        return plan->lane_reach < n_samples ? plan->lane_reach : n_samples;
+#endif
+    return n_samples;
+}
 
 int usbeam_das_tile_lanes(const usbeam_das_plan *plan, int thread, size_t p0, size_t m, const float *re_plane,
                           const float *im_plane, float *out_re, float *out_im)

@@ -20,7 +20,7 @@
  *   das_lane_rows(plan) -> int: rows of the lane table (das_lanes.c), 0 without one
  *   das_lane_fixed_bits(plan) -> int: its fixed-point unit 2^-bits sample, 0 if in double / none
  *   das_aperture_counts(plan) -> int32 (n_points): receive elements per point, or None (CUDA)
- *   das_staging(plan, n_frames) -> (windows, ring_rows): how execute stages n_frames frames
+ *   das_staging(plan, n_frames) -> (windows, ring_rows, staged_samples): how execute stages n_frames frames
  *   das_tile_samples(plan) -> int32 (n_tiles, 2): each tile's [first, end) samples, or None
  *   das_coverage(plan, rows, transmits, t0, t_end) -> bool (len(rows)): usbeam_das_coverage,
  *       or None (a CUDA plan); rows and transmits int64
@@ -342,10 +342,10 @@ static PyObject *py_das_staging(PyObject *self, PyObject *args)
     usbeam_py_plan *h = usbeam_py_plan_from(capsule, &das_plan_type);
     if (!h) return NULL;
     if (n_frames < 1) return PyErr_Format(PyExc_ValueError, "n_frames must be >= 1 (got %zd)", n_frames);
-    size_t windows = 0, ring_rows = 0;
-    const usbeam_status st = usbeam_das_staging(h->plan, (size_t)n_frames, &windows, &ring_rows);
+    size_t windows = 0, ring_rows = 0, staged = 0;
+    const usbeam_status st = usbeam_das_staging(h->plan, (size_t)n_frames, &windows, &ring_rows, &staged);
     if (st != USBEAM_OK) return usbeam_py_raise(st);
-    return Py_BuildValue("nn", (Py_ssize_t)windows, (Py_ssize_t)ring_rows);
+    return Py_BuildValue("nnn", (Py_ssize_t)windows, (Py_ssize_t)ring_rows, (Py_ssize_t)staged);
 }
 
 static PyObject *py_das_coverage(PyObject *self, PyObject *args)
@@ -506,7 +506,7 @@ PyMethodDef usbeam_py_das_methods[] = {
     {"das_lane_rows", py_das_lane_rows, METH_O, "Rows of a plan's lane table (1-frame AVX-512 path), 0 if none."},
     {"das_lane_fixed_bits", py_das_lane_fixed_bits, METH_O, "The lane table's fixed-point unit 2^-bits sample, 0 if none."},
     {"das_aperture_counts", py_das_aperture_counts, METH_O, "A CPU plan's receive elements per point, or None."},
-    {"das_staging", py_das_staging, METH_VARARGS, "How a CPU plan stages n_frames frames: (windows, ring_rows)."},
+    {"das_staging", py_das_staging, METH_VARARGS, "How a CPU plan stages n_frames frames: (windows, ring_rows, staged_samples)."},
     {"das_tile_samples", py_das_tile_samples, METH_O, "A CPU plan's [first, end) samples per tile of points, or None."},
     {"das_coverage", py_das_coverage, METH_VARARGS, "Which points of a CPU plan receive a recorded sample, or None."},
     {"das_transmit_times", py_das_transmit_times, METH_VARARGS, "A CPU plan's transmit times (s) of some points, or None."},

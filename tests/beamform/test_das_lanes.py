@@ -255,3 +255,53 @@ def test_formed_rows_where_d2_cannot_be_stepped(rng, layout):
     assert_matches_reference(got, want, "linear")
     b = table(data)
     assert np.linalg.norm(got - b) <= TOLERANCES["das_rel_l2"] * np.linalg.norm(b)
+
+
+@pytest.mark.parametrize("interpolation", ["nearest", "linear", "cubic"])
+def test_samples_past_the_deepest_tap_are_checked_not_staged(rng, interpolation):
+    """A 1-frame call from the lane table stages each channel up to the last sample a valid
+    lane reads (lane_reach) and only checks the rest for NaN and inf (das.c, the tail): every
+    in-range tap of every (point, transmit, element in the point's cone), s = ((tau_tx +
+    |p - e| / c) - t0) fs from tests/reference/das.py, lies below the staged count, which stops
+    short of the record on a sector shallower than it; a NaN or an infinity past it is still
+    refused; and the image matches the float64 reference."""
+    from test_das_sector_aperture import cone_predicate
+
+    probe = usbeam.ConvexArray(n_elements=48, pitch=3e-4, radius=0.012, element_width=2.6e-4)
+    h = probe.apothem
+    grid = usbeam.PolarGrid(np.linspace(probe.radius + 1e-3, probe.radius + 17.5e-3, 37), np.linspace(-0.5, 0.5, 29),
+                            apex=(0.0, -h))
+    laws = [usbeam.DivergingWave((0.0, -h)), usbeam.DivergingWave((1e-3, -h - 2e-3))]
+    tuples = [("diverging", (0.0, 0.0, -h)), ("diverging", (1e-3, 0.0, -h - 2e-3))]
+    bf = usbeam.Beamformer(probe, laws, grid, fs=FS, fc=FC, c=C, t0=T0, n_samples=N_SAMPLES, f_number=1.0,
+                           window="hann", interpolation=interpolation, n_frames=1)
+    needs_lanes(bf)
+    staged = usbeam._core.das_staging(bf._plan, 1)[2]
+    points = grid.coordinates()
+    inside, near = cone_predicate(probe, points, 1.0)
+    receive = np.linalg.norm(points[None, :, :] - probe.positions[:, None, :], axis=2)  # (element, point)
+    last_tap = {"nearest": lambda s: np.floor(s + 0.5), "linear": lambda s: np.floor(s) + 1,
+                "cubic": lambda s: np.floor(s) + 2}[interpolation]
+    lo, hi = {"nearest": (0, N_SAMPLES - 1), "linear": (0, N_SAMPLES - 2), "cubic": (1, N_SAMPLES - 3)}[interpolation]
+    deepest, checked = -1, 0
+    for transmit in tuples:
+        s = ((ref.transmit_path_general(transmit, points, probe.positions, C)[None, :] + receive) / C - T0) * FS
+        used = inside & ~near & (s >= lo) & (s <= hi)
+        deepest = max(deepest, int(last_tap(s[used]).max()))
+        checked += np.count_nonzero(used)
+    assert checked > 0.3 * len(points) * len(tuples) * 10  # about a cone of elements per point
+    assert deepest < staged <= deepest + 2, (deepest, staged)  # every tap read; ~a third of the record is not
+    assert staged < 0.7 * N_SAMPLES
+    data = random_data(rng, (1, 2, 48, N_SAMPLES), np.complex64)
+    got = bf(data)
+    want = ref.das_general(data, probe.positions, probe.normals, tuples, points, fs=FS, fc=FC, c=C, t0=T0,
+                           f_number=1.0, window_kind="hann", interpolation=interpolation).reshape(got.shape)
+    assert np.count_nonzero(want) > 0.5 * want.size
+    assert_matches_reference(got, want, interpolation)
+    for sample, bad in ((staged, np.nan), (N_SAMPLES - 1, np.inf)):
+        spoilt = data.copy()
+        spoilt[0, 1, 7, sample] = bad
+        out = np.zeros_like(got)
+        with pytest.raises(ValueError, match=r"NaN or infinite values \(in 1 of 96 channels\)"):
+            bf(spoilt, out=out)
+        assert np.all(np.isnan(out))

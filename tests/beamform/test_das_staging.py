@@ -39,7 +39,7 @@ def setup(n_frames, dtype=np.complex64, interpolation="linear", n_transmits=1):
 
 
 def staging(bf, n_frames):
-    return usbeam._core.das_staging(bf._plan, n_frames)
+    return usbeam._core.das_staging(bf._plan, n_frames)[:2]
 
 
 def run(bf, data, monkeypatch, ring):
