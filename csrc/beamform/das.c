@@ -513,12 +513,14 @@ typedef struct das_isa_kernels {
     /* add a block of entries into all frames of one point */
     void (*beamform_entries)(const usbeam_das_plan *plan, const entries_view *v, size_t n_frames, float *acc_re,
                              float *acc_im);
+    /* 1 when samples [first, n_samples) of one channel, which no tile reads, are all finite */
+    int (*tail_finite)(const usbeam_das_params *prm, size_t n_frames, const void *in, size_t ch, size_t first);
     /* a tile of points x frames into out, frame-major */
     void (*write_tile)(int is_iq, size_t n_frames, size_t n_points, size_t p0, size_t m, const float *tile_re,
                        const float *tile_im, void *out);
 } das_isa_kernels;
 
-#define DAS_ISA_KERNELS(SUFFIX) {stage_channel_##SUFFIX, beamform_entries_##SUFFIX, write_tile_##SUFFIX}
+#define DAS_ISA_KERNELS(SUFFIX) {stage_channel_##SUFFIX, beamform_entries_##SUFFIX, tail_finite_##SUFFIX, write_tile_##SUFFIX}
 static const das_isa_kernels *choose_kernels(void)
 {
     static const das_isa_kernels baseline = DAS_ISA_KERNELS(baseline);
@@ -556,9 +558,10 @@ static const das_isa_kernels *choose_kernels(void)
  * a third of the live configurations' 2048) are checked for NaN and inf as the input is read,
  * with the first window where it is the only one, and not staged: a 1-frame call with the lane
  * table (das_lanes.c, lane_reach) and every ring.  Staging them cost the copy's write on top
- * of the read; the gain is small (staging alone, cold input, live-1tx's 2 MiB: 150 -> 127 us;
- * whole calls with the caches flushed between them 1-2 %, warm within the noise), and no image
- * changes a bit. */
+ * of the read.  The gain is small: staging alone (live-1tx's 2 MiB, a grid of a few points)
+ * 39 -> 31 us with the input in cache, 144 -> 112 us without; whole live-1tx / live-3tx calls
+ * within 1 % (p10 1.158 -> 1.148 and 3.084 -> 3.059 ms, in-process A/B; 1.333 -> 1.328 and
+ * 3.488 -> 3.454 ms with the caches flushed between calls); no image changes a bit. */
 #define STAGE_AT_ONCE_BYTES ((size_t)12 << 20)
 #define STAGE_WINDOW_BYTES ((size_t)1 << 20) /* staged bytes per window, about */
 #define STAGE_WINDOWS_MAX 64
@@ -647,22 +650,6 @@ static void plan_stage_windows(const usbeam_das_plan *plan, size_t n_frames, siz
     *sched = win;
 }
 
-/* Samples [first, n_samples) of channel ch (all frames), which no tile reads: checked for NaN
- * and inf as staging checks the others, but not staged (a read of the input without the staged
- * copy's write: a cold copy costs its lines' read for ownership and their write-back).  1 when
- * all are finite. */
-static int channel_tail_finite(const usbeam_das_params *prm, size_t n_frames, const void *in, size_t ch, size_t first)
-{
-    if (prm->input_dtype == USBEAM_DTYPE_INT16 || first >= prm->n_samples) return 1; /* int16: always finite */
-    const size_t n_samples = prm->n_samples, n_channels = prm->n_transmits * prm->n_elements;
-    const size_t sample_bytes = prm->input_dtype == USBEAM_DTYPE_COMPLEX64 ? 8 : 4;
-    size_t bad = 0;
-    for (size_t f = 0; f < n_frames && !bad; ++f)
-        bad = usbeam_count_nonfinite((const char *)in + ((f * n_channels + ch) * n_samples + first) * sample_bytes,
-                                     (usbeam_dtype)prm->input_dtype, n_samples - first);
-    return !bad;
-}
-
 /* Stage samples [first, end) of every channel (stage_channel in das_kernels.h, built per
  * instruction set) into rows (ring or not), shared among the threads of the caller's parallel
  * region (an orphaned worksharing loop, nowait).  Adds to *bad the channels of the window
@@ -687,7 +674,7 @@ static void stage_window(const usbeam_das_plan *plan, const das_isa_kernels *ker
         float *re = re_plane + (size_t)ch * channel, *im = re + sched->im_offset;
         if (!ring) {
             *bad += !(kernels->stage_channel(prm, n_frames, row, in, (size_t)ch, first, end, first, re, im) &
-                      channel_tail_finite(prm, n_frames, in, (size_t)ch, tail_from));
+                      kernels->tail_finite(prm, n_frames, in, (size_t)ch, tail_from));
         } else {
             int finite = 1;
             for (size_t n0 = first; n0 < end;) { /* the runs between wraps of the ring */
@@ -700,7 +687,7 @@ static void stage_window(const usbeam_das_plan *plan, const das_isa_kernels *ker
                 }
                 n0 = n1;
             }
-            *bad += !(finite & channel_tail_finite(prm, n_frames, in, (size_t)ch, tail_from));
+            *bad += !(finite & kernels->tail_finite(prm, n_frames, in, (size_t)ch, tail_from));
         }
         if (pad) {
             memset(re + used, 0, (channel - used) * sizeof(float));
