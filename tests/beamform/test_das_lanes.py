@@ -114,15 +114,22 @@ def test_lanes_match_the_per_point_path(rng, monkeypatch):
     assert lanes.table_bytes() < single.table_bytes()
 
 
-@pytest.mark.parametrize("f_number, window", [(1.0, "hann"), (1.0, "rect"), (0.8, "tukey"), (0.0, "hann")])
-@pytest.mark.parametrize("budget", [None, 1])
-def test_lanes_on_a_convex_sector(rng, f_number, window, budget):
+def convex_sector():
+    """A 48-element convex probe, a sector 17.5 mm deep (half the record) and two diverging waves,
+    with the reference's transmit tuples."""
     probe = usbeam.ConvexArray(n_elements=48, pitch=3e-4, radius=0.012, element_width=2.6e-4)
     h = probe.apothem
     grid = usbeam.PolarGrid(np.linspace(probe.radius + 1e-3, probe.radius + 17.5e-3, 37), np.linspace(-0.5, 0.5, 29),
                             apex=(0.0, -h))
     laws = [usbeam.DivergingWave((0.0, -h)), usbeam.DivergingWave((1e-3, -h - 2e-3))]
     tuples = [("diverging", (0.0, 0.0, -h)), ("diverging", (1e-3, 0.0, -h - 2e-3))]
+    return probe, grid, laws, tuples
+
+
+@pytest.mark.parametrize("f_number, window", [(1.0, "hann"), (1.0, "rect"), (0.8, "tukey"), (0.0, "hann")])
+@pytest.mark.parametrize("budget", [None, 1])
+def test_lanes_on_a_convex_sector(rng, f_number, window, budget):
+    probe, grid, laws, tuples = convex_sector()
     bf = usbeam.Beamformer(probe, laws, grid, fs=FS, fc=FC, c=C, t0=T0, n_samples=N_SAMPLES, f_number=f_number,
                            window=window, tukey_alpha=0.5, interpolation="linear", n_frames=1, max_table_bytes=budget)
     needs_lanes_of(bf, budget)
@@ -267,12 +274,7 @@ def test_samples_past_the_deepest_tap_are_checked_not_staged(rng, interpolation)
     refused; and the image matches the float64 reference."""
     from test_das_sector_aperture import cone_predicate
 
-    probe = usbeam.ConvexArray(n_elements=48, pitch=3e-4, radius=0.012, element_width=2.6e-4)
-    h = probe.apothem
-    grid = usbeam.PolarGrid(np.linspace(probe.radius + 1e-3, probe.radius + 17.5e-3, 37), np.linspace(-0.5, 0.5, 29),
-                            apex=(0.0, -h))
-    laws = [usbeam.DivergingWave((0.0, -h)), usbeam.DivergingWave((1e-3, -h - 2e-3))]
-    tuples = [("diverging", (0.0, 0.0, -h)), ("diverging", (1e-3, 0.0, -h - 2e-3))]
+    probe, grid, laws, tuples = convex_sector()
     bf = usbeam.Beamformer(probe, laws, grid, fs=FS, fc=FC, c=C, t0=T0, n_samples=N_SAMPLES, f_number=1.0,
                            window="hann", interpolation=interpolation, n_frames=1)
     needs_lanes(bf)
