@@ -577,7 +577,7 @@ typedef struct stage_schedule {
     size_t end[STAGE_WINDOWS_MAX];            /* samples before end[w] are staged before window w's
                                                  tiles run (round a ring: the last `ring` of them) */
     size_t tail;                              /* samples [tail, n_samples) are read by no tile: only
-                                                 checked for NaN and inf (channel_tail_finite) */
+                                                 checked for NaN and inf (tail_finite) */
     size_t ring;                              /* rows of the ring; 0: none (row = sample) */
     size_t channel;                           /* staged floats per (transmit, element) */
     size_t row;                               /* staged floats per sample (usbeam_das_staged_row_floats) */
