@@ -100,6 +100,7 @@ typedef float floats4 __attribute__((vector_size(16)));
  * widen to float. */
 typedef long long units8 __attribute__((vector_size(64)));
 typedef short shorts8 __attribute__((vector_size(16)));
+typedef int32_t lanes8 __attribute__((vector_size(32)));
 
 /* T out[k] = lane k of every in[f]: an 8 x 8 transpose of 8-lane vectors in three rounds of
  * two-input shuffles (pairs, then pairs of pairs, then halves). */
@@ -507,9 +508,10 @@ DEFINE_STREAM_RUN(avx512, LINE_STORE_AVX512)
 
 /* One instruction set's copies of the execute's three passes. */
 typedef struct das_isa_kernels {
-    /* stage samples [first, end) of one channel of the input from row dst on; 0 when they hold a NaN or an infinity */
+    /* stage samples [first, end) of one channel of the input from row dst on (quarter: times j^n);
+     * 0 when they hold a NaN or an infinity */
     int (*stage_channel)(const usbeam_das_params *prm, size_t n_frames, size_t row, const void *in, size_t ch,
-                         size_t first, size_t end, size_t dst, float *re, float *im);
+                         size_t first, size_t end, size_t dst, int quarter, float *re, float *im);
     /* add a block of entries into all frames of one point */
     void (*beamform_entries)(const usbeam_das_plan *plan, const entries_view *v, size_t n_frames, float *acc_re,
                              float *acc_im);
@@ -660,7 +662,8 @@ static void plan_stage_windows(const usbeam_das_plan *plan, size_t n_frames, siz
  * took 1.4 ms of a 6 ms convex plan; the pages are first touched by the threads that stage
  * into them). */
 static void stage_window(const usbeam_das_plan *plan, const das_isa_kernels *kernels, const stage_schedule *sched,
-                         size_t n_frames, const void *in, size_t first, size_t end, int pad, size_t tail_from, size_t *bad)
+                         size_t n_frames, const void *in, size_t first, size_t end, int pad, size_t tail_from, int quarter,
+                         size_t *bad)
 {
     const usbeam_das_params *prm = &plan->params;
     const size_t channel = sched->channel, ring = sched->ring, row = sched->row;
@@ -673,13 +676,13 @@ static void stage_window(const usbeam_das_plan *plan, const das_isa_kernels *ker
     for (ptrdiff_t ch = 0; ch < n_channels; ++ch) {
         float *re = re_plane + (size_t)ch * channel, *im = re + sched->im_offset;
         if (!ring) {
-            *bad += !(kernels->stage_channel(prm, n_frames, row, in, (size_t)ch, first, end, first, re, im) &
+            *bad += !(kernels->stage_channel(prm, n_frames, row, in, (size_t)ch, first, end, first, quarter, re, im) &
                       kernels->tail_finite(prm, n_frames, in, (size_t)ch, tail_from));
         } else {
             int finite = 1;
             for (size_t n0 = first; n0 < end;) { /* the runs between wraps of the ring */
                 const size_t slot = n0 % ring, n1 = end - n0 < ring - slot ? end : n0 + (ring - slot);
-                finite &= kernels->stage_channel(prm, n_frames, row, in, (size_t)ch, n0, n1, slot, re, im);
+                finite &= kernels->stage_channel(prm, n_frames, row, in, (size_t)ch, n0, n1, slot, quarter, re, im);
                 if (slot < USBEAM_DAS_RING_REPEATS) { /* the repeated rows past the ring */
                     const size_t last = n1 - n0 + slot < USBEAM_DAS_RING_REPEATS ? n1 - n0 + slot : USBEAM_DAS_RING_REPEATS;
                     memcpy(re + (ring + slot) * row, re + slot * row, (last - slot) * row * sizeof(float));
@@ -828,6 +831,7 @@ usbeam_status usbeam_das_execute_frames(usbeam_das_plan *plan, size_t n_frames, 
     const size_t n_tiles = (n_points + tile - 1) / tile;
     stage_schedule sched;
     plan_stage_windows(plan, n_frames, n_tiles, &sched);
+    const int quarter = n_frames == 1 && usbeam_das_lanes_quarter(plan); /* the input staged in quarter turns */
     size_t bad_windows = 0; /* (channel, window) pairs holding a NaN or an infinity */
     int bad_first = 0;      /* in the first window: then no tile runs */
     usbeam_interrupt interrupt; /* Ctrl-C between tiles (common/interrupt.h) */
@@ -845,7 +849,8 @@ usbeam_status usbeam_das_execute_frames(usbeam_das_plan *plan, size_t n_frames, 
         float *scratch = plan->scratch + (size_t)thread * plan->thread_floats;
         size_t bad = 0;
         /* (the tail checked with the first window where that is the only one, the input read in one pass) */
-        stage_window(plan, kernels, &sched, n_frames, in, 0, sched.end[0], 1, sched.n_windows == 1 ? sched.tail : prm->n_samples, &bad);
+        stage_window(plan, kernels, &sched, n_frames, in, 0, sched.end[0], 1, sched.n_windows == 1 ? sched.tail : prm->n_samples,
+                     quarter, &bad);
         if (bad) {
 #pragma omp atomic write
             bad_first = 1;
@@ -875,7 +880,7 @@ usbeam_status usbeam_das_execute_frames(usbeam_das_plan *plan, size_t n_frames, 
             }
             if (w + 1 < sched.n_windows)
                 stage_window(plan, kernels, &sched, n_frames, in, sched.end[w], sched.end[w + 1], 0,
-                             w + 2 == sched.n_windows ? sched.tail : prm->n_samples, &bad);
+                             w + 2 == sched.n_windows ? sched.tail : prm->n_samples, quarter, &bad);
 #pragma omp barrier
         }
 #if USBEAM_DAS_MULTI_ISA

@@ -163,6 +163,10 @@ struct usbeam_das_plan {
     float *lane_window;         /* (rows, 16) window weights; NULL for a 0 / 1 window (rect) */
     double *lane_tx;            /* (n_groups, n_transmits, 16) s_tx */
     float *lane_rot;            /* (n_groups, n_transmits, 2, 16) rot_tx (re, im) (IQ only) */
+    int lane_quarter;           /* IQ, one transmit, fs = 4 fc: staged sample n holds x_n j^n and
+                                   the sums rotate each lane by its s's fraction alone (das_lanes.c
+                                   QUARTER); then lane_quarter_rot, the rotation left over */
+    float lane_quarter_rot[2];  /* exp(+j 2 pi (fc t0 + 1/8)), 1/8 turn only if not nearest */
     int lane_max_rows;          /* the most rows of a group */
     float *lane_cache;          /* (n_threads, lane_max_rows, 32) the receive rotations of a group's rows */
     int32_t *lane_least;        /* (rows, n_transmits) per group (from lane_offset[g] n_transmits on,
@@ -312,6 +316,9 @@ int usbeam_das_tile_lanes(const usbeam_das_plan *plan, int thread, size_t p0, si
 /* The samples of every channel that a 1-frame execute stages: lane_reach where
  * usbeam_das_tile_lanes runs from the lane table, else n_samples. */
 size_t usbeam_das_lanes_staged_samples(const usbeam_das_plan *plan);
+/* 1 where a 1-frame execute stages the input rotated by quarter turns (lane_quarter: sample n
+ * times j^n) for usbeam_das_tile_lanes, else 0. */
+int usbeam_das_lanes_quarter(const usbeam_das_plan *plan);
 /* Whole entries of point p (layout above) into tap[] (max_point_entries) and weight[]
  * (max_point_entries x weight_stride); das_delays.c. */
 void usbeam_das_point_entries(const usbeam_das_plan *plan, size_t p, int32_t *tap, float *weight);

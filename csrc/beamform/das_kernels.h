@@ -108,11 +108,13 @@ static void DAS_ISA(beamform_entries)(const usbeam_das_plan *plan, const entries
  * 8 x 8 transpose in registers (complex samples moved as 64-bit units, then split into re and
  * im rows); frames past the last whole block of 8 go 8 samples at a time, and the samples
  * past the window's last whole block of 8 one value at a time.  Returns 1 when every sample
- * staged is finite (x - x is 0 only for finite x; int16 always is).
+ * staged is finite (x - x is 0 only for finite x; int16 always is).  `quarter` (complex input of
+ * one frame, usbeam_das_lanes_quarter): sample n is staged times j^n, exactly (a quarter turn
+ * exchanges re and im and negates one).
  * (The scalar copy it replaces ran at 5-7 GB/s: strided single stores, and input rows of 32
  * frames a multiple of 4 KiB apart fighting for the same L1 sets.) */
 static int DAS_ISA(stage_channel)(const usbeam_das_params *prm, size_t n_frames, size_t row_floats, const void *in,
-                                  size_t ch, size_t first, size_t end, size_t dst, float *re, float *im)
+                                  size_t ch, size_t first, size_t end, size_t dst, int quarter, float *re, float *im)
 {
     re += dst * row_floats; /* row n of the window lands in row n - first of these */
     im += dst * row_floats;
@@ -201,6 +203,15 @@ static int DAS_ISA(stage_channel)(const usbeam_das_params *prm, size_t n_frames,
      * imaging): 8 samples of one frame a step, stored one frame apart (contiguous for a
      * single frame).  One value at a time, as first written, each sample waited on the one
      * before through the finiteness sum: 14 % of a live-1tx call in `perf record`, 3-5 % now. */
+    /* quarter: sample first + k (and every 8 on) turns by j^(first + k): re and im exchanged
+     * where that is odd, re negated at turns 1 and 2, im at 2 and 3 */
+    lanes8 exchange = {0}, negate_re = {0}, negate_im = {0};
+    for (int k = 0; quarter && k < 8; ++k) {
+        const int turn = (int)((first + (size_t)k) & 3);
+        exchange[k] = turn & 1 ? -1 : 0;
+        negate_re[k] = turn == 1 || turn == 2 ? INT32_MIN : 0;
+        negate_im[k] = turn >= 2 ? INT32_MIN : 0;
+    }
     for (size_t f = whole_frames; f < n_frames; ++f) {
         const size_t src = f * frame_stride + ch * n_samples;
         for (size_t n0 = first; n0 < whole_samples; n0 += 8) {
@@ -228,6 +239,11 @@ static int DAS_ISA(stage_channel)(const usbeam_das_params *prm, size_t n_frames,
                 memcpy(&s, (const int16_t *)in + src + n0, sizeof s);
                 r = __builtin_convertvector(s, frames8);
             }
+            if (quarter) {
+                const lanes8 bits_re = (lanes8)r, bits_im = (lanes8)i;
+                r = (frames8)(((bits_im & exchange) | (bits_re & ~exchange)) ^ negate_re);
+                i = (frames8)(((bits_re & exchange) | (bits_im & ~exchange)) ^ negate_im);
+            }
             float *re_row = re + (n0 - first) * row_floats + f, *im_row = im + (n0 - first) * row_floats + f;
             if (row_floats == 1) {
                 STORE8(re_row, r);
@@ -245,8 +261,9 @@ static int DAS_ISA(stage_channel)(const usbeam_das_params *prm, size_t n_frames,
         for (size_t n = whole_samples; n < end; ++n) {
             if (dtype == USBEAM_DTYPE_COMPLEX64) {
                 const float *x = (const float *)in + 2 * (src + n);
-                re[(n - first) * row_floats + f] = x[0];
-                im[(n - first) * row_floats + f] = x[1];
+                const int turn = quarter ? (int)(n & 3) : 0;
+                re[(n - first) * row_floats + f] = turn == 0 ? x[0] : (turn == 1 ? -x[1] : (turn == 2 ? -x[0] : x[1]));
+                im[(n - first) * row_floats + f] = turn == 0 ? x[1] : (turn == 1 ? x[0] : (turn == 2 ? -x[1] : -x[0]));
                 bad1 += (x[0] - x[0]) + (x[1] - x[1]);
             } else if (dtype == USBEAM_DTYPE_FLOAT32) {
                 const float x = ((const float *)in)[src + n];

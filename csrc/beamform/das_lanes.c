@@ -51,6 +51,19 @@
  * was forming the rows in lane_fixed's units with a per-row base reduced from the rows (as
  * slow as double).  live-1tx / live-3tx without a table in sessions 21 and 22: 2.47 and
  * 4.82 ms, 2.13 and 4.30 ms.
+ * One transmit of IQ at fs = 4 fc (lane_quarter; the copies with QUARTER): a whole sample
+ * turns the carrier a quarter, so das.c stages sample n times j^n (exact: re and im exchanged,
+ * one negated) and the taps of a lane whose s lies f past its base sample b bring j^b with
+ * them (tap k times j^(c - k), c = 1 for cubic: exchanges again, in the interpolation's own
+ * operations); the lane's rotation exp(+j pi/2 s) is then j^b, already there, times
+ * exp(+j pi/2 f), from f by two short polynomials (small_rotation), where turn_rotation forms
+ * the turns of s_rx (the row's base times the turns of a unit, 32nds from a table, polynomials
+ * of the rest): 10 vector operations instead of 20, of ~41 a row.  The transmit's rotation and
+ * t0's phase are then one constant for the image (lane_quarter_rot).  live-1tx 1.18 -> 1.02
+ * ms, without a table 1.77 -> 1.56 ms (in-process A/B against the same plan at fs (1 + 2^-50),
+ * p10 of 600 / 400 calls; images within 3e-7 relative L2).  With several transmits each row's
+ * receive rotation, formed once and read back by the others, costs less than a small_rotation
+ * per transmit, so they keep it.
  * Per (group, transmit): s_tx = (tau_tx - t0) fs of its 16 points (double) in lane_tx (and
  * as offsets from a base in lane_tx_fixed / lane_tx_base with lane_fixed) and
  * rot_tx = exp(+j 2 pi fc tau_tx) as 16 re then 16 im (float) in lane_rot (IQ); per (group,
@@ -490,6 +503,23 @@ __attribute__((always_inline)) TARGET_AVX512 static inline void turn_rotation(__
     table_rotation(_mm512_srli_epi32(shifted, 27), r, c_re, c_im);
 }
 
+/* exp(+j theta) of 16 lanes, |theta| <= pi / 4 (QUARTER's rotation): sin and cos by odd and
+ * even polynomials to theta^7 and theta^8, their coefficients fitted here for the least
+ * greatest error on [0, pi / 4] (Lawson's reweighted least squares in float64: 1.8e-9 and
+ * 1e-10), within 5.1e-8 evaluated in float (measured on 2e5 angles): the table_rotation's
+ * accuracy (7.6e-8) in 10 vector operations, counting theta's, where turn_rotation and
+ * table_rotation take 20. */
+__attribute__((always_inline)) TARGET_AVX512 static inline void small_rotation(__m512 theta, __m512 *c_re, __m512 *c_im)
+{
+    const __m512 t2 = _mm512_mul_ps(theta, theta);
+    const __m512 odd = _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(-1.949565922e-04f), t2, _mm512_set1_ps(8.331978694e-03f)), t2,
+                                       _mm512_set1_ps(-1.666665077e-01f));
+    const __m512 even = _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(2.443847188e-05f), t2, _mm512_set1_ps(-1.388736768e-03f)), t2,
+                                        _mm512_set1_ps(4.166664556e-02f));
+    *c_im = _mm512_fmadd_ps(_mm512_mul_ps(theta, t2), odd, theta);
+    *c_re = _mm512_fmadd_ps(t2, _mm512_fmadd_ps(t2, even, _mm512_set1_ps(-0.5f)), _mm512_set1_ps(1.0f));
+}
+
 /* lane_fixed's turn of a row base, and a row's turns (the high 32 bits of 16 int64 products).
  * Where turns_per_unit is a multiple of 2^32 (fc / fs a dyadic fraction, as at fs = 4 fc:
  * whole_turns = turns_per_unit / 2^32, else 0), those bits are the low 32 of offsets x
@@ -871,6 +901,17 @@ __attribute__((always_inline)) TARGET_AVX512 static inline void computed_least(i
     _mm256_store_si256((__m256i *)(bounds + 16), least);
 }
 
+/* Catmull-Rom's weights of taps 0 .. 3 at fraction t (usbeam_math.h) */
+__attribute__((always_inline)) TARGET_AVX512 static inline void catmull_rom_weights(__m512 t, __m512 *w0, __m512 *w1, __m512 *w2,
+                                                                                  __m512 *w3)
+{
+    const __m512 t2 = _mm512_mul_ps(t, t), t3 = _mm512_mul_ps(t2, t), half = _mm512_set1_ps(0.5f), two = _mm512_set1_ps(2.0f);
+    *w0 = _mm512_mul_ps(half, _mm512_sub_ps(_mm512_fmsub_ps(two, t2, t3), t));
+    *w1 = _mm512_mul_ps(half, _mm512_fmadd_ps(_mm512_set1_ps(3.0f), t3, _mm512_fnmadd_ps(_mm512_set1_ps(5.0f), t2, two)));
+    *w2 = _mm512_mul_ps(half, _mm512_add_ps(_mm512_fnmadd_ps(_mm512_set1_ps(3.0f), t3, _mm512_mul_ps(_mm512_set1_ps(4.0f), t2)), t));
+    *w3 = _mm512_mul_ps(half, _mm512_sub_ps(t3, t2));
+}
+
 /* Tap K of each valid lane from a staged row (0 elsewhere): WINDOW from the two vectors of
  * the row's 32 samples from the least first tap on (REL: first - least), else a gather. */
 #define TAP(K, WINDOW, LO, HI, REL, X, FIRST)                                                                      \
@@ -884,7 +925,7 @@ __attribute__((always_inline)) TARGET_AVX512 static inline void computed_least(i
  * sums, as first written: live-1tx 5 % and live-3tx 2 % slower, in-process A/B.) */
 __attribute__((always_inline)) TARGET_AVX512 static inline void
 group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, const int FIXED, const int FIRST,
-          const usbeam_das_plan *plan, size_t g,
+          const int QUARTER, const usbeam_das_plan *plan, size_t g,
           __mmask16 lanes, size_t t, const float *restrict re_plane, const float *restrict im_plane,
           float *restrict rotation, const double *restrict formed, double *restrict bounds, int64_t group_base, __m512 *sum_re,
           __m512 *sum_im)
@@ -914,6 +955,7 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
     const __m512i fraction_bits = _mm512_set1_epi32(FIXED ? (1 << bits) - 1 : 0);
     const __m512i bias = _mm512_set1_epi32(FIXED ? (int32_t)fixed_bias(KIND, bits) : 0);
     const __m512i v_turns_per_unit = _mm512_set1_epi64(turns_per_unit);
+    const __m512 quarter_turn = _mm512_set1_ps(1.57079632679489662f), minus_eighth_turn = _mm512_set1_ps(-0.785398163397448310f);
     const int32_t whole_turns = fixed_whole_turns(turns_per_unit);
     const float *w_rows = !WINDOWED ? NULL : (COMPUTED ? (const float *)(formed + 16) : plan->lane_window + row0 * LANES);
     const size_t w_stride = COMPUTED ? 2 * FORMED_STRIDE : LANES;
@@ -935,6 +977,8 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
     const int32_t formed_base_turn = COMPUTED && FIXED ? fixed_base_turn(group_base, bits, turns_per_unit) : 0;
     const int32_t formed_d_lo = COMPUTED && FIXED ? lower_bound(lo, group_base + tx_base, bits) : 0;
     const int32_t formed_d_hi = COMPUTED && FIXED ? upper_bound(hi, group_base + tx_base, bits) : 0;
+    /* QUARTER: each lane's rotation from its s's fraction (below), no receive rotation */
+    const int RECEIVE_ROTATION = FIRST && IQ && !QUARTER;
     __m512 acc_re = _mm512_setzero_ps(), acc_im = _mm512_setzero_ps();
     for (size_t r = 0; r < rows; ++r) {
         /* the receive rotation: formed by the first transmit (and kept for the others), ahead of
@@ -948,10 +992,10 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
         if (FIXED) {
             offsets = _mm512_load_si512(fixed_rows + r * fixed_stride);
             row_base = COMPUTED ? group_base : base_rows[r];
-        } else if (FIRST && IQ) {
+        } else if (RECEIVE_ROTATION) {
             s_rx_lo = _mm512_load_pd(s_rows + r * row_stride), s_rx_hi = _mm512_load_pd(s_rows + r * row_stride + 8);
         }
-        if (FIRST && IQ) {
+        if (RECEIVE_ROTATION) {
             if (FIXED)
                 turn_rotation(fixed_turns(offsets, v_turns_per_unit, whole_turns,
                                           COMPUTED ? formed_base_turn : fixed_base_turn(row_base, bits, turns_per_unit)),
@@ -982,7 +1026,7 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
         /* each lane's validity, first tap and fraction of s = s_tx + s_rx */
         __mmask16 valid;
         __m512i first, rel; /* rel: first - at, the lane's tap in the window */
-        __m512 frac = _mm512_setzero_ps();
+        __m512 frac = _mm512_setzero_ps(), theta = _mm512_setzero_ps();
         if (FIXED) { /* s = whole + d 2^-bits (fixed_bits) */
             const int64_t whole = row_base + tx_base;
             const int32_t d_lo = COMPUTED ? formed_d_lo : lower_bound(lo, whole, bits);
@@ -997,8 +1041,13 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
             rel = _mm512_maskz_add_epi32(valid, whole_taps, _mm512_set1_epi32(first_of_zero - at));
             if (KIND != USBEAM_INTERP_NEAREST) /* the fraction's bits, exact in float */
                 frac = _mm512_mul_ps(unit, _mm512_cvtepi32_ps(_mm512_and_si512(d, fraction_bits)));
+            if (QUARTER) /* s - (its first tap's base) - 1/2: nearest's g 2^-bits is that + 1/2 */
+                theta = _mm512_fmadd_ps(KIND == USBEAM_INTERP_NEAREST
+                                            ? _mm512_mul_ps(unit, _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_add_epi32(d, bias), fraction_bits)))
+                                            : frac,
+                                        quarter_turn, minus_eighth_turn);
         } else {
-            if (!(FIRST && IQ))
+            if (!RECEIVE_ROTATION)
                 s_rx_lo = _mm512_load_pd(s_rows + r * row_stride), s_rx_hi = _mm512_load_pd(s_rows + r * row_stride + 8);
             const __m512d s_lo = _mm512_add_pd(s_tx_lo, s_rx_lo), s_hi = _mm512_add_pd(s_tx_hi, s_rx_hi);
             const __mmask8 valid_lo = _mm512_cmp_pd_mask(s_lo, v_lo, _CMP_GE_OQ) & _mm512_cmp_pd_mask(s_lo, v_hi, _CMP_LE_OQ);
@@ -1006,14 +1055,36 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
             valid = (__mmask16)(_mm512_kunpackb((__mmask16)valid_hi, (__mmask16)valid_lo) & lanes);
             const __m512d base_lo = tap_base(KIND, s_lo), base_hi = tap_base(KIND, s_hi);
             first = ints_of(base_lo, base_hi);
-            if (KIND != USBEAM_INTERP_NEAREST) frac = floats_of(_mm512_sub_pd(s_lo, base_lo), _mm512_sub_pd(s_hi, base_hi));
+            if (KIND != USBEAM_INTERP_NEAREST || QUARTER) frac = floats_of(_mm512_sub_pd(s_lo, base_lo), _mm512_sub_pd(s_hi, base_hi));
+            if (QUARTER) /* nearest: frac is s - its first tap already, in [-1/2, 1/2] */
+                theta = KIND == USBEAM_INTERP_NEAREST ? _mm512_mul_ps(frac, quarter_turn) : _mm512_fmadd_ps(frac, quarter_turn, minus_eighth_turn);
             if (KIND == USBEAM_INTERP_CUBIC) first = _mm512_sub_epi32(first, _mm512_set1_epi32(1));
             rel = _mm512_maskz_sub_epi32(valid, first, _mm512_set1_epi32(at));
         }
         const __m512 a0 = TAP(0, window, re_lo, re_hi, rel, x_re, first);
         const __m512 b0 = IQ ? TAP(0, window, im_lo, im_hi, rel, x_im, first) : _mm512_setzero_ps();
         __m512 v_re = a0, v_im = b0;
-        if (KIND != USBEAM_INTERP_NEAREST) {
+        if (QUARTER && KIND != USBEAM_INTERP_NEAREST) {
+            /* staged sample n holds x_n j^n, so tap k of a lane, sample base - c + k (c = 1 for
+             * cubic, else 0), is x_(base - c + k) j^(base - c + k): taken times j^(c - k), it
+             * is x_(base - c + k) j^base, the j^base the lane's rotation wants (exact: j
+             * exchanges re and im and negates one) */
+            const __m512 a1 = TAP(1, window, re_lo, re_hi, rel, x_re, first);
+            const __m512 b1 = TAP(1, window, im_lo, im_hi, rel, x_im, first);
+            if (KIND == USBEAM_INTERP_LINEAR) { /* x0 + f (x1 - x0), x1 = -j (a1 + j b1) = b1 - j a1 */
+                v_re = _mm512_fmadd_ps(frac, _mm512_sub_ps(b1, a0), a0);
+                v_im = _mm512_fnmadd_ps(frac, _mm512_add_ps(a1, b0), b0);
+            } else { /* Catmull-Rom of j x0, x1, -j x2, -x3 */
+                const __m512 a2 = TAP(2, window, re_lo, re_hi, rel, x_re, first);
+                const __m512 b2 = TAP(2, window, im_lo, im_hi, rel, x_im, first);
+                const __m512 a3 = TAP(3, window, re_lo, re_hi, rel, x_re, first);
+                const __m512 b3 = TAP(3, window, im_lo, im_hi, rel, x_im, first);
+                __m512 w0, w1, w2, w3;
+                catmull_rom_weights(frac, &w0, &w1, &w2, &w3);
+                v_re = _mm512_fnmadd_ps(w3, a3, _mm512_fmadd_ps(w2, b2, _mm512_fmsub_ps(w1, a1, _mm512_mul_ps(w0, b0))));
+                v_im = _mm512_fnmadd_ps(w3, b3, _mm512_fnmadd_ps(w2, a2, _mm512_fmadd_ps(w1, b1, _mm512_mul_ps(w0, a0))));
+            }
+        } else if (KIND != USBEAM_INTERP_NEAREST) {
             const __m512 a1 = TAP(1, window, re_lo, re_hi, rel, x_re, first);
             const __m512 b1 = IQ ? TAP(1, window, im_lo, im_hi, rel, x_im, first) : _mm512_setzero_ps();
             if (KIND == USBEAM_INTERP_LINEAR) {
@@ -1022,14 +1093,8 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
             } else { /* Catmull-Rom, usbeam_math.h */
                 const __m512 a2 = TAP(2, window, re_lo, re_hi, rel, x_re, first);
                 const __m512 a3 = TAP(3, window, re_lo, re_hi, rel, x_re, first);
-                const __m512 t2 = _mm512_mul_ps(frac, frac), t3 = _mm512_mul_ps(t2, frac), half = _mm512_set1_ps(0.5f);
-                const __m512 two = _mm512_set1_ps(2.0f);
-                const __m512 w0 = _mm512_mul_ps(half, _mm512_sub_ps(_mm512_fmsub_ps(two, t2, t3), frac));
-                const __m512 w1 =
-                    _mm512_mul_ps(half, _mm512_fmadd_ps(_mm512_set1_ps(3.0f), t3, _mm512_fnmadd_ps(_mm512_set1_ps(5.0f), t2, two)));
-                const __m512 w2 = _mm512_mul_ps(
-                    half, _mm512_add_ps(_mm512_fnmadd_ps(_mm512_set1_ps(3.0f), t3, _mm512_mul_ps(_mm512_set1_ps(4.0f), t2)), frac));
-                const __m512 w3 = _mm512_mul_ps(half, _mm512_sub_ps(t3, t2));
+                __m512 w0, w1, w2, w3;
+                catmull_rom_weights(frac, &w0, &w1, &w2, &w3);
                 v_re = _mm512_fmadd_ps(w3, a3, _mm512_fmadd_ps(w2, a2, _mm512_fmadd_ps(w1, a1, _mm512_mul_ps(w0, a0))));
                 if (IQ) {
                     const __m512 b2 = TAP(2, window, im_lo, im_hi, rel, x_im, first);
@@ -1047,8 +1112,9 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
             acc_re = _mm512_add_ps(acc_re, v_re);
             continue;
         }
-        const __m512 c_re = FIRST ? c_re_now : _mm512_load_ps(rotation + 32 * r);
-        const __m512 c_im = FIRST ? c_im_now : _mm512_load_ps(rotation + 32 * r + 16);
+        if (QUARTER) small_rotation(theta, &c_re_now, &c_im_now);
+        const __m512 c_re = FIRST || QUARTER ? c_re_now : _mm512_load_ps(rotation + 32 * r);
+        const __m512 c_im = FIRST || QUARTER ? c_im_now : _mm512_load_ps(rotation + 32 * r + 16);
         acc_re = _mm512_fmadd_ps(c_re, v_re, _mm512_fnmadd_ps(c_im, v_im, acc_re));
         acc_im = _mm512_fmadd_ps(c_re, v_im, _mm512_fmadd_ps(c_im, v_re, acc_im));
     }
@@ -1058,7 +1124,7 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
 
 /* Points p0 .. p0 + m - 1 (p0 a multiple of 16) into out_re / out_im. */
 __attribute__((always_inline)) TARGET_AVX512 static inline void
-tile_lanes_zmm(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, const int FIXED, const usbeam_das_plan *plan,
+tile_lanes_zmm(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, const int FIXED, const int QUARTER, const usbeam_das_plan *plan,
                float *rotation, double *formed, size_t p0, size_t m, const float *restrict re_plane,
                const float *restrict im_plane, float *out_re, float *out_im)
 {
@@ -1073,7 +1139,7 @@ tile_lanes_zmm(const int KIND, const int IQ, const int WINDOWED, const int COMPU
         __m512 out_r = _mm512_setzero_ps(), out_i = _mm512_setzero_ps();
         for (size_t t = 0; t < n_tx; ++t) {
             __m512 sum_re, sum_im;
-#define GROUP_SUM(FIXED_ROWS, FIRST) group_sum(KIND, IQ, WINDOWED, COMPUTED, FIXED_ROWS, FIRST, plan, g, lanes, t, re_plane, im_plane, \
+#define GROUP_SUM(FIXED_ROWS, FIRST) group_sum(KIND, IQ, WINDOWED, COMPUTED, FIXED_ROWS, FIRST, QUARTER, plan, g, lanes, t, re_plane, im_plane, \
                                                rotation, formed, bounds, group_base, &sum_re, &sum_im)
             if (formed_fixed) {
                 if (t == 0)
@@ -1090,8 +1156,10 @@ tile_lanes_zmm(const int KIND, const int IQ, const int WINDOWED, const int COMPU
                 out_r = _mm512_add_ps(out_r, sum_re);
                 continue;
             }
+            /* QUARTER (one transmit): the lanes' rotations left out of the sums, one for all */
             const float *rot = plan->lane_rot + (g * n_tx + t) * 2 * LANES;
-            const __m512 rot_re = _mm512_load_ps(rot), rot_im = _mm512_load_ps(rot + LANES);
+            const __m512 rot_re = QUARTER ? _mm512_set1_ps(plan->lane_quarter_rot[0]) : _mm512_load_ps(rot);
+            const __m512 rot_im = QUARTER ? _mm512_set1_ps(plan->lane_quarter_rot[1]) : _mm512_load_ps(rot + LANES);
             out_r = _mm512_fmadd_ps(rot_re, sum_re, _mm512_fnmadd_ps(rot_im, sum_im, out_r));
             out_i = _mm512_fmadd_ps(rot_re, sum_im, _mm512_fmadd_ps(rot_im, sum_re, out_i));
         }
@@ -1101,30 +1169,37 @@ tile_lanes_zmm(const int KIND, const int IQ, const int WINDOWED, const int COMPU
 }
 
 /* The copies: (interpolation, IQ, rows) with rows 0 / 1: the table in double without / with
- * window weights, 2 / 3: formed at execute (lane_computed), 4 / 5: the table in lane_fixed. */
-#define TILE_LANES_COPY(KIND, IQ, ROWS)                                                                         \
-    TARGET_AVX512 static void tile_lanes_##KIND##_##IQ##_##ROWS(const usbeam_das_plan *plan, float *rotation,        \
-                                                               double *formed, size_t p0, size_t m,               \
-                                                               const float *re_plane, const float *im_plane,      \
-                                                               float *out_re, float *out_im)                      \
+ * window weights, 2 / 3: formed at execute (lane_computed), 4 / 5: the table in lane_fixed;
+ * and for IQ the same with QUARTER (lane_quarter). */
+#define TILE_LANES_COPY(NAME, KIND, IQ, QUARTER, ROWS)                                                           \
+    TARGET_AVX512 static void NAME##_##KIND##_##IQ##_##ROWS(const usbeam_das_plan *plan, float *rotation,            \
+                                                           double *formed, size_t p0, size_t m,                   \
+                                                           const float *re_plane, const float *im_plane,          \
+                                                           float *out_re, float *out_im)                          \
     {                                                                                                           \
-        tile_lanes_zmm(KIND, IQ, (ROWS) & 1, (ROWS) >> 1 == 1, (ROWS) >> 1 == 2, plan, rotation, formed, p0, m,   \
-                       re_plane, im_plane, out_re, out_im);                                                     \
+        tile_lanes_zmm(KIND, IQ, (ROWS) & 1, (ROWS) >> 1 == 1, (ROWS) >> 1 == 2, QUARTER, plan, rotation, formed, p0, \
+                       m, re_plane, im_plane, out_re, out_im);                                                  \
     }
-#define TILE_LANES_ROWS(KIND, IQ)                                                                                \
-    TILE_LANES_COPY(KIND, IQ, 0) TILE_LANES_COPY(KIND, IQ, 1) TILE_LANES_COPY(KIND, IQ, 2) TILE_LANES_COPY(KIND, IQ, 3) \
-    TILE_LANES_COPY(KIND, IQ, 4) TILE_LANES_COPY(KIND, IQ, 5)
-TILE_LANES_ROWS(0, 0) TILE_LANES_ROWS(0, 1) TILE_LANES_ROWS(1, 0) TILE_LANES_ROWS(1, 1) TILE_LANES_ROWS(2, 0) TILE_LANES_ROWS(2, 1)
+#define TILE_LANES_ROWS(NAME, KIND, IQ, QUARTER)                                                                 \
+    TILE_LANES_COPY(NAME, KIND, IQ, QUARTER, 0) TILE_LANES_COPY(NAME, KIND, IQ, QUARTER, 1)                        \
+    TILE_LANES_COPY(NAME, KIND, IQ, QUARTER, 2) TILE_LANES_COPY(NAME, KIND, IQ, QUARTER, 3)                        \
+    TILE_LANES_COPY(NAME, KIND, IQ, QUARTER, 4) TILE_LANES_COPY(NAME, KIND, IQ, QUARTER, 5)
+TILE_LANES_ROWS(tile_lanes, 0, 0, 0) TILE_LANES_ROWS(tile_lanes, 0, 1, 0) TILE_LANES_ROWS(tile_lanes, 1, 0, 0)
+TILE_LANES_ROWS(tile_lanes, 1, 1, 0) TILE_LANES_ROWS(tile_lanes, 2, 0, 0) TILE_LANES_ROWS(tile_lanes, 2, 1, 0)
+TILE_LANES_ROWS(quarter_lanes, 0, 1, 1) TILE_LANES_ROWS(quarter_lanes, 1, 1, 1) TILE_LANES_ROWS(quarter_lanes, 2, 1, 1)
 #undef TILE_LANES_ROWS
 #undef TILE_LANES_COPY
 
 typedef void (*tile_lanes_fn)(const usbeam_das_plan *, float *, double *, size_t, size_t, const float *, const float *,
                               float *, float *);
-#define ROWS_OF(KIND, IQ)                                                                                          \
-    {tile_lanes_##KIND##_##IQ##_0, tile_lanes_##KIND##_##IQ##_1, tile_lanes_##KIND##_##IQ##_2,                          \
-     tile_lanes_##KIND##_##IQ##_3, tile_lanes_##KIND##_##IQ##_4, tile_lanes_##KIND##_##IQ##_5}
-static const tile_lanes_fn tile_lanes_copies[3][2][6] = {
-    {ROWS_OF(0, 0), ROWS_OF(0, 1)}, {ROWS_OF(1, 0), ROWS_OF(1, 1)}, {ROWS_OF(2, 0), ROWS_OF(2, 1)}};
+#define ROWS_OF(NAME, KIND, IQ)                                                                                    \
+    {NAME##_##KIND##_##IQ##_0, NAME##_##KIND##_##IQ##_1, NAME##_##KIND##_##IQ##_2,                                  \
+     NAME##_##KIND##_##IQ##_3, NAME##_##KIND##_##IQ##_4, NAME##_##KIND##_##IQ##_5}
+/* [interpolation][RF, IQ, IQ with QUARTER][rows] */
+static const tile_lanes_fn tile_lanes_copies[3][3][6] = {
+    {ROWS_OF(tile_lanes, 0, 0), ROWS_OF(tile_lanes, 0, 1), ROWS_OF(quarter_lanes, 0, 1)},
+    {ROWS_OF(tile_lanes, 1, 0), ROWS_OF(tile_lanes, 1, 1), ROWS_OF(quarter_lanes, 1, 1)},
+    {ROWS_OF(tile_lanes, 2, 0), ROWS_OF(tile_lanes, 2, 1), ROWS_OF(quarter_lanes, 2, 1)}};
 #undef ROWS_OF
 #endif
 
@@ -1138,6 +1213,16 @@ size_t usbeam_das_lanes_staged_samples(const usbeam_das_plan *plan)
     return n_samples;
 }
 
+int usbeam_das_lanes_quarter(const usbeam_das_plan *plan)
+{
+#if USBEAM_DAS_MULTI_ISA
+    return plan->lane_quarter && (plan->lane_sample || plan->lane_fixed || plan->lane_computed) && usbeam_das_isa() == 2;
+#else
+    (void)plan;
+    return 0;
+#endif
+}
+
 int usbeam_das_tile_lanes(const usbeam_das_plan *plan, int thread, size_t p0, size_t m, const float *re_plane,
                           const float *im_plane, float *out_re, float *out_im)
 {
@@ -1147,8 +1232,8 @@ int usbeam_das_tile_lanes(const usbeam_das_plan *plan, int thread, size_t p0, si
     float *rotation = plan->lane_cache ? plan->lane_cache + (size_t)thread * 32 * max_rows : NULL;
     double *formed = plan->lane_computed ? plan->lane_rows + (size_t)thread * usbeam_das_lane_formed_doubles(plan->lane_max_rows) : NULL;
     const int rows = 2 * (plan->lane_computed ? 1 : plan->lane_fixed ? 2 : 0) + usbeam_das_lanes_windowed(plan);
-    tile_lanes_copies[plan->params.interpolation][plan->is_iq][rows](plan, rotation, formed, p0, m, re_plane, im_plane,
-                                                                     out_re, out_im);
+    tile_lanes_copies[plan->params.interpolation][plan->is_iq + plan->lane_quarter][rows](plan, rotation, formed, p0, m,
+                                                                                          re_plane, im_plane, out_re, out_im);
     return 1;
 #else
     (void)plan, (void)thread, (void)p0, (void)m, (void)re_plane, (void)im_plane, (void)out_re, (void)out_im;

@@ -305,6 +305,11 @@ int usbeam_das_lane_fixed_bits(const usbeam_das_plan *plan)
     return plan && plan->lane_fixed ? plan->lane_fixed_bits : 0;
 }
 
+int usbeam_das_lane_quarter(const usbeam_das_plan *plan)
+{
+    return plan && usbeam_das_lanes_quarter(plan);
+}
+
 const double *usbeam_das_transmit_times(const usbeam_das_plan *plan, size_t *n_points, size_t *n_transmits)
 {
     if (n_points) *n_points = plan ? plan->params.n_points : 0;
@@ -1189,6 +1194,14 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
                 usbeam_free(plan->lane_tx_base);
                 plan->lane_tx_fixed = NULL, plan->lane_tx_base = NULL;
             }
+        }
+        /* fs = 4 fc: the rotations of one transmit's sums from the fraction of each lane's s,
+         * its whole samples' quarter turns staged with the input (das_lanes.c QUARTER) */
+        plan->lane_quarter = is_iq && n_tx == 1 && prm->fs == 4.0 * prm->fc;
+        if (plan->lane_quarter) {
+            double rot_re, rot_im;
+            usbeam_das_rotation(prm->fc * prm->t0 + (prm->interpolation == USBEAM_INTERP_NEAREST ? 0.0 : 0.125), &rot_re, &rot_im);
+            plan->lane_quarter_rot[0] = (float)rot_re, plan->lane_quarter_rot[1] = (float)rot_im;
         }
         plan->has_table = 0;
     }

@@ -11,7 +11,9 @@ order of float operations only.  Each also without a table (max_table_bytes=1): 
 a group are then formed at execute from the geometry (form_rows: linear, convex and matrix
 arrays, every window; a linear array's in the fixed table's units where its group's rows fit
 them, in double where not, as in the gather and deep-phase tests), and must match the
-references and the table path alike.  Determinism
+references and the table path alike.  One transmit of IQ at fs = 4 fc takes its input staged
+in quarter turns (sample n times j^n) and rotates each lane by its sample's fraction alone:
+checked against the reference and the general path.  Determinism
 across thread counts: test_das_single.py (its children build 1-frame plans, which take this
 path on AVX-512, with and without a table)."""
 import numpy as np
@@ -112,6 +114,56 @@ def test_lanes_match_the_per_point_path(rng, monkeypatch):
     # the lane table: 4 bytes a (point, element) pair (s_rx) where the receive table holds 16,
     # plus the groups' union apertures and their transmit parts
     assert lanes.table_bytes() < single.table_bytes()
+
+
+@pytest.mark.parametrize("interpolation", ["nearest", "linear", "cubic"])
+@pytest.mark.parametrize("window", ["rect", "hann"])
+@pytest.mark.parametrize("budget", [None, 1])
+@pytest.mark.parametrize("law", [0, 1])
+def test_one_transmit_at_fs_4fc_sums_input_staged_in_quarter_turns(rng, interpolation, window, budget, law):
+    """One transmit at fs = 4 fc (live imaging's usual case): sample n is staged times j^n, which
+    is exact, and each lane is rotated by its sample's fraction alone (das_lanes.c QUARTER).
+    Against the float64 reference, with t0 != 0 (its phase enters the one rotation left over),
+    a plane and a diverging wave, the table and the rows formed at execute; and against the
+    general path of the same geometry at fs (1 + 2^-50), not a quarter-turn rate, which differs
+    in float rounding only."""
+    probe = usbeam.LinearArray(40, 3e-4, width=2.5e-4)
+    grid = usbeam.Grid(x=np.linspace(-8e-3, 8.5e-3, 17), z=np.linspace(4e-4, 1.6e-2, 23))
+    kw = dict(fc=FC, c=C, t0=T0, n_samples=N_SAMPLES, f_number=1.2, window=window, interpolation=interpolation,
+              n_frames=1, max_table_bytes=budget)
+    bf = usbeam.Beamformer(probe, LAWS[law:law + 1], grid, fs=FS, **kw)
+    needs_lanes_of(bf, budget)
+    assert usbeam._core.das_lane_quarter(bf._plan) == 1
+    data = random_data(rng, (1, 1, probe.n_elements, N_SAMPLES), np.complex64)
+    before = data.copy()
+    got = bf(data)
+    np.testing.assert_array_equal(data, before)
+    want = ref.das(data, probe.x, TUPLES[law:law + 1], grid.coordinates(), fs=FS, fc=FC, c=C, t0=T0, f_number=1.2,
+                   window_kind=window, interpolation=interpolation)
+    assert np.count_nonzero(want) > 0.5 * want.size
+    assert_matches_reference(got, want, interpolation)
+    general = usbeam.Beamformer(probe, LAWS[law:law + 1], grid, fs=FS * (1 + 2.0**-50), **kw)
+    assert usbeam._core.das_lane_quarter(general._plan) == 0
+    assert_matches_reference(got, general(data), interpolation)
+
+
+def test_quarter_turns_only_for_one_transmit_of_iq_at_fs_4fc():
+    """The quarter-turn staging needs all three: IQ (RF has no rotation), one transmit (several
+    share each row's receive rotation instead) and fs = 4 fc exactly (else j^n is not the turn
+    of a whole sample)."""
+    probe = usbeam.LinearArray(16, 3e-4, width=2.5e-4)
+    grid = usbeam.Grid(x=np.linspace(-2e-3, 2e-3, 8), z=np.linspace(2e-3, 6e-3, 8))
+
+    def quarter(laws, fs, dtype):
+        bf = usbeam.Beamformer(probe, laws, grid, fs=fs, fc=FC, c=C, n_samples=N_SAMPLES, dtype=dtype, n_frames=1)
+        needs_lanes(bf)
+        return usbeam._core.das_lane_quarter(bf._plan)
+
+    assert quarter(LAWS[:1], FS, np.complex64) == 1
+    assert quarter(LAWS[:2], FS, np.complex64) == 0
+    assert quarter(LAWS[:1], FS, np.float32) == 0
+    assert quarter(LAWS[:1], 3 * FC, np.complex64) == 0
+    assert quarter(LAWS[:1], FS * (1 + 2.0**-50), np.complex64) == 0
 
 
 def convex_sector():
@@ -215,13 +267,16 @@ def test_fixed_point_table_phase_whatever_the_sampling_rate(fs):
     """The fixed-point lane table's unit follows fc / fs (2^-bits sample, at most 2^-24 turn of
     the receive rotation, das_lanes.c fixed_bits), and its turns are formed in integers (from
     64-bit products at 100 MHz; from one 32-bit product where fc / fs is a dyadic fraction, at
-    60, 15, 7.5 and 4 MHz): the phase of a one-term output stays within das_receive_phase_rad
-    from fs = 6.7 fc (RF-like) to fs < fc (decimated IQ), 20 cm deep (one_term_phase_deep)."""
+    60, 15, 7.5 and 4 MHz; at 60 MHz, 4 fc, each lane's rotation comes from its sample's fraction
+    alone, the whole samples' quarter turns staged with the input): the phase of a one-term
+    output stays within das_receive_phase_rad from fs = 6.7 fc (RF-like) to fs < fc (decimated
+    IQ), 20 cm deep (one_term_phase_deep)."""
     bf = one_term_phase_deep(fs, None)
     assert usbeam._core.das_lane_fixed_bits(bf._plan) == 24 + int(np.ceil(np.log2(15e6 / fs)))  # the fixed-point table
+    assert usbeam._core.das_lane_quarter(bf._plan) == (fs == 60e6)  # 4 fc: staged in quarter turns
 
 
-@pytest.mark.parametrize("fs", [100e6, 15e6, 4e6])
+@pytest.mark.parametrize("fs", [100e6, 60e6, 15e6, 4e6])
 @pytest.mark.parametrize("n_elements", [2, 64])
 def test_formed_rows_phase_deep_whatever_the_sampling_rate(fs, n_elements):
     """Without a table the rows' distances are roots by Newton steps from a 14-bit estimate
