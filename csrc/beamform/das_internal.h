@@ -167,6 +167,11 @@ struct usbeam_das_plan {
                                    the sums rotate each lane by its s's fraction alone (das_lanes.c
                                    QUARTER); then lane_quarter_rot, the rotation left over */
     float lane_quarter_rot[2];  /* exp(+j 2 pi (fc t0 + 1/8)), 1/8 turn only if not nearest */
+    int lane_direct;            /* lane_quarter with lane_fixed (one transmit): its rows hold each
+                                   valid lane's s as its first tap past lane_base[row] (the row's
+                                   least) and fraction (das_lanes.c direct_rows), lane_mask the
+                                   valid lanes: the sums take them as they are */
+    uint16_t *lane_mask;        /* (rows) with lane_direct */
     int lane_max_rows;          /* the most rows of a group */
     float *lane_cache;          /* (n_threads, lane_max_rows, 32) the receive rotations of a group's rows */
     int32_t *lane_least;        /* (rows, n_transmits) per group (from lane_offset[g] n_transmits on,

@@ -64,6 +64,15 @@
  * p10 of 600 / 400 calls; images within 3e-7 relative L2).  With several transmits each row's
  * receive rotation, formed once and read back by the others, costs less than a small_rotation
  * per transmit, so they keep it.
+ * With the fixed table, such a plan's rows become each valid lane's s itself (lane_direct,
+ * direct_rows, at plan creation, by the sums' own integers): its fraction above
+ * DIRECT_REL_BITS bits of its first tap past the row's least (lane_base: the window's start, or
+ * the gather's base), and the valid lanes in lane_mask, so that a row takes no base, no bounds
+ * and no comparisons: the window's permutations read the low 5 bits as they are (the same
+ * bits, 22 + 10 at fs = 4 fc: a fixed row's lanes lie within +-2^29 units, 128 samples, of
+ * its base and the transmit's offsets within 2^29 of theirs, so a row's first taps lie at
+ * most 384 samples apart, and always fit).  live-1tx 0.97 -> 0.87 ms (in-process
+ * A/B against the same plan's fixed rows, p10 of 600 calls, images bit-identical).
  * Per (group, transmit): s_tx = (tau_tx - t0) fs of its 16 points (double) in lane_tx (and
  * as offsets from a base in lane_tx_fixed / lane_tx_base with lane_fixed) and
  * rot_tx = exp(+j 2 pi fc tau_tx) as 16 re then 16 im (float) in lane_rot (IQ); per (group,
@@ -147,6 +156,8 @@ static inline int row_window(int least, int most, int taps)
  * in 2^-32 turn: the high 32 bits of s_rx in units times round(fc / fs 2^(64 - bits)) (mod
  * 2^64; at most 2^40), within 2^-30 turn of exact for s_rx below 2^20 samples. */
 #define FIXED_LIMIT ((int64_t)1 << 29) /* the largest offset, units */
+/* lane_direct: the bits of a lane's first tap past its row's least (the fraction above them) */
+#define DIRECT_REL_BITS 10
 static int fixed_bits(const usbeam_das_params *prm)
 {
     const double turns_per_sample = prm->fc / prm->fs;
@@ -275,6 +286,40 @@ static void fix_rows(usbeam_das_plan *plan, size_t g, size_t rows, const double 
     }
 }
 
+/* lane_direct: group g's rows of lane_fixed (one transmit) into each valid lane's first tap and
+ * fraction, by group_sum's integers (the same bits): (fraction << DIRECT_REL_BITS) | (first tap
+ * - lane_base[row]), lane_base[row] now the least first tap of the row's valid lanes (the
+ * window's start, or the gather's base), and lane_mask[row] the valid lanes. */
+static void direct_rows(usbeam_das_plan *plan, size_t g)
+{
+    const usbeam_das_params *prm = &plan->params;
+    const int kind = (int)prm->interpolation, bits = plan->lane_fixed_bits;
+    double lo, hi;
+    sample_range(kind, prm->n_samples, &lo, &hi);
+    const size_t row0 = plan->lane_offset[g], rows = plan->lane_offset[g + 1] - row0;
+    for (size_t r = 0; r < rows; ++r) {
+        const int64_t whole = (int64_t)plan->lane_base[row0 + r] + plan->lane_tx_base[g];
+        const int32_t d_lo = lower_bound(lo, whole, bits), d_hi = upper_bound(hi, whole, bits);
+        int32_t *lanes = plan->lane_fixed + (row0 + r) * LANES;
+        int64_t first[LANES], fraction[LANES], least = INT64_MAX;
+        unsigned mask = 0;
+        for (size_t j = 0; j < LANES; ++j) {
+            if (lanes[j] == USBEAM_DAS_LANE_FIXED_OUTSIDE || g * LANES + j >= prm->n_points) continue;
+            const int64_t d = (int64_t)lanes[j] + plan->lane_tx_fixed[g * LANES + j];
+            if (d < d_lo || d > d_hi) continue;
+            const int64_t u = d + fixed_bias(kind, bits);
+            first[j] = whole + shift_floor(u, bits) - (kind == USBEAM_INTERP_CUBIC);
+            fraction[j] = u - shift_floor(u, bits) * ((int64_t)1 << bits);
+            least = first[j] < least ? first[j] : least;
+            mask |= 1u << j;
+        }
+        for (size_t j = 0; j < LANES; ++j)
+            lanes[j] = mask >> j & 1 ? (int32_t)(uint32_t)(((uint64_t)fraction[j] << DIRECT_REL_BITS) | (uint64_t)(first[j] - least)) : 0;
+        plan->lane_base[row0 + r] = mask ? (int32_t)least : 0;
+        plan->lane_mask[row0 + r] = (uint16_t)mask;
+    }
+}
+
 void usbeam_das_lanes_fill(usbeam_das_plan *plan)
 {
     const usbeam_das_params *prm = &plan->params;
@@ -283,7 +328,8 @@ void usbeam_das_lanes_fill(usbeam_das_plan *plan)
     plan->lane_fixed_bits = fixed_bits(prm);
     plan->lane_fixed_turns = fixed_turns_per_unit(prm, plan->lane_fixed_bits);
     int reach = 0; /* 1 + the greatest first tap of any valid lane (then + taps - 1) */
-#pragma omp parallel for schedule(dynamic, 8) num_threads(usbeam_team_size(plan->n_threads)) reduction(max : reach)
+    int spread = 0; /* the most first taps of a row's valid lanes lie apart (lane_direct) */
+#pragma omp parallel for schedule(dynamic, 8) num_threads(usbeam_team_size(plan->n_threads)) reduction(max : reach, spread)
     for (ptrdiff_t gi = 0; gi < (ptrdiff_t)n_groups; ++gi) {
         const size_t g = (size_t)gi;
 #ifdef _OPENMP
@@ -366,10 +412,18 @@ void usbeam_das_lanes_fill(usbeam_das_plan *plan)
                 }
                 least_rows[r] = row_window(least, most, taps);
                 reach = most + 1 > reach ? most + 1 : reach;
+                spread = most - least > spread ? most - least : spread;
             }
         }
     }
     plan->lane_reach = reach > 0 ? (size_t)reach + (size_t)usbeam_interp_taps((int)prm->interpolation) - 1 : 0;
+    plan->lane_direct = 0;
+    if (plan->lane_mask && plan->lane_fixed && !plan->lane_fixed_overflow && n_tx == 1 && plan->lane_fixed_bits + DIRECT_REL_BITS <= 32 &&
+        spread < (1 << DIRECT_REL_BITS)) {
+#pragma omp parallel for schedule(dynamic, 8) num_threads(usbeam_team_size(plan->n_threads))
+        for (ptrdiff_t gi = 0; gi < (ptrdiff_t)n_groups; ++gi) direct_rows(plan, (size_t)gi);
+        plan->lane_direct = 1;
+    }
 }
 
 /* lane_extent, for form_rows' bounds of a linear array on the x axis without a table: per
@@ -925,7 +979,7 @@ __attribute__((always_inline)) TARGET_AVX512 static inline void catmull_rom_weig
  * sums, as first written: live-1tx 5 % and live-3tx 2 % slower, in-process A/B.) */
 __attribute__((always_inline)) TARGET_AVX512 static inline void
 group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, const int FIXED, const int FIRST,
-          const int QUARTER, const usbeam_das_plan *plan, size_t g,
+          const int QUARTER, const int DIRECT, const usbeam_das_plan *plan, size_t g,
           __mmask16 lanes, size_t t, const float *restrict re_plane, const float *restrict im_plane,
           float *restrict rotation, const double *restrict formed, double *restrict bounds, int64_t group_base, __m512 *sum_re,
           __m512 *sum_im)
@@ -960,6 +1014,7 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
     const float *w_rows = !WINDOWED ? NULL : (COMPUTED ? (const float *)(formed + 16) : plan->lane_window + row0 * LANES);
     const size_t w_stride = COMPUTED ? 2 * FORMED_STRIDE : LANES;
     const int32_t *least_rows = COMPUTED ? NULL : plan->lane_least + row0 * n_tx + t * rows;
+    const uint16_t *mask_rows = DIRECT ? plan->lane_mask + row0 : NULL;
     double tx_least = INFINITY, tx_most = -INFINITY, first_max = 0.0;
     if (COMPUTED) { /* the range of s_tx over the group's points */
         const double *s_tx = plan->lane_tx + (g * n_tx + t) * LANES;
@@ -1027,7 +1082,15 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
         __mmask16 valid;
         __m512i first, rel; /* rel: first - at, the lane's tap in the window */
         __m512 frac = _mm512_setzero_ps(), theta = _mm512_setzero_ps();
-        if (FIXED) { /* s = whole + d 2^-bits (fixed_bits) */
+        if (DIRECT) { /* (fraction << DIRECT_REL_BITS) | (first - least): lane_direct */
+            valid = (__mmask16)mask_rows[r];
+            rel = offsets; /* the permutations read the low 5 bits, the window's taps */
+            first = _mm512_add_epi32(_mm512_and_si512(offsets, _mm512_set1_epi32((1 << DIRECT_REL_BITS) - 1)),
+                                     _mm512_set1_epi32((int32_t)row_base));
+            const __m512 fraction = _mm512_mul_ps(unit, _mm512_cvtepi32_ps(_mm512_srli_epi32(offsets, DIRECT_REL_BITS)));
+            if (KIND != USBEAM_INTERP_NEAREST) frac = fraction;
+            theta = _mm512_fmadd_ps(fraction, quarter_turn, minus_eighth_turn);
+        } else if (FIXED) { /* s = whole + d 2^-bits (fixed_bits) */
             const int64_t whole = row_base + tx_base;
             const int32_t d_lo = COMPUTED ? formed_d_lo : lower_bound(lo, whole, bits);
             const int32_t d_hi = COMPUTED ? formed_d_hi : upper_bound(hi, whole, bits);
@@ -1124,7 +1187,8 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
 
 /* Points p0 .. p0 + m - 1 (p0 a multiple of 16) into out_re / out_im. */
 __attribute__((always_inline)) TARGET_AVX512 static inline void
-tile_lanes_zmm(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, const int FIXED, const int QUARTER, const usbeam_das_plan *plan,
+tile_lanes_zmm(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, const int FIXED, const int QUARTER,
+               const int DIRECT, const usbeam_das_plan *plan,
                float *rotation, double *formed, size_t p0, size_t m, const float *restrict re_plane,
                const float *restrict im_plane, float *out_re, float *out_im)
 {
@@ -1139,7 +1203,7 @@ tile_lanes_zmm(const int KIND, const int IQ, const int WINDOWED, const int COMPU
         __m512 out_r = _mm512_setzero_ps(), out_i = _mm512_setzero_ps();
         for (size_t t = 0; t < n_tx; ++t) {
             __m512 sum_re, sum_im;
-#define GROUP_SUM(FIXED_ROWS, FIRST) group_sum(KIND, IQ, WINDOWED, COMPUTED, FIXED_ROWS, FIRST, QUARTER, plan, g, lanes, t, re_plane, im_plane, \
+#define GROUP_SUM(FIXED_ROWS, FIRST) group_sum(KIND, IQ, WINDOWED, COMPUTED, FIXED_ROWS, FIRST, QUARTER, DIRECT, plan, g, lanes, t, re_plane, im_plane, \
                                                rotation, formed, bounds, group_base, &sum_re, &sum_im)
             if (formed_fixed) {
                 if (t == 0)
@@ -1170,23 +1234,28 @@ tile_lanes_zmm(const int KIND, const int IQ, const int WINDOWED, const int COMPU
 
 /* The copies: (interpolation, IQ, rows) with rows 0 / 1: the table in double without / with
  * window weights, 2 / 3: formed at execute (lane_computed), 4 / 5: the table in lane_fixed;
- * and for IQ the same with QUARTER (lane_quarter). */
+ * and for IQ the same with QUARTER (lane_quarter), and 6 / 7: lane_fixed's rows direct
+ * (lane_direct; RF and IQ without QUARTER never have them: their 6 / 7 are 4 / 5). */
 #define TILE_LANES_COPY(NAME, KIND, IQ, QUARTER, ROWS)                                                           \
     TARGET_AVX512 static void NAME##_##KIND##_##IQ##_##ROWS(const usbeam_das_plan *plan, float *rotation,            \
                                                            double *formed, size_t p0, size_t m,                   \
                                                            const float *re_plane, const float *im_plane,          \
                                                            float *out_re, float *out_im)                          \
     {                                                                                                           \
-        tile_lanes_zmm(KIND, IQ, (ROWS) & 1, (ROWS) >> 1 == 1, (ROWS) >> 1 == 2, QUARTER, plan, rotation, formed, p0, \
-                       m, re_plane, im_plane, out_re, out_im);                                                  \
+        tile_lanes_zmm(KIND, IQ, (ROWS) & 1, (ROWS) >> 1 == 1, (ROWS) >> 1 >= 2, QUARTER, (ROWS) >> 1 == 3, plan,    \
+                       rotation, formed, p0, m, re_plane, im_plane, out_re, out_im);                              \
     }
 #define TILE_LANES_ROWS(NAME, KIND, IQ, QUARTER)                                                                 \
     TILE_LANES_COPY(NAME, KIND, IQ, QUARTER, 0) TILE_LANES_COPY(NAME, KIND, IQ, QUARTER, 1)                        \
     TILE_LANES_COPY(NAME, KIND, IQ, QUARTER, 2) TILE_LANES_COPY(NAME, KIND, IQ, QUARTER, 3)                        \
     TILE_LANES_COPY(NAME, KIND, IQ, QUARTER, 4) TILE_LANES_COPY(NAME, KIND, IQ, QUARTER, 5)
+#define QUARTER_LANES_ROWS(KIND)                                                                                 \
+    TILE_LANES_ROWS(quarter_lanes, KIND, 1, 1) TILE_LANES_COPY(quarter_lanes, KIND, 1, 1, 6)                       \
+    TILE_LANES_COPY(quarter_lanes, KIND, 1, 1, 7)
 TILE_LANES_ROWS(tile_lanes, 0, 0, 0) TILE_LANES_ROWS(tile_lanes, 0, 1, 0) TILE_LANES_ROWS(tile_lanes, 1, 0, 0)
 TILE_LANES_ROWS(tile_lanes, 1, 1, 0) TILE_LANES_ROWS(tile_lanes, 2, 0, 0) TILE_LANES_ROWS(tile_lanes, 2, 1, 0)
-TILE_LANES_ROWS(quarter_lanes, 0, 1, 1) TILE_LANES_ROWS(quarter_lanes, 1, 1, 1) TILE_LANES_ROWS(quarter_lanes, 2, 1, 1)
+QUARTER_LANES_ROWS(0) QUARTER_LANES_ROWS(1) QUARTER_LANES_ROWS(2)
+#undef QUARTER_LANES_ROWS
 #undef TILE_LANES_ROWS
 #undef TILE_LANES_COPY
 
@@ -1194,12 +1263,17 @@ typedef void (*tile_lanes_fn)(const usbeam_das_plan *, float *, double *, size_t
                               float *, float *);
 #define ROWS_OF(NAME, KIND, IQ)                                                                                    \
     {NAME##_##KIND##_##IQ##_0, NAME##_##KIND##_##IQ##_1, NAME##_##KIND##_##IQ##_2,                                  \
-     NAME##_##KIND##_##IQ##_3, NAME##_##KIND##_##IQ##_4, NAME##_##KIND##_##IQ##_5}
+     NAME##_##KIND##_##IQ##_3, NAME##_##KIND##_##IQ##_4, NAME##_##KIND##_##IQ##_5,                                  \
+     NAME##_##KIND##_##IQ##_4, NAME##_##KIND##_##IQ##_5}
+#define QUARTER_ROWS_OF(KIND)                                                                                      \
+    {quarter_lanes_##KIND##_1_0, quarter_lanes_##KIND##_1_1, quarter_lanes_##KIND##_1_2, quarter_lanes_##KIND##_1_3,    \
+     quarter_lanes_##KIND##_1_4, quarter_lanes_##KIND##_1_5, quarter_lanes_##KIND##_1_6, quarter_lanes_##KIND##_1_7}
 /* [interpolation][RF, IQ, IQ with QUARTER][rows] */
-static const tile_lanes_fn tile_lanes_copies[3][3][6] = {
-    {ROWS_OF(tile_lanes, 0, 0), ROWS_OF(tile_lanes, 0, 1), ROWS_OF(quarter_lanes, 0, 1)},
-    {ROWS_OF(tile_lanes, 1, 0), ROWS_OF(tile_lanes, 1, 1), ROWS_OF(quarter_lanes, 1, 1)},
-    {ROWS_OF(tile_lanes, 2, 0), ROWS_OF(tile_lanes, 2, 1), ROWS_OF(quarter_lanes, 2, 1)}};
+static const tile_lanes_fn tile_lanes_copies[3][3][8] = {
+    {ROWS_OF(tile_lanes, 0, 0), ROWS_OF(tile_lanes, 0, 1), QUARTER_ROWS_OF(0)},
+    {ROWS_OF(tile_lanes, 1, 0), ROWS_OF(tile_lanes, 1, 1), QUARTER_ROWS_OF(1)},
+    {ROWS_OF(tile_lanes, 2, 0), ROWS_OF(tile_lanes, 2, 1), QUARTER_ROWS_OF(2)}};
+#undef QUARTER_ROWS_OF
 #undef ROWS_OF
 #endif
 
@@ -1231,7 +1305,7 @@ int usbeam_das_tile_lanes(const usbeam_das_plan *plan, int thread, size_t p0, si
     const size_t max_rows = (size_t)plan->lane_max_rows;
     float *rotation = plan->lane_cache ? plan->lane_cache + (size_t)thread * 32 * max_rows : NULL;
     double *formed = plan->lane_computed ? plan->lane_rows + (size_t)thread * usbeam_das_lane_formed_doubles(plan->lane_max_rows) : NULL;
-    const int rows = 2 * (plan->lane_computed ? 1 : plan->lane_fixed ? 2 : 0) + usbeam_das_lanes_windowed(plan);
+    const int rows = 2 * (plan->lane_computed ? 1 : plan->lane_fixed ? (plan->lane_direct ? 3 : 2) : 0) + usbeam_das_lanes_windowed(plan);
     tile_lanes_copies[plan->params.interpolation][plan->is_iq + plan->lane_quarter][rows](plan, rotation, formed, p0, m,
                                                                                           re_plane, im_plane, out_re, out_im);
     return 1;

@@ -258,6 +258,7 @@ void usbeam_das_plan_destroy(usbeam_das_plan *plan)
     usbeam_free(plan->lane_least);
     usbeam_free(plan->lane_cache);
     usbeam_free(plan->lane_rot);
+    usbeam_free(plan->lane_mask);
     usbeam_free(plan->lane_rows);
     usbeam_free(plan->lane_extent);
     usbeam_free(plan->scratch);
@@ -272,11 +273,12 @@ usbeam_cuda_exec *usbeam_das_plan_cuda(usbeam_das_plan *plan)
 }
 
 /* Bytes of one row of the lane table: s_rx (double, or lane_fixed's int32 and its base), the
- * window weights (float) if any, the least first tap per transmit (int32) */
-static size_t lane_row_bytes(int fixed, int windowed, size_t n_transmits)
+ * window weights (float) if any, the least first tap per transmit (int32), the valid lanes
+ * (lane_mask) if masked */
+static size_t lane_row_bytes(int fixed, int windowed, size_t n_transmits, int masked)
 {
     return 16 * ((fixed ? sizeof(int32_t) : sizeof(double)) + (windowed ? sizeof(float) : 0)) +
-           (fixed ? sizeof(int32_t) : 0) + n_transmits * sizeof(int32_t);
+           (fixed ? sizeof(int32_t) : 0) + n_transmits * sizeof(int32_t) + (masked ? sizeof(uint16_t) : 0);
 }
 
 size_t usbeam_das_table_bytes(const usbeam_das_plan *plan)
@@ -286,7 +288,7 @@ size_t usbeam_das_table_bytes(const usbeam_das_plan *plan)
     if (plan->lane_sample || plan->lane_fixed) { /* the lane table (das_lanes.c) and its transmit parts */
         const size_t n_groups = (plan->params.n_points + 15) / 16;
         return plan->lane_offset[n_groups] * lane_row_bytes(plan->lane_fixed != NULL, plan->lane_window != NULL,
-                                                            plan->params.n_transmits) +
+                                                            plan->params.n_transmits, plan->lane_mask != NULL) +
                (plan->lane_fixed ? n_groups * plan->params.n_transmits * 17 * sizeof(int32_t) : 0) +
                n_groups * plan->params.n_transmits * 16 * (sizeof(double) + (plan->is_iq ? 2 * sizeof(float) : 0)) +
                (plan->lane_cache ? (size_t)plan->n_threads * (size_t)plan->lane_max_rows * 32 * sizeof(float) : 0);
@@ -307,7 +309,7 @@ int usbeam_das_lane_fixed_bits(const usbeam_das_plan *plan)
 
 int usbeam_das_lane_quarter(const usbeam_das_plan *plan)
 {
-    return plan && usbeam_das_lanes_quarter(plan);
+    return plan && usbeam_das_lanes_quarter(plan) ? 1 + plan->lane_direct : 0;
 }
 
 const double *usbeam_das_transmit_times(const usbeam_das_plan *plan, size_t *n_points, size_t *n_transmits)
@@ -1144,9 +1146,14 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
             goto fail;
         const size_t rows = usbeam_das_lanes_count_rows(plan);
         const int windowed = usbeam_das_lanes_windowed(plan);
+        /* fs = 4 fc: the rotations of one transmit's sums from the fraction of each lane's s,
+         * its whole samples' quarter turns staged with the input (das_lanes.c QUARTER); with
+         * the fixed table, its rows turned into each lane's first tap and fraction (lane_direct,
+         * lane_mask) */
+        plan->lane_quarter = is_iq && n_tx == 1 && prm->fs == 4.0 * prm->fc;
         /* the table in lane_fixed's int32 offsets (half the bytes of double, and integer
          * arithmetic: das_lanes.c); in double if a row's lanes lie too far apart for them */
-        int table = plan->has_table && rows <= budget / lane_row_bytes(1, windowed, n_tx);
+        int table = plan->has_table && rows <= budget / lane_row_bytes(1, windowed, n_tx, plan->lane_quarter);
         /* lane_rows: the formed rows without a table, the fill's rows in double with one */
         if ((st = alloc_array((void **)&plan->lane_rows, (size_t)plan->n_threads,
                               usbeam_das_lane_formed_doubles(plan->lane_max_rows) * sizeof(double), "per-thread scratch")) ||
@@ -1155,7 +1162,8 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
                        (st = alloc_array((void **)&plan->lane_tx_fixed, n_groups * n_tx, 16 * sizeof(int32_t), "transmit times")) ||
                        (st = alloc_array((void **)&plan->lane_tx_base, n_groups, n_tx * sizeof(int32_t), "transmit times")) ||
                        (windowed && (st = alloc_table((void **)&plan->lane_window, rows * 16, sizeof(float), "receive table"))) ||
-                       (st = alloc_array((void **)&plan->lane_least, rows, n_tx * sizeof(int32_t), "receive table")))) ||
+                       (st = alloc_array((void **)&plan->lane_least, rows, n_tx * sizeof(int32_t), "receive table")) ||
+                       (plan->lane_quarter && (st = alloc_array((void **)&plan->lane_mask, rows, sizeof(uint16_t), "receive table"))))) ||
             (st = alloc_array((void **)&plan->lane_tx, n_groups * n_tx, 16 * sizeof(double), "transmit times")) ||
             (is_iq && (st = alloc_array((void **)&plan->lane_cache, (size_t)plan->n_threads * (size_t)plan->lane_max_rows,
                                         32 * sizeof(float), "per-thread scratch"))) ||
@@ -1170,7 +1178,7 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
             usbeam_free(plan->lane_tx_fixed);
             usbeam_free(plan->lane_tx_base);
             plan->lane_fixed = NULL, plan->lane_base = NULL, plan->lane_tx_fixed = NULL, plan->lane_tx_base = NULL;
-            table = rows <= budget / lane_row_bytes(0, windowed, n_tx);
+            table = rows <= budget / lane_row_bytes(0, windowed, n_tx, 0);
             if (table && (st = alloc_table((void **)&plan->lane_sample, rows * 16, sizeof(double), "receive table"))) goto fail;
             if (!table) {
                 usbeam_block_free(plan->lane_window);
@@ -1195,9 +1203,10 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
                 plan->lane_tx_fixed = NULL, plan->lane_tx_base = NULL;
             }
         }
-        /* fs = 4 fc: the rotations of one transmit's sums from the fraction of each lane's s,
-         * its whole samples' quarter turns staged with the input (das_lanes.c QUARTER) */
-        plan->lane_quarter = is_iq && n_tx == 1 && prm->fs == 4.0 * prm->fc;
+        if (plan->lane_mask && !plan->lane_direct) {
+            usbeam_free(plan->lane_mask);
+            plan->lane_mask = NULL;
+        }
         if (plan->lane_quarter) {
             double rot_re, rot_im;
             usbeam_das_rotation(prm->fc * prm->t0 + (prm->interpolation == USBEAM_INTERP_NEAREST ? 0.0 : 0.125), &rot_re, &rot_im);

@@ -19,7 +19,8 @@
  *       times (s) of the points rows (int64, in [0, n_points)), or None (a CUDA plan)
  *   das_lane_rows(plan) -> int: rows of the lane table (das_lanes.c), 0 without one
  *   das_lane_fixed_bits(plan) -> int: its fixed-point unit 2^-bits sample, 0 if in double / none
- *   das_lane_quarter(plan) -> int: 1 if it sums 1-frame IQ staged in quarter turns (fs = 4 fc)
+ *   das_lane_quarter(plan) -> int: 1 if it sums 1-frame IQ staged in quarter turns (fs = 4 fc),
+ *       2 if its table also holds each lane's first tap and fraction, else 0
  *   das_aperture_counts(plan) -> int32 (n_points): receive elements per point, or None (CUDA)
  *   das_staging(plan, n_frames) -> (windows, ring_rows, staged_samples): how execute stages n_frames frames
  *   das_tile_samples(plan) -> int32 (n_tiles, 2): each tile's [first, end) samples, or None
@@ -514,7 +515,7 @@ PyMethodDef usbeam_py_das_methods[] = {
     {"das_table_bytes", py_das_table_bytes, METH_O, "Bytes of a plan's precomputed receive table."},
     {"das_lane_rows", py_das_lane_rows, METH_O, "Rows of a plan's lane table (1-frame AVX-512 path), 0 if none."},
     {"das_lane_fixed_bits", py_das_lane_fixed_bits, METH_O, "The lane table's fixed-point unit 2^-bits sample, 0 if none."},
-    {"das_lane_quarter", py_das_lane_quarter, METH_O, "1 if the lane path sums 1-frame IQ staged in quarter turns (fs = 4 fc)."},
+    {"das_lane_quarter", py_das_lane_quarter, METH_O, "1 if the lane path sums 1-frame IQ staged in quarter turns (fs = 4 fc), 2 with a direct table."},
     {"das_aperture_counts", py_das_aperture_counts, METH_O, "A CPU plan's receive elements per point, or None."},
     {"das_staging", py_das_staging, METH_VARARGS, "How a CPU plan stages n_frames frames: (windows, ring_rows, staged_samples)."},
     {"das_tile_samples", py_das_tile_samples, METH_O, "A CPU plan's [first, end) samples per tile of points, or None."},

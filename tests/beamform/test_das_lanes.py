@@ -86,6 +86,9 @@ def test_lanes_too_far_apart_for_the_window_take_the_gather(rng, interpolation, 
     needs_lanes_of(bf, budget)
     if budget is None:
         assert (usbeam._core.das_lane_fixed_bits(bf._plan) > 0) == (table == "fixed")
+        # one transmit at fs = 4 fc: the fixed table's rows hold each lane's first tap (gathered
+        # from its row's least) and fraction (lane_direct, 2); the double table's do not (1)
+        assert usbeam._core.das_lane_quarter(bf._plan) == (2 if table == "fixed" else 1)
     pts = grid.coordinates()
     spread = np.ptp(np.linalg.norm(pts[:16, None, :] - probe.positions[None, :, :], axis=2), axis=0) * FS / C
     assert spread.min() > 32  # every element's row: lanes > 32 samples apart
@@ -124,16 +127,18 @@ def test_one_transmit_at_fs_4fc_sums_input_staged_in_quarter_turns(rng, interpol
     """One transmit at fs = 4 fc (live imaging's usual case): sample n is staged times j^n, which
     is exact, and each lane is rotated by its sample's fraction alone (das_lanes.c QUARTER).
     Against the float64 reference, with t0 != 0 (its phase enters the one rotation left over),
-    a plane and a diverging wave, the table and the rows formed at execute; and against the
-    general path of the same geometry at fs (1 + 2^-50), not a quarter-turn rate, which differs
-    in float rounding only."""
+    a plane and a diverging wave, the table (whose rows then hold each lane's first tap and
+    fraction: lane_direct) and the rows formed at execute; and against the general path of the
+    same geometry at fs (1 + 2^-50), not a quarter-turn rate, which differs in float rounding
+    only."""
     probe = usbeam.LinearArray(40, 3e-4, width=2.5e-4)
     grid = usbeam.Grid(x=np.linspace(-8e-3, 8.5e-3, 17), z=np.linspace(4e-4, 1.6e-2, 23))
     kw = dict(fc=FC, c=C, t0=T0, n_samples=N_SAMPLES, f_number=1.2, window=window, interpolation=interpolation,
               n_frames=1, max_table_bytes=budget)
     bf = usbeam.Beamformer(probe, LAWS[law:law + 1], grid, fs=FS, **kw)
     needs_lanes_of(bf, budget)
-    assert usbeam._core.das_lane_quarter(bf._plan) == 1
+    # 2: the table's rows hold each lane's first tap and fraction (lane_direct)
+    assert usbeam._core.das_lane_quarter(bf._plan) == (2 if budget is None else 1)
     data = random_data(rng, (1, 1, probe.n_elements, N_SAMPLES), np.complex64)
     before = data.copy()
     got = bf(data)
@@ -159,7 +164,7 @@ def test_quarter_turns_only_for_one_transmit_of_iq_at_fs_4fc():
         needs_lanes(bf)
         return usbeam._core.das_lane_quarter(bf._plan)
 
-    assert quarter(LAWS[:1], FS, np.complex64) == 1
+    assert quarter(LAWS[:1], FS, np.complex64) == 2
     assert quarter(LAWS[:2], FS, np.complex64) == 0
     assert quarter(LAWS[:1], FS, np.float32) == 0
     assert quarter(LAWS[:1], 3 * FC, np.complex64) == 0
@@ -273,7 +278,7 @@ def test_fixed_point_table_phase_whatever_the_sampling_rate(fs):
     IQ), 20 cm deep (one_term_phase_deep)."""
     bf = one_term_phase_deep(fs, None)
     assert usbeam._core.das_lane_fixed_bits(bf._plan) == 24 + int(np.ceil(np.log2(15e6 / fs)))  # the fixed-point table
-    assert usbeam._core.das_lane_quarter(bf._plan) == (fs == 60e6)  # 4 fc: staged in quarter turns
+    assert usbeam._core.das_lane_quarter(bf._plan) == (2 if fs == 60e6 else 0)  # 4 fc: staged in quarter turns
 
 
 @pytest.mark.parametrize("fs", [100e6, 60e6, 15e6, 4e6])

@@ -126,7 +126,8 @@ size_t usbeam_das_lane_rows(const usbeam_das_plan *plan);
 int usbeam_das_lane_fixed_bits(const usbeam_das_plan *plan);
 /* 1 when the lane path sums this plan's 1-frame IQ from input staged in quarter turns (one
  * transmit at fs = 4 fc: sample n times j^n, exactly), rotating each point's taps by their
- * fraction of a sample alone (csrc/beamform/das_lanes.c, QUARTER); else 0. */
+ * fraction of a sample alone (csrc/beamform/das_lanes.c, QUARTER); 2 when, besides, its lane
+ * table holds each point's first tap and fraction per element (lane_direct); else 0. */
 int usbeam_das_lane_quarter(const usbeam_das_plan *plan);
 /* The plan's transmit times (s), (n_points, n_transmits), valid while the plan lives, with
  * *n_points and *n_transmits; NULL for a CUDA plan (it computes them on the device). */
