@@ -169,7 +169,13 @@ def roofline(cfg, bf, n_points_sum):
     n_frames, n_tx, n_el, n_s = cfg["iq"].shape
     taps = 2
     lanes = usbeam._core.das_lane_rows(bf._plan) > 0
-    if lanes:  # 1 frame, points in the lanes (das_lanes.c):
+    quarter = usbeam._core.das_lane_quarter(bf._plan) if lanes else 0
+    if quarter:  # one transmit at fs = 4 fc, the input staged in quarter turns (das_lanes.c QUARTER):
+        # the fraction (1) and its angle (2), the taps interpolated (2 x (add + FMA) = 6), the
+        # rotation's polynomials (16: small_rotation), the complex product into the sum (8);
+        # from formed rows (no table) s = s_tx + s_rx, first tap and fraction too (3)
+        flops = 33.0 + (3.0 if quarter == 1 else 0.0)
+    elif lanes:  # 1 frame, points in the lanes (das_lanes.c):
         # s = s_tx + s_rx, floor, fraction (3), the taps interpolated (2 x (sub + FMA) = 8), the
         # complex product into the sum (8); the receive rotation per (point, element), shared
         # by the transmits: turns, reduction, sin/cos polynomials (~40)

@@ -171,7 +171,9 @@ struct usbeam_das_plan {
                                    valid lane's s as its first tap past lane_base[row] (the row's
                                    least) and fraction (das_lanes.c direct_rows), lane_mask the
                                    valid lanes: the sums take them as they are */
-    uint16_t *lane_mask;        /* (rows) with lane_direct */
+    uint16_t *lane_mask;        /* with lane_fixed: (rows, n_transmits) laid out as lane_least: the
+                                   lanes of a row valid for a transmit (inside their apertures and
+                                   the record), which the sums take instead of comparing */
     int lane_max_rows;          /* the most rows of a group */
     float *lane_cache;          /* (n_threads, lane_max_rows, 32) the receive rotations of a group's rows */
     int32_t *lane_least;        /* (rows, n_transmits) per group (from lane_offset[g] n_transmits on,

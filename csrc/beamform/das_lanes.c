@@ -78,7 +78,10 @@
  * rot_tx = exp(+j 2 pi fc tau_tx) as 16 re then 16 im (float) in lane_rot (IQ); per (group,
  * transmit, row): the least first tap of the row's valid lanes in lane_least (or LEAST_NONE,
  * LEAST_GATHER), so that the window's loads wait for no reduction across lanes (the
- * reductions in the row loop: live-1tx 3.0 ms, 2.5 ms without them).  Staged data:
+ * reductions in the row loop: live-1tx 3.0 ms, 2.5 ms without them), and with lane_fixed the
+ * row's valid lanes in lane_mask, which the sums take instead of two comparisons and the
+ * scalar bounds of the row (live-3tx 3.12 -> 3.05 ms, p10, alternating processes; the same
+ * bits).  Staged data:
  * das.c's planes, (transmit, element, sample) rows `channel` floats apart, re and im apart.
  * Units: samples for s = s_tx + s_rx; turns for the rotations.
  * The same weights as the other paths (usbeam_math.h's validity ranges and Catmull-Rom
@@ -387,6 +390,7 @@ void usbeam_das_lanes_fill(usbeam_das_plan *plan)
             int32_t *least_rows = plan->lane_least + row0 * n_tx + t * rows;
             for (size_t r = 0; r < rows; ++r) {
                 int least = INT32_MAX, most = INT32_MIN;
+                unsigned mask = 0;
                 if (plan->lane_fixed) { /* group_sum's FIXED integers */
                     const int bits = plan->lane_fixed_bits;
                     const int64_t whole = (int64_t)plan->lane_base[row0 + r] + plan->lane_tx_base[g * n_tx + t];
@@ -400,7 +404,9 @@ void usbeam_das_lanes_fill(usbeam_das_plan *plan)
                         const int first = (int)(whole + shift_floor(d + fixed_bias(kind, bits), bits)) - (kind == USBEAM_INTERP_CUBIC);
                         least = first < least ? first : least;
                         most = first > most ? first : most;
+                        mask |= 1u << j;
                     }
+                    plan->lane_mask[row0 * n_tx + t * rows + r] = (uint16_t)mask;
                 } else {
                     for (size_t j = 0; j < LANES; ++j) {
                         const double sv = s_tx[j] + s_rows[r * LANES + j];
@@ -418,7 +424,7 @@ void usbeam_das_lanes_fill(usbeam_das_plan *plan)
     }
     plan->lane_reach = reach > 0 ? (size_t)reach + (size_t)usbeam_interp_taps((int)prm->interpolation) - 1 : 0;
     plan->lane_direct = 0;
-    if (plan->lane_mask && plan->lane_fixed && !plan->lane_fixed_overflow && n_tx == 1 && plan->lane_fixed_bits + DIRECT_REL_BITS <= 32 &&
+    if (plan->lane_quarter && plan->lane_fixed && !plan->lane_fixed_overflow && n_tx == 1 && plan->lane_fixed_bits + DIRECT_REL_BITS <= 32 &&
         spread < (1 << DIRECT_REL_BITS)) {
 #pragma omp parallel for schedule(dynamic, 8) num_threads(usbeam_team_size(plan->n_threads))
         for (ptrdiff_t gi = 0; gi < (ptrdiff_t)n_groups; ++gi) direct_rows(plan, (size_t)gi);
@@ -1014,7 +1020,7 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
     const float *w_rows = !WINDOWED ? NULL : (COMPUTED ? (const float *)(formed + 16) : plan->lane_window + row0 * LANES);
     const size_t w_stride = COMPUTED ? 2 * FORMED_STRIDE : LANES;
     const int32_t *least_rows = COMPUTED ? NULL : plan->lane_least + row0 * n_tx + t * rows;
-    const uint16_t *mask_rows = DIRECT ? plan->lane_mask + row0 : NULL;
+    const uint16_t *mask_rows = FIXED && !COMPUTED ? plan->lane_mask + row0 * n_tx + t * rows : NULL;
     double tx_least = INFINITY, tx_most = -INFINITY, first_max = 0.0;
     if (COMPUTED) { /* the range of s_tx over the group's points */
         const double *s_tx = plan->lane_tx + (g * n_tx + t) * LANES;
@@ -1092,12 +1098,12 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
             theta = _mm512_fmadd_ps(fraction, quarter_turn, minus_eighth_turn);
         } else if (FIXED) { /* s = whole + d 2^-bits (fixed_bits) */
             const int64_t whole = row_base + tx_base;
-            const int32_t d_lo = COMPUTED ? formed_d_lo : lower_bound(lo, whole, bits);
-            const int32_t d_hi = COMPUTED ? formed_d_hi : upper_bound(hi, whole, bits);
             const __m512i d = _mm512_add_epi32(offsets, tx_fixed);
-            /* (a lane outside its aperture falls below d_lo: lower_bound) */
-            valid = _mm512_mask_cmp_epi32_mask(_mm512_mask_cmp_epi32_mask(lanes, d, _mm512_set1_epi32(d_lo), _MM_CMPINT_NLT), d,
-                                               _mm512_set1_epi32(d_hi), _MM_CMPINT_LE);
+            if (COMPUTED) /* (a lane outside its aperture falls below d_lo: lower_bound) */
+                valid = _mm512_mask_cmp_epi32_mask(_mm512_mask_cmp_epi32_mask(lanes, d, _mm512_set1_epi32(formed_d_lo), _MM_CMPINT_NLT), d,
+                                                   _mm512_set1_epi32(formed_d_hi), _MM_CMPINT_LE);
+            else /* the table's: the same comparisons, at plan creation */
+                valid = (__mmask16)mask_rows[r];
             const __m512i whole_taps = _mm512_sra_epi32(_mm512_add_epi32(d, bias), shift);
             const int32_t first_of_zero = (int32_t)whole - (KIND == USBEAM_INTERP_CUBIC); /* first tap of d = 0 */
             first = _mm512_add_epi32(whole_taps, _mm512_set1_epi32(first_of_zero));

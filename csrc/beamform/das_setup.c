@@ -273,12 +273,12 @@ usbeam_cuda_exec *usbeam_das_plan_cuda(usbeam_das_plan *plan)
 }
 
 /* Bytes of one row of the lane table: s_rx (double, or lane_fixed's int32 and its base), the
- * window weights (float) if any, the least first tap per transmit (int32), the valid lanes
- * (lane_mask) if masked */
-static size_t lane_row_bytes(int fixed, int windowed, size_t n_transmits, int masked)
+ * window weights (float) if any, per transmit the least first tap (int32) and, with
+ * lane_fixed, the valid lanes (lane_mask) */
+static size_t lane_row_bytes(int fixed, int windowed, size_t n_transmits)
 {
     return 16 * ((fixed ? sizeof(int32_t) : sizeof(double)) + (windowed ? sizeof(float) : 0)) +
-           (fixed ? sizeof(int32_t) : 0) + n_transmits * sizeof(int32_t) + (masked ? sizeof(uint16_t) : 0);
+           (fixed ? sizeof(int32_t) : 0) + n_transmits * (sizeof(int32_t) + (fixed ? sizeof(uint16_t) : 0));
 }
 
 size_t usbeam_das_table_bytes(const usbeam_das_plan *plan)
@@ -288,7 +288,7 @@ size_t usbeam_das_table_bytes(const usbeam_das_plan *plan)
     if (plan->lane_sample || plan->lane_fixed) { /* the lane table (das_lanes.c) and its transmit parts */
         const size_t n_groups = (plan->params.n_points + 15) / 16;
         return plan->lane_offset[n_groups] * lane_row_bytes(plan->lane_fixed != NULL, plan->lane_window != NULL,
-                                                            plan->params.n_transmits, plan->lane_mask != NULL) +
+                                                            plan->params.n_transmits) +
                (plan->lane_fixed ? n_groups * plan->params.n_transmits * 17 * sizeof(int32_t) : 0) +
                n_groups * plan->params.n_transmits * 16 * (sizeof(double) + (plan->is_iq ? 2 * sizeof(float) : 0)) +
                (plan->lane_cache ? (size_t)plan->n_threads * (size_t)plan->lane_max_rows * 32 * sizeof(float) : 0);
@@ -1153,7 +1153,7 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
         plan->lane_quarter = is_iq && n_tx == 1 && prm->fs == 4.0 * prm->fc;
         /* the table in lane_fixed's int32 offsets (half the bytes of double, and integer
          * arithmetic: das_lanes.c); in double if a row's lanes lie too far apart for them */
-        int table = plan->has_table && rows <= budget / lane_row_bytes(1, windowed, n_tx, plan->lane_quarter);
+        int table = plan->has_table && rows <= budget / lane_row_bytes(1, windowed, n_tx);
         /* lane_rows: the formed rows without a table, the fill's rows in double with one */
         if ((st = alloc_array((void **)&plan->lane_rows, (size_t)plan->n_threads,
                               usbeam_das_lane_formed_doubles(plan->lane_max_rows) * sizeof(double), "per-thread scratch")) ||
@@ -1163,7 +1163,7 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
                        (st = alloc_array((void **)&plan->lane_tx_base, n_groups, n_tx * sizeof(int32_t), "transmit times")) ||
                        (windowed && (st = alloc_table((void **)&plan->lane_window, rows * 16, sizeof(float), "receive table"))) ||
                        (st = alloc_array((void **)&plan->lane_least, rows, n_tx * sizeof(int32_t), "receive table")) ||
-                       (plan->lane_quarter && (st = alloc_array((void **)&plan->lane_mask, rows, sizeof(uint16_t), "receive table"))))) ||
+                       (st = alloc_array((void **)&plan->lane_mask, rows, n_tx * sizeof(uint16_t), "receive table")))) ||
             (st = alloc_array((void **)&plan->lane_tx, n_groups * n_tx, 16 * sizeof(double), "transmit times")) ||
             (is_iq && (st = alloc_array((void **)&plan->lane_cache, (size_t)plan->n_threads * (size_t)plan->lane_max_rows,
                                         32 * sizeof(float), "per-thread scratch"))) ||
@@ -1178,7 +1178,7 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
             usbeam_free(plan->lane_tx_fixed);
             usbeam_free(plan->lane_tx_base);
             plan->lane_fixed = NULL, plan->lane_base = NULL, plan->lane_tx_fixed = NULL, plan->lane_tx_base = NULL;
-            table = rows <= budget / lane_row_bytes(0, windowed, n_tx, 0);
+            table = rows <= budget / lane_row_bytes(0, windowed, n_tx);
             if (table && (st = alloc_table((void **)&plan->lane_sample, rows * 16, sizeof(double), "receive table"))) goto fail;
             if (!table) {
                 usbeam_block_free(plan->lane_window);
@@ -1203,7 +1203,7 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
                 plan->lane_tx_fixed = NULL, plan->lane_tx_base = NULL;
             }
         }
-        if (plan->lane_mask && !plan->lane_direct) {
+        if (plan->lane_mask && !plan->lane_fixed) {
             usbeam_free(plan->lane_mask);
             plan->lane_mask = NULL;
         }
