@@ -228,8 +228,9 @@ class Beamformer:
         points lie too far apart, plus a window weight for 'hann' and 'tukey') for each point
         and element of 16 neighbouring points' apertures, and sums those 16 points together
         (csrc/beamform/das_lanes.c); over the budget it forms those rows per group at each
-        call, ~1.2-1.5x the lane table's time (benchmarks/RESULTS.md, 2026-11-29, session 23:
-        live-3tx and live-1tx).
+        call, ~1.2-1.3x the lane table's time with several transmits (benchmarks/RESULTS.md,
+        live-3tx), ~1.8x with one transmit of IQ at fs = 4 fc, whose table holds each point's
+        first tap and fraction of a sample per element (live-1tx, session 26).
     min_coverage : the least fraction of the grid's pixels that must receive a recorded
         sample (``grid_coverage``; default 0.5): below it the plan is refused with a
         ValueError naming the likely causes (MATLAB layout, mm, a wrong t0), since the image

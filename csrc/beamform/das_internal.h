@@ -162,7 +162,8 @@ struct usbeam_das_plan {
     int64_t lane_fixed_turns;   /* turns of a unit in 2^-(64 - bits), rounded (das_lanes.c) */
     float *lane_window;         /* (rows, 16) window weights; NULL for a 0 / 1 window (rect) */
     double *lane_tx;            /* (n_groups, n_transmits, 16) s_tx */
-    float *lane_rot;            /* (n_groups, n_transmits, 2, 16) rot_tx (re, im) (IQ only) */
+    float *lane_rot;            /* (n_groups, n_transmits, 2, 16) rot_tx (re, im) (IQ without
+                                   lane_quarter) */
     int lane_quarter;           /* IQ, one transmit, fs = 4 fc: staged sample n holds x_n j^n and
                                    the sums rotate each lane by its s's fraction alone (das_lanes.c
                                    QUARTER); then lane_quarter_rot, the rotation left over */
@@ -175,7 +176,8 @@ struct usbeam_das_plan {
                                    lanes of a row valid for a transmit (inside their apertures and
                                    the record), which the sums take instead of comparing */
     int lane_max_rows;          /* the most rows of a group */
-    float *lane_cache;          /* (n_threads, lane_max_rows, 32) the receive rotations of a group's rows */
+    float *lane_cache;          /* (n_threads, lane_max_rows, 32) the receive rotations of a group's
+                                   rows (IQ, several transmits) */
     int32_t *lane_least;        /* (rows, n_transmits) per group (from lane_offset[g] n_transmits on,
                                    transmit-major): the least first tap of the row's valid lanes */
     int lane_computed;          /* 1: no lane table (over the budget): each group's rows are
@@ -304,10 +306,11 @@ int usbeam_das_tile_single(const usbeam_das_plan *plan, size_t p0, size_t m, flo
  * unless USBEAM_DAS_LANES=0) and whether it holds window weights (a window other than 0 / 1);
  * each group's first element and row offsets from the apertures into lane_first / lane_offset
  * (allocated), returning the rows; then the rows themselves (lane_sample or lane_fixed and
- * lane_base, lane_window, lane_tx, lane_rot, lane_least allocated; lane_fixed_overflow set if a
- * row does not fit lane_fixed) from the receive geometry and the transmit times;
- * without a table (lane_computed: lane_sample, lane_window and lane_least NULL), lane_tx and
- * lane_rot alone.
+ * lane_base, lane_mask, lane_window, lane_tx, lane_rot, lane_least allocated, as the plan has
+ * them; lane_fixed_overflow set if a row does not fit lane_fixed; lane_fixed's rows made
+ * direct, lane_direct, where lane_quarter allows) from the receive geometry and the transmit
+ * times; without a table (lane_computed: lane_sample, lane_window and lane_least NULL),
+ * lane_tx and lane_rot alone.
  * Execute (the calling thread's number, for its cache of rotations): points p0 .. p0 + m - 1
  * (a tile, from a multiple of 16) of one frame into
  * out_re / out_im, 1 when done, 0 when the plan has no lane table. */

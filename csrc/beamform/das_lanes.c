@@ -371,7 +371,7 @@ void usbeam_das_lanes_fill(usbeam_das_plan *plan)
             for (size_t t = 0; t < n_tx; ++t) {
                 const double tx_time = p < n_points ? plan->tx_time[p * n_tx + t] : prm->t0;
                 plan->lane_tx[(g * n_tx + t) * LANES + j] = (tx_time - prm->t0) * prm->fs;
-                if (plan->is_iq) {
+                if (plan->lane_rot) { /* (QUARTER: lane_quarter_rot instead) */
                     double rot_re, rot_im;
                     usbeam_das_rotation(prm->fc * tx_time, &rot_re, &rot_im);
                     plan->lane_rot[(g * n_tx + t) * 2 * LANES + j] = (float)rot_re;
@@ -1227,7 +1227,7 @@ tile_lanes_zmm(const int KIND, const int IQ, const int WINDOWED, const int COMPU
                 continue;
             }
             /* QUARTER (one transmit): the lanes' rotations left out of the sums, one for all */
-            const float *rot = plan->lane_rot + (g * n_tx + t) * 2 * LANES;
+            const float *rot = QUARTER ? NULL : plan->lane_rot + (g * n_tx + t) * 2 * LANES;
             const __m512 rot_re = QUARTER ? _mm512_set1_ps(plan->lane_quarter_rot[0]) : _mm512_load_ps(rot);
             const __m512 rot_im = QUARTER ? _mm512_set1_ps(plan->lane_quarter_rot[1]) : _mm512_load_ps(rot + LANES);
             out_r = _mm512_fmadd_ps(rot_re, sum_re, _mm512_fnmadd_ps(rot_im, sum_im, out_r));

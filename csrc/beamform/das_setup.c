@@ -290,7 +290,7 @@ size_t usbeam_das_table_bytes(const usbeam_das_plan *plan)
         return plan->lane_offset[n_groups] * lane_row_bytes(plan->lane_fixed != NULL, plan->lane_window != NULL,
                                                             plan->params.n_transmits) +
                (plan->lane_fixed ? n_groups * plan->params.n_transmits * 17 * sizeof(int32_t) : 0) +
-               n_groups * plan->params.n_transmits * 16 * (sizeof(double) + (plan->is_iq ? 2 * sizeof(float) : 0)) +
+               n_groups * plan->params.n_transmits * 16 * (sizeof(double) + (plan->lane_rot ? 2 * sizeof(float) : 0)) +
                (plan->lane_cache ? (size_t)plan->n_threads * (size_t)plan->lane_max_rows * 32 * sizeof(float) : 0);
     }
     if (!plan->has_table) return 0;
@@ -1165,9 +1165,9 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
                        (st = alloc_array((void **)&plan->lane_least, rows, n_tx * sizeof(int32_t), "receive table")) ||
                        (st = alloc_array((void **)&plan->lane_mask, rows, n_tx * sizeof(uint16_t), "receive table")))) ||
             (st = alloc_array((void **)&plan->lane_tx, n_groups * n_tx, 16 * sizeof(double), "transmit times")) ||
-            (is_iq && (st = alloc_array((void **)&plan->lane_cache, (size_t)plan->n_threads * (size_t)plan->lane_max_rows,
+            (is_iq && n_tx > 1 && (st = alloc_array((void **)&plan->lane_cache, (size_t)plan->n_threads * (size_t)plan->lane_max_rows,
                                         32 * sizeof(float), "per-thread scratch"))) ||
-            (is_iq && (st = alloc_array((void **)&plan->lane_rot, n_groups * n_tx, 32 * sizeof(float),
+            (is_iq && !plan->lane_quarter && (st = alloc_array((void **)&plan->lane_rot, n_groups * n_tx, 32 * sizeof(float),
                                         "transmit rotations"))))
             goto fail;
         plan->lane_computed = !table;
