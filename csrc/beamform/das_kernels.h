@@ -239,7 +239,7 @@ static int DAS_ISA(stage_channel)(const usbeam_das_params *prm, size_t n_frames,
                 memcpy(&s, (const int16_t *)in + src + n0, sizeof s);
                 r = __builtin_convertvector(s, frames8);
             }
-            if (quarter) {
+            if (quarter && dtype == USBEAM_DTYPE_COMPLEX64) { /* (one frame: no whole blocks above) */
                 const lanes8 bits_re = (lanes8)r, bits_im = (lanes8)i;
                 r = (frames8)(((bits_im & exchange) | (bits_re & ~exchange)) ^ negate_re);
                 i = (frames8)(((bits_re & exchange) | (bits_im & ~exchange)) ^ negate_im);
