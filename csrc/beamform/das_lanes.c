@@ -289,37 +289,48 @@ static void fix_rows(usbeam_das_plan *plan, size_t g, size_t rows, const double 
     }
 }
 
-/* lane_direct: group g's rows of lane_fixed (one transmit) into each valid lane's first tap and
- * fraction, by group_sum's integers (the same bits): (fraction << DIRECT_REL_BITS) | (first tap
- * - lane_base[row]), lane_base[row] now the least first tap of the row's valid lanes (the
- * window's start, or the gather's base), and lane_mask[row] the valid lanes. */
-static void direct_rows(usbeam_das_plan *plan, size_t g)
+/* Row `row` of lane_fixed (of group g) for transmit t by group_sum's FIXED integers: each valid
+ * lane's first tap and fraction of a sample (units of 2^-bits, past the first tap's base)
+ * into first / fraction; returns the valid lanes (inside their apertures and the record). */
+static unsigned fixed_row_taps(const usbeam_das_plan *plan, size_t g, size_t t, size_t row, int64_t *first, int64_t *fraction)
 {
     const usbeam_das_params *prm = &plan->params;
     const int kind = (int)prm->interpolation, bits = plan->lane_fixed_bits;
+    const size_t n_tx = prm->n_transmits;
     double lo, hi;
     sample_range(kind, prm->n_samples, &lo, &hi);
+    const int64_t whole = (int64_t)plan->lane_base[row] + plan->lane_tx_base[g * n_tx + t];
+    const int32_t d_lo = lower_bound(lo, whole, bits), d_hi = upper_bound(hi, whole, bits);
+    unsigned mask = 0;
+    for (size_t j = 0; j < LANES; ++j) {
+        const int32_t off = plan->lane_fixed[row * LANES + j];
+        if (off == USBEAM_DAS_LANE_FIXED_OUTSIDE || g * LANES + j >= prm->n_points) continue;
+        const int64_t d = (int64_t)off + plan->lane_tx_fixed[(g * n_tx + t) * LANES + j];
+        if (d < d_lo || d > d_hi) continue;
+        const int64_t u = d + fixed_bias(kind, bits);
+        first[j] = whole + shift_floor(u, bits) - (kind == USBEAM_INTERP_CUBIC);
+        fraction[j] = u - shift_floor(u, bits) * ((int64_t)1 << bits);
+        mask |= 1u << j;
+    }
+    return mask;
+}
+
+/* lane_direct: group g's rows of lane_fixed (one transmit) into each valid lane's first tap and
+ * fraction (fixed_row_taps: the same bits as the sums'), (fraction << DIRECT_REL_BITS) | (first
+ * tap - lane_base[row]), lane_base[row] now the least first tap of the row's valid lanes (the
+ * window's start, or the gather's base); lane_mask[row] holds the valid lanes already. */
+static void direct_rows(usbeam_das_plan *plan, size_t g)
+{
     const size_t row0 = plan->lane_offset[g], rows = plan->lane_offset[g + 1] - row0;
     for (size_t r = 0; r < rows; ++r) {
-        const int64_t whole = (int64_t)plan->lane_base[row0 + r] + plan->lane_tx_base[g];
-        const int32_t d_lo = lower_bound(lo, whole, bits), d_hi = upper_bound(hi, whole, bits);
-        int32_t *lanes = plan->lane_fixed + (row0 + r) * LANES;
         int64_t first[LANES], fraction[LANES], least = INT64_MAX;
-        unsigned mask = 0;
-        for (size_t j = 0; j < LANES; ++j) {
-            if (lanes[j] == USBEAM_DAS_LANE_FIXED_OUTSIDE || g * LANES + j >= prm->n_points) continue;
-            const int64_t d = (int64_t)lanes[j] + plan->lane_tx_fixed[g * LANES + j];
-            if (d < d_lo || d > d_hi) continue;
-            const int64_t u = d + fixed_bias(kind, bits);
-            first[j] = whole + shift_floor(u, bits) - (kind == USBEAM_INTERP_CUBIC);
-            fraction[j] = u - shift_floor(u, bits) * ((int64_t)1 << bits);
-            least = first[j] < least ? first[j] : least;
-            mask |= 1u << j;
-        }
+        const unsigned mask = fixed_row_taps(plan, g, 0, row0 + r, first, fraction);
+        for (size_t j = 0; j < LANES; ++j)
+            if (mask >> j & 1) least = first[j] < least ? first[j] : least;
+        int32_t *lanes = plan->lane_fixed + (row0 + r) * LANES;
         for (size_t j = 0; j < LANES; ++j)
             lanes[j] = mask >> j & 1 ? (int32_t)(uint32_t)(((uint64_t)fraction[j] << DIRECT_REL_BITS) | (uint64_t)(first[j] - least)) : 0;
         plan->lane_base[row0 + r] = mask ? (int32_t)least : 0;
-        plan->lane_mask[row0 + r] = (uint16_t)mask;
     }
 }
 
@@ -390,22 +401,14 @@ void usbeam_das_lanes_fill(usbeam_das_plan *plan)
             int32_t *least_rows = plan->lane_least + row0 * n_tx + t * rows;
             for (size_t r = 0; r < rows; ++r) {
                 int least = INT32_MAX, most = INT32_MIN;
-                unsigned mask = 0;
                 if (plan->lane_fixed) { /* group_sum's FIXED integers */
-                    const int bits = plan->lane_fixed_bits;
-                    const int64_t whole = (int64_t)plan->lane_base[row0 + r] + plan->lane_tx_base[g * n_tx + t];
-                    const int32_t d_lo = lower_bound(lo, whole, bits);
-                    const int32_t d_hi = upper_bound(hi, whole, bits);
-                    for (size_t j = 0; j < LANES; ++j) {
-                        const int32_t off = plan->lane_fixed[(row0 + r) * LANES + j];
-                        if (off == USBEAM_DAS_LANE_FIXED_OUTSIDE || g * LANES + j >= n_points) continue;
-                        const int64_t d = (int64_t)off + plan->lane_tx_fixed[(g * n_tx + t) * LANES + j];
-                        if (d < d_lo || d > d_hi) continue;
-                        const int first = (int)(whole + shift_floor(d + fixed_bias(kind, bits), bits)) - (kind == USBEAM_INTERP_CUBIC);
-                        least = first < least ? first : least;
-                        most = first > most ? first : most;
-                        mask |= 1u << j;
-                    }
+                    int64_t first[LANES], fraction[LANES];
+                    const unsigned mask = fixed_row_taps(plan, g, t, row0 + r, first, fraction);
+                    for (size_t j = 0; j < LANES; ++j)
+                        if (mask >> j & 1) {
+                            least = (int)first[j] < least ? (int)first[j] : least;
+                            most = (int)first[j] > most ? (int)first[j] : most;
+                        }
                     plan->lane_mask[row0 * n_tx + t * rows + r] = (uint16_t)mask;
                 } else {
                     for (size_t j = 0; j < LANES; ++j) {
