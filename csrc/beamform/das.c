@@ -22,8 +22,9 @@
  * weights) of a block of (transmit, element) pairs are formed in the thread's scratch
  * (das_delays.c) and summed by the kernels: blocks of 32 and 16 frames in 16-lane vectors,
  * 8 frames as two units (taps or entries) per vector, a last partial block of 8 lanes, and
- * a single frame formed and summed in one loop over the entries: a 1-frame plan on AVX-512
- * with 16 points in the lanes from its lane table (das_lanes.c, usbeam_das_tile_lanes); else
+ * a single frame formed and summed in one loop over the entries: a plan of one frame (or of
+ * a few, each frame staged as one) on AVX-512 with 16 points in the lanes from its lane table
+ * (das_lanes.c, usbeam_das_tile_lanes); else
  * das_single.c (on AVX-512 a whole tile of points per call, usbeam_das_tile_single, every
  * transmit of a point into the same accumulators; elsewhere a point and transmit per call,
  * usbeam_das_transmit_sum_single).
@@ -653,7 +654,8 @@ static void plan_stage_windows(const usbeam_das_plan *plan, size_t n_frames, siz
 }
 
 /* Stage samples [first, end) of every channel (stage_channel in das_kernels.h, built per
- * instruction set) into rows (ring or not), shared among the threads of the caller's parallel
+ * instruction set) into rows (ring or not) from re_plane on (plan->stage, or a lane plan's frame
+ * of its own), shared among the threads of the caller's parallel
  * region (an orphaned worksharing loop, nowait).  Adds to *bad the channels of the window
  * holding a NaN or an infinity, so bad data is refused without a separate pass over it.  With
  * `pad`, also zeroes what the kernels can read past the rows: the ring's zero rows, or one to
@@ -662,15 +664,15 @@ static void plan_stage_windows(const usbeam_das_plan *plan, size_t n_frames, siz
  * took 1.4 ms of a 6 ms convex plan; the pages are first touched by the threads that stage
  * into them). */
 static void stage_window(const usbeam_das_plan *plan, const das_isa_kernels *kernels, const stage_schedule *sched,
-                         size_t n_frames, const void *in, size_t first, size_t end, int pad, size_t tail_from, int quarter,
-                         size_t *bad)
+                         size_t n_frames, const void *in, float *re_plane, size_t first, size_t end, int pad,
+                         size_t tail_from, int quarter, size_t *bad)
 {
     const usbeam_das_params *prm = &plan->params;
     const size_t channel = sched->channel, ring = sched->ring, row = sched->row;
     const ptrdiff_t n_channels = (ptrdiff_t)(prm->n_transmits * prm->n_elements);
     /* im planar: a plane of its own (every channel's im rows after all the re rows) */
     const int im_planar = plan->is_iq && row == n_frames;
-    float *re_plane = plan->stage, *im_plane = plan->stage + plan->stage_plane;
+    float *im_plane = re_plane + plan->stage_plane;
     const size_t used = (ring ? ring + USBEAM_DAS_RING_REPEATS : prm->n_samples) * row;
 #pragma omp for schedule(dynamic, 8) nowait
     for (ptrdiff_t ch = 0; ch < n_channels; ++ch) {
@@ -793,7 +795,7 @@ usbeam_status usbeam_das_staging(const usbeam_das_plan *plan, size_t n_frames, s
                            plan->params.n_frames, n_frames);
     stage_schedule sched;
     const size_t tile = USBEAM_DAS_POINT_TILE;
-    plan_stage_windows(plan, n_frames, (plan->params.n_points + tile - 1) / tile, &sched);
+    plan_stage_windows(plan, usbeam_das_lanes_active(plan) ? 1 : n_frames, (plan->params.n_points + tile - 1) / tile, &sched);
     *windows = sched.n_windows;
     *ring_rows = sched.ring;
     if (staged_samples) *staged_samples = sched.tail;
@@ -829,9 +831,14 @@ usbeam_status usbeam_das_execute_frames(usbeam_das_plan *plan, size_t n_frames, 
      * row read rows of the same elements a few samples apart, which the prefetchers follow.) */
     const size_t tile = USBEAM_DAS_POINT_TILE;
     const size_t n_tiles = (n_points + tile - 1) / tile;
+    /* A lane plan (few frames, usbeam_das_lanes_wanted) stages each frame as a 1-frame call
+     * would, lane_frame floats apart, and its tiles sum the frames one after the other */
+    const int lanes = usbeam_das_lanes_active(plan);
+    const size_t staged_frames = lanes ? n_frames : 1, frame_bytes = prm->n_transmits * prm->n_elements * prm->n_samples *
+                                                                     (prm->input_dtype == USBEAM_DTYPE_COMPLEX64 ? 8 : (prm->input_dtype == USBEAM_DTYPE_INT16 ? 2 : 4));
     stage_schedule sched;
-    plan_stage_windows(plan, n_frames, n_tiles, &sched);
-    const int quarter = n_frames == 1 && usbeam_das_lanes_quarter(plan); /* the input staged in quarter turns */
+    plan_stage_windows(plan, lanes ? 1 : n_frames, n_tiles, &sched);
+    const int quarter = usbeam_das_lanes_quarter(plan); /* the input staged in quarter turns */
     size_t bad_windows = 0; /* (channel, window) pairs holding a NaN or an infinity */
     int bad_first = 0;      /* in the first window: then no tile runs */
     usbeam_interrupt interrupt; /* Ctrl-C between tiles (common/interrupt.h) */
@@ -849,8 +856,10 @@ usbeam_status usbeam_das_execute_frames(usbeam_das_plan *plan, size_t n_frames, 
         float *scratch = plan->scratch + (size_t)thread * plan->thread_floats;
         size_t bad = 0;
         /* (the tail checked with the first window where that is the only one, the input read in one pass) */
-        stage_window(plan, kernels, &sched, n_frames, in, 0, sched.end[0], 1, sched.n_windows == 1 ? sched.tail : prm->n_samples,
-                     quarter, &bad);
+        for (size_t f = 0; f < staged_frames; ++f)
+            stage_window(plan, kernels, &sched, lanes ? 1 : n_frames, (const char *)in + f * frame_bytes,
+                         plan->stage + f * plan->lane_frame, 0, sched.end[0], 1,
+                         sched.n_windows == 1 ? sched.tail : prm->n_samples, quarter, &bad);
         if (bad) {
 #pragma omp atomic write
             bad_first = 1;
@@ -864,10 +873,16 @@ usbeam_status usbeam_das_execute_frames(usbeam_das_plan *plan, size_t n_frames, 
             for (ptrdiff_t k = (ptrdiff_t)sched.first_tile[w]; k < (ptrdiff_t)sched.first_tile[w + 1]; ++k) {
                 if (usbeam_interrupt_poll(&interrupt)) continue;
                 const size_t p0 = (size_t)k * tile, m = n_points - p0 < tile ? n_points - p0 : tile;
-                if (n_frames == 1 && (usbeam_das_tile_lanes(plan, thread, p0, m, plan->stage, plan->stage + plan->stage_plane,
-                                                            tile_re, tile_im) ||
-                                      usbeam_das_tile_single(plan, p0, m, scratch, plan->stage,
-                                                             plan->stage + plan->stage_plane, tile_re, tile_im))) {
+                if (lanes) { /* (frame, point) tiles, each frame's run of points written as a 1-frame call's */
+                    usbeam_das_tile_lanes(plan, thread, p0, m, n_frames, plan->stage, plan->stage + plan->stage_plane, tile_re,
+                                          tile_im);
+                    for (size_t f = 0; f < n_frames; ++f)
+                        kernels->write_tile(plan->is_iq, 1, n_points, p0, m, tile_re + f * tile, tile_im + f * tile,
+                                            (char *)out + f * n_points * (plan->is_iq ? 8 : 4));
+                    continue;
+                }
+                if (n_frames == 1 && usbeam_das_tile_single(plan, p0, m, scratch, plan->stage, plan->stage + plan->stage_plane,
+                                                            tile_re, tile_im)) {
                     kernels->write_tile(plan->is_iq, n_frames, n_points, p0, m, tile_re, tile_im, out);
                     continue;
                 }
@@ -878,8 +893,8 @@ usbeam_status usbeam_das_execute_frames(usbeam_das_plan *plan, size_t n_frames, 
                 /* transpose on the way out: each frame's run of m points is contiguous in out */
                 kernels->write_tile(plan->is_iq, n_frames, n_points, p0, m, tile_re, tile_im, out);
             }
-            if (w + 1 < sched.n_windows)
-                stage_window(plan, kernels, &sched, n_frames, in, sched.end[w], sched.end[w + 1], 0,
+            if (w + 1 < sched.n_windows) /* (windows: several frames, never a lane plan's) */
+                stage_window(plan, kernels, &sched, n_frames, in, plan->stage, sched.end[w], sched.end[w + 1], 0,
                              w + 2 == sched.n_windows ? sched.tail : prm->n_samples, quarter, &bad);
 #pragma omp barrier
         }

@@ -177,7 +177,7 @@ struct usbeam_das_plan {
                                    the record), which the sums take instead of comparing */
     int lane_max_rows;          /* the most rows of a group */
     float *lane_cache;          /* (n_threads, lane_max_rows, 32) the receive rotations of a group's
-                                   rows (IQ, several transmits) */
+                                   rows (IQ, several transmits or frames) */
     int32_t *lane_least;        /* (rows, n_transmits) per group (from lane_offset[g] n_transmits on,
                                    transmit-major): the least first tap of the row's valid lanes */
     int lane_computed;          /* 1: no lane table (over the budget): each group's rows are
@@ -207,11 +207,15 @@ struct usbeam_das_plan {
     float *tile;                /* (n_threads, re/im, USBEAM_DAS_POINT_TILE, n_frames) output tiles */
 
     size_t stage_plane;         /* floats in one staged plane: n_tx * n_el * channel(capacity), + 32
-                                   so the two planes do not alias either */
+                                   so the two planes do not alias either; a lane plan's (lane_frame)
+                                   those of one frame */
+    size_t lane_frame;          /* a lane plan (usbeam_das_lanes_wanted): floats from one frame's
+                                   staged planes to the next's (the plane, RF, or both, IQ); 0 else */
     float *stage;               /* (transmit, element, sample, frame), frame the fastest, for the
                                    n_frames of the current call (CPU only): a plane (RF), two (IQ of
                                    one frame: re, im), or IQ rows of re then im (das.c,
-                                   usbeam_das_staged_row_floats) */
+                                   usbeam_das_staged_row_floats); a lane plan stages each frame
+                                   as one, lane_frame floats apart */
     usbeam_das_cuda *cuda;      /* USBEAM_BACKEND_CUDA: the twin in cuda/das.cu (owns the device geometry) */
     /* the arrays above from element_x to receive_offset share one block, the receive table's
      * two or three arrays another (alloc_block, das_setup.c): freed as blocks */
@@ -302,8 +306,8 @@ void usbeam_das_transmit_sum_single(const usbeam_das_plan *plan, size_t count, c
  * thread's (the receive part without a table); das_single.c. */
 int usbeam_das_tile_single(const usbeam_das_plan *plan, size_t p0, size_t m, float *scratch, const float *re_plane,
                            const float *im_plane, float *out_re, float *out_im);
-/* The lane table (das_lanes.c): whether plan creation builds it (a 1-frame plan on AVX-512,
- * unless USBEAM_DAS_LANES=0) and whether it holds window weights (a window other than 0 / 1);
+/* The lane table (das_lanes.c): whether plan creation builds it (a plan of one frame, or of a
+ * few, on AVX-512, unless USBEAM_DAS_LANES=0) and whether it holds window weights (a window other than 0 / 1);
  * each group's first element and row offsets from the apertures into lane_first / lane_offset
  * (allocated), returning the rows; then the rows themselves (lane_sample or lane_fixed and
  * lane_base, lane_mask, lane_window, lane_tx, lane_rot, lane_least allocated, as the plan has
@@ -312,8 +316,9 @@ int usbeam_das_tile_single(const usbeam_das_plan *plan, size_t p0, size_t m, flo
  * times; without a table (lane_computed: lane_sample, lane_window and lane_least NULL),
  * lane_tx and lane_rot alone.
  * Execute (the calling thread's number, for its cache of rotations): points p0 .. p0 + m - 1
- * (a tile, from a multiple of 16) of one frame into
- * out_re / out_im, 1 when done, 0 when the plan has no lane table. */
+ * (a tile, from a multiple of 16) of n_frames frames, frame f staged from re_plane / im_plane +
+ * f lane_frame, into out_re / out_im + f USBEAM_DAS_POINT_TILE, 1 when done, 0 when the plan
+ * has no lane table. */
 int usbeam_das_lanes_wanted(const usbeam_das_plan *plan);
 int usbeam_das_lanes_windowed(const usbeam_das_plan *plan);
 size_t usbeam_das_lanes_count_rows(usbeam_das_plan *plan);
@@ -321,12 +326,14 @@ void usbeam_das_lanes_fill(usbeam_das_plan *plan);
 #define USBEAM_DAS_LANE_EXTENT_DOUBLES 8
 /* lane_extent, and lane_tx_fixed / lane_tx_base (0: they do not fit; the formed rows in double) */
 int usbeam_das_lanes_extents(usbeam_das_plan *plan);
-int usbeam_das_tile_lanes(const usbeam_das_plan *plan, int thread, size_t p0, size_t m, const float *re_plane,
-                          const float *im_plane, float *out_re, float *out_im);
-/* The samples of every channel that a 1-frame execute stages: lane_reach where
+int usbeam_das_tile_lanes(const usbeam_das_plan *plan, int thread, size_t p0, size_t m, size_t n_frames,
+                          const float *re_plane, const float *im_plane, float *out_re, float *out_im);
+/* The samples of every channel that a lane execute stages (per frame): lane_reach where
  * usbeam_das_tile_lanes runs from the lane table, else n_samples. */
 size_t usbeam_das_lanes_staged_samples(const usbeam_das_plan *plan);
-/* 1 where a 1-frame execute stages the input rotated by quarter turns (lane_quarter: sample n
+/* 1 where usbeam_das_tile_lanes runs (the plan's lane table or formed rows, on AVX-512), else 0 */
+int usbeam_das_lanes_active(const usbeam_das_plan *plan);
+/* 1 where a lane execute stages the input rotated by quarter turns (lane_quarter: sample n
  * times j^n) for usbeam_das_tile_lanes, else 0. */
 int usbeam_das_lanes_quarter(const usbeam_das_plan *plan);
 /* Whole entries of point p (layout above) into tap[] (max_point_entries) and weight[]

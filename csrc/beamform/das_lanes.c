@@ -2,7 +2,10 @@
  * das_lanes.c - delay-and-sum of a single frame with the points in the vector lanes: 16
  * consecutive points of the grid (a "group") are summed together, one element of the group's
  * apertures at a time, every point in a lane of its own.  Built for plans of one frame
- * (n_frames = 1) on AVX-512 machines; das_single.c serves the others.
+ * (n_frames = 1) on AVX-512 machines, and of a few (LANES_MAX_FRAMES below: each frame staged
+ * as one, a group's frames summed one after the other from the same rows, the same bits as
+ * a 1-frame plan's); das_single.c serves the others of one frame, das.c's multi-frame
+ * kernels the rest.
  *
  * Why: with one frame there is nothing to share an entry across, and the per-point loop of
  * das_single.c (the elements of one point in the lanes) pays per point what a point costs
@@ -120,6 +123,16 @@
 #define WINDOW_SPAN 32
 /* lane_least's values beside a first tap (>= 0): no valid lane in the row (it adds nothing),
  * or lanes too far apart for the window (a gather) */
+/* Plans of a few frames take the lanes too (usbeam_das_lanes_wanted), each frame staged as one
+ * and a group's frames summed one after the other from its rows: where the frames are fewer
+ * than the 8 of a pair kernel's vector, das.c's multi-frame kernels leave lanes idle (2 frames of
+ * 3 transmits, IQ, 256 x 256: 21.8 ms against 4.2 for one frame).  The lanes measured faster up
+ * to 5 frames of 3 transmits (2 / 4 / 5 frames: 8.2 / 14.5 / 19.2 ms against 21.8 / 32.7 / 26.7)
+ * and 3 of 11 (66 against 86 ms); slower from 6 frames of 3 (32 against 23 ms: each group reads
+ * the windows of every frame and transmit, which then no longer stay in cache) and 6 of 11
+ * (150 against 96 ms), level at 4 of 11 (88 against 93 ms) (p10, RESULTS.md session 27). */
+#define LANES_MAX_FRAMES 5
+#define LANES_MAX_FRAME_TRANSMITS 40
 #define LEAST_NONE (-1)
 #define LEAST_GATHER (-2)
 /* lane_computed: doubles per formed row (form_rows: 16 s_rx, 16 float weights, padding to 64
@@ -203,7 +216,9 @@ int usbeam_das_lanes_wanted(const usbeam_das_plan *plan)
 #if USBEAM_DAS_MULTI_ISA
     const usbeam_das_params *prm = &plan->params;
     const char *env = getenv("USBEAM_DAS_LANES"); /* 0: das_single.c instead (the tests compare both) */
-    return prm->n_frames == 1 && usbeam_das_isa() == 2 && plan->taps == usbeam_interp_taps((int)prm->interpolation) &&
+    const int few = prm->n_frames == 1 ||
+                    (prm->n_frames <= LANES_MAX_FRAMES && prm->n_frames * prm->n_transmits <= LANES_MAX_FRAME_TRANSMITS);
+    return few && usbeam_das_isa() == 2 && plan->taps == usbeam_interp_taps((int)prm->interpolation) &&
            !(env && env[0] == '0');
 #else
     (void)plan;
@@ -1066,7 +1081,7 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
                               &c_re_now, &c_im_now);
             else
                 receive_rotation(s_rx_lo, s_rx_hi, turns_per_sample, &c_re_now, &c_im_now);
-            if (n_tx > 1) {
+            if (rotation) { /* read back by the other transmits and frames */
                 _mm512_store_ps(rotation + 32 * r, c_re_now);
                 _mm512_store_ps(rotation + 32 * r + 16, c_im_now);
             }
@@ -1198,8 +1213,8 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
 __attribute__((always_inline)) TARGET_AVX512 static inline void
 tile_lanes_zmm(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, const int FIXED, const int QUARTER,
                const int DIRECT, const usbeam_das_plan *plan,
-               float *rotation, double *formed, size_t p0, size_t m, const float *restrict re_plane,
-               const float *restrict im_plane, float *out_re, float *out_im)
+               float *rotation, double *formed, size_t p0, size_t m, size_t n_frames, const float *restrict re_frame0,
+               const float *restrict im_frame0, float *out_re, float *out_im)
 {
     const size_t n_tx = plan->params.n_transmits;
     double *bounds = COMPUTED ? formed + FORMED_STRIDE * usbeam_das_lane_formed_rows(plan->lane_max_rows) : NULL;
@@ -1209,35 +1224,42 @@ tile_lanes_zmm(const int KIND, const int IQ, const int WINDOWED, const int COMPU
         int64_t group_base = 0;
         const int formed_fixed = COMPUTED && form_rows(WINDOWED, plan, g, plan->lane_offset[g + 1] - plan->lane_offset[g], formed,
                                                        bounds, &group_base);
-        __m512 out_r = _mm512_setzero_ps(), out_i = _mm512_setzero_ps();
-        for (size_t t = 0; t < n_tx; ++t) {
-            __m512 sum_re, sum_im;
+        /* the frames of a group one after the other: its rows (formed once), their receive
+         * rotations (formed in the first frame's first transmit) and its table's lines serve
+         * them all from L1 */
+        for (size_t f = 0; f < n_frames; ++f) {
+            const float *re_plane = re_frame0 + f * plan->lane_frame, *im_plane = im_frame0 + f * plan->lane_frame;
+            __m512 out_r = _mm512_setzero_ps(), out_i = _mm512_setzero_ps();
+            for (size_t t = 0; t < n_tx; ++t) {
+                __m512 sum_re, sum_im;
 #define GROUP_SUM(FIXED_ROWS, FIRST) group_sum(KIND, IQ, WINDOWED, COMPUTED, FIXED_ROWS, FIRST, QUARTER, DIRECT, plan, g, lanes, t, re_plane, im_plane, \
                                                rotation, formed, bounds, group_base, &sum_re, &sum_im)
-            if (formed_fixed) {
-                if (t == 0)
-                    GROUP_SUM(1, 1);
-                else
-                    GROUP_SUM(1, 0);
-            } else if (t == 0) {
-                GROUP_SUM(FIXED, 1);
-            } else {
-                GROUP_SUM(FIXED, 0);
-            }
+                const int first = t == 0 && f == 0;
+                if (formed_fixed) {
+                    if (first)
+                        GROUP_SUM(1, 1);
+                    else
+                        GROUP_SUM(1, 0);
+                } else if (first) {
+                    GROUP_SUM(FIXED, 1);
+                } else {
+                    GROUP_SUM(FIXED, 0);
+                }
 #undef GROUP_SUM
-            if (!IQ) {
-                out_r = _mm512_add_ps(out_r, sum_re);
-                continue;
+                if (!IQ) {
+                    out_r = _mm512_add_ps(out_r, sum_re);
+                    continue;
+                }
+                /* QUARTER (one transmit): the lanes' rotations left out of the sums, one for all */
+                const float *rot = QUARTER ? NULL : plan->lane_rot + (g * n_tx + t) * 2 * LANES;
+                const __m512 rot_re = QUARTER ? _mm512_set1_ps(plan->lane_quarter_rot[0]) : _mm512_load_ps(rot);
+                const __m512 rot_im = QUARTER ? _mm512_set1_ps(plan->lane_quarter_rot[1]) : _mm512_load_ps(rot + LANES);
+                out_r = _mm512_fmadd_ps(rot_re, sum_re, _mm512_fnmadd_ps(rot_im, sum_im, out_r));
+                out_i = _mm512_fmadd_ps(rot_re, sum_im, _mm512_fmadd_ps(rot_im, sum_re, out_i));
             }
-            /* QUARTER (one transmit): the lanes' rotations left out of the sums, one for all */
-            const float *rot = QUARTER ? NULL : plan->lane_rot + (g * n_tx + t) * 2 * LANES;
-            const __m512 rot_re = QUARTER ? _mm512_set1_ps(plan->lane_quarter_rot[0]) : _mm512_load_ps(rot);
-            const __m512 rot_im = QUARTER ? _mm512_set1_ps(plan->lane_quarter_rot[1]) : _mm512_load_ps(rot + LANES);
-            out_r = _mm512_fmadd_ps(rot_re, sum_re, _mm512_fnmadd_ps(rot_im, sum_im, out_r));
-            out_i = _mm512_fmadd_ps(rot_re, sum_im, _mm512_fmadd_ps(rot_im, sum_re, out_i));
+            _mm512_mask_storeu_ps(out_re + f * USBEAM_DAS_POINT_TILE + q0, lanes, out_r);
+            _mm512_mask_storeu_ps(out_im + f * USBEAM_DAS_POINT_TILE + q0, lanes, out_i);
         }
-        _mm512_mask_storeu_ps(out_re + q0, lanes, out_r);
-        _mm512_mask_storeu_ps(out_im + q0, lanes, out_i);
     }
 }
 
@@ -1247,12 +1269,12 @@ tile_lanes_zmm(const int KIND, const int IQ, const int WINDOWED, const int COMPU
  * (lane_direct; RF and IQ without QUARTER never have them: their 6 / 7 are 4 / 5). */
 #define TILE_LANES_COPY(NAME, KIND, IQ, QUARTER, ROWS)                                                           \
     TARGET_AVX512 static void NAME##_##KIND##_##IQ##_##ROWS(const usbeam_das_plan *plan, float *rotation,            \
-                                                           double *formed, size_t p0, size_t m,                   \
+                                                           double *formed, size_t p0, size_t m, size_t n_frames,  \
                                                            const float *re_plane, const float *im_plane,          \
                                                            float *out_re, float *out_im)                          \
     {                                                                                                           \
         tile_lanes_zmm(KIND, IQ, (ROWS) & 1, (ROWS) >> 1 == 1, (ROWS) >> 1 >= 2, QUARTER, (ROWS) >> 1 == 3, plan,    \
-                       rotation, formed, p0, m, re_plane, im_plane, out_re, out_im);                              \
+                       rotation, formed, p0, m, n_frames, re_plane, im_plane, out_re, out_im);                    \
     }
 #define TILE_LANES_ROWS(NAME, KIND, IQ, QUARTER)                                                                 \
     TILE_LANES_COPY(NAME, KIND, IQ, QUARTER, 0) TILE_LANES_COPY(NAME, KIND, IQ, QUARTER, 1)                        \
@@ -1268,8 +1290,8 @@ QUARTER_LANES_ROWS(0) QUARTER_LANES_ROWS(1) QUARTER_LANES_ROWS(2)
 #undef TILE_LANES_ROWS
 #undef TILE_LANES_COPY
 
-typedef void (*tile_lanes_fn)(const usbeam_das_plan *, float *, double *, size_t, size_t, const float *, const float *,
-                              float *, float *);
+typedef void (*tile_lanes_fn)(const usbeam_das_plan *, float *, double *, size_t, size_t, size_t, const float *,
+                              const float *, float *, float *);
 #define ROWS_OF(NAME, KIND, IQ)                                                                                    \
     {NAME##_##KIND##_##IQ##_0, NAME##_##KIND##_##IQ##_1, NAME##_##KIND##_##IQ##_2,                                  \
      NAME##_##KIND##_##IQ##_3, NAME##_##KIND##_##IQ##_4, NAME##_##KIND##_##IQ##_5,                                  \
@@ -1306,20 +1328,31 @@ int usbeam_das_lanes_quarter(const usbeam_das_plan *plan)
 #endif
 }
 
-int usbeam_das_tile_lanes(const usbeam_das_plan *plan, int thread, size_t p0, size_t m, const float *re_plane,
-                          const float *im_plane, float *out_re, float *out_im)
+int usbeam_das_lanes_active(const usbeam_das_plan *plan)
 {
 #if USBEAM_DAS_MULTI_ISA
-    if (!(plan->lane_sample || plan->lane_fixed || plan->lane_computed) || usbeam_das_isa() != 2) return 0;
+    return (plan->lane_sample || plan->lane_fixed || plan->lane_computed) && usbeam_das_isa() == 2;
+#else
+    (void)plan;
+    return 0;
+#endif
+}
+
+int usbeam_das_tile_lanes(const usbeam_das_plan *plan, int thread, size_t p0, size_t m, size_t n_frames,
+                          const float *re_plane, const float *im_plane, float *out_re, float *out_im)
+{
+#if USBEAM_DAS_MULTI_ISA
+    if (!usbeam_das_lanes_active(plan)) return 0;
     const size_t max_rows = (size_t)plan->lane_max_rows;
     float *rotation = plan->lane_cache ? plan->lane_cache + (size_t)thread * 32 * max_rows : NULL;
     double *formed = plan->lane_computed ? plan->lane_rows + (size_t)thread * usbeam_das_lane_formed_doubles(plan->lane_max_rows) : NULL;
     const int rows = 2 * (plan->lane_computed ? 1 : plan->lane_fixed ? (plan->lane_direct ? 3 : 2) : 0) + usbeam_das_lanes_windowed(plan);
     tile_lanes_copies[plan->params.interpolation][plan->is_iq + plan->lane_quarter][rows](plan, rotation, formed, p0, m,
-                                                                                          re_plane, im_plane, out_re, out_im);
+                                                                                          n_frames, re_plane, im_plane,
+                                                                                          out_re, out_im);
     return 1;
 #else
-    (void)plan, (void)thread, (void)p0, (void)m, (void)re_plane, (void)im_plane, (void)out_re, (void)out_im;
+    (void)plan, (void)thread, (void)p0, (void)m, (void)n_frames, (void)re_plane, (void)im_plane, (void)out_re, (void)out_im;
     return 0;
 #endif
 }

@@ -1053,6 +1053,11 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
         const size_t interleaved = prm->n_transmits * prm->n_elements * usbeam_das_channel_floats(prm->n_samples, row_floats) + 32;
         stage_floats = interleaved > stage_floats ? interleaved : stage_floats;
     }
+    if (usbeam_das_lanes_wanted(plan)) { /* each frame staged as one (das.c): its planes, frame after frame */
+        plan->stage_plane = prm->n_transmits * prm->n_elements * usbeam_das_channel_floats(prm->n_samples, 1) + 32;
+        plan->lane_frame = plan->stage_plane * (is_iq ? 2 : 1);
+        stage_floats = plan->lane_frame * prm->n_frames > stage_floats ? plan->lane_frame * prm->n_frames : stage_floats;
+    }
     if (backend == USBEAM_BACKEND_CPU &&
         (st = alloc_table((void **)&plan->stage, stage_floats + 8, sizeof(float), "data staging buffer")))
         goto fail;
@@ -1138,7 +1143,7 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
     const size_t budget = prm->max_table_bytes ? prm->max_table_bytes : DEFAULT_MAX_TABLE_BYTES;
     plan->has_table = plan->n_receive <= budget / pair_bytes;
     if (usbeam_das_lanes_wanted(plan)) {
-        /* one frame: the lane table instead (das_lanes.c), or, over the budget, the lanes' rows
+        /* few frames: the lane table instead (das_lanes.c), or, over the budget, the lanes' rows
          * formed per group at execute */
         const size_t n_groups = (n_pts + 15) / 16, n_tx = prm->n_transmits;
         if ((st = alloc_array((void **)&plan->lane_first, n_groups, sizeof(int32_t), "points")) ||
@@ -1165,7 +1170,8 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
                        (st = alloc_array((void **)&plan->lane_least, rows, n_tx * sizeof(int32_t), "receive table")) ||
                        (st = alloc_array((void **)&plan->lane_mask, rows, n_tx * sizeof(uint16_t), "receive table")))) ||
             (st = alloc_array((void **)&plan->lane_tx, n_groups * n_tx, 16 * sizeof(double), "transmit times")) ||
-            (is_iq && n_tx > 1 && (st = alloc_array((void **)&plan->lane_cache, (size_t)plan->n_threads * (size_t)plan->lane_max_rows,
+            (is_iq && (n_tx > 1 || (prm->n_frames > 1 && !plan->lane_quarter)) &&
+             (st = alloc_array((void **)&plan->lane_cache, (size_t)plan->n_threads * (size_t)plan->lane_max_rows,
                                         32 * sizeof(float), "per-thread scratch"))) ||
             (is_iq && !plan->lane_quarter && (st = alloc_array((void **)&plan->lane_rot, n_groups * n_tx, 32 * sizeof(float),
                                         "transmit rotations"))))

@@ -367,3 +367,70 @@ def test_samples_past_the_deepest_tap_are_checked_not_staged(rng, interpolation)
         with pytest.raises(ValueError, match=r"NaN or infinite values \(in 1 of 96 channels\)"):
             bf(spoilt, out=out)
         assert np.all(np.isnan(out))
+
+
+@pytest.mark.parametrize("interpolation", ["nearest", "linear", "cubic"])
+@pytest.mark.parametrize("dtype", [np.complex64, np.int16])
+@pytest.mark.parametrize("budget", [None, 1])
+@pytest.mark.parametrize("n_tx, fs", [(3, FS), (1, 4 * FC), (1, 17e6)])
+def test_few_frames_take_the_lanes_frame_by_frame(rng, interpolation, dtype, budget, n_tx, fs):
+    """A plan of a few frames (up to 5, frames x transmits <= 40) holds the lane table too and
+    beamforms each frame as a 1-frame plan would (each staged as one, a group's frames summed
+    one after the other from its rows): against the float64 reference, and bit for bit against
+    1-frame plans of each frame; a call of fewer frames than the plan's gives the same frames.
+    Several transmits (the receive rotation kept for the next frames), one transmit at
+    fs = 4 fc (quarter turns: every frame staged so) and one at another rate (one transmit:
+    the rotation kept for the frames alone)."""
+    probe = usbeam.LinearArray(40, 3e-4, width=2.5e-4)
+    grid = usbeam.Grid(x=np.linspace(-8e-3, 8.5e-3, 17), z=np.linspace(4e-4, 1.6e-2, 23))
+    n_frames = 4
+    kw = dict(fs=fs, fc=FC, c=C, t0=T0, n_samples=N_SAMPLES, f_number=1.2, interpolation=interpolation, dtype=dtype,
+              max_table_bytes=budget)
+    bf = usbeam.Beamformer(probe, LAWS[:n_tx], grid, n_frames=n_frames, **kw)
+    needs_lanes_of(bf, budget)
+    data = random_data(rng, (n_frames, n_tx, probe.n_elements, N_SAMPLES), dtype)
+    before = data.copy()
+    got = bf(data)
+    np.testing.assert_array_equal(data, before)
+    want = ref.das(data, probe.x, TUPLES[:n_tx], grid.coordinates(), fs=fs, fc=FC if dtype == np.complex64 else 0.0, c=C,
+                   t0=T0, f_number=1.2, interpolation=interpolation)
+    assert np.count_nonzero(want) > 0.5 * want.size
+    assert_matches_reference(got, want, interpolation)
+    one = usbeam.Beamformer(probe, LAWS[:n_tx], grid, n_frames=1, **kw)
+    for f in range(n_frames):
+        np.testing.assert_array_equal(got[f], one(data[f:f + 1])[0])
+    np.testing.assert_array_equal(bf(data[:2]), got[:2])
+
+
+def test_lanes_for_few_frames_only():
+    """Where the frames fill more of a multi-frame kernel's vector (6 and more), or frames x
+    transmits pass 40 (each group then reads more windows than stay in cache), the plan keeps
+    das.c's multi-frame kernels (measured faster there: das_lanes.c LANES_MAX_FRAMES)."""
+    probe = usbeam.LinearArray(16, 3e-4, width=2.5e-4)
+    grid = usbeam.Grid(x=np.linspace(-2e-3, 2e-3, 8), z=np.linspace(2e-3, 6e-3, 8))
+
+    def rows(n_frames, n_tx):
+        laws = [usbeam.PlaneWave(a) for a in np.linspace(-0.1, 0.1, n_tx)]
+        return lane_rows(usbeam.Beamformer(probe, laws, grid, fs=FS, fc=FC, c=C, n_samples=400, n_frames=n_frames))
+
+    if rows(1, 1) == 0:
+        pytest.skip("the lane path needs AVX-512 (this machine's DAS takes das_single.c)")
+    assert rows(5, 8) > 0 and rows(2, 20) > 0 and rows(1, 64) > 0
+    assert rows(6, 1) == 0 and rows(5, 9) == 0 and rows(3, 14) == 0
+
+
+@pytest.mark.parametrize("budget", [None, 1])
+def test_few_frames_refuse_bad_data_in_any_frame(rng, budget):
+    probe = usbeam.LinearArray(32, 3e-4, width=2.5e-4)
+    grid = usbeam.Grid(x=np.linspace(-4e-3, 4e-3, 20), z=np.linspace(2e-3, 1.2e-2, 20))
+    bf = usbeam.Beamformer(probe, [usbeam.PlaneWave(0.0)], grid, fs=FS, fc=FC, c=C, n_samples=N_SAMPLES, n_frames=3,
+                           max_table_bytes=budget)
+    needs_lanes_of(bf, budget)
+    data = random_data(rng, (3, 1, 32, N_SAMPLES), np.complex64)
+    data[2, 0, 7, 200] = np.nan
+    out = np.zeros((3,) + grid.shape, np.complex64)
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        bf(data, out=out)
+    assert np.all(np.isnan(out))
+    data[2, 0, 7, 200] = 0.0
+    np.testing.assert_array_equal(bf(data)[:2], bf(data[:2]))

@@ -7,7 +7,9 @@ whole-record staging, for every interpolation, input type, several frame counts 
 pair kernels and the partial frame blocks) and transmits; and a NaN or an infinity in any
 window is refused.  Records staged whole and far larger than the caches have the pair kernels
 prefetch their rows ahead (USBEAM_DAS_PREFETCH_STAGED_BYTES lowers that threshold here): a hint
-that must change no value either."""
+that must change no value either.  On AVX-512 a plan of up to 5 frames takes the lanes instead
+(das_lanes.c, each frame staged as one: test_das_lanes.py), so the plans here are built with
+USBEAM_DAS_LANES=0, which keeps them on das.c's multi-frame staging and kernels."""
 import numpy as np
 import pytest
 
@@ -20,6 +22,11 @@ FS, FC, C, T0 = 20e6, 5e6, 1540.0, 1.0e-6
 N_SAMPLES = 700
 RING = "USBEAM_DAS_STAGE_AT_ONCE_BYTES"
 PREFETCH = "USBEAM_DAS_PREFETCH_STAGED_BYTES"
+
+
+@pytest.fixture(autouse=True)
+def multi_frame_kernels(monkeypatch):
+    monkeypatch.setenv("USBEAM_DAS_LANES", "0")
 
 
 def setup(n_frames, dtype=np.complex64, interpolation="linear", n_transmits=1):
