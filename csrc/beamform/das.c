@@ -834,8 +834,9 @@ usbeam_status usbeam_das_execute_frames(usbeam_das_plan *plan, size_t n_frames, 
     /* A lane plan (few frames, usbeam_das_lanes_wanted) stages each frame as a 1-frame call
      * would, lane_frame floats apart, and its tiles sum the frames one after the other */
     const int lanes = usbeam_das_lanes_active(plan);
-    const size_t staged_frames = lanes ? n_frames : 1, frame_bytes = prm->n_transmits * prm->n_elements * prm->n_samples *
-                                                                     (prm->input_dtype == USBEAM_DTYPE_COMPLEX64 ? 8 : (prm->input_dtype == USBEAM_DTYPE_INT16 ? 2 : 4));
+    const size_t staged_frames = lanes ? n_frames : 1;
+    const size_t sample_bytes = prm->input_dtype == USBEAM_DTYPE_COMPLEX64 ? 8 : (prm->input_dtype == USBEAM_DTYPE_INT16 ? 2 : 4);
+    const size_t frame_bytes = prm->n_transmits * prm->n_elements * prm->n_samples * sample_bytes; /* one frame of the input */
     stage_schedule sched;
     plan_stage_windows(plan, lanes ? 1 : n_frames, n_tiles, &sched);
     const int quarter = usbeam_das_lanes_quarter(plan); /* the input staged in quarter turns */
