@@ -600,7 +600,7 @@ static void plan_stage_windows(const usbeam_das_plan *plan, size_t n_frames, siz
     sched->ring = 0;
     sched->row = usbeam_das_staged_row_floats(plan->is_iq, n_frames);
     sched->channel = usbeam_das_channel_floats(n_samples, sched->row);
-    sched->im_offset = sched->row == n_frames ? plan->stage_plane : n_frames;
+    sched->im_offset = plan->is_iq && n_frames >= 2 ? sched->row / 2 : plan->stage_plane; /* rows interleaved, or planes */
     /* staged all at once, and far more than the last-level cache holds: the pair kernels prefetch
      * (PREFETCH_AHEAD; the ring, when it is taken below, stays in cache) */
     const char *prefetch_env = getenv("USBEAM_DAS_PREFETCH_STAGED_BYTES"); /* the tests: small records too */
@@ -671,7 +671,7 @@ static void stage_window(const usbeam_das_plan *plan, const das_isa_kernels *ker
     const size_t channel = sched->channel, ring = sched->ring, row = sched->row;
     const ptrdiff_t n_channels = (ptrdiff_t)(prm->n_transmits * prm->n_elements);
     /* im planar: a plane of its own (every channel's im rows after all the re rows) */
-    const int im_planar = plan->is_iq && row == n_frames;
+    const int im_planar = plan->is_iq && n_frames == 1;
     float *im_plane = re_plane + plan->stage_plane;
     const size_t used = (ring ? ring + USBEAM_DAS_RING_REPEATS : prm->n_samples) * row;
 #pragma omp for schedule(dynamic, 8) nowait

@@ -86,10 +86,14 @@ static inline size_t usbeam_das_channel_floats(size_t n_samples, size_t n_frames
  * more) its re row of the frames followed by its im row, so that the two taps of a linear
  * entry of 8 frames are two whole 64-byte lines where the planes made them three on average
  * (its re and im rows each 64 bytes from a 32-byte boundary: large-256 ~93 -> ~85 ms, one
- * process per build, the same bits).  das.c stages so; das_setup.c sizes the buffer. */
+ * process per build, the same bits).  5 to 7 frames take the rows of 8 (the frames past the
+ * call's are not staged, and not stored): the 8-frame pair kernels then read each tap as one
+ * line, where rows of 10-14 floats straddled lines (RESULTS.md, session 27).  das.c stages so;
+ * das_setup.c sizes the buffer. */
 static inline size_t usbeam_das_staged_row_floats(int is_iq, size_t n_frames)
 {
-    return is_iq && n_frames >= 2 ? 2 * n_frames : n_frames;
+    const size_t frames = n_frames >= 5 && n_frames < 8 ? 8 : n_frames;
+    return is_iq && n_frames >= 2 ? 2 * frames : frames;
 }
 
 /* Doubles of one row formed at execute by the lane path without a table (das_lanes.c) */

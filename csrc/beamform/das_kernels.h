@@ -53,7 +53,7 @@ static void DAS_ISA(beamform_entries)(const usbeam_das_plan *plan, const entries
     default: DAS_ISA(rf_wide_4_##NVZ)(v, f0, RE); break;                                        \
     }
 #define RUN_PAIR(RE, IM)                                                                        \
-    switch (plan->taps + 8 * (n_frames == 8)) {                                                 \
+    switch (plan->taps + 8 * (v->frames == (plan->is_iq ? 16u : 8u))) { /* rows of 8 frames */    \
     case 1: case 9: plan->is_iq ? DAS_ISA(iq_pair_1)(v, f0, RE, IM) : DAS_ISA(rf_pair_1)(v, f0, RE); break;       \
     case 2: plan->is_iq ? DAS_ISA(iq_pair_2)(v, f0, RE, IM) : DAS_ISA(rf_pair_2)(v, f0, RE); break;               \
     case 10: plan->is_iq ? DAS_ISA(iq_pair8_2)(v, f0, RE, IM) : DAS_ISA(rf_pair8_2)(v, f0, RE); break;            \

@@ -54,7 +54,7 @@ def test_spec_in_the_input_and_local_cluster(tmp_path):
     assert main(["reconstruct", str(tmp_path / "rec.usr"), str(tmp_path / "out.zarr"), "--pipeline", "input",
                  "--chunk-frames", "8", "--scheduler", "local", "--workers", "1", "--no-progress"]) == 0
     np.testing.assert_array_equal(zarr.open_group(str(tmp_path / "out.zarr"), mode="r")["bmode"][:],
-                                  data.bmode_pipeline(24)(rf))
+                                  data.bmode_record(rf))
 
 
 def test_cli_errors_exit_2_naming_the_parameter(tmp_path, capsys):
@@ -81,7 +81,7 @@ def test_cli_errors_exit_2_naming_the_parameter(tmp_path, capsys):
 
 def test_hdf5_zarr_and_vantage_inputs_end_to_end(tmp_path):
     rf = data.linear_frames(16, seed=34, blood=False)
-    expected = data.bmode_pipeline(16)(rf)
+    expected = data.bmode_record(rf)
     recipe = data.bmode_recipe()
     with h5py.File(tmp_path / "rec.h5", "w") as f:
         f.create_dataset("rf", data=rf, chunks=(4,) + rf.shape[1:])

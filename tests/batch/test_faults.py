@@ -86,7 +86,10 @@ def _contents(path):
 
 
 def test_sigint_then_resume_equals_uninterrupted(tmp_path):
-    rf = data.linear_frames(640, seed=22)  # 80 chunks of one ensemble, ~10 ms each on a 128 x 128 grid
+    # 250 chunks of one ensemble, ~10-20 ms each on a 128 x 128 grid: a run of several seconds,
+    # so that the 3 markers are seen and the signal sent while it runs (with 80 chunks a CI run
+    # once finished, in 1.5 s, before this loop had read 3 markers from the store being written)
+    rf = data.linear_frames(2000, seed=22)
     batch.write_raw(tmp_path / "rec.usr", rf)
     recipe = data.doppler_recipe("svd", {"low": 1}, nx=128, nz=128)
     spec = recipe.save(tmp_path / "spec.json")
@@ -101,7 +104,7 @@ def test_sigint_then_resume_equals_uninterrupted(tmp_path):
     assert proc.returncode == 130, err
     assert "interrupted; run the same command again to resume" in err
     done_before = int(_markers(out).sum())
-    assert 3 <= done_before < 80
+    assert 3 <= done_before < 250
     resumed = _cli(args)
     stdout, err = resumed.communicate(timeout=120)
     assert resumed.returncode == 0, err

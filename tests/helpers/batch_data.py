@@ -49,6 +49,15 @@ def bmode_pipeline(n_frames, **options):
                            n_frames=n_frames, bmode_output="db", normalize="frame", dynamic_range=50.0, **options)
 
 
+def bmode_record(rf, frames_per_call=4):
+    """The whole record through one Pipeline of bmode_recipe's frames per call, call after call, in
+    memory: what a chunked run must equal bit for bit.  (One call over the whole record agrees
+    to float32 rounding: on AVX-512 a plan of up to 5 frames sums each frame as a 1-frame plan
+    does, das_lanes.c, in another order than das.c's kernels for more frames; docs/batch.md.)"""
+    pipe = bmode_pipeline(frames_per_call)
+    return np.concatenate([pipe(rf[k:k + frames_per_call]) for k in range(0, rf.shape[0], frames_per_call)])
+
+
 DOPPLER = dict(n_frames=8, n_samples=N_SAMPLES, fs=FS, fc=FC, prf=PRF, c=C)
 
 
