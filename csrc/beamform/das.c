@@ -710,7 +710,7 @@ static void stage_window(const usbeam_das_plan *plan, const das_isa_kernels *ker
 static size_t count_bad_channels(const usbeam_das_params *prm, size_t n_frames, const void *in)
 {
     const size_t n_channels = prm->n_transmits * prm->n_elements, n_samples = prm->n_samples;
-    const size_t sample_bytes = prm->input_dtype == USBEAM_DTYPE_COMPLEX64 ? 8 : (prm->input_dtype == USBEAM_DTYPE_INT16 ? 2 : 4);
+    const size_t sample_bytes = usbeam_dtype_size((usbeam_dtype)prm->input_dtype);
     size_t count = 0;
     for (size_t ch = 0; ch < n_channels; ++ch) {
         int finite = 1;
@@ -835,7 +835,7 @@ usbeam_status usbeam_das_execute_frames(usbeam_das_plan *plan, size_t n_frames, 
      * would, lane_frame floats apart, and its tiles sum the frames one after the other */
     const int lanes = usbeam_das_lanes_active(plan);
     const size_t staged_frames = lanes ? n_frames : 1;
-    const size_t sample_bytes = prm->input_dtype == USBEAM_DTYPE_COMPLEX64 ? 8 : (prm->input_dtype == USBEAM_DTYPE_INT16 ? 2 : 4);
+    const size_t sample_bytes = usbeam_dtype_size((usbeam_dtype)prm->input_dtype);
     const size_t frame_bytes = prm->n_transmits * prm->n_elements * prm->n_samples * sample_bytes; /* one frame of the input */
     stage_schedule sched;
     plan_stage_windows(plan, lanes ? 1 : n_frames, n_tiles, &sched);

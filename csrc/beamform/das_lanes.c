@@ -1320,12 +1320,7 @@ size_t usbeam_das_lanes_staged_samples(const usbeam_das_plan *plan)
 
 int usbeam_das_lanes_quarter(const usbeam_das_plan *plan)
 {
-#if USBEAM_DAS_MULTI_ISA
-    return plan->lane_quarter && (plan->lane_sample || plan->lane_fixed || plan->lane_computed) && usbeam_das_isa() == 2;
-#else
-    (void)plan;
-    return 0;
-#endif
+    return plan->lane_quarter && usbeam_das_lanes_active(plan);
 }
 
 int usbeam_das_lanes_active(const usbeam_das_plan *plan)
