@@ -120,10 +120,10 @@ def make_config(name, full):
     raise ValueError(name)
 
 
-def beamformer(cfg, max_table_bytes=None):
+def beamformer(cfg, max_table_bytes=None, dtype=np.complex64):
     return usbeam.Beamformer(cfg["probe"], cfg["sequence"], cfg["grid"], fs=cfg["fs"], fc=cfg["fc"], c=cfg["c"],
                              t0=cfg["t0"], n_samples=cfg["iq"].shape[-1], f_number=cfg["f_number"],
-                             bandwidth=cfg["bandwidth"], interpolation="linear", dtype=np.complex64,
+                             bandwidth=cfg["bandwidth"], interpolation="linear", dtype=dtype,
                              n_frames=cfg["iq"].shape[0], max_table_bytes=max_table_bytes)
 
 

@@ -223,9 +223,10 @@ class Beamformer:
         the receive delay and the window x IQ rotation, 16 bytes, shared by every transmit and
         frame; default: 1 GiB or a quarter of the memory); beyond it they are recomputed on
         every call (measured within ~15 % of the table path on several frames,
-        benchmarks/bench_das.py).  A 1-frame plan (n_frames=1) on an AVX-512 CPU, or one of up
-        to 5 frames with frames x transmits <= 40 (each frame then beamformed as a 1-frame plan
-        would, the same values), holds a lane table instead: the receive delay alone (4 bytes in fixed point, 8 where 16 neighbouring
+        benchmarks/bench_das.py).  A 1-frame plan (n_frames=1) on an AVX-512 CPU, or one of a
+        few frames (IQ up to 5, 7 of one transmit at fs = 4 fc or of 8 and more; RF up to 12;
+        each frame then beamformed as a 1-frame plan would, the same values), holds a lane
+        table instead: the receive delay alone (4 bytes in fixed point, 8 where 16 neighbouring
         points lie too far apart, plus a window weight for 'hann' and 'tukey') for each point
         and element of 16 neighbouring points' apertures, and sums those 16 points together
         (csrc/beamform/das_lanes.c); over the budget it forms those rows per group at each

@@ -785,6 +785,50 @@ static void beamform_points(const usbeam_das_plan *plan, const das_isa_kernels *
     }
 }
 
+/* A lane plan's execute, in each thread of the caller's parallel region: the frames in blocks of
+ * usbeam_das_lanes_frame_block, each block staged (frame f of the block lane_frame floats past
+ * plan->stage: a plan holds one block's staging, not the call's), then its tiles, each of which
+ * sums the block's frames one after the other and writes each frame's run of points as a 1-frame
+ * call would.  A block of one frame is a 1-frame call: the frames as an outer loop measured
+ * faster than a group's frames together wherever the group's rows come from a table (11 plane
+ * waves, 4 frames: 62 against 90 ms; 3 plane waves, 6 frames: 23 against 30 ms; RESULTS.md
+ * session 28), as a group then reads the windows of one frame's transmits, not of all of
+ * them.  Where the rows are formed at execute, forming them once for a few frames pays
+ * (lanes_frame_block).  Stops at a block holding a NaN or an infinity (*bad_first). */
+static void lanes_blocks(const usbeam_das_plan *plan, const das_isa_kernels *kernels, const stage_schedule *sched, int thread,
+                         size_t n_frames, const void *in, size_t frame_bytes, int quarter, usbeam_interrupt *interrupt,
+                         float *tile_re, float *tile_im, void *out, size_t *bad, int *bad_first)
+{
+    const usbeam_das_params *prm = &plan->params;
+    const size_t n_points = prm->n_points, tile = USBEAM_DAS_POINT_TILE, n_tiles = (n_points + tile - 1) / tile;
+    const size_t block = usbeam_das_lanes_frame_block(plan), value_bytes = plan->is_iq ? 8 : 4;
+    for (size_t f0 = 0; f0 < n_frames; f0 += block) {
+        const size_t frames = n_frames - f0 < block ? n_frames - f0 : block;
+        for (size_t f = 0; f < frames; ++f)
+            stage_window(plan, kernels, sched, 1, (const char *)in + (f0 + f) * frame_bytes,
+                         plan->stage + f * plan->lane_frame, 0, sched->end[0], 1, sched->tail, quarter, bad);
+        if (*bad) {
+#pragma omp atomic write
+            *bad_first = 1;
+        }
+#pragma omp barrier
+        int stop;
+#pragma omp atomic read
+        stop = *bad_first;
+        if (stop) return; /* the same in every thread: set before the barrier, not after it */
+        /* (the implicit barrier at the loop's end: the next block is staged into the same rows) */
+#pragma omp for schedule(dynamic, 1)
+        for (ptrdiff_t k = 0; k < (ptrdiff_t)n_tiles; ++k) {
+            if (usbeam_interrupt_poll(interrupt)) continue;
+            const size_t p0 = (size_t)k * tile, m = n_points - p0 < tile ? n_points - p0 : tile;
+            usbeam_das_tile_lanes(plan, thread, p0, m, frames, plan->stage, plan->stage + plan->stage_plane, tile_re, tile_im);
+            for (size_t f = 0; f < frames; ++f)
+                kernels->write_tile(plan->is_iq, 1, n_points, p0, m, tile_re + f * tile, tile_im + f * tile,
+                                    (char *)out + (f0 + f) * n_points * value_bytes);
+        }
+    }
+}
+
 usbeam_status usbeam_das_staging(const usbeam_das_plan *plan, size_t n_frames, size_t *windows, size_t *ring_rows,
                                  size_t *staged_samples)
 {
@@ -832,16 +876,16 @@ usbeam_status usbeam_das_execute_frames(usbeam_das_plan *plan, size_t n_frames, 
     const size_t tile = USBEAM_DAS_POINT_TILE;
     const size_t n_tiles = (n_points + tile - 1) / tile;
     /* A lane plan (few frames, usbeam_das_lanes_wanted) stages each frame as a 1-frame call
-     * would, lane_frame floats apart, and its tiles sum the frames one after the other */
+     * would, lane_frame floats apart, a block of usbeam_das_lanes_frame_block frames at a time,
+     * whose tiles sum those frames one after the other (lanes_blocks) */
     const int lanes = usbeam_das_lanes_active(plan);
-    const size_t staged_frames = lanes ? n_frames : 1;
     const size_t sample_bytes = usbeam_dtype_size((usbeam_dtype)prm->input_dtype);
     const size_t frame_bytes = prm->n_transmits * prm->n_elements * prm->n_samples * sample_bytes; /* one frame of the input */
     stage_schedule sched;
     plan_stage_windows(plan, lanes ? 1 : n_frames, n_tiles, &sched);
     const int quarter = usbeam_das_lanes_quarter(plan); /* the input staged in quarter turns */
     size_t bad_windows = 0; /* (channel, window) pairs holding a NaN or an infinity */
-    int bad_first = 0;      /* in the first window: then no tile runs */
+    int bad_first = 0;      /* in the first window (a lane plan: in a block): then no further tile runs */
     usbeam_interrupt interrupt; /* Ctrl-C between tiles (common/interrupt.h) */
     usbeam_interrupt_begin(&interrupt);
 #pragma omp parallel num_threads(usbeam_team_size(plan->n_threads))
@@ -856,48 +900,43 @@ usbeam_status usbeam_das_execute_frames(usbeam_das_plan *plan, size_t n_frames, 
         float *tile_im = tile_re + prm->n_frames * tile;
         float *scratch = plan->scratch + (size_t)thread * plan->thread_floats;
         size_t bad = 0;
-        /* (the tail checked with the first window where that is the only one, the input read in one pass) */
-        for (size_t f = 0; f < staged_frames; ++f)
-            stage_window(plan, kernels, &sched, lanes ? 1 : n_frames, (const char *)in + f * frame_bytes,
-                         plan->stage + f * plan->lane_frame, 0, sched.end[0], 1,
+        if (lanes) {
+            lanes_blocks(plan, kernels, &sched, thread, n_frames, in, frame_bytes, quarter, &interrupt, tile_re, tile_im,
+                         out, &bad, &bad_first);
+        } else {
+            /* (the tail checked with the first window where that is the only one, the input read in one pass) */
+            stage_window(plan, kernels, &sched, n_frames, in, plan->stage, 0, sched.end[0], 1,
                          sched.n_windows == 1 ? sched.tail : prm->n_samples, quarter, &bad);
-        if (bad) {
+            if (bad) {
 #pragma omp atomic write
-            bad_first = 1;
-        }
-#pragma omp barrier
-        const size_t n_windows = bad_first ? 0 : sched.n_windows; /* the same in every thread */
-        for (size_t w = 0; w < n_windows; ++w) {
-            /* window w's tiles read staged samples up to end[w]; the next window's samples are
-             * other rows, staged meanwhile by the threads that run out of tiles */
-#pragma omp for schedule(dynamic, 1) nowait
-            for (ptrdiff_t k = (ptrdiff_t)sched.first_tile[w]; k < (ptrdiff_t)sched.first_tile[w + 1]; ++k) {
-                if (usbeam_interrupt_poll(&interrupt)) continue;
-                const size_t p0 = (size_t)k * tile, m = n_points - p0 < tile ? n_points - p0 : tile;
-                if (lanes) { /* (frame, point) tiles, each frame's run of points written as a 1-frame call's */
-                    usbeam_das_tile_lanes(plan, thread, p0, m, n_frames, plan->stage, plan->stage + plan->stage_plane, tile_re,
-                                          tile_im);
-                    for (size_t f = 0; f < n_frames; ++f)
-                        kernels->write_tile(plan->is_iq, 1, n_points, p0, m, tile_re + f * tile, tile_im + f * tile,
-                                            (char *)out + f * n_points * (plan->is_iq ? 8 : 4));
-                    continue;
-                }
-                if (n_frames == 1 && usbeam_das_tile_single(plan, p0, m, scratch, plan->stage, plan->stage + plan->stage_plane,
-                                                            tile_re, tile_im)) {
-                    kernels->write_tile(plan->is_iq, n_frames, n_points, p0, m, tile_re, tile_im, out);
-                    continue;
-                }
-                for (size_t i = 0; i < m; i += (size_t)plan->subtile_points)
-                    beamform_points(plan, kernels, &sched, scratch, p0 + i,
-                                    m - i < (size_t)plan->subtile_points ? m - i : (size_t)plan->subtile_points, n_frames,
-                                    tile_re + i * n_frames, tile_im + i * n_frames);
-                /* transpose on the way out: each frame's run of m points is contiguous in out */
-                kernels->write_tile(plan->is_iq, n_frames, n_points, p0, m, tile_re, tile_im, out);
+                bad_first = 1;
             }
-            if (w + 1 < sched.n_windows) /* (windows: several frames, never a lane plan's) */
-                stage_window(plan, kernels, &sched, n_frames, in, plan->stage, sched.end[w], sched.end[w + 1], 0,
-                             w + 2 == sched.n_windows ? sched.tail : prm->n_samples, quarter, &bad);
 #pragma omp barrier
+            const size_t n_windows = bad_first ? 0 : sched.n_windows; /* the same in every thread */
+            for (size_t w = 0; w < n_windows; ++w) {
+                /* window w's tiles read staged samples up to end[w]; the next window's samples are
+                 * other rows, staged meanwhile by the threads that run out of tiles */
+#pragma omp for schedule(dynamic, 1) nowait
+                for (ptrdiff_t k = (ptrdiff_t)sched.first_tile[w]; k < (ptrdiff_t)sched.first_tile[w + 1]; ++k) {
+                    if (usbeam_interrupt_poll(&interrupt)) continue;
+                    const size_t p0 = (size_t)k * tile, m = n_points - p0 < tile ? n_points - p0 : tile;
+                    if (n_frames == 1 && usbeam_das_tile_single(plan, p0, m, scratch, plan->stage,
+                                                                plan->stage + plan->stage_plane, tile_re, tile_im)) {
+                        kernels->write_tile(plan->is_iq, n_frames, n_points, p0, m, tile_re, tile_im, out);
+                        continue;
+                    }
+                    for (size_t i = 0; i < m; i += (size_t)plan->subtile_points)
+                        beamform_points(plan, kernels, &sched, scratch, p0 + i,
+                                        m - i < (size_t)plan->subtile_points ? m - i : (size_t)plan->subtile_points, n_frames,
+                                        tile_re + i * n_frames, tile_im + i * n_frames);
+                    /* transpose on the way out: each frame's run of m points is contiguous in out */
+                    kernels->write_tile(plan->is_iq, n_frames, n_points, p0, m, tile_re, tile_im, out);
+                }
+                if (w + 1 < sched.n_windows) /* (windows: several frames, never a lane plan's) */
+                    stage_window(plan, kernels, &sched, n_frames, in, plan->stage, sched.end[w], sched.end[w + 1], 0,
+                                 w + 2 == sched.n_windows ? sched.tail : prm->n_samples, quarter, &bad);
+#pragma omp barrier
+            }
         }
 #if USBEAM_DAS_MULTI_ISA
         _mm_sfence(); /* write_tile's non-temporal stores: visible before the image is returned */

@@ -219,7 +219,8 @@ struct usbeam_das_plan {
                                    n_frames of the current call (CPU only): a plane (RF), two (IQ of
                                    one frame: re, im), or IQ rows of re then im (das.c,
                                    usbeam_das_staged_row_floats); a lane plan stages each frame
-                                   as one, lane_frame floats apart */
+                                   as one, lane_frame floats apart, a block of frames at a time
+                                   (usbeam_das_lanes_frame_block) */
     usbeam_das_cuda *cuda;      /* USBEAM_BACKEND_CUDA: the twin in cuda/das.cu (owns the device geometry) */
     /* the arrays above from element_x to receive_offset share one block, the receive table's
      * two or three arrays another (alloc_block, das_setup.c): freed as blocks */
@@ -324,6 +325,14 @@ int usbeam_das_tile_single(const usbeam_das_plan *plan, size_t p0, size_t m, flo
  * f lane_frame, into out_re / out_im + f USBEAM_DAS_POINT_TILE, 1 when done, 0 when the plan
  * has no lane table. */
 int usbeam_das_lanes_wanted(const usbeam_das_plan *plan);
+/* One transmit of IQ at fs = 4 fc: a lane plan's input staged in quarter turns (lane_quarter) */
+static inline int usbeam_das_quarter_turns(const usbeam_das_plan *plan)
+{
+    return plan->is_iq && plan->params.n_transmits == 1 && plan->params.fs == 4.0 * plan->params.fc;
+}
+/* The frames a lane execute stages and sums together (das.c lanes_blocks): 1 from a table,
+ * more where the rows are formed at execute, so that a group forms them once for the block */
+size_t usbeam_das_lanes_frame_block(const usbeam_das_plan *plan);
 int usbeam_das_lanes_windowed(const usbeam_das_plan *plan);
 size_t usbeam_das_lanes_count_rows(usbeam_das_plan *plan);
 void usbeam_das_lanes_fill(usbeam_das_plan *plan);

@@ -2,10 +2,9 @@
  * das_lanes.c - delay-and-sum of a single frame with the points in the vector lanes: 16
  * consecutive points of the grid (a "group") are summed together, one element of the group's
  * apertures at a time, every point in a lane of its own.  Built for plans of one frame
- * (n_frames = 1) on AVX-512 machines, and of a few (LANES_MAX_FRAMES below: each frame staged
- * as one, a group's frames summed one after the other from the same rows, the same bits as
- * a 1-frame plan's); das_single.c serves the others of one frame, das.c's multi-frame
- * kernels the rest.
+ * (n_frames = 1) on AVX-512 machines, and of a few (LANES_MAX_FRAMES_IQ below: each frame
+ * staged as one and summed as a 1-frame plan sums it, the same bits); das_single.c serves the
+ * others of one frame, das.c's multi-frame kernels the rest.
  *
  * Why: with one frame there is nothing to share an entry across, and the per-point loop of
  * das_single.c (the elements of one point in the lanes) pays per point what a point costs
@@ -123,16 +122,32 @@
 #define WINDOW_SPAN 32
 /* lane_least's values beside a first tap (>= 0): no valid lane in the row (it adds nothing),
  * or lanes too far apart for the window (a gather) */
-/* Plans of a few frames take the lanes too (usbeam_das_lanes_wanted), each frame staged as one
- * and a group's frames summed one after the other from its rows: where the frames are fewer
- * than the 8 of a pair kernel's vector, das.c's multi-frame kernels leave lanes idle (2 frames of
- * 3 transmits, IQ, 256 x 256: 21.8 ms against 4.2 for one frame).  The lanes measured faster up
- * to 5 frames of 3 transmits (2 / 4 / 5 frames: 8.2 / 14.5 / 19.2 ms against 21.8 / 32.7 / 26.7)
- * and 3 of 11 (66 against 86 ms); slower from 6 frames of 3 (32 against 23 ms: each group reads
- * the windows of every frame and transmit, which then no longer stay in cache) and 6 of 11
- * (150 against 96 ms), level at 4 of 11 (88 against 93 ms) (p10, RESULTS.md session 27). */
-#define LANES_MAX_FRAMES 5
-#define LANES_MAX_FRAME_TRANSMITS 40
+/* Plans of a few frames take the lanes too (usbeam_das_lanes_wanted), each frame staged as one:
+ * das.c's multi-frame kernels hold 8 frames a vector (IQ; RF 8 or 16), so fewer leave lanes
+ * idle (2 frames of 3 transmits, IQ, 256 x 256: 21.8 ms against 4.2 for one frame).  das.c runs
+ * the frames in blocks (usbeam_das_lanes_frame_block), a block of one frame being a 1-frame
+ * call, so the lanes cost about one 1-frame call a frame, and the multi-frame kernels about
+ * what 8 frames cost from 5 frames on (rows of 8).  Measured (RESULTS.md session 28, p10,
+ * 20 MHz, 256 x 256, 128 elements, interleaved with the same plan built with
+ * USBEAM_DAS_LANES=0): IQ faster up to 5 frames (11 transmits: 60 against 84 ms; 3: 15 against
+ * 21 ms; rows formed, 3 transmits: 26 against 36 ms), level or slower at 6 to 7 (rows formed,
+ * 3 transmits, 6 frames: 25.7 against 24.2 ms; 1 transmit at fs (1 + 1e-7) 4 fc, 7 frames: 9.1
+ * against 7.6); one transmit of IQ at fs = 4 fc (quarter turns) faster up to 7 (7.4 against
+ * 9.1 ms), level at 8; IQ of many transmits faster up to 7 (11 transmits, 6 / 7 frames: 69 / 80
+ * against 85 / 87 ms; 8: 105 against 88), where a multi-frame call's staged rows of every
+ * transmit leave the caches and a frame's stay nearer; RF, whose frames a vector hold 16 from 16 frames, faster up to 12 (1,
+ * 3, 11 transmits: 6.5 against 8.0, 18.0 against 21.3, at 10 frames 59 against 98 ms),
+ * slower at 16 (23.6 against 18.7). */
+#define LANES_MAX_FRAMES_IQ 5
+#define LANES_MAX_FRAMES_QUARTER 7
+#define LANES_MAX_FRAMES_MANY_TRANSMITS 7 /* IQ of LANES_MANY_TRANSMITS or more */
+#define LANES_MANY_TRANSMITS 8
+#define LANES_MAX_FRAMES_RF 12
+/* Without a table a block of frames shares the rows formed for a group: 1 transmit, 4 frames in
+ * one block 5.8 ms against 8.1 as four; 3 transmits, 4 frames 17.4 against 22.1; but 11
+ * transmits, 2 frames 43.6 against 36.1, as the group's windows of every frame and transmit
+ * then leave L2 (2 MB a grid row at 11 x 6 x 128 elements x 4 lines). */
+#define LANES_FORMED_FRAME_TRANSMITS 16
 #define LEAST_NONE (-1)
 #define LEAST_GATHER (-2)
 /* lane_computed: doubles per formed row (form_rows: 16 s_rx, 16 float weights, padding to 64
@@ -216,14 +231,24 @@ int usbeam_das_lanes_wanted(const usbeam_das_plan *plan)
 #if USBEAM_DAS_MULTI_ISA
     const usbeam_das_params *prm = &plan->params;
     const char *env = getenv("USBEAM_DAS_LANES"); /* 0: das_single.c instead (the tests compare both) */
-    const int few = prm->n_frames == 1 ||
-                    (prm->n_frames <= LANES_MAX_FRAMES && prm->n_frames * prm->n_transmits <= LANES_MAX_FRAME_TRANSMITS);
-    return few && usbeam_das_isa() == 2 && plan->taps == usbeam_interp_taps((int)prm->interpolation) &&
+    const size_t most = !plan->is_iq                                   ? LANES_MAX_FRAMES_RF
+                        : usbeam_das_quarter_turns(plan)                 ? LANES_MAX_FRAMES_QUARTER
+                        : prm->n_transmits >= LANES_MANY_TRANSMITS ? LANES_MAX_FRAMES_MANY_TRANSMITS
+                                                                         : LANES_MAX_FRAMES_IQ;
+    return prm->n_frames <= most && usbeam_das_isa() == 2 && plan->taps == usbeam_interp_taps((int)prm->interpolation) &&
            !(env && env[0] == '0');
 #else
     (void)plan;
     return 0;
 #endif
+}
+
+size_t usbeam_das_lanes_frame_block(const usbeam_das_plan *plan)
+{
+    const usbeam_das_params *prm = &plan->params;
+    if (!plan->lane_computed) return 1;
+    const size_t block = LANES_FORMED_FRAME_TRANSMITS / prm->n_transmits;
+    return block < 1 ? 1 : block > prm->n_frames ? prm->n_frames : block;
 }
 
 int usbeam_das_lanes_windowed(const usbeam_das_plan *plan)

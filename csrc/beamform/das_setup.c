@@ -1053,16 +1053,11 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
         const size_t interleaved = prm->n_transmits * prm->n_elements * usbeam_das_channel_floats(prm->n_samples, row_floats) + 32;
         stage_floats = interleaved > stage_floats ? interleaved : stage_floats;
     }
-    if (usbeam_das_lanes_wanted(plan)) { /* each frame staged as one (das.c): its planes, frame after frame */
+    if (usbeam_das_lanes_wanted(plan)) { /* each frame staged as one (das.c): its planes, frame after frame
+                                           (the buffer allocated below, once its frames a block are known) */
         plan->stage_plane = prm->n_transmits * prm->n_elements * usbeam_das_channel_floats(prm->n_samples, 1) + 32;
         plan->lane_frame = plan->stage_plane * (is_iq ? 2 : 1);
-        stage_floats = plan->lane_frame * prm->n_frames > stage_floats ? plan->lane_frame * prm->n_frames : stage_floats;
     }
-    if (backend == USBEAM_BACKEND_CPU &&
-        (st = alloc_table((void **)&plan->stage, stage_floats + 8, sizeof(float), "data staging buffer")))
-        goto fail;
-    if (plan->stage) /* finite padding past the planes; execute zeroes the rest of what it reads (stage_input) */
-        memset(plan->stage + stage_floats, 0, 8 * sizeof(float));
     memcpy(plan->points, prm->points, 3 * n_pts * sizeof(double));
     for (size_t e = 0; e < n_el; ++e) {
         plan->element_x[e] = prm->element_positions[3 * e];
@@ -1155,7 +1150,7 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
          * its whole samples' quarter turns staged with the input (das_lanes.c QUARTER); with
          * the fixed table, its rows turned into each lane's first tap and fraction (lane_direct,
          * lane_mask) */
-        plan->lane_quarter = is_iq && n_tx == 1 && prm->fs == 4.0 * prm->fc;
+        plan->lane_quarter = usbeam_das_quarter_turns(plan);
         /* the table in lane_fixed's int32 offsets (half the bytes of double, and integer
          * arithmetic: das_lanes.c); in double if a row's lanes lie too far apart for them */
         int table = plan->has_table && rows <= budget / lane_row_bytes(1, windowed, n_tx);
@@ -1220,6 +1215,17 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
         }
         plan->has_table = 0;
     }
+    if (plan->lane_cache && prm->n_transmits == 1 && usbeam_das_lanes_frame_block(plan) == 1) {
+        usbeam_free(plan->lane_cache); /* one transmit of one frame a block: no rotation is read back */
+        plan->lane_cache = NULL;
+    }
+    /* a lane plan stages a block of frames (usbeam_das_lanes_frame_block), not the call's */
+    if (plan->lane_frame) stage_floats = plan->lane_frame * usbeam_das_lanes_frame_block(plan);
+    if (backend == USBEAM_BACKEND_CPU &&
+        (st = alloc_table((void **)&plan->stage, stage_floats + 8, sizeof(float), "data staging buffer")))
+        goto fail;
+    if (plan->stage) /* finite padding past the planes; execute zeroes the rest of what it reads (stage_input) */
+        memset(plan->stage + stage_floats, 0, 8 * sizeof(float));
     if (plan->has_table) {
         void **const ptrs[] = {(void **)&plan->table_sample, (void **)&plan->table_re, (void **)&plan->table_im};
         const size_t counts[] = {plan->n_receive, plan->n_receive, plan->n_receive};

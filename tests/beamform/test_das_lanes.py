@@ -13,9 +13,10 @@ arrays, every window; a linear array's in the fixed table's units where its grou
 them, in double where not, as in the gather and deep-phase tests), and must match the
 references and the table path alike.  One transmit of IQ at fs = 4 fc takes its input staged
 in quarter turns (sample n times j^n) and rotates each lane by its sample's fraction alone:
-checked against the reference and the general path.  Plans of a few frames (up to 5, frames x
-transmits <= 40) take this path frame by frame: checked against the reference and bit for bit
-against 1-frame plans, with bad data in one frame only.  Determinism
+checked against the reference and the general path.  Plans of a few frames (IQ up to 5, 7 of
+one transmit at fs = 4 fc or of 8 and more; RF up to 12) take this path frame by frame, in blocks of frames (one from a table, several where
+the rows are formed): checked against the reference and bit for bit against 1-frame plans,
+with bad data in one frame only.  Determinism
 across thread counts: test_das_single.py (its children build 1-frame plans, which take this
 path on AVX-512, with and without a table)."""
 import numpy as np
@@ -203,8 +204,8 @@ def test_lanes_on_a_convex_sector(rng, f_number, window, budget):
 @pytest.mark.parametrize("budget", [None, 1])
 @pytest.mark.parametrize("n_frames, bad_frame, bad", [(1, 0, np.inf), (3, 2, np.nan)])
 def test_lanes_refuse_bad_data_and_leave_no_partial_image(rng, budget, n_frames, bad_frame, bad):
-    """One frame, and a plan of a few frames with the bad sample in its last frame only (each
-    frame staged as one): refused, every output value NaN; the good frames of a call that
+    """One frame, and a plan of a few frames with the bad sample in its last frame only (staged
+    a block of frames at a time, so that the first blocks have run when it is found): refused, every output value NaN; the good frames of a call that
     leaves the bad one out are those of the whole call once repaired."""
     probe = usbeam.LinearArray(32, 3e-4, width=2.5e-4)
     grid = usbeam.Grid(x=np.linspace(-4e-3, 4e-3, 20), z=np.linspace(2e-3, 1.2e-2, 20))
@@ -382,18 +383,21 @@ def test_samples_past_the_deepest_tap_are_checked_not_staged(rng, interpolation)
 @pytest.mark.parametrize("interpolation", ["nearest", "linear", "cubic"])
 @pytest.mark.parametrize("dtype", [np.complex64, np.int16])
 @pytest.mark.parametrize("budget", [None, 1])
-@pytest.mark.parametrize("n_tx, fs", [(3, FS), (1, 4 * FC), (1, 17e6)])
-def test_few_frames_take_the_lanes_frame_by_frame(rng, interpolation, dtype, budget, n_tx, fs):
-    """A plan of a few frames (up to 5, frames x transmits <= 40) holds the lane table too and
-    beamforms each frame as a 1-frame plan would (each staged as one, a group's frames summed
-    one after the other from its rows): against the float64 reference, and bit for bit against
-    1-frame plans of each frame; a call of fewer frames than the plan's gives the same frames.
-    Several transmits (the receive rotation kept for the next frames), one transmit at
-    fs = 4 fc (quarter turns: every frame staged so) and one at another rate (one transmit:
-    the rotation kept for the frames alone)."""
+@pytest.mark.parametrize("n_tx, fs, frames_iq, frames_rf", [(3, FS, 4, 4), (1, 4 * FC, 7, 7), (1, 17e6, 5, 12), (5, FS, 5, 9)])
+def test_few_frames_take_the_lanes_frame_by_frame(rng, interpolation, dtype, budget, n_tx, fs, frames_iq, frames_rf):
+    """A plan of a few frames (IQ up to 5, 7 of one transmit at fs = 4 fc or of 8 and more; RF
+    up to 12) holds the lane table too and
+    beamforms each frame as a 1-frame plan would, a block of frames staged at a time (from a
+    table one frame, a 1-frame call; with rows formed at execute up to 16 frames x transmits,
+    a group's frames summed one after the other from the rows formed once): against the float64
+    reference, and bit for bit against 1-frame plans of each frame; a call of fewer frames than
+    the plan's gives the same frames.  Several transmits (the receive rotation kept for the
+    next frames of a block), one transmit at fs = 4 fc (quarter turns: every frame staged so),
+    one at another rate (one transmit: the rotation kept for a block's frames alone), and 5
+    transmits of 5 IQ or 9 RF frames (formed rows: blocks of 3 frames, the last partial)."""
+    n_frames = frames_iq if dtype == np.complex64 else frames_rf
     probe = usbeam.LinearArray(40, 3e-4, width=2.5e-4)
     grid = usbeam.Grid(x=np.linspace(-8e-3, 8.5e-3, 17), z=np.linspace(4e-4, 1.6e-2, 23))
-    n_frames = 4
     kw = dict(fs=fs, fc=FC, c=C, t0=T0, n_samples=N_SAMPLES, f_number=1.2, interpolation=interpolation, dtype=dtype,
               max_table_bytes=budget)
     bf = usbeam.Beamformer(probe, LAWS[:n_tx], grid, n_frames=n_frames, **kw)
@@ -413,18 +417,24 @@ def test_few_frames_take_the_lanes_frame_by_frame(rng, interpolation, dtype, bud
 
 
 def test_lanes_for_few_frames_only():
-    """Where the frames fill more of a multi-frame kernel's vector (6 and more), or frames x
-    transmits pass 40 (each group then reads more windows than stay in cache), the plan keeps
-    das.c's multi-frame kernels (measured faster there: das_lanes.c LANES_MAX_FRAMES)."""
+    """Where the frames fill more of a multi-frame kernel's vector (IQ: 6 and more, 8 of one
+    transmit at fs = 4 fc or of 8 transmits and more; RF: 13 and more) the plan keeps das.c's multi-frame kernels
+    (measured faster there: das_lanes.c LANES_MAX_FRAMES_IQ); below, the lanes, whatever the
+    transmits."""
     probe = usbeam.LinearArray(16, 3e-4, width=2.5e-4)
     grid = usbeam.Grid(x=np.linspace(-2e-3, 2e-3, 8), z=np.linspace(2e-3, 6e-3, 8))
 
-    def rows(n_frames, n_tx):
+    def rows(n_frames, n_tx, fs=FS, dtype=np.complex64):
         laws = [usbeam.PlaneWave(a) for a in np.linspace(-0.1, 0.1, n_tx)]
-        return lane_rows(usbeam.Beamformer(probe, laws, grid, fs=FS, fc=FC, c=C, n_samples=400, n_frames=n_frames))
+        return lane_rows(usbeam.Beamformer(probe, laws, grid, fs=fs, fc=FC, c=C, n_samples=400, n_frames=n_frames,
+                                           dtype=dtype))
 
     if rows(1, 1) == 0:
         pytest.skip("the lane path needs AVX-512 (this machine's DAS takes das_single.c)")
-    assert rows(5, 8) > 0 and rows(2, 20) > 0 and rows(1, 64) > 0
-    assert rows(6, 1) == 0 and rows(5, 9) == 0 and rows(3, 14) == 0
+    assert rows(5, 7) > 0 and rows(2, 20) > 0 and rows(1, 64) > 0 and rows(5, 11) > 0
+    assert rows(6, 2) == 0 and rows(6, 7) == 0
+    assert rows(7, 8) > 0 and rows(7, 14) > 0 and rows(8, 14) == 0  # IQ of many transmits
+    assert rows(7, 1) > 0 and rows(8, 1) == 0  # one transmit at fs = 4 fc (quarter turns)
+    assert rows(5, 1, fs=17e6) > 0 and rows(6, 1, fs=17e6) == 0
+    assert rows(12, 3, dtype=np.float32) > 0 and rows(13, 3, dtype=np.int16) == 0  # RF
 

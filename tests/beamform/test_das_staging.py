@@ -7,9 +7,9 @@ whole-record staging, for every interpolation, input type, several frame counts 
 pair kernels and the partial frame blocks) and transmits; and a NaN or an infinity in any
 window is refused.  Records staged whole and far larger than the caches have the pair kernels
 prefetch their rows ahead (USBEAM_DAS_PREFETCH_STAGED_BYTES lowers that threshold here): a hint
-that must change no value either.  On AVX-512 a plan of up to 5 frames takes the lanes instead
-(das_lanes.c, each frame staged as one: test_das_lanes.py), so the plans here are built with
-USBEAM_DAS_LANES=0, which keeps them on das.c's multi-frame staging and kernels."""
+that must change no value either.  On AVX-512 a plan of a few frames (IQ up to 5; RF up to 12)
+takes the lanes instead (das_lanes.c, each frame staged as one: test_das_lanes.py), so the
+plans here are built with USBEAM_DAS_LANES=0, which keeps them on das.c's multi-frame staging and kernels."""
 import numpy as np
 import pytest
 

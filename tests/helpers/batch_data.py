@@ -52,8 +52,9 @@ def bmode_pipeline(n_frames, **options):
 def bmode_record(rf, frames_per_call=4):
     """The whole record through one Pipeline of bmode_recipe's frames per call, call after call, in
     memory: what a chunked run must equal bit for bit.  (One call over the whole record agrees
-    to float32 rounding: on AVX-512 a plan of up to 5 frames sums each frame as a 1-frame plan
-    does, das_lanes.c, in another order than das.c's kernels for more frames; docs/batch.md.)"""
+    to float32 rounding: on AVX-512 a plan of a few frames (IQ up to 5; RF up to 12) sums each
+    frame as a 1-frame plan does, das_lanes.c, in another order than das.c's kernels for more
+    frames; docs/batch.md.)"""
     pipe = bmode_pipeline(frames_per_call)
     return np.concatenate([pipe(rf[k:k + frames_per_call]) for k in range(0, rf.shape[0], frames_per_call)])
 
