@@ -135,9 +135,9 @@
  * against 7.6); one transmit of IQ at fs = 4 fc (quarter turns) faster up to 7 (7.4 against
  * 9.1 ms), level at 8; IQ of many transmits faster up to 7 (11 transmits, 6 / 7 frames: 69 / 80
  * against 85 / 87 ms; 8: 105 against 88), where a multi-frame call's staged rows of every
- * transmit leave the caches and a frame's stay nearer; RF, whose frames a vector hold 16 from 16 frames, faster up to 12 (1,
- * 3, 11 transmits: 6.5 against 8.0, 18.0 against 21.3, at 10 frames 59 against 98 ms),
- * slower at 16 (23.6 against 18.7). */
+ * transmit leave the caches and a frame's stay nearer; RF faster up to 12 (1, 3, 11
+ * transmits: 6.5 against 8.0, 18.0 against 21.3, at 10 frames 59 against 98 ms), slower at 16,
+ * whose frames fill a vector (23.6 against 18.7). */
 #define LANES_MAX_FRAMES_IQ 5
 #define LANES_MAX_FRAMES_QUARTER 7
 #define LANES_MAX_FRAMES_MANY_TRANSMITS 7 /* IQ of LANES_MANY_TRANSMITS or more */
@@ -231,10 +231,10 @@ int usbeam_das_lanes_wanted(const usbeam_das_plan *plan)
 #if USBEAM_DAS_MULTI_ISA
     const usbeam_das_params *prm = &plan->params;
     const char *env = getenv("USBEAM_DAS_LANES"); /* 0: das_single.c instead (the tests compare both) */
-    const size_t most = !plan->is_iq                                   ? LANES_MAX_FRAMES_RF
-                        : usbeam_das_quarter_turns(plan)                 ? LANES_MAX_FRAMES_QUARTER
+    const size_t most = !plan->is_iq                              ? LANES_MAX_FRAMES_RF
+                        : usbeam_das_quarter_turns(plan)            ? LANES_MAX_FRAMES_QUARTER
                         : prm->n_transmits >= LANES_MANY_TRANSMITS ? LANES_MAX_FRAMES_MANY_TRANSMITS
-                                                                         : LANES_MAX_FRAMES_IQ;
+                                                                    : LANES_MAX_FRAMES_IQ;
     return prm->n_frames <= most && usbeam_das_isa() == 2 && plan->taps == usbeam_interp_taps((int)prm->interpolation) &&
            !(env && env[0] == '0');
 #else

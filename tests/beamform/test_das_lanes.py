@@ -14,9 +14,9 @@ them, in double where not, as in the gather and deep-phase tests), and must matc
 references and the table path alike.  One transmit of IQ at fs = 4 fc takes its input staged
 in quarter turns (sample n times j^n) and rotates each lane by its sample's fraction alone:
 checked against the reference and the general path.  Plans of a few frames (IQ up to 5, 7 of
-one transmit at fs = 4 fc or of 8 and more; RF up to 12) take this path frame by frame, in blocks of frames (one from a table, several where
-the rows are formed): checked against the reference and bit for bit against 1-frame plans,
-with bad data in one frame only.  Determinism
+one transmit at fs = 4 fc or of 8 and more; RF up to 12) take this path frame by frame, in
+blocks of frames (one from a table, several where the rows are formed): checked against the
+reference and bit for bit against 1-frame plans, with bad data in one frame only.  Determinism
 across thread counts: test_das_single.py (its children build 1-frame plans, which take this
 path on AVX-512, with and without a table)."""
 import numpy as np
@@ -205,7 +205,8 @@ def test_lanes_on_a_convex_sector(rng, f_number, window, budget):
 @pytest.mark.parametrize("n_frames, bad_frame, bad", [(1, 0, np.inf), (3, 2, np.nan)])
 def test_lanes_refuse_bad_data_and_leave_no_partial_image(rng, budget, n_frames, bad_frame, bad):
     """One frame, and a plan of a few frames with the bad sample in its last frame only (staged
-    a block of frames at a time, so that the first blocks have run when it is found): refused, every output value NaN; the good frames of a call that
+    a block of frames at a time, so that the first blocks have run when it is found): refused,
+    every output value NaN; the good frames of a call that
     leaves the bad one out are those of the whole call once repaired."""
     probe = usbeam.LinearArray(32, 3e-4, width=2.5e-4)
     grid = usbeam.Grid(x=np.linspace(-4e-3, 4e-3, 20), z=np.linspace(2e-3, 1.2e-2, 20))
@@ -383,11 +384,12 @@ def test_samples_past_the_deepest_tap_are_checked_not_staged(rng, interpolation)
 @pytest.mark.parametrize("interpolation", ["nearest", "linear", "cubic"])
 @pytest.mark.parametrize("dtype", [np.complex64, np.int16])
 @pytest.mark.parametrize("budget", [None, 1])
-@pytest.mark.parametrize("n_tx, fs, frames_iq, frames_rf", [(3, FS, 4, 4), (1, 4 * FC, 7, 7), (1, 17e6, 5, 12), (5, FS, 5, 9)])
+@pytest.mark.parametrize("n_tx, fs, frames_iq, frames_rf",
+                         [(3, FS, 4, 4), (1, 4 * FC, 7, 7), (1, 17e6, 5, 12), (5, FS, 5, 9)])
 def test_few_frames_take_the_lanes_frame_by_frame(rng, interpolation, dtype, budget, n_tx, fs, frames_iq, frames_rf):
     """A plan of a few frames (IQ up to 5, 7 of one transmit at fs = 4 fc or of 8 and more; RF
-    up to 12) holds the lane table too and
-    beamforms each frame as a 1-frame plan would, a block of frames staged at a time (from a
+    up to 12) holds the lane table too and beamforms each frame as a 1-frame plan would, a
+    block of frames staged at a time (from a
     table one frame, a 1-frame call; with rows formed at execute up to 16 frames x transmits,
     a group's frames summed one after the other from the rows formed once): against the float64
     reference, and bit for bit against 1-frame plans of each frame; a call of fewer frames than
@@ -418,9 +420,9 @@ def test_few_frames_take_the_lanes_frame_by_frame(rng, interpolation, dtype, bud
 
 def test_lanes_for_few_frames_only():
     """Where the frames fill more of a multi-frame kernel's vector (IQ: 6 and more, 8 of one
-    transmit at fs = 4 fc or of 8 transmits and more; RF: 13 and more) the plan keeps das.c's multi-frame kernels
-    (measured faster there: das_lanes.c LANES_MAX_FRAMES_IQ); below, the lanes, whatever the
-    transmits."""
+    transmit at fs = 4 fc or of 8 transmits and more; RF: 13 and more) the plan keeps das.c's
+    multi-frame kernels (measured faster there: das_lanes.c LANES_MAX_FRAMES_IQ); below, the
+    lanes."""
     probe = usbeam.LinearArray(16, 3e-4, width=2.5e-4)
     grid = usbeam.Grid(x=np.linspace(-2e-3, 2e-3, 8), z=np.linspace(2e-3, 6e-3, 8))
 
