@@ -794,7 +794,7 @@ static void beamform_points(const usbeam_das_plan *plan, const das_isa_kernels *
  * waves, 4 frames: 62 against 90 ms; 3 plane waves, 6 frames: 23 against 30 ms; RESULTS.md
  * session 28), as a group then reads the windows of one frame's transmits, not of all of
  * them.  Where the rows are formed at execute, forming them once for a few frames pays
- * (lanes_frame_block).  Stops at a block holding a NaN or an infinity (*bad_first). */
+ * (usbeam_das_lanes_frame_block).  Stops at a block holding a NaN or an infinity (*bad_first). */
 static void lanes_blocks(const usbeam_das_plan *plan, const das_isa_kernels *kernels, const stage_schedule *sched, int thread,
                          size_t n_frames, const void *in, size_t frame_bytes, int quarter, usbeam_interrupt *interrupt,
                          float *tile_re, float *tile_im, void *out, size_t *bad, int *bad_first)
@@ -932,7 +932,7 @@ usbeam_status usbeam_das_execute_frames(usbeam_das_plan *plan, size_t n_frames, 
                     /* transpose on the way out: each frame's run of m points is contiguous in out */
                     kernels->write_tile(plan->is_iq, n_frames, n_points, p0, m, tile_re, tile_im, out);
                 }
-                if (w + 1 < sched.n_windows) /* (windows: several frames, never a lane plan's) */
+                if (w + 1 < sched.n_windows)
                     stage_window(plan, kernels, &sched, n_frames, in, plan->stage, sched.end[w], sched.end[w + 1], 0,
                                  w + 2 == sched.n_windows ? sched.tail : prm->n_samples, quarter, &bad);
 #pragma omp barrier

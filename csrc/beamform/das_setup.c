@@ -1165,9 +1165,6 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
                        (st = alloc_array((void **)&plan->lane_least, rows, n_tx * sizeof(int32_t), "receive table")) ||
                        (st = alloc_array((void **)&plan->lane_mask, rows, n_tx * sizeof(uint16_t), "receive table")))) ||
             (st = alloc_array((void **)&plan->lane_tx, n_groups * n_tx, 16 * sizeof(double), "transmit times")) ||
-            (is_iq && (n_tx > 1 || (prm->n_frames > 1 && !plan->lane_quarter)) &&
-             (st = alloc_array((void **)&plan->lane_cache, (size_t)plan->n_threads * (size_t)plan->lane_max_rows,
-                                        32 * sizeof(float), "per-thread scratch"))) ||
             (is_iq && !plan->lane_quarter && (st = alloc_array((void **)&plan->lane_rot, n_groups * n_tx, 32 * sizeof(float),
                                         "transmit rotations"))))
             goto fail;
@@ -1215,10 +1212,13 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
         }
         plan->has_table = 0;
     }
-    if (plan->lane_cache && prm->n_transmits == 1 && usbeam_das_lanes_frame_block(plan) == 1) {
-        usbeam_free(plan->lane_cache); /* one transmit of one frame a block: no rotation is read back */
-        plan->lane_cache = NULL;
-    }
+    /* the receive rotations a group forms once and reads back: for its other transmits, or
+     * (IQ off the quarter turns) for the other frames of a block */
+    if (plan->lane_frame && is_iq &&
+        (prm->n_transmits > 1 || (usbeam_das_lanes_frame_block(plan) > 1 && !plan->lane_quarter)) &&
+        (st = alloc_array((void **)&plan->lane_cache, (size_t)plan->n_threads * (size_t)plan->lane_max_rows, 32 * sizeof(float),
+                          "per-thread scratch")))
+        goto fail;
     /* a lane plan stages a block of frames (usbeam_das_lanes_frame_block), not the call's */
     if (plan->lane_frame) stage_floats = plan->lane_frame * usbeam_das_lanes_frame_block(plan);
     if (backend == USBEAM_BACKEND_CPU &&
