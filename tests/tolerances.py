@@ -254,7 +254,10 @@ TOLERANCES = {
     # it per group), plus 2e-9 for elements up to 1e-9 sample off even spacing: far inside
     # this bound.
     # Those roots then go to the sums in the fixed table's units where a group's rows fit
-    # (linear arrays), rounded to nearest as the table is: the same 2^-25 turn at most.
+    # (linear arrays), rounded to nearest as the table is: the same 2^-25 turn at most.  A
+    # group that mirrors another about the array's centre takes that group's rows (das_lanes.c
+    # usbeam_das_lanes_mirrors), whose points and elements mirror its own to 1e-9 sample in x:
+    # its distances move by at most 2e-9 sample, as for uneven elements above.
     "das_receive_phase_rad": 1e-6,
     # Nearest: the tap index is round(s) with s in double in both; a point whose s lies
     # within ~1e-12 of a .5 boundary may round the other way (the sqrt of C and NumPy can

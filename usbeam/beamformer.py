@@ -232,7 +232,11 @@ class Beamformer:
         (csrc/beamform/das_lanes.c); over the budget it forms those rows per group at each
         call, ~1.2-1.3x the lane table's time with several transmits (benchmarks/RESULTS.md,
         live-3tx), ~1.8x with one transmit of IQ at fs = 4 fc, whose table holds each point's
-        first tap and fraction of a sample per element (live-1tx, session 26).
+        first tap and fraction of a sample per element (live-1tx, session 26).  On a grid
+        centred on a linear array, a group whose points mirror another's about the array's
+        centre takes that group's rows in reverse instead of forming its own (half the groups
+        where the grid's width is a multiple of 16 points): live-3tx ~1.2x, live-1tx ~1.4x
+        (session 29).
     min_coverage : the least fraction of the grid's pixels that must receive a recorded
         sample (``grid_coverage``; default 0.5): below it the plan is refused with a
         ValueError naming the likely causes (MATLAB layout, mm, a wrong t0), since the image

@@ -817,14 +817,20 @@ static void lanes_blocks(const usbeam_das_plan *plan, const das_isa_kernels *ker
         stop = *bad_first;
         if (stop) return; /* the same in every thread: set before the barrier, not after it */
         /* (the implicit barrier at the loop's end: the next block is staged into the same rows) */
+        /* the tiles, or (lane_items) a tile and the one that mirrors it, in one thread */
+        const size_t n_items = plan->lane_items ? plan->lane_n_items : n_tiles;
 #pragma omp for schedule(dynamic, 1)
-        for (ptrdiff_t k = 0; k < (ptrdiff_t)n_tiles; ++k) {
+        for (ptrdiff_t k = 0; k < (ptrdiff_t)n_items; ++k) {
             if (usbeam_interrupt_poll(interrupt)) continue;
-            const size_t p0 = (size_t)k * tile, m = n_points - p0 < tile ? n_points - p0 : tile;
-            usbeam_das_tile_lanes(plan, thread, p0, m, frames, plan->stage, plan->stage + plan->stage_plane, tile_re, tile_im);
-            for (size_t f = 0; f < frames; ++f)
-                kernels->write_tile(plan->is_iq, 1, n_points, p0, m, tile_re + f * tile, tile_im + f * tile,
-                                    (char *)out + (f0 + f) * n_points * value_bytes);
+            for (int half = 0; half < 2; ++half) {
+                const ptrdiff_t at = plan->lane_items ? plan->lane_items[2 * k + half] : (half ? -1 : k);
+                if (at < 0) break;
+                const size_t p0 = (size_t)at * tile, m = n_points - p0 < tile ? n_points - p0 : tile;
+                usbeam_das_tile_lanes(plan, thread, p0, m, frames, plan->stage, plan->stage + plan->stage_plane, tile_re, tile_im);
+                for (size_t f = 0; f < frames; ++f)
+                    kernels->write_tile(plan->is_iq, 1, n_points, p0, m, tile_re + f * tile, tile_im + f * tile,
+                                        (char *)out + (f0 + f) * n_points * value_bytes);
+            }
         }
     }
 }

@@ -108,6 +108,11 @@ static inline size_t usbeam_das_lane_formed_doubles(int max_rows)
     return usbeam_das_lane_formed_rows(max_rows) * USBEAM_DAS_LANE_FORMED_DOUBLES +
            usbeam_das_lane_formed_rows(max_rows) / 8 * USBEAM_DAS_LANE_BOUNDS_DOUBLES;
 }
+/* With lane_mirror, a thread's lane_rows hold one slot per group of a tile (a group's formed
+ * rows, kept for the tile that mirrors it) and one for the group at hand, each followed by
+ * USBEAM_DAS_LANE_SLOT_TAG doubles: the group (-1: none), its base, whether its rows are fixed */
+#define USBEAM_DAS_LANE_SLOTS (USBEAM_DAS_POINT_TILE / 16)
+#define USBEAM_DAS_LANE_SLOT_TAG 8
 /* lane_fixed's value for a lane outside its aperture */
 #define USBEAM_DAS_LANE_FIXED_OUTSIDE INT32_MIN
 
@@ -201,6 +206,16 @@ struct usbeam_das_plan {
                                    usbeam_das_lanes_extents); else NULL */
     double lane_pitch;          /* with lane_extent: the elements' spacing in samples where
                                    uniform (form_rows steps d^2 by its differences), else 0 */
+    int32_t *lane_mirror;       /* with lane_extent, where some groups mirror others about the
+                                   array's centre: per group the group whose formed rows, in
+                                   reverse row and lane order, are its own, -2 for such a source,
+                                   else -1 (das_lanes.c usbeam_das_lanes_mirrors); else NULL */
+    int32_t *lane_items;        /* with lane_mirror: (lane_n_items, 2) the tiles one thread runs
+                                   one after the other, a tile and the tile that mirrors it (or
+                                   -1), so that the second reads the first's formed rows */
+    size_t lane_n_items;
+    size_t lane_thread_doubles; /* lane_rows per thread: usbeam_das_lane_formed_doubles, or with
+                                   lane_mirror USBEAM_DAS_LANE_SLOTS + 1 such slots and tags */
 
     int n_threads;
     size_t thread_floats;       /* floats of one thread's scratch (below) */
@@ -339,6 +354,10 @@ void usbeam_das_lanes_fill(usbeam_das_plan *plan);
 #define USBEAM_DAS_LANE_EXTENT_DOUBLES 8
 /* lane_extent, and lane_tx_fixed / lane_tx_base (0: they do not fit; the formed rows in double) */
 int usbeam_das_lanes_extents(usbeam_das_plan *plan);
+/* lane_mirror, lane_items and lane_thread_doubles of a plan with lane_extent and
+ * lane_tx_fixed, where groups mirror others; returns the mirrored groups (0: none, nothing
+ * allocated) or -1 (out of memory) */
+long usbeam_das_lanes_mirrors(usbeam_das_plan *plan);
 int usbeam_das_tile_lanes(const usbeam_das_plan *plan, int thread, size_t p0, size_t m, size_t n_frames,
                           const float *re_plane, const float *im_plane, float *out_re, float *out_im);
 /* The samples of every channel that a lane execute stages (per frame): lane_reach where

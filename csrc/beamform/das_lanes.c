@@ -53,6 +53,9 @@
  * was forming the rows in lane_fixed's units with a per-row base reduced from the rows (as
  * slow as double).  live-1tx / live-3tx without a table in sessions 21 and 22: 2.47 and
  * 4.82 ms, 2.13 and 4.30 ms.
+ * A group that mirrors an earlier one about the array's centre (a grid centred on it) forms
+ * no rows: it reads that group's, kept in a slot of the thread, in reverse row and lane order
+ * (usbeam_das_lanes_mirrors).
  * One transmit of IQ at fs = 4 fc (lane_quarter; the copies with QUARTER): a whole sample
  * turns the carrier a quarter, so das.c stages sample n times j^n (exact: re and im exchanged,
  * one negated) and the taps of a lane whose s lies f past its base sample b bring j^b with
@@ -515,6 +518,103 @@ int usbeam_das_lanes_extents(usbeam_das_plan *plan)
     int fits = 1;
     for (size_t g = 0; g < n_groups; ++g) fits &= fix_transmits(plan, g);
     return fits;
+}
+
+/* lane_mirror: a group whose 16 points mirror, lane for lane in reverse order, an earlier
+ * group's about the centre of an array whose elements mirror each other (point j's x + the
+ * other's point 15 - j's x = x_0 + x_(n-1), y and z equal; element e's x + element
+ * n - 1 - e's x the same; apertures mirrored) has the same s_rx as that group, row r and lane j
+ * of one being row rows - 1 - r and lane 15 - j of the other, to MIRROR_TOLERANCE (a root moves
+ * by at most the error of dx): its rows need no roots, which take two thirds of a formed row
+ * (form_rows).  A grid centred on the array (x = linspace(-a, a, n), the usual one) mirrors every
+ * group of a row of points in another but the middle one.  The groups are found in their rows
+ * (runs of points of equal y and z: a point's mirror in its run is the run's point as far from
+ * its other end).  lane_items pairs each tile with the tile of its groups' mirrors, so that one
+ * thread runs the two one after the other and the second reads the first's rows from its slots
+ * (lane_thread_doubles).  live-1tx without a table 1.51 -> 1.27 ms, live-3tx 3.77 ->
+ * 3.68 ms (p10, in-process, the grid x = linspace(-19.05, 19.05, 256) mm, 128 elements: 2042
+ * of 4096 groups mirrored). */
+#define MIRROR_TOLERANCE 1e-9 /* samples */
+long usbeam_das_lanes_mirrors(usbeam_das_plan *plan)
+{
+    const usbeam_das_params *prm = &plan->params;
+    const size_t n_points = prm->n_points, n_groups = (n_points + LANES - 1) / LANES, ne = prm->n_elements;
+    if (!plan->lane_extent || !plan->lane_tx_fixed || ne < 2) return 0;
+    const double *x_samples = plan->lane_extent + n_groups * USBEAM_DAS_LANE_EXTENT_DOUBLES, spm = prm->fs / prm->c;
+    const double twice_centre = x_samples[0] + x_samples[ne - 1];
+    for (size_t e = 0; e < ne; ++e)
+        if (!(fabs(x_samples[e] + x_samples[ne - 1 - e] - twice_centre) <= MIRROR_TOLERANCE)) return 0;
+    const size_t tile_groups = USBEAM_DAS_LANE_SLOTS, n_tiles = (n_groups + tile_groups - 1) / tile_groups;
+    int32_t *mirror = usbeam_alloc(n_groups * sizeof(int32_t)), *partner = usbeam_alloc(n_tiles * sizeof(int32_t));
+    int32_t *items = usbeam_alloc(2 * n_tiles * sizeof(int32_t));
+    if (!mirror || !partner || !items) {
+        usbeam_free(mirror), usbeam_free(partner), usbeam_free(items);
+        return -1;
+    }
+    for (size_t k = 0; k < n_tiles; ++k) partner[k] = -1;
+    long mirrored = 0;
+    size_t run_start = 0, run_end = 0; /* the run of points of equal y and z that holds point p */
+    for (size_t g = 0; g < n_groups; ++g) {
+        mirror[g] = -1;
+        const size_t p = g * LANES;
+        if (p + LANES > n_points) continue;
+        while (p >= run_end) {
+            run_start = run_end++;
+            const double *a = plan->points + 3 * run_start;
+            while (run_end < n_points && plan->points[3 * run_end + 1] == a[1] && plan->points[3 * run_end + 2] == a[2]) ++run_end;
+        }
+        if (p + LANES > run_end) continue;
+        const size_t mirror_first = run_start + run_end - 1 - (p + LANES - 1); /* of lane 15 */
+        if (mirror_first % LANES != 0 || mirror_first >= p) continue; /* the earlier group of a pair is the source */
+        const size_t source = mirror_first / LANES;
+        const size_t rows = plan->lane_offset[g + 1] - plan->lane_offset[g];
+        int ok = rows == plan->lane_offset[source + 1] - plan->lane_offset[source] &&
+                 (size_t)plan->lane_first[g] + rows + (size_t)plan->lane_first[source] == ne;
+        for (size_t j = 0; ok && j < LANES; ++j) {
+            const size_t q = p + j, q_mirror = mirror_first + LANES - 1 - j;
+            const int count = plan->aperture_count[q];
+            ok = fabs((plan->points[3 * q] + plan->points[3 * q_mirror]) * spm - twice_centre) <= MIRROR_TOLERANCE &&
+                 count == plan->aperture_count[q_mirror] &&
+                 (count == 0 || plan->aperture_first[q_mirror] + count + plan->aperture_first[q] == (int)ne);
+        }
+        if (!ok) continue;
+        mirror[g] = (int32_t)source;
+        const size_t tile = g / tile_groups, source_tile = source / tile_groups;
+        if (partner[source_tile] == -1) partner[source_tile] = (int32_t)tile;
+        else if (partner[source_tile] != (int32_t)tile) partner[source_tile] = -2; /* mirrors in two tiles: unpaired */
+    }
+    /* the items: each tile once, a source tile with the tile of its mirrors where that tile
+     * comes later and is not already taken (partner: then the pair's second tile, else -1; -3:
+     * taken) */
+    size_t n_items = 0;
+    for (size_t k = 0; k < n_tiles; ++k) partner[k] = partner[k] > (int32_t)k ? partner[k] : -1;
+    for (size_t k = 0; k < n_tiles; ++k) {
+        if (partner[k] == -3) continue;
+        if (partner[k] >= 0 && partner[partner[k]] == -3) partner[k] = -1;
+        if (partner[k] >= 0) partner[partner[k]] = -3;
+        items[2 * n_items] = (int32_t)k, items[2 * n_items + 1] = partner[k];
+        ++n_items;
+    }
+    /* A group takes its source's rows only where the source is formed earlier in the same item
+     * (its own tile, or the first of its pair): then the source's slot holds it whichever
+     * thread runs the item, and the image does not depend on the schedule (formed rows and
+     * mirrored ones may differ in the last unit).  Its sources marked -2: formed into their
+     * slots, the other groups into the thread's last. */
+    for (size_t g = 0; g < n_groups; ++g) {
+        if (mirror[g] < 0) continue;
+        const size_t tile = g / tile_groups, source_tile = (size_t)mirror[g] / tile_groups;
+        if (tile != source_tile && partner[source_tile] != (int32_t)tile) mirror[g] = -1;
+    }
+    for (size_t g = 0; g < n_groups; ++g)
+        if (mirror[g] >= 0) mirror[mirror[g]] = -2, ++mirrored;
+    usbeam_free(partner);
+    if (mirrored == 0) {
+        usbeam_free(mirror), usbeam_free(items);
+        return 0;
+    }
+    plan->lane_mirror = mirror, plan->lane_items = items, plan->lane_n_items = n_items;
+    plan->lane_thread_doubles = (USBEAM_DAS_LANE_SLOTS + 1) * (usbeam_das_lane_formed_doubles(plan->lane_max_rows) + USBEAM_DAS_LANE_SLOT_TAG);
+    return mirrored;
 }
 
 #if USBEAM_DAS_MULTI_ISA
@@ -1030,8 +1130,8 @@ __attribute__((always_inline)) TARGET_AVX512 static inline void
 group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, const int FIXED, const int FIRST,
           const int QUARTER, const int DIRECT, const usbeam_das_plan *plan, size_t g,
           __mmask16 lanes, size_t t, const float *restrict re_plane, const float *restrict im_plane,
-          float *restrict rotation, const double *restrict formed, double *restrict bounds, int64_t group_base, __m512 *sum_re,
-          __m512 *sum_im)
+          float *restrict rotation, const double *restrict formed, ptrdiff_t formed_step, int mirrored, double *restrict bounds,
+          int64_t group_base, __m512 *sum_re, __m512 *sum_im)
 {
     const usbeam_das_params *prm = &plan->params;
     double lo, hi;
@@ -1042,15 +1142,19 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
     const __m512d s_tx_hi = _mm512_load_pd(plan->lane_tx + (g * n_tx + t) * LANES + 8);
     const size_t row0 = plan->lane_offset[g], rows = plan->lane_offset[g + 1] - row0;
     /* the rows: the table's (in double, or FIXED: lane_fixed), or (COMPUTED) formed by form_rows
-     * (in double, or FIXED: lane_fixed's offsets from the one base group_base) */
-    const size_t row_stride = COMPUTED ? FORMED_STRIDE : LANES;
+     * (in double, or FIXED: lane_fixed's offsets from the one base group_base) formed_step
+     * doubles apart: -FORMED_STRIDE where they are a mirror group's (mirrored: its rows in
+     * reverse and its lanes too, so that the transmit's lanes are reversed to match, and the
+     * sums by the caller; tile_lanes_zmm) */
+    const ptrdiff_t row_stride = COMPUTED ? formed_step : LANES;
     const double *s_rows = COMPUTED ? formed : (FIXED ? NULL : plan->lane_sample + row0 * LANES);
     const int32_t *fixed_rows = FIXED ? (COMPUTED ? (const int32_t *)formed : plan->lane_fixed + row0 * LANES) : NULL;
-    const size_t fixed_stride = COMPUTED ? 2 * FORMED_STRIDE : LANES;
+    const ptrdiff_t fixed_stride = COMPUTED ? 2 * formed_step : LANES;
     const int32_t *base_rows = FIXED && !COMPUTED ? plan->lane_base + row0 : NULL;
     /* FIXED: the transmit's offsets and base, the units' shift and the turns of a unit */
     const int bits = FIXED ? plan->lane_fixed_bits : 0;
-    const __m512i tx_fixed = FIXED ? _mm512_load_si512(plan->lane_tx_fixed + (g * n_tx + t) * LANES) : _mm512_setzero_si512();
+    __m512i tx_fixed = FIXED ? _mm512_load_si512(plan->lane_tx_fixed + (g * n_tx + t) * LANES) : _mm512_setzero_si512();
+    if (COMPUTED && FIXED && mirrored) tx_fixed = _mm512_permutexvar_epi32(_mm512_setr_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), tx_fixed);
     const int64_t tx_base = FIXED ? plan->lane_tx_base[g * n_tx + t] : 0;
     const int64_t turns_per_unit = FIXED ? plan->lane_fixed_turns : 0;
     const __m128i shift = _mm_cvtsi32_si128(bits);
@@ -1061,7 +1165,7 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
     const __m512 quarter_turn = _mm512_set1_ps(1.57079632679489662f), minus_eighth_turn = _mm512_set1_ps(-0.785398163397448310f);
     const int32_t whole_turns = fixed_whole_turns(turns_per_unit);
     const float *w_rows = !WINDOWED ? NULL : (COMPUTED ? (const float *)(formed + 16) : plan->lane_window + row0 * LANES);
-    const size_t w_stride = COMPUTED ? 2 * FORMED_STRIDE : LANES;
+    const ptrdiff_t w_stride = COMPUTED ? 2 * formed_step : LANES;
     const int32_t *least_rows = COMPUTED ? NULL : plan->lane_least + row0 * n_tx + t * rows;
     const uint16_t *mask_rows = FIXED && !COMPUTED ? plan->lane_mask + row0 * n_tx + t * rows : NULL;
     double tx_least = INFINITY, tx_most = -INFINITY, first_max = 0.0;
@@ -1094,10 +1198,10 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
         __m512i offsets = _mm512_setzero_si512();
         int64_t row_base = 0;
         if (FIXED) {
-            offsets = _mm512_load_si512(fixed_rows + r * fixed_stride);
+            offsets = _mm512_load_si512(fixed_rows + (ptrdiff_t)r * fixed_stride);
             row_base = COMPUTED ? group_base : base_rows[r];
         } else if (RECEIVE_ROTATION) {
-            s_rx_lo = _mm512_load_pd(s_rows + r * row_stride), s_rx_hi = _mm512_load_pd(s_rows + r * row_stride + 8);
+            s_rx_lo = _mm512_load_pd(s_rows + (ptrdiff_t)r * row_stride), s_rx_hi = _mm512_load_pd(s_rows + (ptrdiff_t)r * row_stride + 8);
         }
         if (RECEIVE_ROTATION) {
             if (FIXED)
@@ -1160,7 +1264,7 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
                                         quarter_turn, minus_eighth_turn);
         } else {
             if (!RECEIVE_ROTATION)
-                s_rx_lo = _mm512_load_pd(s_rows + r * row_stride), s_rx_hi = _mm512_load_pd(s_rows + r * row_stride + 8);
+                s_rx_lo = _mm512_load_pd(s_rows + (ptrdiff_t)r * row_stride), s_rx_hi = _mm512_load_pd(s_rows + (ptrdiff_t)r * row_stride + 8);
             const __m512d s_lo = _mm512_add_pd(s_tx_lo, s_rx_lo), s_hi = _mm512_add_pd(s_tx_hi, s_rx_hi);
             const __mmask8 valid_lo = _mm512_cmp_pd_mask(s_lo, v_lo, _CMP_GE_OQ) & _mm512_cmp_pd_mask(s_lo, v_hi, _CMP_LE_OQ);
             const __mmask8 valid_hi = _mm512_cmp_pd_mask(s_hi, v_lo, _CMP_GE_OQ) & _mm512_cmp_pd_mask(s_hi, v_hi, _CMP_LE_OQ);
@@ -1216,7 +1320,7 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
             }
         }
         if (WINDOWED) {
-            const __m512 w = _mm512_load_ps(w_rows + r * w_stride);
+            const __m512 w = _mm512_load_ps(w_rows + (ptrdiff_t)r * w_stride);
             v_re = _mm512_mul_ps(w, v_re);
             if (IQ) v_im = _mm512_mul_ps(w, v_im);
         }
@@ -1241,14 +1345,44 @@ tile_lanes_zmm(const int KIND, const int IQ, const int WINDOWED, const int COMPU
                float *rotation, double *formed, size_t p0, size_t m, size_t n_frames, const float *restrict re_frame0,
                const float *restrict im_frame0, float *out_re, float *out_im)
 {
-    const size_t n_tx = plan->params.n_transmits;
-    double *bounds = COMPUTED ? formed + FORMED_STRIDE * usbeam_das_lane_formed_rows(plan->lane_max_rows) : NULL;
+    const size_t n_tx = plan->params.n_transmits, bounds_at = FORMED_STRIDE * usbeam_das_lane_formed_rows(plan->lane_max_rows);
+    /* with lane_mirror: the slots (usbeam_das_lanes_mirrors), the last for the group at hand */
+    const size_t slot_doubles = plan->lane_mirror ? plan->lane_thread_doubles / (USBEAM_DAS_LANE_SLOTS + 1) : 0;
+    double *work = COMPUTED && plan->lane_mirror ? formed + USBEAM_DAS_LANE_SLOTS * slot_doubles : formed;
+    const __m512i reverse = _mm512_setr_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
     for (size_t q0 = 0; q0 < m; q0 += LANES) {
         const size_t g = (p0 + q0) / LANES, in_group = m - q0 < LANES ? m - q0 : LANES;
         const __mmask16 lanes = (__mmask16)((1u << in_group) - 1u);
         int64_t group_base = 0;
-        const int formed_fixed = COMPUTED && form_rows(WINDOWED, plan, g, plan->lane_offset[g + 1] - plan->lane_offset[g], formed,
-                                                       bounds, &group_base);
+        int formed_fixed = 0, mirrored = 0;
+        const double *rows_at = work;
+        ptrdiff_t formed_step = FORMED_STRIDE;
+        double *bounds = COMPUTED ? work + bounds_at : NULL;
+        if (COMPUTED) {
+            const size_t rows = plan->lane_offset[g + 1] - plan->lane_offset[g];
+            const int32_t source = plan->lane_mirror ? plan->lane_mirror[g] : -1; /* -2: a source */
+            if (source >= 0) { /* a mirror group: the source's rows where a slot holds them in lane_fixed's units */
+                const double *kept = formed + (size_t)source % USBEAM_DAS_LANE_SLOTS * slot_doubles;
+                const int64_t *tag = (const int64_t *)(kept + slot_doubles - USBEAM_DAS_LANE_SLOT_TAG);
+                if (tag[0] == source && tag[2]) {
+                    mirrored = formed_fixed = 1, group_base = tag[1];
+                    rows_at = kept + (rows - 1) * FORMED_STRIDE, formed_step = -FORMED_STRIDE;
+                    const size_t n_groups = (plan->params.n_points + LANES - 1) / LANES;
+                    double least_all, most_all;
+                    on_axis_bounds(plan, g, rows, plan->lane_extent + n_groups * USBEAM_DAS_LANE_EXTENT_DOUBLES, bounds, &least_all,
+                                   &most_all);
+                }
+            }
+            if (!mirrored) { /* formed here: a source into its slot, tagged */
+                double *into = source == -2 ? formed + g % USBEAM_DAS_LANE_SLOTS * slot_doubles : work;
+                bounds = into + bounds_at, rows_at = into;
+                formed_fixed = form_rows(WINDOWED, plan, g, rows, into, bounds, &group_base);
+                if (into != work) {
+                    int64_t *tag = (int64_t *)(into + slot_doubles - USBEAM_DAS_LANE_SLOT_TAG);
+                    tag[0] = (int64_t)g, tag[1] = group_base, tag[2] = formed_fixed;
+                }
+            }
+        }
         /* the frames of a group one after the other: its rows (formed once), their receive
          * rotations (formed in the first frame's first transmit) and its table's lines serve
          * them all from L1 */
@@ -1258,7 +1392,7 @@ tile_lanes_zmm(const int KIND, const int IQ, const int WINDOWED, const int COMPU
             for (size_t t = 0; t < n_tx; ++t) {
                 __m512 sum_re, sum_im;
 #define GROUP_SUM(FIXED_ROWS, FIRST) group_sum(KIND, IQ, WINDOWED, COMPUTED, FIXED_ROWS, FIRST, QUARTER, DIRECT, plan, g, lanes, t, re_plane, im_plane, \
-                                               rotation, formed, bounds, group_base, &sum_re, &sum_im)
+                                               rotation, rows_at, formed_step, mirrored, bounds, group_base, &sum_re, &sum_im)
                 const int first = t == 0 && f == 0;
                 if (formed_fixed) {
                     if (first)
@@ -1271,6 +1405,7 @@ tile_lanes_zmm(const int KIND, const int IQ, const int WINDOWED, const int COMPU
                     GROUP_SUM(FIXED, 0);
                 }
 #undef GROUP_SUM
+                if (COMPUTED && mirrored) sum_re = _mm512_permutexvar_ps(reverse, sum_re), sum_im = _mm512_permutexvar_ps(reverse, sum_im);
                 if (!IQ) {
                     out_r = _mm512_add_ps(out_r, sum_re);
                     continue;
@@ -1365,7 +1500,7 @@ int usbeam_das_tile_lanes(const usbeam_das_plan *plan, int thread, size_t p0, si
     if (!usbeam_das_lanes_active(plan)) return 0;
     const size_t max_rows = (size_t)plan->lane_max_rows;
     float *rotation = plan->lane_cache ? plan->lane_cache + (size_t)thread * 32 * max_rows : NULL;
-    double *formed = plan->lane_computed ? plan->lane_rows + (size_t)thread * usbeam_das_lane_formed_doubles(plan->lane_max_rows) : NULL;
+    double *formed = plan->lane_computed ? plan->lane_rows + (size_t)thread * plan->lane_thread_doubles : NULL;
     const int rows = 2 * (plan->lane_computed ? 1 : plan->lane_fixed ? (plan->lane_direct ? 3 : 2) : 0) + usbeam_das_lanes_windowed(plan);
     tile_lanes_copies[plan->params.interpolation][plan->is_iq + plan->lane_quarter][rows](plan, rotation, formed, p0, m,
                                                                                           n_frames, re_plane, im_plane,

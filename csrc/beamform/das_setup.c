@@ -261,6 +261,8 @@ void usbeam_das_plan_destroy(usbeam_das_plan *plan)
     usbeam_free(plan->lane_mask);
     usbeam_free(plan->lane_rows);
     usbeam_free(plan->lane_extent);
+    usbeam_free(plan->lane_mirror);
+    usbeam_free(plan->lane_items);
     usbeam_free(plan->scratch);
     usbeam_free(plan->tile);
     usbeam_block_free(plan->stage);
@@ -305,6 +307,14 @@ size_t usbeam_das_lane_rows(const usbeam_das_plan *plan)
 int usbeam_das_lane_fixed_bits(const usbeam_das_plan *plan)
 {
     return plan && plan->lane_fixed ? plan->lane_fixed_bits : 0;
+}
+
+long usbeam_das_lane_mirrored(const usbeam_das_plan *plan)
+{
+    long mirrored = 0;
+    if (plan && plan->lane_mirror && usbeam_das_lanes_active(plan))
+        for (size_t g = 0; g < (plan->params.n_points + 15) / 16; ++g) mirrored += plan->lane_mirror[g] >= 0;
+    return mirrored;
 }
 
 int usbeam_das_lane_quarter(const usbeam_das_plan *plan)
@@ -1155,6 +1165,7 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
          * arithmetic: das_lanes.c); in double if a row's lanes lie too far apart for them */
         int table = plan->has_table && rows <= budget / lane_row_bytes(1, windowed, n_tx);
         /* lane_rows: the formed rows without a table, the fill's rows in double with one */
+        plan->lane_thread_doubles = usbeam_das_lane_formed_doubles(plan->lane_max_rows);
         if ((st = alloc_array((void **)&plan->lane_rows, (size_t)plan->n_threads,
                               usbeam_das_lane_formed_doubles(plan->lane_max_rows) * sizeof(double), "per-thread scratch")) ||
             (table && ((st = alloc_table((void **)&plan->lane_fixed, rows * 16, sizeof(int32_t), "receive table")) ||
@@ -1199,6 +1210,25 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
                 usbeam_free(plan->lane_tx_fixed);
                 usbeam_free(plan->lane_tx_base);
                 plan->lane_tx_fixed = NULL, plan->lane_tx_base = NULL;
+            }
+            /* groups that mirror others take their rows (das_lanes.c): a slot per group of a
+             * tile in each thread's lane_rows, tagged with no group yet */
+            const long mirrored = usbeam_das_lanes_mirrors(plan);
+            if (mirrored < 0) {
+                st = usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "points: cannot allocate the groups' mirrors");
+                goto fail;
+            }
+            if (mirrored > 0) {
+                usbeam_free(plan->lane_rows);
+                plan->lane_rows = NULL;
+                if ((st = alloc_array((void **)&plan->lane_rows, (size_t)plan->n_threads, plan->lane_thread_doubles * sizeof(double),
+                                      "per-thread scratch")))
+                    goto fail;
+                const size_t slot = plan->lane_thread_doubles / (USBEAM_DAS_LANE_SLOTS + 1);
+                for (size_t k = 0; k < (size_t)plan->n_threads * (USBEAM_DAS_LANE_SLOTS + 1); ++k) {
+                    int64_t *tag = (int64_t *)(plan->lane_rows + (k + 1) * slot - USBEAM_DAS_LANE_SLOT_TAG);
+                    tag[0] = -1, tag[1] = 0, tag[2] = 0;
+                }
             }
         }
         if (plan->lane_mask && !plan->lane_fixed) {

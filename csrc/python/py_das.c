@@ -21,6 +21,7 @@
  *   das_lane_fixed_bits(plan) -> int: its fixed-point unit 2^-bits sample, 0 if in double / none
  *   das_lane_quarter(plan) -> int: 1 if it sums 1-frame IQ staged in quarter turns (fs = 4 fc),
  *       2 if its table also holds each lane's first tap and fraction, else 0
+ *   das_lane_mirrored(plan) -> int: groups whose formed rows are another's in mirror image
  *   das_aperture_counts(plan) -> int32 (n_points): receive elements per point, or None (CUDA)
  *   das_staging(plan, n_frames) -> (windows, ring_rows, staged_samples): how execute stages n_frames frames
  *   das_tile_samples(plan) -> int32 (n_tiles, 2): each tile's [first, end) samples, or None
@@ -315,6 +316,14 @@ static PyObject *py_das_lane_quarter(PyObject *self, PyObject *capsule)
     return PyLong_FromLong(usbeam_das_lane_quarter(h->plan));
 }
 
+static PyObject *py_das_lane_mirrored(PyObject *self, PyObject *capsule)
+{
+    (void)self;
+    usbeam_py_plan *h = usbeam_py_plan_from(capsule, &das_plan_type);
+    if (!h) return NULL;
+    return PyLong_FromLong(usbeam_das_lane_mirrored(h->plan));
+}
+
 static PyObject *py_das_aperture_counts(PyObject *self, PyObject *capsule)
 {
     (void)self;
@@ -516,6 +525,7 @@ PyMethodDef usbeam_py_das_methods[] = {
     {"das_lane_rows", py_das_lane_rows, METH_O, "Rows of a plan's lane table (1-frame AVX-512 path), 0 if none."},
     {"das_lane_fixed_bits", py_das_lane_fixed_bits, METH_O, "The lane table's fixed-point unit 2^-bits sample, 0 if none."},
     {"das_lane_quarter", py_das_lane_quarter, METH_O, "1 if the lane path sums 1-frame IQ staged in quarter turns (fs = 4 fc), 2 with a direct table."},
+    {"das_lane_mirrored", py_das_lane_mirrored, METH_O, "Groups of a plan without a table whose formed rows are another's in mirror image."},
     {"das_aperture_counts", py_das_aperture_counts, METH_O, "A CPU plan's receive elements per point, or None."},
     {"das_staging", py_das_staging, METH_VARARGS, "How a CPU plan stages n_frames frames: (windows, ring_rows, staged_samples)."},
     {"das_tile_samples", py_das_tile_samples, METH_O, "A CPU plan's [first, end) samples per tile of points, or None."},

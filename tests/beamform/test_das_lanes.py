@@ -11,7 +11,8 @@ order of float operations only.  Each also without a table (max_table_bytes=1): 
 a group are then formed at execute from the geometry (form_rows: linear, convex and matrix
 arrays, every window; a linear array's in the fixed table's units where its group's rows fit
 them, in double where not, as in the gather and deep-phase tests), and must match the
-references and the table path alike.  One transmit of IQ at fs = 4 fc takes its input staged
+references and the table path alike; on a grid centred on the array half the groups take their
+mirror groups' rows instead (usbeam_das_lanes_mirrors): the same checks and the deep phase.  One transmit of IQ at fs = 4 fc takes its input staged
 in quarter turns (sample n times j^n) and rotates each lane by its sample's fraction alone:
 checked against the reference and the general path.  Plans of a few frames (IQ up to 5, 7 of
 one transmit at fs = 4 fc or of 8 and more; RF up to 12) take this path frame by frame, in
@@ -256,13 +257,13 @@ def test_rows_formed_at_execute_match_the_table(rng, window, probe_kind):
     assert np.linalg.norm(a - b) <= TOLERANCES["das_rel_l2"] * np.linalg.norm(b)
 
 
-def one_term_phase_deep(fs, budget, n_elements=2):
+def one_term_phase_deep(fs, budget, n_elements=2, n_x=9):
     """The last element's channel of ones, 20 cm deep at 15 MHz (~3900 turns), the others
     zero: each output is one term, whose phase against the float64 reference must stay within
     das_receive_phase_rad and its magnitude within float rounding.  Returns the plan."""
     fc = 15e6
     probe = usbeam.LinearArray(n_elements, 3e-4, width=2.5e-4)
-    grid = usbeam.Grid(x=np.linspace(-2e-3, 2e-3, 9), z=np.linspace(2e-3, 0.2, 256))
+    grid = usbeam.Grid(x=np.linspace(-2e-3, 2e-3, n_x), z=np.linspace(2e-3, 0.2, 256))
     n_samples = int(0.42 / C * fs) + 8
     data = np.zeros((1, 1, n_elements, n_samples), np.complex64)
     data[:, :, -1, :] = 1.0
@@ -305,6 +306,15 @@ def test_formed_rows_phase_deep_whatever_the_sampling_rate(fs, n_elements):
     one_term_phase_deep(fs, 1, n_elements)
 
 
+@pytest.mark.parametrize("fs", [100e6, 60e6, 15e6])
+def test_mirrored_rows_phase_deep(fs):
+    """The same bound where half the groups take their mirror group's rows (a grid of 32
+    columns centred on 64 elements: das_lanes.c usbeam_das_lanes_mirrors): the one term, from the
+    last element, is then the first row of the source's, formed for the mirror point and element."""
+    bf = one_term_phase_deep(fs, 1, 64, n_x=32)
+    assert usbeam._core.das_lane_mirrored(bf._plan) == 256
+
+
 @pytest.mark.parametrize("layout", ["uneven", "at the face"])
 def test_formed_rows_where_d2_cannot_be_stepped(rng, layout):
     """form_rows steps each row's d^2 from the last where the elements are evenly spaced
@@ -332,6 +342,40 @@ def test_formed_rows_where_d2_cannot_be_stepped(rng, layout):
                    f_number=0.0, interpolation="linear")
     assert np.count_nonzero(want) > 0.5 * want.size
     assert_matches_reference(got, want, "linear")
+    b = table(data)
+    assert np.linalg.norm(got - b) <= TOLERANCES["das_rel_l2"] * np.linalg.norm(b)
+
+
+@pytest.mark.parametrize("interpolation", ["nearest", "linear", "cubic"])
+@pytest.mark.parametrize("dtype", [np.complex64, np.float32])
+@pytest.mark.parametrize("window", ["rect", "hann"])
+@pytest.mark.parametrize("n_x, n_tx, n_frames, fs", [(64, 1, 1, FS), (128, 3, 1, FS), (48, 2, 3, 25e6)])
+def test_groups_mirrored_about_the_array_take_their_sources_rows(rng, interpolation, dtype, window, n_x, n_tx, n_frames,
+                                                                 fs):
+    """A grid centred on the array, without a table: a group of 16 points that mirrors an
+    earlier group about the array's centre takes that group's formed rows, in reverse row and
+    lane order, instead of forming its own (das_lanes.c usbeam_das_lanes_mirrors).  Rows of 4
+    groups (source and mirror in one tile; at fs = 4 fc the quarter-turn sums), of 8 (a tile
+    and the tile paired with it), and of 3 over 3 frames (tiles across rows of points, some of
+    whose pairs lie in unpaired tiles and form their own).  The image matches the float64
+    reference and the table path."""
+    probe = usbeam.LinearArray(48, 3e-4, width=2.5e-4)
+    n_z = 21
+    grid = usbeam.Grid(x=np.linspace(-7e-3, 7e-3, n_x), z=np.linspace(1e-3, 1.6e-2, n_z))
+    kw = dict(fs=fs, fc=FC, c=C, t0=T0, n_samples=N_SAMPLES, f_number=1.2, window=window, interpolation=interpolation,
+              dtype=dtype, n_frames=n_frames)
+    formed = usbeam.Beamformer(probe, LAWS[:n_tx], grid, max_table_bytes=1, **kw)
+    table = usbeam.Beamformer(probe, LAWS[:n_tx], grid, **kw)
+    needs_lanes_of(formed, 1)
+    mirrored = usbeam._core.das_lane_mirrored(formed._plan)
+    assert 0 < mirrored <= n_z * (n_x // 16 // 2), mirrored
+    assert usbeam._core.das_lane_mirrored(table._plan) == 0
+    data = random_data(rng, (n_frames, n_tx, probe.n_elements, N_SAMPLES), dtype)
+    got = formed(data)
+    want = ref.das(data, probe.x, TUPLES[:n_tx], grid.coordinates(), fs=fs, fc=FC if dtype == np.complex64 else 0.0,
+                   c=C, t0=T0, f_number=1.2, window_kind=window, interpolation=interpolation)
+    assert np.count_nonzero(want) > 0.5 * want.size
+    assert_matches_reference(got.reshape(want.shape), want, interpolation)
     b = table(data)
     assert np.linalg.norm(got - b) <= TOLERANCES["das_rel_l2"] * np.linalg.norm(b)
 

@@ -8,7 +8,8 @@ frame (a different sum order: float rounding only); and for determinism: the sam
 same inputs and plan whatever the number of OpenMP threads (1 and 2, each in a process of its
 own: the team size is read when the process starts), for every instruction-set copy.  On an
 AVX-512 machine the best copy's 1-frame plans take das_lanes.c instead: its lane table, or
-without a table (max_table_bytes=1) its rows formed at execute, so both are held to the same."""
+without a table (max_table_bytes=1) its rows formed at execute, so both are held to the same,
+on a grid centred on the array too (groups taking their mirror groups' rows)."""
 import os
 import subprocess
 import sys
@@ -28,17 +29,20 @@ import numpy as np
 sys.path[:0] = [sys.argv[1]]
 import usbeam
 from das_single_case import case
-probe, seq, grid, datasets, kw = case()
+probe, seq, grids, datasets, kw = case()
 out = {}
 for dtype, data in datasets.items():
     for interpolation in ("nearest", "linear", "cubic"):
         for budget in (None, 1):
-            bf = usbeam.Beamformer(probe, seq, grid, n_samples=data.shape[-1], interpolation=interpolation,
-                                   n_frames=1, max_table_bytes=budget, dtype=data.dtype, **kw)
-            first = bf(data)
-            again = bf(data)
-            assert np.array_equal(first, again, equal_nan=False), "a repeated call changed bits"
-            out[f"{dtype}-{interpolation}-{budget}"] = first
+            for k, grid in enumerate(grids):
+                bf = usbeam.Beamformer(probe, seq, grid, n_samples=data.shape[-1], interpolation=interpolation,
+                                       n_frames=1, max_table_bytes=budget, dtype=data.dtype, **kw)
+                if budget == 1 and k == 1 and usbeam._core.das_lane_rows(bf._plan):  # the lanes (AVX-512)
+                    assert usbeam._core.das_lane_mirrored(bf._plan) > 0, "no group mirrored"
+                first = bf(data)
+                again = bf(data)
+                assert np.array_equal(first, again, equal_nan=False), "a repeated call changed bits"
+                out[f"{dtype}-{interpolation}-{budget}-{k}"] = first
 np.savez(sys.argv[2], **out)
 """
 
@@ -55,14 +59,18 @@ def case():
     rng = np.random.default_rng(2121)
     probe = usbeam.LinearArray(48, 3e-4, width=2.5e-4)
     seq = [usbeam.PlaneWave(ANGLE), usbeam.DivergingWave(SOURCE)]
-    # x past both ends of the array (+-7 mm), z from 0.3 mm (apertures of 1 element) to 14 mm
-    grid = usbeam.Grid(x=np.linspace(-9e-3, 9.5e-3, 23), z=np.linspace(3e-4, 1.4e-2, 19))
+    # x past both ends of the array (+-7 mm), z from 0.3 mm (apertures of 1 element) to 14 mm;
+    # and a grid centred on the array, rows of 8 groups of 16 points, whose groups mirror each
+    # other (das_lanes.c usbeam_das_lanes_mirrors: without a table one of each pair takes the
+    # other's rows, in the tile paired with its own or in its own, whichever thread runs it)
+    grids = [usbeam.Grid(x=np.linspace(-9e-3, 9.5e-3, 23), z=np.linspace(3e-4, 1.4e-2, 19)),
+             usbeam.Grid(x=np.linspace(-8e-3, 8e-3, 128), z=np.linspace(3e-4, 1.4e-2, 19))]
     shape = (1, len(seq), probe.n_elements, 700)
     datasets = {"complex64": (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np.complex64),
                 "float32": rng.standard_normal(shape).astype(np.float32),
                 "int16": rng.integers(-3000, 3000, shape).astype(np.int16)}
     kw = dict(fs=FS, fc=FC, c=C, t0=T0, f_number=1.3, window="hann")
-    return probe, seq, grid, datasets, kw
+    return probe, seq, grids, datasets, kw
 '''
 
 
@@ -97,11 +105,11 @@ def test_single_frame_is_deterministic_and_matches_the_reference(case_module, is
     assert one.keys() == two.keys()
     for key in one:
         np.testing.assert_array_equal(one[key], two[key], err_msg=f"{key}: 1 and 2 threads differ")
-    probe, seq, grid, datasets, kw = mod.case()
+    probe, seq, grids, datasets, kw = mod.case()
     tuples = [("plane", mod.ANGLE), ("diverging",) + mod.SOURCE]
     for key, got in one.items():
-        dtype, interpolation, _ = key.split("-")
-        want = ref.das(datasets[dtype], probe.x, tuples, grid.coordinates(), fs=kw["fs"], fc=kw["fc"], c=kw["c"],
+        dtype, interpolation, _, k = key.split("-")
+        want = ref.das(datasets[dtype], probe.x, tuples, grids[int(k)].coordinates(), fs=kw["fs"], fc=kw["fc"], c=kw["c"],
                        t0=kw["t0"], f_number=kw["f_number"], window_kind="hann", interpolation=interpolation)
         assert np.count_nonzero(want) > 0.5 * want.size
         assert_matches_reference(got, want, interpolation)
@@ -112,7 +120,8 @@ def test_single_frame_agrees_with_the_multi_frame_path(case_module, interpolatio
     # frame f of a 3-frame call (the multi-frame kernels) and the same frame alone (the 1-frame
     # loop): the same entries summed in another order, so float32 rounding apart
     _, mod = case_module
-    probe, seq, grid, datasets, kw = mod.case()
+    probe, seq, grids, datasets, kw = mod.case()
+    grid = grids[0]
     rng = np.random.default_rng(7)
     frames = np.concatenate([datasets["complex64"], (rng.standard_normal((2,) + datasets["complex64"].shape[1:])
                                                      * (1 + 1j)).astype(np.complex64)])

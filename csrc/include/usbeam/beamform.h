@@ -129,6 +129,10 @@ int usbeam_das_lane_fixed_bits(const usbeam_das_plan *plan);
  * fraction of a sample alone (csrc/beamform/das_lanes.c, QUARTER); 2 when, besides, its lane
  * table holds each point's first tap and fraction per element (lane_direct); else 0. */
 int usbeam_das_lane_quarter(const usbeam_das_plan *plan);
+/* The groups of 16 points whose rows, formed at execute without a table, are another group's
+ * in mirror image (a grid symmetric about the centre of a linear array; csrc/beamform/das_lanes.c
+ * usbeam_das_lanes_mirrors): they form none of their own.  0 without. */
+long usbeam_das_lane_mirrored(const usbeam_das_plan *plan);
 /* The plan's transmit times (s), (n_points, n_transmits), valid while the plan lives, with
  * *n_points and *n_transmits; NULL for a CUDA plan (it computes them on the device). */
 const double *usbeam_das_transmit_times(const usbeam_das_plan *plan, size_t *n_points, size_t *n_transmits);
