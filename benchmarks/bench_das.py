@@ -187,8 +187,11 @@ def roofline(cfg, bf, n_points_sum):
         # fraction, rotation product (4 mul/FMA), 4 weight products: ~14 flops
         flops += 14.0 / n_frames
     if bf.table_bytes() == 0:  # receive part per (point, element), shared by transmits and frames:
-        if lanes:  # form_rows on the x axis: d^2 stepped (2), the root (~10), rounded to lane_fixed (1), bounds (~1)
-            flops += 14.0 / (n_tx * n_frames)  # (its rotation is the table path's, counted above)
+        if lanes:  # form_rows on the x axis: d^2 stepped (2), the root (~10), rounded to lane_fixed (1), bounds (~1),
+            # by the groups that do not take a mirror group's rows (das_lanes.c usbeam_das_lanes_mirrors)
+            n_groups = -(-cfg["grid"].n_points // 16)
+            formed = 1.0 - usbeam._core.das_lane_mirrored(bf._plan) / n_groups
+            flops += 14.0 * formed / (n_tx * n_frames)  # (its rotation is the table path's, counted above)
         else:
             flops += 60.0 / (n_tx * n_frames)  # distance (6 + sqrt), window, sin/cos polynomials (~45)
     input_bytes = cfg["iq"].nbytes
