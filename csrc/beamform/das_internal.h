@@ -191,7 +191,7 @@ struct usbeam_das_plan {
                                    transmit-major): the least first tap of the row's valid lanes */
     int lane_computed;          /* 1: no lane table (over the budget): each group's rows are
                                    formed at execute into lane_rows */
-    double *lane_rows;          /* lane_computed: per thread usbeam_das_lane_formed_doubles:
+    double *lane_rows;          /* lane_computed: per thread lane_thread_doubles:
                                    the formed rows (s_rx of 16 lanes, their weights), then the
                                    rows' least and most valid s_rx and window starts
                                    (das_lanes.c); while

@@ -486,6 +486,11 @@ void usbeam_das_lanes_fill(usbeam_das_plan *plan)
  * the elements' spacing where every x lies within PITCH_TOLERANCE of an even spacing (form_rows
  * then steps d^2 from row to row), else 0. */
 #define PITCH_TOLERANCE 1e-9 /* samples */
+/* lane_extent's elements' x in samples, after its groups' extents */
+static inline double *extent_x_samples(const usbeam_das_plan *plan)
+{
+    return plan->lane_extent + (plan->params.n_points + LANES - 1) / LANES * USBEAM_DAS_LANE_EXTENT_DOUBLES;
+}
 int usbeam_das_lanes_extents(usbeam_das_plan *plan)
 {
     const usbeam_das_params *prm = &plan->params;
@@ -510,7 +515,7 @@ int usbeam_das_lanes_extents(usbeam_das_plan *plan)
         extent[5] = extent[6] = extent[7] = 0.0;
     }
     const size_t ne = prm->n_elements;
-    double *x_samples = plan->lane_extent + n_groups * USBEAM_DAS_LANE_EXTENT_DOUBLES;
+    double *x_samples = extent_x_samples(plan);
     for (size_t e = 0; e < ne; ++e) x_samples[e] = xe[e] * spm;
     plan->lane_pitch = ne > 1 ? (x_samples[ne - 1] - x_samples[0]) / (double)(ne - 1) : 0.0;
     for (size_t e = 0; e < ne; ++e)
@@ -540,7 +545,7 @@ long usbeam_das_lanes_mirrors(usbeam_das_plan *plan)
     const usbeam_das_params *prm = &plan->params;
     const size_t n_points = prm->n_points, n_groups = (n_points + LANES - 1) / LANES, ne = prm->n_elements;
     if (!plan->lane_extent || !plan->lane_tx_fixed || ne < 2) return 0;
-    const double *x_samples = plan->lane_extent + n_groups * USBEAM_DAS_LANE_EXTENT_DOUBLES, spm = prm->fs / prm->c;
+    const double *x_samples = extent_x_samples(plan), spm = prm->fs / prm->c;
     const double twice_centre = x_samples[0] + x_samples[ne - 1];
     for (size_t e = 0; e < ne; ++e)
         if (!(fabs(x_samples[e] + x_samples[ne - 1 - e] - twice_centre) <= MIRROR_TOLERANCE)) return 0;
@@ -618,6 +623,8 @@ long usbeam_das_lanes_mirrors(usbeam_das_plan *plan)
 }
 
 #if USBEAM_DAS_MULTI_ISA
+/* the lanes' indices in reverse: a mirror group's order (usbeam_das_lanes_mirrors) */
+TARGET_AVX512 static inline __m512i lanes_reversed(void) { return _mm512_setr_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0); }
 /* 16 floats from two vectors of 8 doubles */
 TARGET_AVX512 static inline __m512 floats_of(__m512d lo, __m512d hi)
 {
@@ -951,8 +958,7 @@ TARGET_AVX512 static int form_rows(const int WINDOWED, const usbeam_das_plan *pl
          * (returns 1), so that the sums are the fixed table's integer ones (receive turns,
          * taps, fractions): s_rx + magic rounds s_rx - base to 2^-bits in the low bits of the
          * double, which one permutation gathers.  Else in double. */
-        const size_t n_groups = (n_points + LANES - 1) / LANES;
-        const double *x_samples = plan->lane_extent + n_groups * USBEAM_DAS_LANE_EXTENT_DOUBLES;
+        const double *x_samples = extent_x_samples(plan);
         double least_all, most_all;
         on_axis_bounds(plan, g, rows, x_samples, bounds_out, &least_all, &most_all);
         int fixed = 0;
@@ -1154,7 +1160,7 @@ group_sum(const int KIND, const int IQ, const int WINDOWED, const int COMPUTED, 
     /* FIXED: the transmit's offsets and base, the units' shift and the turns of a unit */
     const int bits = FIXED ? plan->lane_fixed_bits : 0;
     __m512i tx_fixed = FIXED ? _mm512_load_si512(plan->lane_tx_fixed + (g * n_tx + t) * LANES) : _mm512_setzero_si512();
-    if (COMPUTED && FIXED && mirrored) tx_fixed = _mm512_permutexvar_epi32(_mm512_setr_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), tx_fixed);
+    if (COMPUTED && FIXED && mirrored) tx_fixed = _mm512_permutexvar_epi32(lanes_reversed(), tx_fixed);
     const int64_t tx_base = FIXED ? plan->lane_tx_base[g * n_tx + t] : 0;
     const int64_t turns_per_unit = FIXED ? plan->lane_fixed_turns : 0;
     const __m128i shift = _mm_cvtsi32_si128(bits);
@@ -1349,7 +1355,6 @@ tile_lanes_zmm(const int KIND, const int IQ, const int WINDOWED, const int COMPU
     /* with lane_mirror: the slots (usbeam_das_lanes_mirrors), the last for the group at hand */
     const size_t slot_doubles = plan->lane_mirror ? plan->lane_thread_doubles / (USBEAM_DAS_LANE_SLOTS + 1) : 0;
     double *work = COMPUTED && plan->lane_mirror ? formed + USBEAM_DAS_LANE_SLOTS * slot_doubles : formed;
-    const __m512i reverse = _mm512_setr_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
     for (size_t q0 = 0; q0 < m; q0 += LANES) {
         const size_t g = (p0 + q0) / LANES, in_group = m - q0 < LANES ? m - q0 : LANES;
         const __mmask16 lanes = (__mmask16)((1u << in_group) - 1u);
@@ -1367,10 +1372,8 @@ tile_lanes_zmm(const int KIND, const int IQ, const int WINDOWED, const int COMPU
                 if (tag[0] == source && tag[2]) {
                     mirrored = formed_fixed = 1, group_base = tag[1];
                     rows_at = kept + (rows - 1) * FORMED_STRIDE, formed_step = -FORMED_STRIDE;
-                    const size_t n_groups = (plan->params.n_points + LANES - 1) / LANES;
                     double least_all, most_all;
-                    on_axis_bounds(plan, g, rows, plan->lane_extent + n_groups * USBEAM_DAS_LANE_EXTENT_DOUBLES, bounds, &least_all,
-                                   &most_all);
+                    on_axis_bounds(plan, g, rows, extent_x_samples(plan), bounds, &least_all, &most_all);
                 }
             }
             if (!mirrored) { /* formed here: a source into its slot, tagged */
@@ -1405,7 +1408,7 @@ tile_lanes_zmm(const int KIND, const int IQ, const int WINDOWED, const int COMPU
                     GROUP_SUM(FIXED, 0);
                 }
 #undef GROUP_SUM
-                if (COMPUTED && mirrored) sum_re = _mm512_permutexvar_ps(reverse, sum_re), sum_im = _mm512_permutexvar_ps(reverse, sum_im);
+                if (COMPUTED && mirrored) sum_re = _mm512_permutexvar_ps(lanes_reversed(), sum_re), sum_im = _mm512_permutexvar_ps(lanes_reversed(), sum_im);
                 if (!IQ) {
                     out_r = _mm512_add_ps(out_r, sum_re);
                     continue;

@@ -1164,11 +1164,12 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
         /* the table in lane_fixed's int32 offsets (half the bytes of double, and integer
          * arithmetic: das_lanes.c); in double if a row's lanes lie too far apart for them */
         int table = plan->has_table && rows <= budget / lane_row_bytes(1, windowed, n_tx);
-        /* lane_rows: the formed rows without a table, the fill's rows in double with one */
+        /* lane_rows: with the fixed table, the fill's rows in double (freed after it); without a
+         * table, execute's formed rows (allocated below, once their slots are known) */
         plan->lane_thread_doubles = usbeam_das_lane_formed_doubles(plan->lane_max_rows);
-        if ((st = alloc_array((void **)&plan->lane_rows, (size_t)plan->n_threads,
-                              usbeam_das_lane_formed_doubles(plan->lane_max_rows) * sizeof(double), "per-thread scratch")) ||
-            (table && ((st = alloc_table((void **)&plan->lane_fixed, rows * 16, sizeof(int32_t), "receive table")) ||
+        if ((table && ((st = alloc_array((void **)&plan->lane_rows, (size_t)plan->n_threads,
+                                         plan->lane_thread_doubles * sizeof(double), "per-thread scratch")) ||
+                       (st = alloc_table((void **)&plan->lane_fixed, rows * 16, sizeof(int32_t), "receive table")) ||
                        (st = alloc_array((void **)&plan->lane_base, rows, sizeof(int32_t), "receive table")) ||
                        (st = alloc_array((void **)&plan->lane_tx_fixed, n_groups * n_tx, 16 * sizeof(int32_t), "transmit times")) ||
                        (st = alloc_array((void **)&plan->lane_tx_base, n_groups, n_tx * sizeof(int32_t), "transmit times")) ||
@@ -1197,10 +1198,9 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
             plan->lane_computed = !table;
             usbeam_das_lanes_fill(plan);
         }
-        if (table) {
-            usbeam_free(plan->lane_rows);
-            plan->lane_rows = NULL;
-        } else if (!plan->general && elements_on_x_axis) { /* form_rows' bounds */
+        usbeam_free(plan->lane_rows); /* the fill's */
+        plan->lane_rows = NULL;
+        if (!table && !plan->general && elements_on_x_axis) { /* form_rows' bounds */
             if ((st = alloc_array((void **)&plan->lane_extent, n_groups * USBEAM_DAS_LANE_EXTENT_DOUBLES + prm->n_elements,
                                   sizeof(double), "points")) ||
                 (st = alloc_array((void **)&plan->lane_tx_fixed, n_groups * n_tx, 16 * sizeof(int32_t), "transmit times")) ||
@@ -1211,24 +1211,21 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
                 usbeam_free(plan->lane_tx_base);
                 plan->lane_tx_fixed = NULL, plan->lane_tx_base = NULL;
             }
-            /* groups that mirror others take their rows (das_lanes.c): a slot per group of a
-             * tile in each thread's lane_rows, tagged with no group yet */
-            const long mirrored = usbeam_das_lanes_mirrors(plan);
-            if (mirrored < 0) {
+            /* groups that mirror others take their rows (das_lanes.c; lane_thread_doubles: a
+             * slot per group of a tile in each thread's lane_rows) */
+            if (usbeam_das_lanes_mirrors(plan) < 0) {
                 st = usbeam_fail(USBEAM_ERR_OUT_OF_MEMORY, "points: cannot allocate the groups' mirrors");
                 goto fail;
             }
-            if (mirrored > 0) {
-                usbeam_free(plan->lane_rows);
-                plan->lane_rows = NULL;
-                if ((st = alloc_array((void **)&plan->lane_rows, (size_t)plan->n_threads, plan->lane_thread_doubles * sizeof(double),
-                                      "per-thread scratch")))
-                    goto fail;
-                const size_t slot = plan->lane_thread_doubles / (USBEAM_DAS_LANE_SLOTS + 1);
-                for (size_t k = 0; k < (size_t)plan->n_threads * (USBEAM_DAS_LANE_SLOTS + 1); ++k) {
-                    int64_t *tag = (int64_t *)(plan->lane_rows + (k + 1) * slot - USBEAM_DAS_LANE_SLOT_TAG);
-                    tag[0] = -1, tag[1] = 0, tag[2] = 0;
-                }
+        }
+        if (!table) { /* execute's formed rows; with lane_mirror its slots, tagged with no group yet */
+            if ((st = alloc_array((void **)&plan->lane_rows, (size_t)plan->n_threads, plan->lane_thread_doubles * sizeof(double),
+                                  "per-thread scratch")))
+                goto fail;
+            const size_t slot = plan->lane_thread_doubles / (USBEAM_DAS_LANE_SLOTS + 1);
+            for (size_t k = 0; plan->lane_mirror && k < (size_t)plan->n_threads * (USBEAM_DAS_LANE_SLOTS + 1); ++k) {
+                int64_t *tag = (int64_t *)(plan->lane_rows + (k + 1) * slot - USBEAM_DAS_LANE_SLOT_TAG);
+                tag[0] = -1, tag[1] = 0, tag[2] = 0;
             }
         }
         if (plan->lane_mask && !plan->lane_fixed) {
