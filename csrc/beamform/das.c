@@ -70,8 +70,6 @@ typedef struct entries_view {
     const float *weight;              /* (n, weight_stride) */
     size_t n;                         /* entries */
     size_t frames;                    /* floats between the rows of two taps (staged rows) */
-    size_t prefetch;                  /* pair kernels: the rows of the entry this far ahead are
-                                         prefetched (0: none; stage_schedule) */
 } entries_view;
 
 /* GCC/Clang vector extensions, mapped on the clone's instruction set.  A 64-byte vector is one
@@ -223,19 +221,6 @@ typedef int32_t lanes8 __attribute__((vector_size(32)));
         }                                                                                                   \
     }
 
-/* The line of the first tap row of the entry v->prefetch past unit U's (within the block), and
- * for IQ the line v->frames on (re and im rows interleaved: the next tap's row): where the
- * staged rows are far larger than the caches, an entry's rows are misses whose
- * addresses come from the entry list, known ahead (large-256, 8 frames staged at once: 111 ->
- * 104 ms; the wide kernels of 16 and 32 frames, whose rows are ring-resident or fewer, gained
- * nothing and lost 4-6 % on PWI_disk, so they do without). */
-#define PREFETCH_AHEAD(TAPS, U, IQ)                                                                         \
-    if (v->prefetch && (U) / TAPS + v->prefetch < v->n) {                                                 \
-        const size_t at_ = (size_t)v->row[(U) / TAPS + v->prefetch] + f0;                                   \
-        __builtin_prefetch(v->re_plane + at_);                                                              \
-        if (IQ) __builtin_prefetch(v->re_plane + at_ + v->frames);                                          \
-    }
-
 /* Frames f0 .. f0 + 7: two units share a 16-lane vector (the low half unit u, the high half
  * unit u + 1, so even chains sit in low halves and odd ones in high halves), and an 8-frame
  * row fills the vector.  The weights of units u and u + 1 are read together and permuted in
@@ -252,7 +237,6 @@ typedef int32_t lanes8 __attribute__((vector_size(32)));
         const size_t units = v->n * TAPS;                                                                   \
         size_t u = 0;                                                                                       \
         for (; u + IQ_CHAINS <= units; u += IQ_CHAINS) {                                                    \
-            PREFETCH_AHEAD(TAPS, u, 1)                                                                      \
             _Pragma("GCC unroll 2") for (int h = 0; h < IQ_CHAINS / 2; ++h) {                               \
                 const size_t w = u + 2 * (size_t)h;                                                         \
                 PAIR_IQ_UNIT(TAPS, CONTIG, h, w, w + 1)                                                     \
@@ -287,7 +271,6 @@ typedef int32_t lanes8 __attribute__((vector_size(32)));
         const size_t units = v->n * TAPS;                                                                   \
         size_t u = 0;                                                                                       \
         for (; u + RF_CHAINS <= units; u += RF_CHAINS) {                                                    \
-            for (size_t e_ = 0; e_ < RF_CHAINS / TAPS; ++e_) PREFETCH_AHEAD(TAPS, u + e_ * TAPS, 0)         \
             _Pragma("GCC unroll 4") for (int h = 0; h < RF_CHAINS / 2; ++h) {                               \
                 const size_t w = u + 2 * (size_t)h;                                                         \
                 PAIR_RF_UNIT(TAPS, CONTIG, h, w, w + 1)                                                     \
@@ -392,7 +375,6 @@ typedef int32_t lanes8 __attribute__((vector_size(32)));
         const size_t units = v->n * TAPS;                                                                   \
         size_t u = 0;                                                                                       \
         for (; u + IQ_CHAINS <= units; u += IQ_CHAINS) {                                                    \
-            PREFETCH_AHEAD(TAPS, u, 1)                                                                      \
             _Pragma("GCC unroll 2") for (int h = 0; h < IQ_CHAINS; ++h) NARROW_IQ_UNIT(TAPS, h, u + (size_t)h) \
         }                                                                                                   \
         _Pragma("GCC unroll 2") for (int h = 0; h < IQ_CHAINS; ++h) {                                       \
@@ -414,7 +396,6 @@ typedef int32_t lanes8 __attribute__((vector_size(32)));
         const size_t units = v->n * TAPS;                                                                   \
         size_t u = 0;                                                                                       \
         for (; u + RF_CHAINS <= units; u += RF_CHAINS) {                                                    \
-            for (size_t e_ = 0; e_ < RF_CHAINS / TAPS; ++e_) PREFETCH_AHEAD(TAPS, u + e_ * TAPS, 0)         \
             _Pragma("GCC unroll 8") for (int h = 0; h < RF_CHAINS; ++h) NARROW_RF_UNIT(TAPS, h, u + (size_t)h) \
         }                                                                                                   \
         _Pragma("GCC unroll 8") for (int h = 0; h < RF_CHAINS; ++h) {                                       \
@@ -569,10 +550,10 @@ static const das_isa_kernels *choose_kernels(void)
 #define STAGE_WINDOW_BYTES ((size_t)1 << 20) /* staged bytes per window, about */
 #define STAGE_WINDOWS_MAX 64
 #define RING_MAX_BYTES ((size_t)8 << 20)
-/* entries_view.prefetch: staged bytes from which the pair kernels prefetch, and how far ahead
- * (entries; large-256: 8 and 16 gave 106 and 108 ms, 12 gave 104, none 114, in-process A/B) */
+/* Records staged whole and larger than this: beamform_points forms each block of entries one
+ * block ahead of its sums and prefetches its staged rows (those lines come from memory; a
+ * smaller record's are in cache, where the prefetches cost more than they save) */
 #define PREFETCH_STAGED_BYTES ((size_t)64 << 20)
-#define PREFETCH_ENTRIES 12
 
 typedef struct stage_schedule {
     size_t n_windows;
@@ -585,7 +566,8 @@ typedef struct stage_schedule {
     size_t channel;                           /* staged floats per (transmit, element) */
     size_t row;                               /* staged floats per sample (usbeam_das_staged_row_floats) */
     size_t im_offset;                         /* floats from a re row to its im row */
-    size_t prefetch;                          /* entries_view.prefetch */
+    int prefetch;                             /* entries formed a block ahead and their rows
+                                                 prefetched (beamform_points) */
 } stage_schedule;
 
 static void plan_stage_windows(const usbeam_das_plan *plan, size_t n_frames, size_t n_tiles, stage_schedule *sched)
@@ -601,11 +583,11 @@ static void plan_stage_windows(const usbeam_das_plan *plan, size_t n_frames, siz
     sched->row = usbeam_das_staged_row_floats(plan->is_iq, n_frames);
     sched->channel = usbeam_das_channel_floats(n_samples, sched->row);
     sched->im_offset = plan->is_iq && n_frames >= 2 ? sched->row / 2 : plan->stage_plane; /* rows interleaved, or planes */
-    /* staged all at once, and far more than the last-level cache holds: the pair kernels prefetch
-     * (PREFETCH_AHEAD; the ring, when it is taken below, stays in cache) */
+    /* staged all at once, and far more than the last-level cache holds: beamform_points
+     * prefetches (the ring, when it is taken below, stays in cache) */
     const char *prefetch_env = getenv("USBEAM_DAS_PREFETCH_STAGED_BYTES"); /* the tests: small records too */
     const size_t prefetch_from = prefetch_env ? (size_t)strtoull(prefetch_env, NULL, 10) : PREFETCH_STAGED_BYTES;
-    sched->prefetch = sample_bytes * n_samples > prefetch_from ? PREFETCH_ENTRIES : 0;
+    sched->prefetch = sample_bytes * n_samples > prefetch_from;
     if (n_frames == 1) sched->end[0] = sched->tail = usbeam_das_lanes_staged_samples(plan);
     /* USBEAM_DAS_STAGE_AT_ONCE_BYTES overrides the threshold: the tests take small records round the ring */
     const char *at_once_env = getenv("USBEAM_DAS_STAGE_AT_ONCE_BYTES");
@@ -722,6 +704,26 @@ static size_t count_bad_channels(const usbeam_das_params *prm, size_t n_frames, 
     return count;
 }
 
+/* Entries i0 .. of point i of the subtile (p = p0 + i) for transmit t, at most
+ * USBEAM_DAS_ENTRY_BLOCK, formed into row / weight (das_delays.c); returns their count. */
+static size_t form_block(const usbeam_das_plan *plan, const stage_schedule *sched, size_t p, size_t t, size_t i0,
+                         const double *sample, const float *rx_re, const float *rx_im, const double *rotation_re,
+                         const double *rotation_im, ptrdiff_t *row, float *weight)
+{
+    const usbeam_das_params *prm = &plan->params;
+    const size_t n_tx = prm->n_transmits, count = (size_t)plan->aperture_count[p];
+    const size_t n = count - i0 < USBEAM_DAS_ENTRY_BLOCK ? count - i0 : USBEAM_DAS_ENTRY_BLOCK;
+    const ptrdiff_t channel = (ptrdiff_t)sched->channel;
+    const ptrdiff_t row0 = ((ptrdiff_t)plan->aperture_first[p] + (ptrdiff_t)i0) * channel +
+                           (ptrdiff_t)(t * prm->n_elements) * channel;
+    const double s_tx = (plan->tx_time[p * n_tx + t] - prm->t0) * prm->fs;
+    usbeam_das_transmit_entries(plan, n, sample + i0, rx_re + i0, rx_im ? rx_im + i0 : NULL, s_tx,
+                                plan->is_iq ? (float)rotation_re[t] : 1.0f, plan->is_iq ? (float)rotation_im[t] : 0.0f,
+                                row0, channel, (ptrdiff_t)sched->row, sched->ring, row, weight);
+    memset(weight + n * (size_t)plan->weight_stride, 0, 16 * sizeof(float)); /* pair kernels: past an odd last unit */
+    return n;
+}
+
 /* Points p0 .. p0 + m - 1 (m <= plan->subtile_points), all frames, into acc_re / acc_im (point
  * i's frames from i * n_frames on, zeroed here).  Each point's receive part (from the table, or
  * computed into the thread's scratch) and its transmit rotations come first, TRANSMIT_ROTATIONS
@@ -735,18 +737,31 @@ static size_t count_bad_channels(const usbeam_das_params *prm, size_t n_frames, 
  * (in-process A/B, the same blocks): a point at a time 95.3 ms, 16 points transmit by transmit
  * 80.4, 32 points 79.2; two transmits a block 96.0 against 92.9 for one (a slower spell);
  * against blocks that spanned a point's transmits (512 entries), ~85 -> ~80 ms, the images
- * within 4e-7 relative. */
+ * within 4e-7 relative.
+ * With sched->prefetch (a record staged whole, far larger than the caches) each block is formed
+ * one block ahead, into the scratch's second block, and every staged line its taps read is
+ * prefetched then, a whole block's sums before they are needed.  The sums waited on those lines
+ * (the loads that took half the pair kernel's samples in a profile); the kernels' own prefetch
+ * of the entry 12 ahead within a block, which this replaces, left a block's first 12 entries
+ * unfetched and covered too short a time.  large-256: 77.0 -> 72.3 ms (p10 of 40 calls each,
+ * in-process A/B, modes interleaved); the kernels' prefetch alone against none, 77.0 against
+ * 74.6; forming ahead without prefetching 2 % slower than not; prefetching a record of 50 MB
+ * (3 plane waves of 8 frames) 9 % slower, so only past PREFETCH_STAGED_BYTES.  The blocks are
+ * summed in the same order either way: the same bits. */
 #define TRANSMIT_ROTATIONS 32
 static void beamform_points(const usbeam_das_plan *plan, const das_isa_kernels *kernels, const stage_schedule *sched,
                             float *scratch, size_t p0, size_t m, size_t n_frames, float *acc_re, float *acc_im)
 {
     const usbeam_das_params *prm = &plan->params;
     const size_t n_tx = prm->n_transmits, widest_floats = usbeam_das_widest_floats(plan);
-    const size_t stride = (size_t)plan->weight_stride, block = USBEAM_DAS_ENTRY_BLOCK;
     const ptrdiff_t channel = (ptrdiff_t)sched->channel, transmit_stride = (ptrdiff_t)prm->n_elements * channel;
     double *rotations = usbeam_das_scratch_rotations(plan, scratch); /* point i: n_tx re, then n_tx im */
-    ptrdiff_t *row = usbeam_das_scratch_rows(plan, scratch);
-    float *weight = (float *)(row + block);
+    ptrdiff_t *rows[2];
+    float *weights[2];
+    for (int b = 0; b < 2; ++b) {
+        rows[b] = usbeam_das_scratch_entries(plan, scratch, b);
+        weights[b] = (float *)(rows[b] + USBEAM_DAS_ENTRY_BLOCK);
+    }
     const double *sample[USBEAM_DAS_SUBTILE_MAX];
     const float *rx_re[USBEAM_DAS_SUBTILE_MAX], *rx_im[USBEAM_DAS_SUBTILE_MAX];
     for (size_t i = 0; i < m; ++i) {
@@ -758,29 +773,49 @@ static void beamform_points(const usbeam_das_plan *plan, const das_isa_kernels *
             usbeam_das_transmit_rotations(plan, p, t, n_tx - t < TRANSMIT_ROTATIONS ? n_tx - t : TRANSMIT_ROTATIONS,
                                           rotations + 2 * i * n_tx + t, rotations + (2 * i + 1) * n_tx + t);
     }
-    entries_view view = {plan->stage, plan->stage + sched->im_offset, row, weight, 0, sched->row, sched->prefetch};
-    for (size_t t = 0; t < n_tx; ++t) {
-        for (size_t i = 0; i < m; ++i) {
-            const size_t p = p0 + i, count = (size_t)plan->aperture_count[p];
-            if (count == 0) continue;
-            const double s_tx = (plan->tx_time[p * n_tx + t] - prm->t0) * prm->fs;
-            const float rot_re = plan->is_iq ? (float)rotations[2 * i * n_tx + t] : 1.0f;
-            const float rot_im = plan->is_iq ? (float)rotations[(2 * i + 1) * n_tx + t] : 0.0f;
-            const ptrdiff_t row0 = (ptrdiff_t)plan->aperture_first[p] * channel + (ptrdiff_t)t * transmit_stride;
-            float *point_re = acc_re + i * n_frames, *point_im = acc_im + i * n_frames;
-            if (n_frames == 1) { /* formed and summed in one loop */
+    if (n_frames == 1) { /* formed and summed in one loop */
+        for (size_t t = 0; t < n_tx; ++t)
+            for (size_t i = 0; i < m; ++i) {
+                const size_t p = p0 + i, count = (size_t)plan->aperture_count[p];
+                if (count == 0) continue;
+                const double s_tx = (plan->tx_time[p * n_tx + t] - prm->t0) * prm->fs;
+                const float rot_re = plan->is_iq ? (float)rotations[2 * i * n_tx + t] : 1.0f;
+                const float rot_im = plan->is_iq ? (float)rotations[(2 * i + 1) * n_tx + t] : 0.0f;
+                const ptrdiff_t row0 = (ptrdiff_t)plan->aperture_first[p] * channel + (ptrdiff_t)t * transmit_stride;
                 usbeam_das_transmit_sum_single(plan, count, sample[i], rx_re[i], rx_im[i], s_tx, rot_re, rot_im, channel,
-                                               view.re_plane + row0, view.im_plane + row0, point_re, point_im);
-                continue;
+                                               plan->stage + row0, plan->stage + sched->im_offset + row0, acc_re + i, acc_im + i);
             }
-            for (size_t i0 = 0; i0 < count; i0 += view.n) {
-                view.n = count - i0 < block ? count - i0 : block;
-                usbeam_das_transmit_entries(plan, view.n, sample[i] + i0, rx_re[i] + i0, rx_im[i] ? rx_im[i] + i0 : NULL,
-                                            s_tx, rot_re, rot_im, row0 + (ptrdiff_t)i0 * channel, channel,
-                                            (ptrdiff_t)sched->row, sched->ring, row, weight);
-                memset(weight + view.n * stride, 0, 16 * sizeof(float)); /* pair kernels: past an odd last unit */
-                kernels->beamform_entries(plan, &view, n_frames, point_re, point_im);
+        return;
+    }
+    /* the staged lines of one tap row, and the rows of the taps past the first */
+    const size_t line_floats = 64 / sizeof(float), tap_floats = (size_t)plan->taps * sched->row;
+    entries_view view = {plan->stage, plan->stage + sched->im_offset, NULL, NULL, 0, sched->row};
+    for (size_t t = 0; t < n_tx; ++t) {
+        /* the blocks in order: (i, i0) the one to sum, in buffer b (formed already where ahead) */
+        size_t i = 0, i0 = 0, n = 0;
+        int b = 0, ahead = 0;
+        while (i < m && plan->aperture_count[p0 + i] == 0) ++i;
+        while (i < m) {
+            if (!ahead)
+                n = form_block(plan, sched, p0 + i, t, i0, sample[i], rx_re[i], rx_im[i], rotations + 2 * i * n_tx,
+                               rotations + (2 * i + 1) * n_tx, rows[b], weights[b]);
+            size_t next_i = i, next_i0 = i0 + n, next_n = 0;
+            if (next_i0 >= (size_t)plan->aperture_count[p0 + i]) {
+                next_i0 = 0;
+                for (++next_i; next_i < m && plan->aperture_count[p0 + next_i] == 0;) ++next_i;
             }
+            ahead = sched->prefetch && next_i < m;
+            if (ahead) {
+                next_n = form_block(plan, sched, p0 + next_i, t, next_i0, sample[next_i], rx_re[next_i], rx_im[next_i],
+                                    rotations + 2 * next_i * n_tx, rotations + (2 * next_i + 1) * n_tx, rows[b ^ 1],
+                                    weights[b ^ 1]);
+                for (size_t k = 0; k < next_n; ++k)
+                    for (size_t at = 0; at < tap_floats; at += line_floats) __builtin_prefetch(view.re_plane + rows[b ^ 1][k] + at);
+            }
+            view.row = rows[b], view.weight = weights[b], view.n = n;
+            kernels->beamform_entries(plan, &view, n_frames, acc_re + i * n_frames, acc_im + i * n_frames);
+            i = next_i, i0 = next_i0;
+            if (ahead) b ^= 1, n = next_n;
         }
     }
 }

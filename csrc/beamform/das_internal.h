@@ -221,8 +221,8 @@ struct usbeam_das_plan {
     size_t thread_floats;       /* floats of one thread's scratch (below) */
     float *scratch;             /* per thread: subtile_points receive parts (sample as double, re,
                                    im: widest each), their transmit rotations, entries (row:
-                                   ptrdiff_t, weights: weight_stride floats; ENTRY_BLOCK of them):
-                                   usbeam_das_scratch_rows_at */
+                                   ptrdiff_t, weights: weight_stride floats; ENTRY_BLOCK of them),
+                                   twice: usbeam_das_scratch_entries */
     float *tile;                /* (n_threads, re/im, USBEAM_DAS_POINT_TILE, n_frames) output tiles */
 
     size_t stage_plane;         /* floats in one staged plane: n_tx * n_el * channel(capacity), + 32
@@ -276,8 +276,10 @@ static inline size_t usbeam_das_widest_floats(const usbeam_das_plan *plan)
     return ((size_t)(plan->widest > 0 ? plan->widest : 1) + 15) / 16 * 16;
 }
 /* A thread's scratch: subtile_points receive parts (4 widest_floats each), then their transmit
- * rotations (2 n_transmits doubles each, rounded up to 16 floats), then a block of entries (a
- * ptrdiff_t row each, then weight_stride floats each, + 16 floats the pair kernels read past) */
+ * rotations (2 n_transmits doubles each, rounded up to 16 floats), then two blocks of entries
+ * (das.c beamform_points forms one while it sums the other), each a ptrdiff_t row per entry,
+ * then weight_stride floats per entry, + 16 floats the pair kernels read past (64-byte multiples
+ * throughout, so every block starts aligned) */
 static inline size_t usbeam_das_scratch_rotations_at(size_t subtile_points, size_t widest_floats)
 {
     return subtile_points * 4 * widest_floats;
@@ -286,14 +288,20 @@ static inline size_t usbeam_das_scratch_rows_at(size_t subtile_points, size_t wi
 {
     return usbeam_das_scratch_rotations_at(subtile_points, widest_floats) + (4 * subtile_points * n_transmits + 15) / 16 * 16;
 }
+static inline size_t usbeam_das_entry_block_floats(size_t weight_stride)
+{
+    return ((size_t)USBEAM_DAS_ENTRY_BLOCK * (sizeof(ptrdiff_t) / sizeof(float) + weight_stride) + 16 + 15) / 16 * 16;
+}
 static inline double *usbeam_das_scratch_rotations(const usbeam_das_plan *plan, float *scratch)
 {
     return (double *)(scratch + usbeam_das_scratch_rotations_at((size_t)plan->subtile_points, usbeam_das_widest_floats(plan)));
 }
-static inline ptrdiff_t *usbeam_das_scratch_rows(const usbeam_das_plan *plan, float *scratch)
+/* entry block b (0 or 1) of a thread's scratch */
+static inline ptrdiff_t *usbeam_das_scratch_entries(const usbeam_das_plan *plan, float *scratch, int b)
 {
     return (ptrdiff_t *)(scratch + usbeam_das_scratch_rows_at((size_t)plan->subtile_points, usbeam_das_widest_floats(plan),
-                                                               plan->params.n_transmits));
+                                                               plan->params.n_transmits) +
+                         (size_t)b * usbeam_das_entry_block_floats((size_t)plan->weight_stride));
 }
 /* The receive part of point p (layout above): the table's rows, or computed into the thread's
  * scratch (sample, then re, then im, widest_floats apart) when the plan has no table. */

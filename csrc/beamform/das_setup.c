@@ -1127,18 +1127,17 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
                           "output tiles")))
         goto fail;
 
-    /* Per-thread scratch (floats; das_internal.h, usbeam_das_scratch_rows_at): the receive
+    /* Per-thread scratch (floats; das_internal.h, usbeam_das_scratch_entries): the receive
      * parts of subtile_points points of the widest aperture (a double and two floats per
      * element, each array rounded up to 16 floats so the next stays 64-byte aligned), their
-     * transmit rotations, and one block of entries (a ptrdiff_t row and weight_stride floats
-     * each). */
+     * transmit rotations, and two blocks of entries (a ptrdiff_t row and weight_stride floats
+     * each; das.c forms one ahead while it sums the other). */
     const size_t widest_floats = usbeam_das_widest_floats(plan);
     size_t subtile = USBEAM_DAS_SUBTILE_MAX;
     while (subtile > 1 && subtile * 4 * (widest_floats + prm->n_transmits) > USBEAM_DAS_SUBTILE_FLOATS) subtile /= 2;
     plan->subtile_points = (int)subtile;
     plan->thread_floats = usbeam_das_scratch_rows_at(subtile, widest_floats, prm->n_transmits) +
-                          (size_t)USBEAM_DAS_ENTRY_BLOCK * (sizeof(ptrdiff_t) / sizeof(float) + (size_t)weight_stride) +
-                          16; /* the pair kernels read 16 floats of weights from the last unit on (das.c) */
+                          2 * usbeam_das_entry_block_floats((size_t)weight_stride);
     if ((st = alloc_array((void **)&plan->scratch, (size_t)plan->n_threads * plan->thread_floats, sizeof(float),
                           "per-thread scratch")))
         goto fail;

@@ -157,6 +157,31 @@ def test_prefetch_changes_no_value(rng, monkeypatch, interpolation, dtype, n_fra
     assert np.count_nonzero(plain) > 0.5 * plain.size
 
 
+@pytest.mark.parametrize("interpolation", ["linear", "cubic"])
+def test_prefetch_of_apertures_wider_than_a_block(rng, monkeypatch, interpolation):
+    """A point's entries go in blocks of at most 512 (das.c beamform_points, which with the
+    prefetch forms each block while the previous one is summed): a 24 x 24 matrix array at
+    f-number 0, 576 elements a point, so every point takes a block of 512 and one of 64.  The
+    same bits with and without the prefetch, and the float64 reference."""
+    probe = usbeam.MatrixArray(nx=24, ny=24, pitch_x=3e-4, pitch_y=3e-4)
+    seq = [usbeam.PlaneWave(0.1, -0.05), usbeam.DivergingWave((0.5e-3, 0.0, -4e-3))]
+    tuples = [("plane", 0.1, -0.05), ("diverging", (0.5e-3, 0.0, -4e-3))]
+    grid = usbeam.Grid(x=np.linspace(-1e-3, 1e-3, 3), z=np.linspace(4e-3, 6e-3, 3), y=np.linspace(-0.5e-3, 0.5e-3, 2))
+    n_frames = 8
+    bf = usbeam.Beamformer(probe, seq, grid, fs=FS, fc=FC, c=C, t0=T0, n_samples=N_SAMPLES, f_number=0.0,
+                           window="hann", interpolation=interpolation, n_frames=n_frames)
+    data = random_data(rng, (n_frames, len(seq), probe.n_elements, N_SAMPLES), np.complex64)
+    monkeypatch.setenv(PREFETCH, str(1 << 60))
+    plain = run(bf, data, monkeypatch, ring=False)
+    monkeypatch.setenv(PREFETCH, "0")
+    fetched = run(bf, data, monkeypatch, ring=False)
+    np.testing.assert_array_equal(fetched, plain)
+    want = ref.das_general(data, probe.positions, probe.normals, tuples, grid.coordinates(), fs=FS, fc=FC, c=C, t0=T0,
+                           f_number=0.0, window_kind="hann", interpolation=interpolation, surface=True).reshape(plain.shape)
+    assert np.count_nonzero(want) > 0.9 * want.size
+    assert_matches_reference(plain, want, interpolation)
+
+
 @pytest.mark.parametrize("dtype", [np.complex64, np.float32, np.int16])
 @pytest.mark.parametrize("n_frames", [1, 3])
 def test_few_frames_staged_and_checked(rng, dtype, n_frames):
