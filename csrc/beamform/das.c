@@ -743,11 +743,13 @@ static size_t form_block(const usbeam_das_plan *plan, const stage_schedule *sche
  * prefetched then, a whole block's sums before they are needed.  The sums waited on those lines
  * (the loads that took half the pair kernel's samples in a profile); the kernels' own prefetch
  * of the entry 12 ahead within a block, which this replaces, left a block's first 12 entries
- * unfetched and covered too short a time.  large-256: 77.0 -> 72.3 ms (p10 of 40 calls each,
- * in-process A/B, modes interleaved); the kernels' prefetch alone against none, 77.0 against
- * 74.6; forming ahead without prefetching 2 % slower than not; prefetching a record of 50 MB
- * (3 plane waves of 8 frames) 9 % slower, so only past PREFETCH_STAGED_BYTES.  The blocks are
- * summed in the same order either way: the same bits. */
+ * unfetched and covered too short a time.  large-256: 77.0 -> 72.3 ms (medians of 40 calls
+ * each, in-process A/B, modes interleaved); the kernels' prefetch alone against none, 77.0
+ * against 74.6; forming ahead without prefetching 2 % slower than not; prefetching a record of
+ * 50 MB (3 plane waves of 8 frames) 9 % slower, of 84-100 MB level, so only past
+ * PREFETCH_STAGED_BYTES.  (The next block's lines prefetched by the kernels a unit at a time,
+ * spread over the block, measured 9 % slower than all at once here.)  The blocks are summed in
+ * the same order either way: the same bits. */
 #define TRANSMIT_ROTATIONS 32
 static void beamform_points(const usbeam_das_plan *plan, const das_isa_kernels *kernels, const stage_schedule *sched,
                             float *scratch, size_t p0, size_t m, size_t n_frames, float *acc_re, float *acc_im)

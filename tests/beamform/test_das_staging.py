@@ -5,9 +5,9 @@ threshold so that small records here take that path.  The ring must change no va
 against the float64 reference (tests/reference/das.py, das_general) and bit for bit against the
 whole-record staging, for every interpolation, input type, several frame counts (the 8-frame
 pair kernels and the partial frame blocks) and transmits; and a NaN or an infinity in any
-window is refused.  Records staged whole and far larger than the caches have the pair kernels
-prefetch their rows ahead (USBEAM_DAS_PREFETCH_STAGED_BYTES lowers that threshold here): a hint
-that must change no value either.  On AVX-512 a plan of a few frames (IQ up to 5; RF up to 12)
+window is refused.  Records staged whole and far larger than the caches have each block of
+entries formed one block ahead and its staged rows prefetched (USBEAM_DAS_PREFETCH_STAGED_BYTES
+lowers that threshold here): that must change no value either.  On AVX-512 a plan of a few frames (IQ up to 5; RF up to 12)
 takes the lanes instead (das_lanes.c, each frame staged as one: test_das_lanes.py), so the
 plans here are built with USBEAM_DAS_LANES=0, which keeps them on das.c's multi-frame staging and kernels."""
 import numpy as np
@@ -144,8 +144,8 @@ def test_bad_sample_in_any_window_is_refused(rng, monkeypatch, sample):
 @pytest.mark.parametrize("dtype", [np.complex64, np.float32, np.int16])
 @pytest.mark.parametrize("n_frames", [2, 5, 8])
 def test_prefetch_changes_no_value(rng, monkeypatch, interpolation, dtype, n_frames):
-    """The pair kernels (8 frames and fewer) with their rows prefetched ahead, on a record staged
-    whole: the same bits as without."""
+    """Entries formed a block ahead and their rows prefetched (das.c beamform_points), on a
+    record staged whole: the same bits as without."""
     n_transmits = 3 if n_frames == 2 else 1
     bf, _ = setup(n_frames, dtype, interpolation, n_transmits)
     data = random_data(rng, (n_frames, n_transmits, 48, N_SAMPLES), dtype)
