@@ -789,8 +789,8 @@ static void beamform_points(const usbeam_das_plan *plan, const das_isa_kernels *
             }
         return;
     }
-    /* the staged lines of one tap row, and the rows of the taps past the first */
-    const size_t line_floats = 64 / sizeof(float), tap_floats = (size_t)plan->taps * sched->row;
+    /* an entry's taps read `taps` staged rows from its row on: the floats its prefetch covers */
+    const size_t entry_floats = (size_t)plan->taps * sched->row;
     entries_view view = {plan->stage, plan->stage + sched->im_offset, NULL, NULL, 0, sched->row};
     for (size_t t = 0; t < n_tx; ++t) {
         /* the blocks in order: (i, i0) the one to sum, in buffer b (formed already where ahead) */
@@ -811,8 +811,12 @@ static void beamform_points(const usbeam_das_plan *plan, const das_isa_kernels *
                 next_n = form_block(plan, sched, p0 + next_i, t, next_i0, sample[next_i], rx_re[next_i], rx_im[next_i],
                                     rotations + 2 * next_i * n_tx, rotations + (2 * next_i + 1) * n_tx, rows[b ^ 1],
                                     weights[b ^ 1]);
-                for (size_t k = 0; k < next_n; ++k)
-                    for (size_t at = 0; at < tap_floats; at += line_floats) __builtin_prefetch(view.re_plane + rows[b ^ 1][k] + at);
+                for (size_t k = 0; k < next_n; ++k) { /* every 64-byte line of the entry's rows */
+                    const float *first = view.re_plane + rows[b ^ 1][k];
+                    const uintptr_t last = (uintptr_t)(first + entry_floats - 1);
+                    for (uintptr_t line = (uintptr_t)first & ~(uintptr_t)63; line <= last; line += 64)
+                        __builtin_prefetch((const void *)line);
+                }
             }
             view.row = rows[b], view.weight = weights[b], view.n = n;
             kernels->beamform_entries(plan, &view, n_frames, acc_re + i * n_frames, acc_im + i * n_frames);
