@@ -743,11 +743,11 @@ static size_t form_block(const usbeam_das_plan *plan, const stage_schedule *sche
  * prefetched then, a whole block's sums before they are needed.  The sums waited on those lines
  * (the loads that took half the pair kernel's samples in a profile); the kernels' own prefetch
  * of the entry 12 ahead within a block, which this replaces, left a block's first 12 entries
- * unfetched and covered too short a time.  large-256: 77.0 -> 72.3 ms (medians of 40 calls
- * each, in-process A/B, modes interleaved); the kernels' prefetch alone against none, 77.0
- * against 74.6; forming ahead without prefetching 2 % slower than not; prefetching a record of
- * 50 MB (3 plane waves of 8 frames) 9 % slower, of 84-100 MB level, so only past
- * PREFETCH_STAGED_BYTES.  (The next block's lines prefetched by the kernels a unit at a time,
+ * unfetched and covered too short a time.  large-256, the modes interleaved in one process
+ * (medians of 60 calls, two runs; RESULTS.md session 30): 85.6 / 81.3 ms, against 98.8 / 93.2
+ * with the kernels' prefetch and 105.0 / 92.8 with none.  Forming ahead without prefetching
+ * measured 2 % slower than not; prefetching a record of 50 MB (3 plane waves of 8 frames) 9 %
+ * slower, of 84-100 MB level, so only past PREFETCH_STAGED_BYTES.  (The next block's lines prefetched by the kernels a unit at a time,
  * spread over the block, measured 9 % slower than all at once here.)  The blocks are summed in
  * the same order either way: the same bits. */
 #define TRANSMIT_ROTATIONS 32
