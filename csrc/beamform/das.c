@@ -747,9 +747,9 @@ static size_t form_block(const usbeam_das_plan *plan, const stage_schedule *sche
  * (medians of 60 calls, two runs; RESULTS.md session 30): 85.6 / 81.3 ms, against 98.8 / 93.2
  * with the kernels' prefetch and 105.0 / 92.8 with none.  Forming ahead without prefetching
  * measured 2 % slower than not; prefetching a record of 50 MB (3 plane waves of 8 frames) 9 %
- * slower, of 84-100 MB level, so only past PREFETCH_STAGED_BYTES.  (The next block's lines prefetched by the kernels a unit at a time,
- * spread over the block, measured 9 % slower than all at once here.)  The blocks are summed in
- * the same order either way: the same bits. */
+ * slower, of 84-100 MB level, so only past PREFETCH_STAGED_BYTES.  (The next block's lines
+ * prefetched by the kernels a unit at a time, spread over the block, measured 9 % slower than
+ * all at once here.)  The blocks are summed in the same order either way: the same bits. */
 #define TRANSMIT_ROTATIONS 32
 static void beamform_points(const usbeam_das_plan *plan, const das_isa_kernels *kernels, const stage_schedule *sched,
                             float *scratch, size_t p0, size_t m, size_t n_frames, float *acc_re, float *acc_im)
