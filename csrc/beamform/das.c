@@ -70,6 +70,7 @@ typedef struct entries_view {
     const float *weight;              /* (n, weight_stride) */
     size_t n;                         /* entries */
     size_t frames;                    /* floats between the rows of two taps (staged rows) */
+    int soa;                          /* IQ weights in runs of 16 (usbeam_das_weights_soa) */
 } entries_view;
 
 /* GCC/Clang vector extensions, mapped on the clone's instruction set.  A 64-byte vector is one
@@ -329,6 +330,35 @@ typedef int32_t lanes8 __attribute__((vector_size(32)));
         ri[H] += w_[1] * a;                                                                                 \
         ii[H] += w_[2] * b;                                                                                 \
         ir[H] += w_[3] * b;                                                                                 \
+    }
+/* iq_pair8_2 over entries whose weights lie in runs of 16 (usbeam_das_weights_soa): the same
+ * loads, products and sums in the same order (the same bits), each weight read from its run.
+ * The interleaved layout cost the forming a 4 x 4 transpose of each 16 entries' weights
+ * (linear_iq_entries_avx512: 16 shuffles, ~1 cycle an entry); this layout costs nothing. */
+#define DEFINE_PAIR8_SOA_KERNEL()                                                                           \
+    static void DAS_ISA(iq_pair8_soa_2)(const entries_view *v, size_t f0, float *acc_re, float *acc_im)    \
+    {                                                                                                       \
+        frames16 rr = {0}, ii = {0}, ri = {0}, ir = {0};                                                    \
+        for (size_t e = 0; e < v->n; ++e) {                                                                 \
+            const size_t off_ = (size_t)v->row[e] + f0;                                                     \
+            const float *w_ = v->weight + 4 * (e & ~(size_t)15) + (e & 15);                                 \
+            frames16 a, b;                                                                                  \
+            LOAD16(a, v->re_plane + off_);                                                                  \
+            LOAD16(b, v->re_plane + off_ + v->frames);                                                      \
+            rr += w_[0] * a;                                                                                \
+            ri += w_[16] * a;                                                                               \
+            ii += w_[32] * b;                                                                               \
+            ir += w_[48] * b;                                                                               \
+        }                                                                                                   \
+        const frames8 sum_re = (LOW8(rr) - HIGH8(ri)) + (LOW8(ii) - HIGH8(ir));                             \
+        const frames8 sum_im = (HIGH8(rr) + LOW8(ri)) + (HIGH8(ii) + LOW8(ir));                             \
+        frames8 old;                                                                                        \
+        LOAD8(old, acc_re);                                                                                 \
+        old += sum_re;                                                                                      \
+        STORE8(acc_re, old);                                                                                \
+        LOAD8(old, acc_im);                                                                                 \
+        old += sum_im;                                                                                      \
+        STORE8(acc_im, old);                                                                                \
     }
 #define PAIR_RF_UNIT(TAPS, CONTIG, H, W0, W1)                                                               \
     {                                                                                                       \
@@ -708,7 +738,7 @@ static size_t count_bad_channels(const usbeam_das_params *prm, size_t n_frames, 
  * USBEAM_DAS_ENTRY_BLOCK, formed into row / weight (das_delays.c); returns their count. */
 static size_t form_block(const usbeam_das_plan *plan, const stage_schedule *sched, size_t p, size_t t, size_t i0,
                          const double *sample, const float *rx_re, const float *rx_im, const double *rotation_re,
-                         const double *rotation_im, ptrdiff_t *row, float *weight)
+                         const double *rotation_im, int soa, ptrdiff_t *row, float *weight)
 {
     const usbeam_das_params *prm = &plan->params;
     const size_t n_tx = prm->n_transmits, count = (size_t)plan->aperture_count[p];
@@ -719,8 +749,8 @@ static size_t form_block(const usbeam_das_plan *plan, const stage_schedule *sche
     const double s_tx = (plan->tx_time[p * n_tx + t] - prm->t0) * prm->fs;
     usbeam_das_transmit_entries(plan, n, sample + i0, rx_re + i0, rx_im ? rx_im + i0 : NULL, s_tx,
                                 plan->is_iq ? (float)rotation_re[t] : 1.0f, plan->is_iq ? (float)rotation_im[t] : 0.0f,
-                                row0, channel, (ptrdiff_t)sched->row, sched->ring, row, weight);
-    memset(weight + n * (size_t)plan->weight_stride, 0, 16 * sizeof(float)); /* pair kernels: past an odd last unit */
+                                row0, channel, (ptrdiff_t)sched->row, sched->ring, soa, row, weight);
+    if (!soa) memset(weight + n * (size_t)plan->weight_stride, 0, 16 * sizeof(float)); /* pair kernels: past an odd last unit */
     return n;
 }
 
@@ -791,7 +821,8 @@ static void beamform_points(const usbeam_das_plan *plan, const das_isa_kernels *
     }
     /* an entry's taps read `taps` staged rows from its row on: the floats its prefetch covers */
     const size_t entry_floats = (size_t)plan->taps * sched->row;
-    entries_view view = {plan->stage, plan->stage + sched->im_offset, NULL, NULL, 0, sched->row};
+    const int soa = usbeam_das_weights_soa(plan, sched->row);
+    entries_view view = {plan->stage, plan->stage + sched->im_offset, NULL, NULL, 0, sched->row, soa};
     for (size_t t = 0; t < n_tx; ++t) {
         /* the blocks in order: (i, i0) the one to sum, in buffer b (formed already where ahead) */
         size_t i = 0, i0 = 0, n = 0;
@@ -800,7 +831,7 @@ static void beamform_points(const usbeam_das_plan *plan, const das_isa_kernels *
         while (i < m) {
             if (!ahead)
                 n = form_block(plan, sched, p0 + i, t, i0, sample[i], rx_re[i], rx_im[i], rotations + 2 * i * n_tx,
-                               rotations + (2 * i + 1) * n_tx, rows[b], weights[b]);
+                               rotations + (2 * i + 1) * n_tx, soa, rows[b], weights[b]);
             size_t next_i = i, next_i0 = i0 + n, next_n = 0;
             if (next_i0 >= (size_t)plan->aperture_count[p0 + i]) {
                 next_i0 = 0;
@@ -809,8 +840,8 @@ static void beamform_points(const usbeam_das_plan *plan, const das_isa_kernels *
             ahead = sched->prefetch && next_i < m;
             if (ahead) {
                 next_n = form_block(plan, sched, p0 + next_i, t, next_i0, sample[next_i], rx_re[next_i], rx_im[next_i],
-                                    rotations + 2 * next_i * n_tx, rotations + (2 * next_i + 1) * n_tx, rows[b ^ 1],
-                                    weights[b ^ 1]);
+                                    rotations + 2 * next_i * n_tx, rotations + (2 * next_i + 1) * n_tx, soa,
+                                    rows[b ^ 1], weights[b ^ 1]);
                 for (size_t k = 0; k < next_n; ++k) { /* every 64-byte line of the entry's rows */
                     const float *first = view.re_plane + rows[b ^ 1][k];
                     const uintptr_t last = (uintptr_t)(first + entry_floats - 1);

@@ -835,22 +835,30 @@ void usbeam_das_point_entries(const usbeam_das_plan *plan, size_t p, int32_t *ta
 }
 
 #if USBEAM_DAS_MULTI_ISA
-/* transmit_entries' linear IQ loop without a ring on AVX-512, 16 entries at a time in 512-bit
- * vectors, the last block of fewer by masked loads and stores.  GCC compiled that loop in
- * 256-bit vectors with a 64-bit multiply a row, and a point's blocks of ~47 entries left a
- * tail of up to 15 to its scalar loop (a third of the time in transmit_entries); here each
- * row is the double product of the first tap and the row length, converted.  The same
- * expressions (s in double, its floor, the fraction and the rotation in float), so the same
- * entries up to the sign of a zero weight: large-256 95.2 -> 90.2 ms, the same image bits
- * (one process per build, 3 x 12 calls). */
+/* transmit_entries' linear IQ loop on AVX-512, 16 entries at a time in 512-bit vectors, the
+ * last block of fewer by masked loads and stores.  GCC compiled that loop in 256-bit vectors
+ * with a 64-bit multiply a row, and a point's blocks of ~47 entries left a tail of up to 15 to
+ * its scalar loop (a third of the time in transmit_entries); here each row is the double
+ * product of the first tap (or its slot round a ring: SLOT's expressions) and the row length,
+ * converted.  The same expressions (s in double, its floor, the fraction and the rotation in
+ * float), so the same entries up to the sign of a zero weight: large-256 95.2 -> 90.2 ms, the
+ * same image bits (one process per build, 3 x 12 calls).
+ * With soa (usbeam_das_weights_soa: rows of 8 frames) each 16 entries' four weights go out as
+ * four runs of 16, as the vectors hold them, where the interleaved layout took a 4 x 4
+ * transpose (16 shuffles a vector); das.c's iq_pair8_soa_2 reads them there.  large-256 79.6
+ * -> 74.6 and 77.7 -> 73.2 ms (the two orders), 3 plane waves of 8 frames round a ring 31.9 ->
+ * 30.0 ms, 5 of 8 frames 36.6 -> 33.7 ms; the same bits (RESULTS.md, session 31). */
 #define ROUND_DOWN_NO_EXC (_MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)
 TARGET_AVX512 static void linear_iq_entries_avx512(size_t count, const double *restrict sample, const float *restrict re,
                                                      const float *restrict im, double s_tx, double last, float rot_re,
                                                      float rot_im, ptrdiff_t row0, ptrdiff_t channel, ptrdiff_t frames,
-                                                     ptrdiff_t *restrict row, float *restrict weight)
+                                                     size_t ring, int soa, ptrdiff_t *restrict row, float *restrict weight)
 {
     const __m512d v_tx = _mm512_set1_pd(s_tx), zero = _mm512_setzero_pd(), top = _mm512_set1_pd(last - 1.0);
     const __m512d v_frames = _mm512_set1_pd((double)frames);
+    /* transmit_entries' SLOT: round a ring, base % ring, or the ring's zero rows out of range */
+    const __m512d wrap = _mm512_set1_pd((double)ring), inv_wrap = _mm512_set1_pd(ring ? 1.0 / (double)ring : 0.0);
+    const __m512d off_row = _mm512_set1_pd((double)(ring + USBEAM_DAS_RING_REPEATS));
     const __m512 one = _mm512_set1_ps(1.0f), v_rot_re = _mm512_set1_ps(rot_re), v_rot_im = _mm512_set1_ps(rot_im);
     const __m512i lanes = _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7);
     __m512i first_lo = _mm512_add_epi64(_mm512_set1_epi64(row0), _mm512_mullo_epi64(lanes, _mm512_set1_epi64(channel)));
@@ -868,8 +876,13 @@ TARGET_AVX512 static void linear_iq_entries_avx512(size_t count, const double *r
         const __mmask8 valid_hi = _mm512_mask_cmp_pd_mask(_mm512_cmp_pd_mask(s_hi, zero, _CMP_GE_OQ), s_hi, top, _CMP_LE_OQ);
         const __m512d base_lo = _mm512_maskz_roundscale_pd(valid_lo, s_lo, ROUND_DOWN_NO_EXC); /* 0 outside */
         const __m512d base_hi = _mm512_maskz_roundscale_pd(valid_hi, s_hi, ROUND_DOWN_NO_EXC);
-        _mm512_mask_storeu_epi64(row + i, in_lo, _mm512_add_epi64(first_lo, _mm512_cvtpd_epi64(_mm512_mul_pd(base_lo, v_frames))));
-        _mm512_mask_storeu_epi64(row + i + 8, in_hi, _mm512_add_epi64(first_hi, _mm512_cvtpd_epi64(_mm512_mul_pd(base_hi, v_frames))));
+        __m512d slot_lo = base_lo, slot_hi = base_hi;
+        if (ring) {
+            slot_lo = _mm512_mask_blend_pd(valid_lo, off_row, _mm512_fnmadd_pd(wrap, _mm512_roundscale_pd(_mm512_mul_pd(base_lo, inv_wrap), ROUND_DOWN_NO_EXC), base_lo));
+            slot_hi = _mm512_mask_blend_pd(valid_hi, off_row, _mm512_fnmadd_pd(wrap, _mm512_roundscale_pd(_mm512_mul_pd(base_hi, inv_wrap), ROUND_DOWN_NO_EXC), base_hi));
+        }
+        _mm512_mask_storeu_epi64(row + i, in_lo, _mm512_add_epi64(first_lo, _mm512_cvtpd_epi64(_mm512_mul_pd(slot_lo, v_frames))));
+        _mm512_mask_storeu_epi64(row + i + 8, in_hi, _mm512_add_epi64(first_hi, _mm512_cvtpd_epi64(_mm512_mul_pd(slot_hi, v_frames))));
         first_lo = _mm512_add_epi64(first_lo, step);
         first_hi = _mm512_add_epi64(first_hi, step);
         const __mmask16 valid = (__mmask16)(valid_lo | (unsigned)valid_hi << 8);
@@ -881,6 +894,14 @@ TARGET_AVX512 static void linear_iq_entries_avx512(size_t count, const double *r
         const __m512 c_im = _mm512_fmadd_ps(v_rot_re, x_im, _mm512_mul_ps(v_rot_im, x_re));
         const __m512 p0 = _mm512_mul_ps(w0, c_re), p1 = _mm512_mul_ps(w0, c_im);
         const __m512 p2 = _mm512_mul_ps(w1, c_re), p3 = _mm512_mul_ps(w1, c_im);
+        float *out = weight + 4 * i;
+        if (soa) { /* the group's four weights as four runs of 16 (usbeam_das_weights_soa) */
+            _mm512_mask_storeu_ps(out, in, p0);
+            _mm512_mask_storeu_ps(out + 16, in, p1);
+            _mm512_mask_storeu_ps(out + 32, in, p2);
+            _mm512_mask_storeu_ps(out + 48, in, p3);
+            continue;
+        }
         /* weight[4 j + k] = p_k[j]: pairs within 128-bit blocks, then a 4 x 4 transpose of the blocks */
         const __m512 a = _mm512_unpacklo_ps(p0, p1), b = _mm512_unpackhi_ps(p0, p1);
         const __m512 c = _mm512_unpacklo_ps(p2, p3), d = _mm512_unpackhi_ps(p2, p3);
@@ -890,7 +911,6 @@ TARGET_AVX512 static void linear_iq_entries_avx512(size_t count, const double *r
         const __m512 e3 = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(b), _mm512_castps_pd(d))); /* 4b + 3 */
         const __m512 f0 = _mm512_shuffle_f32x4(e0, e1, _MM_SHUFFLE(1, 0, 1, 0)), f1 = _mm512_shuffle_f32x4(e2, e3, _MM_SHUFFLE(1, 0, 1, 0));
         const __m512 g0 = _mm512_shuffle_f32x4(e0, e1, _MM_SHUFFLE(3, 2, 3, 2)), g1 = _mm512_shuffle_f32x4(e2, e3, _MM_SHUFFLE(3, 2, 3, 2));
-        float *out = weight + 4 * i;
         _mm512_mask_storeu_ps(out, nibbles[in & 15], _mm512_shuffle_f32x4(f0, f1, _MM_SHUFFLE(2, 0, 2, 0)));
         _mm512_mask_storeu_ps(out + 16, nibbles[in >> 4 & 15], _mm512_shuffle_f32x4(f0, f1, _MM_SHUFFLE(3, 1, 3, 1)));
         _mm512_mask_storeu_ps(out + 32, nibbles[in >> 8 & 15], _mm512_shuffle_f32x4(g0, g1, _MM_SHUFFLE(2, 0, 2, 0)));
@@ -906,17 +926,31 @@ void usbeam_das_transmit_rotations(const usbeam_das_plan *plan, size_t p, size_t
     transmit_rotations(plan, p, t0, n, re, im);
 }
 
-void usbeam_das_transmit_entries(const usbeam_das_plan *plan, size_t count, const double *sample, const float *re,
-                                 const float *im, double s_tx, float rot_re, float rot_im, ptrdiff_t row0,
-                                 ptrdiff_t channel, ptrdiff_t frames, size_t ring, ptrdiff_t *row, float *weight)
+int usbeam_das_weights_soa(const usbeam_das_plan *plan, size_t row_floats)
 {
 #if USBEAM_DAS_MULTI_ISA
-    if (plan->params.interpolation == USBEAM_INTERP_LINEAR && plan->is_iq && !ring &&
+    return plan->params.interpolation == USBEAM_INTERP_LINEAR && plan->is_iq &&
+           plan->taps == usbeam_interp_taps(USBEAM_INTERP_LINEAR) && usbeam_das_isa() == 2 && row_floats == 16;
+#else
+    (void)plan, (void)row_floats;
+    return 0;
+#endif
+}
+
+void usbeam_das_transmit_entries(const usbeam_das_plan *plan, size_t count, const double *sample, const float *re,
+                                 const float *im, double s_tx, float rot_re, float rot_im, ptrdiff_t row0,
+                                 ptrdiff_t channel, ptrdiff_t frames, size_t ring, int weights_soa, ptrdiff_t *row,
+                                 float *weight)
+{
+#if USBEAM_DAS_MULTI_ISA
+    if (plan->params.interpolation == USBEAM_INTERP_LINEAR && plan->is_iq &&
         plan->taps == usbeam_interp_taps(USBEAM_INTERP_LINEAR) && usbeam_das_isa() == 2) {
         linear_iq_entries_avx512(count, sample, re, im, s_tx, (double)plan->params.n_samples - 1.0, rot_re, rot_im, row0,
-                                 channel, frames, row, weight);
+                                 channel, frames, ring, weights_soa, row, weight);
         return;
     }
+#else
+    (void)weights_soa;
 #endif
     USBEAM_DAS_DISPATCH(transmit_entries, plan, count, sample, re, im, s_tx, rot_re, rot_im, row0, channel, frames, ring,
                         row, weight);

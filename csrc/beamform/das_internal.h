@@ -36,8 +36,9 @@
  * Entries (execute's per-thread scratch, filled per point by usbeam_das_transmit_entries):
  * for each (transmit, aperture element) of the point, ordered (transmit, element): `row`, the
  * staged offset of the first interpolation tap's row, and `weight_stride` floats: `taps` real
- * weights (RF) or `taps` (re, im) pairs (IQ).  Out-of-range samples have zero weights and tap
- * 0 (a valid row).
+ * weights (RF) or `taps` (re, im) pairs (IQ), or for linear IQ in rows of 8 frames on AVX-512
+ * the same four floats of 16 entries at a time as four runs of 16 (usbeam_das_weights_soa).
+ * Out-of-range samples have zero weights and tap 0 (a valid row).
  *
  * A CUDA plan (cuda != NULL) allocates only the geometry, transmit models and apertures its
  * twin uploads (handed over as a usbeam_das_tables, so cuda/das.cu never includes this
@@ -257,10 +258,18 @@ void usbeam_das_tile_sample_bounds(const usbeam_das_plan *plan, size_t p0, size_
  * row0 + i * channel + first_tap_row * frames and the weights (layout above), from the receive
  * part and the transmit's s_tx (samples) and rotation (rot_re, rot_im; IQ); das_delays.c.
  * first_tap_row is the first tap's sample, or with ring > 0 that sample % ring (staging in a
- * ring, das.c), and an out-of-range tap's row is 0, or ring + USBEAM_DAS_RING_REPEATS. */
+ * ring, das.c), and an out-of-range tap's row is 0, or ring + USBEAM_DAS_RING_REPEATS.
+ * weights_soa: the weights in runs of 16, where usbeam_das_weights_soa says so (else 0). */
 void usbeam_das_transmit_entries(const usbeam_das_plan *plan, size_t count, const double *sample, const float *re,
                                  const float *im, double s_tx, float rot_re, float rot_im, ptrdiff_t row0,
-                                 ptrdiff_t channel, ptrdiff_t frames, size_t ring, ptrdiff_t *row, float *weight);
+                                 ptrdiff_t channel, ptrdiff_t frames, size_t ring, int weights_soa, ptrdiff_t *row,
+                                 float *weight);
+/* 1 when execute's entries of a call staged in rows of row_floats floats hold their IQ weights as runs of 16 (weights_soa above): each group of 16
+ * entries, 16 k .. 16 k + 15, holds 64 floats from weight + 64 k on, w0 re of its 16 entries,
+ * then w0 im, w1 re, w1 im (a last group of fewer leaves its runs' last lanes unwritten).
+ * Linear IQ in rows of 8 frames (5 to 8 frames) on AVX-512, ring or not: the entries that
+ * das.c's iq_pair8_soa_2 sums. */
+int usbeam_das_weights_soa(const usbeam_das_plan *plan, size_t row_floats);
 /* Rows repeated past a staging ring (rows ring .. ring + 3 = rows 0 .. 3, so a tap run starting
  * at row ring - 1 does not wrap), then as many zero rows (das.c). */
 #define USBEAM_DAS_RING_REPEATS 4

@@ -27,6 +27,7 @@ DEFINE_PAIR_KERNELS(2, 0, pair)
 DEFINE_PAIR_KERNELS(4, 0, pair)
 DEFINE_PAIR_KERNELS(2, 1, pair8)
 DEFINE_PAIR_KERNELS(4, 1, pair8)
+DEFINE_PAIR8_SOA_KERNEL()
 #endif
 
 
@@ -56,7 +57,8 @@ static void DAS_ISA(beamform_entries)(const usbeam_das_plan *plan, const entries
     switch (plan->taps + 8 * (v->frames == (plan->is_iq ? 16u : 8u))) { /* rows of 8 frames */    \
     case 1: case 9: plan->is_iq ? DAS_ISA(iq_pair_1)(v, f0, RE, IM) : DAS_ISA(rf_pair_1)(v, f0, RE); break;       \
     case 2: plan->is_iq ? DAS_ISA(iq_pair_2)(v, f0, RE, IM) : DAS_ISA(rf_pair_2)(v, f0, RE); break;               \
-    case 10: plan->is_iq ? DAS_ISA(iq_pair8_2)(v, f0, RE, IM) : DAS_ISA(rf_pair8_2)(v, f0, RE); break;            \
+    case 10: plan->is_iq ? (v->soa ? DAS_ISA(iq_pair8_soa_2)(v, f0, RE, IM) : DAS_ISA(iq_pair8_2)(v, f0, RE, IM))   \
+                         : DAS_ISA(rf_pair8_2)(v, f0, RE); break;                                             \
     case 12: plan->is_iq ? DAS_ISA(iq_pair8_4)(v, f0, RE, IM) : DAS_ISA(rf_pair8_4)(v, f0, RE); break;            \
     default: plan->is_iq ? DAS_ISA(iq_pair_4)(v, f0, RE, IM) : DAS_ISA(rf_pair_4)(v, f0, RE); break;              \
     }

@@ -114,6 +114,30 @@ def test_ring_changes_no_value(rng, monkeypatch, interpolation, dtype, n_frames,
     assert np.count_nonzero(whole) > 0.5 * whole.size
 
 
+@pytest.mark.parametrize("ring", [False, True])
+@pytest.mark.parametrize("n_frames", [6, 8])
+def test_frame_bits_do_not_depend_on_the_call(rng, monkeypatch, ring, n_frames):
+    """Linear IQ of 5 to 8 frames is staged in rows of 8 frames, whose entries hold their
+    weights in runs of 16 (das_delays.c linear_iq_entries_avx512, das.c iq_pair8_soa_2, on
+    AVX-512); 2 or 4 frames in rows of their own, the weights interleaved (iq_pair_2).  Every
+    frame must come out with the same bits whichever call holds it (das.c: one summation order
+    for every frame), round a ring or staged whole, with points of more than 16 elements (whole
+    runs and a partial last one), and match the float64 reference."""
+    bf, tuples = setup(n_frames, n_transmits=3)
+    data = random_data(rng, (n_frames, 3, 48, N_SAMPLES), np.complex64)
+    whole = run(bf, data, monkeypatch, ring)
+    half = n_frames // 2
+    parts = np.concatenate([run(bf, data[:half], monkeypatch, ring=False), run(bf, data[half:], monkeypatch, ring=False)])
+    np.testing.assert_array_equal(whole, parts)
+    singles = np.concatenate([run(bf, data[f:f + 2], monkeypatch, ring=False) for f in range(0, n_frames, 2)])
+    np.testing.assert_array_equal(whole, singles)
+    assert usbeam._core.das_aperture_counts(bf._plan).max() > 16
+    want = ref.das_general(data, bf.probe.positions, bf.probe.normals, tuples, bf.grid.coordinates(), fs=FS, fc=FC,
+                           c=C, t0=T0, f_number=1.0, window_kind="hann", interpolation="linear").reshape(whole.shape)
+    assert np.count_nonzero(want) > 0.5 * want.size
+    assert_matches_reference(whole, want, "linear")
+
+
 def test_whole_record_where_no_ring_helps(monkeypatch):
     bf, _ = setup(4)
     monkeypatch.setenv(RING, "0")
