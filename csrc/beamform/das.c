@@ -571,11 +571,14 @@ static const das_isa_kernels *choose_kernels(void)
  * The samples past the last that any tile reads (the tail: past the deepest point's delays,
  * a third of the live configurations' 2048) are checked for NaN and inf as the input is read,
  * with the first window where it is the only one, and not staged: a 1-frame call with the lane
- * table (das_lanes.c, lane_reach) and every ring.  Staging them cost the copy's write on top
- * of the read.  The gain is small: staging alone (live-1tx's 2 MiB, a grid of a few points)
- * 39 -> 31 us with the input in cache, 144 -> 112 us without; whole live-1tx / live-3tx calls
- * within 1 % (p10 1.158 -> 1.148 and 3.084 -> 3.059 ms, in-process A/B; 1.333 -> 1.328 and
- * 3.488 -> 3.454 ms with the caches flushed between calls); no image changes a bit. */
+ * table (das_lanes.c, lane_reach), every ring, and every record staged whole with the tile
+ * bounds (a plan with the table).  Staging them cost the copy's write on top of the read.
+ * The gain is small: staging alone (live-1tx's 2 MiB, a grid of a few points) 39 -> 31 us
+ * with the input in cache, 144 -> 112 us without; whole live-1tx / live-3tx calls within 1 %
+ * (p10 1.158 -> 1.148 and 3.084 -> 3.059 ms, in-process A/B; 1.333 -> 1.328 and 3.488 ->
+ * 3.454 ms with the caches flushed between calls); large-256 (staged whole, 1406 of 2048
+ * samples) 76.2 -> 74.4 and 75.8 -> 73.6 ms (session 31, the two orders); no image changes a
+ * bit. */
 #define STAGE_AT_ONCE_BYTES ((size_t)12 << 20)
 #define STAGE_WINDOW_BYTES ((size_t)1 << 20) /* staged bytes per window, about */
 #define STAGE_WINDOWS_MAX 64
@@ -619,6 +622,12 @@ static void plan_stage_windows(const usbeam_das_plan *plan, size_t n_frames, siz
     const size_t prefetch_from = prefetch_env ? (size_t)strtoull(prefetch_env, NULL, 10) : PREFETCH_STAGED_BYTES;
     sched->prefetch = sample_bytes * n_samples > prefetch_from;
     if (n_frames == 1) sched->end[0] = sched->tail = usbeam_das_lanes_staged_samples(plan);
+    if (plan->tile_samples) { /* staged whole: the samples up to the last a tile reads (the tail is only checked) */
+        size_t reach = 0;
+        for (size_t k = 0; k < n_tiles; ++k)
+            reach = (size_t)plan->tile_samples[2 * k + 1] > reach ? (size_t)plan->tile_samples[2 * k + 1] : reach;
+        sched->end[0] = sched->tail = reach;
+    }
     /* USBEAM_DAS_STAGE_AT_ONCE_BYTES overrides the threshold: the tests take small records round the ring */
     const char *at_once_env = getenv("USBEAM_DAS_STAGE_AT_ONCE_BYTES");
     const size_t at_once = at_once_env ? (size_t)strtoull(at_once_env, NULL, 10) : STAGE_AT_ONCE_BYTES;

@@ -138,6 +138,30 @@ def test_frame_bits_do_not_depend_on_the_call(rng, monkeypatch, ring, n_frames):
     assert_matches_reference(whole, want, "linear")
 
 
+@pytest.mark.parametrize("n_frames", [1, 4])
+def test_whole_record_staged_up_to_the_last_tap(rng, n_frames):
+    """A record staged whole stages each channel's samples up to the last that any tile reads
+    (usbeam_das_tile_samples); the rest are only checked for NaN and inf.  What lies there
+    changes no bit of the image, a NaN there is still refused, and the image matches the
+    float64 reference."""
+    bf, tuples = setup(n_frames)
+    windows, ring_rows, staged = usbeam._core.das_staging(bf._plan, n_frames)
+    assert (windows, ring_rows) == (1, 0)
+    assert staged == usbeam._core.das_tile_samples(bf._plan)[:, 1].max() < N_SAMPLES - 100
+    data = random_data(rng, (n_frames, 1, 48, N_SAMPLES), np.complex64)
+    got = bf(data)
+    want = ref.das_general(data, bf.probe.positions, bf.probe.normals, tuples, bf.grid.coordinates(), fs=FS, fc=FC,
+                           c=C, t0=T0, f_number=1.0, window_kind="hann", interpolation="linear").reshape(got.shape)
+    assert np.count_nonzero(want) > 0.5 * want.size
+    assert_matches_reference(got, want, "linear")
+    loud = data.copy()
+    loud[..., staged:] = 1e30
+    np.testing.assert_array_equal(bf(loud), got)
+    loud[-1, 0, 47, N_SAMPLES - 1] = np.inf
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        bf(loud)
+
+
 def test_whole_record_where_no_ring_helps(monkeypatch):
     bf, _ = setup(4)
     monkeypatch.setenv(RING, "0")
