@@ -565,9 +565,16 @@ static const das_isa_kernels *choose_kernels(void)
  * are 0).  Everything else stages the whole record first, rows = samples: records whose input
  * and staged copy fit in cache together (STAGE_AT_ONCE_BYTES, for a 32 MB L3; PWI_disk's 11 MB
  * of 32 frames measured 3 % slower round a ring), one frame (das_single.c reads rows =
- * samples), plans without the table (no tile bounds), and grids whose tiles each span most of
- * the record or whose ring would not fit in cache (RING_MAX_BYTES; measured 14 % slower on
- * 11 plane waves x 8 frames, whose ring of 811 rows was 73 MB).
+ * samples), lane plans (no tile bounds), grids whose tiles each span most of the record or
+ * whose ring would not fit in cache (RING_MAX_BYTES; measured 14 % slower on 11 plane waves x
+ * 8 frames, whose ring of 811 rows was 73 MB), and IQ in rows of 8 frames (5 to 8 frames, the
+ * pair kernels): those measured faster staged whole (session 31, in-process A/B, p10 ms, ring
+ * against whole: 3 plane waves of 8 frames 28.5 / 29.0 against 23.3 / 23.8, the convex image
+ * of 8 frames 6.0 / 6.1 against 4.9 / 4.7, 1 plane wave 7.2 against 7.3, 5 plane waves 46-47
+ * in two runs and 32 in a third against 35-37), where 12 to 32 frames still gain from the
+ * ring (3 plane waves of 12 frames 36.3 against 48.1, the convex image of 12, 16 and 32 frames
+ * 4.5, 4.4 and 8.1 against 5.6, 5.6 and 10.4, 1 plane wave of 32 frames 21.5 against 25.9, RF
+ * of 16 frames 18.8 against 21.2).
  * The samples past the last that any tile reads (the tail: past the deepest point's delays,
  * a third of the live configurations' 2048) are checked for NaN and inf as the input is read,
  * with the first window where it is the only one, and not staged: a 1-frame call with the lane
@@ -631,7 +638,8 @@ static void plan_stage_windows(const usbeam_das_plan *plan, size_t n_frames, siz
     /* USBEAM_DAS_STAGE_AT_ONCE_BYTES overrides the threshold: the tests take small records round the ring */
     const char *at_once_env = getenv("USBEAM_DAS_STAGE_AT_ONCE_BYTES");
     const size_t at_once = at_once_env ? (size_t)strtoull(at_once_env, NULL, 10) : STAGE_AT_ONCE_BYTES;
-    if (!plan->tile_samples || n_frames < 2 || sample_bytes * n_samples <= at_once) return;
+    if (!plan->tile_samples || n_frames < 2 || sample_bytes * n_samples <= at_once || (plan->is_iq && sched->row == 16))
+        return;
     stage_schedule win = *sched;
     /* windows of about STAGE_WINDOW_BYTES, at least 16 of them (a ring a few windows long must be
      * well short of the record) and at most STAGE_WINDOWS_MAX */

@@ -698,8 +698,11 @@ INLINE_BODY void transmit_entries(const usbeam_das_plan *plan, size_t count, con
  * with one sample of margin either side.  (Taps out of range read rows that do not depend on
  * s: das_delays.c.)  Execute stages the input in windows of samples just ahead of the tiles
  * that read them, round a ring that stays in cache (das.c).  At plan creation, per tile, with
- * its points' receive parts just computed. */
-INLINE_BODY void tile_sample_bounds(const usbeam_das_plan *plan, size_t p0, size_t p1, int32_t *bounds)
+ * its points' receive parts just computed: s_rx of point p from s_rx_tile +
+ * receive_offset[p] - receive_offset[p0] on (the table's rows, or a plan without the table's
+ * scratch). */
+INLINE_BODY void tile_sample_bounds(const usbeam_das_plan *plan, size_t p0, size_t p1, const double *s_rx_tile,
+                                    int32_t *bounds)
 {
     const usbeam_das_params *prm = &plan->params;
     const size_t n_tx = prm->n_transmits;
@@ -712,7 +715,7 @@ INLINE_BODY void tile_sample_bounds(const usbeam_das_plan *plan, size_t p0, size
     for (size_t p = p0; p < p1; ++p) {
         const size_t count = (size_t)plan->aperture_count[p];
         if (count == 0) continue;
-        const double *s_rx = plan->table_sample + plan->receive_offset[p], *tx = plan->tx_time + p * n_tx;
+        const double *s_rx = s_rx_tile + (plan->receive_offset[p] - plan->receive_offset[p0]), *tx = plan->tx_time + p * n_tx;
         double tx_lo = tx[0], tx_hi = tx[0];
         for (size_t t = 1; t < n_tx; ++t) {
             tx_lo = tx[t] < tx_lo ? tx[t] : tx_lo;
@@ -796,9 +799,10 @@ INLINE_BODY void transmit_rotations(const usbeam_das_plan *plan, size_t p, size_
     {                                                                                                       \
         transmit_entries(plan, count, sample, re, im, s_tx, rot_re, rot_im, row0, channel, frames, ring, row, weight); \
     }                                                                                                       \
-    TARGET static void tile_sample_bounds_##SUFFIX(const usbeam_das_plan *plan, size_t p0, size_t p1, int32_t *bounds) \
+    TARGET static void tile_sample_bounds_##SUFFIX(const usbeam_das_plan *plan, size_t p0, size_t p1,            \
+                                                   const double *s_rx_tile, int32_t *bounds)                    \
     {                                                                                                       \
-        tile_sample_bounds(plan, p0, p1, bounds);                                                           \
+        tile_sample_bounds(plan, p0, p1, s_rx_tile, bounds);                                                \
     }
 #if USBEAM_DAS_MULTI_ISA
 DEFINE_ISA_COPIES(avx2, TARGET_AVX2)
@@ -822,10 +826,11 @@ void usbeam_das_point_geometry(const usbeam_das_plan *plan, size_t p, double *sa
     point_geometry(plan, p, sample, window);
 }
 
-void usbeam_das_tile_sample_bounds(const usbeam_das_plan *plan, size_t p0, size_t p1, int32_t *bounds)
+void usbeam_das_tile_sample_bounds(const usbeam_das_plan *plan, size_t p0, size_t p1, const double *s_rx_tile,
+                                   int32_t *bounds)
 {
-    USBEAM_DAS_DISPATCH(tile_sample_bounds, plan, p0, p1, bounds);
-    tile_sample_bounds(plan, p0, p1, bounds);
+    USBEAM_DAS_DISPATCH(tile_sample_bounds, plan, p0, p1, s_rx_tile, bounds);
+    tile_sample_bounds(plan, p0, p1, s_rx_tile, bounds);
 }
 
 void usbeam_das_point_entries(const usbeam_das_plan *plan, size_t p, int32_t *tap, float *weight)

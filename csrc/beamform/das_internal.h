@@ -151,10 +151,10 @@ struct usbeam_das_plan {
     int has_table;              /* 1: receive parts precomputed; 0: computed per point in execute */
     double *table_sample;       /* (n_receive) s_rx, samples */
     float *table_re, *table_im; /* (n_receive) c_rx (table_im: IQ only) */
-    int32_t *tile_samples;      /* with the table: (n_points / USBEAM_DAS_POINT_TILE rounded up, 2): the
-                                   samples [first, end) of a channel hold every in-range tap that
-                                   execute's tile k reads (staging in windows, das.c); NULL: stage
-                                   it all at once */
+    int32_t *tile_samples;      /* (n_points / USBEAM_DAS_POINT_TILE rounded up, 2): the samples
+                                   [first, end) of a channel hold every in-range tap that execute's
+                                   tile k reads (staging in windows, das.c); NULL (a lane plan, or
+                                   the bounds' scratch not allocated): stage it all at once */
     /* The lane table of a 1-frame plan on AVX-512 (das_lanes.c, layout there), in place of the
      * receive table (has_table = 0); NULL otherwise. */
     int32_t *lane_first;        /* (n_groups) first element of each group of 16 points */
@@ -252,8 +252,10 @@ void usbeam_das_point_geometry(const usbeam_das_plan *plan, size_t p, double *sa
 /* The linear array's window mapping of point pt: u = (x_e - centre) * inv_half (das_delays.c). */
 void usbeam_das_window_mapping(const usbeam_das_plan *plan, const double *pt, double *centre, double *inv_half);
 /* bounds[0], bounds[1]: the [first, end) samples holding every in-range tap of points [p0, p1)
- * (plan->tile_samples), from the table and the transmit times; das_delays.c. */
-void usbeam_das_tile_sample_bounds(const usbeam_das_plan *plan, size_t p0, size_t p1, int32_t *bounds);
+ * (plan->tile_samples), from their s_rx (point p's from s_rx_tile + receive_offset[p] -
+ * receive_offset[p0] on) and the transmit times; das_delays.c. */
+void usbeam_das_tile_sample_bounds(const usbeam_das_plan *plan, size_t p0, size_t p1, const double *s_rx_tile,
+                                   int32_t *bounds);
 /* Entries of one transmit: for each of `count` aperture elements i, the row offset
  * row0 + i * channel + first_tap_row * frames and the weights (layout above), from the receive
  * part and the transmit's s_tx (samples) and rotation (rot_re, rot_im; IQ); das_delays.c.

@@ -4,7 +4,8 @@ time, round a ring of rows that stays in cache.  USBEAM_DAS_STAGE_AT_ONCE_BYTES 
 threshold so that small records here take that path.  The ring must change no value: images
 against the float64 reference (tests/reference/das.py, das_general) and bit for bit against the
 whole-record staging, for every interpolation, input type, several frame counts (the 8-frame
-pair kernels and the partial frame blocks) and transmits; and a NaN or an infinity in any
+pair kernels and the partial frame blocks) and transmits, with the receive table and without
+(IQ of 5 to 8 frames is staged whole whatever the threshold); and a NaN or an infinity in any
 window is refused.  Records staged whole and far larger than the caches have each block of
 entries formed one block ahead and its staged rows prefetched (USBEAM_DAS_PREFETCH_STAGED_BYTES
 lowers that threshold here): that must change no value either.  On AVX-512 a plan of a few frames (IQ up to 5; RF up to 12)
@@ -29,10 +30,11 @@ def multi_frame_kernels(monkeypatch):
     monkeypatch.setenv("USBEAM_DAS_LANES", "0")
 
 
-def setup(n_frames, dtype=np.complex64, interpolation="linear", n_transmits=1):
+def setup(n_frames, dtype=np.complex64, interpolation="linear", n_transmits=1, table=True):
     """A convex sector (radii in order, 17.5 mm deep) and compounded transmits: diverging waves
     from two virtual sources and user delays.  (Transmits as different as a focus inside the
-    sector and a diverging wave need rows far apart at once: those records are staged whole.)"""
+    sector and a diverging wave need rows far apart at once: those records are staged whole.)
+    table=False: a plan over its table budget, which computes its receive parts per call."""
     probe = usbeam.ConvexArray(n_elements=48, pitch=3e-4, radius=0.012, element_width=2.6e-4)
     h = probe.apothem
     delays = np.linspace(0.0, 1e-7, probe.n_elements)
@@ -41,8 +43,16 @@ def setup(n_frames, dtype=np.complex64, interpolation="linear", n_transmits=1):
     grid = usbeam.PolarGrid(np.linspace(probe.radius + 1e-3, probe.radius + 17.5e-3, 96), np.linspace(-0.5, 0.5, 40),
                             apex=(0.0, -h))
     bf = usbeam.Beamformer(probe, laws[:n_transmits], grid, fs=FS, fc=FC, c=C, t0=T0, n_samples=N_SAMPLES,
-                           f_number=1.0, window="hann", interpolation=interpolation, n_frames=n_frames, dtype=dtype)
+                           f_number=1.0, window="hann", interpolation=interpolation, n_frames=n_frames, dtype=dtype,
+                           max_table_bytes=None if table else 1)
+    assert (usbeam._core.das_table_bytes(bf._plan) > 0) == table
     return bf, tuples[:n_transmits]
+
+
+def rings(dtype, n_frames):
+    """Whether a record over the threshold goes round a ring: not IQ of 5 to 8 frames (rows of 8
+    frames, the pair kernels), which measured faster staged whole (das.c plan_stage_windows)."""
+    return not (dtype == np.complex64 and 5 <= n_frames <= 8)
 
 
 def staging(bf, n_frames):
@@ -52,7 +62,7 @@ def staging(bf, n_frames):
 def run(bf, data, monkeypatch, ring):
     monkeypatch.setenv(RING, "0" if ring else str(1 << 60))
     windows, ring_rows = staging(bf, data.shape[0])
-    if ring:
+    if ring and rings(data.dtype, data.shape[0]):
         assert windows >= 3 and 0 < ring_rows < N_SAMPLES // 2, (windows, ring_rows)
     else:
         assert (windows, ring_rows) == (1, 0)
@@ -60,11 +70,13 @@ def run(bf, data, monkeypatch, ring):
 
 
 @pytest.mark.parametrize("n_transmits", [1, 3])
-def test_tile_bounds_hold_every_tap(n_transmits):
+@pytest.mark.parametrize("table", [True, False])
+def test_tile_bounds_hold_every_tap(n_transmits, table):
     """Every in-range tap (floor(s) - 1 .. floor(s) + 2, cubic's run, which holds nearest's and
     linear's) of every (point, transmit, element in the point's cone) lies in its tile's
-    [first, end), with s = ((tau_tx + |p - e| / c) - t0) fs from tests/reference/das.py."""
-    bf, tuples = setup(2, n_transmits=n_transmits)
+    [first, end), with s = ((tau_tx + |p - e| / c) - t0) fs from tests/reference/das.py; with
+    the receive table and without it."""
+    bf, tuples = setup(2, n_transmits=n_transmits, table=table)
     bounds = usbeam._core.das_tile_samples(bf._plan)
     points = bf.grid.coordinates()
     inside, near = cone_predicate(bf.probe, points, 1.0)
@@ -102,9 +114,12 @@ def test_ring_matches_reference(rng, monkeypatch, interpolation, dtype):
 @pytest.mark.parametrize("interpolation", ["nearest", "linear", "cubic"])
 @pytest.mark.parametrize("dtype", [np.complex64, np.float32, np.int16])
 @pytest.mark.parametrize("n_frames, capacity", [(2, 2), (8, 8), (11, 16), (16, 16)])
-def test_ring_changes_no_value(rng, monkeypatch, interpolation, dtype, n_frames, capacity):
+@pytest.mark.parametrize("table", [True, False])
+def test_ring_changes_no_value(rng, monkeypatch, interpolation, dtype, n_frames, capacity, table):
+    """The ring against the whole record, bit for bit, with the receive table and without it
+    (whose tile bounds are computed at plan creation and dropped: das_setup.c)."""
     n_transmits = 3 if n_frames == 2 else 1
-    bf, _ = setup(capacity, dtype, interpolation, n_transmits)
+    bf, _ = setup(capacity, dtype, interpolation, n_transmits, table)
     data = random_data(rng, (n_frames, n_transmits, 48, N_SAMPLES), dtype)
     before = data.copy()
     whole = run(bf, data, monkeypatch, ring=False)
@@ -114,22 +129,24 @@ def test_ring_changes_no_value(rng, monkeypatch, interpolation, dtype, n_frames,
     assert np.count_nonzero(whole) > 0.5 * whole.size
 
 
-@pytest.mark.parametrize("ring", [False, True])
+@pytest.mark.parametrize("table", [True, False])
 @pytest.mark.parametrize("n_frames", [6, 8])
-def test_frame_bits_do_not_depend_on_the_call(rng, monkeypatch, ring, n_frames):
+def test_frame_bits_do_not_depend_on_the_call(rng, monkeypatch, table, n_frames):
     """Linear IQ of 5 to 8 frames is staged in rows of 8 frames, whose entries hold their
     weights in runs of 16 (das_delays.c linear_iq_entries_avx512, das.c iq_pair8_soa_2, on
-    AVX-512); 2 or 4 frames in rows of their own, the weights interleaved (iq_pair_2).  Every
-    frame must come out with the same bits whichever call holds it (das.c: one summation order
-    for every frame), round a ring or staged whole, with points of more than 16 elements (whole
-    runs and a partial last one), and match the float64 reference."""
-    bf, tuples = setup(n_frames, n_transmits=3)
+    AVX-512); 2 or 4 frames in rows of their own, the weights interleaved (iq_pair_2), round a
+    ring here.  Every frame must come out with the same bits whichever call holds it (das.c:
+    one summation order for every frame), with the table or without, with points of more than
+    16 elements (whole runs and a partial last one), and match the float64 reference."""
+    bf, tuples = setup(n_frames, n_transmits=3, table=table)
     data = random_data(rng, (n_frames, 3, 48, N_SAMPLES), np.complex64)
-    whole = run(bf, data, monkeypatch, ring)
+    monkeypatch.setenv(RING, "0")
+    assert staging(bf, n_frames) == (1, 0)  # rows of 8 frames: staged whole
+    whole = bf(data)
     half = n_frames // 2
-    parts = np.concatenate([run(bf, data[:half], monkeypatch, ring=False), run(bf, data[half:], monkeypatch, ring=False)])
+    parts = np.concatenate([run(bf, data[:half], monkeypatch, ring=True), run(bf, data[half:], monkeypatch, ring=True)])
     np.testing.assert_array_equal(whole, parts)
-    singles = np.concatenate([run(bf, data[f:f + 2], monkeypatch, ring=False) for f in range(0, n_frames, 2)])
+    singles = np.concatenate([run(bf, data[f:f + 2], monkeypatch, ring=True) for f in range(0, n_frames, 2)])
     np.testing.assert_array_equal(whole, singles)
     assert usbeam._core.das_aperture_counts(bf._plan).max() > 16
     want = ref.das_general(data, bf.probe.positions, bf.probe.normals, tuples, bf.grid.coordinates(), fs=FS, fc=FC,
