@@ -796,7 +796,16 @@ static size_t form_block(const usbeam_das_plan *plan, const stage_schedule *sche
  * measured 2 % slower than not; prefetching a record of 50 MB (3 plane waves of 8 frames) 9 %
  * slower, of 84-100 MB level, so only past PREFETCH_STAGED_BYTES.  (The next block's lines
  * prefetched by the kernels a unit at a time, spread over the block, measured 9 % slower than
- * all at once here.)  The blocks are summed in the same order either way: the same bits. */
+ * all at once here.)  The requests are prefetcht2 (locality 1): prefetcht0 left ~60 % of
+ * beamform_points' samples on the instruction after it, the requests waiting for L1's miss
+ * buffers; with prefetcht2 large-256 measured 72.6 / 72.8 ms against 78.8 / 79.0 (in-process
+ * A/B, p10, both orders; prefetcht1 74.1 / 74.4, prefetchnta 82.3), 5 plane waves of 8 frames
+ * 33.6 against 36.6 (session 31); later in the same session, the machine's read bandwidth
+ * down from 53 to 34 GB/s (another tenant), prefetcht2, prefetcht0 and no prefetch measured
+ * level (p10 72.7 / 72.2 / 68.8, then 75.9 / 75.1 / 75.5 ms): what the prefetch gains varies
+ * with the machine's state, prefetcht2 never measured slower than prefetcht0.  Below
+ * PREFETCH_STAGED_BYTES it still costs (3 plane waves of 8 frames, 50 MB: 21.2 ms against
+ * 19.8 without).  The blocks are summed in the same order either way: the same bits. */
 #define TRANSMIT_ROTATIONS 32
 static void beamform_points(const usbeam_das_plan *plan, const das_isa_kernels *kernels, const stage_schedule *sched,
                             float *scratch, size_t p0, size_t m, size_t n_frames, float *acc_re, float *acc_im)
@@ -863,7 +872,7 @@ static void beamform_points(const usbeam_das_plan *plan, const das_isa_kernels *
                     const float *first = view.re_plane + rows[b ^ 1][k];
                     const uintptr_t last = (uintptr_t)(first + entry_floats - 1);
                     for (uintptr_t line = (uintptr_t)first & ~(uintptr_t)63; line <= last; line += 64)
-                        __builtin_prefetch((const void *)line);
+                        __builtin_prefetch((const void *)line, 0, 1); /* prefetcht2 (above) */
                 }
             }
             view.row = rows[b], view.weight = weights[b], view.n = n;
