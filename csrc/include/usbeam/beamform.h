@@ -107,14 +107,15 @@ void usbeam_das_plan_destroy(usbeam_das_plan *plan);
 /* How execute stages a call of n_frames frames: *windows windows of samples going round a ring
  * of *ring_rows rows per channel, or 1 and 0: the whole record at once (a record over 12 MiB of
  * several frames, on a grid whose points come in order of depth, goes round a ring that stays
- * in cache); samples [0, *staged_samples) of each channel are staged (NULL: not asked), the
- * rest, which no point reads, only checked for NaN and inf.  USBEAM_ERR_INVALID_ARGUMENT for a
- * CUDA plan. */
+ * in cache, except IQ of 5 to 8 frames, staged whole); samples [0, *staged_samples) of each
+ * channel are staged (NULL: not asked), the rest, which no point reads, only checked for NaN
+ * and inf.  USBEAM_ERR_INVALID_ARGUMENT for a CUDA plan. */
 usbeam_status usbeam_das_staging(const usbeam_das_plan *plan, size_t n_frames, size_t *windows, size_t *ring_rows,
                                  size_t *staged_samples);
 /* Per tile of execute's points (64 points, in grid order), (n_tiles, 2): the samples [first,
  * end) of a channel that hold every in-range interpolation tap its points read, what staging
- * in windows relies on; valid while the plan lives, with *n_tiles; NULL without the table. */
+ * in windows relies on; valid while the plan lives, with *n_tiles; NULL for a CUDA plan and
+ * for a plan of a few frames that sums 16 points at a time on AVX-512 (csrc/beamform/das_lanes.c). */
 const int32_t *usbeam_das_tile_samples(const usbeam_das_plan *plan, size_t *n_tiles);
 /* Bytes of the precomputed receive table (0 when the plan recomputes per call). */
 size_t usbeam_das_table_bytes(const usbeam_das_plan *plan);
