@@ -249,21 +249,15 @@ typedef int32_t lanes8 __attribute__((vector_size(32)));
                 PAIR_IQ_UNIT(TAPS, CONTIG, h, w, w + 1 < units ? w + 1 : w)                                 \
             }                                                                                               \
         }                                                                                                   \
-        frames8 old, sum_re, sum_im;                                                                        \
-        if (CONTIG) { /* PAIR_IQ_CONTIG_UNIT's accumulators: the same values, halves exchanged */          \
-            sum_re = (LOW8(rr[0]) - HIGH8(ri[0])) + (LOW8(ii[0]) - HIGH8(ir[0]));                           \
-            sum_im = (HIGH8(rr[0]) + LOW8(ri[0])) + (HIGH8(ii[0]) + LOW8(ir[0]));                           \
+        frames8 sum_re, sum_im;                                                                             \
+        if (CONTIG) {                                                                                       \
+            CONTIG_IQ_SUMS(rr[0], ri[0], ii[0], ir[0], sum_re, sum_im)                                      \
         } else {                                                                                            \
             const frames16 re_ = rr[0] - ri[0], im_ = ii[0] + ir[0];                                        \
             sum_re = LOW8(re_) + HIGH8(re_);                                                                \
             sum_im = LOW8(im_) + HIGH8(im_);                                                                \
         }                                                                                                   \
-        LOAD8(old, acc_re);                                                                                 \
-        old += sum_re;                                                                                      \
-        STORE8(acc_re, old);                                                                                \
-        LOAD8(old, acc_im);                                                                                 \
-        old += sum_im;                                                                                      \
-        STORE8(acc_im, old);                                                                                \
+        ADD_IQ_SUMS8(sum_re, sum_im)                                                                        \
     }                                                                                                       \
     static void DAS_ISA(rf_##NAME##_##TAPS)(const entries_view *v, size_t f0, float *acc_re)               \
     {                                                                                                       \
@@ -288,6 +282,24 @@ typedef int32_t lanes8 __attribute__((vector_size(32)));
         STORE8(acc_re, old);                                                                                \
     }
 
+/* PAIR_IQ_CONTIG_UNIT's accumulators (the same values as PAIR_IQ_UNIT's, halves exchanged) into
+ * the 8 frames' sums, joined as every IQ kernel joins its chains */
+#define CONTIG_IQ_SUMS(RR, RI, II, IR, SUM_RE, SUM_IM)                                                      \
+    {                                                                                                       \
+        SUM_RE = (LOW8(RR) - HIGH8(RI)) + (LOW8(II) - HIGH8(IR));                                           \
+        SUM_IM = (HIGH8(RR) + LOW8(RI)) + (HIGH8(II) + LOW8(IR));                                           \
+    }
+/* acc_re / acc_im (8 frames) += the block's sums */
+#define ADD_IQ_SUMS8(SUM_RE, SUM_IM)                                                                        \
+    {                                                                                                       \
+        frames8 old_;                                                                                       \
+        LOAD8(old_, acc_re);                                                                                \
+        old_ += (SUM_RE);                                                                                   \
+        STORE8(acc_re, old_);                                                                               \
+        LOAD8(old_, acc_im);                                                                                \
+        old_ += (SUM_IM);                                                                                   \
+        STORE8(acc_im, old_);                                                                               \
+    }
 /* rows of units W0 (low half) and W1 (high half) of plane X into the vector DST */
 #define PAIR_ROWS(DST, X, TAPS, CONTIG, W0, W1)                                                             \
     {                                                                                                       \
@@ -350,15 +362,9 @@ typedef int32_t lanes8 __attribute__((vector_size(32)));
             ii += w_[32] * b;                                                                               \
             ir += w_[48] * b;                                                                               \
         }                                                                                                   \
-        const frames8 sum_re = (LOW8(rr) - HIGH8(ri)) + (LOW8(ii) - HIGH8(ir));                             \
-        const frames8 sum_im = (HIGH8(rr) + LOW8(ri)) + (HIGH8(ii) + LOW8(ir));                             \
-        frames8 old;                                                                                        \
-        LOAD8(old, acc_re);                                                                                 \
-        old += sum_re;                                                                                      \
-        STORE8(acc_re, old);                                                                                \
-        LOAD8(old, acc_im);                                                                                 \
-        old += sum_im;                                                                                      \
-        STORE8(acc_im, old);                                                                                \
+        frames8 sum_re, sum_im;                                                                             \
+        CONTIG_IQ_SUMS(rr, ri, ii, ir, sum_re, sum_im)                                                      \
+        ADD_IQ_SUMS8(sum_re, sum_im)                                                                        \
     }
 #define PAIR_RF_UNIT(TAPS, CONTIG, H, W0, W1)                                                               \
     {                                                                                                       \
