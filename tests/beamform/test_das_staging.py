@@ -134,7 +134,7 @@ def test_ring_changes_no_value(rng, monkeypatch, interpolation, dtype, n_frames,
 def test_frame_bits_do_not_depend_on_the_call(rng, monkeypatch, table, n_frames):
     """Linear IQ of 5 to 8 frames is staged in rows of 8 frames, whose entries hold their
     weights in runs of 16 (das_delays.c linear_iq_entries_avx512, das.c iq_pair8_soa_2, on
-    AVX-512); 2 or 4 frames in rows of their own, the weights interleaved (iq_pair_2), round a
+    AVX-512); 2 to 4 frames in rows of their own, the weights interleaved (iq_pair_2), round a
     ring here.  Every frame must come out with the same bits whichever call holds it (das.c:
     one summation order for every frame), with the table or without, with points of more than
     16 elements (whole runs and a partial last one), and match the float64 reference."""
