@@ -883,11 +883,15 @@ TARGET_AVX512 static void linear_iq_entries_avx512(size_t count, const double *r
         const __m512d base_hi = _mm512_maskz_roundscale_pd(valid_hi, s_hi, ROUND_DOWN_NO_EXC);
         __m512d slot_lo = base_lo, slot_hi = base_hi;
         if (ring) {
-            slot_lo = _mm512_mask_blend_pd(valid_lo, off_row, _mm512_fnmadd_pd(wrap, _mm512_roundscale_pd(_mm512_mul_pd(base_lo, inv_wrap), ROUND_DOWN_NO_EXC), base_lo));
-            slot_hi = _mm512_mask_blend_pd(valid_hi, off_row, _mm512_fnmadd_pd(wrap, _mm512_roundscale_pd(_mm512_mul_pd(base_hi, inv_wrap), ROUND_DOWN_NO_EXC), base_hi));
+            const __m512d laps_lo = _mm512_roundscale_pd(_mm512_mul_pd(base_lo, inv_wrap), ROUND_DOWN_NO_EXC);
+            const __m512d laps_hi = _mm512_roundscale_pd(_mm512_mul_pd(base_hi, inv_wrap), ROUND_DOWN_NO_EXC);
+            slot_lo = _mm512_mask_blend_pd(valid_lo, off_row, _mm512_fnmadd_pd(wrap, laps_lo, base_lo));
+            slot_hi = _mm512_mask_blend_pd(valid_hi, off_row, _mm512_fnmadd_pd(wrap, laps_hi, base_hi));
         }
-        _mm512_mask_storeu_epi64(row + i, in_lo, _mm512_add_epi64(first_lo, _mm512_cvtpd_epi64(_mm512_mul_pd(slot_lo, v_frames))));
-        _mm512_mask_storeu_epi64(row + i + 8, in_hi, _mm512_add_epi64(first_hi, _mm512_cvtpd_epi64(_mm512_mul_pd(slot_hi, v_frames))));
+        const __m512i rows_lo = _mm512_cvtpd_epi64(_mm512_mul_pd(slot_lo, v_frames));
+        const __m512i rows_hi = _mm512_cvtpd_epi64(_mm512_mul_pd(slot_hi, v_frames));
+        _mm512_mask_storeu_epi64(row + i, in_lo, _mm512_add_epi64(first_lo, rows_lo));
+        _mm512_mask_storeu_epi64(row + i + 8, in_hi, _mm512_add_epi64(first_hi, rows_hi));
         first_lo = _mm512_add_epi64(first_lo, step);
         first_hi = _mm512_add_epi64(first_hi, step);
         const __mmask16 valid = (__mmask16)(valid_lo | (unsigned)valid_hi << 8);

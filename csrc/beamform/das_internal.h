@@ -266,11 +266,11 @@ void usbeam_das_transmit_entries(const usbeam_das_plan *plan, size_t count, cons
                                  const float *im, double s_tx, float rot_re, float rot_im, ptrdiff_t row0,
                                  ptrdiff_t channel, ptrdiff_t frames, size_t ring, int weights_soa, ptrdiff_t *row,
                                  float *weight);
-/* 1 when execute's entries of a call staged in rows of row_floats floats hold their IQ weights as runs of 16 (weights_soa above): each group of 16
- * entries, 16 k .. 16 k + 15, holds 64 floats from weight + 64 k on, w0 re of its 16 entries,
- * then w0 im, w1 re, w1 im (a last group of fewer leaves its runs' last lanes unwritten).
- * Linear IQ in rows of 8 frames (5 to 8 frames) on AVX-512, ring or not: the entries that
- * das.c's iq_pair8_soa_2 sums. */
+/* 1 when execute's entries of a call staged in rows of row_floats floats hold their IQ weights
+ * as runs of 16 (weights_soa above): each group of 16 entries, 16 k .. 16 k + 15, holds 64
+ * floats from weight + 64 k on, w0 re of its 16 entries, then w0 im, w1 re, w1 im (a last
+ * group of fewer leaves its runs' last lanes unwritten).  Linear IQ in rows of 8 frames (5 to
+ * 8 frames) on AVX-512: the entries that das.c's iq_pair8_soa_2 sums. */
 int usbeam_das_weights_soa(const usbeam_das_plan *plan, size_t row_floats);
 /* Rows repeated past a staging ring (rows ring .. ring + 3 = rows 0 .. 3, so a tap run starting
  * at row ring - 1 does not wrap), then as many zero rows (das.c). */
