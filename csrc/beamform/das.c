@@ -598,7 +598,11 @@ static const das_isa_kernels *choose_kernels(void)
 #define RING_MAX_BYTES ((size_t)8 << 20)
 /* Records staged whole and larger than this: beamform_points forms each block of entries one
  * block ahead of its sums and prefetches its staged rows (those lines come from memory; a
- * smaller record's are in cache, where the prefetches cost more than they save) */
+ * smaller record's are in cache, where the prefetches cost more than they save).  Not IQ in
+ * rows of 8 frames (5 to 8 frames, two lines an entry): with the runs of 16 weights
+ * (session 31) large-256 measured 68.3-68.8 ms without against 70.9-71.5 with (in-process,
+ * p10, four runs, both orders), where 16 frames still gain (3 plane waves 37.0 / 37.6
+ * against 38.4 / 38.7 ms, 5 plane waves 60.5 / 60.8 against 63.9 / 68.3). */
 #define PREFETCH_STAGED_BYTES ((size_t)64 << 20)
 
 typedef struct stage_schedule {
@@ -630,10 +634,11 @@ static void plan_stage_windows(const usbeam_das_plan *plan, size_t n_frames, siz
     sched->channel = usbeam_das_channel_floats(n_samples, sched->row);
     sched->im_offset = plan->is_iq && n_frames >= 2 ? sched->row / 2 : plan->stage_plane; /* rows interleaved, or planes */
     /* staged all at once, and far more than the last-level cache holds: beamform_points
-     * prefetches (the ring, when it is taken below, stays in cache) */
-    const char *prefetch_env = getenv("USBEAM_DAS_PREFETCH_STAGED_BYTES"); /* the tests: small records too */
+     * prefetches (the ring, when it is taken below, stays in cache), except IQ in rows of 8
+     * frames, whose entries read two lines each and measured faster without (PREFETCH_STAGED_BYTES) */
+    const char *prefetch_env = getenv("USBEAM_DAS_PREFETCH_STAGED_BYTES"); /* the tests: any record */
     const size_t prefetch_from = prefetch_env ? (size_t)strtoull(prefetch_env, NULL, 10) : PREFETCH_STAGED_BYTES;
-    sched->prefetch = sample_bytes * n_samples > prefetch_from;
+    sched->prefetch = sample_bytes * n_samples > prefetch_from && (prefetch_env || !(plan->is_iq && sched->row == 16));
     if (n_frames == 1) sched->end[0] = sched->tail = usbeam_das_lanes_staged_samples(plan);
     if (plan->tile_samples) { /* staged whole: the samples up to the last a tile reads (the tail is only checked) */
         size_t reach = 0;
@@ -791,9 +796,10 @@ static size_t form_block(const usbeam_das_plan *plan, const stage_schedule *sche
  * 80.4, 32 points 79.2; two transmits a block 96.0 against 92.9 for one (a slower spell);
  * against blocks that spanned a point's transmits (512 entries), ~85 -> ~80 ms, the images
  * within 4e-7 relative.
- * With sched->prefetch (a record staged whole, far larger than the caches) each block is formed
- * one block ahead, into the scratch's second block, and every staged line its taps read is
- * prefetched then, a whole block's sums before they are needed.  The sums waited on those lines
+ * With sched->prefetch (a record staged whole, far larger than the caches, not IQ in rows of 8
+ * frames: PREFETCH_STAGED_BYTES) each block is formed one block ahead, into the scratch's
+ * second block, and every staged line its taps read is prefetched then, a whole block's sums
+ * before they are needed.  The sums waited on those lines
  * (the loads that took half the pair kernel's samples in a profile); the kernels' own prefetch
  * of the entry 12 ahead within a block, which this replaces, left a block's first 12 entries
  * unfetched and covered too short a time.  large-256, the modes interleaved in one process

@@ -8,7 +8,8 @@ pair kernels and the partial frame blocks) and transmits, with the receive table
 (IQ of 5 to 8 frames is staged whole whatever the threshold); and a NaN or an infinity in any
 window is refused.  Records staged whole and far larger than the caches have each block of
 entries formed one block ahead and its staged rows prefetched (USBEAM_DAS_PREFETCH_STAGED_BYTES
-lowers that threshold here): that must change no value either.  On AVX-512 a plan of a few frames (IQ up to 5; RF up to 12)
+lowers that threshold here, and when set also takes IQ in rows of 8 frames, which the default
+leaves out): that must change no value either.  On AVX-512 a plan of a few frames (IQ up to 5; RF up to 12)
 takes the lanes instead (das_lanes.c, each frame staged as one: test_das_lanes.py), so the
 plans here are built with USBEAM_DAS_LANES=0, which keeps them on das.c's multi-frame staging and kernels."""
 import numpy as np
