@@ -341,7 +341,6 @@ class CudaSession(Session, backend="cuda"):
             _core.live_cuda_ring_upload(self._ring, slot.index, self._slot_nbytes)
         except Exception as exc:
             error = exc
-        discarded = False
         with self._lock:
             if error is not None:
                 slot.state, slot.meta, slot.generation = FREE, None, None
@@ -349,19 +348,28 @@ class CudaSession(Session, backend="cuda"):
                 self._failed_ids[frame_id] = f"upload: {type(error).__name__}: {error}"
                 while len(self._failed_ids) > self._history:
                     self._failed_ids.popitem(last=False)
-            elif self._stopping and not self._drain:
-                slot.state, slot.meta, slot.generation = FREE, None, None
-                self._record_drop_locked(frame_id)
-                discarded = True
             else:
+                # (stopping without draining: UPLOADED too, and discarded with the frames behind
+                # it by _discard_pending_locked, which waits for this upload: on_drop in push order)
                 slot.state = UPLOADED
             self._work.notify_all()
             self._slot_freed.notify_all()
             self._results_cv.notify_all()
         if error is not None and self._on_error is not None:
             self._safe_call(self._on_error, frame_id, meta, error)
-        if discarded and self._on_drop is not None:
-            self._safe_call(self._on_drop, frame_id, meta)
+
+    def _discard_pending_locked(self):
+        """As Session's, once an upload in flight has finished (up to 10 s; not on the upload
+        thread itself): that frame is then discarded with the frames pushed after it, in push
+        order, where the upload thread used to drop it on its own after them."""
+        deadline = time.monotonic() + 10.0
+        while (self._uploader is not None and self._uploader is not threading.current_thread()
+               and any(s.state == UPLOADING for s in self._slots)):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            self._slot_freed.wait(remaining)
+        super()._discard_pending_locked()
 
     # ---- lifecycle -------------------------------------------------------------------------
 

@@ -669,6 +669,7 @@ class Session(metaclass=_BackendLookup):
                 slot.state, slot.meta, slot.generation = FREE, None, None
                 self._record_drop_locked(slot.frame_id)
         self._slot_freed.notify_all()
+        discarded.sort(key=lambda pair: pair[0])   # push order (slots go round a ring)
         if discarded and self._on_drop is not None:
             self._lock.release()
             try:
