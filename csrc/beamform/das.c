@@ -638,18 +638,16 @@ static void plan_stage_windows(const usbeam_das_plan *plan, size_t n_frames, siz
      * frames, whose entries read two lines each and measured faster without (PREFETCH_STAGED_BYTES) */
     const char *prefetch_env = getenv("USBEAM_DAS_PREFETCH_STAGED_BYTES"); /* the tests: any record */
     const size_t prefetch_from = prefetch_env ? (size_t)strtoull(prefetch_env, NULL, 10) : PREFETCH_STAGED_BYTES;
-    sched->prefetch = sample_bytes * n_samples > prefetch_from && (prefetch_env || !(plan->is_iq && sched->row == 16));
+    sched->prefetch = sample_bytes * n_samples > prefetch_from &&
+                      (prefetch_env || !usbeam_das_iq_rows_of_8(plan->is_iq, sched->row));
     if (n_frames == 1) sched->end[0] = sched->tail = usbeam_das_lanes_staged_samples(plan);
-    if (plan->tile_samples) { /* staged whole: the samples up to the last a tile reads (the tail is only checked) */
-        size_t reach = 0;
-        for (size_t k = 0; k < n_tiles; ++k)
-            reach = (size_t)plan->tile_samples[2 * k + 1] > reach ? (size_t)plan->tile_samples[2 * k + 1] : reach;
-        sched->end[0] = sched->tail = reach;
-    }
+    if (plan->tile_samples) /* staged whole: the samples up to the last a tile reads (the tail is only checked) */
+        sched->end[0] = sched->tail = plan->tile_reach;
     /* USBEAM_DAS_STAGE_AT_ONCE_BYTES overrides the threshold: the tests take small records round the ring */
     const char *at_once_env = getenv("USBEAM_DAS_STAGE_AT_ONCE_BYTES");
     const size_t at_once = at_once_env ? (size_t)strtoull(at_once_env, NULL, 10) : STAGE_AT_ONCE_BYTES;
-    if (!plan->tile_samples || n_frames < 2 || sample_bytes * n_samples <= at_once || (plan->is_iq && sched->row == 16))
+    if (!plan->tile_samples || n_frames < 2 || sample_bytes * n_samples <= at_once ||
+        usbeam_das_iq_rows_of_8(plan->is_iq, sched->row))
         return;
     stage_schedule win = *sched;
     /* windows of about STAGE_WINDOW_BYTES, at least 16 of them (a ring a few windows long must be

@@ -938,8 +938,8 @@ void usbeam_das_transmit_rotations(const usbeam_das_plan *plan, size_t p, size_t
 int usbeam_das_weights_soa(const usbeam_das_plan *plan, size_t row_floats)
 {
 #if USBEAM_DAS_MULTI_ISA
-    return plan->params.interpolation == USBEAM_INTERP_LINEAR && plan->is_iq &&
-           plan->taps == usbeam_interp_taps(USBEAM_INTERP_LINEAR) && usbeam_das_isa() == 2 && row_floats == 16;
+    return plan->params.interpolation == USBEAM_INTERP_LINEAR && usbeam_das_iq_rows_of_8(plan->is_iq, row_floats) &&
+           plan->taps == usbeam_interp_taps(USBEAM_INTERP_LINEAR) && usbeam_das_isa() == 2;
 #else
     (void)plan, (void)row_floats;
     return 0;

@@ -96,6 +96,12 @@ static inline size_t usbeam_das_staged_row_floats(int is_iq, size_t n_frames)
     const size_t frames = n_frames >= 5 && n_frames < 8 ? 8 : n_frames;
     return is_iq && n_frames >= 2 ? 2 * frames : frames;
 }
+/* IQ staged in rows of 8 frames (5 to 8 frames: the 8-frame pair kernels), which execute stages
+ * whole, without the block-ahead prefetch, and forms with weights in runs of 16 (das.c) */
+static inline int usbeam_das_iq_rows_of_8(int is_iq, size_t row_floats)
+{
+    return is_iq && row_floats == 16;
+}
 
 /* Doubles of one row formed at execute by the lane path without a table (das_lanes.c) */
 #define USBEAM_DAS_LANE_FORMED_DOUBLES 32
@@ -155,6 +161,8 @@ struct usbeam_das_plan {
                                    [first, end) of a channel hold every in-range tap that execute's
                                    tile k reads (staging in windows, das.c); NULL (a lane plan, or
                                    the bounds' scratch not allocated): stage it all at once */
+    size_t tile_reach;          /* with tile_samples: the largest end, the samples a record staged
+                                   whole needs (das.c plan_stage_windows) */
     /* The lane table of a 1-frame plan on AVX-512 (das_lanes.c, layout there), in place of the
      * receive table (has_table = 0); NULL otherwise. */
     int32_t *lane_first;        /* (n_groups) first element of each group of 16 points */

@@ -1305,6 +1305,9 @@ usbeam_status usbeam_das_plan_create(const usbeam_das_params *params, usbeam_bac
             usbeam_free(plan->tile_samples);
             plan->tile_samples = NULL;
         }
+        for (ptrdiff_t k = 0; plan->tile_samples && k < n_tiles; ++k)
+            plan->tile_reach = (size_t)plan->tile_samples[2 * k + 1] > plan->tile_reach ? (size_t)plan->tile_samples[2 * k + 1]
+                                                                                        : plan->tile_reach;
     }
     *plan_out = plan;
     return USBEAM_OK;
