@@ -596,13 +596,25 @@ static const das_isa_kernels *choose_kernels(void)
 #define STAGE_WINDOW_BYTES ((size_t)1 << 20) /* staged bytes per window, about */
 #define STAGE_WINDOWS_MAX 64
 #define RING_MAX_BYTES ((size_t)8 << 20)
-/* Records staged whole and larger than this: beamform_points forms each block of entries one
- * block ahead of its sums and prefetches its staged rows (those lines come from memory; a
- * smaller record's are in cache, where the prefetches cost more than they save).  Not IQ in
- * rows of 8 frames (5 to 8 frames, two lines an entry): with the runs of 16 weights
- * (session 31) large-256 measured 68.3-68.8 ms without against 70.9-71.5 with (in-process,
- * p10, four runs, both orders), where 16 frames still gain (3 plane waves 37.0 / 37.6
- * against 38.4 / 38.7 ms, 5 plane waves 60.5 / 60.8 against 63.9 / 68.3). */
+/* Records staged whole and larger than this have their staged lines prefetched in
+ * beamform_points (those lines come from memory; a smaller record's are in cache, where the
+ * prefetches cost more than they save: 1 plane wave of 8 frames, 25 MB, 10.3 against 9.7 ms),
+ * in one of two ways:
+ * - PREFETCH_LINES, IQ in rows of 8 frames (5 to 8 frames, a 64-byte row an entry's tap): the
+ *   lines a subtile's entries of the next transmit read, each once (prefetch_transmit_lines).
+ *   large-256 (in-process A/B, p10, session 32): 68.0 against 69.9 ms with no prefetch (the
+ *   medians 70.2 against 74.2), in slower spells 74.4-76.1 against 87.8-87.9 (both orders)
+ *   and 75.9 / 75.8 against 78.4 / 74.0 (medians 83.1 / 84.5 against 85.1 / 92.4); no table
+ *   70.3 against 72.0, then 87.7 against 100.7; 5 plane waves of 8 frames (84 MB) 41.1
+ *   against 44.3.  Prefetching every entry's rows a block ahead had measured
+ *   slower there than none (session 31: 70.9-71.5 against 68.3-68.8 ms): ~5 reads of each
+ *   line, two prefetches an entry, on load ports the 4-FMA entry already fills.
+ * - PREFETCH_BLOCKS, the rest (16 and 32 frames, RF): each block of entries formed one block
+ *   ahead of its sums and every line its taps read prefetched then.  There it measured 1-3 %
+ *   ahead of PREFETCH_LINES (3 plane waves of 16 frames 37.4 / 38.2 against 38.0 / 40.4 ms,
+ *   5 plane waves 60.6 against 60.9, 11 plane waves 135.4 against 138.6; RF, 11 plane waves
+ *   of 8 frames, 42.5 against 42.9): an entry of 16 frames does twice the sums to hide them. */
+enum { PREFETCH_NONE, PREFETCH_LINES, PREFETCH_BLOCKS };
 #define PREFETCH_STAGED_BYTES ((size_t)64 << 20)
 
 typedef struct stage_schedule {
@@ -616,8 +628,7 @@ typedef struct stage_schedule {
     size_t channel;                           /* staged floats per (transmit, element) */
     size_t row;                               /* staged floats per sample (usbeam_das_staged_row_floats) */
     size_t im_offset;                         /* floats from a re row to its im row */
-    int prefetch;                             /* entries formed a block ahead and their rows
-                                                 prefetched (beamform_points) */
+    int prefetch;                             /* PREFETCH_NONE, _LINES or _BLOCKS (beamform_points) */
 } stage_schedule;
 
 static void plan_stage_windows(const usbeam_das_plan *plan, size_t n_frames, size_t n_tiles, stage_schedule *sched)
@@ -634,12 +645,12 @@ static void plan_stage_windows(const usbeam_das_plan *plan, size_t n_frames, siz
     sched->channel = usbeam_das_channel_floats(n_samples, sched->row);
     sched->im_offset = plan->is_iq && n_frames >= 2 ? sched->row / 2 : plan->stage_plane; /* rows interleaved, or planes */
     /* staged all at once, and far more than the last-level cache holds: beamform_points
-     * prefetches (the ring, when it is taken below, stays in cache), except IQ in rows of 8
-     * frames, whose entries read two lines each and measured faster without (PREFETCH_STAGED_BYTES) */
+     * prefetches (the ring, when it is taken below, stays in cache; PREFETCH_STAGED_BYTES) */
     const char *prefetch_env = getenv("USBEAM_DAS_PREFETCH_STAGED_BYTES"); /* the tests: any record */
     const size_t prefetch_from = prefetch_env ? (size_t)strtoull(prefetch_env, NULL, 10) : PREFETCH_STAGED_BYTES;
-    sched->prefetch = sample_bytes * n_samples > prefetch_from &&
-                      (prefetch_env || !usbeam_das_iq_rows_of_8(plan->is_iq, sched->row));
+    sched->prefetch = sample_bytes * n_samples <= prefetch_from             ? PREFETCH_NONE
+                      : usbeam_das_iq_rows_of_8(plan->is_iq, sched->row) ? PREFETCH_LINES
+                                                                          : PREFETCH_BLOCKS;
     if (n_frames == 1) sched->end[0] = sched->tail = usbeam_das_lanes_staged_samples(plan);
     if (plan->tile_samples) /* staged whole: the samples up to the last a tile reads (the tail is only checked) */
         sched->end[0] = sched->tail = plan->tile_reach;
@@ -686,7 +697,7 @@ static void plan_stage_windows(const usbeam_das_plan *plan, size_t n_frames, siz
     }
     if (w < 3 || ring * sample_bytes > RING_MAX_BYTES || 2 * (ring + 2 * USBEAM_DAS_RING_REPEATS) > n_samples) return;
     win.ring = ring;
-    win.prefetch = 0;
+    win.prefetch = PREFETCH_NONE;
     win.channel = usbeam_das_channel_floats(ring + 2 * USBEAM_DAS_RING_REPEATS, win.row);
     *sched = win;
 }
@@ -780,6 +791,65 @@ static size_t form_block(const usbeam_das_plan *plan, const stage_schedule *sche
     return n;
 }
 
+/* PREFETCH_LINES: prefetch the staged lines that transmit t's entries of points p0 .. p0 + m - 1
+ * read (a subtile: consecutive points, on a grid a row's).  Each line once: per element, the
+ * rows from the least first tap to the greatest last tap of three of the points (the first,
+ * the middle and the last with an aperture), one row wider each side for the dip of a receive
+ * distance between them.  Along a
+ * grid row an element's first tap moves smoothly (at most ~2 rows a point on large-256), so
+ * those rows cover what the subtile reads: large-256 reads each such line ~5 times per
+ * transmit (545 lines for 1475 entries), which is why prefetching every entry's rows cost
+ * more than it saved there.  What does not fit that picture is left to the hardware: an
+ * element span past PREFETCH_SPAN_MAX, or an element's rows over 4 a point apart. */
+#define PREFETCH_SPAN_MAX 1024
+static void prefetch_transmit_lines(const usbeam_das_plan *plan, const stage_schedule *sched, size_t p0, size_t m,
+                                    size_t t, const double *const *sample)
+{
+    const usbeam_das_params *prm = &plan->params;
+    const size_t n_tx = prm->n_transmits;
+    size_t first = 0, last = m;
+    while (first < m && plan->aperture_count[p0 + first] == 0) ++first;
+    if (first == m) return;
+    while (plan->aperture_count[p0 + last - 1] == 0) --last;
+    size_t middle = (first + last - 1) / 2;
+    while (plan->aperture_count[p0 + middle] == 0) ++middle; /* stops at last - 1 at the latest */
+    const size_t picked[3] = {first, middle, last - 1};
+    int32_t e_min = INT32_MAX, e_max = INT32_MIN;
+    for (int j = 0; j < 3; ++j) {
+        const size_t p = p0 + picked[j];
+        const int32_t e0 = plan->aperture_first[p], e1 = e0 + plan->aperture_count[p] - 1;
+        e_min = e0 < e_min ? e0 : e_min;
+        e_max = e1 > e_max ? e1 : e_max;
+    }
+    if (e_max - e_min >= PREFETCH_SPAN_MAX) return;
+    int32_t lo[PREFETCH_SPAN_MAX], hi[PREFETCH_SPAN_MAX]; /* element e_min + e: its first taps' rows */
+    for (int32_t e = 0; e <= e_max - e_min; ++e) lo[e] = INT32_MAX, hi[e] = -1;
+    const double top = (double)prm->n_samples - 1.0;
+    for (int j = 0; j < 3; ++j) {
+        const size_t i = picked[j], p = p0 + i;
+        const double s_tx = (plan->tx_time[p * n_tx + t] - prm->t0) * prm->fs;
+        const int32_t e0 = plan->aperture_first[p] - e_min, count = plan->aperture_count[p];
+        for (int32_t k = 0; k < count; ++k) {
+            const double s = s_tx + sample[i][k];
+            const int32_t r = s < 0.0 ? 0 : (int32_t)(s < top ? s : top); /* (NaN: 0) */
+            lo[e0 + k] = r < lo[e0 + k] ? r : lo[e0 + k];
+            hi[e0 + k] = r > hi[e0 + k] ? r : hi[e0 + k];
+        }
+    }
+    const ptrdiff_t row = (ptrdiff_t)sched->row, rows = (ptrdiff_t)prm->n_samples;
+    const float *channel = plan->stage + (ptrdiff_t)(t * prm->n_elements + (size_t)e_min) * (ptrdiff_t)sched->channel;
+    const int32_t span_max = 4 * (int32_t)m; /* rows; wider: the points are not neighbours (Grid.points in any order) */
+    for (int32_t e = 0; e <= e_max - e_min; ++e, channel += sched->channel) {
+        if (hi[e] < 0 || hi[e] - lo[e] > span_max) continue;
+        /* cubic's first tap is the row before floor(s) (das_delays.c ROW(SLOT(base - 1.0, ...))) */
+        const ptrdiff_t first_tap = lo[e] - 1 - (plan->taps - 1) / 2, to = (ptrdiff_t)hi[e] + 1 + plan->taps;
+        const ptrdiff_t from = first_tap > 0 ? first_tap : 0;
+        const uintptr_t end = (uintptr_t)(channel + (to < rows ? to : rows) * row);
+        for (uintptr_t line = (uintptr_t)(channel + from * row) & ~(uintptr_t)63; line < end; line += 64)
+            __builtin_prefetch((const void *)line, 0, 1); /* prefetcht2: into L2 */
+    }
+}
+
 /* Points p0 .. p0 + m - 1 (m <= plan->subtile_points), all frames, into acc_re / acc_im (point
  * i's frames from i * n_frames on, zeroed here).  Each point's receive part (from the table, or
  * computed into the thread's scratch) and its transmit rotations come first, TRANSMIT_ROTATIONS
@@ -794,11 +864,12 @@ static size_t form_block(const usbeam_das_plan *plan, const stage_schedule *sche
  * 80.4, 32 points 79.2; two transmits a block 96.0 against 92.9 for one (a slower spell);
  * against blocks that spanned a point's transmits (512 entries), ~85 -> ~80 ms, the images
  * within 4e-7 relative.
- * With sched->prefetch (a record staged whole, far larger than the caches, not IQ in rows of 8
- * frames: PREFETCH_STAGED_BYTES) each block is formed one block ahead, into the scratch's
- * second block, and every staged line its taps read is prefetched then, a whole block's sums
- * before they are needed.  The sums waited on those lines
- * (the loads that took half the pair kernel's samples in a profile); the kernels' own prefetch
+ * PREFETCH_LINES (IQ in rows of 8 frames: PREFETCH_STAGED_BYTES): before each transmit, the lines
+ * the subtile's entries of the next transmit read (prefetch_transmit_lines).
+ * PREFETCH_BLOCKS (the other records staged whole, far larger than the caches): each block is
+ * formed one block ahead, into the scratch's second block, and every staged line its taps read
+ * is prefetched then, a whole block's sums before they are needed.  The sums waited on those
+ * lines (the loads that took half the pair kernel's samples in a profile); the kernels' own prefetch
  * of the entry 12 ahead within a block, which this replaces, left a block's first 12 entries
  * unfetched and covered too short a time.  large-256, the modes interleaved in one process
  * (medians of 60 calls, two runs; RESULTS.md session 30): 85.6 / 81.3 ms, against 98.8 / 93.2
@@ -859,7 +930,10 @@ static void beamform_points(const usbeam_das_plan *plan, const das_isa_kernels *
     const size_t entry_floats = (size_t)plan->taps * sched->row;
     const int soa = usbeam_das_weights_soa(plan, sched->row);
     entries_view view = {plan->stage, plan->stage + sched->im_offset, NULL, NULL, 0, sched->row, soa};
+    const int prefetch_lines = sched->prefetch == PREFETCH_LINES, prefetch_blocks = sched->prefetch == PREFETCH_BLOCKS;
+    if (prefetch_lines) prefetch_transmit_lines(plan, sched, p0, m, 0, sample);
     for (size_t t = 0; t < n_tx; ++t) {
+        if (prefetch_lines && t + 1 < n_tx) prefetch_transmit_lines(plan, sched, p0, m, t + 1, sample);
         /* the blocks in order: (i, i0) the one to sum, in buffer b (formed already where ahead) */
         size_t i = 0, i0 = 0, n = 0;
         int b = 0, ahead = 0;
@@ -873,7 +947,7 @@ static void beamform_points(const usbeam_das_plan *plan, const das_isa_kernels *
                 next_i0 = 0;
                 for (++next_i; next_i < m && plan->aperture_count[p0 + next_i] == 0;) ++next_i;
             }
-            ahead = sched->prefetch && next_i < m;
+            ahead = prefetch_blocks && next_i < m;
             if (ahead) {
                 next_n = form_block(plan, sched, p0 + next_i, t, next_i0, sample[next_i], rx_re[next_i], rx_im[next_i],
                                     rotations + 2 * next_i * n_tx, rotations + (2 * next_i + 1) * n_tx, soa,

@@ -6,10 +6,10 @@ against the float64 reference (tests/reference/das.py, das_general) and bit for 
 whole-record staging, for every interpolation, input type, several frame counts (the 8-frame
 pair kernels and the partial frame blocks) and transmits, with the receive table and without
 (IQ of 5 to 8 frames is staged whole whatever the threshold); and a NaN or an infinity in any
-window is refused.  Records staged whole and far larger than the caches have each block of
-entries formed one block ahead and its staged rows prefetched (USBEAM_DAS_PREFETCH_STAGED_BYTES
-lowers that threshold here, and when set also takes IQ in rows of 8 frames, which the default
-leaves out): that must change no value either.  On AVX-512 a plan of a few frames (IQ up to 5; RF up to 12)
+window is refused.  Records staged whole and far larger than the caches have their staged lines
+prefetched (USBEAM_DAS_PREFETCH_STAGED_BYTES lowers that threshold here): IQ in rows of 8
+frames (5 to 8) the lines a subtile's entries of the next transmit read, the rest each block of
+entries formed one block ahead with its rows.  That must change no value either.  On AVX-512 a plan of a few frames (IQ up to 5; RF up to 12)
 takes the lanes instead (das_lanes.c, each frame staged as one: test_das_lanes.py), so the
 plans here are built with USBEAM_DAS_LANES=0, which keeps them on das.c's multi-frame staging and kernels."""
 import numpy as np
@@ -210,8 +210,9 @@ def test_bad_sample_in_any_window_is_refused(rng, monkeypatch, sample):
 @pytest.mark.parametrize("dtype", [np.complex64, np.float32, np.int16])
 @pytest.mark.parametrize("n_frames", [2, 5, 8])
 def test_prefetch_changes_no_value(rng, monkeypatch, interpolation, dtype, n_frames):
-    """Entries formed a block ahead and their rows prefetched (das.c beamform_points), on a
-    record staged whole: the same bits as without."""
+    """The staged lines prefetched (das.c beamform_points: 5 and 8 frames of IQ a transmit's lines
+    ahead, the rest entries formed a block ahead with their rows), on a record staged whole:
+    the same bits as without."""
     n_transmits = 3 if n_frames == 2 else 1
     bf, _ = setup(n_frames, dtype, interpolation, n_transmits)
     data = random_data(rng, (n_frames, n_transmits, 48, N_SAMPLES), dtype)
@@ -223,17 +224,18 @@ def test_prefetch_changes_no_value(rng, monkeypatch, interpolation, dtype, n_fra
     assert np.count_nonzero(plain) > 0.5 * plain.size
 
 
+@pytest.mark.parametrize("n_frames", [8, 16])
 @pytest.mark.parametrize("interpolation", ["linear", "cubic"])
-def test_prefetch_of_apertures_wider_than_a_block(rng, monkeypatch, interpolation):
+def test_prefetch_of_apertures_wider_than_a_block(rng, monkeypatch, interpolation, n_frames):
     """A point's entries go in blocks of at most 512 (das.c beamform_points, which with the
-    prefetch forms each block while the previous one is summed): a 24 x 24 matrix array at
-    f-number 0, 576 elements a point, so every point takes a block of 512 and one of 64.  The
-    same bits with and without the prefetch, and the float64 reference."""
+    prefetch of 16 frames forms each block while the previous one is summed): a 24 x 24 matrix
+    array at f-number 0, 576 elements a point, so every point takes a block of 512 and one of
+    64 (8 frames: the lines of 576 elements, prefetch_transmit_lines).  The same bits with and
+    without the prefetch, and the float64 reference."""
     probe = usbeam.MatrixArray(nx=24, ny=24, pitch_x=3e-4, pitch_y=3e-4)
     seq = [usbeam.PlaneWave(0.1, -0.05), usbeam.DivergingWave((0.5e-3, 0.0, -4e-3))]
     tuples = [("plane", 0.1, -0.05), ("diverging", (0.5e-3, 0.0, -4e-3))]
     grid = usbeam.Grid(x=np.linspace(-1e-3, 1e-3, 3), z=np.linspace(4e-3, 6e-3, 3), y=np.linspace(-0.5e-3, 0.5e-3, 2))
-    n_frames = 8
     bf = usbeam.Beamformer(probe, seq, grid, fs=FS, fc=FC, c=C, t0=T0, n_samples=N_SAMPLES, f_number=0.0,
                            window="hann", interpolation=interpolation, n_frames=n_frames)
     data = random_data(rng, (n_frames, len(seq), probe.n_elements, N_SAMPLES), np.complex64)
@@ -244,6 +246,34 @@ def test_prefetch_of_apertures_wider_than_a_block(rng, monkeypatch, interpolatio
     np.testing.assert_array_equal(fetched, plain)
     want = ref.das_general(data, probe.positions, probe.normals, tuples, grid.coordinates(), fs=FS, fc=FC, c=C, t0=T0,
                            f_number=0.0, window_kind="hann", interpolation=interpolation, surface=True).reshape(plain.shape)
+    assert np.count_nonzero(want) > 0.9 * want.size
+    assert_matches_reference(plain, want, interpolation)
+
+
+@pytest.mark.parametrize("interpolation", ["nearest", "linear", "cubic"])
+@pytest.mark.parametrize("table", [True, False])
+def test_prefetch_of_a_transmits_lines_on_a_grid(rng, monkeypatch, interpolation, table):
+    """IQ of 8 frames on a linear array and a grid, x fastest (das.c prefetch_transmit_lines: each
+    subtile a grid row's points, steered plane waves whose first taps move along the row): the
+    same bits with the lines prefetched and without, and the float64 reference."""
+    probe = usbeam.LinearArray(n_elements=64, pitch=3e-4, width=2.7e-4)
+    angles = np.deg2rad([-10.0, 0.0, 10.0])
+    seq = [usbeam.PlaneWave(a) for a in angles]
+    tuples = [("plane", a, 0.0) for a in angles]
+    grid = usbeam.Grid(x=np.linspace(-9e-3, 9e-3, 70), z=np.linspace(4e-3, 16e-3, 6))
+    n_frames = 8
+    bf = usbeam.Beamformer(probe, seq, grid, fs=FS, fc=FC, c=C, t0=T0, n_samples=N_SAMPLES, f_number=1.5,
+                           window="hann", interpolation=interpolation, n_frames=n_frames,
+                           max_table_bytes=None if table else 1)
+    assert (usbeam._core.das_table_bytes(bf._plan) > 0) == table
+    data = random_data(rng, (n_frames, len(seq), probe.n_elements, N_SAMPLES), np.complex64)
+    monkeypatch.setenv(PREFETCH, str(1 << 60))
+    plain = run(bf, data, monkeypatch, ring=False)
+    monkeypatch.setenv(PREFETCH, "0")
+    fetched = run(bf, data, monkeypatch, ring=False)
+    np.testing.assert_array_equal(fetched, plain)
+    want = ref.das_general(data, probe.positions, probe.normals, tuples, grid.coordinates(), fs=FS, fc=FC, c=C, t0=T0,
+                           f_number=1.5, window_kind="hann", interpolation=interpolation).reshape(plain.shape)
     assert np.count_nonzero(want) > 0.9 * want.size
     assert_matches_reference(plain, want, interpolation)
 
