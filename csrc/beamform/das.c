@@ -795,12 +795,12 @@ static size_t form_block(const usbeam_das_plan *plan, const stage_schedule *sche
  * read (a subtile: consecutive points, on a grid a row's).  Each line once: per element, the
  * rows from the least first tap to the greatest last tap of three of the points (the first,
  * the middle and the last with an aperture), one row wider each side for the dip of a receive
- * distance between them.  Along a
- * grid row an element's first tap moves smoothly (at most ~2 rows a point on large-256), so
- * those rows cover what the subtile reads: large-256 reads each such line ~5 times per
- * transmit (545 lines for 1475 entries), which is why prefetching every entry's rows cost
- * more than it saved there.  What does not fit that picture is left to the hardware: an
- * element span past PREFETCH_SPAN_MAX, or an element's rows over 4 a point apart. */
+ * distance between them.  Along a grid row an element's first tap moves smoothly (at most ~2
+ * rows a point on large-256), so those rows cover what the subtile reads: large-256 reads each
+ * such line ~5 times per transmit (545 lines for 1475 entries; a model of its geometry), which
+ * is why prefetching every entry's rows cost more than it saved there.  What does not fit that
+ * picture is left to the hardware: an element span past PREFETCH_SPAN_MAX, or an element's
+ * rows more than 4 a point apart. */
 #define PREFETCH_SPAN_MAX 1024
 static void prefetch_transmit_lines(const usbeam_das_plan *plan, const stage_schedule *sched, size_t p0, size_t m,
                                     size_t t, const double *const *sample)
@@ -831,7 +831,7 @@ static void prefetch_transmit_lines(const usbeam_das_plan *plan, const stage_sch
         const int32_t e0 = plan->aperture_first[p] - e_min, count = plan->aperture_count[p];
         for (int32_t k = 0; k < count; ++k) {
             const double s = s_tx + sample[i][k];
-            const int32_t r = s < 0.0 ? 0 : (int32_t)(s < top ? s : top); /* (NaN: 0) */
+            const int32_t r = s < 0.0 ? 0 : (int32_t)(s < top ? s : top); /* out of range: clamped (no tap reads it) */
             lo[e0 + k] = r < lo[e0 + k] ? r : lo[e0 + k];
             hi[e0 + k] = r > hi[e0 + k] ? r : hi[e0 + k];
         }
