@@ -70,6 +70,16 @@ def run(bf, data, monkeypatch, ring):
     return bf(data)
 
 
+def same_bits_prefetched(bf, data, monkeypatch):
+    """The image of a record staged whole, without the prefetch and with it (every record past 0
+    bytes): asserted bit for bit equal; returns it."""
+    monkeypatch.setenv(PREFETCH, str(1 << 60))
+    plain = run(bf, data, monkeypatch, ring=False)
+    monkeypatch.setenv(PREFETCH, "0")
+    np.testing.assert_array_equal(run(bf, data, monkeypatch, ring=False), plain)
+    return plain
+
+
 @pytest.mark.parametrize("n_transmits", [1, 3])
 @pytest.mark.parametrize("table", [True, False])
 def test_tile_bounds_hold_every_tap(n_transmits, table):
@@ -216,11 +226,7 @@ def test_prefetch_changes_no_value(rng, monkeypatch, interpolation, dtype, n_fra
     n_transmits = 3 if n_frames == 2 else 1
     bf, _ = setup(n_frames, dtype, interpolation, n_transmits)
     data = random_data(rng, (n_frames, n_transmits, 48, N_SAMPLES), dtype)
-    monkeypatch.setenv(PREFETCH, str(1 << 60))
-    plain = run(bf, data, monkeypatch, ring=False)
-    monkeypatch.setenv(PREFETCH, "0")
-    fetched = run(bf, data, monkeypatch, ring=False)
-    np.testing.assert_array_equal(fetched, plain)
+    plain = same_bits_prefetched(bf, data, monkeypatch)
     assert np.count_nonzero(plain) > 0.5 * plain.size
 
 
@@ -239,11 +245,7 @@ def test_prefetch_of_apertures_wider_than_a_block(rng, monkeypatch, interpolatio
     bf = usbeam.Beamformer(probe, seq, grid, fs=FS, fc=FC, c=C, t0=T0, n_samples=N_SAMPLES, f_number=0.0,
                            window="hann", interpolation=interpolation, n_frames=n_frames)
     data = random_data(rng, (n_frames, len(seq), probe.n_elements, N_SAMPLES), np.complex64)
-    monkeypatch.setenv(PREFETCH, str(1 << 60))
-    plain = run(bf, data, monkeypatch, ring=False)
-    monkeypatch.setenv(PREFETCH, "0")
-    fetched = run(bf, data, monkeypatch, ring=False)
-    np.testing.assert_array_equal(fetched, plain)
+    plain = same_bits_prefetched(bf, data, monkeypatch)
     want = ref.das_general(data, probe.positions, probe.normals, tuples, grid.coordinates(), fs=FS, fc=FC, c=C, t0=T0,
                            f_number=0.0, window_kind="hann", interpolation=interpolation, surface=True).reshape(plain.shape)
     assert np.count_nonzero(want) > 0.9 * want.size
@@ -267,11 +269,7 @@ def test_prefetch_of_a_transmits_lines_on_a_grid(rng, monkeypatch, interpolation
                            max_table_bytes=None if table else 1)
     assert (usbeam._core.das_table_bytes(bf._plan) > 0) == table
     data = random_data(rng, (n_frames, len(seq), probe.n_elements, N_SAMPLES), np.complex64)
-    monkeypatch.setenv(PREFETCH, str(1 << 60))
-    plain = run(bf, data, monkeypatch, ring=False)
-    monkeypatch.setenv(PREFETCH, "0")
-    fetched = run(bf, data, monkeypatch, ring=False)
-    np.testing.assert_array_equal(fetched, plain)
+    plain = same_bits_prefetched(bf, data, monkeypatch)
     want = ref.das_general(data, probe.positions, probe.normals, tuples, grid.coordinates(), fs=FS, fc=FC, c=C, t0=T0,
                            f_number=1.5, window_kind="hann", interpolation=interpolation).reshape(plain.shape)
     assert np.count_nonzero(want) > 0.9 * want.size
