@@ -771,6 +771,12 @@ static size_t count_bad_channels(const usbeam_das_params *prm, size_t n_frames, 
     return count;
 }
 
+/* Transmit t's part of point p's delay, in samples from the first recorded (s = s_tx + s_rx) */
+static inline double transmit_samples(const usbeam_das_plan *plan, size_t p, size_t t)
+{
+    return (plan->tx_time[p * plan->params.n_transmits + t] - plan->params.t0) * plan->params.fs;
+}
+
 /* Entries i0 .. of point i of the subtile (p = p0 + i) for transmit t, at most
  * USBEAM_DAS_ENTRY_BLOCK, formed into row / weight (das_delays.c); returns their count. */
 static size_t form_block(const usbeam_das_plan *plan, const stage_schedule *sched, size_t p, size_t t, size_t i0,
@@ -778,12 +784,12 @@ static size_t form_block(const usbeam_das_plan *plan, const stage_schedule *sche
                          const double *rotation_im, int soa, ptrdiff_t *row, float *weight)
 {
     const usbeam_das_params *prm = &plan->params;
-    const size_t n_tx = prm->n_transmits, count = (size_t)plan->aperture_count[p];
+    const size_t count = (size_t)plan->aperture_count[p];
     const size_t n = count - i0 < USBEAM_DAS_ENTRY_BLOCK ? count - i0 : USBEAM_DAS_ENTRY_BLOCK;
     const ptrdiff_t channel = (ptrdiff_t)sched->channel;
     const ptrdiff_t row0 = ((ptrdiff_t)plan->aperture_first[p] + (ptrdiff_t)i0) * channel +
                            (ptrdiff_t)(t * prm->n_elements) * channel;
-    const double s_tx = (plan->tx_time[p * n_tx + t] - prm->t0) * prm->fs;
+    const double s_tx = transmit_samples(plan, p, t);
     usbeam_das_transmit_entries(plan, n, sample + i0, rx_re + i0, rx_im ? rx_im + i0 : NULL, s_tx,
                                 plan->is_iq ? (float)rotation_re[t] : 1.0f, plan->is_iq ? (float)rotation_im[t] : 0.0f,
                                 row0, channel, (ptrdiff_t)sched->row, sched->ring, soa, row, weight);
@@ -806,7 +812,6 @@ static void prefetch_transmit_lines(const usbeam_das_plan *plan, const stage_sch
                                     size_t t, const double *const *sample)
 {
     const usbeam_das_params *prm = &plan->params;
-    const size_t n_tx = prm->n_transmits;
     size_t first = 0, last = m;
     while (first < m && plan->aperture_count[p0 + first] == 0) ++first;
     if (first == m) return;
@@ -827,7 +832,7 @@ static void prefetch_transmit_lines(const usbeam_das_plan *plan, const stage_sch
     const double top = (double)prm->n_samples - 1.0;
     for (int j = 0; j < 3; ++j) {
         const size_t i = picked[j], p = p0 + i;
-        const double s_tx = (plan->tx_time[p * n_tx + t] - prm->t0) * prm->fs;
+        const double s_tx = transmit_samples(plan, p, t);
         const int32_t e0 = plan->aperture_first[p] - e_min, count = plan->aperture_count[p];
         for (int32_t k = 0; k < count; ++k) {
             const double s = s_tx + sample[i][k];
@@ -917,7 +922,7 @@ static void beamform_points(const usbeam_das_plan *plan, const das_isa_kernels *
             for (size_t i = 0; i < m; ++i) {
                 const size_t p = p0 + i, count = (size_t)plan->aperture_count[p];
                 if (count == 0) continue;
-                const double s_tx = (plan->tx_time[p * n_tx + t] - prm->t0) * prm->fs;
+                const double s_tx = transmit_samples(plan, p, t);
                 const float rot_re = plan->is_iq ? (float)rotations[2 * i * n_tx + t] : 1.0f;
                 const float rot_im = plan->is_iq ? (float)rotations[(2 * i + 1) * n_tx + t] : 0.0f;
                 const ptrdiff_t row0 = (ptrdiff_t)plan->aperture_first[p] * channel + (ptrdiff_t)t * transmit_stride;

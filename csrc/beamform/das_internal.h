@@ -97,7 +97,8 @@ static inline size_t usbeam_das_staged_row_floats(int is_iq, size_t n_frames)
     return is_iq && n_frames >= 2 ? 2 * frames : frames;
 }
 /* IQ staged in rows of 8 frames (5 to 8 frames: the 8-frame pair kernels), which execute stages
- * whole, without the block-ahead prefetch, and forms with weights in runs of 16 (das.c) */
+ * whole, prefetches a transmit's lines at a time (PREFETCH_LINES) and forms with weights in runs
+ * of 16 (das.c) */
 static inline int usbeam_das_iq_rows_of_8(int is_iq, size_t row_floats)
 {
     return is_iq && row_floats == 16;
